@@ -1,0 +1,88 @@
+//! The storage contract suite: one test body per guarantee, run against every adapter.
+//!
+//! An adapter's test crate provides a [`Harness`] that opens a fresh, isolated, migrated store
+//! and expands [`contract_suite!`](crate::contract_suite) with it; every case then runs as its own
+//! test against that adapter. Cases wait for conditions by polling with a bound, never by
+//! sleeping for a guessed time.
+
+mod lease;
+mod pause;
+mod tenure;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{Storage, StoreOptions};
+
+pub use lease::*;
+pub use pause::PausedWrites;
+pub use tenure::*;
+
+/// What the suite needs from an adapter under test.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// A new, empty, migrated store opened with `options`, isolated from every other store this
+    /// harness opened.
+    async fn open(&self, options: StoreOptions) -> Arc<dyn Storage>;
+}
+
+/// The longest any case waits for a condition before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Polls `condition` until it holds, failing the case after [`PATIENCE`].
+async fn eventually<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Expands to one `#[tokio::test]` per contract case, each running against the harness that
+/// `$harness` evaluates to.
+#[macro_export]
+macro_rules! contract_suite {
+    ($harness:expr) => {
+        $crate::contract_suite!(@cases $harness;
+            lease_is_granted_when_free,
+            lease_is_refused_while_held,
+            renewal_extends_the_expiry,
+            release_frees_the_lease_once,
+            peek_tells_free_held_expired_and_released,
+            takeover_happens_only_after_expiry,
+            tokens_strictly_increase_across_grants,
+            renewal_after_a_takeover_cannot_extend_the_lost_lease,
+            renewal_of_an_expired_lease_is_fenced,
+            renewal_waiting_behind_a_takeover_cannot_extend_an_expired_lease,
+            renewal_channel_renews_and_recovers_after_abandon,
+            fenced_write_with_a_stale_token_is_refused,
+            fenced_write_with_an_expired_lease_is_refused,
+            fenced_write_after_release_is_refused,
+            takeover_waits_for_a_write_in_flight,
+            peek_returns_while_a_fenced_write_holds_its_locks,
+            tenure_open_supersedes_earlier_open_tenures,
+            tenure_open_is_idempotent,
+            tenure_close_records_a_clean_stop,
+            tenure_close_without_open_is_missing
+        );
+    };
+    (@cases $harness:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let harness = $harness;
+                $crate::contract::$case(&harness).await;
+            }
+        )*
+    };
+}

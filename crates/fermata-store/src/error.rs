@@ -1,0 +1,174 @@
+//! The one error type of the storage port and its kinds.
+//!
+//! Callers branch on [`ErrorKind`], never on text. The message is written by the adapter from
+//! fixed words and safe identifiers (a lease name, a migration file name); the driver's own error
+//! is kept as the `source` for operators' logs and never appears in `Display`.
+
+use std::borrow::Cow;
+use std::error::Error as StdError;
+use std::fmt;
+
+/// What went wrong, as far as a caller needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The write lost a race: an expected revision, state or uniqueness did not hold. Re-read and
+    /// decide again; repeating the same write will fail the same way.
+    Conflict,
+    /// The row asked for does not exist.
+    Missing,
+    /// Stored data or schema is not what this release wrote: a row that does not decode, a
+    /// changed migration, an unknown migration. Needs an operator.
+    Corrupt,
+    /// The database could not be reached or answered with a transient failure (connection lost,
+    /// busy, serialization failure, timeout). The same call may succeed later.
+    Unavailable,
+    /// The write was refused because its fencing token is not the current token of a live lease:
+    /// the caller has lost the lease and must stop writing.
+    Fenced,
+    /// The caller passed a value the store refuses (empty name, out-of-range duration).
+    Invalid,
+}
+
+impl ErrorKind {
+    /// Whether repeating the same call, unchanged, may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::Unavailable)
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Missing => "not found",
+            ErrorKind::Corrupt => "stored data is corrupt",
+            ErrorKind::Unavailable => "storage unavailable",
+            ErrorKind::Fenced => "fenced",
+            ErrorKind::Invalid => "invalid request",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A storage failure: a kind to branch on, a safe message, and the underlying cause for logs.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: ErrorKind,
+    message: Cow<'static, str>,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    /// A new error. `message` must hold only fixed words and safe identifiers.
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        StoreError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Keeps `source` as the cause, for logs; it never reaches `Display`.
+    #[must_use]
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn conflict(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+
+    pub fn missing(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Missing, message)
+    }
+
+    pub fn corrupt(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Corrupt, message)
+    }
+
+    pub fn unavailable(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    pub fn fenced(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Fenced, message)
+    }
+
+    pub fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorKind::Invalid, message)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether repeating the same call, unchanged, may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.kind.is_retryable()
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn StdError + 'static))
+    }
+}
+
+/// The result of every store call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct DriverText;
+
+    impl fmt::Display for DriverText {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("ERROR: relation \"leases\" password=hunter2")
+        }
+    }
+
+    impl StdError for DriverText {}
+
+    #[test]
+    fn display_never_shows_the_source() {
+        let error = StoreError::unavailable("renewing lease `fermata:writer`").with_source(DriverText);
+        assert_eq!(
+            error.to_string(),
+            "storage unavailable: renewing lease `fermata:writer`"
+        );
+        assert!(error.source().is_some());
+    }
+
+    #[test]
+    fn only_unavailable_is_retryable() {
+        let kinds = [
+            ErrorKind::Conflict,
+            ErrorKind::Missing,
+            ErrorKind::Corrupt,
+            ErrorKind::Unavailable,
+            ErrorKind::Fenced,
+            ErrorKind::Invalid,
+        ];
+        let retryable: Vec<_> = kinds.into_iter().filter(|k| k.is_retryable()).collect();
+        assert_eq!(retryable, [ErrorKind::Unavailable]);
+    }
+}

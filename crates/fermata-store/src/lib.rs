@@ -1,0 +1,41 @@
+//! The storage port of Fermata.
+//!
+//! Domain code depends on these traits, never on a database driver. Each store is its own trait
+//! ([`LeaseStore`], [`TenureStore`], ...), reached through one [`Storage`] handle, so later stores
+//! are added beside the existing ones without touching them. Every adapter (the memory adapter
+//! here, the SQL adapters in `fermata-store-sql`) runs the same contract suite (feature
+//! `contract`).
+
+pub mod error;
+pub mod lease;
+pub mod memory;
+pub mod tenure;
+pub mod time;
+
+#[cfg(feature = "contract")]
+pub mod contract;
+
+pub use error::{ErrorKind, StoreError, StoreResult};
+pub use lease::{
+    Acquisition, Fence, FencedWriteHook, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord,
+    LeaseRenewal, LeaseStore,
+};
+pub use tenure::{Tenure, TenureEnd, TenureStart, TenureStore};
+pub use time::UnixMillis;
+
+/// One handle on an application database: every store of one adapter.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Which adapter this is, for logs and status (`memory`, `sqlite`, `postgres`).
+    fn driver(&self) -> &'static str;
+
+    fn leases(&self) -> &dyn LeaseStore;
+
+    fn tenures(&self) -> &dyn TenureStore;
+}
+
+/// Options every adapter takes when it is opened.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Runs inside each fenced write; see [`FencedWriteHook`].
+    pub fenced_write_hook: Option<FencedWriteHook>,
+}

@@ -1,0 +1,113 @@
+//! The memory adapter: every store held in process memory, for unit and contract tests.
+//!
+//! It is not a runtime storage driver. It follows the same contract as the SQL adapters: a
+//! per-lease write gate stands in for PostgreSQL's row and advisory locks, so fenced writes under
+//! one lease run one at a time and a takeover waits for a write in flight, while `peek` and
+//! renewal never wait for a write.
+
+mod lease;
+mod tenure;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{StoreError, StoreResult};
+use crate::lease::{Fence, LeaseName, LeaseRecord};
+use crate::tenure::Tenure;
+use crate::time::UnixMillis;
+use crate::{LeaseStore, Storage, StoreOptions, TenureStore};
+
+/// All stores, in memory.
+#[derive(Debug, Clone)]
+pub struct MemoryStorage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The rows. Held only for short critical sections, never across an await.
+    state: Mutex<State>,
+    /// One gate per lease: held for the whole of a fenced write and by a takeover, so the two
+    /// exclude each other, as the lease row lock does in PostgreSQL.
+    write_gates: Mutex<HashMap<LeaseName, Arc<tokio::sync::Mutex<()>>>>,
+    options: StoreOptions,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leases: HashMap<LeaseName, LeaseRecord>,
+    tenures: BTreeMap<(LeaseName, i64), Tenure>,
+}
+
+impl MemoryStorage {
+    pub fn new(options: StoreOptions) -> Self {
+        MemoryStorage {
+            inner: Arc::new(Inner {
+                state: Mutex::default(),
+                write_gates: Mutex::default(),
+                options,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_gate(&self, lease: &LeaseName) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = self
+            .write_gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(gates.entry(lease.clone()).or_default())
+    }
+
+    /// Runs `write` as a fenced write: under the lease's write gate, only while `fence` names the
+    /// current token of a live lease, with the state changes applied in one critical section.
+    async fn fenced<T>(
+        &self,
+        fence: &Fence,
+        write: impl FnOnce(&mut State, UnixMillis) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let gate = self.write_gate(&fence.lease);
+        let _in_flight = gate.lock().await;
+        self.state().check_fence(fence, UnixMillis::now())?;
+        if let Some(hook) = &self.options.fenced_write_hook {
+            hook.inside(fence).await;
+        }
+        write(&mut self.state(), UnixMillis::now())
+    }
+}
+
+impl State {
+    fn check_fence(&self, fence: &Fence, now: UnixMillis) -> StoreResult<()> {
+        match self.leases.get(&fence.lease) {
+            Some(lease) if lease.token == fence.token && !lease.released && lease.expires_at > now => {
+                Ok(())
+            }
+            _ => Err(StoreError::fenced(format!(
+                "token {} is not the live token of lease `{}`",
+                fence.token, fence.lease
+            ))),
+        }
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn driver(&self) -> &'static str {
+        "memory"
+    }
+
+    fn leases(&self) -> &dyn LeaseStore {
+        self
+    }
+
+    fn tenures(&self) -> &dyn TenureStore {
+        self
+    }
+}

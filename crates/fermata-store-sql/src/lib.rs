@@ -1,0 +1,222 @@
+//! The SQL adapters of the storage port: SQLite (the embedded default) and PostgreSQL.
+//!
+//! Both run through sqlx's `Any` driver, so every store's logic is written once; the differences
+//! between the engines (clock, row locks, how a write transaction begins, advisory locks) live in
+//! [`Dialect`] and each engine's migrations in `migrations/<dialect>/`. Nothing outside this
+//! crate sees a driver type or a line of SQL.
+
+mod dialect;
+mod error;
+mod fence;
+mod lease;
+pub mod migrations;
+mod tenure;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use fermata_store::{LeaseStore, Storage, StoreError, StoreOptions, StoreResult, TenureStore};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
+
+pub use dialect::Dialect;
+pub use migrations::MigrationStatus;
+
+/// Where the application database is.
+#[derive(Clone)]
+pub enum Database {
+    /// A SQLite file, created on first use.
+    Sqlite { path: PathBuf },
+    /// A PostgreSQL database, by connection URL. The URL may hold a password: it is never
+    /// printed, and `Debug` shows only that it is there.
+    Postgres { url: String },
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Database::Sqlite { path } => f.debug_struct("Sqlite").field("path", path).finish(),
+            Database::Postgres { .. } => f.write_str("Postgres { url: <redacted> }"),
+        }
+    }
+}
+
+impl Database {
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Database::Sqlite { .. } => Dialect::Sqlite,
+            Database::Postgres { .. } => Dialect::Postgres,
+        }
+    }
+}
+
+/// How long a statement may wait for SQLite's write lock before it fails as unavailable.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a caller may wait for a pooled connection.
+const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every store of one SQL database.
+#[derive(Debug, Clone)]
+pub struct SqlStorage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: AnyPool,
+    dialect: Dialect,
+    /// Kept to open connections outside the pool (lease renewal, migrations).
+    connect_options: AnyConnectOptions,
+    options: StoreOptions,
+    fence_sql: fence::FenceStatements,
+    lease_sql: lease::Statements,
+    tenure_sql: tenure::Statements,
+}
+
+impl SqlStorage {
+    /// Connects to `database`. Applies no migration; see [`SqlStorage::migrate`].
+    pub async fn connect(database: &Database, options: StoreOptions) -> StoreResult<Self> {
+        static DRIVERS: Once = Once::new();
+        DRIVERS.call_once(sqlx::any::install_default_drivers);
+
+        let dialect = database.dialect();
+        let connect_options = connect_options(database)?;
+        let max_connections = match dialect {
+            Dialect::Sqlite => 4,
+            Dialect::Postgres => 10,
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+            .after_connect(move |conn, _meta| Box::pin(prepare_connection(conn, dialect)))
+            .connect_with(connect_options.clone())
+            .await
+            .map_err(|e| error::map(e, "connecting to the database"))?;
+        Ok(SqlStorage {
+            inner: Arc::new(Inner {
+                pool,
+                dialect,
+                connect_options,
+                options,
+                fence_sql: fence::FenceStatements::new(dialect),
+                lease_sql: lease::Statements::new(dialect),
+                tenure_sql: tenure::Statements::new(dialect),
+            }),
+        })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.inner.dialect
+    }
+
+    /// Where the database stands against this release's migrations. Fails with `Corrupt`, naming
+    /// the file, when an applied migration differs from this release's.
+    pub async fn migration_status(&self) -> StoreResult<MigrationStatus> {
+        self.migration_status_against(migrations::embedded(self.inner.dialect))
+            .await
+    }
+
+    /// Checks the applied migrations, then applies the pending ones in order.
+    pub async fn migrate(&self) -> StoreResult<MigrationStatus> {
+        self.migrate_with(migrations::embedded(self.inner.dialect))
+            .await
+    }
+
+    /// [`SqlStorage::migration_status`] against another set of migration files.
+    pub async fn migration_status_against(
+        &self,
+        migrator: &Migrator,
+    ) -> StoreResult<MigrationStatus> {
+        let mut conn = self.inner.dedicated_connection().await?;
+        let status = migrations::check(&mut conn, migrator, self.inner.dialect).await;
+        conn.close().await.ok();
+        status
+    }
+
+    /// [`SqlStorage::migrate`] with another set of migration files.
+    pub async fn migrate_with(&self, migrator: &Migrator) -> StoreResult<MigrationStatus> {
+        let mut conn = self.inner.dedicated_connection().await?;
+        let result = async {
+            let before = migrations::check(&mut conn, migrator, self.inner.dialect).await?;
+            if !before.pending.is_empty() {
+                migrations::apply(&mut conn, migrator).await?;
+            }
+            migrations::check(&mut conn, migrator, self.inner.dialect).await
+        }
+        .await;
+        conn.close().await.ok();
+        result
+    }
+
+    /// Closes the pool, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    /// The shared pool, for benchmarks and tests that compare the stores with bare statements.
+    #[cfg(feature = "testing")]
+    pub fn pool(&self) -> &AnyPool {
+        &self.inner.pool
+    }
+}
+
+impl Inner {
+    /// A connection outside the pool, prepared like the pool's.
+    async fn dedicated_connection(&self) -> StoreResult<AnyConnection> {
+        let mut conn = AnyConnection::connect_with(&self.connect_options)
+            .await
+            .map_err(|e| error::map(e, "connecting to the database"))?;
+        prepare_connection(&mut conn, self.dialect)
+            .await
+            .map_err(|e| error::map(e, "preparing a database connection"))?;
+        Ok(conn)
+    }
+}
+
+fn connect_options(database: &Database) -> StoreResult<AnyConnectOptions> {
+    let options = match database {
+        Database::Sqlite { path } => {
+            let sqlite = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true);
+            AnyConnectOptions::from_url(&sqlite.to_url_lossy())
+                .map_err(|_| StoreError::invalid("the SQLite database path is not usable"))?
+        }
+        Database::Postgres { url } => url
+            .parse::<AnyConnectOptions>()
+            .map_err(|_| StoreError::invalid("the PostgreSQL connection URL does not parse"))?,
+    };
+    Ok(options.disable_statement_logging())
+}
+
+/// Settings every connection gets, pooled or not.
+async fn prepare_connection(conn: &mut AnyConnection, dialect: Dialect) -> Result<(), sqlx::Error> {
+    if dialect == Dialect::Sqlite {
+        // Set explicitly rather than trusting defaults: durability and integrity depend on them.
+        conn.execute("PRAGMA journal_mode = WAL").await?;
+        conn.execute("PRAGMA synchronous = FULL").await?;
+        conn.execute("PRAGMA foreign_keys = ON").await?;
+        let busy = format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis());
+        conn.execute(busy.as_str()).await?;
+    }
+    Ok(())
+}
+
+impl Storage for SqlStorage {
+    fn driver(&self) -> &'static str {
+        self.inner.dialect.name()
+    }
+
+    fn leases(&self) -> &dyn LeaseStore {
+        self
+    }
+
+    fn tenures(&self) -> &dyn TenureStore {
+        self
+    }
+}

@@ -150,7 +150,8 @@ mod tests {
 
     #[test]
     fn display_never_shows_the_source() {
-        let error = StoreError::unavailable("renewing lease `fermata:writer`").with_source(DriverText);
+        let error =
+            StoreError::unavailable("renewing lease `fermata:writer`").with_source(DriverText);
         assert_eq!(
             error.to_string(),
             "storage unavailable: renewing lease `fermata:writer`"

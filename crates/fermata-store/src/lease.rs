@@ -198,7 +198,10 @@ mod tests {
         assert!(LeaseName::new("fermata:writer").is_ok());
         assert!(LeaseName::new("schema-mutation").is_ok());
         for bad in ["", "Upper", "with space", "quote'", &"x".repeat(101)] {
-            assert!(LeaseName::new(bad.to_owned()).is_err(), "{bad:?} was accepted");
+            assert!(
+                LeaseName::new(bad.to_owned()).is_err(),
+                "{bad:?} was accepted"
+            );
         }
     }
 

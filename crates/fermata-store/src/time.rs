@@ -51,13 +51,22 @@ mod tests {
 
     #[test]
     fn formats_as_rfc3339() {
-        assert_eq!(UnixMillis(1_700_000_000_123).to_string(), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            UnixMillis(1_700_000_000_123).to_string(),
+            "2023-11-14T22:13:20.123Z"
+        );
     }
 
     #[test]
     fn arithmetic_saturates() {
-        assert_eq!(UnixMillis(i64::MAX).plus(Duration::from_secs(1)), UnixMillis(i64::MAX));
+        assert_eq!(
+            UnixMillis(i64::MAX).plus(Duration::from_secs(1)),
+            UnixMillis(i64::MAX)
+        );
         assert_eq!(UnixMillis(5).since(UnixMillis(9)), Duration::ZERO);
-        assert_eq!(UnixMillis(1_500).since(UnixMillis(500)), Duration::from_secs(1));
+        assert_eq!(
+            UnixMillis(1_500).since(UnixMillis(500)),
+            Duration::from_secs(1)
+        );
     }
 }

@@ -99,7 +99,10 @@ pub async fn release_frees_the_lease_once(harness: &dyn Harness) {
     let alpha = grant(&*store, "alpha", LONG).await;
     assert!(store.leases().release(&alpha).await.unwrap());
     assert!(store.leases().peek(&name()).await.unwrap().is_free());
-    assert!(!store.leases().release(&alpha).await.unwrap(), "released twice");
+    assert!(
+        !store.leases().release(&alpha).await.unwrap(),
+        "released twice"
+    );
 
     let beta = grant(&*store, "beta", LONG).await;
     assert!(
@@ -112,7 +115,10 @@ pub async fn release_frees_the_lease_once(harness: &dyn Harness) {
 
 pub async fn peek_tells_free_held_expired_and_released(harness: &dyn Harness) {
     let store = plain(harness).await;
-    assert!(store.leases().peek(&name()).await.unwrap().is_free(), "never granted");
+    assert!(
+        store.leases().peek(&name()).await.unwrap().is_free(),
+        "never granted"
+    );
 
     let alpha = grant(&*store, "alpha", SHORT).await;
     let held = store.leases().peek(&name()).await.unwrap();
@@ -120,7 +126,10 @@ pub async fn peek_tells_free_held_expired_and_released(harness: &dyn Harness) {
     wait_until_free(&*store).await;
     let expired = store.leases().peek(&name()).await.unwrap();
     let record = expired.record.as_ref().unwrap();
-    assert!(!record.released && record.expires_at <= expired.now, "expired");
+    assert!(
+        !record.released && record.expires_at <= expired.now,
+        "expired"
+    );
     assert_eq!(record.token, alpha.token);
 
     let beta = grant(&*store, "beta", LONG).await;
@@ -141,7 +150,14 @@ pub async fn takeover_happens_only_after_expiry(harness: &dyn Harness) {
     let beta = grant(&*store, "beta", LONG).await;
     assert!(beta.token > alpha.token);
     assert_eq!(
-        store.leases().peek(&name()).await.unwrap().live_holder().unwrap().holder,
+        store
+            .leases()
+            .peek(&name())
+            .await
+            .unwrap()
+            .live_holder()
+            .unwrap()
+            .holder,
         "beta"
     );
 }
@@ -171,13 +187,21 @@ pub async fn renewal_after_a_takeover_cannot_extend_the_lost_lease(harness: &dyn
 
     let error = store.leases().renew(&alpha, LONG).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
-    let error = store.leases().renewal_channel().renew(&alpha, LONG).await.unwrap_err();
+    let error = store
+        .leases()
+        .renewal_channel()
+        .renew(&alpha, LONG)
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
 
     let record = store.leases().peek(&name()).await.unwrap().record.unwrap();
     assert_eq!(record.holder, "beta");
     assert_eq!(record.token, beta.token);
-    assert_eq!(record.expires_at, beta.expires_at, "the lost lease's renewal changed the row");
+    assert_eq!(
+        record.expires_at, beta.expires_at,
+        "the lost lease's renewal changed the row"
+    );
 }
 
 pub async fn renewal_of_an_expired_lease_is_fenced(harness: &dyn Harness) {
@@ -217,7 +241,10 @@ pub async fn renewal_waiting_behind_a_takeover_cannot_extend_an_expired_lease(
     });
 
     pause.release();
-    writer.await.unwrap().expect("the write checked its fence before the lease expired");
+    writer
+        .await
+        .unwrap()
+        .expect("the write checked its fence before the lease expired");
     let beta = match takeover.await.unwrap().unwrap() {
         Acquisition::Granted(lease) => lease,
         Acquisition::Held(record) => panic!("the expired lease was extended: {record:?}"),
@@ -225,7 +252,10 @@ pub async fn renewal_waiting_behind_a_takeover_cannot_extend_an_expired_lease(
     let error = renewal.await.unwrap().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
     let record = store.leases().peek(&name()).await.unwrap().record.unwrap();
-    assert_eq!((record.token, record.expires_at), (beta.token, beta.expires_at));
+    assert_eq!(
+        (record.token, record.expires_at),
+        (beta.token, beta.expires_at)
+    );
 }
 
 pub async fn renewal_channel_renews_and_recovers_after_abandon(harness: &dyn Harness) {
@@ -238,7 +268,14 @@ pub async fn renewal_channel_renews_and_recovers_after_abandon(harness: &dyn Har
     let again = channel.renew(&renewed, LONG).await.unwrap();
     assert!(again.expires_at >= renewed.expires_at);
     assert_eq!(
-        store.leases().peek(&name()).await.unwrap().live_holder().unwrap().expires_at,
+        store
+            .leases()
+            .peek(&name())
+            .await
+            .unwrap()
+            .live_holder()
+            .unwrap()
+            .expires_at,
         again.expires_at
     );
 }
@@ -248,7 +285,11 @@ pub async fn fenced_write_with_a_stale_token_is_refused(harness: &dyn Harness) {
     let alpha = grant(&*store, "alpha", LONG).await;
     store.leases().release(&alpha).await.unwrap();
     let beta = grant(&*store, "beta", LONG).await;
-    store.tenures().open(&beta.fence(), &start("beta")).await.unwrap();
+    store
+        .tenures()
+        .open(&beta.fence(), &start("beta"))
+        .await
+        .unwrap();
     let before = store.tenures().recent(&name(), 10).await.unwrap();
 
     let error = store
@@ -272,7 +313,14 @@ pub async fn fenced_write_with_an_expired_lease_is_refused(harness: &dyn Harness
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
-    assert!(store.tenures().recent(&name(), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .tenures()
+            .recent(&name(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 pub async fn fenced_write_after_release_is_refused(harness: &dyn Harness) {
@@ -285,7 +333,14 @@ pub async fn fenced_write_after_release_is_refused(harness: &dyn Harness) {
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
-    assert!(store.tenures().recent(&name(), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .tenures()
+            .recent(&name(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 pub async fn takeover_waits_for_a_write_in_flight(harness: &dyn Harness) {
@@ -306,7 +361,10 @@ pub async fn takeover_waits_for_a_write_in_flight(harness: &dyn Harness) {
         async move { store.leases().acquire(&name(), "beta", LONG).await }
     });
     let early = tokio::time::timeout(Duration::from_millis(500), &mut takeover).await;
-    assert!(early.is_err(), "the takeover did not wait for the write in flight");
+    assert!(
+        early.is_err(),
+        "the takeover did not wait for the write in flight"
+    );
 
     pause.release();
     let written = writer.await.unwrap().expect("the write in flight commits");
@@ -321,7 +379,11 @@ pub async fn takeover_waits_for_a_write_in_flight(harness: &dyn Harness) {
     };
     assert!(beta.token > alpha.token);
     let tenures = store.tenures().recent(&name(), 10).await.unwrap();
-    assert_eq!(tenures.len(), 1, "the write in flight was lost: {tenures:?}");
+    assert_eq!(
+        tenures.len(),
+        1,
+        "the write in flight was lost: {tenures:?}"
+    );
 }
 
 pub async fn peek_returns_while_a_fenced_write_holds_its_locks(harness: &dyn Harness) {

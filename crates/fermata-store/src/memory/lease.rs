@@ -82,7 +82,9 @@ fn renew(inner: &Inner, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
     let mut state = inner.state();
     let now = UnixMillis::now();
     match state.leases.get_mut(&lease.name) {
-        Some(record) if record.token == lease.token && !record.released && record.expires_at > now => {
+        Some(record)
+            if record.token == lease.token && !record.released && record.expires_at > now =>
+        {
             record.expires_at = now.plus(ttl);
             Ok(Lease {
                 expires_at: record.expires_at,

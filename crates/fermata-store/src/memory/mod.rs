@@ -87,7 +87,9 @@ impl Inner {
 impl State {
     fn check_fence(&self, fence: &Fence, now: UnixMillis) -> StoreResult<()> {
         match self.leases.get(&fence.lease) {
-            Some(lease) if lease.token == fence.token && !lease.released && lease.expires_at > now => {
+            Some(lease)
+                if lease.token == fence.token && !lease.released && lease.expires_at > now =>
+            {
                 Ok(())
             }
             _ => Err(StoreError::fenced(format!(

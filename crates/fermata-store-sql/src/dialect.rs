@@ -1,0 +1,107 @@
+//! The few places where SQLite and PostgreSQL differ, in one table.
+//!
+//! Store modules write each statement once, as a template, and render it here when the store
+//! opens. Placeholders `$1`, `$2`, ... work on both engines. Every stored instant is a `BIGINT` of
+//! milliseconds since the Unix epoch and every flag is a nullable instant (`released_at`), so
+//! values cross the `Any` driver as plain integers and text on both engines.
+
+/// Which SQL engine a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The adapter's name, as configured and reported.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
+    /// How a write transaction begins. SQLite takes its write lock up front, so a transaction
+    /// that reads before it writes never fails to upgrade.
+    pub(crate) fn begin_write(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN",
+        }
+    }
+
+    /// Serializes the fenced writes of one lease beyond the row lock (PostgreSQL's
+    /// `FOR KEY SHARE` lets several writers share the row). SQLite's write lock already does.
+    pub(crate) fn serialize_fenced_writes(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some(
+                "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS serialized",
+            ),
+        }
+    }
+
+    /// Settings for the lease renewal connection. PostgreSQL ends a renewal transaction that sits
+    /// idle, so a session whose client vanished cannot keep the lease row locked.
+    pub(crate) fn renewal_session_settings(self) -> &'static [&'static str] {
+        match self {
+            Dialect::Sqlite => &[],
+            Dialect::Postgres => &["SET idle_in_transaction_session_timeout = '2s'"],
+        }
+    }
+
+    /// Reads the server session behind a connection, where there is one.
+    pub(crate) fn server_session_id(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some("SELECT CAST(pg_backend_pid() AS BIGINT)"),
+        }
+    }
+
+    /// Ends a server session from another connection.
+    pub(crate) fn terminate_server_session(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some("SELECT pg_terminate_backend(CAST($1 AS INTEGER))"),
+        }
+    }
+
+    /// Renders a statement template: `{now}` becomes the database's clock in milliseconds, and
+    /// `{for_update}`, `{for_no_key_update}`, `{for_key_share}` become row locks (nothing on
+    /// SQLite, whose `BEGIN IMMEDIATE` already holds the database's write lock).
+    pub(crate) fn render(self, template: &str) -> String {
+        let (now, for_update, for_no_key_update, for_key_share) = match self {
+            Dialect::Sqlite => ("CAST(unixepoch('subsec') * 1000 AS INTEGER)", "", "", ""),
+            Dialect::Postgres => (
+                "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
+                " FOR UPDATE",
+                " FOR NO KEY UPDATE",
+                " FOR KEY SHARE",
+            ),
+        };
+        template
+            .replace("{now}", now)
+            .replace("{for_update}", for_update)
+            .replace("{for_no_key_update}", for_no_key_update)
+            .replace("{for_key_share}", for_key_share)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_each_dialect() {
+        let template = "SELECT {now} FROM leases WHERE name = $1{for_key_share}";
+        assert_eq!(
+            Dialect::Sqlite.render(template),
+            "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM leases WHERE name = $1"
+        );
+        assert_eq!(
+            Dialect::Postgres.render(template),
+            "SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) \
+             FROM leases WHERE name = $1 FOR KEY SHARE"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Fenced transactions: the one way every store writes under a lease.
+//!
+//! A fenced transaction begins a write transaction, locks the lease row so a takeover must wait
+//! for it (PostgreSQL `FOR KEY SHARE`, which renewal's `FOR NO KEY UPDATE` does not conflict
+//! with), serializes the writes of one lease (a transaction-scoped advisory lock on PostgreSQL;
+//! SQLite's `BEGIN IMMEDIATE` already holds the database's write lock), and then checks, on the
+//! database's clock and after the locks are held, that the fence's token is the lease's current
+//! token and the lease is live. Only then do the store's statements run; they commit together or
+//! not at all.
+
+use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};
+use sqlx::{Any, AnyConnection, Row, Transaction};
+
+use crate::Inner;
+use crate::dialect::Dialect;
+use crate::error::map;
+
+/// The statements of a fence check, rendered for one dialect.
+#[derive(Debug)]
+pub(crate) struct FenceStatements {
+    lock_lease: String,
+    serialize: Option<&'static str>,
+    check: String,
+}
+
+impl FenceStatements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        FenceStatements {
+            lock_lease: dialect.render("SELECT token FROM leases WHERE name = $1{for_key_share}"),
+            serialize: dialect.serialize_fenced_writes(),
+            check: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 SELECT clock.now, \
+                        CASE WHEN l.token = $2 AND l.released_at IS NULL AND l.expires_at > clock.now \
+                             THEN 1 ELSE 0 END AS live \
+                 FROM clock LEFT JOIN leases l ON l.name = $1",
+            ),
+        }
+    }
+}
+
+/// A write transaction whose fence was checked. Dropping it without [`commit`] rolls it back.
+///
+/// [`commit`]: FencedTransaction::commit
+#[derive(Debug)]
+pub(crate) struct FencedTransaction {
+    transaction: Transaction<'static, Any>,
+    /// The database's clock when the fence was checked, for the write's own timestamps.
+    pub(crate) now: UnixMillis,
+}
+
+impl FencedTransaction {
+    pub(crate) fn conn(&mut self) -> &mut AnyConnection {
+        &mut self.transaction
+    }
+
+    pub(crate) async fn commit(self, action: &str) -> StoreResult<()> {
+        self.transaction.commit().await.map_err(|e| map(e, action))
+    }
+}
+
+impl Inner {
+    /// Begins a fenced transaction for `fence`, failing with `Fenced` when its token is not the
+    /// live token of its lease.
+    pub(crate) async fn begin_fenced(
+        &self,
+        fence: &Fence,
+        action: &str,
+    ) -> StoreResult<FencedTransaction> {
+        let sql = &self.fence_sql;
+        let lease = fence.lease.as_str();
+        let mut transaction = self
+            .pool
+            .begin_with(self.dialect.begin_write())
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.lock_lease)
+            .bind(lease)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(|e| map(e, action))?;
+        if let Some(serialize) = sql.serialize {
+            sqlx::query(serialize)
+                .bind(lease)
+                .execute(&mut *transaction)
+                .await
+                .map_err(|e| map(e, action))?;
+        }
+        let row = sqlx::query(&sql.check)
+            .bind(lease)
+            .bind(fence.token.0)
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(|e| map(e, action))?;
+        let now: i64 = row.try_get(0).map_err(|e| map(e, action))?;
+        let live: i64 = row.try_get(1).map_err(|e| map(e, action))?;
+        if live != 1 {
+            return Err(StoreError::fenced(format!(
+                "{action}: token {} is not the live token of lease `{}`",
+                fence.token, fence.lease
+            )));
+        }
+        if let Some(hook) = &self.options.fenced_write_hook {
+            hook.inside(fence).await;
+        }
+        Ok(FencedTransaction {
+            transaction,
+            now: UnixMillis(now),
+        })
+    }
+}

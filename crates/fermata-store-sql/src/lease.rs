@@ -1,0 +1,311 @@
+//! The SQL lease store and renewal channel.
+//!
+//! Acquisition locks the row `FOR UPDATE`, so a takeover waits for every fenced write in flight
+//! (they hold it `FOR KEY SHARE`). Renewal locks it `FOR NO KEY UPDATE`, which no fenced write
+//! conflicts with but a takeover does, and only then checks the expiry, so a renewal that waited
+//! behind a takeover cannot extend a lease that expired meanwhile. Every expiry decision uses the
+//! database's clock, read after the row lock is held. `peek` is one plain statement.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_store::{
+    Acquisition, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord, LeaseRenewal, LeaseStore,
+    StoreError, StoreResult, UnixMillis,
+};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Connection, Executor, Row};
+
+use crate::dialect::Dialect;
+use crate::error::map;
+use crate::{Inner, SqlStorage};
+
+/// How long abandoning a renewal connection may spend ending its server session.
+const TERMINATE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The lease statements, rendered for one dialect.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    insert_if_absent: String,
+    lock_for_takeover: String,
+    grant_if_free: String,
+    read: String,
+    lock_for_renewal: String,
+    extend_if_live: String,
+    release: String,
+    peek: String,
+}
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        Statements {
+            // A never-granted lease is a released row with token 0, so the first grant gets 1.
+            insert_if_absent: dialect.render(
+                "INSERT INTO leases (name, token, holder, acquired_at, expires_at, released_at) \
+                 VALUES ($1, 0, '', 0, 0, 0) ON CONFLICT (name) DO NOTHING",
+            ),
+            lock_for_takeover: dialect.render("SELECT token FROM leases WHERE name = $1{for_update}"),
+            grant_if_free: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 UPDATE leases SET token = token + 1, holder = $2, acquired_at = clock.now, \
+                        expires_at = clock.now + $3, released_at = NULL \
+                 FROM clock \
+                 WHERE name = $1 AND (released_at IS NOT NULL OR expires_at <= clock.now) \
+                 RETURNING token, expires_at",
+            ),
+            read: dialect.render(
+                "SELECT token, holder, acquired_at, expires_at, released_at FROM leases WHERE name = $1",
+            ),
+            lock_for_renewal: dialect
+                .render("SELECT token FROM leases WHERE name = $1{for_no_key_update}"),
+            extend_if_live: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 UPDATE leases SET expires_at = clock.now + $3 \
+                 FROM clock \
+                 WHERE name = $1 AND token = $2 AND released_at IS NULL AND expires_at > clock.now \
+                 RETURNING expires_at",
+            ),
+            release: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 UPDATE leases SET released_at = clock.now \
+                 FROM clock \
+                 WHERE name = $1 AND token = $2 AND released_at IS NULL",
+            ),
+            peek: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 SELECT l.token, l.holder, l.acquired_at, l.expires_at, l.released_at, clock.now \
+                 FROM clock LEFT JOIN leases l ON l.name = $1",
+            ),
+        }
+    }
+}
+
+fn millis(ttl: Duration) -> StoreResult<i64> {
+    i64::try_from(ttl.as_millis())
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| StoreError::invalid("a lease time-to-live is between 1 ms and i64::MAX ms"))
+}
+
+/// Reads a lease row from the first five columns of `row`; `None` for a never-granted lease.
+fn record_from(name: &LeaseName, row: &AnyRow, action: &str) -> StoreResult<Option<LeaseRecord>> {
+    let token: Option<i64> = row.try_get(0).map_err(|e| map(e, action))?;
+    let Some(token) = token.filter(|token| *token > 0) else {
+        return Ok(None);
+    };
+    let released_at: Option<i64> = row.try_get(4).map_err(|e| map(e, action))?;
+    Ok(Some(LeaseRecord {
+        name: name.clone(),
+        token: FencingToken(token),
+        holder: row.try_get(1).map_err(|e| map(e, action))?,
+        acquired_at: UnixMillis(row.try_get(2).map_err(|e| map(e, action))?),
+        expires_at: UnixMillis(row.try_get(3).map_err(|e| map(e, action))?),
+        released: released_at.is_some(),
+    }))
+}
+
+/// Renews `lease` over `conn`; shared by the pooled store and the renewal channel.
+async fn renew_on(
+    conn: &mut AnyConnection,
+    inner: &Inner,
+    lease: &Lease,
+    ttl: Duration,
+) -> StoreResult<Lease> {
+    let action = "renewing a lease";
+    let ttl = millis(ttl)?;
+    let sql = &inner.lease_sql;
+    let mut tx = conn
+        .begin_with(inner.dialect.begin_write())
+        .await
+        .map_err(|e| map(e, action))?;
+    sqlx::query(&sql.lock_for_renewal)
+        .bind(lease.name.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| map(e, action))?;
+    let extended: Option<i64> = sqlx::query_scalar(&sql.extend_if_live)
+        .bind(lease.name.as_str())
+        .bind(lease.token.0)
+        .bind(ttl)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| map(e, action))?;
+    tx.commit().await.map_err(|e| map(e, action))?;
+    match extended {
+        Some(expires_at) => Ok(Lease {
+            expires_at: UnixMillis(expires_at),
+            ..lease.clone()
+        }),
+        None => Err(StoreError::fenced(format!(
+            "lease `{}` with token {} was lost before it could be renewed",
+            lease.name, lease.token
+        ))),
+    }
+}
+
+#[async_trait]
+impl LeaseStore for SqlStorage {
+    async fn acquire(
+        &self,
+        name: &LeaseName,
+        holder: &str,
+        ttl: Duration,
+    ) -> StoreResult<Acquisition> {
+        let action = "acquiring a lease";
+        let ttl = millis(ttl)?;
+        let inner = &self.inner;
+        let sql = &inner.lease_sql;
+        let mut tx = inner
+            .pool
+            .begin_with(inner.dialect.begin_write())
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.insert_if_absent)
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.lock_for_takeover)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        let granted = sqlx::query(&sql.grant_if_free)
+            .bind(name.as_str())
+            .bind(holder)
+            .bind(ttl)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        if let Some(row) = granted {
+            let lease = Lease {
+                name: name.clone(),
+                token: FencingToken(row.try_get(0).map_err(|e| map(e, action))?),
+                holder: holder.to_owned(),
+                expires_at: UnixMillis(row.try_get(1).map_err(|e| map(e, action))?),
+            };
+            tx.commit().await.map_err(|e| map(e, action))?;
+            return Ok(Acquisition::Granted(lease));
+        }
+        let row = sqlx::query(&sql.read)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.rollback().await.map_err(|e| map(e, action))?;
+        let record = record_from(name, &row, action)?
+            .ok_or_else(|| StoreError::corrupt("a lease that is not free has no holder"))?;
+        Ok(Acquisition::Held(record))
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, "renewing a lease"))?;
+        renew_on(&mut conn, &self.inner, lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> StoreResult<bool> {
+        let done = sqlx::query(&self.inner.lease_sql.release)
+            .bind(lease.name.as_str())
+            .bind(lease.token.0)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, "releasing a lease"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn peek(&self, name: &LeaseName) -> StoreResult<LeasePeek> {
+        let action = "reading a lease";
+        let row = sqlx::query(&self.inner.lease_sql.peek)
+            .bind(name.as_str())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(LeasePeek {
+            record: record_from(name, &row, action)?,
+            now: UnixMillis(row.try_get(5).map_err(|e| map(e, action))?),
+        })
+    }
+
+    fn renewal_channel(&self) -> Box<dyn LeaseRenewal> {
+        Box::new(SqlRenewal {
+            inner: Arc::clone(&self.inner),
+            conn: None,
+            server_session: None,
+        })
+    }
+}
+
+/// A renewal channel: one connection outside the shared pool, opened on first use.
+struct SqlRenewal {
+    inner: Arc<Inner>,
+    conn: Option<AnyConnection>,
+    /// The server session behind `conn`, where the database has one, so an abandoned renewal
+    /// can be ended from the shared pool.
+    server_session: Option<i64>,
+}
+
+impl SqlRenewal {
+    async fn open(&mut self) -> StoreResult<&mut AnyConnection> {
+        if self.conn.is_none() {
+            let action = "opening the lease renewal connection";
+            let mut conn = self.inner.dedicated_connection().await?;
+            for setting in self.inner.dialect.renewal_session_settings() {
+                conn.execute(*setting).await.map_err(|e| map(e, action))?;
+            }
+            if let Some(query) = self.inner.dialect.server_session_id() {
+                let id: i64 = sqlx::query_scalar(query)
+                    .fetch_one(&mut conn)
+                    .await
+                    .map_err(|e| map(e, action))?;
+                self.server_session = Some(id);
+            }
+            self.conn = Some(conn);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| StoreError::unavailable("the lease renewal connection is not open"))
+    }
+}
+
+#[async_trait]
+impl LeaseRenewal for SqlRenewal {
+    async fn renew(&mut self, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
+        let inner = Arc::clone(&self.inner);
+        let conn = self.open().await?;
+        renew_on(conn, &inner, lease, ttl).await
+    }
+
+    async fn abandon(&mut self) {
+        // The connection may be stuck: drop it rather than wait for a polite close.
+        drop(self.conn.take());
+        let (Some(id), Some(terminate)) = (
+            self.server_session.take(),
+            self.inner.dialect.terminate_server_session(),
+        ) else {
+            return;
+        };
+        let ended = tokio::time::timeout(
+            TERMINATE_TIMEOUT,
+            sqlx::query(terminate).bind(id).execute(&self.inner.pool),
+        )
+        .await;
+        match ended {
+            Ok(Ok(_)) => tracing::info!(session = id, "ended the abandoned lease renewal session"),
+            Ok(Err(error)) => tracing::warn!(
+                session = id,
+                error = %map(error, "ending the abandoned lease renewal session"),
+                "could not end the abandoned renewal session"
+            ),
+            Err(_) => tracing::warn!(
+                session = id,
+                "ending the abandoned renewal session timed out"
+            ),
+        }
+    }
+}

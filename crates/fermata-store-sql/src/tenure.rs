@@ -1,0 +1,160 @@
+//! The SQL tenure store. Both writes are fenced transactions.
+
+use async_trait::async_trait;
+use fermata_store::{
+    Fence, FencingToken, LeaseName, StoreError, StoreResult, Tenure, TenureEnd, TenureStart,
+    TenureStore, UnixMillis,
+};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use crate::SqlStorage;
+use crate::dialect::Dialect;
+use crate::error::map;
+
+/// The tenure statements, rendered for one dialect.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    select_one: String,
+    supersede_open: String,
+    insert: String,
+    close: String,
+    recent: String,
+}
+
+const COLUMNS: &str = "lease_name, token, holder, version, started_at, ended_at, end_reason";
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        Statements {
+            select_one: dialect.render(&format!(
+                "SELECT {COLUMNS} FROM lease_tenures WHERE lease_name = $1 AND token = $2"
+            )),
+            supersede_open: dialect.render(
+                "UPDATE lease_tenures SET end_reason = 'superseded' \
+                 WHERE lease_name = $1 AND end_reason IS NULL",
+            ),
+            insert: dialect.render(&format!(
+                "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL)"
+            )),
+            close: dialect.render(
+                "UPDATE lease_tenures SET ended_at = $3, end_reason = 'stopped' \
+                 WHERE lease_name = $1 AND token = $2 AND end_reason IS NULL",
+            ),
+            recent: dialect.render(&format!(
+                "SELECT {COLUMNS} FROM lease_tenures WHERE lease_name = $1 \
+                 ORDER BY token DESC LIMIT $2"
+            )),
+        }
+    }
+}
+
+fn tenure_from(row: &AnyRow, action: &str) -> StoreResult<Tenure> {
+    let get_err = |e| map(e, action);
+    let lease: String = row.try_get(0).map_err(get_err)?;
+    let end: Option<String> = row.try_get(6).map_err(get_err)?;
+    let end = match end {
+        None => None,
+        Some(text) => Some(
+            TenureEnd::parse(&text)
+                .ok_or_else(|| StoreError::corrupt("a tenure has an unknown end reason"))?,
+        ),
+    };
+    Ok(Tenure {
+        lease: LeaseName::new(lease)
+            .map_err(|_| StoreError::corrupt("a tenure names an invalid lease"))?,
+        token: FencingToken(row.try_get(1).map_err(get_err)?),
+        holder: row.try_get(2).map_err(get_err)?,
+        version: row.try_get(3).map_err(get_err)?,
+        started_at: UnixMillis(row.try_get(4).map_err(get_err)?),
+        ended_at: row
+            .try_get::<Option<i64>, _>(5)
+            .map_err(get_err)?
+            .map(UnixMillis),
+        end,
+    })
+}
+
+impl SqlStorage {
+    async fn select_tenure(
+        &self,
+        conn: &mut AnyConnection,
+        fence: &Fence,
+        action: &str,
+    ) -> StoreResult<Option<Tenure>> {
+        let row = sqlx::query(&self.inner.tenure_sql.select_one)
+            .bind(fence.lease.as_str())
+            .bind(fence.token.0)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| tenure_from(&row, action)).transpose()
+    }
+}
+
+#[async_trait]
+impl TenureStore for SqlStorage {
+    async fn open(&self, fence: &Fence, start: &TenureStart) -> StoreResult<Tenure> {
+        let action = "opening a tenure";
+        let sql = &self.inner.tenure_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        if let Some(existing) = self.select_tenure(tx.conn(), fence, action).await? {
+            return Ok(existing);
+        }
+        sqlx::query(&sql.supersede_open)
+            .bind(fence.lease.as_str())
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        let tenure = Tenure {
+            lease: fence.lease.clone(),
+            token: fence.token,
+            holder: start.holder.clone(),
+            version: start.version.clone(),
+            started_at: tx.now,
+            ended_at: None,
+            end: None,
+        };
+        sqlx::query(&sql.insert)
+            .bind(tenure.lease.as_str())
+            .bind(tenure.token.0)
+            .bind(tenure.holder.as_str())
+            .bind(tenure.version.as_str())
+            .bind(tenure.started_at.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit(action).await?;
+        Ok(tenure)
+    }
+
+    async fn close(&self, fence: &Fence) -> StoreResult<Tenure> {
+        let action = "closing a tenure";
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        sqlx::query(&self.inner.tenure_sql.close)
+            .bind(fence.lease.as_str())
+            .bind(fence.token.0)
+            .bind(now.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        let tenure = self
+            .select_tenure(tx.conn(), fence, action)
+            .await?
+            .ok_or_else(|| StoreError::missing("no tenure was opened under this fence"))?;
+        tx.commit(action).await?;
+        Ok(tenure)
+    }
+
+    async fn recent(&self, lease: &LeaseName, limit: u32) -> StoreResult<Vec<Tenure>> {
+        let action = "listing tenures";
+        let rows = sqlx::query(&self.inner.tenure_sql.recent)
+            .bind(lease.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        rows.iter().map(|row| tenure_from(row, action)).collect()
+    }
+}

@@ -1,0 +1,85 @@
+# Throwaway database servers for the test and benchmark commands: each in a fresh temporary
+# folder, on a free loopback port, run as its Debian service user (both refuse to run as root),
+# stopped and removed by stop_servers. Source this file; it defines functions only.
+
+# Installs the Debian packages that bring the server binaries, where they are missing.
+ensure_server_packages() {
+  local missing=()
+  ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || missing+=(postgresql postgresql-client)
+  command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server mariadb-client)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Runs a command as a service user when we are root; as ourselves otherwise.
+as_user() {
+  local user=$1; shift
+  if [ "$(id -u)" -eq 0 ]; then runuser -u "$user" -- "$@"; else "$@"; fi
+}
+
+# start_postgres durable|fast: sets PG_ROOT, PG_PORT, PG_BIN and FERMATA_TEST_POSTGRES_URL.
+# "fast" turns off fsync for functional tests; benchmarks and crash tests use "durable".
+start_postgres() {
+  local mode=${1:-fast}
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  PG_ROOT=$(mktemp -d /tmp/fermata-pg.XXXXXX)
+  PG_PORT=$(free_port)
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PG_ROOT"
+  as_user postgres "$PG_BIN/initdb" -D "$PG_ROOT/data" -U postgres -A trust -E UTF8 \
+    --locale=C.UTF-8 --no-sync >"$PG_ROOT/initdb.log" 2>&1 \
+    || { cat "$PG_ROOT/initdb.log" >&2; return 1; }
+  local options="-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_ROOT -c max_connections=400"
+  if [ "$mode" = fast ]; then
+    options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
+  as_user postgres "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -l "$PG_ROOT/server.log" -w -t 60 \
+    -o "$options" start >/dev/null \
+    || { cat "$PG_ROOT/server.log" >&2; return 1; }
+  export FERMATA_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
+  echo "PostgreSQL ($mode) on 127.0.0.1:$PG_PORT" >&2
+}
+
+# start_mariadb: sets MY_ROOT, MY_PORT and FERMATA_TEST_MYSQL_URL (an account with every grant).
+start_mariadb() {
+  MY_ROOT=$(mktemp -d /tmp/fermata-my.XXXXXX)
+  MY_PORT=$(free_port)
+  [ "$(id -u)" -eq 0 ] && chown mysql:mysql "$MY_ROOT"
+  mariadb-install-db --no-defaults --user="$(id -u -n | sed 's/^root$/mysql/')" \
+    --datadir="$MY_ROOT/data" --auth-root-authentication-method=normal --skip-test-db \
+    >"$MY_ROOT/install.log" 2>&1 || { cat "$MY_ROOT/install.log" >&2; return 1; }
+  as_user mysql mariadbd --no-defaults --datadir="$MY_ROOT/data" --socket="$MY_ROOT/mysqld.sock" \
+    --pid-file="$MY_ROOT/mysqld.pid" --log-error="$MY_ROOT/err.log" --port="$MY_PORT" \
+    --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin \
+    --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 >/dev/null 2>&1 &
+  local i
+  for i in $(seq 1 600); do
+    mariadb-admin --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  mariadb --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot -e \
+    "CREATE USER 'fermata'@'127.0.0.1' IDENTIFIED BY 'fermata'; GRANT ALL ON *.* TO 'fermata'@'127.0.0.1' WITH GRANT OPTION;" \
+    || { cat "$MY_ROOT/err.log" >&2; return 1; }
+  export FERMATA_TEST_MYSQL_URL="mysql://fermata:fermata@127.0.0.1:$MY_PORT"
+  echo "MariaDB on 127.0.0.1:$MY_PORT" >&2
+}
+
+stop_servers() {
+  if [ -n "${PG_ROOT:-}" ] && [ -d "$PG_ROOT" ]; then
+    as_user postgres "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$PG_ROOT"
+  fi
+  if [ -n "${MY_ROOT:-}" ] && [ -d "$MY_ROOT" ]; then
+    mariadb-admin --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot shutdown >/dev/null 2>&1 \
+      || { [ -f "$MY_ROOT/mysqld.pid" ] && kill -9 "$(cat "$MY_ROOT/mysqld.pid")" 2>/dev/null; } || true
+    rm -rf "$MY_ROOT"
+  fi
+}

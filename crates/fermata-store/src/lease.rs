@@ -171,7 +171,9 @@ pub trait LeaseRenewal: Send {
 /// Called inside every fenced write after its fence was checked and while it holds its locks,
 /// before the write's own statements. Tests use it to hold a write in flight.
 #[derive(Clone)]
-pub struct FencedWriteHook(Arc<dyn Fn(&Fence) -> BoxFuture<'static, ()> + Send + Sync>);
+pub struct FencedWriteHook(Arc<HookFn>);
+
+type HookFn = dyn Fn(&Fence) -> BoxFuture<'static, ()> + Send + Sync;
 
 impl FencedWriteHook {
     pub fn new(hook: impl Fn(&Fence) -> BoxFuture<'static, ()> + Send + Sync + 'static) -> Self {

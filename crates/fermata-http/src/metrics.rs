@@ -1,0 +1,121 @@
+//! The process's Prometheus metrics, in OpenMetrics text.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+/// How one renewal attempt of the writer lease ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RenewalOutcome {
+    /// Renewed within the attempt timeout.
+    Renewed,
+    /// Renewed, but too late to count: retried at once.
+    Slow,
+    /// Failed with an error; retried until the safety deadline.
+    Failed,
+    /// Got no reply at all; its connection was abandoned.
+    Abandoned,
+}
+
+impl RenewalOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            RenewalOutcome::Renewed => "renewed",
+            RenewalOutcome::Slow => "slow",
+            RenewalOutcome::Failed => "failed",
+            RenewalOutcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// Every metric the process exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    lease_held: Gauge,
+    lease_token: Gauge,
+    lease_expires_at: Gauge<f64, AtomicU64>,
+    renewals: Family<OutcomeLabel, Counter>,
+}
+
+impl Metrics {
+    pub fn new(version: &str) -> Self {
+        let lease_held = Gauge::default();
+        let lease_token = Gauge::default();
+        let lease_expires_at = Gauge::<f64, AtomicU64>::default();
+        let renewals = Family::<OutcomeLabel, Counter>::default();
+        let mut registry = Registry::with_prefix("fermata");
+        registry.register(
+            "build",
+            "The release that is running",
+            Info::new(vec![("version".to_owned(), version.to_owned())]),
+        );
+        registry.register(
+            "writer_lease_held",
+            "1 while this process holds the writer lease",
+            lease_held.clone(),
+        );
+        registry.register(
+            "writer_lease_token",
+            "The fencing token of the writer lease this process holds or last held",
+            lease_token.clone(),
+        );
+        registry.register(
+            "writer_lease_expires_at_seconds",
+            "When the writer lease expires unless renewed, as Unix seconds on the database clock",
+            lease_expires_at.clone(),
+        );
+        registry.register(
+            "writer_lease_renewals",
+            "Writer lease renewal attempts by outcome",
+            renewals.clone(),
+        );
+        Metrics {
+            registry,
+            lease_held,
+            lease_token,
+            lease_expires_at,
+            renewals,
+        }
+    }
+
+    /// The writer lease was granted or renewed: `expires_at_millis` on the database clock.
+    pub fn lease_granted(&self, token: i64, expires_at_millis: i64) {
+        self.lease_held.set(1);
+        self.lease_token.set(token);
+        #[allow(clippy::cast_precision_loss)] // milliseconds fit a double exactly until year 287396
+        self.lease_expires_at.set(expires_at_millis as f64 / 1000.0);
+    }
+
+    /// The writer lease was released or lost.
+    pub fn lease_dropped(&self) {
+        self.lease_held.set(0);
+    }
+
+    pub fn renewal(&self, outcome: RenewalOutcome) {
+        self.renewals
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        encode(&mut text, &self.registry).unwrap_or_default();
+        text
+    }
+}

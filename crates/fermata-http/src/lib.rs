@@ -88,7 +88,9 @@ mod tests {
             .await
             .unwrap();
         let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
         (status, String::from_utf8(bytes.to_vec()).unwrap())
     }
 
@@ -101,17 +103,32 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_is_always_ok() {
-        assert_eq!(get(&state(), "/healthz").await, (StatusCode::OK, "ok\n".to_owned()));
+        assert_eq!(
+            get(&state(), "/healthz").await,
+            (StatusCode::OK, "ok\n".to_owned())
+        );
     }
 
     #[tokio::test]
     async fn readyz_follows_the_phase() {
         let state = state();
         let expect = [
-            (Phase::Starting, StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
-            (Phase::WaitingForLease, StatusCode::SERVICE_UNAVAILABLE, "waiting for the writer lease\n"),
+            (
+                Phase::Starting,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "starting\n",
+            ),
+            (
+                Phase::WaitingForLease,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "waiting for the writer lease\n",
+            ),
             (Phase::Serving, StatusCode::OK, "serving\n"),
-            (Phase::Draining, StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+            (
+                Phase::Draining,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "draining\n",
+            ),
         ];
         for (phase, status, body) in expect {
             state.readiness.set(phase);
@@ -133,7 +150,10 @@ mod tests {
             "fermata_writer_lease_renewals_total{outcome=\"renewed\"} 1",
             "# EOF",
         ] {
-            assert!(body.lines().any(|l| l == line), "missing {line:?} in:\n{body}");
+            assert!(
+                body.lines().any(|l| l == line),
+                "missing {line:?} in:\n{body}"
+            );
         }
     }
 }

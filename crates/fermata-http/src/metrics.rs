@@ -94,7 +94,8 @@ impl Metrics {
     pub fn lease_granted(&self, token: i64, expires_at_millis: i64) {
         self.lease_held.set(1);
         self.lease_token.set(token);
-        #[allow(clippy::cast_precision_loss)] // milliseconds fit a double exactly until year 287396
+        #[allow(clippy::cast_precision_loss)]
+        // milliseconds fit a double exactly until year 287396
         self.lease_expires_at.set(expires_at_millis as f64 / 1000.0);
     }
 

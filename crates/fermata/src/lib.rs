@@ -1,1 +1,13 @@
+//! The `fermata` command: configuration, wiring and the commands (`serve`, `migrate`, `status`).
+//!
+//! `main.rs` only calls [`cli::main_with`]. Everything here is plumbing between the settings and
+//! the crates that do the work: the storage port and its adapters, and the HTTP surface.
 
+pub mod cli;
+pub mod config;
+pub mod failure;
+mod logging;
+pub mod serve;
+mod status;
+mod storage;
+pub mod writer_lease;

@@ -1,0 +1,569 @@
+//! Configuration: read from a TOML file, `FERMATA_*` environment variables and flags (flags win,
+//! then the environment, then the file, then the defaults), and validated into plain values
+//! before anything starts. Every error names the setting and where its value came from, and never
+//! repeats a secret.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::writer_lease::LeaseTimings;
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Flag(&'static str),
+    Env(&'static str),
+    File(PathBuf),
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Flag(flag) => write!(f, "from {flag}"),
+            Origin::Env(var) => write!(f, "from {var}"),
+            Origin::File(path) => write!(f, "from {}", path.display()),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting `{setting}` ({origin}): {problem}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub origin: Origin,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(setting: impl Into<String>, origin: Origin, problem: impl Into<String>) -> Self {
+        ConfigError {
+            setting: setting.into(),
+            origin,
+            problem: problem.into(),
+        }
+    }
+}
+
+/// A connection URL that may hold a password: no `Display`, and `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretUrl(<redacted>)")
+    }
+}
+
+/// Which application database adapter serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageKind {
+    Sqlite,
+    Postgres,
+}
+
+/// What `serve` does when another process holds the writer lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handover {
+    /// Refuse to start, naming the holder.
+    Refuse,
+    /// Wait for the holder to release the lease (or for it to expire), then take over.
+    Wait,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The settings every command needs: where the application database is.
+#[derive(Debug, Clone)]
+pub struct StorageSettings {
+    pub kind: StorageKind,
+    /// The data folder: the SQLite file lives here, and later the key file and scratch space.
+    pub data_dir: PathBuf,
+    /// Only for `postgres`.
+    pub database_url: Option<SecretUrl>,
+}
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    pub storage: StorageSettings,
+    pub listen: SocketAddr,
+    pub handover: Handover,
+    /// Apply pending migrations before serving (otherwise refuse to serve while any is pending).
+    pub migrate: bool,
+    pub lease: LeaseTimings,
+}
+
+pub const DEFAULT_DATA_DIR: &str = "./fermata-data";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The TOML file, as written. Unknown keys are refused so a typo is not silently ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    storage: Option<String>,
+    database_url: Option<String>,
+    handover: Option<String>,
+    migrate: Option<bool>,
+    log_format: Option<String>,
+    writer_lease: Option<FileLeaseTimings>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLeaseTimings {
+    ttl: Option<String>,
+    renew_every: Option<String>,
+    attempt_timeout: Option<String>,
+    abandon_after: Option<String>,
+    safety_deadline: Option<String>,
+    drain_timeout: Option<String>,
+}
+
+/// A value from the flags or the environment, with its origin.
+#[derive(Debug, Clone)]
+pub struct Given<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// The values given by flags or environment variables, before the file and defaults fill in.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub data_dir: Option<Given<PathBuf>>,
+    pub storage: Option<Given<String>>,
+    pub database_url: Option<Given<String>>,
+    pub listen: Option<Given<String>>,
+    pub handover: Option<Given<String>>,
+    pub no_migrate: bool,
+    pub log_format: Option<Given<String>>,
+}
+
+/// A loaded configuration file (or none).
+#[derive(Debug, Default)]
+pub struct Sources {
+    file: FileConfig,
+    file_path: Option<PathBuf>,
+    overrides: Overrides,
+}
+
+impl Sources {
+    /// Reads `config` when given. A file that does not parse is refused with its line, never
+    /// with its text (it may hold a password).
+    pub fn load(
+        config: Option<&Given<PathBuf>>,
+        overrides: Overrides,
+    ) -> Result<Self, ConfigError> {
+        let Some(config) = config else {
+            return Ok(Sources {
+                overrides,
+                ..Sources::default()
+            });
+        };
+        let path = &config.value;
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigError::new(
+                "config",
+                config.origin.clone(),
+                format!("cannot read {}: {error}", path.display()),
+            )
+        })?;
+        let file: FileConfig = toml::from_str(&text).map_err(|error| {
+            let line = error
+                .span()
+                .map(|span| text[..span.start].matches('\n').count() + 1)
+                .map_or_else(String::new, |line| format!(" at line {line}"));
+            ConfigError::new(
+                "config",
+                config.origin.clone(),
+                format!(
+                    "{} is not a valid configuration file{line}: {}",
+                    path.display(),
+                    error.message()
+                ),
+            )
+        })?;
+        Ok(Sources {
+            file,
+            file_path: Some(path.clone()),
+            overrides,
+        })
+    }
+
+    fn file_origin(&self) -> Origin {
+        self.file_path.clone().map_or(Origin::Default, Origin::File)
+    }
+
+    /// The flag or environment value, else the file's, else nothing.
+    fn pick<T: Clone>(&self, given: Option<&Given<T>>, file: Option<&T>) -> Option<Given<T>> {
+        given.cloned().or_else(|| {
+            file.map(|value| Given {
+                value: value.clone(),
+                origin: self.file_origin(),
+            })
+        })
+    }
+
+    /// The storage settings alone: all that `migrate` and `status` need.
+    pub fn storage(&self) -> Result<StorageSettings, ConfigError> {
+        let storage = self
+            .pick(self.overrides.storage.as_ref(), self.file.storage.as_ref())
+            .unwrap_or(Given {
+                value: "sqlite".to_owned(),
+                origin: Origin::Default,
+            });
+        let kind = match storage.value.as_str() {
+            "sqlite" => StorageKind::Sqlite,
+            "postgres" => StorageKind::Postgres,
+            "memory" => {
+                return Err(ConfigError::new(
+                    "storage",
+                    storage.origin,
+                    "`memory` is for tests only and cannot serve; use `sqlite` or `postgres`",
+                ));
+            }
+            _ => {
+                return Err(ConfigError::new(
+                    "storage",
+                    storage.origin,
+                    "expected `sqlite` or `postgres`",
+                ));
+            }
+        };
+        let data_dir = self
+            .pick(
+                self.overrides.data_dir.as_ref(),
+                self.file.data_dir.as_ref(),
+            )
+            .unwrap_or(Given {
+                value: PathBuf::from(DEFAULT_DATA_DIR),
+                origin: Origin::Default,
+            });
+        if data_dir.value.as_os_str().is_empty() {
+            return Err(ConfigError::new(
+                "data_dir",
+                data_dir.origin,
+                "must not be empty",
+            ));
+        }
+        let url = self.pick(
+            self.overrides.database_url.as_ref(),
+            self.file.database_url.as_ref(),
+        );
+        let database_url = match (kind, url) {
+            (StorageKind::Postgres, None) => {
+                return Err(ConfigError::new(
+                    "database_url",
+                    Origin::Default,
+                    "storage `postgres` needs a connection URL (--database-url or FERMATA_DATABASE_URL)",
+                ));
+            }
+            (StorageKind::Postgres, Some(url)) => Some(check_postgres_url(url)?),
+            (StorageKind::Sqlite, Some(url)) => {
+                return Err(ConfigError::new(
+                    "database_url",
+                    url.origin,
+                    "storage `sqlite` keeps its database in the data folder and takes no URL",
+                ));
+            }
+            (StorageKind::Sqlite, None) => None,
+        };
+        Ok(StorageSettings {
+            kind,
+            data_dir: data_dir.value,
+            database_url,
+        })
+    }
+
+    /// Every setting `serve` needs.
+    pub fn serve(&self) -> Result<ServeSettings, ConfigError> {
+        let storage = self.storage()?;
+        let listen = self
+            .pick(self.overrides.listen.as_ref(), self.file.listen.as_ref())
+            .unwrap_or(Given {
+                value: DEFAULT_LISTEN.to_owned(),
+                origin: Origin::Default,
+            });
+        let listen_addr = listen.value.parse::<SocketAddr>().map_err(|_| {
+            ConfigError::new(
+                "listen",
+                listen.origin.clone(),
+                format!(
+                    "`{}` is not an address such as {DEFAULT_LISTEN}",
+                    listen.value
+                ),
+            )
+        })?;
+        let handover = self
+            .pick(
+                self.overrides.handover.as_ref(),
+                self.file.handover.as_ref(),
+            )
+            .unwrap_or(Given {
+                value: "refuse".to_owned(),
+                origin: Origin::Default,
+            });
+        let handover_mode = match handover.value.as_str() {
+            "refuse" => Handover::Refuse,
+            "wait" => Handover::Wait,
+            _ => {
+                return Err(ConfigError::new(
+                    "handover",
+                    handover.origin,
+                    "expected `refuse` or `wait`",
+                ));
+            }
+        };
+        let migrate = !self.overrides.no_migrate && self.file.migrate.unwrap_or(true);
+        Ok(ServeSettings {
+            storage,
+            listen: listen_addr,
+            handover: handover_mode,
+            migrate,
+            lease: self.lease_timings()?,
+        })
+    }
+
+    /// The log format, checked before logging starts.
+    pub fn log_format(&self) -> Result<LogFormat, ConfigError> {
+        let format = self
+            .pick(
+                self.overrides.log_format.as_ref(),
+                self.file.log_format.as_ref(),
+            )
+            .unwrap_or(Given {
+                value: "text".to_owned(),
+                origin: Origin::Default,
+            });
+        match format.value.as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(ConfigError::new(
+                "log_format",
+                format.origin,
+                "expected `text` or `json`",
+            )),
+        }
+    }
+
+    fn lease_timings(&self) -> Result<LeaseTimings, ConfigError> {
+        let defaults = LeaseTimings::default();
+        let Some(file) = &self.file.writer_lease else {
+            return Ok(defaults);
+        };
+        let origin = self.file_origin();
+        let read = |key: &str,
+                    value: &Option<String>,
+                    default: Duration|
+         -> Result<Duration, ConfigError> {
+            let Some(text) = value else {
+                return Ok(default);
+            };
+            let duration = humantime::parse_duration(text).map_err(|_| {
+                ConfigError::new(
+                    format!("writer_lease.{key}"),
+                    origin.clone(),
+                    format!("`{text}` is not a duration such as 10s or 500ms"),
+                )
+            })?;
+            if duration.is_zero() {
+                return Err(ConfigError::new(
+                    format!("writer_lease.{key}"),
+                    origin.clone(),
+                    "must be more than zero",
+                ));
+            }
+            Ok(duration)
+        };
+        let timings = LeaseTimings {
+            ttl: read("ttl", &file.ttl, defaults.ttl)?,
+            renew_every: read("renew_every", &file.renew_every, defaults.renew_every)?,
+            attempt_timeout: read(
+                "attempt_timeout",
+                &file.attempt_timeout,
+                defaults.attempt_timeout,
+            )?,
+            abandon_after: read("abandon_after", &file.abandon_after, defaults.abandon_after)?,
+            safety_deadline: read(
+                "safety_deadline",
+                &file.safety_deadline,
+                defaults.safety_deadline,
+            )?,
+            drain_timeout: read("drain_timeout", &file.drain_timeout, defaults.drain_timeout)?,
+        };
+        timings.check().map_err(|(key, problem)| {
+            ConfigError::new(format!("writer_lease.{key}"), origin, problem)
+        })?;
+        Ok(timings)
+    }
+}
+
+/// Checks the form of a PostgreSQL URL without ever repeating it.
+fn check_postgres_url(url: Given<String>) -> Result<SecretUrl, ConfigError> {
+    let value = url.value;
+    let scheme_ok = value.starts_with("postgres://") || value.starts_with("postgresql://");
+    let has_host = value
+        .split_once("://")
+        .is_some_and(|(_, rest)| !rest.is_empty() && !rest.starts_with('/'));
+    if !scheme_ok || !has_host {
+        return Err(ConfigError::new(
+            "database_url",
+            url.origin,
+            "expected a URL such as postgres://USER:PASSWORD@HOST:5432/DATABASE (the value is not shown)",
+        ));
+    }
+    Ok(SecretUrl(value))
+}
+
+/// The data folder, created private to its owner when absent.
+pub fn ensure_data_dir(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given<T>(value: T, origin: Origin) -> Option<Given<T>> {
+        Some(Given { value, origin })
+    }
+
+    fn from_file(text: &str) -> Result<Sources, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fermata.toml");
+        std::fs::write(&path, text).unwrap();
+        Sources::load(
+            Some(&Given {
+                value: path,
+                origin: Origin::Flag("--config"),
+            }),
+            Overrides::default(),
+        )
+    }
+
+    #[test]
+    fn defaults_serve_sqlite_on_loopback() {
+        let settings = Sources::default().serve().unwrap();
+        assert_eq!(settings.storage.kind, StorageKind::Sqlite);
+        assert_eq!(settings.storage.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(settings.listen, DEFAULT_LISTEN.parse().unwrap());
+        assert_eq!(settings.handover, Handover::Refuse);
+        assert!(settings.migrate);
+        assert_eq!(settings.lease, LeaseTimings::default());
+    }
+
+    #[test]
+    fn flags_and_environment_win_over_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fermata.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:1\"\nhandover = \"wait\"\n").unwrap();
+        let overrides = Overrides {
+            listen: given("127.0.0.1:2".to_owned(), Origin::Env("FERMATA_LISTEN")),
+            ..Overrides::default()
+        };
+        let config = Given {
+            value: path,
+            origin: Origin::Flag("--config"),
+        };
+        let settings = Sources::load(Some(&config), overrides)
+            .unwrap()
+            .serve()
+            .unwrap();
+        assert_eq!(settings.listen, "127.0.0.1:2".parse().unwrap());
+        assert_eq!(settings.handover, Handover::Wait);
+    }
+
+    #[test]
+    fn errors_name_the_setting_and_its_origin() {
+        let overrides = Overrides {
+            listen: given("nowhere".to_owned(), Origin::Env("FERMATA_LISTEN")),
+            ..Overrides::default()
+        };
+        let sources = Sources {
+            overrides,
+            ..Sources::default()
+        };
+        assert_eq!(
+            sources.serve().unwrap_err().to_string(),
+            "invalid setting `listen` (from FERMATA_LISTEN): `nowhere` is not an address such as 127.0.0.1:7878"
+        );
+    }
+
+    #[test]
+    fn the_url_is_never_repeated() {
+        let secret = "postgres-but-wrong://admin:hunter2@db/app";
+        let sources = Sources {
+            overrides: Overrides {
+                storage: given("postgres".to_owned(), Origin::Flag("--storage")),
+                database_url: given(secret.to_owned(), Origin::Env("FERMATA_DATABASE_URL")),
+                ..Overrides::default()
+            },
+            ..Sources::default()
+        };
+        let error = sources.storage().unwrap_err();
+        let shown = format!("{error} {error:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("`database_url` (from FERMATA_DATABASE_URL)"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_timings_are_refused() {
+        let error = from_file("lisen = \"127.0.0.1:1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("at line 1") && error.contains("unknown field `lisen`"),
+            "{error}"
+        );
+
+        let error = from_file("[writer_lease]\nttl = \"20s\"\n")
+            .unwrap()
+            .serve()
+            .unwrap_err();
+        assert_eq!(error.setting, "writer_lease.ttl");
+
+        let error = from_file("[writer_lease]\nrenew_every = \"ten\"\n")
+            .unwrap()
+            .serve()
+            .unwrap_err();
+        assert_eq!(error.setting, "writer_lease.renew_every");
+    }
+
+    #[test]
+    fn memory_cannot_serve() {
+        let error = from_file("storage = \"memory\"\n")
+            .unwrap()
+            .storage()
+            .unwrap_err();
+        assert!(error.to_string().contains("for tests only"), "{error}");
+    }
+}

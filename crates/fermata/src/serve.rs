@@ -1,0 +1,166 @@
+//! `fermata serve`: take the writer lease, serve HTTP while renewing it, and stop cleanly.
+//!
+//! The order is deliberate: the schema is checked (and migrated) first, the listener is bound
+//! before the lease is taken (so `/healthz` answers while a `--handover wait` process waits, and a
+//! port conflict is found without touching the lease), the tenure is opened under the new fencing
+//! token, and only then is the process ready. On a graceful stop it drains HTTP, closes its
+//! tenure and releases the lease; on a lost lease it drains and exits with code 4.
+
+use std::sync::Arc;
+
+use fermata_http::{HttpState, Metrics, Phase, Readiness};
+use fermata_store::{Storage, TenureStart};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServeSettings;
+use crate::failure::{Exit, Failure};
+use crate::storage;
+use crate::writer_lease::{self, Keeper, KeeperExit, TakeError};
+
+/// The release, as recorded in tenures and metrics.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Serves until `shutdown` is cancelled or the writer lease is lost.
+pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Result<(), Failure> {
+    let store = storage::open(&settings.storage).await?;
+    storage::prepare_schema(&store, settings.migrate).await?;
+
+    let listener = TcpListener::bind(settings.listen).await.map_err(|error| {
+        Failure::runtime(format!("cannot listen on {}: {error}", settings.listen))
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    let metrics = Arc::new(Metrics::new(VERSION));
+    let readiness = Readiness::default();
+    let state = HttpState {
+        readiness: readiness.clone(),
+        metrics: Arc::clone(&metrics),
+    };
+    let http_stop = CancellationToken::new();
+    let mut http = tokio::spawn(fermata_http::serve(
+        listener,
+        fermata_http::router(state),
+        http_stop.clone().cancelled_owned(),
+    ));
+    tracing::info!(listen = %local, storage = store.driver(), "listening");
+
+    readiness.set(Phase::WaitingForLease);
+    let holder = writer_lease::holder_name();
+    let taken = writer_lease::take(
+        store.leases(),
+        &holder,
+        &settings.lease,
+        settings.handover,
+        &shutdown,
+    )
+    .await;
+    let granted = match taken {
+        Ok(Some(granted)) => granted,
+        Ok(None) => {
+            http_stop.cancel();
+            let _ = http.await;
+            return Ok(());
+        }
+        Err(error) => {
+            http_stop.cancel();
+            let _ = http.await;
+            let exit = match error {
+                TakeError::Held(_) => Exit::LeaseHeld,
+                TakeError::Store(_) => Exit::Runtime,
+            };
+            return Err(Failure {
+                message: error.to_string(),
+                exit,
+            });
+        }
+    };
+    let lease = granted.lease.clone();
+    metrics.lease_granted(lease.token.0, lease.expires_at.0);
+    let start = TenureStart {
+        holder: holder.clone(),
+        version: VERSION.to_owned(),
+    };
+    if let Err(error) = store.tenures().open(&lease.fence(), &start).await {
+        let _ = store.leases().release(&lease).await;
+        http_stop.cancel();
+        let _ = http.await;
+        return Err(Failure::store(
+            "cannot record this process's tenure",
+            &error,
+        ));
+    }
+    readiness.set(Phase::Serving);
+    tracing::info!(
+        holder = %holder,
+        token = %lease.token,
+        expires_at = %lease.expires_at,
+        "took the writer lease; serving"
+    );
+
+    let keeper_stop = CancellationToken::new();
+    let mut keeper = tokio::spawn(
+        Keeper {
+            renewal: store.leases().renewal_channel(),
+            lease: granted.lease,
+            last_success_sent: granted.sent,
+            timings: settings.lease,
+            metrics: Arc::clone(&metrics),
+        }
+        .run(keeper_stop.clone()),
+    );
+
+    let lost = tokio::select! {
+        () = shutdown.cancelled() => None,
+        exit = &mut keeper => Some(exit),
+    };
+    readiness.set(Phase::Draining);
+    http_stop.cancel();
+    if tokio::time::timeout(settings.lease.drain_timeout, &mut http)
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after the drain timeout were cut off");
+        http.abort();
+    }
+
+    let exit = match lost {
+        Some(exit) => exit,
+        None => {
+            keeper_stop.cancel();
+            keeper.await
+        }
+    };
+    match exit {
+        Ok(KeeperExit::Stopped(lease)) => {
+            if let Err(error) = store.tenures().close(&lease.fence()).await {
+                tracing::warn!(error = %error, "could not record the end of this tenure");
+            }
+            match store.leases().release(&lease).await {
+                Ok(_) => tracing::info!(token = %lease.token, "released the writer lease; stopped"),
+                Err(error) => {
+                    tracing::warn!(error = %error, "could not release the writer lease; it expires by itself")
+                }
+            }
+            metrics.lease_dropped();
+            store.close().await;
+            Ok(())
+        }
+        Ok(KeeperExit::Lost(loss)) => {
+            tracing::error!(
+                reason = loss.reason,
+                last_renewed = %humantime::format_rfc3339_millis(loss.last_renewed),
+                last_error = loss.last_error.as_deref().unwrap_or("none"),
+                "lost the writer lease; stopped serving"
+            );
+            Err(Failure {
+                message: format!("lost the writer lease: {loss}"),
+                exit: Exit::LeaseLost,
+            })
+        }
+        Err(join) => Err(Failure::runtime(format!(
+            "the writer lease keeper failed: {join}"
+        ))),
+    }
+}

@@ -1,0 +1,333 @@
+//! The `fermata:writer` process lease: one serving process per database.
+//!
+//! The holder renews every `renew_every` (10 s) over a connection of its own. An attempt that
+//! takes longer than `attempt_timeout` (5 s) counts as failed and is retried; one with no reply
+//! at all after `abandon_after` (6 s) is abandoned: its connection is closed and its server
+//! session ended, and the next attempt opens a new one. Retries go on until the safety deadline,
+//! `safety_deadline` (25 s) after the last successful renewal was *sent*; then the holder stops.
+//! The lease's time-to-live `ttl` (30 s) is counted by the database from when it applied that
+//! renewal, which is after it was sent, so the holder gives up its lease at least
+//! `ttl - safety_deadline` (5 s) before anyone else can take it over, and its bounded drain
+//! (`drain_timeout`, 3 s) ends before then too. Fenced writes are refused by the database after
+//! expiry in any case.
+
+use std::time::{Duration, SystemTime};
+
+use fermata_http::{Metrics, RenewalOutcome};
+use fermata_store::{
+    Acquisition, ErrorKind, Lease, LeaseName, LeaseRecord, LeaseRenewal, LeaseStore, StoreError,
+};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Handover;
+
+/// The writer lease's clock settings. See the module documentation for how they relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub attempt_timeout: Duration,
+    pub abandon_after: Duration,
+    pub safety_deadline: Duration,
+    pub drain_timeout: Duration,
+}
+
+impl Default for LeaseTimings {
+    fn default() -> Self {
+        LeaseTimings {
+            ttl: Duration::from_secs(30),
+            renew_every: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(5),
+            abandon_after: Duration::from_secs(6),
+            safety_deadline: Duration::from_secs(25),
+            drain_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl LeaseTimings {
+    /// Checks that the holder always stops before another process could take over. Returns the
+    /// offending key and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let show = |d: Duration| humantime::format_duration(d).to_string();
+        if self.attempt_timeout >= self.abandon_after {
+            return Err((
+                "attempt_timeout",
+                format!(
+                    "must be shorter than abandon_after ({})",
+                    show(self.abandon_after)
+                ),
+            ));
+        }
+        if self.abandon_after > self.renew_every {
+            return Err((
+                "abandon_after",
+                format!("must not exceed renew_every ({})", show(self.renew_every)),
+            ));
+        }
+        if self.renew_every >= self.safety_deadline {
+            return Err((
+                "renew_every",
+                format!(
+                    "must be shorter than safety_deadline ({})",
+                    show(self.safety_deadline)
+                ),
+            ));
+        }
+        if self.safety_deadline + self.drain_timeout >= self.ttl {
+            return Err((
+                "ttl",
+                format!(
+                    "must exceed safety_deadline + drain_timeout ({} + {}), so the holder stops \
+                     before another process can take over",
+                    show(self.safety_deadline),
+                    show(self.drain_timeout)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The pause before retrying a failed renewal, and between looks at a held lease.
+    pub fn retry_delay(&self) -> Duration {
+        self.renew_every / 10
+    }
+}
+
+/// Who holds the lease: host, process and a per-start instance ID, so a log line or `status`
+/// says which process it was.
+pub fn holder_name() -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let instance = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host} pid {} ({})", std::process::id(), &instance[..8])
+}
+
+/// Why the writer lease could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    #[error(
+        "another fermata process is serving this database: the writer lease is held by {} \
+         (token {}) until {}; stop it, or start with --handover wait to take over when it \
+         releases the lease",
+        .0.holder, .0.token, .0.expires_at
+    )]
+    Held(LeaseRecord),
+    #[error("could not take the writer lease: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A granted lease and when its acquisition was sent, which starts the safety deadline.
+#[derive(Debug)]
+pub struct Granted {
+    pub lease: Lease,
+    pub sent: Instant,
+}
+
+/// Takes the writer lease. With `Handover::Wait`, polls `peek` (which never queues behind the
+/// holder) and acquires once the lease is free; returns `None` if `shutdown` fires first.
+pub async fn take(
+    leases: &dyn LeaseStore,
+    holder: &str,
+    timings: &LeaseTimings,
+    handover: Handover,
+    shutdown: &CancellationToken,
+) -> Result<Option<Granted>, TakeError> {
+    let name = LeaseName::WRITER;
+    let mut announced = false;
+    loop {
+        let peek = leases.peek(&name).await?;
+        if peek.is_free() {
+            let sent = Instant::now();
+            match leases.acquire(&name, holder, timings.ttl).await? {
+                Acquisition::Granted(lease) => return Ok(Some(Granted { lease, sent })),
+                Acquisition::Held(record) if handover == Handover::Refuse => {
+                    return Err(TakeError::Held(record));
+                }
+                Acquisition::Held(_) => {}
+            }
+        } else if let Some(record) = peek.live_holder() {
+            if handover == Handover::Refuse {
+                return Err(TakeError::Held(record.clone()));
+            }
+            if !announced {
+                tracing::info!(
+                    holder = %record.holder,
+                    token = %record.token,
+                    expires_at = %record.expires_at,
+                    "waiting for the writer lease to be released"
+                );
+                announced = true;
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            () = tokio::time::sleep(timings.retry_delay()) => {}
+        }
+    }
+}
+
+/// How the keeper ended.
+#[derive(Debug)]
+pub enum KeeperExit {
+    /// Shutdown was asked for; the lease is still ours to release.
+    Stopped(Lease),
+    /// The lease is gone or can no longer be trusted; the process must drain and stop.
+    Lost(LeaseLoss),
+}
+
+/// Why the lease was lost, with what an operator needs to see.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}; last renewed at {}; last renewal error: {}", 
+    humantime::format_rfc3339_millis(*.last_renewed),
+    .last_error.as_deref().unwrap_or("none"))]
+pub struct LeaseLoss {
+    pub reason: &'static str,
+    /// Wall-clock time of the last successful renewal (or the grant).
+    pub last_renewed: SystemTime,
+    pub last_error: Option<String>,
+}
+
+/// Renews the writer lease until shutdown or loss.
+pub struct Keeper {
+    pub renewal: Box<dyn LeaseRenewal>,
+    pub lease: Lease,
+    /// When the latest successful renewal (or the grant) was sent.
+    pub last_success_sent: Instant,
+    pub timings: LeaseTimings,
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeper")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Keeper {
+    pub async fn run(mut self, shutdown: CancellationToken) -> KeeperExit {
+        let timings = self.timings;
+        let mut last_renewed = SystemTime::now();
+        let mut last_error: Option<String> = None;
+        let mut next_attempt = self.last_success_sent + timings.renew_every;
+        loop {
+            let deadline = self.last_success_sent + timings.safety_deadline;
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return KeeperExit::Stopped(self.lease),
+                () = sleep_until(deadline) => {
+                    return self.lost("the safety deadline passed without a successful renewal", last_renewed, last_error);
+                }
+                () = sleep_until(next_attempt) => {}
+            }
+
+            let sent = Instant::now();
+            let attempt = timeout(
+                timings.abandon_after,
+                self.renewal.renew(&self.lease, timings.ttl),
+            );
+            // Shutdown does not interrupt an attempt, but its result is then ignored: it neither
+            // re-arms the deadline nor schedules a retry.
+            let result = tokio::select! {
+                result = attempt => result,
+                () = sleep_until(deadline) => {
+                    self.renewal.abandon().await;
+                    return self.lost("the safety deadline passed during a renewal", last_renewed, last_error);
+                }
+            };
+            if shutdown.is_cancelled() {
+                return KeeperExit::Stopped(self.lease);
+            }
+            let retry_at = Instant::now() + timings.retry_delay();
+            match result {
+                Err(_no_reply) => {
+                    self.metrics.renewal(RenewalOutcome::Abandoned);
+                    let error = format!(
+                        "no reply within {}; connection abandoned",
+                        humantime::format_duration(timings.abandon_after)
+                    );
+                    tracing::warn!(error = %error, "writer lease renewal abandoned");
+                    self.renewal.abandon().await;
+                    last_error = Some(error);
+                    next_attempt = retry_at;
+                }
+                Ok(Ok(lease)) if sent.elapsed() <= timings.attempt_timeout => {
+                    self.metrics.renewal(RenewalOutcome::Renewed);
+                    self.metrics
+                        .lease_granted(lease.token.0, lease.expires_at.0);
+                    self.lease = lease;
+                    self.last_success_sent = sent;
+                    last_renewed = SystemTime::now();
+                    if last_error.take().is_some() {
+                        tracing::info!("writer lease renewed again");
+                    }
+                    next_attempt = sent + timings.renew_every;
+                }
+                Ok(Ok(lease)) => {
+                    self.metrics.renewal(RenewalOutcome::Slow);
+                    let error = format!(
+                        "renewal took longer than {}",
+                        humantime::format_duration(timings.attempt_timeout)
+                    );
+                    tracing::warn!(error = %error, "writer lease renewal too slow; retrying");
+                    self.lease = lease;
+                    last_error = Some(error);
+                    next_attempt = Instant::now();
+                }
+                Ok(Err(error)) if error.kind() == ErrorKind::Fenced => {
+                    self.metrics.renewal(RenewalOutcome::Failed);
+                    return self.lost(
+                        "the writer lease expired or was taken over",
+                        last_renewed,
+                        Some(error.to_string()),
+                    );
+                }
+                Ok(Err(error)) => {
+                    self.metrics.renewal(RenewalOutcome::Failed);
+                    tracing::warn!(error = %error, "writer lease renewal failed; retrying");
+                    last_error = Some(error.to_string());
+                    next_attempt = retry_at;
+                }
+            }
+        }
+    }
+
+    fn lost(
+        &self,
+        reason: &'static str,
+        last_renewed: SystemTime,
+        last_error: Option<String>,
+    ) -> KeeperExit {
+        self.metrics.lease_dropped();
+        KeeperExit::Lost(LeaseLoss {
+            reason,
+            last_renewed,
+            last_error,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_timings_hold_together() {
+        let timings = LeaseTimings::default();
+        assert_eq!(timings.check(), Ok(()));
+        assert_eq!(timings.retry_delay(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_ttl_too_short_to_stop_in_time_is_refused() {
+        let timings = LeaseTimings {
+            ttl: Duration::from_secs(27),
+            ..LeaseTimings::default()
+        };
+        let (key, problem) = timings.check().unwrap_err();
+        assert_eq!(key, "ttl");
+        assert!(problem.contains("25s + 3s"), "{problem}");
+    }
+}

@@ -311,6 +311,13 @@ impl Keeper {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use fermata_store::{FencingToken, StoreResult, UnixMillis};
+
     use super::*;
 
     #[test]
@@ -329,5 +336,167 @@ mod tests {
         let (key, problem) = timings.check().unwrap_err();
         assert_eq!(key, "ttl");
         assert!(problem.contains("25s + 3s"), "{problem}");
+    }
+
+    /// What the scripted renewal channel does on its next call.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        /// Answers after the delay, renewing or failing with the kind.
+        Reply(Duration, Option<ErrorKind>),
+        /// Never answers.
+        Hang,
+    }
+
+    #[derive(Debug, Default, Clone)]
+    struct Script {
+        steps: Arc<Mutex<VecDeque<Step>>>,
+        calls: Arc<AtomicUsize>,
+        abandons: Arc<AtomicUsize>,
+    }
+
+    impl Script {
+        fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+            let script = Script::default();
+            script.steps.lock().unwrap().extend(steps);
+            script
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+
+        fn abandons(&self) -> usize {
+            self.abandons.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A renewal channel that follows a script, then renews at once forever.
+    #[async_trait]
+    impl LeaseRenewal for Script {
+        async fn renew(&mut self, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let step = self.steps.lock().unwrap().pop_front();
+            match step.unwrap_or(Step::Reply(Duration::ZERO, None)) {
+                Step::Hang => std::future::pending().await,
+                Step::Reply(delay, outcome) => {
+                    tokio::time::sleep(delay).await;
+                    match outcome {
+                        None => Ok(Lease {
+                            expires_at: UnixMillis::now().plus(ttl),
+                            ..lease.clone()
+                        }),
+                        Some(kind) => Err(StoreError::new(kind, "scripted")),
+                    }
+                }
+            }
+        }
+
+        async fn abandon(&mut self) {
+            self.abandons.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn keeper(script: &Script) -> Keeper {
+        Keeper {
+            renewal: Box::new(script.clone()),
+            lease: Lease {
+                name: LeaseName::WRITER,
+                token: FencingToken(1),
+                holder: "test".to_owned(),
+                expires_at: UnixMillis::now().plus(Duration::from_secs(30)),
+            },
+            last_success_sent: Instant::now(),
+            timings: LeaseTimings::default(),
+            metrics: std::sync::Arc::new(Metrics::new("test")),
+        }
+    }
+
+    /// Runs the keeper until it ends by itself, or until `stop_after` when given.
+    async fn run(script: &Script, stop_after: Option<Duration>) -> (KeeperExit, Duration) {
+        let started = Instant::now();
+        let shutdown = CancellationToken::new();
+        if let Some(after) = stop_after {
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                stop.cancel();
+            });
+        }
+        let exit = keeper(script).run(shutdown).await;
+        (exit, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renews_every_ten_seconds_until_shutdown() {
+        let script = Script::new([]);
+        let (exit, _) = run(&script, Some(Duration::from_secs(35))).await;
+        assert!(matches!(exit, KeeperExit::Stopped(_)), "{exit:?}");
+        assert_eq!(script.calls(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stops_at_the_safety_deadline_when_renewals_keep_failing() {
+        let failing = Step::Reply(Duration::from_millis(100), Some(ErrorKind::Unavailable));
+        let script = Script::new([failing; 100]);
+        let (exit, elapsed) = run(&script, None).await;
+        let KeeperExit::Lost(loss) = exit else {
+            panic!("expected the lease to be lost, got {exit:?}");
+        };
+        assert_eq!(elapsed, Duration::from_secs(25));
+        assert!(loss.reason.contains("safety deadline"), "{loss}");
+        assert_eq!(loss.last_error.as_deref(), Some("storage unavailable: scripted"));
+        // Retried about once a second from 10 s on.
+        assert!((14..=16).contains(&script.calls()), "{} attempts", script.calls());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_with_no_reply_is_abandoned_after_six_seconds_and_retried() {
+        let script = Script::new([Step::Hang]);
+        let (exit, _) = run(&script, Some(Duration::from_secs(40))).await;
+        assert!(matches!(exit, KeeperExit::Stopped(_)), "{exit:?}");
+        assert_eq!(script.abandons(), 1);
+        // 10 s: hangs until 16 s; retry at 17 s renews; next at 27 s and 37 s.
+        assert_eq!(script.calls(), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hung_renewals_end_at_the_deadline() {
+        let script = Script::new([Step::Hang; 10]);
+        let (exit, elapsed) = run(&script, None).await;
+        assert!(matches!(exit, KeeperExit::Lost(_)), "{exit:?}");
+        assert_eq!(elapsed, Duration::from_secs(25));
+        assert!(script.abandons() >= 2, "{} abandons", script.abandons());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_renewal_does_not_rearm_the_deadline() {
+        // Every renewal takes 5.5 s: each one succeeds on the database but too late to count.
+        let slow = Step::Reply(Duration::from_millis(5_500), None);
+        let script = Script::new([slow; 100]);
+        let (exit, elapsed) = run(&script, None).await;
+        assert!(matches!(exit, KeeperExit::Lost(_)), "{exit:?}");
+        assert_eq!(elapsed, Duration::from_secs(25));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_renewal_loses_the_lease_at_once() {
+        let script = Script::new([Step::Reply(Duration::ZERO, Some(ErrorKind::Fenced))]);
+        let (exit, elapsed) = run(&script, None).await;
+        let KeeperExit::Lost(loss) = exit else {
+            panic!("expected the lease to be lost, got {exit:?}");
+        };
+        assert_eq!(elapsed, Duration::from_secs(10));
+        assert!(loss.reason.contains("taken over"), "{loss}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_in_flight_at_shutdown_neither_rearms_nor_retries() {
+        let failing = Step::Reply(Duration::from_secs(3), Some(ErrorKind::Unavailable));
+        let script = Script::new([failing]);
+        // Shutdown comes 1 s into the first attempt, which fails 2 s later.
+        let (exit, elapsed) = run(&script, Some(Duration::from_secs(11))).await;
+        assert!(matches!(exit, KeeperExit::Stopped(_)), "{exit:?}");
+        assert_eq!(elapsed, Duration::from_secs(13));
+        assert_eq!(script.calls(), 1, "a retry was scheduled after shutdown");
     }
 }

@@ -43,7 +43,10 @@ pub(crate) async fn prepare_schema(
     storage: &SqlStorage,
     migrate: bool,
 ) -> Result<MigrationStatus, Failure> {
-    let status = storage.migration_status().await.map_err(|error| schema_failure(&error))?;
+    let status = storage
+        .migration_status()
+        .await
+        .map_err(|error| schema_failure(&error))?;
     if status.pending.is_empty() {
         return Ok(status);
     }
@@ -55,7 +58,10 @@ pub(crate) async fn prepare_schema(
             status.pending.join(", ")
         )));
     }
-    let after = storage.migrate().await.map_err(|error| schema_failure(&error))?;
+    let after = storage
+        .migrate()
+        .await
+        .map_err(|error| schema_failure(&error))?;
     for file in &status.pending {
         tracing::info!(migration = %file, "applied migration");
     }

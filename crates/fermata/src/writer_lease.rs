@@ -444,9 +444,16 @@ mod tests {
         };
         assert_eq!(elapsed, Duration::from_secs(25));
         assert!(loss.reason.contains("safety deadline"), "{loss}");
-        assert_eq!(loss.last_error.as_deref(), Some("storage unavailable: scripted"));
+        assert_eq!(
+            loss.last_error.as_deref(),
+            Some("storage unavailable: scripted")
+        );
         // Retried about once a second from 10 s on.
-        assert!((14..=16).contains(&script.calls()), "{} attempts", script.calls());
+        assert!(
+            (14..=16).contains(&script.calls()),
+            "{} attempts",
+            script.calls()
+        );
     }
 
     #[tokio::test(start_paused = true)]

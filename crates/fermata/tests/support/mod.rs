@@ -1,0 +1,259 @@
+//! Running the real `fermata` binary against a real database, and watching what it does.
+
+#![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fermata_store::StoreOptions;
+use fermata_store_sql::testing::ScratchDatabase;
+use fermata_store_sql::{Database, SqlStorage};
+use tempfile::TempDir;
+use tokio::time::Instant;
+
+/// The longest a test waits for the binary to do something.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Writer lease timings short enough for tests, and consistent with the rules.
+const FAST_LEASE: &str = "[writer_lease]\n\
+    ttl = \"3s\"\nrenew_every = \"1s\"\nattempt_timeout = \"400ms\"\n\
+    abandon_after = \"500ms\"\nsafety_deadline = \"2s\"\ndrain_timeout = \"500ms\"\n";
+
+/// The environment variables that configure fermata, cleared so the caller's do not leak in.
+const SETTINGS_VARS: &[&str] = &[
+    "FERMATA_CONFIG",
+    "FERMATA_DATA_DIR",
+    "FERMATA_STORAGE",
+    "FERMATA_DATABASE_URL",
+    "FERMATA_LISTEN",
+    "FERMATA_HANDOVER",
+    "FERMATA_LOG_FORMAT",
+    "FERMATA_LOG",
+    "HANDOVER",
+];
+
+/// A database for the binary to serve, with a config file of fast lease timings.
+pub struct Target {
+    folder: TempDir,
+    database: Database,
+    _scratch: Option<ScratchDatabase>,
+}
+
+impl Target {
+    pub fn sqlite() -> Self {
+        let folder = tempfile::tempdir().unwrap();
+        let database = Database::Sqlite {
+            path: folder.path().join("data").join("fermata.db"),
+        };
+        Target::with(folder, database, None)
+    }
+
+    pub async fn postgres() -> Self {
+        let scratch = ScratchDatabase::postgres().await;
+        let database = scratch.database.clone();
+        Target::with(tempfile::tempdir().unwrap(), database, Some(scratch))
+    }
+
+    fn with(folder: TempDir, database: Database, scratch: Option<ScratchDatabase>) -> Self {
+        std::fs::write(folder.path().join("fermata.toml"), FAST_LEASE).unwrap();
+        Target {
+            folder,
+            database,
+            _scratch: scratch,
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.folder.path().join("data")
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.folder.path().join("fermata.toml")
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// A `fermata` command aimed at this database.
+    pub fn command(&self, subcommand: &str) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fermata"));
+        command.arg(subcommand);
+        for var in SETTINGS_VARS {
+            command.env_remove(var);
+        }
+        command.arg("--config").arg(self.config());
+        match &self.database {
+            Database::Sqlite { .. } => {
+                command.arg("--data-dir").arg(self.data_dir());
+            }
+            Database::Postgres { url } => {
+                command.args(["--storage", "postgres"]);
+                command.env("FERMATA_DATABASE_URL", url);
+            }
+        }
+        command
+    }
+
+    /// `fermata serve` on a free loopback port, with `extra` arguments.
+    pub fn serve(&self, extra: &[&str]) -> Fermata {
+        let mut command = self.command("serve");
+        command.args(["--listen", "127.0.0.1:0"]).args(extra);
+        Fermata::spawn(command)
+    }
+
+    /// Runs a short command to the end.
+    pub fn run(&self, subcommand: &str) -> (ExitStatus, String) {
+        let output = self.command(subcommand).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status, text)
+    }
+
+    /// The same database, opened by the test to look at or to write under an old token.
+    pub async fn store(&self) -> SqlStorage {
+        SqlStorage::connect(&self.database, StoreOptions::default())
+            .await
+            .unwrap()
+    }
+}
+
+/// A running `fermata` process whose output is collected as it comes.
+pub struct Fermata {
+    child: Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl Fermata {
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = Arc::new(Mutex::new(String::new()));
+        collect(child.stdout.take().unwrap(), Arc::clone(&output));
+        collect(child.stderr.take().unwrap(), Arc::clone(&output));
+        Fermata { child, output }
+    }
+
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    pub async fn wait_for_output(&self, needle: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.output().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting for {needle:?} in:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The address from the `listening` log line.
+    pub async fn address(&self) -> SocketAddr {
+        self.wait_for_output(" listening ").await;
+        let output = self.output();
+        let start = output.find("listen=").expect("a listen field") + "listen=".len();
+        let end = output[start..]
+            .find(char::is_whitespace)
+            .map_or(output.len(), |i| start + i);
+        output[start..end].parse().unwrap()
+    }
+
+    /// `GET /readyz`: status code and body, or `None` when nothing answers.
+    pub async fn readyz(&self) -> Option<(u16, String)> {
+        get(self.address().await, "/readyz")
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some((200, _)) = self.readyz().await {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never became ready:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the readers drain what the process wrote last.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not exit:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// A graceful stop, as a service manager asks for one.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// `kill -9`: no chance to release anything.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Fermata {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn collect(stream: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut output = into.lock().unwrap();
+            output.push_str(&line);
+            output.push('\n');
+        }
+    });
+}
+
+/// A bare HTTP/1.0 GET, so the tests need no HTTP client.
+pub fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
+}

@@ -30,9 +30,12 @@ fn serve_with(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, temp
     (output.status.code(), text, folder)
 }
 
+/// Environment, arguments, and what the refusal must say.
+type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
+
 #[test]
 fn invalid_values_are_refused_before_anything_starts() {
-    let cases: &[(&[(&str, &str)], &[&str], &str)] = &[
+    let cases: &[Case<'_>] = &[
         (
             &[("FERMATA_LISTEN", "nowhere")],
             &[],

@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Harness, PATIENCE, PausedWrites, eventually};
-use crate::error::ErrorKind;
+use tokio::task::JoinHandle;
+
+use crate::error::{ErrorKind, StoreResult};
 use crate::lease::{Acquisition, FencingToken, Lease, LeaseName};
-use crate::tenure::TenureStart;
+use crate::tenure::{Tenure, TenureStart};
 use crate::{Storage, StoreOptions};
 
 /// Long enough never to expire during a case.
@@ -39,7 +41,7 @@ pub(super) fn start(holder: &str) -> TenureStart {
     }
 }
 
-async fn plain(harness: &dyn Harness) -> Arc<dyn Storage> {
+pub(super) async fn plain(harness: &dyn Harness) -> Arc<dyn Storage> {
     harness.open(StoreOptions::default()).await
 }
 
@@ -49,6 +51,23 @@ async fn pausable(harness: &dyn Harness) -> (Arc<dyn Storage>, PausedWrites) {
         fenced_write_hook: Some(pause.hook()),
     };
     (harness.open(options).await, pause)
+}
+
+/// Starts a fenced write under `lease` and returns once it is paused inside its locks.
+async fn paused_write(
+    store: &Arc<dyn Storage>,
+    pause: &PausedWrites,
+    lease: &Lease,
+) -> JoinHandle<StoreResult<Tenure>> {
+    pause.arm();
+    let writer = tokio::spawn({
+        let store = Arc::clone(store);
+        let fence = lease.fence();
+        let start = start(&lease.holder);
+        async move { store.tenures().open(&fence, &start).await }
+    });
+    pause.entered().await;
+    writer
 }
 
 pub async fn lease_is_granted_when_free(harness: &dyn Harness) {
@@ -220,13 +239,7 @@ pub async fn renewal_waiting_behind_a_takeover_cannot_extend_an_expired_lease(
     let alpha = grant(&*store, "alpha", SHORT).await;
 
     // A write under alpha checks its fence and pauses inside its locks.
-    pause.arm();
-    let writer = tokio::spawn({
-        let store = Arc::clone(&store);
-        let fence = alpha.fence();
-        async move { store.tenures().open(&fence, &start("alpha")).await }
-    });
-    pause.entered().await;
+    let writer = paused_write(&store, &pause, &alpha).await;
     wait_until_free(&*store).await;
 
     // Beta's takeover queues behind the write; alpha's renewal comes after it.
@@ -347,13 +360,7 @@ pub async fn takeover_waits_for_a_write_in_flight(harness: &dyn Harness) {
     let (store, pause) = pausable(harness).await;
     let alpha = grant(&*store, "alpha", SHORT).await;
 
-    pause.arm();
-    let writer = tokio::spawn({
-        let store = Arc::clone(&store);
-        let fence = alpha.fence();
-        async move { store.tenures().open(&fence, &start("alpha")).await }
-    });
-    pause.entered().await;
+    let writer = paused_write(&store, &pause, &alpha).await;
     wait_until_free(&*store).await;
 
     let mut takeover = tokio::spawn({
@@ -390,13 +397,7 @@ pub async fn peek_returns_while_a_fenced_write_holds_its_locks(harness: &dyn Har
     let (store, pause) = pausable(harness).await;
     let alpha = grant(&*store, "alpha", LONG).await;
 
-    pause.arm();
-    let writer = tokio::spawn({
-        let store = Arc::clone(&store);
-        let fence = alpha.fence();
-        async move { store.tenures().open(&fence, &start("alpha")).await }
-    });
-    pause.entered().await;
+    let writer = paused_write(&store, &pause, &alpha).await;
 
     let peek = tokio::time::timeout(PATIENCE, store.leases().peek(&name()))
         .await

@@ -1,19 +1,13 @@
 //! Contract cases for the tenure store.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::Harness;
-use super::lease::{grant, name, start};
+use super::lease::{grant, name, plain, start};
 use crate::error::ErrorKind;
 use crate::tenure::TenureEnd;
-use crate::{Storage, StoreOptions};
 
 const LONG: Duration = Duration::from_secs(300);
-
-async fn plain(harness: &dyn Harness) -> Arc<dyn Storage> {
-    harness.open(StoreOptions::default()).await
-}
 
 pub async fn tenure_open_supersedes_earlier_open_tenures(harness: &dyn Harness) {
     let store = plain(harness).await;

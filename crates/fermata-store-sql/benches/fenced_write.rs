@@ -1,1 +1,338 @@
-fn main() {}
+//! Benchmark: what a fenced single-row write costs against a bare single-row insert transaction,
+//! on SQLite and on PostgreSQL, measured on the same database in the same run.
+//!
+//! What is timed, and why this way:
+//!
+//! - Bare side: one single-row insert transaction through the store's own pool: begin (as the
+//!   adapter begins every write), INSERT one row into `bench_rows`, a table only this benchmark
+//!   creates, COMMIT. Pool checkout is inside the timed region, as it is on the fenced side.
+//! - Fenced side: exactly one call of `tenures().open(fence, start)`, the one port method that runs
+//!   a fenced transaction ending in a single-row INSERT: begin, lock the lease row (plus the
+//!   per-lease advisory lock on PostgreSQL), check the fence on the database's clock, look up the
+//!   tenure of this token (a miss), run the supersede UPDATE (which matches no row, see below),
+//!   INSERT one tenure row, COMMIT.
+//!
+//! `open` under a token that already has a tenure returns early without writing, and `close` is
+//! a no-op after its first call, so each fenced iteration needs a fresh token. Getting one is
+//! setup, not the write being measured, and is left out of the timed region: close the previous
+//! tenure (so the supersede UPDATE in the timed `open` matches nothing and the timed write stays a
+//! single-row write), release the lease, acquire it again. Those three untimed statements run
+//! before each pair of timed operations, and the order of the pair flips every iteration, so
+//! neither side always runs straight after them.
+//!
+//! The two kinds of operation are interleaved, one of each per iteration, so drift in the machine
+//! or the database (WAL growth, checkpoints, autovacuum, cache warmth) lands on both alike.
+//!
+//! SQLite runs with the adapter's durable settings (WAL, synchronous=FULL) on a file in a temporary
+//! folder; PostgreSQL runs on a fresh database of the server named by `FERMATA_TEST_POSTGRES_URL`,
+//! which `scripts/bench` starts with fsync on. Both settings are checked before measuring, and a
+//! backend that is absent or not durable stops the benchmark with a panic: it is never skipped.
+//!
+//! `FERMATA_BENCH_ITERATIONS` overrides the number of measured iterations (default 2000).
+
+use std::time::{Duration, Instant};
+
+use fermata_store::{Acquisition, Lease, LeaseName, Storage, StoreOptions, TenureStart};
+use fermata_store_sql::Dialect;
+use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
+
+const ITERATIONS_VAR: &str = "FERMATA_BENCH_ITERATIONS";
+const DEFAULT_ITERATIONS: usize = 2000;
+/// Enough to fill the pool, the statement caches and the page cache before anything is recorded.
+const WARMUP_ITERATIONS: usize = 100;
+/// Far longer than any run, so the lease never expires under the benchmark.
+const LEASE_TTL: Duration = Duration::from_secs(3600);
+const LEASE: &str = "bench:fenced-write";
+const HOLDER: &str = "bench-host:4242:fenced-write";
+
+const CREATE_BENCH_TABLE: &str =
+    "CREATE TABLE bench_rows (id BIGINT PRIMARY KEY, payload TEXT NOT NULL)";
+const INSERT_BENCH_ROW: &str = "INSERT INTO bench_rows (id, payload) VALUES ($1, $2)";
+
+fn main() {
+    let iterations = iterations();
+    // Checked before any work, so a missing server fails the run at once rather than after the
+    // SQLite half.
+    if std::env::var_os(POSTGRES_URL_VAR).is_none() {
+        panic!(
+            "{POSTGRES_URL_VAR} is not set: run the benchmark with scripts/bench, which starts a \
+             throwaway PostgreSQL server with fsync on"
+        );
+    }
+    // One thread: the timed futures never wait on a scheduler hop to another worker.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("build the tokio runtime");
+    runtime.block_on(async {
+        let sqlite = ScratchDatabase::sqlite();
+        print_report(&measure("sqlite", sqlite, iterations).await);
+        let postgres = ScratchDatabase::postgres().await;
+        print_report(&measure("postgres", postgres, iterations).await);
+    });
+}
+
+fn iterations() -> usize {
+    match std::env::var(ITERATIONS_VAR) {
+        Ok(text) => text
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{ITERATIONS_VAR} must be a positive integer, got {text:?}")),
+        Err(_) => DEFAULT_ITERATIONS,
+    }
+}
+
+/// One backend's figures.
+#[derive(Debug)]
+struct Report {
+    backend: &'static str,
+    setting: String,
+    warmup: usize,
+    bare: Summary,
+    fenced: Summary,
+}
+
+#[derive(Debug)]
+struct Summary {
+    n: usize,
+    median: Duration,
+    p99: Duration,
+}
+
+impl Summary {
+    fn of(mut samples: Vec<Duration>) -> Self {
+        samples.sort_unstable();
+        Summary {
+            n: samples.len(),
+            median: nearest_rank(&samples, 50),
+            p99: nearest_rank(&samples, 99),
+        }
+    }
+}
+
+/// The nearest-rank percentile: an observed sample, never an interpolation between two.
+fn nearest_rank(sorted: &[Duration], percent: usize) -> Duration {
+    let rank = (sorted.len() * percent).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// A migrated scratch store, the lease it writes under, and the bench table's next key.
+#[derive(Debug)]
+struct Bench {
+    store: ScratchStorage,
+    begin: &'static str,
+    lease: Lease,
+    start: TenureStart,
+    payload: String,
+    next_id: i64,
+}
+
+async fn measure(backend: &'static str, database: ScratchDatabase, iterations: usize) -> Report {
+    let store = database.open(StoreOptions::default()).await;
+    let setting = durable_setting(&store).await;
+    let pool = store.storage.pool();
+    sqlx::query(CREATE_BENCH_TABLE)
+        .execute(pool)
+        .await
+        .expect("create the benchmark table");
+    // The same statement the adapter begins every write with: on SQLite `BEGIN IMMEDIATE`, which
+    // takes the write lock up front, so the bare side pays for the lock the fenced side pays for.
+    let begin = match store.storage.dialect() {
+        Dialect::Sqlite => "BEGIN IMMEDIATE",
+        Dialect::Postgres => "BEGIN",
+    };
+    let name = LeaseName::new(LEASE).expect("the benchmark lease name is valid");
+    let lease = grant(&store, &name).await;
+    let start = TenureStart {
+        holder: HOLDER.to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    // About as many bytes as the tenure row carries in its text columns.
+    let payload = format!("{LEASE} {HOLDER} {}", start.version);
+    let mut bench = Bench {
+        store,
+        begin,
+        lease,
+        start,
+        payload,
+        next_id: 1,
+    };
+    // Every fresh grant closes the previous tenure first, so the first grant needs one too.
+    bench
+        .store
+        .tenures()
+        .open(&bench.lease.fence(), &bench.start)
+        .await
+        .expect("open the first tenure");
+
+    bench.run(WARMUP_ITERATIONS).await;
+    let (bare, fenced) = bench.run(iterations).await;
+    bench.store.storage.close().await;
+    Report {
+        backend,
+        setting,
+        warmup: WARMUP_ITERATIONS,
+        bare: Summary::of(bare),
+        fenced: Summary::of(fenced),
+    }
+}
+
+/// The durability settings in force, refusing to measure without them: a benchmark of a database
+/// that does not flush its commits would say nothing about either write.
+async fn durable_setting(store: &ScratchStorage) -> String {
+    let pool = store.storage.pool();
+    match store.storage.dialect() {
+        Dialect::Sqlite => {
+            let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(pool)
+                .await
+                .expect("read SQLite's journal mode");
+            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(pool)
+                .await
+                .expect("read SQLite's synchronous setting");
+            // 2 is FULL.
+            assert!(
+                journal.eq_ignore_ascii_case("wal") && synchronous == 2,
+                "SQLite is not in WAL with synchronous=FULL (journal_mode={journal}, \
+                 synchronous={synchronous})"
+            );
+            "file in a temporary folder, journal_mode=WAL, synchronous=FULL".to_owned()
+        }
+        Dialect::Postgres => {
+            let (fsync, commit): (String, String) = sqlx::query_as(
+                "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
+            )
+            .fetch_one(pool)
+            .await
+            .expect("read PostgreSQL's durability settings");
+            assert!(
+                fsync == "on" && commit == "on",
+                "PostgreSQL is not durable (fsync={fsync}, synchronous_commit={commit}): start it \
+                 with `start_postgres durable`, as scripts/bench does"
+            );
+            format!("fresh scratch database, fsync={fsync}, synchronous_commit={commit}")
+        }
+    }
+}
+
+async fn grant(store: &ScratchStorage, name: &LeaseName) -> Lease {
+    match store
+        .leases()
+        .acquire(name, HOLDER, LEASE_TTL)
+        .await
+        .expect("acquire the benchmark lease")
+    {
+        Acquisition::Granted(lease) => lease,
+        Acquisition::Held(record) => panic!(
+            "the benchmark lease is held by {} although it was just released",
+            record.holder
+        ),
+    }
+}
+
+impl Bench {
+    /// Runs `iterations` interleaved pairs and returns the bare and fenced latencies.
+    async fn run(&mut self, iterations: usize) -> (Vec<Duration>, Vec<Duration>) {
+        let mut bare = Vec::with_capacity(iterations);
+        let mut fenced = Vec::with_capacity(iterations);
+        for i in 0..iterations {
+            self.regrant().await;
+            if i % 2 == 0 {
+                bare.push(self.bare_insert().await);
+                fenced.push(self.fenced_write().await);
+            } else {
+                fenced.push(self.fenced_write().await);
+                bare.push(self.bare_insert().await);
+            }
+        }
+        (bare, fenced)
+    }
+
+    /// Untimed: a fresh token with no tenure yet, and no other open tenure of the lease.
+    async fn regrant(&mut self) {
+        let store = &self.store;
+        store
+            .tenures()
+            .close(&self.lease.fence())
+            .await
+            .expect("close the previous tenure");
+        assert!(
+            store
+                .leases()
+                .release(&self.lease)
+                .await
+                .expect("release the benchmark lease"),
+            "the benchmark lease was lost before it was released"
+        );
+        self.lease = grant(store, &self.lease.name).await;
+    }
+
+    async fn bare_insert(&mut self) -> Duration {
+        let id = self.next_id;
+        self.next_id += 1;
+        let pool = self.store.storage.pool();
+        let started = Instant::now();
+        let mut tx = pool
+            .begin_with(self.begin)
+            .await
+            .expect("begin the bare insert transaction");
+        sqlx::query(INSERT_BENCH_ROW)
+            .bind(id)
+            .bind(self.payload.as_str())
+            .execute(&mut *tx)
+            .await
+            .expect("insert the bare row");
+        tx.commit().await.expect("commit the bare insert");
+        started.elapsed()
+    }
+
+    async fn fenced_write(&self) -> Duration {
+        let fence = self.lease.fence();
+        let started = Instant::now();
+        let tenure = self
+            .store
+            .tenures()
+            .open(&fence, &self.start)
+            .await
+            .expect("open a tenure under the fresh token");
+        let elapsed = started.elapsed();
+        assert_eq!(tenure.token, fence.token, "the tenure was not written");
+        elapsed
+    }
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn print_report(report: &Report) {
+    let ratio = |fenced: Duration, bare: Duration| fenced.as_secs_f64() / bare.as_secs_f64();
+    println!(
+        "{}: {} ({} warm-up iterations discarded)",
+        report.backend, report.setting, report.warmup
+    );
+    println!(
+        "  {:<32} {:>6} {:>12} {:>12}",
+        "operation", "n", "median us", "p99 us"
+    );
+    for (operation, summary) in [
+        ("bare insert transaction", &report.bare),
+        ("fenced write (tenures().open)", &report.fenced),
+    ] {
+        println!(
+            "  {operation:<32} {:>6} {:>12.1} {:>12.1}",
+            summary.n,
+            micros(summary.median),
+            micros(summary.p99)
+        );
+    }
+    println!(
+        "  ratio median {:.2}x, p99 {:.2}x",
+        ratio(report.fenced.median, report.bare.median),
+        ratio(report.fenced.p99, report.bare.p99)
+    );
+    println!();
+}

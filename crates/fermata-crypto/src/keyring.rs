@@ -146,7 +146,13 @@ impl Keyring {
         envelope.extend_from_slice(&nonce);
         let aad = aad.bytes(&envelope);
         let sealed = cipher
-            .encrypt(&nonce, Payload { msg: plaintext, aad: &aad })
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext,
+                    aad: &aad,
+                },
+            )
             .expect("AES-GCM encryption of an in-memory buffer cannot fail");
         envelope.extend_from_slice(&sealed);
         envelope
@@ -186,8 +192,8 @@ impl Keyring {
 
     /// Reads a key file's text.
     pub fn from_key_file(text: &str) -> Result<Self, CryptoError> {
-        let file: KeyFile =
-            toml::from_str(text).map_err(|_| CryptoError::InvalidKeyring("the key file does not parse"))?;
+        let file: KeyFile = toml::from_str(text)
+            .map_err(|_| CryptoError::InvalidKeyring("the key file does not parse"))?;
         Self::from_entries(file.key.into_iter().map(|entry| (entry.version, entry.key)))
     }
 
@@ -195,7 +201,11 @@ impl Keyring {
     /// secret file for production).
     pub fn from_spec(spec: &str) -> Result<Self, CryptoError> {
         let mut entries = Vec::new();
-        for part in spec.split([',', '\n']).map(str::trim).filter(|p| !p.is_empty()) {
+        for part in spec
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
             let (version, key) = part
                 .split_once(':')
                 .ok_or(CryptoError::InvalidKeyring("each key is VERSION:BASE64"))?;
@@ -240,7 +250,10 @@ impl Keyring {
         let mut text = Zeroizing::new(String::from(KEY_FILE_HEADER));
         for (version, key) in &self.keys {
             let encoded = Zeroizing::new(STANDARD.encode(key.0.as_slice()));
-            text.push_str(&format!("\n[[key]]\nversion = {version}\nkey = \"{}\"\n", *encoded));
+            text.push_str(&format!(
+                "\n[[key]]\nversion = {version}\nkey = \"{}\"\n",
+                *encoded
+            ));
         }
         text
     }
@@ -269,7 +282,10 @@ mod tests {
         let first = keyring.seal(session("s1"), b"gho_token");
         let second = keyring.seal(session("s1"), b"gho_token");
         assert_ne!(first, second, "two encryptions shared a nonce");
-        assert_eq!(&**keyring.open(session("s1"), &first).unwrap(), b"gho_token");
+        assert_eq!(
+            &**keyring.open(session("s1"), &first).unwrap(),
+            b"gho_token"
+        );
         assert_eq!(Keyring::envelope_version(&first), Ok(1));
     }
 
@@ -282,7 +298,12 @@ mod tests {
             tampered[index] ^= 0x01;
             let error = keyring.open(session("s1"), &tampered).unwrap_err();
             assert!(
-                matches!(error, CryptoError::Rejected | CryptoError::Malformed | CryptoError::UnknownKeyVersion(_)),
+                matches!(
+                    error,
+                    CryptoError::Rejected
+                        | CryptoError::Malformed
+                        | CryptoError::UnknownKeyVersion(_)
+                ),
                 "byte {index}: {error:?}"
             );
         }
@@ -292,12 +313,18 @@ mod tests {
     fn an_envelope_moved_to_another_row_or_purpose_is_rejected() {
         let keyring = Keyring::generate();
         let envelope = keyring.seal(session("s1"), b"gho_token");
-        assert_eq!(keyring.open(session("s2"), &envelope).unwrap_err(), CryptoError::Rejected);
+        assert_eq!(
+            keyring.open(session("s2"), &envelope).unwrap_err(),
+            CryptoError::Rejected
+        );
         let machine = Aad {
             purpose: Purpose::MachineCredentials,
             row: "s1",
         };
-        assert_eq!(keyring.open(machine, &envelope).unwrap_err(), CryptoError::Rejected);
+        assert_eq!(
+            keyring.open(machine, &envelope).unwrap_err(),
+            CryptoError::Rejected
+        );
     }
 
     #[test]
@@ -331,7 +358,10 @@ mod tests {
         let other = Keyring::generate();
         let mut relabeled = other.seal(session("s1"), b"x");
         relabeled[1..5].copy_from_slice(&1u32.to_be_bytes());
-        assert_eq!(keyring.open(session("s1"), &relabeled).unwrap_err(), CryptoError::Rejected);
+        assert_eq!(
+            keyring.open(session("s1"), &relabeled).unwrap_err(),
+            CryptoError::Rejected
+        );
     }
 
     #[test]
@@ -344,7 +374,14 @@ mod tests {
         let envelope = keyring.seal(session("s1"), b"x");
         assert_eq!(&**again.open(session("s1"), &envelope).unwrap(), b"x");
 
-        for bad in ["", "1", "x:AAAA", "1:not base64!", "1:AAAA", "0:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="] {
+        for bad in [
+            "",
+            "1",
+            "x:AAAA",
+            "1:not base64!",
+            "1:AAAA",
+            "0:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        ] {
             assert!(Keyring::from_spec(bad).is_err(), "{bad:?} was accepted");
         }
         let debug = format!("{keyring:?}");

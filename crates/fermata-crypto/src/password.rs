@@ -1,9 +1,9 @@
 //! Password hashing with argon2id (the OWASP-recommended parameters of the argon2 crate's
 //! defaults: 19 MiB, 2 passes, 1 lane), stored as PHC strings.
 
+use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
 
 /// The shortest password an account may have.
 pub const MIN_PASSWORD_CHARS: usize = 12;

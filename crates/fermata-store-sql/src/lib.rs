@@ -5,12 +5,17 @@
 //! [`Dialect`] and each engine's migrations in `migrations/<dialect>/`. Nothing outside this
 //! crate sees a driver type or a line of SQL.
 
+mod api_token;
 mod dialect;
 mod error;
 mod fence;
 mod lease;
+mod machine;
 pub mod migrations;
+mod row;
+mod session;
 mod tenure;
+mod user;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -19,7 +24,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use fermata_store::{LeaseStore, Storage, StoreError, StoreOptions, StoreResult, TenureStore};
+use fermata_store::{
+    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError, StoreOptions,
+    StoreResult, TenureStore, UserStore,
+};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
@@ -76,6 +84,10 @@ struct Inner {
     fence_sql: fence::FenceStatements,
     lease_sql: lease::Statements,
     tenure_sql: tenure::Statements,
+    user_sql: user::Statements,
+    session_sql: session::Statements,
+    api_token_sql: api_token::Statements,
+    machine_sql: machine::Statements,
 }
 
 impl SqlStorage {
@@ -106,6 +118,10 @@ impl SqlStorage {
                 fence_sql: fence::FenceStatements::new(dialect),
                 lease_sql: lease::Statements::new(dialect),
                 tenure_sql: tenure::Statements::new(dialect),
+                user_sql: user::Statements::new(dialect),
+                session_sql: session::Statements::new(dialect),
+                api_token_sql: api_token::Statements::new(dialect),
+                machine_sql: machine::Statements::new(dialect),
             }),
         })
     }
@@ -217,6 +233,22 @@ impl Storage for SqlStorage {
     }
 
     fn tenures(&self) -> &dyn TenureStore {
+        self
+    }
+
+    fn users(&self) -> &dyn UserStore {
+        self
+    }
+
+    fn sessions(&self) -> &dyn SessionStore {
+        self
+    }
+
+    fn api_tokens(&self) -> &dyn ApiTokenStore {
+        self
+    }
+
+    fn machines(&self) -> &dyn MachineStore {
         self
     }
 }

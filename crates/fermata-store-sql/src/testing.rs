@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use fermata_store::{LeaseStore, Storage, StoreOptions, TenureStore};
+use fermata_store::{
+    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreOptions, TenureStore,
+    UserStore,
+};
 use sqlx::{AnyConnection, Connection, Executor};
 use tempfile::TempDir;
 
@@ -119,6 +122,22 @@ impl Storage for ScratchStorage {
     }
 
     fn tenures(&self) -> &dyn TenureStore {
+        &self.storage
+    }
+
+    fn users(&self) -> &dyn UserStore {
+        &self.storage
+    }
+
+    fn sessions(&self) -> &dyn SessionStore {
+        &self.storage
+    }
+
+    fn api_tokens(&self) -> &dyn ApiTokenStore {
+        &self.storage
+    }
+
+    fn machines(&self) -> &dyn MachineStore {
         &self.storage
     }
 }

@@ -1,27 +1,37 @@
 //! The storage port of Fermata.
 //!
 //! Domain code depends on these traits, never on a database driver. Each store is its own trait
-//! ([`LeaseStore`], [`TenureStore`], ...), reached through one [`Storage`] handle, so later stores
+//! ([`LeaseStore`], [`TenureStore`], [`UserStore`], [`SessionStore`], ...), reached through one [`Storage`] handle, so later stores
 //! are added beside the existing ones without touching them. Every adapter (the memory adapter
 //! here, the SQL adapters in `fermata-store-sql`) runs the same contract suite (feature
 //! `contract`).
 
+pub mod api_token;
 pub mod error;
 pub mod lease;
+pub mod machine;
 pub mod memory;
+pub mod session;
 pub mod tenure;
 pub mod time;
+pub mod user;
 
 #[cfg(feature = "contract")]
 pub mod contract;
 
+pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use lease::{
     Acquisition, Fence, FencedWriteHook, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord,
     LeaseRenewal, LeaseStore,
 };
+pub use machine::{Machine, MachineId, MachineStore, NewMachine};
+pub use session::{
+    NewSession, SecretHash, Session, SessionId, SessionLookup, SessionStore, SessionSweep,
+};
 pub use tenure::{Tenure, TenureEnd, TenureStart, TenureStore};
 pub use time::UnixMillis;
+pub use user::{NewUser, Role, User, UserId, UserName, UserStore};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -31,6 +41,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn leases(&self) -> &dyn LeaseStore;
 
     fn tenures(&self) -> &dyn TenureStore;
+
+    fn users(&self) -> &dyn UserStore;
+
+    fn sessions(&self) -> &dyn SessionStore;
+
+    fn api_tokens(&self) -> &dyn ApiTokenStore;
+
+    fn machines(&self) -> &dyn MachineStore;
 }
 
 /// Options every adapter takes when it is opened.

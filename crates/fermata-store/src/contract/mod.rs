@@ -5,6 +5,7 @@
 //! test against that adapter. Cases wait for conditions by polling with a bound, never by
 //! sleeping for a guessed time.
 
+mod accounts;
 mod lease;
 mod pause;
 mod tenure;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 
 use crate::{Storage, StoreOptions};
 
+pub use accounts::*;
 pub use lease::*;
 pub use pause::PausedWrites;
 pub use tenure::*;
@@ -73,7 +75,20 @@ macro_rules! contract_suite {
             tenure_open_supersedes_earlier_open_tenures,
             tenure_open_is_idempotent,
             tenure_close_records_a_clean_stop,
-            tenure_close_without_open_is_missing
+            tenure_close_without_open_is_missing,
+            user_names_are_unique_and_roles_are_kept,
+            user_passwords_and_roles_change,
+            sessions_are_found_by_secret_hash_until_they_expire,
+            session_secrets_and_ids_are_unique,
+            session_credential_rotation_is_revision_checked,
+            a_deleted_session_is_never_recreated,
+            reauthentication_makes_a_session_fresh,
+            the_session_sweep_removes_expired_and_metadata_only_sessions_once,
+            api_tokens_work_until_revoked,
+            machines_are_found_by_token_hash,
+            machine_credential_rotation_is_revision_checked,
+            machine_reauthorization_replaces_its_token,
+            only_the_owner_revokes_a_machine_and_its_credentials_go
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -5,17 +5,25 @@
 //! one lease run one at a time and a takeover waits for a write in flight, while `peek` and
 //! renewal never wait for a write.
 
+mod accounts;
 mod lease;
 mod tenure;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::api_token::{ApiToken, ApiTokenId};
 use crate::error::{StoreError, StoreResult};
 use crate::lease::{Fence, LeaseName, LeaseRecord};
+use crate::machine::{Machine, MachineId};
+use crate::session::{SecretHash, SessionId};
 use crate::tenure::Tenure;
 use crate::time::UnixMillis;
-use crate::{LeaseStore, Storage, StoreOptions, TenureStore};
+use crate::user::{User, UserId};
+use crate::{
+    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreOptions, TenureStore,
+    UserStore,
+};
 
 /// All stores, in memory.
 #[derive(Debug, Clone)]
@@ -37,6 +45,10 @@ struct Inner {
 struct State {
     leases: HashMap<LeaseName, LeaseRecord>,
     tenures: BTreeMap<(LeaseName, i64), Tenure>,
+    users: BTreeMap<UserId, User>,
+    sessions: HashMap<SessionId, accounts::SessionRow>,
+    api_tokens: HashMap<ApiTokenId, (ApiToken, SecretHash)>,
+    machines: HashMap<MachineId, (Machine, SecretHash)>,
 }
 
 impl MemoryStorage {
@@ -110,6 +122,22 @@ impl Storage for MemoryStorage {
     }
 
     fn tenures(&self) -> &dyn TenureStore {
+        self
+    }
+
+    fn users(&self) -> &dyn UserStore {
+        self
+    }
+
+    fn sessions(&self) -> &dyn SessionStore {
+        self
+    }
+
+    fn api_tokens(&self) -> &dyn ApiTokenStore {
+        self
+    }
+
+    fn machines(&self) -> &dyn MachineStore {
         self
     }
 }

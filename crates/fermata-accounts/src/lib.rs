@@ -1,0 +1,143 @@
+//! Accounts: users and roles, login sessions, API tokens, paired machines, and the encrypted
+//! credentials sessions and machines hold.
+//!
+//! This is the one place that turns secrets into what the database may keep: passwords into
+//! argon2id hashes, cookie and token secrets into SHA-256 hashes, credentials into envelopes
+//! sealed by the keyring and bound to their row. The HTTP layer and the command line both go
+//! through [`Accounts`]; neither touches a store that holds secrets directly.
+
+mod credentials;
+mod error;
+mod keyring_handle;
+mod machines;
+mod rotation;
+mod sessions;
+mod throttle;
+mod tokens;
+mod users;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fermata_crypto::SecretToken;
+use fermata_store::{ApiToken, Session, Storage, UnixMillis, User};
+
+pub use credentials::Credentials;
+pub use error::AccountError;
+pub use keyring_handle::{KeyringHandle, Reload};
+pub use rotation::Reencrypted;
+pub use sessions::LoggedIn;
+pub use throttle::LoginThrottle;
+
+/// How long after entering a password a session counts as fresh.
+pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
+
+/// The prefixes of the secrets Fermata hands out, so a leaked one is recognised.
+pub const SESSION_SECRET_PREFIX: &str = "fmts_";
+pub const API_TOKEN_PREFIX: &str = "fmta_";
+pub const MACHINE_TOKEN_PREFIX: &str = "fmtm_";
+
+/// Settings of the account layer.
+#[derive(Debug, Clone, Copy)]
+pub struct AccountSettings {
+    /// How long a login session lives.
+    pub session_ttl: Duration,
+}
+
+impl Default for AccountSettings {
+    fn default() -> Self {
+        AccountSettings {
+            session_ttl: Duration::from_secs(7 * 24 * 60 * 60),
+        }
+    }
+}
+
+/// The account service.
+#[derive(Debug)]
+pub struct Accounts {
+    storage: Arc<dyn Storage>,
+    keys: Arc<KeyringHandle>,
+    throttle: LoginThrottle,
+    settings: AccountSettings,
+}
+
+/// Who made a request, and how they proved it.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub user: User,
+    pub via: Via,
+}
+
+/// How a principal authenticated.
+#[derive(Debug, Clone)]
+pub enum Via {
+    /// A browser login session (the cookie's secret is kept for CSRF checks).
+    Session(SessionContext),
+    /// A program's API token.
+    ApiToken(ApiToken),
+}
+
+/// A live login session, as presented by its cookie.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    pub session: Session,
+    pub secret: SecretToken,
+    /// The database's clock when the session was read.
+    pub now: UnixMillis,
+}
+
+impl Principal {
+    /// Fresh means a browser session whose password was entered within [`FRESH_FOR`]. An API
+    /// token is never fresh: it cannot re-authenticate.
+    pub fn is_fresh(&self) -> bool {
+        match &self.via {
+            Via::Session(context) => {
+                context.now >= context.session.authenticated_at
+                    && context.now.since(context.session.authenticated_at) < FRESH_FOR
+            }
+            Via::ApiToken(_) => false,
+        }
+    }
+
+    pub fn session(&self) -> Option<&SessionContext> {
+        match &self.via {
+            Via::Session(context) => Some(context),
+            Via::ApiToken(_) => None,
+        }
+    }
+}
+
+impl Accounts {
+    pub fn new(storage: Arc<dyn Storage>, keys: Arc<KeyringHandle>, settings: AccountSettings) -> Self {
+        Accounts {
+            storage,
+            keys,
+            throttle: LoginThrottle::default(),
+            settings,
+        }
+    }
+
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    pub fn keys(&self) -> &KeyringHandle {
+        &self.keys
+    }
+
+    pub fn settings(&self) -> AccountSettings {
+        self.settings
+    }
+}
+
+/// A new random ID for a row.
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Runs CPU-heavy password work off the async threads.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work)
+        .await
+        .expect("password hashing does not panic")
+}

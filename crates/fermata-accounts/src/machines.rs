@@ -1,0 +1,157 @@
+//! Paired machines: pairing, recognising a machine by its token, re-authorization, revocation by
+//! the owner, and the credentials a machine holds.
+
+use fermata_crypto::{Aad, Purpose, SecretToken};
+use fermata_store::{ErrorKind, Machine, MachineId, NewMachine, User, UserId};
+
+use crate::credentials::Credentials;
+use crate::sessions::hash_of;
+use crate::{AccountError, Accounts, MACHINE_TOKEN_PREFIX, new_id};
+
+/// How many times a change is retried when another change to the same machine won.
+const ATTEMPTS: usize = 3;
+
+fn check_name(name: &str) -> Result<&str, AccountError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(AccountError::Invalid(
+            "a machine name has 1 to 100 printable characters".to_owned(),
+        ));
+    }
+    Ok(name)
+}
+
+impl Accounts {
+    /// Pairs a new machine for `owner`. Its token is returned once and never stored.
+    pub async fn pair_machine(&self, owner: &User, name: &str) -> Result<(Machine, SecretToken), AccountError> {
+        let name = check_name(name)?;
+        let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
+        let machine = self
+            .storage
+            .machines()
+            .pair_machine(&NewMachine {
+                id: MachineId(new_id()),
+                owner: owner.id.clone(),
+                name: name.to_owned(),
+                secret_hash: hash_of(&secret),
+            })
+            .await?;
+        tracing::info!(owner = %owner.name, machine = %machine.id, "paired a machine");
+        Ok((machine, secret))
+    }
+
+    /// The machine a token belongs to.
+    pub async fn authenticate_machine(&self, secret: &SecretToken) -> Result<Option<Machine>, AccountError> {
+        if !secret.expose().starts_with(MACHINE_TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        Ok(self.storage.machines().machine_by_secret(&hash_of(secret)).await?)
+    }
+
+    pub async fn machines(&self, owner: &UserId) -> Result<Vec<Machine>, AccountError> {
+        Ok(self.storage.machines().machines_of(owner).await?)
+    }
+
+    /// Issues a new token for one of `owner`'s machines; the old token stops working.
+    pub async fn reauthorize_machine(
+        &self,
+        owner: &User,
+        id: &MachineId,
+    ) -> Result<(Machine, SecretToken), AccountError> {
+        for _ in 0..ATTEMPTS {
+            let machine = self.owned_machine(owner, id).await?;
+            let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
+            let result = self
+                .storage
+                .machines()
+                .reauthorize_machine(id, &owner.id, machine.revision, &hash_of(&secret))
+                .await;
+            match result {
+                Ok(machine) => {
+                    tracing::info!(owner = %owner.name, machine = %machine.id, "re-authorized a machine");
+                    return Ok((machine, secret));
+                }
+                Err(error) if error.kind() == ErrorKind::Conflict => {}
+                Err(error) if error.kind() == ErrorKind::Missing => {
+                    return Err(AccountError::NotFound("machine"));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(AccountError::Conflict("the machine kept changing; try again".to_owned()))
+    }
+
+    /// Revokes one of `owner`'s machines, discarding its credentials. Someone else's machine is
+    /// `NotFound`, as if it did not exist.
+    pub async fn revoke_machine(&self, owner: &User, id: &MachineId) -> Result<(), AccountError> {
+        match self.storage.machines().revoke_machine(id, &owner.id).await {
+            Ok(()) => {
+                tracing::info!(owner = %owner.name, machine = %id, "revoked a machine");
+                Ok(())
+            }
+            Err(error) if error.kind() == ErrorKind::Missing => Err(AccountError::NotFound("machine")),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Replaces a machine's credentials (all of them; an empty set clears them).
+    pub async fn set_machine_credentials(
+        &self,
+        id: &MachineId,
+        credentials: &Credentials,
+    ) -> Result<Machine, AccountError> {
+        let sealed = (!credentials.is_empty())
+            .then(|| self.keys.seal(aad_of_machine(id), &credentials.to_plaintext()));
+        for _ in 0..ATTEMPTS {
+            let machine = self
+                .storage
+                .machines()
+                .machine(id)
+                .await?
+                .ok_or(AccountError::NotFound("machine"))?;
+            let result = self
+                .storage
+                .machines()
+                .rotate_machine_credentials(id, machine.revision, sealed.as_deref())
+                .await;
+            match result {
+                Err(error) if error.kind() == ErrorKind::Conflict => {}
+                Err(error) if error.kind() == ErrorKind::Missing => {
+                    return Err(AccountError::NotFound("machine"));
+                }
+                other => return Ok(other?),
+            }
+        }
+        Err(AccountError::Conflict("the machine kept changing; try again".to_owned()))
+    }
+
+    /// The credentials a machine holds, decrypted.
+    pub async fn machine_credentials(&self, id: &MachineId) -> Result<Credentials, AccountError> {
+        let machine = self
+            .storage
+            .machines()
+            .machine(id)
+            .await?
+            .ok_or(AccountError::NotFound("machine"))?;
+        match machine.credentials {
+            None => Ok(Credentials::default()),
+            Some(sealed) => Credentials::from_plaintext(&self.keys.open(aad_of_machine(id), &sealed)?),
+        }
+    }
+
+    async fn owned_machine(&self, owner: &User, id: &MachineId) -> Result<Machine, AccountError> {
+        self.storage
+            .machines()
+            .machine(id)
+            .await?
+            .filter(|machine| machine.owner == owner.id)
+            .ok_or(AccountError::NotFound("machine"))
+    }
+}
+
+pub(crate) fn aad_of_machine(id: &MachineId) -> Aad<'_> {
+    Aad {
+        purpose: Purpose::MachineCredentials,
+        row: &id.0,
+    }
+}

@@ -1,0 +1,66 @@
+//! API tokens for programs.
+
+use fermata_crypto::SecretToken;
+use fermata_store::{ApiToken, ApiTokenId, NewApiToken, Role, User, UserId};
+
+use crate::sessions::hash_of;
+use crate::{API_TOKEN_PREFIX, AccountError, Accounts, Principal, Via, new_id};
+
+impl Accounts {
+    /// Creates a token for `user`. The secret is returned once and never stored.
+    pub async fn create_api_token(&self, user: &User, label: &str) -> Result<(ApiToken, SecretToken), AccountError> {
+        let label = label.trim();
+        if label.is_empty() || label.chars().count() > 100 || label.chars().any(char::is_control) {
+            return Err(AccountError::Invalid(
+                "a token label has 1 to 100 printable characters".to_owned(),
+            ));
+        }
+        let secret = SecretToken::generate(API_TOKEN_PREFIX);
+        let token = self
+            .storage
+            .api_tokens()
+            .create_api_token(&NewApiToken {
+                id: ApiTokenId(new_id()),
+                user: user.id.clone(),
+                label: label.to_owned(),
+                secret_hash: hash_of(&secret),
+            })
+            .await?;
+        tracing::info!(user = %user.name, token = %token.id, "created an API token");
+        Ok((token, secret))
+    }
+
+    /// The principal behind an API token, if it is live and its user exists.
+    pub async fn authenticate_api_token(&self, secret: &SecretToken) -> Result<Option<Principal>, AccountError> {
+        if !secret.expose().starts_with(API_TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let Some(token) = self.storage.api_tokens().use_api_token(&hash_of(secret)).await? else {
+            return Ok(None);
+        };
+        let user = self.storage.users().user_by_id(&token.user).await?;
+        Ok(user.map(|user| Principal {
+            user,
+            via: Via::ApiToken(token),
+        }))
+    }
+
+    pub async fn api_tokens(&self, user: &UserId) -> Result<Vec<ApiToken>, AccountError> {
+        Ok(self.storage.api_tokens().api_tokens_of(user).await?)
+    }
+
+    /// Revokes a token owned by `by`, or any token when `by` is a system administrator. Someone
+    /// else's token is `NotFound`, as if it did not exist.
+    pub async fn revoke_api_token(&self, by: &User, id: &ApiTokenId) -> Result<(), AccountError> {
+        let token = self
+            .storage
+            .api_tokens()
+            .api_token(id)
+            .await?
+            .filter(|token| token.user == by.id || by.has_role(Role::SystemAdmin))
+            .ok_or(AccountError::NotFound("API token"))?;
+        self.storage.api_tokens().revoke_api_token(&token.id).await?;
+        tracing::info!(by = %by.name, token = %token.id, "revoked an API token");
+        Ok(())
+    }
+}

@@ -27,14 +27,18 @@ impl Credentials {
     /// Checks names (`a-z`, `0-9`, `_`, 1 to 64 characters) and values (1 to 8192 bytes).
     pub fn new(entries: BTreeMap<String, String>) -> Result<Self, AccountError> {
         if entries.len() > MAX_ENTRIES {
-            return Err(AccountError::Invalid(format!("at most {MAX_ENTRIES} credentials")));
+            return Err(AccountError::Invalid(format!(
+                "at most {MAX_ENTRIES} credentials"
+            )));
         }
         let mut checked = BTreeMap::new();
         for (name, value) in entries {
             let value = Zeroizing::new(value);
             let name_ok = !name.is_empty()
                 && name.len() <= 64
-                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
             if !name_ok {
                 return Err(AccountError::Invalid(
                     "a credential name has 1 to 64 characters of a-z, 0-9 and '_'".to_owned(),
@@ -64,7 +68,11 @@ impl Credentials {
 
     /// The plaintext to seal.
     pub(crate) fn to_plaintext(&self) -> Zeroizing<Vec<u8>> {
-        let plain: BTreeMap<&str, &str> = self.0.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let plain: BTreeMap<&str, &str> = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         Zeroizing::new(serde_json::to_vec(&plain).expect("a map of strings serializes"))
     }
 
@@ -73,7 +81,11 @@ impl Credentials {
         let map: BTreeMap<String, String> = serde_json::from_slice(plain).map_err(|_| {
             AccountError::Invalid("decrypted credentials are not in the expected form".to_owned())
         })?;
-        Ok(Credentials(map.into_iter().map(|(k, v)| (k, Zeroizing::new(v))).collect()))
+        Ok(Credentials(
+            map.into_iter()
+                .map(|(k, v)| (k, Zeroizing::new(v)))
+                .collect(),
+        ))
     }
 }
 
@@ -83,7 +95,11 @@ mod tests {
 
     #[test]
     fn names_and_values_are_checked_and_hidden() {
-        let good = Credentials::new(BTreeMap::from([("github_token".to_owned(), "gho_x".to_owned())])).unwrap();
+        let good = Credentials::new(BTreeMap::from([(
+            "github_token".to_owned(),
+            "gho_x".to_owned(),
+        )]))
+        .unwrap();
         assert_eq!(format!("{good:?}"), "Credentials([\"github_token\"])");
         let round = Credentials::from_plaintext(&good.to_plaintext()).unwrap();
         assert_eq!(round, good);

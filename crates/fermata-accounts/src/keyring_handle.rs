@@ -34,7 +34,12 @@ impl KeyringHandle {
     }
 
     pub fn keyring(&self) -> Arc<Keyring> {
-        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     pub fn seal(&self, aad: Aad<'_>, plaintext: &[u8]) -> Vec<u8> {
@@ -54,7 +59,8 @@ impl KeyringHandle {
                         *self
                             .current
                             .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&keyring);
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Arc::clone(&keyring);
                         keyring.open(aad, envelope)
                     }
                     Err(error) => {

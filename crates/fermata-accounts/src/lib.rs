@@ -108,7 +108,11 @@ impl Principal {
 }
 
 impl Accounts {
-    pub fn new(storage: Arc<dyn Storage>, keys: Arc<KeyringHandle>, settings: AccountSettings) -> Self {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        keys: Arc<KeyringHandle>,
+        settings: AccountSettings,
+    ) -> Self {
         Accounts {
             storage,
             keys,

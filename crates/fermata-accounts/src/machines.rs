@@ -23,7 +23,11 @@ fn check_name(name: &str) -> Result<&str, AccountError> {
 
 impl Accounts {
     /// Pairs a new machine for `owner`. Its token is returned once and never stored.
-    pub async fn pair_machine(&self, owner: &User, name: &str) -> Result<(Machine, SecretToken), AccountError> {
+    pub async fn pair_machine(
+        &self,
+        owner: &User,
+        name: &str,
+    ) -> Result<(Machine, SecretToken), AccountError> {
         let name = check_name(name)?;
         let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
         let machine = self
@@ -41,11 +45,18 @@ impl Accounts {
     }
 
     /// The machine a token belongs to.
-    pub async fn authenticate_machine(&self, secret: &SecretToken) -> Result<Option<Machine>, AccountError> {
+    pub async fn authenticate_machine(
+        &self,
+        secret: &SecretToken,
+    ) -> Result<Option<Machine>, AccountError> {
         if !secret.expose().starts_with(MACHINE_TOKEN_PREFIX) {
             return Ok(None);
         }
-        Ok(self.storage.machines().machine_by_secret(&hash_of(secret)).await?)
+        Ok(self
+            .storage
+            .machines()
+            .machine_by_secret(&hash_of(secret))
+            .await?)
     }
 
     pub async fn machines(&self, owner: &UserId) -> Result<Vec<Machine>, AccountError> {
@@ -78,7 +89,9 @@ impl Accounts {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(AccountError::Conflict("the machine kept changing; try again".to_owned()))
+        Err(AccountError::Conflict(
+            "the machine kept changing; try again".to_owned(),
+        ))
     }
 
     /// Revokes one of `owner`'s machines, discarding its credentials. Someone else's machine is
@@ -89,7 +102,9 @@ impl Accounts {
                 tracing::info!(owner = %owner.name, machine = %id, "revoked a machine");
                 Ok(())
             }
-            Err(error) if error.kind() == ErrorKind::Missing => Err(AccountError::NotFound("machine")),
+            Err(error) if error.kind() == ErrorKind::Missing => {
+                Err(AccountError::NotFound("machine"))
+            }
             Err(error) => Err(error.into()),
         }
     }
@@ -100,8 +115,10 @@ impl Accounts {
         id: &MachineId,
         credentials: &Credentials,
     ) -> Result<Machine, AccountError> {
-        let sealed = (!credentials.is_empty())
-            .then(|| self.keys.seal(aad_of_machine(id), &credentials.to_plaintext()));
+        let sealed = (!credentials.is_empty()).then(|| {
+            self.keys
+                .seal(aad_of_machine(id), &credentials.to_plaintext())
+        });
         for _ in 0..ATTEMPTS {
             let machine = self
                 .storage
@@ -122,7 +139,9 @@ impl Accounts {
                 other => return Ok(other?),
             }
         }
-        Err(AccountError::Conflict("the machine kept changing; try again".to_owned()))
+        Err(AccountError::Conflict(
+            "the machine kept changing; try again".to_owned(),
+        ))
     }
 
     /// The credentials a machine holds, decrypted.
@@ -135,7 +154,9 @@ impl Accounts {
             .ok_or(AccountError::NotFound("machine"))?;
         match machine.credentials {
             None => Ok(Credentials::default()),
-            Some(sealed) => Credentials::from_plaintext(&self.keys.open(aad_of_machine(id), &sealed)?),
+            Some(sealed) => {
+                Credentials::from_plaintext(&self.keys.open(aad_of_machine(id), &sealed)?)
+            }
         }
     }
 

@@ -30,8 +30,12 @@ impl Accounts {
         for session in self.storage.sessions().sessions_with_credentials().await? {
             let mut candidate = Some(session);
             for _ in 0..ATTEMPTS {
-                let Some(session) = candidate.take() else { break };
-                let Some(sealed) = &session.credentials else { break };
+                let Some(session) = candidate.take() else {
+                    break;
+                };
+                let Some(sealed) = &session.credentials else {
+                    break;
+                };
                 if Keyring::envelope_version(sealed)? == current {
                     report.current += 1;
                     break;
@@ -46,7 +50,12 @@ impl Accounts {
                 {
                     Ok(_) => report.sessions += 1,
                     Err(error) if error.kind() == ErrorKind::Conflict => {
-                        candidate = self.storage.sessions().session(&session.id).await?.map(|l| l.session);
+                        candidate = self
+                            .storage
+                            .sessions()
+                            .session(&session.id)
+                            .await?
+                            .map(|l| l.session);
                     }
                     Err(error) if error.kind() == ErrorKind::Missing => {}
                     Err(error) => return Err(error.into()),
@@ -56,8 +65,12 @@ impl Accounts {
         for machine in self.storage.machines().machines_with_credentials().await? {
             let mut candidate = Some(machine);
             for _ in 0..ATTEMPTS {
-                let Some(machine) = candidate.take() else { break };
-                let Some(sealed) = &machine.credentials else { break };
+                let Some(machine) = candidate.take() else {
+                    break;
+                };
+                let Some(sealed) = &machine.credentials else {
+                    break;
+                };
                 if Keyring::envelope_version(sealed)? == current {
                     report.current += 1;
                     break;

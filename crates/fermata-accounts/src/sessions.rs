@@ -8,8 +8,7 @@ use fermata_store::{NewSession, SecretHash, Session, SessionId, UserName};
 
 use crate::credentials::Credentials;
 use crate::{
-    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, blocking,
-    new_id,
+    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, blocking, new_id,
 };
 
 /// A successful login: the principal and the secret for the browser's cookie.
@@ -70,14 +69,27 @@ impl Accounts {
     }
 
     /// The principal behind a session cookie's secret, if the session is live.
-    pub async fn authenticate_session(&self, secret: &SecretToken) -> Result<Option<Principal>, AccountError> {
+    pub async fn authenticate_session(
+        &self,
+        secret: &SecretToken,
+    ) -> Result<Option<Principal>, AccountError> {
         if !secret.expose().starts_with(SESSION_SECRET_PREFIX) {
             return Ok(None);
         }
-        let Some(lookup) = self.storage.sessions().session_by_secret(&hash_of(secret)).await? else {
+        let Some(lookup) = self
+            .storage
+            .sessions()
+            .session_by_secret(&hash_of(secret))
+            .await?
+        else {
             return Ok(None);
         };
-        let Some(user) = self.storage.users().user_by_id(&lookup.session.user).await? else {
+        let Some(user) = self
+            .storage
+            .users()
+            .user_by_id(&lookup.session.user)
+            .await?
+        else {
             return Ok(None);
         };
         Ok(Some(Principal {
@@ -97,9 +109,9 @@ impl Accounts {
         password: &SecretToken,
         address: Option<IpAddr>,
     ) -> Result<Session, AccountError> {
-        let context = principal
-            .session()
-            .ok_or_else(|| AccountError::Invalid("only a browser session can re-authenticate".to_owned()))?;
+        let context = principal.session().ok_or_else(|| {
+            AccountError::Invalid("only a browser session can re-authenticate".to_owned())
+        })?;
         let name = principal.user.name.as_str();
         self.throttle
             .check(name, address)
@@ -117,7 +129,11 @@ impl Accounts {
             return Err(AccountError::WrongCredentials);
         }
         self.throttle.record_success(name);
-        Ok(self.storage.sessions().reauthenticate(&context.session.id).await?)
+        Ok(self
+            .storage
+            .sessions()
+            .reauthenticate(&context.session.id)
+            .await?)
     }
 
     /// Ends a session.
@@ -133,7 +149,8 @@ impl Accounts {
         credentials: &Credentials,
     ) -> Result<Session, AccountError> {
         let sealed = (!credentials.is_empty()).then(|| {
-            self.keys.seal(aad_of_session(session), &credentials.to_plaintext())
+            self.keys
+                .seal(aad_of_session(session), &credentials.to_plaintext())
         });
         let mut attempt = 0;
         loop {
@@ -150,7 +167,10 @@ impl Accounts {
                 .rotate_session_credentials(session, current.revision, sealed.as_deref())
                 .await;
             match rotated {
-                Err(error) if error.kind() == fermata_store::ErrorKind::Conflict && attempt + 1 < ROTATION_ATTEMPTS => {
+                Err(error)
+                    if error.kind() == fermata_store::ErrorKind::Conflict
+                        && attempt + 1 < ROTATION_ATTEMPTS =>
+                {
                     attempt += 1;
                 }
                 Err(error) if error.kind() == fermata_store::ErrorKind::Missing => {
@@ -162,7 +182,10 @@ impl Accounts {
     }
 
     /// The credentials a session holds, decrypted.
-    pub async fn session_credentials(&self, session: &SessionId) -> Result<Credentials, AccountError> {
+    pub async fn session_credentials(
+        &self,
+        session: &SessionId,
+    ) -> Result<Credentials, AccountError> {
         let lookup = self
             .storage
             .sessions()

@@ -35,14 +35,20 @@ impl LoginThrottle {
     /// `Err(retry_after)` when `account` or `address` has failed too often lately.
     pub fn check(&self, account: &str, address: Option<IpAddr>) -> Result<(), Duration> {
         let now = Instant::now();
-        let mut failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut wait = Duration::ZERO;
         let keys = [(Key::Account(account.to_owned()), PER_ACCOUNT)]
             .into_iter()
             .chain(address.map(|a| (Key::Address(a), PER_ADDRESS)));
         for (key, limit) in keys {
             if let Some(times) = failures.get_mut(&key) {
-                while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+                while times
+                    .front()
+                    .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+                {
                     times.pop_front();
                 }
                 if times.len() >= limit {
@@ -56,9 +62,16 @@ impl LoginThrottle {
 
     pub fn record_failure(&self, account: &str, address: Option<IpAddr>) {
         let now = Instant::now();
-        let mut failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if failures.len() >= MAX_KEYS {
-            failures.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < WINDOW));
+            failures.retain(|_, times| {
+                times
+                    .back()
+                    .is_some_and(|t| now.duration_since(*t) < WINDOW)
+            });
             if failures.len() >= MAX_KEYS {
                 failures.clear();
             }
@@ -95,7 +108,10 @@ mod tests {
         }
         let wait = throttle.check("ada", ADDRESS).unwrap_err();
         assert_eq!(wait, WINDOW);
-        assert!(throttle.check("bob", ADDRESS).is_ok(), "another account is not throttled");
+        assert!(
+            throttle.check("bob", ADDRESS).is_ok(),
+            "another account is not throttled"
+        );
         tokio::time::advance(WINDOW).await;
         assert!(throttle.check("ada", ADDRESS).is_ok());
     }

@@ -8,7 +8,11 @@ use crate::{API_TOKEN_PREFIX, AccountError, Accounts, Principal, Via, new_id};
 
 impl Accounts {
     /// Creates a token for `user`. The secret is returned once and never stored.
-    pub async fn create_api_token(&self, user: &User, label: &str) -> Result<(ApiToken, SecretToken), AccountError> {
+    pub async fn create_api_token(
+        &self,
+        user: &User,
+        label: &str,
+    ) -> Result<(ApiToken, SecretToken), AccountError> {
         let label = label.trim();
         if label.is_empty() || label.chars().count() > 100 || label.chars().any(char::is_control) {
             return Err(AccountError::Invalid(
@@ -31,11 +35,19 @@ impl Accounts {
     }
 
     /// The principal behind an API token, if it is live and its user exists.
-    pub async fn authenticate_api_token(&self, secret: &SecretToken) -> Result<Option<Principal>, AccountError> {
+    pub async fn authenticate_api_token(
+        &self,
+        secret: &SecretToken,
+    ) -> Result<Option<Principal>, AccountError> {
         if !secret.expose().starts_with(API_TOKEN_PREFIX) {
             return Ok(None);
         }
-        let Some(token) = self.storage.api_tokens().use_api_token(&hash_of(secret)).await? else {
+        let Some(token) = self
+            .storage
+            .api_tokens()
+            .use_api_token(&hash_of(secret))
+            .await?
+        else {
             return Ok(None);
         };
         let user = self.storage.users().user_by_id(&token.user).await?;
@@ -49,18 +61,29 @@ impl Accounts {
         Ok(self.storage.api_tokens().api_tokens_of(user).await?)
     }
 
-    /// Revokes a token owned by `by`, or any token when `by` is a system administrator. Someone
-    /// else's token is `NotFound`, as if it did not exist.
-    pub async fn revoke_api_token(&self, by: &User, id: &ApiTokenId) -> Result<(), AccountError> {
+    /// Revokes a token owned by `by`, or any token when `by` is a system administrator or the
+    /// operator at the command line (`None`). Someone else's token is `NotFound`, as if it did
+    /// not exist.
+    pub async fn revoke_api_token(
+        &self,
+        by: Option<&User>,
+        id: &ApiTokenId,
+    ) -> Result<(), AccountError> {
         let token = self
             .storage
             .api_tokens()
             .api_token(id)
             .await?
-            .filter(|token| token.user == by.id || by.has_role(Role::SystemAdmin))
+            .filter(|token| {
+                by.is_none_or(|by| token.user == by.id || by.has_role(Role::SystemAdmin))
+            })
             .ok_or(AccountError::NotFound("API token"))?;
-        self.storage.api_tokens().revoke_api_token(&token.id).await?;
-        tracing::info!(by = %by.name, token = %token.id, "revoked an API token");
+        self.storage
+            .api_tokens()
+            .revoke_api_token(&token.id)
+            .await?;
+        let by = by.map_or("the operator", |by| by.name.as_str());
+        tracing::info!(by, token = %token.id, "revoked an API token");
         Ok(())
     }
 }

@@ -15,7 +15,8 @@ impl Accounts {
         password: Option<SecretToken>,
         roles: BTreeSet<Role>,
     ) -> Result<(User, Option<SecretToken>), AccountError> {
-        let name = UserName::new(name).map_err(|e| AccountError::Invalid(e.message().to_owned()))?;
+        let name =
+            UserName::new(name).map_err(|e| AccountError::Invalid(e.message().to_owned()))?;
         let (password, generated) = match password {
             Some(password) => (password, false),
             None => (SecretToken::generate(""), true),
@@ -35,14 +36,27 @@ impl Accounts {
     }
 
     /// Sets a user's password (and so, on their next login, a new hash).
-    pub async fn set_password(&self, name: &str, password: SecretToken) -> Result<User, AccountError> {
+    pub async fn set_password(
+        &self,
+        name: &str,
+        password: SecretToken,
+    ) -> Result<User, AccountError> {
         let user = self.user_named(name).await?;
         let password_hash = hash(password).await?;
-        Ok(self.storage.users().set_password_hash(&user.id, &password_hash).await?)
+        Ok(self
+            .storage
+            .users()
+            .set_password_hash(&user.id, &password_hash)
+            .await?)
     }
 
     /// Adds and removes roles.
-    pub async fn change_roles(&self, name: &str, add: &[Role], remove: &[Role]) -> Result<User, AccountError> {
+    pub async fn change_roles(
+        &self,
+        name: &str,
+        add: &[Role],
+        remove: &[Role],
+    ) -> Result<User, AccountError> {
         let user = self.user_named(name).await?;
         let mut roles = user.roles.clone();
         roles.extend(add.iter().copied());
@@ -58,7 +72,11 @@ impl Accounts {
 
     /// Whether any user can administer the server.
     pub async fn has_system_admin(&self) -> Result<bool, AccountError> {
-        Ok(self.users().await?.iter().any(|user| user.has_role(Role::SystemAdmin)))
+        Ok(self
+            .users()
+            .await?
+            .iter()
+            .any(|user| user.has_role(Role::SystemAdmin)))
     }
 
     pub async fn user_named(&self, name: &str) -> Result<User, AccountError> {

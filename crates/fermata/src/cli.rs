@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Given, Origin, Overrides, Sources};
 use crate::failure::Failure;
-use crate::{logging, serve, status};
+use crate::{account_commands, logging, serve, status};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then FERMATA_* environment variables, then the --config TOML file
@@ -39,6 +39,126 @@ enum Command {
     Migrate(StorageArgs),
     /// Show the schema, who holds the writer lease, and the latest serving processes.
     Status(StorageArgs),
+    /// Manage local accounts and their roles.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage API tokens for programs.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage the encryption keys that seal stored credentials.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Create a user. Without --password-stdin a password is generated and shown once.
+    Add {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The login name (a-z, 0-9, '.', '_', '-').
+        name: String,
+        /// A role to grant (`system_admin`); repeatable.
+        #[arg(long = "role", value_name = "ROLE")]
+        roles: Vec<String>,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Set a user's password. Without --password-stdin a new one is generated and shown once.
+    Passwd {
+        #[command(flatten)]
+        storage: StorageArgs,
+        name: String,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Grant or withdraw roles.
+    Role {
+        #[command(flatten)]
+        storage: StorageArgs,
+        name: String,
+        /// A role to grant; repeatable.
+        #[arg(long, value_name = "ROLE")]
+        add: Vec<String>,
+        /// A role to withdraw; repeatable.
+        #[arg(long, value_name = "ROLE")]
+        remove: Vec<String>,
+    },
+    /// List users and their roles.
+    List {
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create an API token for a user and print it once on standard output.
+    Create {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The user the token acts as.
+        #[arg(long, value_name = "NAME")]
+        user: String,
+        /// What the token is for.
+        #[arg(long, default_value = "command line")]
+        label: String,
+    },
+    /// List a user's API tokens (never their secrets).
+    List {
+        #[command(flatten)]
+        storage: StorageArgs,
+        #[arg(long, value_name = "NAME")]
+        user: String,
+    },
+    /// Revoke an API token by its ID; it stops working at once.
+    Revoke {
+        #[command(flatten)]
+        storage: StorageArgs,
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Add a key version to the key file and re-encrypt stored credentials under it. A running
+    /// server picks the new version up from the file by itself.
+    Rotate {
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Re-encrypt stored credentials under the current key version (after adding a version to
+    /// FERMATA_KEYS and restarting).
+    Reencrypt {
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+impl Command {
+    fn storage_args(&self) -> &StorageArgs {
+        match self {
+            Command::Serve(args) => &args.storage,
+            Command::Migrate(storage)
+            | Command::Status(storage)
+            | Command::User(
+                UserCommand::Add { storage, .. }
+                | UserCommand::Passwd { storage, .. }
+                | UserCommand::Role { storage, .. }
+                | UserCommand::List { storage },
+            )
+            | Command::Token(
+                TokenCommand::Create { storage, .. }
+                | TokenCommand::List { storage, .. }
+                | TokenCommand::Revoke { storage, .. },
+            )
+            | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage }) => {
+                storage
+            }
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -64,6 +184,10 @@ struct StorageArgs {
     /// Log lines as `text` (default) or `json`, on standard error.
     #[arg(long, env = "FERMATA_LOG_FORMAT", value_name = "text|json")]
     log_format: Option<String>,
+    /// The encryption key file [default: keys.toml in the data folder, created on first start].
+    /// FERMATA_KEYS=VERSION:BASE64[,...] gives the keys directly instead.
+    #[arg(long, env = "FERMATA_KEYS_FILE", value_name = "FILE")]
+    keys_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +204,10 @@ struct ServeArgs {
     /// Do not apply pending migrations; refuse to serve while any is pending.
     #[arg(long)]
     no_migrate: bool,
+    /// Mark cookies Secure: set when users reach the server over HTTPS (directly or through a
+    /// proxy that terminates TLS).
+    #[arg(long, env = "FERMATA_SECURE_COOKIES")]
+    secure_cookies: bool,
 }
 
 /// Parses `args`, runs the command, and returns the process exit code.
@@ -109,9 +237,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 }
 
 fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
-    let (storage_args, serve_args) = match command {
-        Command::Serve(args) => (&args.storage, Some(args)),
-        Command::Migrate(args) | Command::Status(args) => (args, None),
+    let storage_args = command.storage_args();
+    let serve_args = match command {
+        Command::Serve(args) => Some(args),
+        _ => None,
     };
     let overrides = overrides(matches, storage_args, serve_args);
     let config = storage_args
@@ -123,39 +252,61 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
     let log_format = sources
         .log_format()
         .map_err(|e| Failure::config(e.to_string()))?;
+    let invalid = |e: crate::config::ConfigError| Failure::config(e.to_string());
 
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|error| Failure::runtime(format!("cannot start the async runtime: {error}")))?;
-    match command {
-        Command::Serve(_) => {
-            let settings = sources
-                .serve()
-                .map_err(|e| Failure::config(e.to_string()))?;
-            logging::init(log_format);
-            runtime.block_on(async {
-                let shutdown = shutdown_on_signals();
-                serve::serve(settings, shutdown).await
-            })
-        }
-        Command::Migrate(_) => {
-            let settings = sources
-                .storage()
-                .map_err(|e| Failure::config(e.to_string()))?;
-            logging::init(log_format);
-            let report = runtime.block_on(status::migrate(&settings))?;
-            print!("{report}");
-            Ok(())
-        }
-        Command::Status(_) => {
-            let settings = sources
-                .storage()
-                .map_err(|e| Failure::config(e.to_string()))?;
-            logging::init(log_format);
-            let report = runtime.block_on(status::status(&settings))?;
-            print!("{report}");
-            Ok(())
-        }
+    if let Command::Serve(_) = command {
+        let settings = sources.serve().map_err(invalid)?;
+        logging::init(log_format);
+        return runtime.block_on(async {
+            let shutdown = shutdown_on_signals();
+            serve::serve(settings, shutdown).await
+        });
     }
+    let storage = sources.storage().map_err(invalid)?;
+    logging::init(log_format);
+    let report = runtime.block_on(async {
+        match command {
+            Command::Serve(_) => unreachable!("served above"),
+            Command::Migrate(_) => status::migrate(&storage).await,
+            Command::Status(_) => status::status(&storage).await,
+            Command::User(UserCommand::Add {
+                name,
+                roles,
+                password_stdin,
+                ..
+            }) => account_commands::user_add(&storage, name, roles, *password_stdin).await,
+            Command::User(UserCommand::Passwd {
+                name,
+                password_stdin,
+                ..
+            }) => account_commands::user_passwd(&storage, name, *password_stdin).await,
+            Command::User(UserCommand::Role {
+                name, add, remove, ..
+            }) => account_commands::user_role(&storage, name, add, remove).await,
+            Command::User(UserCommand::List { .. }) => account_commands::user_list(&storage).await,
+            Command::Token(TokenCommand::Create { user, label, .. }) => {
+                account_commands::token_create(&storage, user, label).await
+            }
+            Command::Token(TokenCommand::List { user, .. }) => {
+                account_commands::token_list(&storage, user).await
+            }
+            Command::Token(TokenCommand::Revoke { id, .. }) => {
+                account_commands::token_revoke(&storage, id).await
+            }
+            Command::Keys(KeysCommand::Rotate { .. }) => {
+                let source = sources.keys(&storage).map_err(invalid)?;
+                account_commands::keys_rotate(&storage, &source).await
+            }
+            Command::Keys(KeysCommand::Reencrypt { .. }) => {
+                let source = sources.keys(&storage).map_err(invalid)?;
+                account_commands::keys_reencrypt(&storage, &source).await
+            }
+        }
+    })?;
+    print!("{report}");
+    Ok(())
 }
 
 /// Where clap found `id`'s value.
@@ -209,6 +360,20 @@ fn overrides(matches: &ArgMatches, storage: &StorageArgs, serve: Option<&ServeAr
             .map(|v| given(matches, "listen", "--listen", "FERMATA_LISTEN", v)),
         handover,
         no_migrate: serve.is_some_and(|args| args.no_migrate),
+        keys_file: storage
+            .keys_file
+            .clone()
+            .map(|v| given(matches, "keys_file", "--keys-file", "FERMATA_KEYS_FILE", v)),
+        secure_cookies: serve.filter(|args| args.secure_cookies).map(|_| {
+            given(
+                matches,
+                "secure_cookies",
+                "--secure-cookies",
+                "FERMATA_SECURE_COOKIES",
+                true,
+            )
+        }),
+        keys_in_environment: std::env::var_os(crate::config::KEYS_VAR).is_some(),
         log_format: storage.log_format.clone().map(|v| {
             given(
                 matches,

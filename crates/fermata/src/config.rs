@@ -109,7 +109,27 @@ pub struct ServeSettings {
     /// Apply pending migrations before serving (otherwise refuse to serve while any is pending).
     pub migrate: bool,
     pub lease: LeaseTimings,
+    pub keys: KeySource,
+    /// Mark cookies `Secure` (serve over TLS, or behind a proxy that terminates it).
+    pub secure_cookies: bool,
+    /// How long a login session lives.
+    pub session_ttl: Duration,
 }
+
+/// Where the encryption keys come from. They never live in the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A key file; `create` when it is the data folder's default file, made on first start.
+    File { path: PathBuf, create: bool },
+    /// `FERMATA_KEYS`: `VERSION:BASE64[,VERSION:BASE64...]`, for production secrets.
+    Environment,
+}
+
+/// The environment variable that gives the keys directly.
+pub const KEYS_VAR: &str = "FERMATA_KEYS";
+/// The key file's name inside the data folder.
+pub const DEFAULT_KEY_FILE: &str = "keys.toml";
+const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 pub const DEFAULT_DATA_DIR: &str = "./fermata-data";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -125,6 +145,9 @@ pub struct FileConfig {
     handover: Option<String>,
     migrate: Option<bool>,
     log_format: Option<String>,
+    keys_file: Option<PathBuf>,
+    secure_cookies: Option<bool>,
+    session_ttl: Option<String>,
     writer_lease: Option<FileLeaseTimings>,
 }
 
@@ -156,6 +179,10 @@ pub struct Overrides {
     pub handover: Option<Given<String>>,
     pub no_migrate: bool,
     pub log_format: Option<Given<String>>,
+    pub keys_file: Option<Given<PathBuf>>,
+    pub secure_cookies: Option<Given<bool>>,
+    /// Whether `FERMATA_KEYS` is set (its value is read only when the keys are loaded).
+    pub keys_in_environment: bool,
 }
 
 /// A loaded configuration file (or none).
@@ -334,12 +361,67 @@ impl Sources {
             }
         };
         let migrate = !self.overrides.no_migrate && self.file.migrate.unwrap_or(true);
+        let secure_cookies = self
+            .pick(
+                self.overrides.secure_cookies.as_ref(),
+                self.file.secure_cookies.as_ref(),
+            )
+            .is_some_and(|given| given.value);
+        let session_ttl = match &self.file.session_ttl {
+            None => DEFAULT_SESSION_TTL,
+            Some(text) => humantime::parse_duration(text)
+                .ok()
+                .filter(|ttl| {
+                    *ttl >= Duration::from_secs(60) && *ttl <= Duration::from_secs(366 * 24 * 3600)
+                })
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "session_ttl",
+                        self.file_origin(),
+                        format!(
+                            "`{text}` is not a duration between 1m and 366d, such as 7d or 12h"
+                        ),
+                    )
+                })?,
+        };
         Ok(ServeSettings {
+            keys: self.keys(&storage)?,
             storage,
             listen: listen_addr,
             handover: handover_mode,
             migrate,
             lease: self.lease_timings()?,
+            secure_cookies,
+            session_ttl,
+        })
+    }
+
+    /// Where the encryption keys come from: `FERMATA_KEYS`, else the configured key file, else
+    /// the data folder's own key file, created on first start.
+    pub fn keys(&self, storage: &StorageSettings) -> Result<KeySource, ConfigError> {
+        let file = self.pick(
+            self.overrides.keys_file.as_ref(),
+            self.file.keys_file.as_ref(),
+        );
+        if self.overrides.keys_in_environment {
+            if let Some(file) = file {
+                return Err(ConfigError::new(
+                    "keys_file",
+                    file.origin,
+                    format!("give the keys either in {KEYS_VAR} or in a key file, not both"),
+                ));
+            }
+            return Ok(KeySource::Environment);
+        }
+        Ok(match file {
+            Some(file) => KeySource::File {
+                path: file.value,
+                create: false,
+            },
+            None => KeySource::File {
+                path: storage.data_dir.join(DEFAULT_KEY_FILE),
+                create: true,
+            },
         })
     }
 
@@ -476,6 +558,40 @@ mod tests {
         assert_eq!(settings.handover, Handover::Refuse);
         assert!(settings.migrate);
         assert_eq!(settings.lease, LeaseTimings::default());
+        assert_eq!(
+            settings.keys,
+            KeySource::File {
+                path: PathBuf::from(DEFAULT_DATA_DIR).join(DEFAULT_KEY_FILE),
+                create: true
+            }
+        );
+        assert!(!settings.secure_cookies);
+        assert_eq!(settings.session_ttl, DEFAULT_SESSION_TTL);
+    }
+
+    #[test]
+    fn keys_come_from_one_place() {
+        let both = Sources {
+            overrides: Overrides {
+                keys_file: given(
+                    PathBuf::from("/run/secrets/keys"),
+                    Origin::Flag("--keys-file"),
+                ),
+                keys_in_environment: true,
+                ..Overrides::default()
+            },
+            ..Sources::default()
+        };
+        let error = both.serve().unwrap_err();
+        assert_eq!(error.setting, "keys_file");
+        let environment = Sources {
+            overrides: Overrides {
+                keys_in_environment: true,
+                ..Overrides::default()
+            },
+            ..Sources::default()
+        };
+        assert_eq!(environment.serve().unwrap().keys, KeySource::Environment);
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! The `fermata` command: configuration, wiring and the commands (`serve`, `migrate`, `status`).
+//! The `fermata` command: configuration, wiring and the commands (`serve`, `migrate`, `status`, `user`, `token`, `keys`).
 //!
 //! `main.rs` only calls [`cli::main_with`]. Everything here is plumbing between the settings and
 //! the crates that do the work: the storage port and its adapters, and the HTTP surface.
 
+mod account_commands;
 pub mod cli;
 pub mod config;
 pub mod failure;
+mod keys;
 mod logging;
 pub mod serve;
 mod status;

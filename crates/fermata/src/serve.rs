@@ -8,15 +8,16 @@
 
 use std::sync::Arc;
 
+use fermata_accounts::{AccountSettings, Accounts};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
-use fermata_store::{Storage, TenureStart};
+use fermata_store::{Lease, Storage, TenureStart};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeSettings;
 use crate::failure::{Exit, Failure};
-use crate::storage;
 use crate::writer_lease::{self, Keeper, KeeperExit, TakeError};
+use crate::{keys, storage};
 
 /// The release, as recorded in tenures and metrics.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -25,6 +26,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Result<(), Failure> {
     let store = storage::open(&settings.storage).await?;
     storage::prepare_schema(&store, settings.migrate).await?;
+    let keyring = Arc::new(keys::handle(&settings.keys)?);
+    let shared: Arc<dyn Storage> = Arc::new(store.clone());
+    let accounts = Arc::new(Accounts::new(
+        shared,
+        keyring,
+        AccountSettings {
+            session_ttl: settings.session_ttl,
+        },
+    ));
 
     let listener = TcpListener::bind(settings.listen).await.map_err(|error| {
         Failure::runtime(format!("cannot listen on {}: {error}", settings.listen))
@@ -37,6 +47,8 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let state = HttpState {
         readiness: readiness.clone(),
         metrics: Arc::clone(&metrics),
+        accounts: Arc::clone(&accounts),
+        secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();
     let mut http = tokio::spawn(fermata_http::serve(
@@ -91,6 +103,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
             &error,
         ));
     }
+    startup_cleanup(&accounts, &lease).await;
     readiness.set(Phase::Serving);
     tracing::info!(
         holder = %holder,
@@ -162,5 +175,27 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         Err(join) => Err(Failure::runtime(format!(
             "the writer lease keeper failed: {join}"
         ))),
+    }
+}
+
+/// Under the new writer lease and before serving: removes expired and metadata-only sessions,
+/// and tells the operator how to create the first administrator when there is none. A failure
+/// here is logged and does not stop the server: the sweep runs again at the next start.
+async fn startup_cleanup(accounts: &Accounts, lease: &Lease) {
+    match accounts.startup_sweep(&lease.fence()).await {
+        Ok(sweep) => tracing::info!(
+            expired = sweep.expired,
+            metadata_only = sweep.metadata_only,
+            "removed sessions a restart cannot keep"
+        ),
+        Err(error) => tracing::warn!(error = %error, "could not sweep sessions at start"),
+    }
+    match accounts.has_system_admin().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            "no administrator yet: create one with `fermata user add NAME --role system_admin` \
+             (add --password-stdin to choose the password; otherwise one is generated and shown once)"
+        ),
+        Err(error) => tracing::warn!(error = %error, "could not check for an administrator"),
     }
 }

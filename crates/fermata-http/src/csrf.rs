@@ -1,0 +1,107 @@
+//! CSRF protection for every state-changing request a browser can make with its cookie.
+//!
+//! A request other than GET, HEAD or OPTIONS is refused with 403 when its `Origin` header names
+//! another site, and, when it carries the session cookie (and no `Authorization` header), unless
+//! it presents the session's CSRF token: in the `X-CSRF-Token` header, or as the `csrf` field of a
+//! form. The token is an HMAC of the cookie's secret, so it needs no storage and is useless
+//! without the cookie. The login form, which has no session yet, checks its own double-submit
+//! cookie.
+
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use fermata_crypto::{SecretToken, csrf_tokens_match};
+
+use crate::auth::SESSION_COOKIE;
+use crate::error::ApiError;
+
+/// The header programs using a browser session send the token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// The form field pages send the token in.
+pub const CSRF_FIELD: &str = "csrf";
+/// The largest form body read to find the token.
+const MAX_FORM_BYTES: usize = 1 << 20;
+
+fn refused(message: &str) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, "csrf", message.to_owned()).into_response()
+}
+
+/// Whether `Origin`, when present, names the host the request was sent to.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    origin
+        .to_str()
+        .ok()
+        .and_then(|origin| origin.split_once("://"))
+        .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
+}
+
+fn session_secret(headers: &HeaderMap) -> Option<SecretToken> {
+    axum_extra::extract::CookieJar::from_headers(headers)
+        .get(SESSION_COOKIE)
+        .map(|cookie| SecretToken::from_given(cookie.value()))
+}
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// The middleware.
+pub async fn protect(request: Request, next: Next) -> Response {
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        return next.run(request).await;
+    }
+    if !same_origin(request.headers()) {
+        return refused("cross-site request refused");
+    }
+    if request.headers().contains_key(header::AUTHORIZATION) {
+        return next.run(request).await;
+    }
+    let Some(secret) = session_secret(request.headers()) else {
+        return next.run(request).await;
+    };
+    if let Some(token) = request.headers().get(CSRF_HEADER) {
+        let valid = token
+            .to_str()
+            .is_ok_and(|token| csrf_tokens_match(&secret, token));
+        return if valid {
+            next.run(request).await
+        } else {
+            refused("the CSRF token does not match this session")
+        };
+    }
+    if !is_form(request.headers()) {
+        return refused("missing CSRF token: send the X-CSRF-Token header");
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_FORM_BYTES).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the form is too large",
+        )
+        .into_response();
+    };
+    let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
+    let valid = fields
+        .iter()
+        .any(|(name, value)| name == CSRF_FIELD && csrf_tokens_match(&secret, value));
+    if !valid {
+        return refused("the form's CSRF token is missing or does not match this session");
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}

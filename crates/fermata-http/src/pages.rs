@@ -1,0 +1,571 @@
+//! Server-rendered pages for people: log in, re-authenticate, log out, and the account page
+//! (connected credentials, API tokens, paired machines). Every form carries the CSRF token; a
+//! new secret is shown once, in the response to the form that made it.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{FromRequest, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use axum_extra::extract::CookieJar;
+use fermata_accounts::{AccountError, Credentials, FRESH_FOR, Principal};
+use fermata_crypto::{SecretToken, csrf_token};
+use fermata_store::{ApiTokenId, MachineId};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use crate::HttpState;
+use crate::auth::{Authenticated, client_address};
+use crate::cookies::{self, LOGIN_CSRF_COOKIE};
+
+pub(crate) fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/", get(home))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/reauth", get(reauth_form).post(reauth))
+        .route("/account", get(account))
+        .route("/account/credentials", post(add_credential))
+        .route("/account/credentials/clear", post(clear_credentials))
+        .route("/account/tokens", post(create_token))
+        .route("/account/tokens/{id}/revoke", post(revoke_token))
+        .route("/account/machines", post(pair_machine))
+        .route(
+            "/account/machines/{id}/reauthorize",
+            post(reauthorize_machine),
+        )
+        .route("/account/machines/{id}/revoke", post(revoke_machine))
+}
+
+const STYLE: &str = "
+body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1d232a;line-height:1.45}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
+form.inline{display:inline}label{display:block;margin:.5rem 0 .2rem}
+input[type=text],input[type=password]{width:100%;max-width:24rem;padding:.45rem;font:inherit;box-sizing:border-box}
+button{font:inherit;padding:.35rem .9rem;margin-top:.6rem;cursor:pointer}
+button:focus-visible,input:focus-visible,a:focus-visible{outline:3px solid #2f6fdb;outline-offset:2px}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.35rem;border-bottom:1px solid #d9dee4;vertical-align:top}
+.error{background:#fdecea;border:1px solid #e0a4a0;padding:.6rem}.note{color:#56606b}
+.secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;word-break:break-all}
+code{font-size:.95em}
+";
+
+fn page(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Fermata" }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body { main { (*body) } }
+        }
+    }
+}
+
+/// Only a local path is followed after a login, never another site.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(next) if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') => {
+            next.to_owned()
+        }
+        _ => "/account".to_owned(),
+    }
+}
+
+#[derive(Deserialize)]
+struct NextQuery {
+    next: Option<String>,
+}
+
+async fn home(jar: CookieJar) -> Redirect {
+    if jar.get(crate::auth::SESSION_COOKIE).is_some() {
+        Redirect::to("/account")
+    } else {
+        Redirect::to("/login")
+    }
+}
+
+fn login_page(csrf: &str, next: &str, error: Option<&str>) -> Markup {
+    page(
+        "Log in",
+        &html! {
+            h1 { "Log in to Fermata" }
+            @if let Some(error) = error { p.error role="alert" { (error) } }
+            form method="post" action="/login" {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="next" value=(next);
+                label for="name" { "Name" }
+                input #name type="text" name="name" autocomplete="username" required autofocus;
+                label for="password" { "Password" }
+                input #password type="password" name="password" autocomplete="current-password" required;
+                div { button type="submit" { "Log in" } }
+            }
+        },
+    )
+}
+
+async fn login_form(
+    State(state): State<HttpState>,
+    jar: CookieJar,
+    Query(query): Query<NextQuery>,
+) -> Response {
+    let token = SecretToken::generate("");
+    let jar = jar.add(cookies::login_csrf(&state, token.expose()));
+    let next = safe_next(query.next.as_deref());
+    (jar, login_page(token.expose(), &next, None)).into_response()
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    name: String,
+    password: String,
+    csrf: String,
+    next: Option<String>,
+}
+
+async fn login(
+    State(state): State<HttpState>,
+    jar: CookieJar,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let address = client_address(&parts);
+    let Ok(Form(form)) =
+        Form::<LoginForm>::from_request(axum::extract::Request::from_parts(parts, body), &state)
+            .await
+    else {
+        return (StatusCode::BAD_REQUEST, "the login form is incomplete\n").into_response();
+    };
+    let next = safe_next(form.next.as_deref());
+    // Double submit: the form's token must equal the cookie set with the form.
+    let expected = jar
+        .get(LOGIN_CSRF_COOKIE)
+        .map(|c| SecretToken::from_given(c.value()).hash());
+    if expected != Some(SecretToken::from_given(form.csrf.clone()).hash()) {
+        let token = SecretToken::generate("");
+        let jar = jar.add(cookies::login_csrf(&state, token.expose()));
+        let page = login_page(
+            token.expose(),
+            &next,
+            Some("The form expired. Please try again."),
+        );
+        return (StatusCode::FORBIDDEN, jar, page).into_response();
+    }
+    let password = SecretToken::from_given(form.password);
+    match state.accounts.login(&form.name, &password, address).await {
+        Ok(logged_in) => {
+            let jar = jar.add(cookies::session(&state, &logged_in.secret)).remove(
+                axum_extra::extract::cookie::Cookie::build(LOGIN_CSRF_COOKIE).path("/login"),
+            );
+            (jar, Redirect::to(&next)).into_response()
+        }
+        Err(error) => {
+            let status = match error {
+                AccountError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+                AccountError::WrongCredentials => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let message = match error {
+                AccountError::Throttled { .. } | AccountError::WrongCredentials => {
+                    error.to_string()
+                }
+                _ => {
+                    tracing::error!(error = %error, "login failed");
+                    "The server could not log you in just now. Try again shortly.".to_owned()
+                }
+            };
+            (status, login_page(&form.csrf, &next, Some(&message))).into_response()
+        }
+    }
+}
+
+async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: CookieJar) -> Response {
+    if let Some(session) = caller.0.session()
+        && let Err(error) = state.accounts.logout(&session.session.id).await
+    {
+        tracing::error!(error = %error, "logout failed");
+    }
+    (
+        jar.remove(cookies::cleared_session()),
+        Redirect::to("/login"),
+    )
+        .into_response()
+}
+
+fn reauth_page(caller: &Principal, next: &str, error: Option<&str>) -> Markup {
+    let csrf = caller
+        .session()
+        .map(|c| csrf_token(&c.secret))
+        .unwrap_or_default();
+    page(
+        "Confirm your password",
+        &html! {
+            h1 { "Confirm your password" }
+            p.note { "Signed in as " strong { (caller.user.name) } ". This action needs a password entered in the last "
+                (FRESH_FOR.as_secs() / 60) " minutes." }
+            @if let Some(error) = error { p.error role="alert" { (error) } }
+            form method="post" action="/reauth" {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="next" value=(next);
+                label for="password" { "Password" }
+                input #password type="password" name="password" autocomplete="current-password" required autofocus;
+                div { button type="submit" { "Confirm" } }
+            }
+        },
+    )
+}
+
+async fn reauth_form(caller: Authenticated, Query(query): Query<NextQuery>) -> Markup {
+    reauth_page(&caller.0, &safe_next(query.next.as_deref()), None)
+}
+
+#[derive(Deserialize)]
+struct ReauthForm {
+    password: String,
+    next: Option<String>,
+}
+
+async fn reauth(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let address = client_address(&parts);
+    let Ok(Form(form)) =
+        Form::<ReauthForm>::from_request(axum::extract::Request::from_parts(parts, body), &state)
+            .await
+    else {
+        return (StatusCode::BAD_REQUEST, "the form is incomplete\n").into_response();
+    };
+    let next = safe_next(form.next.as_deref());
+    let password = SecretToken::from_given(form.password);
+    match state
+        .accounts
+        .reauthenticate(&caller.0, &password, address)
+        .await
+    {
+        Ok(_) => Redirect::to(&next).into_response(),
+        Err(error) => {
+            let status = match error {
+                AccountError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::UNAUTHORIZED,
+            };
+            (
+                status,
+                reauth_page(&caller.0, &next, Some(&error.to_string())),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Something to show once at the top of the account page.
+enum Flash {
+    Secret { what: &'static str, value: String },
+    Error(String),
+}
+
+async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash>) -> Response {
+    let accounts = &state.accounts;
+    let (tokens, machines, credentials) = match (
+        accounts.api_tokens(&caller.user.id).await,
+        accounts.machines(&caller.user.id).await,
+        match caller.session() {
+            Some(context) => accounts.session_credentials(&context.session.id).await,
+            None => Ok(Credentials::default()),
+        },
+    ) {
+        (Ok(t), Ok(m), Ok(c)) => (t, m, c),
+        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
+            return crate::error::ApiError::from(error).into_response();
+        }
+    };
+    let csrf = caller
+        .session()
+        .map(|c| csrf_token(&c.secret))
+        .unwrap_or_default();
+    let fresh_until = caller
+        .session()
+        .map(|c| c.session.authenticated_at.plus(FRESH_FOR).to_string());
+    let roles: Vec<&str> = caller.user.roles.iter().map(|r| r.as_str()).collect();
+    let body = html! {
+        h1 { "Your account" }
+        p { "Signed in as " strong { (caller.user.name) }
+            @if !roles.is_empty() { " (" (roles.join(", ")) ")" } "." }
+        @if caller.is_fresh() {
+            p.note { "Your session is fresh until " (fresh_until.unwrap_or_default()) "." }
+        } @else {
+            p.note { "Some actions will ask for your password again. " a href="/reauth?next=/account" { "Confirm your password now" } }
+        }
+        form.inline method="post" action="/logout" {
+            input type="hidden" name="csrf" value=(csrf);
+            button type="submit" { "Log out" }
+        }
+        @match &flash {
+            Some(Flash::Secret { what, value }) => {
+                div.secret role="status" {
+                    p { "Your new " (what) ". Copy it now: it is shown only once." }
+                    code { (value) }
+                }
+            }
+            Some(Flash::Error(message)) => { p.error role="alert" { (message) } }
+            None => {}
+        }
+
+        h2 { "Connected credentials" }
+        @if credentials.is_empty() { p.note { "None connected." } }
+        @else {
+            ul { @for name in credentials.names() { li { code { (name) } } } }
+            form.inline method="post" action="/account/credentials/clear" {
+                input type="hidden" name="csrf" value=(csrf);
+                button type="submit" { "Remove all" }
+            }
+        }
+        form method="post" action="/account/credentials" {
+            input type="hidden" name="csrf" value=(csrf);
+            label for="cred-name" { "Name (e.g. github_token)" }
+            input #cred-name type="text" name="name" required pattern="[a-z0-9_]{1,64}";
+            label for="cred-value" { "Secret" }
+            input #cred-value type="password" name="value" required autocomplete="off";
+            div { button type="submit" { "Connect" } }
+        }
+
+        h2 { "API tokens" }
+        @if tokens.is_empty() { p.note { "No tokens yet." } }
+        @else {
+            table {
+                thead { tr { th { "Label" } th { "Created" } th { "Last used" } th { "" } } }
+                tbody {
+                    @for token in &tokens {
+                        tr {
+                            td { (token.label) }
+                            td { (token.created_at) }
+                            td { (token.last_used_at.map(|t| t.to_string()).unwrap_or_else(|| "never".to_owned())) }
+                            td {
+                                @if token.revoked_at.is_some() { "revoked" } @else {
+                                    form.inline method="post" action={ "/account/tokens/" (token.id) "/revoke" } {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        button type="submit" aria-label={ "Revoke token " (token.label) } { "Revoke" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        form method="post" action="/account/tokens" {
+            input type="hidden" name="csrf" value=(csrf);
+            label for="token-label" { "New token for" }
+            input #token-label type="text" name="label" required maxlength="100";
+            div { button type="submit" { "Create token" } }
+        }
+
+        h2 { "Paired machines" }
+        @if machines.is_empty() { p.note { "No machines paired." } }
+        @else {
+            table {
+                thead { tr { th { "Name" } th { "Token issued" } th { "" } } }
+                tbody {
+                    @for machine in &machines {
+                        tr {
+                            td { (machine.name) }
+                            td { (machine.authorized_at) }
+                            td {
+                                form.inline method="post" action={ "/account/machines/" (machine.id) "/reauthorize" } {
+                                    input type="hidden" name="csrf" value=(csrf);
+                                    button type="submit" aria-label={ "New token for " (machine.name) } { "New token" }
+                                }
+                                " "
+                                form.inline method="post" action={ "/account/machines/" (machine.id) "/revoke" } {
+                                    input type="hidden" name="csrf" value=(csrf);
+                                    button type="submit" aria-label={ "Revoke " (machine.name) } { "Revoke" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        form method="post" action="/account/machines" {
+            input type="hidden" name="csrf" value=(csrf);
+            label for="machine-name" { "Pair a machine named" }
+            input #machine-name type="text" name="name" required maxlength="100";
+            div { button type="submit" { "Pair machine" } }
+        }
+    };
+    let status = match flash {
+        Some(Flash::Error(_)) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    };
+    (status, page("Account", &body)).into_response()
+}
+
+async fn account(State(state): State<HttpState>, caller: Authenticated) -> Response {
+    account_page(&state, &caller.0, None).await
+}
+
+/// Shows the account page after an action: its new secret, or its error.
+async fn after(
+    state: &HttpState,
+    caller: &Principal,
+    result: Result<Option<Flash>, AccountError>,
+) -> Response {
+    match result {
+        Ok(Some(flash)) => account_page(state, caller, Some(flash)).await,
+        Ok(None) => Redirect::to("/account").into_response(),
+        Err(
+            error @ (AccountError::Invalid(_)
+            | AccountError::NotFound(_)
+            | AccountError::Conflict(_)),
+        ) => account_page(state, caller, Some(Flash::Error(error.to_string()))).await,
+        Err(error) => crate::error::ApiError::from(error).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct CredentialForm {
+    name: String,
+    value: String,
+}
+
+async fn add_credential(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Form(form): Form<CredentialForm>,
+) -> Response {
+    let result = async {
+        let session = caller
+            .0
+            .session()
+            .ok_or_else(|| AccountError::Invalid("this needs a browser session".to_owned()))?;
+        let current = state
+            .accounts
+            .session_credentials(&session.session.id)
+            .await?;
+        let mut entries: BTreeMap<String, String> = current
+            .names()
+            .into_iter()
+            .filter_map(|name| current.get(name).map(|v| (name.to_owned(), v.to_owned())))
+            .collect();
+        entries.insert(form.name, form.value);
+        let credentials = Credentials::new(entries)?;
+        state
+            .accounts
+            .set_session_credentials(&session.session.id, &credentials)
+            .await?;
+        Ok(None)
+    }
+    .await;
+    after(&state, &caller.0, result).await
+}
+
+async fn clear_credentials(State(state): State<HttpState>, caller: Authenticated) -> Response {
+    let result = async {
+        if let Some(session) = caller.0.session() {
+            state
+                .accounts
+                .set_session_credentials(&session.session.id, &Credentials::default())
+                .await?;
+        }
+        Ok(None)
+    }
+    .await;
+    after(&state, &caller.0, result).await
+}
+
+#[derive(Deserialize)]
+struct LabelForm {
+    label: String,
+}
+
+async fn create_token(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Form(form): Form<LabelForm>,
+) -> Response {
+    let result = state
+        .accounts
+        .create_api_token(&caller.0.user, &form.label)
+        .await
+        .map(|(_, secret)| {
+            Some(Flash::Secret {
+                what: "API token",
+                value: secret.expose().to_owned(),
+            })
+        });
+    after(&state, &caller.0, result).await
+}
+
+async fn revoke_token(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Path(id): Path<String>,
+) -> Response {
+    let result = state
+        .accounts
+        .revoke_api_token(Some(&caller.0.user), &ApiTokenId(id))
+        .await
+        .map(|()| None);
+    after(&state, &caller.0, result).await
+}
+
+#[derive(Deserialize)]
+struct NameForm {
+    name: String,
+}
+
+async fn pair_machine(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Form(form): Form<NameForm>,
+) -> Response {
+    let result = state
+        .accounts
+        .pair_machine(&caller.0.user, &form.name)
+        .await
+        .map(|(_, secret)| {
+            Some(Flash::Secret {
+                what: "machine token",
+                value: secret.expose().to_owned(),
+            })
+        });
+    after(&state, &caller.0, result).await
+}
+
+async fn reauthorize_machine(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Path(id): Path<String>,
+) -> Response {
+    let result = state
+        .accounts
+        .reauthorize_machine(&caller.0.user, &MachineId(id))
+        .await
+        .map(|(_, secret)| {
+            Some(Flash::Secret {
+                what: "machine token",
+                value: secret.expose().to_owned(),
+            })
+        });
+    after(&state, &caller.0, result).await
+}
+
+async fn revoke_machine(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    Path(id): Path<String>,
+) -> Response {
+    let result = state
+        .accounts
+        .revoke_machine(&caller.0.user, &MachineId(id))
+        .await
+        .map(|()| None);
+    after(&state, &caller.0, result).await
+}

@@ -226,7 +226,11 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let sub = matches.subcommand().map(|(_, sub)| sub).unwrap_or(&matches);
+    // Flags belong to the innermost subcommand (`fermata user add --data-dir ...`).
+    let mut sub = &matches;
+    while let Some((_, deeper)) = sub.subcommand() {
+        sub = deeper;
+    }
     match run(&cli.command, sub) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

@@ -81,20 +81,23 @@ impl Target {
 
     /// A `fermata` command aimed at this database.
     pub fn command(&self, subcommand: &str) -> Command {
+        self.command_words(&[subcommand])
+    }
+
+    /// `fermata WORDS...` aimed at this database (the settings follow the words, so nested
+    /// subcommands such as `user add NAME` take them).
+    pub fn command_words(&self, words: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fermata"));
-        command.arg(subcommand);
+        command.args(words);
         for var in SETTINGS_VARS {
             command.env_remove(var);
         }
         command.arg("--config").arg(self.config());
-        match &self.database {
-            Database::Sqlite { .. } => {
-                command.arg("--data-dir").arg(self.data_dir());
-            }
-            Database::Postgres { url } => {
-                command.args(["--storage", "postgres"]);
-                command.env("FERMATA_DATABASE_URL", url);
-            }
+        // The data folder holds the SQLite file and, for both engines, the key file.
+        command.arg("--data-dir").arg(self.data_dir());
+        if let Database::Postgres { url } = &self.database {
+            command.args(["--storage", "postgres"]);
+            command.env("FERMATA_DATABASE_URL", url);
         }
         command
     }
@@ -115,6 +118,30 @@ impl Target {
             String::from_utf8_lossy(&output.stderr)
         );
         (output.status, text)
+    }
+
+    /// Runs `words` (a subcommand and its arguments) with `input` on its standard input;
+    /// returns its exit status, its standard output and its standard error.
+    pub fn run_with_input(&self, words: &[&str], input: &str) -> (ExitStatus, String, String) {
+        let mut child = self
+            .command_words(words)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status,
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 
     /// The same database, opened by the test to look at or to write under an old token.
@@ -244,6 +271,71 @@ fn collect(stream: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
             output.push('\n');
         }
     });
+}
+
+/// An HTTP answer: status, raw header lines and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: String,
+    pub body: String,
+}
+
+impl Answer {
+    /// The value of the cookie `name` that the answer set.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|line| {
+            let value = line
+                .strip_prefix("set-cookie: ")
+                .or_else(|| line.strip_prefix("Set-Cookie: "))?;
+            let value = value.strip_prefix(name)?.strip_prefix('=')?;
+            Some(value.split(';').next().unwrap_or_default().to_owned())
+        })
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
+    }
+}
+
+/// A bare HTTP/1.0 request with a JSON body, so the tests need no HTTP client.
+pub fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    json: Option<&serde_json::Value>,
+) -> Answer {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = json.map(ToString::to_string).unwrap_or_default();
+    let mut head = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if json.is_some() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    Answer {
+        status: head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        headers: head.replace("\r\n", "\n"),
+        body: body.to_owned(),
+    }
 }
 
 /// A bare HTTP/1.0 GET, so the tests need no HTTP client.

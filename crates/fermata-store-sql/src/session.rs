@@ -107,6 +107,16 @@ enum Key<'a> {
 }
 
 impl SqlStorage {
+    /// The session row, expired or not.
+    async fn stored_session(&self, id: &SessionId, action: &str) -> StoreResult<Option<Session>> {
+        let row = sqlx::query(&self.inner.session_sql.read)
+            .bind(&id.0)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| session_from(&row, action)).transpose()
+    }
+
     async fn live_session(&self, key: Key<'_>) -> StoreResult<Option<SessionLookup>> {
         let action = "reading a session";
         let sql = &self.inner.session_sql;
@@ -137,10 +147,9 @@ impl SessionStore for SqlStorage {
             .execute(&self.inner.pool)
             .await
             .map_err(|e| map(e, action))?;
-        // Read back what the database recorded, its clock included.
-        self.live_session(Key::Id(&new.id))
+        // Read back what the database recorded (even if it has already expired).
+        self.stored_session(&new.id, action)
             .await?
-            .map(|lookup| lookup.session)
             .ok_or_else(|| StoreError::unavailable("the new session vanished"))
     }
 

@@ -5,13 +5,23 @@ mod support;
 
 use std::time::Duration;
 
-use fermata_store::{Acquisition, ErrorKind, LeaseName, Storage, TenureEnd};
+use fermata_store::{
+    Acquisition, ErrorKind, LeaseName, NewSession, NewUser, Role, SecretHash, SessionId, Storage,
+    TenureEnd, UserId, UserName,
+};
 use sqlx::{Connection, Executor};
 use support::{PATIENCE, Target};
 
 async fn second_serve_refuses(target: Target) {
     let first = target.serve(&[]);
     first.wait_ready().await;
+    assert!(
+        first.output().contains(
+            "no administrator yet: create one with `fermata user add NAME --role system_admin`"
+        ),
+        "{}",
+        first.output()
+    );
     let (status, output) = target.run("serve");
     assert_eq!(status.code(), Some(3), "{output}");
     assert!(
@@ -211,6 +221,74 @@ async fn an_edited_migration_stops_serve_before_anything_runs(target: Target) {
     );
 }
 
+async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
+    let (status, output) = target.run("migrate");
+    assert!(status.success(), "{output}");
+    let store = target.store().await;
+    let user = store
+        .users()
+        .create_user(&NewUser {
+            id: UserId("u1".to_owned()),
+            name: UserName::new("ada").unwrap(),
+            password_hash: "$argon2id$placeholder".to_owned(),
+            roles: [Role::SystemAdmin].into(),
+        })
+        .await
+        .unwrap();
+    let session = |id: &str, secret: Option<u8>, ttl: Duration| NewSession {
+        id: SessionId(id.to_owned()),
+        user: user.id.clone(),
+        secret_hash: secret.map(|seed| SecretHash([seed; 32])),
+        ttl,
+        credentials: None,
+    };
+    let sessions = store.sessions();
+    sessions
+        .create_session(&session("kept", Some(1), Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    sessions
+        .create_session(&session("delegated", None, Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    sessions
+        .create_session(&session("expiring", Some(2), Duration::from_millis(1)))
+        .await
+        .unwrap();
+
+    let mut first = target.serve(&[]);
+    first.wait_ready().await;
+    first
+        .wait_for_output("removed sessions a restart cannot keep expired=1 metadata_only=1")
+        .await;
+    assert!(
+        !first.output().contains("no administrator yet"),
+        "{}",
+        first.output()
+    );
+    for (id, alive) in [("kept", true), ("delegated", false), ("expiring", false)] {
+        let found = sessions.session(&SessionId(id.to_owned())).await.unwrap();
+        assert_eq!(found.is_some(), alive, "{id}");
+    }
+    first.terminate();
+    assert_eq!(first.wait_exit().await.code(), Some(0));
+
+    // The next start finds nothing more to remove.
+    let mut second = target.serve(&[]);
+    second
+        .wait_for_output("removed sessions a restart cannot keep expired=0 metadata_only=0")
+        .await;
+    second.terminate();
+    assert_eq!(second.wait_exit().await.code(), Some(0));
+    assert!(
+        sessions
+            .session(&SessionId("kept".to_owned()))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -238,4 +316,5 @@ on_both!(
     takeover_after_kill_waits_for_expiry_and_fences_the_old_token,
     holder_stops_when_renewals_cannot_get_through,
     an_edited_migration_stops_serve_before_anything_runs,
+    startup_removes_sessions_a_restart_cannot_keep,
 );

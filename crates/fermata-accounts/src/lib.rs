@@ -145,3 +145,14 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
         .await
         .expect("password hashing does not panic")
 }
+
+/// Checks a name people give to a token or a machine: 1 to 100 printable characters, trimmed.
+fn check_label<'a>(text: &'a str, what: &str) -> Result<&'a str, AccountError> {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > 100 || text.chars().any(char::is_control) {
+        return Err(AccountError::Invalid(format!(
+            "a {what} has 1 to 100 printable characters"
+        )));
+    }
+    Ok(text)
+}

@@ -6,20 +6,10 @@ use fermata_store::{ErrorKind, Machine, MachineId, NewMachine, User, UserId};
 
 use crate::credentials::Credentials;
 use crate::sessions::hash_of;
-use crate::{AccountError, Accounts, MACHINE_TOKEN_PREFIX, new_id};
+use crate::{AccountError, Accounts, MACHINE_TOKEN_PREFIX, check_label, new_id};
 
 /// How many times a change is retried when another change to the same machine won.
 const ATTEMPTS: usize = 3;
-
-fn check_name(name: &str) -> Result<&str, AccountError> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
-        return Err(AccountError::Invalid(
-            "a machine name has 1 to 100 printable characters".to_owned(),
-        ));
-    }
-    Ok(name)
-}
 
 impl Accounts {
     /// Pairs a new machine for `owner`. Its token is returned once and never stored.
@@ -28,7 +18,7 @@ impl Accounts {
         owner: &User,
         name: &str,
     ) -> Result<(Machine, SecretToken), AccountError> {
-        let name = check_name(name)?;
+        let name = check_label(name, "machine name")?;
         let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
         let machine = self
             .storage
@@ -170,7 +160,7 @@ impl Accounts {
     }
 }
 
-pub(crate) fn aad_of_machine(id: &MachineId) -> Aad<'_> {
+fn aad_of_machine(id: &MachineId) -> Aad<'_> {
     Aad {
         purpose: Purpose::MachineCredentials,
         row: &id.0,

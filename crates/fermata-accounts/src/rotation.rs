@@ -1,10 +1,10 @@
 //! Re-encrypting stored credentials under the current key, and the startup sweep of sessions.
 
-use fermata_crypto::Keyring;
-use fermata_store::{ErrorKind, Fence, SessionSweep};
+use fermata_crypto::{Aad, Keyring, Purpose};
+use fermata_store::{
+    ErrorKind, Fence, Machine, MachineId, Session, SessionId, SessionSweep, StoreResult,
+};
 
-use crate::machines::aad_of_machine;
-use crate::sessions::aad_of_session;
 use crate::{AccountError, Accounts};
 
 /// What a re-encryption pass changed.
@@ -24,75 +24,92 @@ impl Accounts {
     /// rewritten with a revision check, so a concurrent change is never overwritten: the row is
     /// read again and re-sealed instead.
     pub async fn reencrypt_all(&self) -> Result<Reencrypted, AccountError> {
+        let storage = &self.storage;
+        let sessions = storage.sessions().sessions_with_credentials().await?;
+        let (sessions, current_sessions) = self
+            .reseal_rows(
+                sessions,
+                Purpose::SessionCredentials,
+                |s: &Session| (s.id.0.as_str(), s.revision, s.credentials.as_deref()),
+                async |id: &str, revision, sealed: &[u8]| {
+                    let id = SessionId(id.to_owned());
+                    storage
+                        .sessions()
+                        .rotate_session_credentials(&id, revision, Some(sealed))
+                        .await
+                        .map(|_| ())
+                },
+                async |id: &str| {
+                    let id = SessionId(id.to_owned());
+                    Ok(storage
+                        .sessions()
+                        .session(&id)
+                        .await?
+                        .map(|lookup| lookup.session))
+                },
+            )
+            .await?;
+        let machines = storage.machines().machines_with_credentials().await?;
+        let (machines, current_machines) = self
+            .reseal_rows(
+                machines,
+                Purpose::MachineCredentials,
+                |m: &Machine| (m.id.0.as_str(), m.revision, m.credentials.as_deref()),
+                async |id: &str, revision, sealed: &[u8]| {
+                    let id = MachineId(id.to_owned());
+                    storage
+                        .machines()
+                        .rotate_machine_credentials(&id, revision, Some(sealed))
+                        .await
+                        .map(|_| ())
+                },
+                async |id: &str| storage.machines().machine(&MachineId(id.to_owned())).await,
+            )
+            .await?;
+        Ok(Reencrypted {
+            sessions,
+            machines,
+            current: current_sessions + current_machines,
+        })
+    }
+
+    /// Re-seals `rows` under the current key; returns how many were re-sealed and how many were
+    /// already current. `view` gives a row's ID, revision and envelope; `rotate` writes a new
+    /// envelope if the revision still holds; `reread` fetches a row that changed meanwhile.
+    async fn reseal_rows<T>(
+        &self,
+        rows: Vec<T>,
+        purpose: Purpose,
+        view: impl Fn(&T) -> (&str, i64, Option<&[u8]>),
+        rotate: impl AsyncFn(&str, i64, &[u8]) -> StoreResult<()>,
+        reread: impl AsyncFn(&str) -> StoreResult<Option<T>>,
+    ) -> Result<(usize, usize), AccountError> {
         let keyring = self.keys.keyring();
         let current = keyring.current_version();
-        let mut report = Reencrypted::default();
-        for session in self.storage.sessions().sessions_with_credentials().await? {
-            let mut candidate = Some(session);
+        let (mut resealed, mut already) = (0, 0);
+        for row in rows {
+            let mut candidate = Some(row);
             for _ in 0..ATTEMPTS {
-                let Some(session) = candidate.take() else {
-                    break;
-                };
-                let Some(sealed) = &session.credentials else {
-                    break;
-                };
+                let Some(row) = candidate.take() else { break };
+                let (id, revision, sealed) = view(&row);
+                let Some(sealed) = sealed else { break };
                 if Keyring::envelope_version(sealed)? == current {
-                    report.current += 1;
+                    already += 1;
                     break;
                 }
-                let plain = self.keys.open(aad_of_session(&session.id), sealed)?;
-                let resealed = keyring.seal(aad_of_session(&session.id), &plain);
-                match self
-                    .storage
-                    .sessions()
-                    .rotate_session_credentials(&session.id, session.revision, Some(&resealed))
-                    .await
-                {
-                    Ok(_) => report.sessions += 1,
+                let aad = Aad { purpose, row: id };
+                let plain = self.keys.open(aad, sealed)?;
+                match rotate(id, revision, &keyring.seal(aad, &plain)).await {
+                    Ok(()) => resealed += 1,
                     Err(error) if error.kind() == ErrorKind::Conflict => {
-                        candidate = self
-                            .storage
-                            .sessions()
-                            .session(&session.id)
-                            .await?
-                            .map(|l| l.session);
+                        candidate = reread(id).await?
                     }
                     Err(error) if error.kind() == ErrorKind::Missing => {}
                     Err(error) => return Err(error.into()),
                 }
             }
         }
-        for machine in self.storage.machines().machines_with_credentials().await? {
-            let mut candidate = Some(machine);
-            for _ in 0..ATTEMPTS {
-                let Some(machine) = candidate.take() else {
-                    break;
-                };
-                let Some(sealed) = &machine.credentials else {
-                    break;
-                };
-                if Keyring::envelope_version(sealed)? == current {
-                    report.current += 1;
-                    break;
-                }
-                let plain = self.keys.open(aad_of_machine(&machine.id), sealed)?;
-                let resealed = keyring.seal(aad_of_machine(&machine.id), &plain);
-                match self
-                    .storage
-                    .machines()
-                    .rotate_machine_credentials(&machine.id, machine.revision, Some(&resealed))
-                    .await
-                {
-                    Ok(_) => report.machines += 1,
-                    Err(error) if error.kind() == ErrorKind::Conflict => {
-                        candidate = self.storage.machines().machine(&machine.id).await?;
-                    }
-                    Err(error) if error.kind() == ErrorKind::Missing => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
-        Ok(report)
+        Ok((resealed, already))
     }
 
     /// Removes expired and metadata-only sessions, under the writer lease. Idempotent.

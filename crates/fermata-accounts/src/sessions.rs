@@ -202,7 +202,7 @@ impl Accounts {
     }
 }
 
-pub(crate) fn aad_of_session(session: &SessionId) -> Aad<'_> {
+fn aad_of_session(session: &SessionId) -> Aad<'_> {
     Aad {
         purpose: Purpose::SessionCredentials,
         row: &session.0,

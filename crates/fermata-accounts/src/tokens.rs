@@ -4,7 +4,7 @@ use fermata_crypto::SecretToken;
 use fermata_store::{ApiToken, ApiTokenId, NewApiToken, Role, User, UserId};
 
 use crate::sessions::hash_of;
-use crate::{API_TOKEN_PREFIX, AccountError, Accounts, Principal, Via, new_id};
+use crate::{API_TOKEN_PREFIX, AccountError, Accounts, Principal, Via, check_label, new_id};
 
 impl Accounts {
     /// Creates a token for `user`. The secret is returned once and never stored.
@@ -13,12 +13,7 @@ impl Accounts {
         user: &User,
         label: &str,
     ) -> Result<(ApiToken, SecretToken), AccountError> {
-        let label = label.trim();
-        if label.is_empty() || label.chars().count() > 100 || label.chars().any(char::is_control) {
-            return Err(AccountError::Invalid(
-                "a token label has 1 to 100 printable characters".to_owned(),
-            ));
-        }
+        let label = check_label(label, "token label")?;
         let secret = SecretToken::generate(API_TOKEN_PREFIX);
         let token = self
             .storage

@@ -411,6 +411,13 @@ async fn account(State(state): State<HttpState>, caller: Authenticated) -> Respo
     account_page(&state, &caller.0, None).await
 }
 
+fn shown_once(what: &'static str, secret: &SecretToken) -> Option<Flash> {
+    Some(Flash::Secret {
+        what,
+        value: secret.expose().to_owned(),
+    })
+}
+
 /// Shows the account page after an action: its new secret, or its error.
 async fn after(
     state: &HttpState,
@@ -494,12 +501,7 @@ async fn create_token(
         .accounts
         .create_api_token(&caller.0.user, &form.label)
         .await
-        .map(|(_, secret)| {
-            Some(Flash::Secret {
-                what: "API token",
-                value: secret.expose().to_owned(),
-            })
-        });
+        .map(|(_, secret)| shown_once("API token", &secret));
     after(&state, &caller.0, result).await
 }
 
@@ -530,12 +532,7 @@ async fn pair_machine(
         .accounts
         .pair_machine(&caller.0.user, &form.name)
         .await
-        .map(|(_, secret)| {
-            Some(Flash::Secret {
-                what: "machine token",
-                value: secret.expose().to_owned(),
-            })
-        });
+        .map(|(_, secret)| shown_once("machine token", &secret));
     after(&state, &caller.0, result).await
 }
 
@@ -548,12 +545,7 @@ async fn reauthorize_machine(
         .accounts
         .reauthorize_machine(&caller.0.user, &MachineId(id))
         .await
-        .map(|(_, secret)| {
-            Some(Flash::Secret {
-                what: "machine token",
-                value: secret.expose().to_owned(),
-            })
-        });
+        .map(|(_, secret)| shown_once("machine token", &secret));
     after(&state, &caller.0, result).await
 }
 

@@ -69,11 +69,7 @@ impl Inner {
     ) -> StoreResult<FencedTransaction> {
         let sql = &self.fence_sql;
         let lease = fence.lease.as_str();
-        let mut transaction = self
-            .pool
-            .begin_with(self.dialect.begin_write())
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut transaction = self.begin_write(action).await?;
         sqlx::query(&sql.lock_lease)
             .bind(lease)
             .fetch_optional(&mut *transaction)

@@ -182,6 +182,17 @@ impl SqlStorage {
 }
 
 impl Inner {
+    /// Begins a write transaction on a pooled connection (`BEGIN IMMEDIATE` on SQLite).
+    async fn begin_write(
+        &self,
+        action: &str,
+    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        self.pool
+            .begin_with(self.dialect.begin_write())
+            .await
+            .map_err(|e| error::map(e, action))
+    }
+
     /// A connection outside the pool, prepared like the pool's.
     async fn dedicated_connection(&self) -> StoreResult<AnyConnection> {
         let mut conn = AnyConnection::connect_with(&self.connect_options)

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use fermata_store::{
     ErrorKind, NewUser, Role, StoreError, StoreResult, User, UserId, UserName, UserStore,
 };
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Connection};
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
@@ -139,16 +139,7 @@ fn user_missing(id: &UserId) -> StoreError {
 impl UserStore for SqlStorage {
     async fn create_user(&self, user: &NewUser) -> StoreResult<User> {
         let action = "creating a user";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
-        let mut tx = conn
-            .begin_with(self.inner.dialect.begin_write())
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut tx = self.inner.begin_write(action).await?;
         let inserted = sqlx::query(&self.inner.user_sql.insert)
             .bind(&user.id.0)
             .bind(user.name.as_str())
@@ -203,16 +194,7 @@ impl UserStore for SqlStorage {
 
     async fn set_roles(&self, id: &UserId, roles: &BTreeSet<Role>) -> StoreResult<User> {
         let action = "changing roles";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
-        let mut tx = conn
-            .begin_with(self.inner.dialect.begin_write())
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut tx = self.inner.begin_write(action).await?;
         let touched = sqlx::query(&self.inner.user_sql.touch)
             .bind(&id.0)
             .execute(&mut *tx)

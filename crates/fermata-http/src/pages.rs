@@ -48,7 +48,7 @@ button{font:inherit;padding:.35rem .9rem;margin-top:.6rem;cursor:pointer}
 button:focus-visible,input:focus-visible,a:focus-visible{outline:3px solid #2f6fdb;outline-offset:2px}
 table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.35rem;border-bottom:1px solid #d9dee4;vertical-align:top}
 .error{background:#fdecea;border:1px solid #e0a4a0;padding:.6rem}.note{color:#56606b}
-.secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;word-break:break-all}
+.secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;margin-top:1rem;word-break:break-all}
 code{font-size:.95em}
 ";
 

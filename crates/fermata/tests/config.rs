@@ -176,3 +176,77 @@ async fn a_served_session_never_logs_the_database_password() {
     );
     assert!(!metrics.contains(secret));
 }
+
+#[test]
+fn keys_from_the_environment_are_used_and_never_written_or_printed() {
+    let key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="; // 32 bytes, base64
+    let folder = tempfile::tempdir().unwrap();
+    let data = folder.path().join("data");
+    let run = |words: &[&str], keys: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_fermata"))
+            .args(words)
+            .arg("--data-dir")
+            .arg(&data)
+            .env("FERMATA_KEYS", keys)
+            .env_remove("FERMATA_KEYS_FILE")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.code(), text)
+    };
+
+    let (code, output) = run(&["keys", "reencrypt"], &format!("1:{key}"));
+    assert_eq!(code, Some(0), "{output}");
+    assert!(output.contains("under key version 1"), "{output}");
+    let (code, output) = run(&["keys", "rotate"], &format!("1:{key}"));
+    assert_eq!(code, Some(2), "{output}");
+    assert!(
+        output.contains("add a new VERSION:KEY entry there"),
+        "{output}"
+    );
+    assert!(
+        !data.join("keys.toml").exists(),
+        "a key file was written despite FERMATA_KEYS"
+    );
+
+    let (code, output) = run(&["keys", "reencrypt"], "1:not-a-key");
+    assert_eq!(code, Some(2), "{output}");
+    assert!(
+        output.contains("invalid setting `FERMATA_KEYS`"),
+        "{output}"
+    );
+    assert!(!output.contains("not-a-key"), "{output}");
+    for (_, output) in [run(&["keys", "reencrypt"], &format!("1:{key}"))] {
+        assert!(!output.contains(key), "a key was printed: {output}");
+    }
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = tempfile::tempdir().unwrap();
+    let data = folder.path().join("data");
+    let keys = folder.path().join("keys.toml");
+    std::fs::write(
+        &keys,
+        "[[key]]\nversion = 1\nkey = \"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fermata"))
+        .args(["keys", "reencrypt", "--data-dir"])
+        .arg(&data)
+        .arg("--keys-file")
+        .arg(&keys)
+        .env_remove("FERMATA_KEYS")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("can be read by others (mode 644)"), "{text}");
+    assert!(!text.contains("MDEyMzQ1"), "{text}");
+}

@@ -220,9 +220,8 @@ fn keys_from_the_environment_are_used_and_never_written_or_printed() {
         "{output}"
     );
     assert!(!output.contains("not-a-key"), "{output}");
-    for (_, output) in [run(&["keys", "reencrypt"], &format!("1:{key}"))] {
-        assert!(!output.contains(key), "a key was printed: {output}");
-    }
+    let (_, output) = run(&["keys", "reencrypt"], &format!("1:{key}"));
+    assert!(!output.contains(key), "a key was printed: {output}");
 }
 
 #[test]

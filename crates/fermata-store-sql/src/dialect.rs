@@ -30,6 +30,15 @@ impl Dialect {
         }
     }
 
+    /// How a read-only transaction that must see one consistent snapshot begins. SQLite's WAL
+    /// gives a deferred transaction one snapshot from its first read on.
+    pub(crate) fn begin_snapshot(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "BEGIN",
+            Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        }
+    }
+
     /// Serializes the fenced writes of one lease beyond the row lock (PostgreSQL's
     /// `FOR KEY SHARE` lets several writers share the row). SQLite's write lock already does.
     pub(crate) fn serialize_fenced_writes(self) -> Option<&'static str> {

@@ -6,6 +6,8 @@
 //! crate sees a driver type or a line of SQL.
 
 mod api_token;
+mod channel;
+mod collaboration;
 mod dialect;
 mod error;
 mod fence;
@@ -25,8 +27,8 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use fermata_store::{
-    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError, StoreOptions,
-    StoreResult, TenureStore, UserStore,
+    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
+    StoreOptions, StoreResult, TenureStore, UserStore,
 };
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
@@ -88,6 +90,8 @@ struct Inner {
     session_sql: session::Statements,
     api_token_sql: api_token::Statements,
     machine_sql: machine::Statements,
+    channel_sql: channel::Statements,
+    collaboration_sql: collaboration::Statements,
 }
 
 impl SqlStorage {
@@ -122,6 +126,8 @@ impl SqlStorage {
                 session_sql: session::Statements::new(dialect),
                 api_token_sql: api_token::Statements::new(dialect),
                 machine_sql: machine::Statements::new(dialect),
+                channel_sql: channel::Statements::new(dialect),
+                collaboration_sql: collaboration::Statements::new(dialect),
             }),
         })
     }
@@ -260,6 +266,10 @@ impl Storage for SqlStorage {
     }
 
     fn machines(&self) -> &dyn MachineStore {
+        self
+    }
+
+    fn collaboration(&self) -> &dyn CollaborationStore {
         self
     }
 }

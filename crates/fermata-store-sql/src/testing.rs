@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use fermata_store::{
-    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreOptions, TenureStore,
-    UserStore,
+    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
+    StoreOptions, TenureStore, UserStore,
 };
 use sqlx::{AnyConnection, Connection, Executor};
 use tempfile::TempDir;
@@ -138,6 +138,10 @@ impl Storage for ScratchStorage {
     }
 
     fn machines(&self) -> &dyn MachineStore {
+        &self.storage
+    }
+
+    fn collaboration(&self) -> &dyn CollaborationStore {
         &self.storage
     }
 }

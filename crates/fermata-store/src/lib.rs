@@ -7,6 +7,9 @@
 //! `contract`).
 
 pub mod api_token;
+pub mod channel;
+pub mod collaboration;
+pub mod collaboration_rules;
 pub mod error;
 pub mod lease;
 pub mod machine;
@@ -20,6 +23,14 @@ pub mod user;
 pub mod contract;
 
 pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
+pub use channel::{
+    Channel, ChannelFilter, ChannelId, CreationKey, Description, DescriptionDraft, NewChannel,
+    Repository, Slug,
+};
+pub use collaboration::{
+    Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
+    NewCheckpoint, OperationId, PublishedChannel, RecoverySnapshot, SidecarState,
+};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use lease::{
     Acquisition, Fence, FencedWriteHook, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord,
@@ -49,6 +60,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn api_tokens(&self) -> &dyn ApiTokenStore;
 
     fn machines(&self) -> &dyn MachineStore;
+
+    fn collaboration(&self) -> &dyn CollaborationStore;
 }
 
 /// Options every adapter takes when it is opened.

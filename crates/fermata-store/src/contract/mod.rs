@@ -6,6 +6,7 @@
 //! sleeping for a guessed time.
 
 mod accounts;
+mod collaboration;
 mod lease;
 mod pause;
 mod tenure;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use crate::{Storage, StoreOptions};
 
 pub use accounts::*;
+pub use collaboration::*;
 pub use lease::*;
 pub use pause::PausedWrites;
 pub use tenure::*;
@@ -88,7 +90,22 @@ macro_rules! contract_suite {
             machines_are_found_by_token_hash,
             machine_credential_rotation_is_revision_checked,
             machine_reauthorization_replaces_its_token,
-            only_the_owner_revokes_a_machine_and_its_credentials_go
+            only_the_owner_revokes_a_machine_and_its_credentials_go,
+            channels_get_unique_slugs_per_repository_while_titles_repeat,
+            a_rename_promotes_a_new_slug_and_keeps_former_ones_reserved,
+            children_are_one_level_deep_and_in_the_same_repository,
+            a_commit_assigns_the_next_revision_and_sequence_and_writes_all_it_carries,
+            a_stale_revision_is_a_conflict_and_changes_nothing,
+            operation_ids_are_idempotent,
+            concurrent_commits_on_the_same_revision_let_exactly_one_win,
+            collaboration_writes_under_a_lost_lease_are_fenced,
+            archive_and_restore_are_idempotent_and_move_no_counter,
+            lists_leave_out_archived_channels_unless_asked,
+            checkpoints_replace_the_prior_one_and_prune_only_the_journal,
+            an_epoch_replacement_installs_a_new_history_atomically,
+            only_archived_channels_without_children_are_deleted_and_leave_no_trace,
+            program_creation_is_idempotent_and_publishes_its_checkpoint,
+            descriptions_publish_once_per_job_and_move_no_counter
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -6,6 +6,7 @@
 //! renewal never wait for a write.
 
 mod accounts;
+mod collaboration;
 mod lease;
 mod tenure;
 
@@ -21,8 +22,8 @@ use crate::tenure::Tenure;
 use crate::time::UnixMillis;
 use crate::user::{User, UserId};
 use crate::{
-    ApiTokenStore, LeaseStore, MachineStore, SessionStore, Storage, StoreOptions, TenureStore,
-    UserStore,
+    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
+    StoreOptions, TenureStore, UserStore,
 };
 
 /// All stores, in memory.
@@ -49,6 +50,7 @@ struct State {
     sessions: HashMap<SessionId, accounts::SessionRow>,
     api_tokens: HashMap<ApiTokenId, (ApiToken, SecretHash)>,
     machines: HashMap<MachineId, (Machine, SecretHash)>,
+    documents: collaboration::Documents,
 }
 
 impl MemoryStorage {
@@ -138,6 +140,10 @@ impl Storage for MemoryStorage {
     }
 
     fn machines(&self) -> &dyn MachineStore {
+        self
+    }
+
+    fn collaboration(&self) -> &dyn CollaborationStore {
         self
     }
 }

@@ -1,0 +1,502 @@
+//! The SQL collaboration store, part one: channels, slugs, children, archive and deletion,
+//! descriptions and navigation references. Commits, replay, checkpoints and recovery are in
+//! `collaboration.rs`.
+
+use std::collections::HashSet;
+
+use fermata_store::collaboration_rules::describe;
+use fermata_store::{
+    Channel, ChannelFilter, ChannelId, Description, DescriptionDraft, NewChannel, Repository, Slug,
+    StoreError, StoreResult, UnixMillis, UserId, channel::check_title, channel::choose_slug,
+};
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+
+use crate::SqlStorage;
+use crate::dialect::Dialect;
+use crate::error::map;
+use crate::row::{column, instant, optional_instant};
+
+/// The channel columns, in the order `channel_from` reads them.
+pub(crate) const CHANNEL_COLUMNS: &str = "c.id, c.repository, c.title, c.slug, c.parent_id, \
+    c.archived_at, c.created_at, c.updated_at, c.revision, c.sequence, c.epoch, \
+    c.description_text, c.description_revision, c.description_source_plan_revision, \
+    c.description_source_hash, c.description_generator_version, c.description_job_id, \
+    c.description_projected_at";
+
+/// The channel statements, rendered for one dialect.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) by_id: String,
+    pub(crate) lock: String,
+    list: String,
+    children: String,
+    count_children: String,
+    resolve: String,
+    slugs_of: String,
+    slugs_like: String,
+    next_promotion: String,
+    upsert_slug: String,
+    insert: String,
+    archive: String,
+    restore: String,
+    delete: String,
+    describe: String,
+    set_navigation: String,
+    clear_navigation: String,
+    navigation: String,
+}
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        let select = |rest: &str| {
+            dialect.render(&format!("SELECT {CHANNEL_COLUMNS} FROM channels c {rest}"))
+        };
+        Statements {
+            by_id: select("WHERE c.id = $1"),
+            lock: select("WHERE c.id = $1{for_update}"),
+            list: select(
+                "WHERE ($1 = '' OR c.repository = $1) AND ($2 = 1 OR c.archived_at IS NULL) \
+                 ORDER BY c.updated_at DESC, c.id",
+            ),
+            children: select(
+                "WHERE c.parent_id = $1 AND ($2 = 1 OR c.archived_at IS NULL) ORDER BY c.created_at, c.id",
+            ),
+            count_children: dialect.render("SELECT count(*) FROM channels WHERE parent_id = $1"),
+            resolve: dialect.render(&format!(
+                "SELECT {CHANNEL_COLUMNS} FROM channel_slugs s JOIN channels c ON c.id = s.channel_id \
+                 WHERE s.repository = $1 AND s.slug = $2"
+            )),
+            slugs_of: dialect.render("SELECT slug FROM channel_slugs WHERE channel_id = $1 ORDER BY promoted DESC"),
+            slugs_like: dialect.render(
+                "SELECT slug, channel_id FROM channel_slugs \
+                 WHERE repository = $1 AND (slug = $2 OR slug LIKE $3)",
+            ),
+            next_promotion: dialect.render(
+                "SELECT COALESCE(MAX(promoted), 0) + 1 FROM channel_slugs WHERE channel_id = $1",
+            ),
+            upsert_slug: dialect.render(
+                "INSERT INTO channel_slugs (repository, slug, channel_id, promoted) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (repository, slug) DO UPDATE SET promoted = excluded.promoted \
+                 WHERE channel_slugs.channel_id = excluded.channel_id",
+            ),
+            insert: dialect.render(
+                "INSERT INTO channels (id, repository, title, slug, parent_id, created_at, updated_at, \
+                                       revision, sequence, epoch) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 0, 1)",
+            ),
+            archive: dialect.render(
+                "UPDATE channels SET archived_at = $2, updated_at = $2 WHERE id = $1 AND archived_at IS NULL",
+            ),
+            restore: dialect.render(
+                "UPDATE channels SET archived_at = NULL, updated_at = $2 WHERE id = $1 AND archived_at IS NOT NULL",
+            ),
+            delete: dialect.render("DELETE FROM channels WHERE id = $1"),
+            describe: dialect.render(
+                "UPDATE channels SET description_text = $2, description_revision = $3, \
+                 description_source_plan_revision = $4, description_source_hash = $5, \
+                 description_generator_version = $6, description_job_id = $7, description_projected_at = $8 \
+                 WHERE id = $1",
+            ),
+            set_navigation: dialect.render(
+                "INSERT INTO user_navigation (user_id, channel_id, updated_at) VALUES ($1, $2, {now}) \
+                 ON CONFLICT (user_id) DO UPDATE SET channel_id = excluded.channel_id, updated_at = excluded.updated_at",
+            ),
+            clear_navigation: dialect.render("DELETE FROM user_navigation WHERE user_id = $1"),
+            navigation: dialect.render("SELECT channel_id FROM user_navigation WHERE user_id = $1"),
+        }
+    }
+}
+
+/// A channel from the columns of `CHANNEL_COLUMNS`.
+pub(crate) fn channel_from(row: &AnyRow, action: &str) -> StoreResult<Channel> {
+    let corrupt =
+        |what: &str| StoreError::corrupt(format!("a stored document has an invalid {what}"));
+    let description = match column::<Option<String>>(row, 11, action)? {
+        None => None,
+        Some(text) => Some(Description {
+            text,
+            revision: column(row, 12, action)?,
+            source_plan_revision: column(row, 13, action)?,
+            source_hash: column(row, 14, action)?,
+            generator_version: column(row, 15, action)?,
+            job_id: column(row, 16, action)?,
+            projected_at: instant(row, 17, action)?,
+        }),
+    };
+    Ok(Channel {
+        id: ChannelId(column(row, 0, action)?),
+        repository: Repository::new(column::<String>(row, 1, action)?)
+            .map_err(|_| corrupt("repository"))?,
+        title: column(row, 2, action)?,
+        slug: Slug::new(column::<String>(row, 3, action)?).map_err(|_| corrupt("slug"))?,
+        parent: column::<Option<String>>(row, 4, action)?.map(ChannelId),
+        archived_at: optional_instant(row, 5, action)?,
+        created_at: instant(row, 6, action)?,
+        updated_at: instant(row, 7, action)?,
+        revision: column(row, 8, action)?,
+        sequence: column(row, 9, action)?,
+        epoch: column(row, 10, action)?,
+        description,
+    })
+}
+
+pub(crate) fn unavailable(id: &ChannelId) -> StoreError {
+    StoreError::missing(format!("document {id} is unavailable"))
+}
+
+impl SqlStorage {
+    /// The channel, read over `conn` with the given statement (plain or locking).
+    pub(crate) async fn channel_on(
+        &self,
+        conn: &mut AnyConnection,
+        sql: &str,
+        id: &ChannelId,
+        action: &str,
+    ) -> StoreResult<Option<Channel>> {
+        let row = sqlx::query(sql)
+            .bind(&id.0)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| channel_from(&row, action)).transpose()
+    }
+
+    /// The channels of a statement taking one text and one flag.
+    pub(crate) async fn channels_where(
+        &self,
+        sql: &str,
+        text: &str,
+        flag: bool,
+        action: &str,
+    ) -> StoreResult<Vec<Channel>> {
+        let rows = sqlx::query(sql)
+            .bind(text.to_owned())
+            .bind(i64::from(flag))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        rows.iter().map(|row| channel_from(row, action)).collect()
+    }
+
+    /// Chooses the canonical slug for `title` and records it, over `conn` inside a write.
+    pub(crate) async fn promote_slug(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        repository: &Repository,
+        title: &str,
+        action: &str,
+    ) -> StoreResult<Slug> {
+        let sql = &self.inner.channel_sql;
+        let base = Slug::from_title(title);
+        let rows: Vec<(String, String)> = sqlx::query_as(&sql.slugs_like)
+            .bind(repository.as_str())
+            .bind(base.as_str())
+            .bind(format!("{}-%", base.as_str()))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        let mut own = Vec::new();
+        let mut taken = HashSet::new();
+        for (slug, owner) in rows {
+            let Ok(slug) = Slug::new(slug) else { continue };
+            if owner == id.0 {
+                own.push(slug);
+            } else {
+                taken.insert(slug);
+            }
+        }
+        let slug = choose_slug(&base, &own, &taken);
+        let promotion: i64 = sqlx::query_scalar(&sql.next_promotion)
+            .bind(&id.0)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.upsert_slug)
+            .bind(repository.as_str())
+            .bind(slug.as_str())
+            .bind(&id.0)
+            .bind(promotion)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(slug)
+    }
+
+    /// Inserts a new channel (and its first slug) over `conn`, checking title and parent.
+    pub(crate) async fn insert_channel(
+        &self,
+        conn: &mut AnyConnection,
+        new: &NewChannel,
+        now: UnixMillis,
+        action: &str,
+    ) -> StoreResult<Channel> {
+        check_title(&new.title)?;
+        if let Some(parent) = &new.parent {
+            let parent = self
+                .channel_on(conn, &self.inner.channel_sql.by_id, parent, action)
+                .await?
+                .ok_or_else(|| StoreError::invalid("the parent document does not exist"))?;
+            if parent.repository != new.repository {
+                return Err(StoreError::invalid(
+                    "a parent document must be in the same repository",
+                ));
+            }
+            if parent.parent.is_some() {
+                return Err(StoreError::invalid("a child document cannot have children"));
+            }
+        }
+        let slug = Slug::from_title(&new.title);
+        // Insert with the base slug first so the slug row's foreign key holds, then promote.
+        sqlx::query(&self.inner.channel_sql.insert)
+            .bind(&new.id.0)
+            .bind(new.repository.as_str())
+            .bind(&new.title)
+            .bind(slug.as_str())
+            .bind(new.parent.as_ref().map(|p| p.0.clone()))
+            .bind(now.0)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        let slug = self
+            .promote_slug(conn, &new.id, &new.repository, &new.title, action)
+            .await?;
+        self.set_canonical_slug(conn, &new.id, &slug, action)
+            .await?;
+        self.channel_on(conn, &self.inner.channel_sql.by_id, &new.id, action)
+            .await?
+            .ok_or_else(|| unavailable(&new.id))
+    }
+
+    async fn set_canonical_slug(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        slug: &Slug,
+        action: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(&self.inner.collaboration_sql.set_slug)
+            .bind(&id.0)
+            .bind(slug.as_str())
+            .execute(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(())
+    }
+
+    pub(crate) async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        let action = "reading a document";
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, action))?;
+        self.channel_on(&mut conn, &self.inner.channel_sql.by_id, id, action)
+            .await
+    }
+
+    pub(crate) async fn list(&self, filter: &ChannelFilter) -> StoreResult<Vec<Channel>> {
+        let repository = filter.repository.as_ref().map_or("", Repository::as_str);
+        self.channels_where(
+            &self.inner.channel_sql.list,
+            repository,
+            filter.include_archived,
+            "listing documents",
+        )
+        .await
+    }
+
+    pub(crate) async fn children(
+        &self,
+        id: &ChannelId,
+        include_archived: bool,
+    ) -> StoreResult<Vec<Channel>> {
+        self.channels_where(
+            &self.inner.channel_sql.children,
+            &id.0,
+            include_archived,
+            "listing child documents",
+        )
+        .await
+    }
+
+    pub(crate) async fn resolve(
+        &self,
+        repository: &Repository,
+        slug: &Slug,
+    ) -> StoreResult<Option<Channel>> {
+        let action = "resolving a slug";
+        let row = sqlx::query(&self.inner.channel_sql.resolve)
+            .bind(repository.as_str())
+            .bind(slug.as_str())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| channel_from(&row, action)).transpose()
+    }
+
+    pub(crate) async fn slugs(&self, id: &ChannelId) -> StoreResult<Vec<Slug>> {
+        let action = "listing slugs";
+        let Some(channel) = self.get_channel(id).await? else {
+            return Ok(Vec::new());
+        };
+        let rows: Vec<String> = sqlx::query_scalar(&self.inner.channel_sql.slugs_of)
+            .bind(&id.0)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        let mut slugs = vec![channel.slug.clone()];
+        for slug in rows {
+            let slug =
+                Slug::new(slug).map_err(|_| StoreError::corrupt("a stored slug is invalid"))?;
+            if slug != channel.slug {
+                slugs.push(slug);
+            }
+        }
+        Ok(slugs)
+    }
+
+    /// Archives (`archive` true) or restores a channel under the fence. Idempotent.
+    pub(crate) async fn set_archived(
+        &self,
+        fence: &fermata_store::Fence,
+        id: &ChannelId,
+        archive: bool,
+    ) -> StoreResult<Channel> {
+        let action = if archive {
+            "archiving a document"
+        } else {
+            "restoring a document"
+        };
+        let sql = &self.inner.channel_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        self.channel_on(tx.conn(), &sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        sqlx::query(if archive { &sql.archive } else { &sql.restore })
+            .bind(&id.0)
+            .bind(now.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        let channel = self
+            .channel_on(tx.conn(), &sql.by_id, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        tx.commit(action).await?;
+        Ok(channel)
+    }
+
+    pub(crate) async fn delete(
+        &self,
+        fence: &fermata_store::Fence,
+        id: &ChannelId,
+    ) -> StoreResult<()> {
+        let action = "deleting a document";
+        let sql = &self.inner.channel_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let channel = self
+            .channel_on(tx.conn(), &sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        if channel.archived_at.is_none() {
+            return Err(StoreError::conflict(
+                "only an archived document can be deleted",
+            ));
+        }
+        let children: i64 = sqlx::query_scalar(&sql.count_children)
+            .bind(&id.0)
+            .fetch_one(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        if children > 0 {
+            return Err(StoreError::conflict(
+                "a document with children cannot be deleted",
+            ));
+        }
+        // Foreign keys cascade to every row the channel owns and clear navigation references.
+        sqlx::query(&sql.delete)
+            .bind(&id.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit(action).await
+    }
+
+    pub(crate) async fn describe(
+        &self,
+        fence: &fermata_store::Fence,
+        id: &ChannelId,
+        draft: &DescriptionDraft,
+    ) -> StoreResult<bool> {
+        let action = "publishing a description";
+        let sql = &self.inner.channel_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        let channel = self
+            .channel_on(tx.conn(), &sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        if channel
+            .description
+            .as_ref()
+            .is_some_and(|d| d.job_id == draft.job_id)
+        {
+            return Ok(false);
+        }
+        let description = describe(channel.description.as_ref(), draft, now);
+        sqlx::query(&sql.describe)
+            .bind(&id.0)
+            .bind(&description.text)
+            .bind(description.revision)
+            .bind(description.source_plan_revision)
+            .bind(&description.source_hash)
+            .bind(&description.generator_version)
+            .bind(&description.job_id)
+            .bind(description.projected_at.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit(action).await?;
+        Ok(true)
+    }
+
+    pub(crate) async fn save_navigation(
+        &self,
+        user: &UserId,
+        channel: Option<&ChannelId>,
+    ) -> StoreResult<()> {
+        let action = "saving a navigation reference";
+        let sql = &self.inner.channel_sql;
+        let Some(channel) = channel else {
+            sqlx::query(&sql.clear_navigation)
+                .bind(&user.0)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(|e| map(e, action))?;
+            return Ok(());
+        };
+        if self.get_channel(channel).await?.is_none() {
+            return Err(unavailable(channel));
+        }
+        sqlx::query(&sql.set_navigation)
+            .bind(&user.0)
+            .bind(&channel.0)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(())
+    }
+
+    pub(crate) async fn load_navigation(&self, user: &UserId) -> StoreResult<Option<ChannelId>> {
+        let row: Option<Option<String>> = sqlx::query_scalar(&self.inner.channel_sql.navigation)
+            .bind(&user.0)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, "reading a navigation reference"))?;
+        Ok(row.flatten().map(ChannelId))
+    }
+}

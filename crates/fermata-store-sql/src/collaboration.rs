@@ -1,0 +1,612 @@
+//! The SQL collaboration store, part two: commits, replay, checkpoints, epoch replacement,
+//! program-created channels and the recovery snapshot; and the trait implementation that ties in
+//! the channel operations of `channel.rs`.
+//!
+//! Every write is one fenced transaction that locks the channel row (`FOR UPDATE` on
+//! PostgreSQL; SQLite's `BEGIN IMMEDIATE` holds the database's write lock) before it reads the
+//! counters it checks.
+
+use async_trait::async_trait;
+use fermata_store::collaboration_rules::{
+    check_checkpoint, check_commit, check_epoch_replacement, check_initial_checkpoint, repeated,
+};
+use fermata_store::{
+    Channel, ChannelFilter, ChannelId, Checkpoint, CollaborationStore, Commit, Committed,
+    DescriptionDraft, Event, Fence, JournalUpdate, NewChannel, NewCheckpoint, PublishedChannel,
+    RecoverySnapshot, Repository, SidecarState, Slug, StoreError, StoreResult, UnixMillis, UserId,
+};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Connection};
+
+use crate::SqlStorage;
+use crate::channel::unavailable;
+use crate::dialect::Dialect;
+use crate::error::map;
+use crate::row::{column, instant};
+
+/// The collaboration statements, rendered for one dialect.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) set_slug: String,
+    find_operation: String,
+    insert_operation: String,
+    advance: String,
+    insert_update: String,
+    upsert_state: String,
+    insert_event: String,
+    updates_after: String,
+    events_after: String,
+    snapshot: String,
+    upsert_snapshot: String,
+    prune: String,
+    clear_journal: String,
+    set_epoch: String,
+    state: String,
+    expected_updates: String,
+}
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        Statements {
+            set_slug: dialect.render("UPDATE channels SET slug = $2 WHERE id = $1"),
+            find_operation: dialect.render(
+                "SELECT fingerprint, revision, sequence FROM channel_operations \
+                 WHERE channel_id = $1 AND operation_id = $2",
+            ),
+            insert_operation: dialect.render(
+                "INSERT INTO channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            ),
+            advance: dialect.render(
+                "UPDATE channels SET revision = $2, sequence = $3, updated_at = $4, \
+                 title = COALESCE($5, title) WHERE id = $1",
+            ),
+            insert_update: dialect.render(
+                "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) VALUES ($1, $2, $3, $4)",
+            ),
+            upsert_state: dialect.render(
+                "INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
+                 version = excluded.version, sidecar = excluded.sidecar, \
+                 unanswered_decisions = excluded.unanswered_decisions",
+            ),
+            insert_event: dialect.render(
+                "INSERT INTO channel_events (channel_id, sequence, ordinal, kind, payload, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            ),
+            updates_after: dialect.render(
+                "SELECT sequence, epoch, bytes FROM channel_updates \
+                 WHERE channel_id = $1 AND sequence > $2 ORDER BY sequence",
+            ),
+            events_after: dialect.render(
+                "SELECT sequence, kind, payload, created_at FROM channel_events \
+                 WHERE channel_id = $1 AND sequence > $2 ORDER BY sequence, ordinal",
+            ),
+            snapshot: dialect.render(
+                "SELECT epoch, generation, through_sequence, revision, canonical_text, source_hash, state, \
+                        sidecar_version, sidecar, sidecar_unanswered_decisions, created_at \
+                 FROM channel_snapshots WHERE channel_id = $1",
+            ),
+            upsert_snapshot: dialect.render(
+                "INSERT INTO channel_snapshots (channel_id, epoch, generation, through_sequence, revision, \
+                     canonical_text, source_hash, state, sidecar_version, sidecar, sidecar_unanswered_decisions, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 ON CONFLICT (channel_id) DO UPDATE SET epoch = excluded.epoch, generation = excluded.generation, \
+                     through_sequence = excluded.through_sequence, revision = excluded.revision, \
+                     canonical_text = excluded.canonical_text, source_hash = excluded.source_hash, \
+                     state = excluded.state, sidecar_version = excluded.sidecar_version, \
+                     sidecar = excluded.sidecar, sidecar_unanswered_decisions = excluded.sidecar_unanswered_decisions, \
+                     created_at = excluded.created_at",
+            ),
+            prune: dialect.render("DELETE FROM channel_updates WHERE channel_id = $1 AND sequence <= $2"),
+            clear_journal: dialect.render("DELETE FROM channel_updates WHERE channel_id = $1"),
+            set_epoch: dialect.render(
+                "UPDATE channels SET revision = $2, sequence = $3, epoch = $4, updated_at = $5 WHERE id = $1",
+            ),
+            state: dialect.render(
+                "SELECT version, sidecar, unanswered_decisions FROM channel_state WHERE channel_id = $1",
+            ),
+            expected_updates: dialect.render(
+                "SELECT update_sequence FROM channel_operations \
+                 WHERE channel_id = $1 AND update_sequence > $2 ORDER BY update_sequence",
+            ),
+        }
+    }
+}
+
+fn checkpoint_from(row: &AnyRow, action: &str) -> StoreResult<Checkpoint> {
+    let sidecar = match column::<Option<i64>>(row, 7, action)? {
+        None => None,
+        Some(version) => Some(SidecarState {
+            version,
+            json: column::<Option<String>>(row, 8, action)?.unwrap_or_default(),
+            unanswered_decisions: column::<Option<i64>>(row, 9, action)?.unwrap_or_default(),
+        }),
+    };
+    Ok(Checkpoint {
+        epoch: column(row, 0, action)?,
+        generation: column(row, 1, action)?,
+        through_sequence: column(row, 2, action)?,
+        revision: column(row, 3, action)?,
+        canonical_text: column(row, 4, action)?,
+        source_hash: column(row, 5, action)?,
+        state: column(row, 6, action)?,
+        sidecar,
+        created_at: instant(row, 10, action)?,
+    })
+}
+
+impl SqlStorage {
+    async fn checkpoint_on(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        action: &str,
+    ) -> StoreResult<Option<Checkpoint>> {
+        let row = sqlx::query(&self.inner.collaboration_sql.snapshot)
+            .bind(&id.0)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| checkpoint_from(&row, action)).transpose()
+    }
+
+    async fn write_state(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        sidecar: &SidecarState,
+        action: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(&self.inner.collaboration_sql.upsert_state)
+            .bind(&id.0)
+            .bind(sidecar.version)
+            .bind(&sidecar.json)
+            .bind(sidecar.unanswered_decisions)
+            .execute(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(())
+    }
+
+    /// Writes `checkpoint` as the channel's checkpoint and prunes the journal it covers.
+    async fn install_checkpoint(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        checkpoint: &NewCheckpoint,
+        now: UnixMillis,
+        action: &str,
+    ) -> StoreResult<Checkpoint> {
+        let sql = &self.inner.collaboration_sql;
+        let generation = self
+            .checkpoint_on(conn, id, action)
+            .await?
+            .map_or(0, |c| c.generation)
+            + 1;
+        let sidecar = checkpoint.sidecar.as_ref();
+        sqlx::query(&sql.upsert_snapshot)
+            .bind(&id.0)
+            .bind(checkpoint.epoch)
+            .bind(generation)
+            .bind(checkpoint.through_sequence)
+            .bind(checkpoint.revision)
+            .bind(&checkpoint.canonical_text)
+            .bind(&checkpoint.source_hash)
+            .bind(checkpoint.state.clone())
+            .bind(sidecar.map(|s| s.version))
+            .bind(sidecar.map(|s| s.json.clone()))
+            .bind(sidecar.map(|s| s.unanswered_decisions))
+            .bind(now.0)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.prune)
+            .bind(&id.0)
+            .bind(checkpoint.through_sequence)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(Checkpoint {
+            epoch: checkpoint.epoch,
+            generation,
+            through_sequence: checkpoint.through_sequence,
+            revision: checkpoint.revision,
+            canonical_text: checkpoint.canonical_text.clone(),
+            source_hash: checkpoint.source_hash.clone(),
+            state: checkpoint.state.clone(),
+            sidecar: checkpoint.sidecar.clone(),
+            created_at: now,
+        })
+    }
+
+    async fn updates_on(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        after: i64,
+        action: &str,
+    ) -> StoreResult<Vec<JournalUpdate>> {
+        let rows: Vec<(i64, i64, Vec<u8>)> =
+            sqlx::query_as(&self.inner.collaboration_sql.updates_after)
+                .bind(&id.0)
+                .bind(after)
+                .fetch_all(conn)
+                .await
+                .map_err(|e| map(e, action))?;
+        Ok(rows
+            .into_iter()
+            .map(|(sequence, epoch, bytes)| JournalUpdate {
+                sequence,
+                epoch,
+                bytes,
+            })
+            .collect())
+    }
+
+    async fn events_on(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        after: i64,
+        action: &str,
+    ) -> StoreResult<Vec<Event>> {
+        let rows: Vec<(i64, String, String, i64)> =
+            sqlx::query_as(&self.inner.collaboration_sql.events_after)
+                .bind(&id.0)
+                .bind(after)
+                .fetch_all(conn)
+                .await
+                .map_err(|e| map(e, action))?;
+        Ok(rows
+            .into_iter()
+            .map(|(sequence, kind, payload, created_at)| Event {
+                sequence,
+                kind,
+                payload,
+                created_at: UnixMillis(created_at),
+            })
+            .collect())
+    }
+
+    async fn commit_on(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
+        let action = "committing to a document";
+        let sql = &self.inner.collaboration_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        let id = &commit.channel;
+        let channel = self
+            .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        let fingerprint = commit.fingerprint();
+        let earlier: Option<(Vec<u8>, i64, i64)> = sqlx::query_as(&sql.find_operation)
+            .bind(&id.0)
+            .bind(commit.operation.as_str())
+            .fetch_optional(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        if let Some((stored, revision, sequence)) = earlier {
+            let stored: [u8; 32] = stored.try_into().map_err(|_| {
+                StoreError::corrupt("a stored operation fingerprint is not 32 bytes")
+            })?;
+            return repeated(stored, revision, sequence, fingerprint);
+        }
+        check_commit(&channel, commit)?;
+        let revision = channel.revision + 1;
+        let sequence = channel.sequence + 1;
+        if let Some(title) = &commit.title {
+            let slug = self
+                .promote_slug(tx.conn(), id, &channel.repository, title, action)
+                .await?;
+            sqlx::query(&sql.set_slug)
+                .bind(&id.0)
+                .bind(slug.as_str())
+                .execute(tx.conn())
+                .await
+                .map_err(|e| map(e, action))?;
+        }
+        sqlx::query(&sql.advance)
+            .bind(&id.0)
+            .bind(revision)
+            .bind(sequence)
+            .bind(now.0)
+            .bind(commit.title.clone())
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        if let Some(update) = &commit.update {
+            sqlx::query(&sql.insert_update)
+                .bind(&id.0)
+                .bind(sequence)
+                .bind(channel.epoch)
+                .bind(update.clone())
+                .execute(tx.conn())
+                .await
+                .map_err(|e| map(e, action))?;
+        }
+        if let Some(sidecar) = &commit.sidecar {
+            self.write_state(tx.conn(), id, sidecar, action).await?;
+        }
+        for (ordinal, event) in commit.events.iter().enumerate() {
+            sqlx::query(&sql.insert_event)
+                .bind(&id.0)
+                .bind(sequence)
+                .bind(i64::try_from(ordinal).unwrap_or(i64::MAX))
+                .bind(&event.kind)
+                .bind(&event.payload)
+                .bind(now.0)
+                .execute(tx.conn())
+                .await
+                .map_err(|e| map(e, action))?;
+        }
+        sqlx::query(&sql.insert_operation)
+            .bind(&id.0)
+            .bind(commit.operation.as_str())
+            .bind(fingerprint.to_vec())
+            .bind(revision)
+            .bind(sequence)
+            .bind(commit.update.as_ref().map(|_| sequence))
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit(action).await?;
+        Ok(Committed {
+            revision,
+            sequence,
+            repeated: false,
+        })
+    }
+}
+
+#[async_trait]
+impl CollaborationStore for SqlStorage {
+    async fn create_channel(&self, fence: &Fence, channel: &NewChannel) -> StoreResult<Channel> {
+        let action = "creating a document";
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        let created = self.insert_channel(tx.conn(), channel, now, action).await?;
+        tx.commit(action).await?;
+        Ok(created)
+    }
+
+    async fn create_published(
+        &self,
+        fence: &Fence,
+        channel: &PublishedChannel,
+    ) -> StoreResult<Channel> {
+        let action = "creating a document";
+        let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        if let Some(existing) = self
+            .channel_on(tx.conn(), &self.inner.channel_sql.lock, &id, action)
+            .await?
+        {
+            return Ok(existing);
+        }
+        check_initial_checkpoint(&channel.checkpoint)?;
+        let new = NewChannel {
+            id: id.clone(),
+            repository: channel.repository.clone(),
+            title: channel.title.clone(),
+            parent: channel.parent.clone(),
+        };
+        let created = self.insert_channel(tx.conn(), &new, now, action).await?;
+        self.install_checkpoint(tx.conn(), &id, &channel.checkpoint, now, action)
+            .await?;
+        if let Some(sidecar) = &channel.checkpoint.sidecar {
+            self.write_state(tx.conn(), &id, sidecar, action).await?;
+        }
+        tx.commit(action).await?;
+        Ok(created)
+    }
+
+    async fn channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        self.get_channel(id).await
+    }
+
+    async fn list_channels(&self, filter: &ChannelFilter) -> StoreResult<Vec<Channel>> {
+        self.list(filter).await
+    }
+
+    async fn resolve_slug(
+        &self,
+        repository: &Repository,
+        slug: &Slug,
+    ) -> StoreResult<Option<Channel>> {
+        self.resolve(repository, slug).await
+    }
+
+    async fn slugs_of(&self, id: &ChannelId) -> StoreResult<Vec<Slug>> {
+        self.slugs(id).await
+    }
+
+    async fn children_of(
+        &self,
+        id: &ChannelId,
+        include_archived: bool,
+    ) -> StoreResult<Vec<Channel>> {
+        self.children(id, include_archived).await
+    }
+
+    async fn commit(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
+        self.commit_on(fence, commit).await
+    }
+
+    async fn updates_after(
+        &self,
+        id: &ChannelId,
+        sequence: i64,
+    ) -> StoreResult<Vec<JournalUpdate>> {
+        let action = "reading the journal";
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, action))?;
+        self.updates_on(&mut conn, id, sequence, action).await
+    }
+
+    async fn events_after(&self, id: &ChannelId, sequence: i64) -> StoreResult<Vec<Event>> {
+        let action = "reading events";
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, action))?;
+        self.events_on(&mut conn, id, sequence, action).await
+    }
+
+    async fn save_checkpoint(
+        &self,
+        fence: &Fence,
+        id: &ChannelId,
+        checkpoint: &NewCheckpoint,
+    ) -> StoreResult<Checkpoint> {
+        let action = "saving a checkpoint";
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        let channel = self
+            .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        let current = self
+            .checkpoint_on(tx.conn(), id, action)
+            .await?
+            .map(|c| c.through_sequence);
+        check_checkpoint(&channel, current, checkpoint)?;
+        let saved = self
+            .install_checkpoint(tx.conn(), id, checkpoint, now, action)
+            .await?;
+        tx.commit(action).await?;
+        Ok(saved)
+    }
+
+    async fn replace_epoch(
+        &self,
+        fence: &Fence,
+        id: &ChannelId,
+        expected_revision: i64,
+        checkpoint: &NewCheckpoint,
+    ) -> StoreResult<Committed> {
+        let action = "replacing a document's history";
+        let sql = &self.inner.collaboration_sql;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let now = tx.now;
+        let channel = self
+            .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        let (revision, sequence) =
+            check_epoch_replacement(&channel, expected_revision, checkpoint)?;
+        sqlx::query(&sql.set_epoch)
+            .bind(&id.0)
+            .bind(revision)
+            .bind(sequence)
+            .bind(checkpoint.epoch)
+            .bind(now.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        sqlx::query(&sql.clear_journal)
+            .bind(&id.0)
+            .execute(tx.conn())
+            .await
+            .map_err(|e| map(e, action))?;
+        let installed = NewCheckpoint {
+            through_sequence: sequence,
+            revision,
+            ..checkpoint.clone()
+        };
+        self.install_checkpoint(tx.conn(), id, &installed, now, action)
+            .await?;
+        if let Some(sidecar) = &checkpoint.sidecar {
+            self.write_state(tx.conn(), id, sidecar, action).await?;
+        }
+        tx.commit(action).await?;
+        Ok(Committed {
+            revision,
+            sequence,
+            repeated: false,
+        })
+    }
+
+    async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot> {
+        let action = "reading a document for recovery";
+        let sql = &self.inner.collaboration_sql;
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, action))?;
+        let mut tx = conn
+            .begin_with(self.inner.dialect.begin_snapshot())
+            .await
+            .map_err(|e| map(e, action))?;
+        let channel = self
+            .channel_on(&mut tx, &self.inner.channel_sql.by_id, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        let sidecar: Option<(i64, String, i64)> = sqlx::query_as(&sql.state)
+            .bind(&id.0)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        let checkpoint = self.checkpoint_on(&mut tx, id, action).await?;
+        let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
+        let updates = self.updates_on(&mut tx, id, after, action).await?;
+        let events = self.events_on(&mut tx, id, after, action).await?;
+        let expected: Vec<i64> = sqlx::query_scalar(&sql.expected_updates)
+            .bind(&id.0)
+            .bind(after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit().await.map_err(|e| map(e, action))?;
+        Ok(RecoverySnapshot {
+            channel,
+            sidecar: sidecar.map(|(version, json, unanswered_decisions)| SidecarState {
+                version,
+                json,
+                unanswered_decisions,
+            }),
+            checkpoint,
+            updates,
+            events,
+            expected_update_sequences: expected,
+        })
+    }
+
+    async fn archive(&self, fence: &Fence, id: &ChannelId) -> StoreResult<Channel> {
+        self.set_archived(fence, id, true).await
+    }
+
+    async fn restore(&self, fence: &Fence, id: &ChannelId) -> StoreResult<Channel> {
+        self.set_archived(fence, id, false).await
+    }
+
+    async fn delete_archived(&self, fence: &Fence, id: &ChannelId) -> StoreResult<()> {
+        self.delete(fence, id).await
+    }
+
+    async fn publish_description(
+        &self,
+        fence: &Fence,
+        id: &ChannelId,
+        description: &DescriptionDraft,
+    ) -> StoreResult<bool> {
+        self.describe(fence, id, description).await
+    }
+
+    async fn set_navigation(&self, user: &UserId, channel: Option<&ChannelId>) -> StoreResult<()> {
+        self.save_navigation(user, channel).await
+    }
+
+    async fn navigation(&self, user: &UserId) -> StoreResult<Option<ChannelId>> {
+        self.load_navigation(user).await
+    }
+}

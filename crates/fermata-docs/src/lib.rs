@@ -1,0 +1,20 @@
+//! Documents: the domain model of a collaborative document, without IO.
+//!
+//! A document is a Yjs document whose root text `source` holds its MDX ([`SourceDoc`]), plus a
+//! versioned sidecar of domain records ([`Sidecar`]) that commits store atomically with it.
+//! This crate decodes and checks what the storage port keeps as opaque bytes and text: it turns a
+//! [`fermata_store::RecoverySnapshot`] into an [`OpenDocument`] ([`recover`]), or into a
+//! `Corrupt` failure naming the document and what was wrong, and it computes what the store keeps
+//! beside the bytes (canonical text, source hash, sidecar version, unanswered-decision count) for
+//! checkpoints and commits. It never touches a database, a socket or a file.
+
+mod recovery;
+mod sidecar;
+mod source;
+
+pub use recovery::{OpenDocument, RecoveryError, RecoveryProblem, recover};
+pub use sidecar::{
+    Comment, GraphEdge, GraphNode, ImplementationGraph, Question, QuestionStatus, Restored,
+    SIDECAR_VERSION, Sidecar, SidecarError, restore,
+};
+pub use source::{Anchor, DocError, SourceDoc, source_hash, validate_update};

@@ -1,0 +1,741 @@
+//! Recovery: turning the consistent snapshot the store reads into an open document, or into a
+//! `Corrupt` failure that says which document and what was wrong.
+//!
+//! The steps follow the storage design:
+//!
+//! 1. validate the sidecar (version and shapes) and the checkpoint's metadata against the
+//!    channel's counters;
+//! 2. load the checkpoint's complete Yjs state and verify that it projects to the stored
+//!    canonical text and that the text has the stored source hash;
+//! 3. replay the journal: every update of the channel's epoch, after the checkpoint, in strictly
+//!    increasing sequence, exactly the sequences the operation records say carried an update, each
+//!    decoding and applying with nothing left waiting for a missing predecessor;
+//! 4. project the resulting text;
+//! 5. recover broken comment anchors conservatively: a comment whose passage is gone is marked
+//!    detached and reported, never dropped.
+//!
+//! Stored data that exists is never answered with an empty or partial document: every check that
+//! fails is an error. A channel that was created but never opened has none, and opens empty.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use fermata_store::{ChannelId, Checkpoint, NewCheckpoint, RecoverySnapshot, StoreError};
+
+use crate::sidecar::{self, Sidecar, SidecarError};
+use crate::source::{DocError, SourceDoc, source_hash};
+
+/// A recovered document, ready to serve.
+#[derive(Debug)]
+pub struct OpenDocument {
+    pub channel_id: ChannelId,
+    pub doc: SourceDoc,
+    pub sidecar: Sidecar,
+    /// The storage revision the document was recovered at: the next commit's expected revision.
+    pub revision: i64,
+    /// The last storage sequence the recovered state covers.
+    pub sequence: i64,
+    /// The Yjs epoch; updates of any other epoch never join this history.
+    pub epoch: i64,
+    /// IDs of the comments this recovery detached because their passage is gone, for the room
+    /// to tell their authors; the comments themselves stay in the sidecar.
+    pub detached: Vec<String>,
+}
+
+impl OpenDocument {
+    /// A checkpoint of the document as it is now, covering everything through `sequence`.
+    pub fn checkpoint(&self) -> NewCheckpoint {
+        let canonical_text = self.doc.text();
+        NewCheckpoint {
+            epoch: self.epoch,
+            through_sequence: self.sequence,
+            revision: self.revision,
+            source_hash: source_hash(&canonical_text),
+            canonical_text,
+            state: self.doc.encode_state(),
+            sidecar: Some(self.sidecar.to_state()),
+        }
+    }
+}
+
+/// A document that could not be recovered: which one, and what was wrong with its stored data.
+#[derive(Debug)]
+pub struct RecoveryError {
+    channel: ChannelId,
+    problem: RecoveryProblem,
+}
+
+impl RecoveryError {
+    pub fn channel(&self) -> &ChannelId {
+        &self.channel
+    }
+
+    pub fn problem(&self) -> &RecoveryProblem {
+        &self.problem
+    }
+}
+
+impl fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}: {}", self.channel, self.problem)
+    }
+}
+
+impl StdError for RecoveryError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        // The problem is already in the message; only a cause it does not spell out (the JSON
+        // parser's) is worth chaining.
+        match &self.problem {
+            RecoveryProblem::Sidecar(error) => error.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<RecoveryError> for StoreError {
+    fn from(error: RecoveryError) -> Self {
+        StoreError::corrupt(error.to_string()).with_source(error)
+    }
+}
+
+/// What was wrong with a document's stored data. Every message names only counters, sequences
+/// and fixed words, never document content.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryProblem {
+    #[error("channel counters are negative (revision {revision}, sequence {sequence})")]
+    NegativeCounters { revision: i64, sequence: i64 },
+    #[error("sidecar {0}")]
+    Sidecar(SidecarError),
+    #[error("checkpoint is of epoch {checkpoint} but the channel is at epoch {channel}")]
+    CheckpointEpoch { checkpoint: i64, channel: i64 },
+    #[error("checkpoint covers sequence {checkpoint} but the channel is at sequence {channel}")]
+    CheckpointSequence { checkpoint: i64, channel: i64 },
+    #[error("checkpoint is at revision {checkpoint} but the channel is at revision {channel}")]
+    CheckpointRevision { checkpoint: i64, channel: i64 },
+    #[error("checkpoint covers a negative sequence ({0})")]
+    CheckpointNegative(i64),
+    #[error("checkpoint hash does not match its text")]
+    CheckpointHash,
+    #[error("checkpoint state does not load: {0}")]
+    CheckpointState(DocError),
+    #[error("checkpoint text does not match its state")]
+    CheckpointText,
+    #[error("update {sequence} is of epoch {update} but the channel is at epoch {channel}")]
+    UpdateEpoch {
+        sequence: i64,
+        update: i64,
+        channel: i64,
+    },
+    #[error("update {sequence} is already covered by the checkpoint through {through}")]
+    UpdateCovered { sequence: i64, through: i64 },
+    #[error("update {sequence} is out of order after update {previous}")]
+    UpdateOrder { sequence: i64, previous: i64 },
+    #[error("update {sequence} is past the channel's last sequence {channel}")]
+    UpdatePastSequence { sequence: i64, channel: i64 },
+    #[error("update {0} is missing from the journal")]
+    MissingUpdate(i64),
+    #[error("update {0} is in the journal but no commit carried it")]
+    UnexpectedUpdate(i64),
+    #[error("update {sequence} is refused: {error}")]
+    Update { sequence: i64, error: DocError },
+}
+
+/// Recovers a document from its snapshot.
+pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryError> {
+    let channel = &snapshot.channel;
+    let fail = |problem| RecoveryError {
+        channel: channel.id.clone(),
+        problem,
+    };
+    if channel.revision < 0 || channel.sequence < 0 {
+        return Err(fail(RecoveryProblem::NegativeCounters {
+            revision: channel.revision,
+            sequence: channel.sequence,
+        }));
+    }
+    let checkpoint = snapshot.checkpoint.as_ref();
+
+    // 1. The sidecar and the checkpoint's metadata. The channel's own sidecar is the newest; the
+    // checkpoint's copy stands in only when the channel has none.
+    let stored_sidecar = snapshot
+        .sidecar
+        .as_ref()
+        .or_else(|| checkpoint.and_then(|checkpoint| checkpoint.sidecar.as_ref()));
+    let checked_sidecar = stored_sidecar
+        .map(|stored| sidecar::check(stored.version, &stored.json))
+        .transpose()
+        .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
+    let through = match checkpoint {
+        Some(checkpoint) => check_checkpoint_metadata(checkpoint, snapshot).map_err(fail)?,
+        None => 0,
+    };
+    check_journal(snapshot, through).map_err(fail)?;
+
+    // 2. The complete state, checked against its canonical text and hash.
+    let mut doc = match checkpoint {
+        Some(checkpoint) => load_checkpoint(checkpoint).map_err(fail)?,
+        None => SourceDoc::new(),
+    };
+
+    // 3. The journal, in order.
+    for update in &snapshot.updates {
+        doc.apply_update(&update.bytes).map_err(|error| {
+            fail(RecoveryProblem::Update {
+                sequence: update.sequence,
+                error,
+            })
+        })?;
+    }
+
+    // 4. The current text is what `doc` projects; every update applied in full, so there is
+    // nothing waiting that could change it later.
+
+    // 5. The sidecar on the current text, with broken anchors detached.
+    let (mut sidecar, mut detached) = match checked_sidecar {
+        Some(checked) => {
+            let converted = sidecar::convert(checked, &doc)
+                .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
+            (converted.sidecar, converted.detached)
+        }
+        None => (Sidecar::default(), Vec::new()),
+    };
+    for comment in &mut sidecar.comments {
+        let Some(anchor) = &comment.anchor else {
+            continue;
+        };
+        if !comment.detached && doc.resolve(anchor).is_none() {
+            comment.detached = true;
+            tracing::warn!(
+                document = %channel.id,
+                comment = %comment.id,
+                "a comment's passage is gone; the comment is detached"
+            );
+            detached.push(comment.id.clone());
+        }
+    }
+
+    Ok(OpenDocument {
+        channel_id: channel.id.clone(),
+        doc,
+        sidecar,
+        revision: channel.revision,
+        sequence: channel.sequence,
+        epoch: channel.epoch,
+        detached,
+    })
+}
+
+/// Checks a checkpoint's counters against the channel's; returns the sequence it covers.
+fn check_checkpoint_metadata(
+    checkpoint: &Checkpoint,
+    snapshot: &RecoverySnapshot,
+) -> Result<i64, RecoveryProblem> {
+    let channel = &snapshot.channel;
+    if checkpoint.epoch != channel.epoch {
+        return Err(RecoveryProblem::CheckpointEpoch {
+            checkpoint: checkpoint.epoch,
+            channel: channel.epoch,
+        });
+    }
+    if checkpoint.through_sequence < 0 {
+        return Err(RecoveryProblem::CheckpointNegative(
+            checkpoint.through_sequence,
+        ));
+    }
+    if checkpoint.through_sequence > channel.sequence {
+        return Err(RecoveryProblem::CheckpointSequence {
+            checkpoint: checkpoint.through_sequence,
+            channel: channel.sequence,
+        });
+    }
+    if checkpoint.revision > channel.revision {
+        return Err(RecoveryProblem::CheckpointRevision {
+            checkpoint: checkpoint.revision,
+            channel: channel.revision,
+        });
+    }
+    Ok(checkpoint.through_sequence)
+}
+
+/// Checks the journal's metadata before any update is decoded: the epoch, the order, and that
+/// its sequences are exactly those whose commits carried an update. Sequences the operation
+/// records list at or before the checkpoint are covered by it and not looked for.
+fn check_journal(snapshot: &RecoverySnapshot, through: i64) -> Result<(), RecoveryProblem> {
+    let channel = &snapshot.channel;
+    let mut previous = through;
+    for update in &snapshot.updates {
+        if update.epoch != channel.epoch {
+            return Err(RecoveryProblem::UpdateEpoch {
+                sequence: update.sequence,
+                update: update.epoch,
+                channel: channel.epoch,
+            });
+        }
+        if update.sequence <= through {
+            return Err(RecoveryProblem::UpdateCovered {
+                sequence: update.sequence,
+                through,
+            });
+        }
+        if update.sequence <= previous {
+            return Err(RecoveryProblem::UpdateOrder {
+                sequence: update.sequence,
+                previous,
+            });
+        }
+        if update.sequence > channel.sequence {
+            return Err(RecoveryProblem::UpdatePastSequence {
+                sequence: update.sequence,
+                channel: channel.sequence,
+            });
+        }
+        previous = update.sequence;
+    }
+    let mut expected: Vec<i64> = snapshot
+        .expected_update_sequences
+        .iter()
+        .copied()
+        .filter(|sequence| *sequence > through)
+        .collect();
+    expected.sort_unstable();
+    expected.dedup();
+    // Both lists are now strictly increasing, so one merge walk finds the first difference.
+    let mut journal = snapshot
+        .updates
+        .iter()
+        .map(|update| update.sequence)
+        .peekable();
+    let mut expected = expected.into_iter().peekable();
+    loop {
+        match (journal.peek().copied(), expected.peek().copied()) {
+            (None, None) => return Ok(()),
+            (Some(stored), Some(wanted)) if stored == wanted => {
+                journal.next();
+                expected.next();
+            }
+            (Some(stored), Some(wanted)) if stored > wanted => {
+                return Err(RecoveryProblem::MissingUpdate(wanted));
+            }
+            (None, Some(wanted)) => return Err(RecoveryProblem::MissingUpdate(wanted)),
+            (Some(stored), _) => return Err(RecoveryProblem::UnexpectedUpdate(stored)),
+        }
+    }
+}
+
+/// Loads a checkpoint's state and checks it against the stored text and hash.
+fn load_checkpoint(checkpoint: &Checkpoint) -> Result<SourceDoc, RecoveryProblem> {
+    if source_hash(&checkpoint.canonical_text) != checkpoint.source_hash {
+        return Err(RecoveryProblem::CheckpointHash);
+    }
+    let doc = SourceDoc::from_state(&checkpoint.state).map_err(RecoveryProblem::CheckpointState)?;
+    if doc.text() != checkpoint.canonical_text {
+        return Err(RecoveryProblem::CheckpointText);
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use fermata_store::{
+        Channel, ErrorKind, JournalUpdate, Repository, SidecarState, Slug, UnixMillis,
+    };
+    use serde_json::json;
+
+    use super::*;
+    use crate::sidecar::Comment;
+
+    const ID: &str = "0b7c6f2e-5d1a-4c3b-9e8f-1a2b3c4d5e6f";
+
+    fn channel(revision: i64, sequence: i64, epoch: i64) -> Channel {
+        Channel {
+            id: ChannelId(ID.to_owned()),
+            repository: Repository::new("acme/plans").unwrap(),
+            title: "Plan".to_owned(),
+            slug: Slug::new("plan").unwrap(),
+            parent: None,
+            archived_at: None,
+            created_at: UnixMillis(0),
+            updated_at: UnixMillis(0),
+            revision,
+            sequence,
+            epoch,
+            description: None,
+        }
+    }
+
+    fn empty_snapshot() -> RecoverySnapshot {
+        RecoverySnapshot {
+            channel: channel(0, 0, 1),
+            sidecar: None,
+            checkpoint: None,
+            updates: Vec::new(),
+            events: Vec::new(),
+            expected_update_sequences: Vec::new(),
+        }
+    }
+
+    fn checkpoint_of(doc: &SourceDoc, through: i64, revision: i64) -> Checkpoint {
+        let text = doc.text();
+        Checkpoint {
+            epoch: 1,
+            generation: 1,
+            through_sequence: through,
+            revision,
+            source_hash: source_hash(&text),
+            canonical_text: text,
+            state: doc.encode_state(),
+            sidecar: None,
+            created_at: UnixMillis(0),
+        }
+    }
+
+    fn journal(sequence: i64, bytes: Vec<u8>) -> JournalUpdate {
+        JournalUpdate {
+            sequence,
+            epoch: 1,
+            bytes,
+        }
+    }
+
+    /// A document with a checkpoint through sequence 3 and updates at 4 and 6 (5 was a
+    /// sidecar-only commit), with a sidecar holding two anchored comments.
+    fn happy_snapshot() -> RecoverySnapshot {
+        let mut author = SourceDoc::new();
+        author.insert(0, "# Plan\n\nStep one.").unwrap();
+        let checkpoint = checkpoint_of(&author, 3, 3);
+        let kept = author.anchor(8, 16).unwrap();
+        let doomed = author.anchor(0, 6).unwrap();
+        let first = author.insert(17, "\nStep two.").unwrap();
+        let second = author.delete(0, 8).unwrap();
+        assert_eq!(author.text(), "Step one.\nStep two.");
+        let sidecar = json!({
+            "version": 2, "documentSequence": 9, "planRevision": 2,
+            "questions": [{ "id": "q", "text": "Ship?", "decision": true, "status": "open" }],
+            "comments": [
+                { "id": "kept", "body": "good step", "anchor": kept },
+                { "id": "doomed", "body": "title?", "anchor": doomed },
+                { "id": "general", "body": "overall fine" }
+            ]
+        });
+        RecoverySnapshot {
+            channel: channel(6, 6, 1),
+            sidecar: Some(SidecarState {
+                version: 2,
+                json: sidecar.to_string(),
+                unanswered_decisions: 1,
+            }),
+            checkpoint: Some(checkpoint),
+            updates: vec![journal(4, first), journal(6, second)],
+            events: Vec::new(),
+            expected_update_sequences: vec![4, 6],
+        }
+    }
+
+    fn corrupt(snapshot: &RecoverySnapshot) -> String {
+        let error = recover(snapshot).unwrap_err();
+        assert_eq!(error.channel().0, ID);
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("document {ID}: ")),
+            "{message}"
+        );
+        let store_error = StoreError::from(error);
+        assert_eq!(store_error.kind(), ErrorKind::Corrupt);
+        assert!(store_error.to_string().contains(ID));
+        message[format!("document {ID}: ").len()..].to_owned()
+    }
+
+    #[test]
+    fn checkpoint_and_journal_recover() {
+        let open = recover(&happy_snapshot()).unwrap();
+        assert_eq!(open.doc.text(), "Step one.\nStep two.");
+        assert_eq!((open.revision, open.sequence, open.epoch), (6, 6, 1));
+        assert_eq!(open.sidecar.document_sequence, 9);
+        let comment =
+            |id: &str| -> &Comment { open.sidecar.comments.iter().find(|c| c.id == id).unwrap() };
+        let kept = comment("kept");
+        assert!(!kept.detached);
+        assert_eq!(
+            open.doc.resolve(kept.anchor.as_ref().unwrap()),
+            Some((0, 8))
+        );
+        assert!(!comment("general").detached);
+
+        let checkpoint = open.checkpoint();
+        assert_eq!(checkpoint.through_sequence, 6);
+        assert_eq!(checkpoint.revision, 6);
+        assert_eq!(checkpoint.canonical_text, "Step one.\nStep two.");
+        assert_eq!(checkpoint.source_hash, source_hash("Step one.\nStep two."));
+        let sidecar = checkpoint.sidecar.as_ref().unwrap();
+        assert_eq!(sidecar.unanswered_decisions, 1);
+
+        // The checkpoint it makes recovers to the same document on its own.
+        let mut later = happy_snapshot();
+        later.checkpoint = Some(Checkpoint {
+            epoch: checkpoint.epoch,
+            generation: 2,
+            through_sequence: checkpoint.through_sequence,
+            revision: checkpoint.revision,
+            canonical_text: checkpoint.canonical_text.clone(),
+            source_hash: checkpoint.source_hash.clone(),
+            state: checkpoint.state.clone(),
+            sidecar: checkpoint.sidecar.clone(),
+            created_at: UnixMillis(0),
+        });
+        later.sidecar = checkpoint.sidecar.clone();
+        later.updates.clear();
+        later.expected_update_sequences = vec![4, 6];
+        let reopened = recover(&later).unwrap();
+        assert_eq!(reopened.doc.text(), open.doc.text());
+        assert!(reopened.detached.is_empty());
+        assert!(comment("doomed").detached);
+        assert!(
+            reopened
+                .sidecar
+                .comments
+                .iter()
+                .any(|c| c.id == "doomed" && c.detached)
+        );
+    }
+
+    #[test]
+    fn deleted_passage_detaches_its_comment() {
+        let open = recover(&happy_snapshot()).unwrap();
+        assert_eq!(open.detached, ["doomed"]);
+        let doomed = open
+            .sidecar
+            .comments
+            .iter()
+            .find(|c| c.id == "doomed")
+            .unwrap();
+        assert!(doomed.detached);
+        assert_eq!(doomed.body, "title?");
+        assert!(doomed.anchor.is_some(), "the anchor is kept for its quote");
+        assert_eq!(open.sidecar.comments.len(), 3);
+    }
+
+    #[test]
+    fn never_opened_channel_recovers_empty() {
+        let open = recover(&empty_snapshot()).unwrap();
+        assert_eq!(open.doc.text(), "");
+        assert_eq!(open.sidecar, Sidecar::default());
+        assert!(open.detached.is_empty());
+        assert_eq!(open.checkpoint().through_sequence, 0);
+        assert_eq!(open.checkpoint().source_hash, source_hash(""));
+    }
+
+    #[test]
+    fn journal_without_checkpoint_recovers() {
+        let mut author = SourceDoc::new();
+        let mut snapshot = empty_snapshot();
+        snapshot.updates = vec![
+            journal(1, author.insert(0, "hello").unwrap()),
+            journal(3, author.insert(5, " world").unwrap()),
+        ];
+        snapshot.expected_update_sequences = vec![1, 3];
+        snapshot.channel = channel(3, 3, 1);
+        assert_eq!(recover(&snapshot).unwrap().doc.text(), "hello world");
+    }
+
+    #[test]
+    fn tampered_checkpoint_hash_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        if let Some(checkpoint) = &mut snapshot.checkpoint {
+            checkpoint.source_hash = source_hash("something else");
+        }
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint hash does not match its text"
+        );
+    }
+
+    #[test]
+    fn checkpoint_text_not_matching_its_state_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        if let Some(checkpoint) = &mut snapshot.checkpoint {
+            checkpoint.canonical_text = "# Plan\n\nStep zero.".to_owned();
+            checkpoint.source_hash = source_hash(&checkpoint.canonical_text);
+        }
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint text does not match its state"
+        );
+    }
+
+    #[test]
+    fn undecodable_checkpoint_state_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        if let Some(checkpoint) = &mut snapshot.checkpoint {
+            checkpoint.state.truncate(checkpoint.state.len() / 2);
+        }
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint state does not load: the update does not decode"
+        );
+    }
+
+    #[test]
+    fn truncated_update_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        let bytes = &mut snapshot.updates[1].bytes;
+        bytes.truncate(bytes.len() - 1);
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 6 is refused: the update does not decode"
+        );
+    }
+
+    #[test]
+    fn update_from_another_epoch_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        snapshot.updates[0].epoch = 2;
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 4 is of epoch 2 but the channel is at epoch 1"
+        );
+    }
+
+    #[test]
+    fn gap_in_the_journal_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        snapshot.updates.remove(0);
+        assert_eq!(corrupt(&snapshot), "update 4 is missing from the journal");
+
+        let mut snapshot = happy_snapshot();
+        snapshot.expected_update_sequences = vec![4, 5, 6];
+        assert_eq!(corrupt(&snapshot), "update 5 is missing from the journal");
+
+        let mut snapshot = happy_snapshot();
+        snapshot.updates.pop();
+        assert_eq!(corrupt(&snapshot), "update 6 is missing from the journal");
+
+        let mut snapshot = happy_snapshot();
+        snapshot.expected_update_sequences = vec![6];
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 4 is in the journal but no commit carried it"
+        );
+
+        // Without a checkpoint every carried update must be there too.
+        let mut snapshot = empty_snapshot();
+        snapshot.channel = channel(2, 2, 1);
+        snapshot.expected_update_sequences = vec![2];
+        assert_eq!(corrupt(&snapshot), "update 2 is missing from the journal");
+    }
+
+    #[test]
+    fn journal_order_and_range_are_checked() {
+        let mut snapshot = happy_snapshot();
+        snapshot.updates.swap(0, 1);
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 4 is out of order after update 6"
+        );
+
+        let mut snapshot = happy_snapshot();
+        snapshot.updates[0].sequence = 3;
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 3 is already covered by the checkpoint through 3"
+        );
+
+        let mut snapshot = happy_snapshot();
+        snapshot.channel.sequence = 5;
+        snapshot.channel.revision = 5;
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 6 is past the channel's last sequence 5"
+        );
+    }
+
+    #[test]
+    fn checkpoint_metadata_is_checked() {
+        let mut snapshot = happy_snapshot();
+        snapshot.channel.epoch = 2;
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint is of epoch 1 but the channel is at epoch 2"
+        );
+
+        let mut snapshot = happy_snapshot();
+        snapshot.channel.sequence = 2;
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint covers sequence 3 but the channel is at sequence 2"
+        );
+
+        let mut snapshot = happy_snapshot();
+        snapshot.channel.revision = 2;
+        assert_eq!(
+            corrupt(&snapshot),
+            "checkpoint is at revision 3 but the channel is at revision 2"
+        );
+    }
+
+    #[test]
+    fn unknown_sidecar_version_is_corrupt() {
+        let mut snapshot = happy_snapshot();
+        if let Some(sidecar) = &mut snapshot.sidecar {
+            sidecar.version = 3;
+        }
+        assert_eq!(corrupt(&snapshot), "sidecar version 3 is unknown");
+
+        let mut snapshot = happy_snapshot();
+        if let Some(sidecar) = &mut snapshot.sidecar {
+            sidecar.json = "{ not json".to_owned();
+        }
+        assert_eq!(corrupt(&snapshot), "sidecar is not JSON");
+        assert!(recover(&snapshot).unwrap_err().source().is_some());
+    }
+
+    #[test]
+    fn missing_dependencies_are_corrupt() {
+        let mut author = SourceDoc::new();
+        let lost = author.insert(0, "first").unwrap();
+        let kept = author.insert(5, " second").unwrap();
+        let mut snapshot = empty_snapshot();
+        snapshot.channel = channel(2, 2, 1);
+        snapshot.updates = vec![journal(2, kept)];
+        snapshot.expected_update_sequences = vec![2];
+        assert_eq!(
+            corrupt(&snapshot),
+            "update 2 is refused: the update depends on changes the document does not have"
+        );
+        // With its predecessor present the same history is fine.
+        snapshot.updates.insert(0, journal(1, lost));
+        snapshot.expected_update_sequences = vec![1, 2];
+        assert_eq!(recover(&snapshot).unwrap().doc.text(), "first second");
+    }
+
+    #[test]
+    fn checkpoint_sidecar_stands_in_for_a_missing_one() {
+        let mut snapshot = happy_snapshot();
+        let stored = snapshot.sidecar.take();
+        if let Some(checkpoint) = &mut snapshot.checkpoint {
+            checkpoint.sidecar = stored;
+        }
+        assert_eq!(recover(&snapshot).unwrap().sidecar.document_sequence, 9);
+    }
+
+    #[test]
+    fn version_1_sidecar_converts_on_the_recovered_text() {
+        let mut snapshot = happy_snapshot();
+        let v1 = json!({
+            "docSeq": 1, "planRev": 1,
+            "comments": [
+                { "id": "a", "body": "on step two", "anchor": { "from": 10, "to": 19 } },
+                { "id": "b", "body": "too far", "anchor": { "from": 10, "to": 99 } }
+            ]
+        });
+        snapshot.sidecar = Some(SidecarState {
+            version: 1,
+            json: v1.to_string(),
+            unanswered_decisions: 0,
+        });
+        let open = recover(&snapshot).unwrap();
+        assert_eq!(open.detached, ["b"]);
+        let a = &open.sidecar.comments[0];
+        assert_eq!(a.anchor.as_ref().unwrap().quote, "Step two.");
+        assert_eq!(open.sidecar.version, 2);
+    }
+}

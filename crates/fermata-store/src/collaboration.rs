@@ -162,14 +162,16 @@ pub struct Checkpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoverySnapshot {
     pub channel: Channel,
+    /// The channel's current sidecar; the checkpoint's copy stands in only when it is absent.
     pub sidecar: Option<SidecarState>,
     pub checkpoint: Option<Checkpoint>,
     /// Journal updates after the checkpoint, in sequence order.
     pub updates: Vec<JournalUpdate>,
     /// Events after the checkpoint, in sequence order.
     pub events: Vec<Event>,
-    /// The sequences after the checkpoint whose commits carried an update, from the operation
-    /// records (which checkpoints never prune): each must have its journal row.
+    /// The sequences strictly after the checkpoint's `through_sequence` whose commits carried an
+    /// update, from the operation records (which checkpoints never prune): each must have its
+    /// journal row, and the journal must hold no other.
     pub expected_update_sequences: Vec<i64>,
 }
 

@@ -1,0 +1,151 @@
+//! Corruption in the stored rows themselves, on SQLite and PostgreSQL: a tampered checkpoint
+//! hash, a truncated update, an update moved to another epoch, an unknown sidecar version and a
+//! missing journal row are each reported as corrupt, naming the document; recovery never answers
+//! with a wrong or empty document.
+
+use std::time::Duration;
+
+use fermata_docs::{Sidecar, SourceDoc, recover};
+use fermata_store::{
+    Acquisition, ChannelId, Commit, ErrorKind, LeaseName, NewChannel, OperationId, Repository,
+    Storage, StoreError, StoreOptions,
+};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+
+/// A document with a checkpoint and three journal updates after it.
+async fn document(store: &ScratchStorage) -> ChannelId {
+    let fence = match store
+        .leases()
+        .acquire(&LeaseName::WRITER, "corruption", Duration::from_secs(3600))
+        .await
+        .unwrap()
+    {
+        Acquisition::Granted(lease) => lease.fence(),
+        Acquisition::Held(record) => panic!("held by {record:?}"),
+    };
+    let collaboration = store.collaboration();
+    let channel = collaboration
+        .create_channel(
+            &fence,
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("acme/app").unwrap(),
+                title: "Doc".to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap();
+    let mut doc = SourceDoc::new();
+    for (n, text) in ["# Plan\n", "First step. ", "Second step. ", "Third step."]
+        .iter()
+        .enumerate()
+    {
+        let update = doc.insert(doc.len(), text).unwrap();
+        let commit = Commit {
+            channel: channel.id.clone(),
+            operation: OperationId::new(format!("op-{n}")).unwrap(),
+            expected_revision: i64::try_from(n).unwrap(),
+            update: Some(update),
+            sidecar: Some(Sidecar::default().to_state()),
+            events: Vec::new(),
+            title: None,
+        };
+        collaboration.commit(&fence, &commit).await.unwrap();
+        if n == 0 {
+            let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
+            let open = recover(&snapshot).unwrap();
+            collaboration
+                .save_checkpoint(&fence, &channel.id, &open.checkpoint())
+                .await
+                .unwrap();
+        }
+    }
+    let open = recover(&collaboration.recovery_snapshot(&channel.id).await.unwrap()).unwrap();
+    assert_eq!(
+        open.doc.text(),
+        "# Plan\nFirst step. Second step. Third step."
+    );
+    channel.id
+}
+
+async fn tamper(store: &ScratchStorage, sql: &str, id: &ChannelId) {
+    let done = sqlx::query(sql)
+        .bind(id.0.clone())
+        .execute(store.storage.pool())
+        .await
+        .unwrap();
+    assert!(
+        done.rows_affected() >= 1,
+        "the tampering changed nothing: {sql}"
+    );
+}
+
+async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
+    let cases: [(&str, String); 5] = [
+        (
+            "checkpoint hash",
+            "UPDATE channel_snapshots SET source_hash = 'aaaa' WHERE channel_id = $1".to_owned(),
+        ),
+        (
+            "truncated update",
+            format!(
+                "UPDATE channel_updates SET bytes = {truncate} WHERE channel_id = $1 \
+                 AND sequence = (SELECT MAX(sequence) FROM channel_updates WHERE channel_id = $1)"
+            ),
+        ),
+        (
+            "update from another epoch",
+            "UPDATE channel_updates SET epoch = epoch + 1 WHERE channel_id = $1".to_owned(),
+        ),
+        (
+            "unknown sidecar version",
+            "UPDATE channel_state SET version = 99 WHERE channel_id = $1".to_owned(),
+        ),
+        (
+            "missing journal row",
+            "DELETE FROM channel_updates WHERE channel_id = $1 \
+             AND sequence = (SELECT MIN(sequence) FROM channel_updates WHERE channel_id = $1)"
+                .to_owned(),
+        ),
+    ];
+    for (what, sql) in cases {
+        let store = open().await;
+        let id = document(&store).await;
+        tamper(&store, &sql, &id).await;
+        let snapshot = store.collaboration().recovery_snapshot(&id).await.unwrap();
+        let error = StoreError::from(recover(&snapshot).expect_err(what));
+        assert_eq!(error.kind(), ErrorKind::Corrupt, "{what}");
+        assert!(
+            error.to_string().contains(&id.0),
+            "{what}: the error does not name the document: {error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_corruption_is_reported_naming_the_document() {
+    corrupt_cases(
+        async || {
+            ScratchDatabase::sqlite()
+                .open(StoreOptions::default())
+                .await
+        },
+        "substr(bytes, 1, length(bytes) - 3)",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_corruption_is_reported_naming_the_document() {
+    corrupt_cases(
+        async || {
+            ScratchDatabase::postgres()
+                .await
+                .open(StoreOptions::default())
+                .await
+        },
+        "substring(bytes FROM 1 FOR length(bytes) - 3)",
+    )
+    .await;
+}

@@ -46,6 +46,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn sidecar(n: u64) -> SidecarState {
+    fermata_docs::Sidecar {
+        document_sequence: n,
+        ..fermata_docs::Sidecar::default()
+    }
+    .to_state()
+}
+
 /// A store, a fence under the writer lease, and a runtime to drive them from proptest.
 struct Rig {
     runtime: tokio::runtime::Runtime,
@@ -80,12 +88,6 @@ impl Rig {
             fence,
             cases: std::cell::Cell::new(0),
         }
-    }
-
-    fn sidecar(&self, n: u64) -> SidecarState {
-        let mut sidecar = fermata_docs::Sidecar::default();
-        sidecar.document_sequence = n;
-        sidecar.to_state()
     }
 
     /// Runs one random history and checks recovery against the plain model.
@@ -140,7 +142,7 @@ impl Rig {
                         model.apply_update(&update).unwrap();
                         commit.update = Some(update);
                     }
-                    Op::SidecarOnly => commit.sidecar = Some(self.sidecar(operations)),
+                    Op::SidecarOnly => commit.sidecar = Some(sidecar(operations)),
                     Op::Events(count) => {
                         commit.events = (0..*count)
                             .map(|n| EventDraft {
@@ -174,7 +176,7 @@ impl Rig {
                             canonical_text: fresh.text(),
                             source_hash: fresh.source_hash(),
                             state: fresh.encode_state(),
-                            sidecar: Some(self.sidecar(operations)),
+                            sidecar: Some(sidecar(operations)),
                         };
                         let replaced = collaboration
                             .replace_epoch(&self.fence, &channel.id, revision, &checkpoint)

@@ -33,7 +33,7 @@
 use std::time::{Duration, Instant};
 
 use fermata_store::{Acquisition, Lease, LeaseName, Storage, StoreOptions, TenureStart};
-use fermata_store_sql::Dialect;
+use fermata_store_sql::testing::bench::{BareInserts, Summary, durable_setting, micros, ratio};
 use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
 
 const ITERATIONS_VAR: &str = "FERMATA_BENCH_ITERATIONS";
@@ -44,10 +44,6 @@ const WARMUP_ITERATIONS: usize = 100;
 const LEASE_TTL: Duration = Duration::from_secs(3600);
 const LEASE: &str = "bench:fenced-write";
 const HOLDER: &str = "bench-host:4242:fenced-write";
-
-const CREATE_BENCH_TABLE: &str =
-    "CREATE TABLE bench_rows (id BIGINT PRIMARY KEY, payload TEXT NOT NULL)";
-const INSERT_BENCH_ROW: &str = "INSERT INTO bench_rows (id, payload) VALUES ($1, $2)";
 
 fn main() {
     let iterations = iterations();
@@ -94,55 +90,18 @@ struct Report {
     fenced: Summary,
 }
 
-#[derive(Debug)]
-struct Summary {
-    n: usize,
-    median: Duration,
-    p99: Duration,
-}
-
-impl Summary {
-    fn of(mut samples: Vec<Duration>) -> Self {
-        samples.sort_unstable();
-        Summary {
-            n: samples.len(),
-            median: nearest_rank(&samples, 50),
-            p99: nearest_rank(&samples, 99),
-        }
-    }
-}
-
-/// The nearest-rank percentile: an observed sample, never an interpolation between two.
-fn nearest_rank(sorted: &[Duration], percent: usize) -> Duration {
-    let rank = (sorted.len() * percent).div_ceil(100).max(1);
-    sorted[rank - 1]
-}
-
 /// A migrated scratch store, the lease it writes under, and the bench table's next key.
 #[derive(Debug)]
 struct Bench {
     store: ScratchStorage,
-    begin: &'static str,
+    bare: BareInserts,
     lease: Lease,
     start: TenureStart,
-    payload: String,
-    next_id: i64,
 }
 
 async fn measure(backend: &'static str, database: ScratchDatabase, iterations: usize) -> Report {
     let store = database.open(StoreOptions::default()).await;
     let setting = durable_setting(&store).await;
-    let pool = store.storage.pool();
-    sqlx::query(CREATE_BENCH_TABLE)
-        .execute(pool)
-        .await
-        .expect("create the benchmark table");
-    // The same statement the adapter begins every write with: on SQLite `BEGIN IMMEDIATE`, which
-    // takes the write lock up front, so the bare side pays for the lock the fenced side pays for.
-    let begin = match store.storage.dialect() {
-        Dialect::Sqlite => "BEGIN IMMEDIATE",
-        Dialect::Postgres => "BEGIN",
-    };
     let name = LeaseName::new(LEASE).expect("the benchmark lease name is valid");
     let lease = grant(&store, &name).await;
     let start = TenureStart {
@@ -150,14 +109,12 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         version: env!("CARGO_PKG_VERSION").to_owned(),
     };
     // About as many bytes as the tenure row carries in its text columns.
-    let payload = format!("{LEASE} {HOLDER} {}", start.version);
+    let bare = BareInserts::create(&store, format!("{LEASE} {HOLDER} {}", start.version)).await;
     let mut bench = Bench {
         store,
-        begin,
+        bare,
         lease,
         start,
-        payload,
-        next_id: 1,
     };
     // Every fresh grant closes the previous tenure first, so the first grant needs one too.
     bench
@@ -176,45 +133,6 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         warmup: WARMUP_ITERATIONS,
         bare: Summary::of(bare),
         fenced: Summary::of(fenced),
-    }
-}
-
-/// The durability settings in force, refusing to measure without them: a benchmark of a database
-/// that does not flush its commits would say nothing about either write.
-async fn durable_setting(store: &ScratchStorage) -> String {
-    let pool = store.storage.pool();
-    match store.storage.dialect() {
-        Dialect::Sqlite => {
-            let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-                .fetch_one(pool)
-                .await
-                .expect("read SQLite's journal mode");
-            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
-                .fetch_one(pool)
-                .await
-                .expect("read SQLite's synchronous setting");
-            // 2 is FULL.
-            assert!(
-                journal.eq_ignore_ascii_case("wal") && synchronous == 2,
-                "SQLite is not in WAL with synchronous=FULL (journal_mode={journal}, \
-                 synchronous={synchronous})"
-            );
-            "file in a temporary folder, journal_mode=WAL, synchronous=FULL".to_owned()
-        }
-        Dialect::Postgres => {
-            let (fsync, commit): (String, String) = sqlx::query_as(
-                "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
-            )
-            .fetch_one(pool)
-            .await
-            .expect("read PostgreSQL's durability settings");
-            assert!(
-                fsync == "on" && commit == "on",
-                "PostgreSQL is not durable (fsync={fsync}, synchronous_commit={commit}): start it \
-                 with `start_postgres durable`, as scripts/bench does"
-            );
-            format!("fresh scratch database, fsync={fsync}, synchronous_commit={commit}")
-        }
     }
 }
 
@@ -241,11 +159,11 @@ impl Bench {
         for i in 0..iterations {
             self.regrant().await;
             if i % 2 == 0 {
-                bare.push(self.bare_insert().await);
+                bare.push(self.bare.insert(&self.store).await);
                 fenced.push(self.fenced_write().await);
             } else {
                 fenced.push(self.fenced_write().await);
-                bare.push(self.bare_insert().await);
+                bare.push(self.bare.insert(&self.store).await);
             }
         }
         (bare, fenced)
@@ -270,25 +188,6 @@ impl Bench {
         self.lease = grant(store, &self.lease.name).await;
     }
 
-    async fn bare_insert(&mut self) -> Duration {
-        let id = self.next_id;
-        self.next_id += 1;
-        let pool = self.store.storage.pool();
-        let started = Instant::now();
-        let mut tx = pool
-            .begin_with(self.begin)
-            .await
-            .expect("begin the bare insert transaction");
-        sqlx::query(INSERT_BENCH_ROW)
-            .bind(id)
-            .bind(self.payload.as_str())
-            .execute(&mut *tx)
-            .await
-            .expect("insert the bare row");
-        tx.commit().await.expect("commit the bare insert");
-        started.elapsed()
-    }
-
     async fn fenced_write(&self) -> Duration {
         let fence = self.lease.fence();
         let started = Instant::now();
@@ -304,12 +203,7 @@ impl Bench {
     }
 }
 
-fn micros(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
-}
-
 fn print_report(report: &Report) {
-    let ratio = |fenced: Duration, bare: Duration| fenced.as_secs_f64() / bare.as_secs_f64();
     println!(
         "{}: {} ({} warm-up iterations discarded)",
         report.backend, report.setting, report.warmup

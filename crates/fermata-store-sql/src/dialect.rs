@@ -23,7 +23,7 @@ impl Dialect {
 
     /// How a write transaction begins. SQLite takes its write lock up front, so a transaction
     /// that reads before it writes never fails to upgrade.
-    pub(crate) fn begin_write(self) -> &'static str {
+    pub fn begin_write(self) -> &'static str {
         match self {
             Dialect::Sqlite => "BEGIN IMMEDIATE",
             Dialect::Postgres => "BEGIN",

@@ -15,6 +15,8 @@ use tempfile::TempDir;
 
 use crate::{Database, SqlStorage};
 
+pub mod bench;
+
 /// The variable the test command sets to the throwaway PostgreSQL server's admin URL.
 pub const POSTGRES_URL_VAR: &str = "FERMATA_TEST_POSTGRES_URL";
 

@@ -1,0 +1,241 @@
+//! Benchmark of the document store, on SQLite (WAL, synchronous=FULL) and durable PostgreSQL,
+//! each figure a ratio against a baseline measured in the same run:
+//!
+//! - commit: one fenced, revision-checked commit of a ~1 KB Yjs update (with its sidecar), against
+//!   the bare single-row insert transaction of the durable core benchmark (interleaved, so drift
+//!   lands on both alike); median, p99 and commits per second;
+//! - recovery: reading and recovering a document from a checkpoint plus 10,000 journal updates,
+//!   against applying the same updates to a fresh yrs document in memory.
+//!
+//! `FERMATA_BENCH_ITERATIONS` sets the commit iterations (default 1000).
+
+use std::time::{Duration, Instant};
+
+use fermata_docs::{Sidecar, SourceDoc, recover};
+use fermata_store::{
+    Acquisition, ChannelId, Commit, Fence, LeaseName, NewChannel, OperationId, Repository, Storage,
+    StoreOptions,
+};
+use fermata_store_sql::testing::bench::{BareInserts, Summary, durable_setting, micros, ratio};
+use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
+
+const JOURNAL_UPDATES: usize = 10_000;
+const RECOVERY_RUNS: usize = 5;
+
+fn main() {
+    assert!(
+        std::env::var_os(POSTGRES_URL_VAR).is_some(),
+        "{POSTGRES_URL_VAR} is not set: run the benchmark with scripts/bench, which starts a \
+         throwaway PostgreSQL server with fsync on"
+    );
+    let iterations: usize = std::env::var("FERMATA_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        measure("sqlite", ScratchDatabase::sqlite(), iterations).await;
+        measure("postgres", ScratchDatabase::postgres().await, iterations).await;
+    });
+}
+
+async fn measure(backend: &str, database: ScratchDatabase, iterations: usize) {
+    let store = database.open(StoreOptions::default()).await;
+    println!("{backend}: {}", durable_setting(&store).await);
+    let fence = match store
+        .leases()
+        .acquire(
+            &LeaseName::WRITER,
+            "documents benchmark",
+            Duration::from_secs(3600),
+        )
+        .await
+        .expect("acquire")
+    {
+        Acquisition::Granted(lease) => lease.fence(),
+        Acquisition::Held(record) => panic!("held by {}", record.holder),
+    };
+    commits(&store, &fence, iterations).await;
+    recovery(&store, &fence).await;
+    println!();
+    store.storage.close().await;
+}
+
+async fn new_document(store: &ScratchStorage, fence: &Fence, title: &str) -> ChannelId {
+    store
+        .collaboration()
+        .create_channel(
+            fence,
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("bench/documents").expect("a repository"),
+                title: title.to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .expect("create a document")
+        .id
+}
+
+async fn commit(
+    store: &ScratchStorage,
+    fence: &Fence,
+    id: &ChannelId,
+    revision: i64,
+    update: Vec<u8>,
+    sidecar: &Sidecar,
+) -> i64 {
+    let commit = Commit {
+        channel: id.clone(),
+        operation: OperationId::new(format!("bench-{revision}")).expect("an operation ID"),
+        expected_revision: revision,
+        update: Some(update),
+        sidecar: Some(sidecar.to_state()),
+        events: Vec::new(),
+        title: None,
+    };
+    store
+        .collaboration()
+        .commit(fence, &commit)
+        .await
+        .expect("commit")
+        .revision
+}
+
+async fn commits(store: &ScratchStorage, fence: &Fence, iterations: usize) {
+    let id = new_document(store, fence, "Commit benchmark").await;
+    let mut doc = SourceDoc::new();
+    let sidecar = Sidecar::default();
+    // Roughly 1 KB of text per update, so the update is about 1 KB too.
+    let paragraph = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(18);
+    let mut bare = BareInserts::create(store, "x".repeat(1024)).await;
+    let mut revision = 0;
+    let (mut floor, mut measured) = (Vec::new(), Vec::new());
+    let mut bytes = 0;
+    let started = Instant::now();
+    for round in 0..iterations {
+        let update = doc.insert(doc.len(), &paragraph).expect("insert");
+        bytes += update.len();
+        let mut timed_commit = async || {
+            let began = Instant::now();
+            revision = commit(store, fence, &id, revision, update.clone(), &sidecar).await;
+            began.elapsed()
+        };
+        if round % 2 == 0 {
+            measured.push(timed_commit().await);
+            floor.push(bare.insert(store).await);
+        } else {
+            floor.push(bare.insert(store).await);
+            measured.push(timed_commit().await);
+        }
+    }
+    let elapsed = started.elapsed();
+    let (floor, measured) = (Summary::of(floor), Summary::of(measured));
+    let per_second = 1.0 / measured.median.as_secs_f64().max(f64::EPSILON);
+    println!(
+        "  commit of a {}-byte Yjs update with its sidecar, {} iterations ({:.1} s in all)",
+        bytes / iterations.max(1),
+        measured.n,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "    bare insert floor     median {:>8.1} us  p99 {:>8.1} us",
+        micros(floor.median),
+        micros(floor.p99)
+    );
+    println!(
+        "    document commit       median {:>8.1} us  p99 {:>8.1} us  ({:.0} commits/s at the median)",
+        micros(measured.median),
+        micros(measured.p99),
+        per_second / iterations as f64
+    );
+    println!(
+        "    ratio median {:.2}x, p99 {:.2}x",
+        ratio(measured.median, floor.median),
+        ratio(measured.p99, floor.p99)
+    );
+}
+
+async fn recovery(store: &ScratchStorage, fence: &Fence) {
+    let id = new_document(store, fence, "Recovery benchmark").await;
+    let collaboration = store.collaboration();
+    // A checkpoint of a short document, then 10,000 small edits in the journal.
+    let mut doc = SourceDoc::new();
+    let sidecar = Sidecar::default();
+    let mut revision = commit(
+        store,
+        fence,
+        &id,
+        0,
+        doc.insert(0, "# Recovery benchmark\n").expect("insert"),
+        &sidecar,
+    )
+    .await;
+    let open = recover(
+        &collaboration
+            .recovery_snapshot(&id)
+            .await
+            .expect("snapshot"),
+    )
+    .expect("recover");
+    collaboration
+        .save_checkpoint(fence, &id, &open.checkpoint())
+        .await
+        .expect("checkpoint");
+    let base = doc.encode_state();
+    let mut updates = Vec::with_capacity(JOURNAL_UPDATES);
+    for n in 0..JOURNAL_UPDATES {
+        let update = doc
+            .insert(doc.len(), &format!("edit {n} "))
+            .expect("insert");
+        revision = commit(store, fence, &id, revision, update.clone(), &sidecar).await;
+        updates.push(update);
+    }
+    let mut stored = Vec::new();
+    let mut in_memory = Vec::new();
+    for _ in 0..RECOVERY_RUNS {
+        let began = Instant::now();
+        let open = recover(
+            &collaboration
+                .recovery_snapshot(&id)
+                .await
+                .expect("snapshot"),
+        )
+        .expect("recover");
+        stored.push(began.elapsed());
+        assert_eq!(
+            open.doc.text(),
+            doc.text(),
+            "recovery did not restore the document"
+        );
+
+        let began = Instant::now();
+        let mut fresh = SourceDoc::from_state(&base).expect("base state");
+        for update in &updates {
+            fresh.apply_update(update).expect("apply");
+        }
+        in_memory.push(began.elapsed());
+        assert_eq!(fresh.text(), doc.text());
+    }
+    let (stored, in_memory) = (Summary::of(stored), Summary::of(in_memory));
+    println!(
+        "  recovery from a checkpoint plus {JOURNAL_UPDATES} journal updates, {} runs",
+        stored.n
+    );
+    println!(
+        "    yrs in memory         median {:>8.1} ms",
+        micros(in_memory.median) / 1000.0
+    );
+    println!(
+        "    read and recover      median {:>8.1} ms",
+        micros(stored.median) / 1000.0
+    );
+    println!(
+        "    ratio median {:.2}x",
+        ratio(stored.median, in_memory.median)
+    );
+}

@@ -172,6 +172,19 @@ impl SourceDoc {
             .encode_state_as_update_v1(&StateVector::default())
     }
 
+    /// The state vector, v1-encoded: how much of each client's history the document holds.
+    pub fn state_vector(&self) -> Vec<u8> {
+        self.doc.transact().state_vector().encode_v1()
+    }
+
+    /// Everything this document holds that a peer at `state_vector` lacks, as one v1 update.
+    pub fn diff_since(&self, state_vector: &[u8]) -> Result<Vec<u8>, DocError> {
+        let vector = panic::catch_unwind(|| StateVector::decode_v1(state_vector))
+            .map_err(|_| DocError::Undecodable)?
+            .map_err(|_| DocError::Undecodable)?;
+        Ok(self.doc.transact().encode_diff_v1(&vector))
+    }
+
     /// Inserts `text` at `index` and returns the update that did it.
     pub fn insert(&mut self, index: u32, text: &str) -> Result<Vec<u8>, DocError> {
         let mut txn = self.doc.transact_mut();

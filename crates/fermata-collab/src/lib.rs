@@ -1,0 +1,20 @@
+//! Live collaboration on documents: rooms that speak the y-websocket protocol to real Yjs
+//! clients, with persistence before publication (an update is committed before anyone sees it),
+//! batching, a checkpoint policy, limits, and closing on a lost writer lease; and the documents
+//! service the HTTP API uses.
+//!
+//! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
+//! protocol and storage work happens here.
+
+mod documents;
+mod fence;
+pub mod protocol;
+mod room;
+mod rooms;
+mod settings;
+
+pub use documents::{DocumentView, Documents, Page};
+pub use fence::WriterFence;
+pub use room::{Outbound, Refusal, close};
+pub use rooms::{Connection, RoomManager};
+pub use settings::CollabSettings;

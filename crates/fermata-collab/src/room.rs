@@ -1,0 +1,520 @@
+//! One open document's room: an actor task that owns the recovered document and its clients.
+//!
+//! Persistence before publication: a client update is decoded, applied to the room's document
+//! (which refuses anything undecodable or with missing predecessors), batched with the updates
+//! that arrive within the batch window, committed as one fenced, revision-checked commit under a
+//! fresh operation ID, and only then broadcast. If the commit fails the room reloads its document
+//! from storage, so nothing unsaved is ever served, and the clients whose updates were lost are
+//! told to resync. Presence is relayed and never stored.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fermata_docs::{OpenDocument, recover};
+use fermata_store::{ChannelId, Commit, Committed, ErrorKind, OperationId, Storage, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, timeout, timeout_at};
+
+use crate::fence::WriterFence;
+use crate::protocol::{self, ClientMessage};
+use crate::settings::CollabSettings;
+
+/// A connection's number within the process.
+pub(crate) type ConnId = u64;
+
+/// The WebSocket close codes a room uses.
+pub mod close {
+    /// The client sent something the protocol or the document refuses.
+    pub const POLICY: u16 = 1008;
+    /// A message, or the document it would make, is too large.
+    pub const TOO_BIG: u16 = 1009;
+    /// The server failed.
+    pub const INTERNAL: u16 = 1011;
+    /// Come back later: the room is full, or the server is handing over.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The client's last updates were not saved: reconnect and sync again.
+    pub const RESYNC: u16 = 4001;
+}
+
+/// What a room sends a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outbound {
+    Message(Vec<u8>),
+    Close { code: u16, reason: String },
+}
+
+/// What a room's inbox takes.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    Join {
+        conn: ConnId,
+        outbound: mpsc::Sender<Outbound>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    Message {
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    Leave {
+        conn: ConnId,
+    },
+    Rewrite {
+        text: String,
+        reply: oneshot::Sender<Result<Committed, StoreError>>,
+    },
+    Rename {
+        title: String,
+        reply: oneshot::Sender<Result<Committed, StoreError>>,
+    },
+    Read {
+        reply: oneshot::Sender<(String, i64)>,
+    },
+    Shutdown {
+        code: u16,
+        reason: String,
+    },
+}
+
+/// Why a client cannot join a room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u16,
+    pub reason: String,
+}
+
+/// How many messages wait for a slow client before it is dropped.
+pub(crate) const OUTBOUND_QUEUE: usize = 256;
+/// How many times a commit is retried after a transient failure, under the same operation ID.
+const COMMIT_ATTEMPTS: u32 = 3;
+
+struct Conn {
+    outbound: mpsc::Sender<Outbound>,
+    /// The client's last presence message, for clients who join later.
+    presence: Option<Vec<u8>>,
+    /// The presence clients this connection controls, with their last clock.
+    presence_clients: HashMap<u64, u32>,
+}
+
+pub(crate) struct Room {
+    id: ChannelId,
+    doc: OpenDocument,
+    storage: Arc<dyn Storage>,
+    fence: WriterFence,
+    settings: CollabSettings,
+    conns: HashMap<ConnId, Conn>,
+    commits_since_checkpoint: usize,
+    bytes_since_checkpoint: usize,
+}
+
+impl Room {
+    /// Opens a room by recovering its document. An archived document is not opened for editing.
+    pub(crate) async fn open(
+        storage: Arc<dyn Storage>,
+        fence: WriterFence,
+        settings: CollabSettings,
+        id: &ChannelId,
+    ) -> Result<Room, Refusal> {
+        let doc = load(&*storage, id).await?;
+        Ok(Room {
+            id: id.clone(),
+            doc,
+            storage,
+            fence,
+            settings,
+            conns: HashMap::new(),
+            commits_since_checkpoint: 0,
+            bytes_since_checkpoint: 0,
+        })
+    }
+
+    /// Serves the inbox until the room closes: idle, shut down, or its lease lost.
+    pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Inbound>) {
+        loop {
+            let next = if self.conns.is_empty() {
+                match timeout(self.settings.idle_close, inbox.recv()).await {
+                    Ok(next) => next,
+                    Err(_idle) => None,
+                }
+            } else {
+                inbox.recv().await
+            };
+            let Some(message) = next else {
+                self.checkpoint_if_worthwhile().await;
+                return;
+            };
+            if !self.handle(message, &mut inbox).await {
+                return;
+            }
+        }
+    }
+
+    /// Handles one inbound message; false when the room has ended.
+    async fn handle(&mut self, message: Inbound, inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+        match message {
+            Inbound::Join { conn, outbound, reply } => {
+                let _ = reply.send(self.join(conn, outbound));
+                true
+            }
+            Inbound::Leave { conn } => {
+                self.leave(conn);
+                true
+            }
+            Inbound::Message { conn, bytes } => self.client_message(conn, &bytes, inbox).await,
+            Inbound::Rewrite { text, reply } => {
+                let result = self.rewrite(&text).await;
+                let lost = matches!(&result, Err(e) if e.kind() == ErrorKind::Fenced);
+                let _ = reply.send(result);
+                !lost || !self.end_for_lease_loss()
+            }
+            Inbound::Rename { title, reply } => {
+                let commit = self.commit_request(None, Some(title));
+                let result = self.commit(commit).await;
+                let lost = matches!(&result, Err(e) if e.kind() == ErrorKind::Fenced);
+                let _ = reply.send(result);
+                !lost || !self.end_for_lease_loss()
+            }
+            Inbound::Read { reply } => {
+                let _ = reply.send((self.doc.doc.text(), self.doc.revision));
+                true
+            }
+            Inbound::Shutdown { code, reason } => {
+                self.checkpoint_if_worthwhile().await;
+                self.close_all(code, &reason);
+                false
+            }
+        }
+    }
+
+    fn join(&mut self, conn: ConnId, outbound: mpsc::Sender<Outbound>) -> Result<(), Refusal> {
+        if self.conns.len() >= self.settings.max_clients_per_room {
+            return Err(Refusal {
+                code: close::TRY_AGAIN_LATER,
+                reason: "this document has as many clients as it serves at once".to_owned(),
+            });
+        }
+        let mut greeting = vec![protocol::sync_step1(&self.doc.doc.state_vector())];
+        greeting.extend(self.conns.values().filter_map(|c| c.presence.clone()));
+        for message in greeting {
+            let _ = outbound.try_send(Outbound::Message(message));
+        }
+        self.conns.insert(
+            conn,
+            Conn {
+                outbound,
+                presence: None,
+                presence_clients: HashMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn leave(&mut self, conn: ConnId) {
+        if let Some(gone) = self.conns.remove(&conn)
+            && !gone.presence_clients.is_empty()
+        {
+            let clients: Vec<(u64, u32)> = gone.presence_clients.into_iter().collect();
+            self.broadcast(&protocol::awareness_removed(&clients), None);
+        }
+    }
+
+    async fn client_message(&mut self, conn: ConnId, bytes: &[u8], inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+        if !self.conns.contains_key(&conn) {
+            return true;
+        }
+        if bytes.len() > self.settings.max_message_bytes {
+            self.refuse(conn, close::TOO_BIG, "the message is larger than this server accepts");
+            return true;
+        }
+        match protocol::decode(bytes) {
+            Err(_) => self.refuse(conn, close::POLICY, "not a y-websocket message"),
+            Ok(ClientMessage::StateVector(vector)) => match self.doc.doc.diff_since(&vector) {
+                Ok(diff) => self.send(conn, protocol::sync_step2(diff)),
+                Err(_) => self.refuse(conn, close::POLICY, "the state vector does not decode"),
+            },
+            Ok(ClientMessage::Update(update)) => return self.batch(conn, update, inbox).await,
+            Ok(ClientMessage::Awareness { raw, clients }) => {
+                if let Some(state) = self.conns.get_mut(&conn) {
+                    state.presence_clients.extend(clients);
+                    state.presence = Some(raw.clone());
+                }
+                self.broadcast(&raw, Some(conn));
+            }
+            Ok(ClientMessage::AwarenessQuery) => {
+                let states: Vec<Vec<u8>> = self.conns.values().filter_map(|c| c.presence.clone()).collect();
+                for state in states {
+                    self.send(conn, state);
+                }
+            }
+            Ok(ClientMessage::Ignored) => {}
+        }
+        true
+    }
+
+    /// Gathers the updates that arrive within the batch window, then commits them.
+    async fn batch(&mut self, first_conn: ConnId, first: Vec<u8>, inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+        let mut updates = vec![(first_conn, first)];
+        let deadline = Instant::now() + self.settings.batch_window;
+        let mut after = None;
+        while updates.len() < self.settings.max_batch {
+            match timeout_at(deadline, inbox.recv()).await {
+                Ok(Some(Inbound::Message { conn, bytes }))
+                    if bytes.len() <= self.settings.max_message_bytes =>
+                {
+                    match protocol::decode(&bytes) {
+                        Ok(ClientMessage::Update(update)) => updates.push((conn, update)),
+                        _ => {
+                            after = Some(Inbound::Message { conn, bytes });
+                            break;
+                        }
+                    }
+                }
+                Ok(Some(other)) => {
+                    after = Some(other);
+                    break;
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if !self.commit_updates(updates).await {
+            return false;
+        }
+        match after {
+            Some(message) => Box::pin(self.handle(message, inbox)).await,
+            None => true,
+        }
+    }
+
+    /// Applies, commits and broadcasts a batch; false when the room has ended.
+    async fn commit_updates(&mut self, updates: Vec<(ConnId, Vec<u8>)>) -> bool {
+        let before = self.doc.doc.state_vector();
+        let mut accepted: Vec<(ConnId, Vec<u8>)> = Vec::new();
+        for (conn, update) in updates {
+            if !self.conns.contains_key(&conn) {
+                continue;
+            }
+            match self.doc.doc.apply_update(&update) {
+                Ok(()) => accepted.push((conn, update)),
+                Err(error) => {
+                    self.refuse(conn, close::POLICY, &format!("the update was refused: {error}"));
+                    // The document may hold part of the refused update: start again from storage.
+                    if !self.reload_with(&accepted).await {
+                        return false;
+                    }
+                }
+            }
+        }
+        if self.doc.doc.text().len() > self.settings.max_document_bytes {
+            let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
+            for conn in senders {
+                self.refuse(conn, close::TOO_BIG, "the document would be larger than this server keeps");
+            }
+            return self.reload_with(&[]).await;
+        }
+        if accepted.is_empty() {
+            return true;
+        }
+        let diff = match self.doc.doc.diff_since(&before) {
+            Ok(diff) => diff,
+            Err(_) => return self.reload_with(&[]).await,
+        };
+        let commit = self.commit_request(Some(diff.clone()), None);
+        match self.commit(commit).await {
+            Ok(_) => {
+                self.broadcast(&protocol::update(diff), None);
+                true
+            }
+            Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
+            Err(error) => {
+                tracing::warn!(document = %self.id, error = %error, "an update could not be saved; its clients resync");
+                let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
+                for conn in senders {
+                    self.refuse(conn, close::RESYNC, "the update was not saved; reconnect to sync again");
+                }
+                self.reload_with(&[]).await
+            }
+        }
+    }
+
+    /// Replaces the whole text (the program rewrite path), committed before anyone sees it.
+    async fn rewrite(&mut self, text: &str) -> Result<Committed, StoreError> {
+        if text.len() > self.settings.max_document_bytes {
+            return Err(StoreError::invalid("the text is larger than this server keeps"));
+        }
+        let before = self.doc.doc.state_vector();
+        self.doc.doc.replace_all(text);
+        let diff = self
+            .doc
+            .doc
+            .diff_since(&before)
+            .map_err(|_| StoreError::corrupt("the rewritten document does not encode"))?;
+        let result = self.commit(self.commit_request(Some(diff.clone()), None)).await;
+        match &result {
+            Ok(_) => self.broadcast(&protocol::update(diff), None),
+            Err(_) => {
+                let _ = self.reload_with(&[]).await;
+            }
+        }
+        result
+    }
+
+    fn commit_request(&self, update: Option<Vec<u8>>, title: Option<String>) -> Commit {
+        Commit {
+            channel: self.id.clone(),
+            operation: OperationId::new(uuid::Uuid::new_v4().to_string())
+                .expect("a UUID is a valid operation ID"),
+            expected_revision: self.doc.revision,
+            update,
+            sidecar: None,
+            events: Vec::new(),
+            title,
+        }
+    }
+
+    /// Commits under the writer fence, retrying transient failures with the same operation ID
+    /// (so a retry of a commit that did land answers with its original result).
+    async fn commit(&mut self, commit: Commit) -> Result<Committed, StoreError> {
+        let bytes = commit.update.as_ref().map_or(0, Vec::len);
+        let mut attempt = 0;
+        let committed = loop {
+            let fence = self.fence.current()?;
+            match self.storage.collaboration().commit(&fence, &commit).await {
+                Err(error) if error.is_retryable() && attempt + 1 < COMMIT_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+                other => break other?,
+            }
+        };
+        self.doc.revision = committed.revision;
+        self.doc.sequence = committed.sequence;
+        if bytes > 0 {
+            self.commits_since_checkpoint += 1;
+            self.bytes_since_checkpoint += bytes;
+            if self.commits_since_checkpoint >= self.settings.checkpoint_every_commits
+                || self.bytes_since_checkpoint >= self.settings.checkpoint_every_bytes
+            {
+                self.checkpoint().await;
+            }
+        }
+        Ok(committed)
+    }
+
+    async fn checkpoint(&mut self) {
+        let Ok(fence) = self.fence.current() else { return };
+        match self
+            .storage
+            .collaboration()
+            .save_checkpoint(&fence, &self.id, &self.doc.checkpoint())
+            .await
+        {
+            Ok(saved) => {
+                tracing::debug!(document = %self.id, through = saved.through_sequence, "checkpoint saved");
+                self.commits_since_checkpoint = 0;
+                self.bytes_since_checkpoint = 0;
+            }
+            Err(error) => tracing::warn!(document = %self.id, error = %error, "a checkpoint could not be saved"),
+        }
+    }
+
+    async fn checkpoint_if_worthwhile(&mut self) {
+        if self.commits_since_checkpoint > 0 {
+            self.checkpoint().await;
+        }
+    }
+
+    /// Reloads the document from storage and applies `updates` again (updates that applied to
+    /// the same committed state before); false when the document can no longer be served.
+    async fn reload_with(&mut self, updates: &[(ConnId, Vec<u8>)]) -> bool {
+        match load(&*self.storage, &self.id).await {
+            Ok(doc) => {
+                self.doc = doc;
+                for (conn, update) in updates {
+                    if self.doc.doc.apply_update(update).is_err() {
+                        self.refuse(*conn, close::RESYNC, "the update could not be applied again; reconnect");
+                    }
+                }
+                true
+            }
+            Err(refusal) => {
+                self.close_all(refusal.code, &refusal.reason);
+                false
+            }
+        }
+    }
+
+    /// The lease is gone: nothing more is accepted here; clients come back to the next holder.
+    fn end_for_lease_loss(&mut self) -> bool {
+        self.close_all(close::TRY_AGAIN_LATER, "the server is handing over; reconnect shortly");
+        false
+    }
+
+    fn send(&mut self, conn: ConnId, message: Vec<u8>) {
+        let slow = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.outbound.try_send(Outbound::Message(message)).is_err());
+        if slow {
+            self.refuse(conn, close::TRY_AGAIN_LATER, "the client fell too far behind");
+        }
+    }
+
+    fn broadcast(&mut self, message: &[u8], except: Option<ConnId>) {
+        let targets: Vec<ConnId> = self.conns.keys().copied().filter(|c| Some(*c) != except).collect();
+        for conn in targets {
+            self.send(conn, message.to_vec());
+        }
+    }
+
+    /// Closes one connection with a reason and forgets it.
+    fn refuse(&mut self, conn: ConnId, code: u16, reason: &str) {
+        if let Some(gone) = self.conns.get(&conn) {
+            let _ = gone.outbound.try_send(Outbound::Close {
+                code,
+                reason: reason.to_owned(),
+            });
+        }
+        self.leave(conn);
+    }
+
+    fn close_all(&mut self, code: u16, reason: &str) {
+        for (_, conn) in self.conns.drain() {
+            let _ = conn.outbound.try_send(Outbound::Close {
+                code,
+                reason: reason.to_owned(),
+            });
+        }
+    }
+}
+
+/// Recovers a document for a room.
+async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Refusal> {
+    let snapshot = storage.collaboration().recovery_snapshot(id).await.map_err(|error| {
+        match error.kind() {
+            ErrorKind::Missing => Refusal {
+                code: close::POLICY,
+                reason: "no such document".to_owned(),
+            },
+            _ => {
+                tracing::error!(document = %id, error = %error, "could not read a document");
+                Refusal {
+                    code: close::INTERNAL,
+                    reason: "the document could not be read".to_owned(),
+                }
+            }
+        }
+    })?;
+    if snapshot.channel.archived_at.is_some() {
+        return Err(Refusal {
+            code: close::POLICY,
+            reason: "the document is archived; restore it to edit".to_owned(),
+        });
+    }
+    recover(&snapshot).map_err(|error| {
+        tracing::error!(document = %id, error = %error, "a document failed recovery");
+        Refusal {
+            code: close::INTERNAL,
+            reason: "the document is damaged and cannot be opened".to_owned(),
+        }
+    })
+}

@@ -1,0 +1,212 @@
+//! The rooms of this process: one actor per open document, opened by recovery on the first join
+//! (or the first program write) and gone after its idle delay. When the writer lease is lost or
+//! the server stops, every room closes its clients with a retry-later reason and no new room
+//! opens.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fermata_store::{ChannelId, Committed, Storage, StoreError};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::fence::WriterFence;
+use crate::room::{ConnId, Inbound, OUTBOUND_QUEUE, Outbound, Refusal, Room, close};
+use crate::settings::CollabSettings;
+
+/// Every open room.
+#[derive(Debug, Clone)]
+pub struct RoomManager {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    storage: Arc<dyn Storage>,
+    fence: WriterFence,
+    settings: CollabSettings,
+    /// The inbox of each open room. A closed room's inbox refuses sends, which tells a joiner to
+    /// open a new room.
+    rooms: Mutex<HashMap<ChannelId, mpsc::Sender<Inbound>>>,
+    /// Set once rooms stop opening: the code and reason new clients are closed with.
+    closed: std::sync::Mutex<Option<(u16, String)>>,
+    next_conn: AtomicU64,
+}
+
+/// A client's place in a room.
+#[derive(Debug)]
+pub struct Connection {
+    id: ConnId,
+    room: mpsc::Sender<Inbound>,
+    /// What the room sends this client, in order.
+    pub outbound: mpsc::Receiver<Outbound>,
+}
+
+impl Connection {
+    /// Hands a client message to the room. False when the room has closed.
+    pub async fn receive(&self, bytes: Vec<u8>) -> bool {
+        self.room
+            .send(Inbound::Message { conn: self.id, bytes })
+            .await
+            .is_ok()
+    }
+
+    /// Leaves the room (its presence is cleared for the others).
+    pub async fn leave(self) {
+        let _ = self.room.send(Inbound::Leave { conn: self.id }).await;
+    }
+}
+
+impl RoomManager {
+    pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, settings: CollabSettings) -> Self {
+        RoomManager {
+            inner: Arc::new(Inner {
+                storage,
+                fence,
+                settings,
+                rooms: Mutex::new(HashMap::new()),
+                closed: std::sync::Mutex::new(None),
+                next_conn: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> CollabSettings {
+        self.inner.settings
+    }
+
+    fn closed(&self) -> Option<Refusal> {
+        self.inner
+            .closed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .map(|(code, reason)| Refusal { code, reason })
+    }
+
+    /// The inbox of the document's room, opening the room when it is not open.
+    async fn room(&self, id: &ChannelId) -> Result<mpsc::Sender<Inbound>, Refusal> {
+        if let Some(refusal) = self.closed() {
+            return Err(refusal);
+        }
+        let mut rooms = self.inner.rooms.lock().await;
+        if let Some(inbox) = rooms.get(id).filter(|inbox| !inbox.is_closed()) {
+            return Ok(inbox.clone());
+        }
+        let room = Room::open(
+            Arc::clone(&self.inner.storage),
+            self.inner.fence.clone(),
+            self.inner.settings,
+            id,
+        )
+        .await?;
+        let (inbox, receiver) = mpsc::channel(1024);
+        tokio::spawn(room.run(receiver));
+        rooms.insert(id.clone(), inbox.clone());
+        Ok(inbox)
+    }
+
+    /// Joins a client to a document's room.
+    pub async fn join(&self, id: &ChannelId) -> Result<Connection, Refusal> {
+        // A room that closed between the lookup and the join is replaced by a new one, once.
+        for _ in 0..2 {
+            let inbox = self.room(id).await?;
+            let conn = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
+            let (outbound_sender, outbound) = mpsc::channel(OUTBOUND_QUEUE);
+            let (reply, answer) = oneshot::channel();
+            let join = Inbound::Join {
+                conn,
+                outbound: outbound_sender,
+                reply,
+            };
+            if inbox.send(join).await.is_err() {
+                continue;
+            }
+            match answer.await {
+                Ok(Ok(())) => {
+                    return Ok(Connection {
+                        id: conn,
+                        room: inbox,
+                        outbound,
+                    });
+                }
+                Ok(Err(refusal)) => return Err(refusal),
+                Err(_) => continue,
+            }
+        }
+        Err(Refusal {
+            code: close::TRY_AGAIN_LATER,
+            reason: "the document's room is closing; reconnect".to_owned(),
+        })
+    }
+
+    async fn ask<T>(
+        &self,
+        id: &ChannelId,
+        request: impl FnOnce(oneshot::Sender<T>) -> Inbound,
+    ) -> Result<T, StoreError> {
+        let refused = |refusal: Refusal| match refusal.code {
+            close::POLICY => StoreError::missing(refusal.reason),
+            close::TRY_AGAIN_LATER => StoreError::unavailable(refusal.reason),
+            _ => StoreError::corrupt(refusal.reason),
+        };
+        let inbox = self.room(id).await.map_err(refused)?;
+        let (reply, answer) = oneshot::channel();
+        inbox
+            .send(request(reply))
+            .await
+            .map_err(|_| StoreError::unavailable("the document's room closed; try again"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::unavailable("the document's room closed; try again"))
+    }
+
+    /// Replaces a document's whole text through its room, so connected clients see it only
+    /// after it is saved.
+    pub async fn rewrite(&self, id: &ChannelId, text: String) -> Result<Committed, StoreError> {
+        self.ask(id, |reply| Inbound::Rewrite { text, reply }).await?
+    }
+
+    /// Renames a document through its room (the title and slug change in one fenced commit).
+    pub async fn rename(&self, id: &ChannelId, title: String) -> Result<Committed, StoreError> {
+        self.ask(id, |reply| Inbound::Rename { title, reply }).await?
+    }
+
+    /// The current text and revision of an open document, if its room is open.
+    pub async fn read_open(&self, id: &ChannelId) -> Option<(String, i64)> {
+        let inbox = self.inner.rooms.lock().await.get(id).cloned()?;
+        let (reply, answer) = oneshot::channel();
+        inbox.send(Inbound::Read { reply }).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Closes one document's room (before it is archived or deleted).
+    pub async fn close(&self, id: &ChannelId, reason: &str) {
+        if let Some(inbox) = self.inner.rooms.lock().await.remove(id) {
+            let _ = inbox
+                .send(Inbound::Shutdown {
+                    code: close::TRY_AGAIN_LATER,
+                    reason: reason.to_owned(),
+                })
+                .await;
+        }
+    }
+
+    /// Stops every room and refuses new ones: on a lost lease or a stop.
+    pub async fn shutdown(&self, reason: &str) {
+        *self
+            .inner
+            .closed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((close::TRY_AGAIN_LATER, reason.to_owned()));
+        let rooms: Vec<_> = self.inner.rooms.lock().await.drain().collect();
+        for (_, inbox) in rooms {
+            let _ = inbox
+                .send(Inbound::Shutdown {
+                    code: close::TRY_AGAIN_LATER,
+                    reason: reason.to_owned(),
+                })
+                .await;
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The limits and timings of live collaboration, with their documented defaults.
+
+use std::time::Duration;
+
+/// How rooms batch, checkpoint, close and limit what clients send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollabSettings {
+    /// Updates arriving within this window of the first are committed together.
+    pub batch_window: Duration,
+    /// At most this many updates go into one commit.
+    pub max_batch: usize,
+    /// Checkpoint once this many commits with updates accumulated since the last checkpoint...
+    pub checkpoint_every_commits: usize,
+    /// ...or once their updates add up to this many bytes.
+    pub checkpoint_every_bytes: usize,
+    /// A room with no client closes (with a final checkpoint) after this long.
+    pub idle_close: Duration,
+    /// The largest WebSocket message a client may send.
+    pub max_message_bytes: usize,
+    /// The largest document text (UTF-8 bytes) an update may produce.
+    pub max_document_bytes: usize,
+    /// The most clients one room serves at once.
+    pub max_clients_per_room: usize,
+}
+
+impl Default for CollabSettings {
+    fn default() -> Self {
+        CollabSettings {
+            batch_window: Duration::from_millis(10),
+            max_batch: 64,
+            checkpoint_every_commits: 500,
+            checkpoint_every_bytes: 4 * 1024 * 1024,
+            idle_close: Duration::from_secs(30),
+            max_message_bytes: 1024 * 1024,
+            max_document_bytes: 8 * 1024 * 1024,
+            max_clients_per_room: 64,
+        }
+    }
+}

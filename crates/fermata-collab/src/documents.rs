@@ -40,7 +40,11 @@ pub struct Documents {
 
 impl Documents {
     pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, rooms: RoomManager) -> Self {
-        Documents { storage, fence, rooms }
+        Documents {
+            storage,
+            fence,
+            rooms,
+        }
     }
 
     pub fn rooms(&self) -> &RoomManager {
@@ -82,7 +86,9 @@ impl Documents {
     ) -> Result<(Channel, bool), StoreError> {
         let limit = self.rooms.settings().max_document_bytes;
         if text.len() > limit {
-            return Err(StoreError::invalid("the text is larger than this server keeps"));
+            return Err(StoreError::invalid(
+                "the text is larger than this server keeps",
+            ));
         }
         let fence = self.fence.current()?;
         let id = ChannelId::for_creation_key(&repository, &key);
@@ -123,7 +129,12 @@ impl Documents {
         if let Some((text, revision)) = self.rooms.read_open(id).await
             && revision >= snapshot.channel.revision
         {
-            let channel = self.storage.collaboration().channel(id).await?.unwrap_or(snapshot.channel);
+            let channel = self
+                .storage
+                .collaboration()
+                .channel(id)
+                .await?
+                .unwrap_or(snapshot.channel);
             return Ok(DocumentView {
                 source_hash: fermata_docs::source_hash(&text),
                 text,
@@ -139,8 +150,15 @@ impl Documents {
     }
 
     /// The document a canonical or former slug names.
-    pub async fn resolve(&self, repository: &Repository, slug: &Slug) -> Result<Option<Channel>, StoreError> {
-        self.storage.collaboration().resolve_slug(repository, slug).await
+    pub async fn resolve(
+        &self,
+        repository: &Repository,
+        slug: &Slug,
+    ) -> Result<Option<Channel>, StoreError> {
+        self.storage
+            .collaboration()
+            .resolve_slug(repository, slug)
+            .await
     }
 
     pub async fn rename(&self, id: &ChannelId, title: String) -> Result<Channel, StoreError> {
@@ -169,7 +187,10 @@ impl Documents {
     pub async fn delete(&self, id: &ChannelId) -> Result<(), StoreError> {
         let fence = self.fence.current()?;
         self.rooms.close(id, "the document was deleted").await;
-        self.storage.collaboration().delete_archived(&fence, id).await
+        self.storage
+            .collaboration()
+            .delete_archived(&fence, id)
+            .await
     }
 
     pub async fn channel(&self, id: &ChannelId) -> Result<Channel, StoreError> {
@@ -181,7 +202,12 @@ impl Documents {
     }
 
     /// A page of documents, most recently updated first. `after` is a previous page's `next`.
-    pub async fn list(&self, filter: &ChannelFilter, limit: usize, after: Option<&str>) -> Result<Page, StoreError> {
+    pub async fn list(
+        &self,
+        filter: &ChannelFilter,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<Page, StoreError> {
         let all = self.storage.collaboration().list_channels(filter).await?;
         let start = match after {
             None => 0,
@@ -195,19 +221,33 @@ impl Documents {
         };
         let documents: Vec<Channel> = all.iter().skip(start).take(limit).cloned().collect();
         let next = (start + documents.len() < all.len())
-            .then(|| documents.last().map(|c| format!("{}.{}", c.updated_at.0, c.id.0)))
+            .then(|| {
+                documents
+                    .last()
+                    .map(|c| format!("{}.{}", c.updated_at.0, c.id.0))
+            })
             .flatten();
         Ok(Page { documents, next })
     }
 
-    pub async fn children(&self, id: &ChannelId, include_archived: bool) -> Result<Vec<Channel>, StoreError> {
+    pub async fn children(
+        &self,
+        id: &ChannelId,
+        include_archived: bool,
+    ) -> Result<Vec<Channel>, StoreError> {
         self.channel(id).await?;
-        self.storage.collaboration().children_of(id, include_archived).await
+        self.storage
+            .collaboration()
+            .children_of(id, include_archived)
+            .await
     }
 }
 
 fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     let invalid = || StoreError::invalid("the page cursor is not one this server gave");
     let (at, id) = cursor.split_once('.').ok_or_else(invalid)?;
-    Ok((at.parse().map_err(|_| invalid())?, ChannelId::parse(id).map_err(|_| invalid())?.0))
+    Ok((
+        at.parse().map_err(|_| invalid())?,
+        ChannelId::parse(id).map_err(|_| invalid())?.0,
+    ))
 }

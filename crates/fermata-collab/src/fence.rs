@@ -11,7 +11,10 @@ pub struct WriterFence(Arc<RwLock<Option<Fence>>>);
 
 impl WriterFence {
     pub fn set(&self, fence: Option<Fence>) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fence;
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fence;
     }
 
     /// The fence to write under, or `Unavailable` when this process is not serving.

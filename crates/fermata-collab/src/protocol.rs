@@ -6,10 +6,10 @@
 
 use std::panic;
 
+use yrs::StateVector;
 use yrs::sync::{AwarenessUpdate, Message, SyncMessage};
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
-use yrs::StateVector;
 
 /// What a client sent, as the room needs it.
 #[derive(Debug)]
@@ -19,7 +19,10 @@ pub enum ClientMessage {
     /// Sync step 2 or an update: content to validate, commit and broadcast.
     Update(Vec<u8>),
     /// Presence: relayed, never stored. The raw message and the (client, clock) pairs it sets.
-    Awareness { raw: Vec<u8>, clients: Vec<(u64, u32)> },
+    Awareness {
+        raw: Vec<u8>,
+        clients: Vec<(u64, u32)>,
+    },
     /// A request for everyone's presence.
     AwarenessQuery,
     /// Anything else the protocol allows (authentication, custom tags): ignored.
@@ -37,11 +40,19 @@ pub fn decode(bytes: &[u8]) -> Result<ClientMessage, Malformed> {
         .map_err(|_| Malformed)?
         .map_err(|_| Malformed)?;
     Ok(match message {
-        Message::Sync(SyncMessage::SyncStep1(vector)) => ClientMessage::StateVector(vector.encode_v1()),
-        Message::Sync(SyncMessage::SyncStep2(update) | SyncMessage::Update(update)) => ClientMessage::Update(update),
+        Message::Sync(SyncMessage::SyncStep1(vector)) => {
+            ClientMessage::StateVector(vector.encode_v1())
+        }
+        Message::Sync(SyncMessage::SyncStep2(update) | SyncMessage::Update(update)) => {
+            ClientMessage::Update(update)
+        }
         Message::Awareness(update) => ClientMessage::Awareness {
             raw: bytes.to_vec(),
-            clients: update.clients.iter().map(|(client, entry)| (client.get(), entry.clock)).collect(),
+            clients: update
+                .clients
+                .iter()
+                .map(|(client, entry)| (client.get(), entry.clock))
+                .collect(),
         },
         Message::AwarenessQuery => ClientMessage::AwarenessQuery,
         Message::Auth(_) | Message::Custom(..) => ClientMessage::Ignored,

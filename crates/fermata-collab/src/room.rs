@@ -73,6 +73,8 @@ pub(crate) enum Inbound {
     Shutdown {
         code: u16,
         reason: String,
+        /// Answered once the room has checkpointed and closed its clients.
+        done: oneshot::Sender<()>,
     },
 }
 
@@ -132,10 +134,10 @@ impl Room {
     pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Inbound>) {
         loop {
             let next = if self.conns.is_empty() {
-                match timeout(self.settings.idle_close, inbox.recv()).await {
-                    Ok(next) => next,
-                    Err(_idle) => None,
-                }
+                // An idle room closes: no message within the idle delay reads as the end.
+                timeout(self.settings.idle_close, inbox.recv())
+                    .await
+                    .unwrap_or_default()
             } else {
                 inbox.recv().await
             };
@@ -152,7 +154,11 @@ impl Room {
     /// Handles one inbound message; false when the room has ended.
     async fn handle(&mut self, message: Inbound, inbox: &mut mpsc::Receiver<Inbound>) -> bool {
         match message {
-            Inbound::Join { conn, outbound, reply } => {
+            Inbound::Join {
+                conn,
+                outbound,
+                reply,
+            } => {
                 let _ = reply.send(self.join(conn, outbound));
                 true
             }
@@ -178,9 +184,10 @@ impl Room {
                 let _ = reply.send((self.doc.doc.text(), self.doc.revision));
                 true
             }
-            Inbound::Shutdown { code, reason } => {
+            Inbound::Shutdown { code, reason, done } => {
                 self.checkpoint_if_worthwhile().await;
                 self.close_all(code, &reason);
+                let _ = done.send(());
                 false
             }
         }
@@ -218,12 +225,21 @@ impl Room {
         }
     }
 
-    async fn client_message(&mut self, conn: ConnId, bytes: &[u8], inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+    async fn client_message(
+        &mut self,
+        conn: ConnId,
+        bytes: &[u8],
+        inbox: &mut mpsc::Receiver<Inbound>,
+    ) -> bool {
         if !self.conns.contains_key(&conn) {
             return true;
         }
         if bytes.len() > self.settings.max_message_bytes {
-            self.refuse(conn, close::TOO_BIG, "the message is larger than this server accepts");
+            self.refuse(
+                conn,
+                close::TOO_BIG,
+                "the message is larger than this server accepts",
+            );
             return true;
         }
         match protocol::decode(bytes) {
@@ -238,10 +254,15 @@ impl Room {
                     state.presence_clients.extend(clients);
                     state.presence = Some(raw.clone());
                 }
-                self.broadcast(&raw, Some(conn));
+                // Echoed to the sender too: the client counts it as traffic and stays connected.
+                self.broadcast(&raw, None);
             }
             Ok(ClientMessage::AwarenessQuery) => {
-                let states: Vec<Vec<u8>> = self.conns.values().filter_map(|c| c.presence.clone()).collect();
+                let states: Vec<Vec<u8>> = self
+                    .conns
+                    .values()
+                    .filter_map(|c| c.presence.clone())
+                    .collect();
                 for state in states {
                     self.send(conn, state);
                 }
@@ -252,7 +273,12 @@ impl Room {
     }
 
     /// Gathers the updates that arrive within the batch window, then commits them.
-    async fn batch(&mut self, first_conn: ConnId, first: Vec<u8>, inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+    async fn batch(
+        &mut self,
+        first_conn: ConnId,
+        first: Vec<u8>,
+        inbox: &mut mpsc::Receiver<Inbound>,
+    ) -> bool {
         let mut updates = vec![(first_conn, first)];
         let deadline = Instant::now() + self.settings.batch_window;
         let mut after = None;
@@ -296,7 +322,11 @@ impl Room {
             match self.doc.doc.apply_update(&update) {
                 Ok(()) => accepted.push((conn, update)),
                 Err(error) => {
-                    self.refuse(conn, close::POLICY, &format!("the update was refused: {error}"));
+                    self.refuse(
+                        conn,
+                        close::POLICY,
+                        &format!("the update was refused: {error}"),
+                    );
                     // The document may hold part of the refused update: start again from storage.
                     if !self.reload_with(&accepted).await {
                         return false;
@@ -307,16 +337,19 @@ impl Room {
         if self.doc.doc.text().len() > self.settings.max_document_bytes {
             let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
             for conn in senders {
-                self.refuse(conn, close::TOO_BIG, "the document would be larger than this server keeps");
+                self.refuse(
+                    conn,
+                    close::TOO_BIG,
+                    "the document would be larger than this server keeps",
+                );
             }
             return self.reload_with(&[]).await;
         }
         if accepted.is_empty() {
             return true;
         }
-        let diff = match self.doc.doc.diff_since(&before) {
-            Ok(diff) => diff,
-            Err(_) => return self.reload_with(&[]).await,
+        let Ok(diff) = self.doc.doc.diff_since(&before) else {
+            return self.reload_with(&[]).await;
         };
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {
@@ -329,7 +362,11 @@ impl Room {
                 tracing::warn!(document = %self.id, error = %error, "an update could not be saved; its clients resync");
                 let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
                 for conn in senders {
-                    self.refuse(conn, close::RESYNC, "the update was not saved; reconnect to sync again");
+                    self.refuse(
+                        conn,
+                        close::RESYNC,
+                        "the update was not saved; reconnect to sync again",
+                    );
                 }
                 self.reload_with(&[]).await
             }
@@ -339,7 +376,9 @@ impl Room {
     /// Replaces the whole text (the program rewrite path), committed before anyone sees it.
     async fn rewrite(&mut self, text: &str) -> Result<Committed, StoreError> {
         if text.len() > self.settings.max_document_bytes {
-            return Err(StoreError::invalid("the text is larger than this server keeps"));
+            return Err(StoreError::invalid(
+                "the text is larger than this server keeps",
+            ));
         }
         let before = self.doc.doc.state_vector();
         self.doc.doc.replace_all(text);
@@ -348,7 +387,9 @@ impl Room {
             .doc
             .diff_since(&before)
             .map_err(|_| StoreError::corrupt("the rewritten document does not encode"))?;
-        let result = self.commit(self.commit_request(Some(diff.clone()), None)).await;
+        let result = self
+            .commit(self.commit_request(Some(diff.clone()), None))
+            .await;
         match &result {
             Ok(_) => self.broadcast(&protocol::update(diff), None),
             Err(_) => {
@@ -401,7 +442,9 @@ impl Room {
     }
 
     async fn checkpoint(&mut self) {
-        let Ok(fence) = self.fence.current() else { return };
+        let Ok(fence) = self.fence.current() else {
+            return;
+        };
         match self
             .storage
             .collaboration()
@@ -413,7 +456,9 @@ impl Room {
                 self.commits_since_checkpoint = 0;
                 self.bytes_since_checkpoint = 0;
             }
-            Err(error) => tracing::warn!(document = %self.id, error = %error, "a checkpoint could not be saved"),
+            Err(error) => {
+                tracing::warn!(document = %self.id, error = %error, "a checkpoint could not be saved")
+            }
         }
     }
 
@@ -431,7 +476,11 @@ impl Room {
                 self.doc = doc;
                 for (conn, update) in updates {
                     if self.doc.doc.apply_update(update).is_err() {
-                        self.refuse(*conn, close::RESYNC, "the update could not be applied again; reconnect");
+                        self.refuse(
+                            *conn,
+                            close::RESYNC,
+                            "the update could not be applied again; reconnect",
+                        );
                     }
                 }
                 true
@@ -445,7 +494,10 @@ impl Room {
 
     /// The lease is gone: nothing more is accepted here; clients come back to the next holder.
     fn end_for_lease_loss(&mut self) -> bool {
-        self.close_all(close::TRY_AGAIN_LATER, "the server is handing over; reconnect shortly");
+        self.close_all(
+            close::TRY_AGAIN_LATER,
+            "the server is handing over; reconnect shortly",
+        );
         false
     }
 
@@ -455,12 +507,21 @@ impl Room {
             .get(&conn)
             .is_some_and(|c| c.outbound.try_send(Outbound::Message(message)).is_err());
         if slow {
-            self.refuse(conn, close::TRY_AGAIN_LATER, "the client fell too far behind");
+            self.refuse(
+                conn,
+                close::TRY_AGAIN_LATER,
+                "the client fell too far behind",
+            );
         }
     }
 
     fn broadcast(&mut self, message: &[u8], except: Option<ConnId>) {
-        let targets: Vec<ConnId> = self.conns.keys().copied().filter(|c| Some(*c) != except).collect();
+        let targets: Vec<ConnId> = self
+            .conns
+            .keys()
+            .copied()
+            .filter(|c| Some(*c) != except)
+            .collect();
         for conn in targets {
             self.send(conn, message.to_vec());
         }
@@ -489,8 +550,11 @@ impl Room {
 
 /// Recovers a document for a room.
 async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Refusal> {
-    let snapshot = storage.collaboration().recovery_snapshot(id).await.map_err(|error| {
-        match error.kind() {
+    let snapshot = storage
+        .collaboration()
+        .recovery_snapshot(id)
+        .await
+        .map_err(|error| match error.kind() {
             ErrorKind::Missing => Refusal {
                 code: close::POLICY,
                 reason: "no such document".to_owned(),
@@ -502,8 +566,7 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
                     reason: "the document could not be read".to_owned(),
                 }
             }
-        }
-    })?;
+        })?;
     if snapshot.channel.archived_at.is_some() {
         return Err(Refusal {
             code: close::POLICY,

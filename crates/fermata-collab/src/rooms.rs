@@ -46,7 +46,10 @@ impl Connection {
     /// Hands a client message to the room. False when the room has closed.
     pub async fn receive(&self, bytes: Vec<u8>) -> bool {
         self.room
-            .send(Inbound::Message { conn: self.id, bytes })
+            .send(Inbound::Message {
+                conn: self.id,
+                bytes,
+            })
             .await
             .is_ok()
     }
@@ -131,7 +134,8 @@ impl RoomManager {
                     });
                 }
                 Ok(Err(refusal)) => return Err(refusal),
-                Err(_) => continue,
+                // The room closed before it answered: open a new one.
+                Err(_) => {}
             }
         }
         Err(Refusal {
@@ -164,12 +168,14 @@ impl RoomManager {
     /// Replaces a document's whole text through its room, so connected clients see it only
     /// after it is saved.
     pub async fn rewrite(&self, id: &ChannelId, text: String) -> Result<Committed, StoreError> {
-        self.ask(id, |reply| Inbound::Rewrite { text, reply }).await?
+        self.ask(id, |reply| Inbound::Rewrite { text, reply })
+            .await?
     }
 
     /// Renames a document through its room (the title and slug change in one fenced commit).
     pub async fn rename(&self, id: &ChannelId, title: String) -> Result<Committed, StoreError> {
-        self.ask(id, |reply| Inbound::Rename { title, reply }).await?
+        self.ask(id, |reply| Inbound::Rename { title, reply })
+            .await?
     }
 
     /// The current text and revision of an open document, if its room is open.
@@ -180,15 +186,11 @@ impl RoomManager {
         answer.await.ok()
     }
 
-    /// Closes one document's room (before it is archived or deleted).
+    /// Closes one document's room (before it is archived or deleted) and waits for it.
     pub async fn close(&self, id: &ChannelId, reason: &str) {
-        if let Some(inbox) = self.inner.rooms.lock().await.remove(id) {
-            let _ = inbox
-                .send(Inbound::Shutdown {
-                    code: close::TRY_AGAIN_LATER,
-                    reason: reason.to_owned(),
-                })
-                .await;
+        let inbox = self.inner.rooms.lock().await.remove(id);
+        if let Some(inbox) = inbox {
+            shut(inbox, reason).await;
         }
     }
 
@@ -198,15 +200,27 @@ impl RoomManager {
             .inner
             .closed
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((close::TRY_AGAIN_LATER, reason.to_owned()));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((close::TRY_AGAIN_LATER, reason.to_owned()));
         let rooms: Vec<_> = self.inner.rooms.lock().await.drain().collect();
         for (_, inbox) in rooms {
-            let _ = inbox
-                .send(Inbound::Shutdown {
-                    code: close::TRY_AGAIN_LATER,
-                    reason: reason.to_owned(),
-                })
-                .await;
+            shut(inbox, reason).await;
         }
+    }
+}
+
+/// How long a stopping room may take to checkpoint and close its clients.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Asks a room to stop and waits (bounded) until it has.
+async fn shut(inbox: mpsc::Sender<Inbound>, reason: &str) {
+    let (done, finished) = oneshot::channel();
+    let stop = Inbound::Shutdown {
+        code: close::TRY_AGAIN_LATER,
+        reason: reason.to_owned(),
+        done,
+    };
+    if inbox.send(stop).await.is_ok() {
+        let _ = tokio::time::timeout(SHUTDOWN_WAIT, finished).await;
     }
 }

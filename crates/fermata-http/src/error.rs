@@ -93,6 +93,26 @@ impl From<AccountError> for ApiError {
     }
 }
 
+impl From<fermata_store::StoreError> for ApiError {
+    fn from(error: fermata_store::StoreError) -> Self {
+        use fermata_store::ErrorKind;
+        let (status, code) = match error.kind() {
+            ErrorKind::Missing => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorKind::Invalid => (StatusCode::BAD_REQUEST, "invalid"),
+            ErrorKind::Fenced | ErrorKind::Unavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
+            ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
+        };
+        if status.is_server_error() {
+            let cause = std::error::Error::source(&error).map(ToString::to_string);
+            tracing::error!(error = %error, cause = cause.as_deref().unwrap_or(""), "request failed");
+        }
+        ApiError::new(status, code, error.message().to_owned())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (

@@ -1,5 +1,6 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
-//! out and re-authenticate (pages and JSON); the account page; and the accounts API.
+//! out and re-authenticate (pages and JSON); the account page; the accounts API; the documents
+//! API; and the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
 //! port 0 or call the router directly without a socket. Every handler reaches storage through
@@ -9,10 +10,12 @@ mod api;
 pub mod auth;
 mod cookies;
 pub mod csrf;
+mod documents_api;
 mod error;
 mod metrics;
 mod pages;
 mod readiness;
+mod sync;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -39,6 +42,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Users, sessions, tokens and machines.
     pub accounts: Arc<fermata_accounts::Accounts>,
+    /// Documents and their live rooms.
+    pub documents: fermata_collab::Documents,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
     /// proxy that terminates it).
     pub secure_cookies: bool,
@@ -51,6 +56,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(api::routes())
+        .merge(documents_api::routes())
+        .route("/sync/{*room}", get(sync::sync))
         .merge(pages::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
         .with_state(state)

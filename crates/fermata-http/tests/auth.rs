@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
+use fermata_collab::{CollabSettings, Documents, RoomManager, WriterFence};
 use fermata_crypto::{Keyring, SecretToken};
 use fermata_http::{HttpState, Metrics, Readiness, router};
 use fermata_store::{Role, Storage, StoreOptions};
@@ -69,7 +70,7 @@ impl App {
             .await;
         let shared: Arc<dyn Storage> = Arc::new(storage.clone());
         let accounts = Accounts::new(
-            shared,
+            Arc::clone(&shared),
             Arc::new(KeyringHandle::new(Keyring::generate(), None)),
             AccountSettings::default(),
         );
@@ -90,10 +91,17 @@ impl App {
             )
             .await
             .unwrap();
+        let fence = WriterFence::default();
+        let rooms = RoomManager::new(
+            Arc::clone(&shared),
+            fence.clone(),
+            CollabSettings::default(),
+        );
         let state = HttpState {
             readiness: Readiness::default(),
             metrics: Arc::new(Metrics::new("test")),
             accounts,
+            documents: Documents::new(shared, fence, rooms),
             secure_cookies: false,
         };
         App { state, storage }

@@ -114,6 +114,8 @@ pub struct ServeSettings {
     pub secure_cookies: bool,
     /// How long a login session lives.
     pub session_ttl: Duration,
+    /// Live collaboration: batching, checkpoints, idle rooms and limits.
+    pub collab: fermata_collab::CollabSettings,
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -149,6 +151,21 @@ pub struct FileConfig {
     secure_cookies: Option<bool>,
     session_ttl: Option<String>,
     writer_lease: Option<FileLeaseTimings>,
+    documents: Option<FileDocuments>,
+}
+
+/// The `[documents]` table: live collaboration settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDocuments {
+    batch_window: Option<String>,
+    max_batch: Option<usize>,
+    checkpoint_every_commits: Option<usize>,
+    checkpoint_every_bytes: Option<usize>,
+    idle_close: Option<String>,
+    max_message_bytes: Option<usize>,
+    max_document_bytes: Option<usize>,
+    max_clients_per_room: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -393,6 +410,72 @@ impl Sources {
             lease: self.lease_timings()?,
             secure_cookies,
             session_ttl,
+            collab: self.collab_settings()?,
+        })
+    }
+
+    fn collab_settings(&self) -> Result<fermata_collab::CollabSettings, ConfigError> {
+        let defaults = fermata_collab::CollabSettings::default();
+        let Some(file) = &self.file.documents else {
+            return Ok(defaults);
+        };
+        let origin = self.file_origin();
+        let duration = |key: &str,
+                        value: &Option<String>,
+                        default: Duration|
+         -> Result<Duration, ConfigError> {
+            let Some(text) = value else {
+                return Ok(default);
+            };
+            humantime::parse_duration(text).map_err(|_| {
+                ConfigError::new(
+                    format!("documents.{key}"),
+                    origin.clone(),
+                    format!("`{text}` is not a duration such as 10ms or 30s"),
+                )
+            })
+        };
+        let count =
+            |key: &str, value: Option<usize>, default: usize| -> Result<usize, ConfigError> {
+                match value {
+                    None => Ok(default),
+                    Some(0) => Err(ConfigError::new(
+                        format!("documents.{key}"),
+                        origin.clone(),
+                        "must be more than zero",
+                    )),
+                    Some(n) => Ok(n),
+                }
+            };
+        Ok(fermata_collab::CollabSettings {
+            batch_window: duration("batch_window", &file.batch_window, defaults.batch_window)?,
+            max_batch: count("max_batch", file.max_batch, defaults.max_batch)?,
+            checkpoint_every_commits: count(
+                "checkpoint_every_commits",
+                file.checkpoint_every_commits,
+                defaults.checkpoint_every_commits,
+            )?,
+            checkpoint_every_bytes: count(
+                "checkpoint_every_bytes",
+                file.checkpoint_every_bytes,
+                defaults.checkpoint_every_bytes,
+            )?,
+            idle_close: duration("idle_close", &file.idle_close, defaults.idle_close)?,
+            max_message_bytes: count(
+                "max_message_bytes",
+                file.max_message_bytes,
+                defaults.max_message_bytes,
+            )?,
+            max_document_bytes: count(
+                "max_document_bytes",
+                file.max_document_bytes,
+                defaults.max_document_bytes,
+            )?,
+            max_clients_per_room: count(
+                "max_clients_per_room",
+                file.max_clients_per_room,
+                defaults.max_clients_per_room,
+            )?,
         })
     }
 

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use fermata_accounts::{AccountSettings, Accounts};
+use fermata_collab::{Documents, RoomManager, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{Lease, Storage, TenureStart};
 use tokio::net::TcpListener;
@@ -44,10 +45,14 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         .map_err(|error| Failure::runtime(error.to_string()))?;
     let metrics = Arc::new(Metrics::new(VERSION));
     let readiness = Readiness::default();
+    let fence = WriterFence::default();
+    let rooms = RoomManager::new(Arc::new(store.clone()), fence.clone(), settings.collab);
+    let documents = Documents::new(Arc::new(store.clone()), fence.clone(), rooms.clone());
     let state = HttpState {
         readiness: readiness.clone(),
         metrics: Arc::clone(&metrics),
         accounts: Arc::clone(&accounts),
+        documents,
         secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();
@@ -104,6 +109,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         ));
     }
     startup_cleanup(&accounts, &lease).await;
+    fence.set(Some(lease.fence()));
     readiness.set(Phase::Serving);
     tracing::info!(
         holder = %holder,
@@ -129,6 +135,16 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         exit = &mut keeper => Some(exit),
     };
     readiness.set(Phase::Draining);
+    if lost.is_some() {
+        // Nothing more may be written under a lease that is gone.
+        fence.set(None);
+    }
+    // Rooms checkpoint (while the fence still holds) and close their clients with a retry-later
+    // reason, so the HTTP drain is not held up by WebSockets.
+    rooms
+        .shutdown("the server is stopping; reconnect shortly")
+        .await;
+    fence.set(None);
     http_stop.cancel();
     if tokio::time::timeout(settings.lease.drain_timeout, &mut http)
         .await

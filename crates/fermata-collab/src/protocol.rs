@@ -7,8 +7,9 @@
 use std::panic;
 
 use yrs::StateVector;
+use yrs::encoding::read::Cursor;
 use yrs::sync::{AwarenessUpdate, Message, SyncMessage};
-use yrs::updates::decoder::Decode;
+use yrs::updates::decoder::{Decode, Decoder, DecoderV1};
 use yrs::updates::encoder::Encode;
 
 /// What a client sent, as the room needs it.
@@ -25,7 +26,7 @@ pub enum ClientMessage {
     },
     /// A request for everyone's presence.
     AwarenessQuery,
-    /// Anything else the protocol allows (authentication, custom tags): ignored.
+    /// An authentication message: the server authenticates at the upgrade, so it is ignored.
     Ignored,
 }
 
@@ -34,11 +35,20 @@ pub enum ClientMessage {
 #[error("not a y-websocket message")]
 pub struct Malformed;
 
-/// Reads one client message.
+/// Reads one client message. The whole message must be exactly one message of a type the
+/// y-websocket protocol defines; anything else (unknown types, trailing bytes) is malformed.
 pub fn decode(bytes: &[u8]) -> Result<ClientMessage, Malformed> {
-    let message = panic::catch_unwind(|| Message::decode_v1(bytes))
-        .map_err(|_| Malformed)?
-        .map_err(|_| Malformed)?;
+    let message = panic::catch_unwind(|| {
+        let mut decoder = DecoderV1::new(Cursor::new(bytes));
+        let message = Message::decode(&mut decoder)?;
+        let rest = decoder.read_to_end()?;
+        Ok::<_, yrs::encoding::read::Error>((message, rest.is_empty()))
+    })
+    .map_err(|_| Malformed)?;
+    let message = match message {
+        Ok((message, true)) => message,
+        _ => return Err(Malformed),
+    };
     Ok(match message {
         Message::Sync(SyncMessage::SyncStep1(vector)) => {
             ClientMessage::StateVector(vector.encode_v1())
@@ -55,7 +65,8 @@ pub fn decode(bytes: &[u8]) -> Result<ClientMessage, Malformed> {
                 .collect(),
         },
         Message::AwarenessQuery => ClientMessage::AwarenessQuery,
-        Message::Auth(_) | Message::Custom(..) => ClientMessage::Ignored,
+        Message::Auth(_) => ClientMessage::Ignored,
+        Message::Custom(..) => return Err(Malformed),
     })
 }
 
@@ -102,6 +113,13 @@ mod tests {
     fn garbage_is_malformed_and_sync_messages_round_trip() {
         assert_eq!(decode(&[0xff, 0xff, 0xff]).unwrap_err(), Malformed);
         assert!(decode(&[]).is_err());
+        assert!(
+            decode(&[127, 1, 0]).is_err(),
+            "an unknown message type was accepted"
+        );
+        let mut trailing = update(vec![0, 0]);
+        trailing.push(9);
+        assert!(decode(&trailing).is_err(), "trailing bytes were accepted");
         let step1 = sync_step1(&StateVector::default().encode_v1());
         assert!(matches!(decode(&step1), Ok(ClientMessage::StateVector(_))));
         let update = update(vec![0, 0]);

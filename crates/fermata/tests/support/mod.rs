@@ -219,6 +219,10 @@ impl Fermata {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
@@ -348,4 +352,54 @@ pub fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
     Some((status, body))
+}
+
+/// The folder of the locked npm clients.
+fn interop_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop")
+}
+
+/// Runs one of the npm interop scripts and returns its exit status and the JSON line it printed.
+/// Fails loudly when Node.js or the clients are missing: run the tests with `scripts/test`.
+pub fn node(script: &str, args: &[String]) -> (bool, serde_json::Value) {
+    let dir = interop_dir();
+    assert!(
+        dir.join("node_modules/yjs").is_dir(),
+        "the npm interop clients are not installed: run the tests with scripts/test"
+    );
+    let output = Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .output()
+        .expect("run node (install Node.js, or run scripts/test)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let value = serde_json::from_str(line).unwrap_or_else(|_| {
+        panic!(
+            "{script} printed no JSON: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), value)
+}
+
+/// Starts an interop script in the background, for clients that run side by side.
+pub fn node_spawn(script: &str, args: &[String]) -> std::process::Child {
+    Command::new("node")
+        .arg(interop_dir().join(script))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node")
+}
+
+/// Waits for a background script and returns what `node` would.
+pub fn node_wait(child: std::process::Child) -> (bool, serde_json::Value) {
+    let output = child.wait_with_output().expect("wait for node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let value =
+        serde_json::from_str(line).unwrap_or_else(|_| panic!("no JSON from node: {stdout}"));
+    (output.status.success(), value)
 }

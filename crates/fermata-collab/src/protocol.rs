@@ -45,9 +45,8 @@ pub fn decode(bytes: &[u8]) -> Result<ClientMessage, Malformed> {
         Ok::<_, yrs::encoding::read::Error>((message, rest.is_empty()))
     })
     .map_err(|_| Malformed)?;
-    let message = match message {
-        Ok((message, true)) => message,
-        _ => return Err(Malformed),
+    let Ok((message, true)) = message else {
+        return Err(Malformed);
     };
     Ok(match message {
         Message::Sync(SyncMessage::SyncStep1(vector)) => {

@@ -78,11 +78,13 @@ pub(crate) enum Inbound {
     },
 }
 
-/// Why a client cannot join a room.
+/// Why a client cannot join a room: the close code and reason for a WebSocket client, and the
+/// error kind for a program's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub code: u16,
     pub reason: String,
+    pub kind: ErrorKind,
 }
 
 /// How many messages wait for a slow client before it is dropped.
@@ -198,6 +200,7 @@ impl Room {
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
                 reason: "this document has as many clients as it serves at once".to_owned(),
+                kind: ErrorKind::Unavailable,
             });
         }
         let mut greeting = vec![protocol::sync_step1(&self.doc.doc.state_vector())];
@@ -272,7 +275,8 @@ impl Room {
         true
     }
 
-    /// Gathers the updates that arrive within the batch window, then commits them.
+    /// Gathers the updates already waiting and those that arrive within the batch window (group
+    /// commit: while one commit runs, the next batch queues up), then commits them.
     async fn batch(
         &mut self,
         first_conn: ConnId,
@@ -283,8 +287,15 @@ impl Room {
         let deadline = Instant::now() + self.settings.batch_window;
         let mut after = None;
         while updates.len() < self.settings.max_batch {
-            match timeout_at(deadline, inbox.recv()).await {
-                Ok(Some(Inbound::Message { conn, bytes }))
+            let next = match inbox.try_recv() {
+                Ok(message) => Some(message),
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    timeout_at(deadline, inbox.recv()).await.unwrap_or_default()
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            };
+            match next {
+                Some(Inbound::Message { conn, bytes })
                     if bytes.len() <= self.settings.max_message_bytes =>
                 {
                     match protocol::decode(&bytes) {
@@ -295,11 +306,11 @@ impl Room {
                         }
                     }
                 }
-                Ok(Some(other)) => {
+                Some(other) => {
                     after = Some(other);
                     break;
                 }
-                Ok(None) | Err(_) => break,
+                None => break,
             }
         }
         if !self.commit_updates(updates).await {
@@ -558,12 +569,14 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
             ErrorKind::Missing => Refusal {
                 code: close::POLICY,
                 reason: "no such document".to_owned(),
+                kind: ErrorKind::Missing,
             },
-            _ => {
+            kind => {
                 tracing::error!(document = %id, error = %error, "could not read a document");
                 Refusal {
                     code: close::INTERNAL,
                     reason: "the document could not be read".to_owned(),
+                    kind,
                 }
             }
         })?;
@@ -571,6 +584,7 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
         return Err(Refusal {
             code: close::POLICY,
             reason: "the document is archived; restore it to edit".to_owned(),
+            kind: ErrorKind::Conflict,
         });
     }
     recover(&snapshot).map_err(|error| {
@@ -578,6 +592,7 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
         Refusal {
             code: close::INTERNAL,
             reason: "the document is damaged and cannot be opened".to_owned(),
+            kind: ErrorKind::Corrupt,
         }
     })
 }

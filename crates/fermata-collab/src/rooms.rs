@@ -84,7 +84,11 @@ impl RoomManager {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-            .map(|(code, reason)| Refusal { code, reason })
+            .map(|(code, reason)| Refusal {
+                code,
+                reason,
+                kind: fermata_store::ErrorKind::Unavailable,
+            })
     }
 
     /// The inbox of the document's room, opening the room when it is not open.
@@ -141,6 +145,7 @@ impl RoomManager {
         Err(Refusal {
             code: close::TRY_AGAIN_LATER,
             reason: "the document's room is closing; reconnect".to_owned(),
+            kind: fermata_store::ErrorKind::Unavailable,
         })
     }
 
@@ -149,11 +154,7 @@ impl RoomManager {
         id: &ChannelId,
         request: impl FnOnce(oneshot::Sender<T>) -> Inbound,
     ) -> Result<T, StoreError> {
-        let refused = |refusal: Refusal| match refusal.code {
-            close::POLICY => StoreError::missing(refusal.reason),
-            close::TRY_AGAIN_LATER => StoreError::unavailable(refusal.reason),
-            _ => StoreError::corrupt(refusal.reason),
-        };
+        let refused = |refusal: Refusal| StoreError::new(refusal.kind, refusal.reason);
         let inbox = self.room(id).await.map_err(refused)?;
         let (reply, answer) = oneshot::channel();
         inbox

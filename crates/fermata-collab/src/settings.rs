@@ -5,7 +5,8 @@ use std::time::Duration;
 /// How rooms batch, checkpoint, close and limit what clients send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollabSettings {
-    /// Updates arriving within this window of the first are committed together.
+    /// Updates arriving within this window of the first are committed together, with every update
+    /// that queued while the previous commit ran (group commit).
     pub batch_window: Duration,
     /// At most this many updates go into one commit.
     pub max_batch: usize,
@@ -26,7 +27,7 @@ pub struct CollabSettings {
 impl Default for CollabSettings {
     fn default() -> Self {
         CollabSettings {
-            batch_window: Duration::from_millis(10),
+            batch_window: Duration::from_millis(2),
             max_batch: 64,
             checkpoint_every_commits: 500,
             checkpoint_every_bytes: 4 * 1024 * 1024,

@@ -106,6 +106,30 @@ impl From<&DocumentView> for DocumentBody {
     }
 }
 
+/// Query parameters, with a malformed query answered as a JSON error like every other.
+struct ApiQuery<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S>
+    for ApiQuery<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(value)| ApiQuery(value))
+            .map_err(|_| ApiError::bad_request("a query parameter is missing or not valid"))
+    }
+}
+
+/// A document ID given in a request body: malformed is bad input, not a missing document.
+fn parse_body_id(id: &str) -> Result<ChannelId, ApiError> {
+    ChannelId::parse(id).map_err(|_| ApiError::bad_request("a document ID is a UUID"))
+}
+
 fn parse_id(id: &str) -> Result<ChannelId, ApiError> {
     ChannelId::parse(id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document"))
@@ -160,7 +184,7 @@ async fn create(
     let key = idempotency_key(request.headers())?;
     let body: CreateBody = json_body(request).await?;
     let repository = Repository::new(body.repository)?;
-    let parent = body.parent.as_deref().map(parse_id).transpose()?;
+    let parent = body.parent.as_deref().map(parse_body_id).transpose()?;
     let documents = &state.documents;
     match key {
         None => {
@@ -219,7 +243,7 @@ struct ListBody {
 async fn list(
     State(state): State<HttpState>,
     _caller: Authenticated,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ListBody>, ApiError> {
     let filter = ChannelFilter {
         repository: query.repository.map(Repository::new).transpose()?,
@@ -245,7 +269,7 @@ struct SlugQuery {
 async fn by_slug(
     State(state): State<HttpState>,
     _caller: Authenticated,
-    Query(query): Query<SlugQuery>,
+    ApiQuery(query): ApiQuery<SlugQuery>,
 ) -> Result<Json<DocumentBody>, ApiError> {
     let repository = Repository::new(query.repository)?;
     let not_found = || {
@@ -354,7 +378,7 @@ async fn children(
     State(state): State<HttpState>,
     _caller: Authenticated,
     Path(id): Path<String>,
-    Query(query): Query<ChildrenQuery>,
+    ApiQuery(query): ApiQuery<ChildrenQuery>,
 ) -> Result<Json<Vec<ChannelView>>, ApiError> {
     let id = parse_id(&id)?;
     let children = state.documents.children(&id, query.archived).await?;

@@ -102,6 +102,16 @@ impl BareInserts {
         }
     }
 
+    /// Another writer into the same table, for a floor of concurrent writers: its ids start at
+    /// `first_id`, so writers given ranges apart never collide.
+    pub fn writer_from(&self, first_id: i64) -> Self {
+        BareInserts {
+            begin: self.begin,
+            payload: self.payload.clone(),
+            next_id: first_id,
+        }
+    }
+
     /// One transaction: begin, insert one row, commit. Returns how long it took.
     pub async fn insert(&mut self, store: &ScratchStorage) -> Duration {
         let id = self.next_id;

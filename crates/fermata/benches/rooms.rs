@@ -1,0 +1,512 @@
+//! Benchmark of live collaboration through the real `fermata serve`, on SQLite (WAL,
+//! synchronous=FULL) and durable PostgreSQL, each figure set against a floor measured in the same
+//! run on the same database:
+//!
+//! - live: N WebSocket clients (yrs documents speaking y-websocket) on one document, each sending
+//!   M small text inserts one after another and waiting for each to be acknowledged, that is for
+//!   the server's broadcast of the committed batch that holds it (the server commits before it
+//!   broadcasts, so an acknowledged update is durable); per-update latency from send to
+//!   acknowledgement, and acknowledged updates per second over the whole run;
+//! - floor: the same shape with bare single-row insert transactions, N concurrent writers each
+//!   doing M inserts of a payload of the same size; per-insert latency and inserts per second.
+//!
+//! The server runs with its default `[documents]` settings. `FERMATA_BENCH_CLIENTS` sets N
+//! (default 8) and `FERMATA_BENCH_UPDATES` sets M (default 200); each writer first does a few
+//! untimed warm-up writes.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fermata_collab::CollabSettings;
+use fermata_collab::protocol::{self, ClientMessage};
+use fermata_store::StoreOptions;
+use fermata_store_sql::Database;
+use fermata_store_sql::testing::bench::{BareInserts, Summary, durable_setting, micros, ratio};
+use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use support::{Fermata, PATIENCE, request};
+use tokio::net::TcpStream;
+use tokio::sync::Barrier;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use yrs::updates::decoder::Decode;
+use yrs::updates::encoder::Encode;
+use yrs::{Doc, GetString, ID, IdSet, ReadTxn, StateVector, Text, TextRef, Transact, Update};
+
+/// Untimed writes each writer does first, on both sides.
+const WARM_UP: usize = 10;
+
+/// The environment variables that configure fermata, cleared so the caller's do not leak in.
+const SETTINGS_VARS: &[&str] = &[
+    "FERMATA_CONFIG",
+    "FERMATA_DATA_DIR",
+    "FERMATA_STORAGE",
+    "FERMATA_DATABASE_URL",
+    "FERMATA_LISTEN",
+    "FERMATA_HANDOVER",
+    "FERMATA_LOG_FORMAT",
+    "FERMATA_LOG",
+    "FERMATA_KEYS",
+    "FERMATA_KEYS_FILE",
+    "FERMATA_SECURE_COOKIES",
+    "HANDOVER",
+];
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+#[derive(Debug, Clone, Copy)]
+struct Workload {
+    clients: usize,
+    updates: usize,
+}
+
+/// What one side measured: every timed write's latency, and the wall time of all of them.
+#[derive(Debug)]
+struct Run {
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Run {
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64().max(f64::EPSILON)
+    }
+}
+
+fn main() {
+    assert!(
+        std::env::var_os(POSTGRES_URL_VAR).is_some(),
+        "{POSTGRES_URL_VAR} is not set: run the benchmark with scripts/bench, which starts a \
+         throwaway PostgreSQL server with fsync on"
+    );
+    let workload = Workload {
+        clients: setting("FERMATA_BENCH_CLIENTS", 8),
+        updates: setting("FERMATA_BENCH_UPDATES", 200),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        measure("sqlite", ScratchDatabase::sqlite(), workload).await;
+        measure("postgres", ScratchDatabase::postgres().await, workload).await;
+    });
+}
+
+fn setting(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(value) => match value.parse() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{name} must be a positive whole number, not {value:?}"),
+        },
+        Err(_) => default,
+    }
+}
+
+/// The text client `client` inserts with its `n`th update: 20 bytes.
+fn edit(client: usize, n: usize) -> String {
+    format!("client {client:02} edit {n:04}\n")
+}
+
+async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
+    let target = database.database.clone();
+    // The data folder holds the key file, and for SQLite the database file itself.
+    let (data_dir, _keys_folder) = match &target {
+        Database::Sqlite { path } => (
+            path.parent().expect("the SQLite file's folder").to_owned(),
+            None,
+        ),
+        Database::Postgres { .. } => {
+            let folder = tempfile::tempdir().expect("create a temporary folder");
+            (folder.path().to_owned(), Some(folder))
+        }
+    };
+    let store = database.open(StoreOptions::default()).await;
+    println!("{backend}: {}", durable_setting(&store).await);
+    let settings = CollabSettings::default();
+    println!(
+        "  {} writers x {} writes of {} bytes each, after {WARM_UP} untimed each; server \
+         [documents] defaults (batch window {} ms, at most {} updates a commit)",
+        workload.clients,
+        workload.updates,
+        edit(0, 0).len(),
+        settings.batch_window.as_millis(),
+        settings.max_batch
+    );
+    let (live, commits) = live(&target, &data_dir, workload).await;
+    let floor = floor(&store, workload).await;
+    report(&live, commits, &floor);
+    println!();
+    store.storage.close().await;
+}
+
+fn report(live: &Run, commits: i64, floor: &Run) {
+    let (live_summary, floor_summary) = (
+        Summary::of(live.latencies.clone()),
+        Summary::of(floor.latencies.clone()),
+    );
+    println!(
+        "    bare insert floor     {:>7.0} inserts/s       p50 {:>8.1} us  p99 {:>8.1} us  \
+         ({} inserts in {:.2} s)",
+        floor.per_second(),
+        micros(floor_summary.median),
+        micros(floor_summary.p99),
+        floor_summary.n,
+        floor.wall.as_secs_f64()
+    );
+    println!(
+        "    fermata live          {:>7.0} acked updates/s p50 {:>8.1} us  p99 {:>8.1} us  \
+         ({} updates in {:.2} s, {} commits, {:.1} updates a commit)",
+        live.per_second(),
+        micros(live_summary.median),
+        micros(live_summary.p99),
+        live_summary.n,
+        live.wall.as_secs_f64(),
+        commits,
+        live_summary.n as f64 / commits.max(1) as f64
+    );
+    println!(
+        "    latency fermata/floor: p50 {:.2}x, p99 {:.2}x; throughput floor/fermata: {:.2}x",
+        ratio(live_summary.median, floor_summary.median),
+        ratio(live_summary.p99, floor_summary.p99),
+        floor.per_second() / live.per_second().max(f64::EPSILON)
+    );
+}
+
+/// `fermata WORDS...` aimed at `database`, with nothing from the caller's environment.
+fn fermata(database: &Database, data_dir: &Path, words: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fermata"));
+    command.args(words);
+    for var in SETTINGS_VARS {
+        command.env_remove(var);
+    }
+    command.arg("--data-dir").arg(data_dir);
+    if let Database::Postgres { url } = database {
+        command.args(["--storage", "postgres"]);
+        command.env("FERMATA_DATABASE_URL", url);
+    }
+    command
+}
+
+/// Runs a CLI command to the end with `input` on its standard input; returns its standard output.
+fn run(database: &Database, data_dir: &Path, words: &[&str], input: &str) -> String {
+    let mut child = fermata(database, data_dir, words)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run fermata");
+    child
+        .stdin
+        .take()
+        .expect("its standard input")
+        .write_all(input.as_bytes())
+        .expect("write to fermata");
+    let output = child.wait_with_output().expect("wait for fermata");
+    assert!(
+        output.status.success(),
+        "fermata {} failed: {}{}",
+        words.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A user, an API token for it, a server and one document; then the clients' run.
+async fn live(database: &Database, data_dir: &Path, workload: Workload) -> (Run, i64) {
+    run(
+        database,
+        data_dir,
+        &["user", "add", "bench", "--password-stdin"],
+        "a long enough password\n",
+    );
+    let token = run(
+        database,
+        data_dir,
+        &["token", "create", "--user", "bench"],
+        "",
+    );
+    let mut serve = fermata(database, data_dir, &["serve"]);
+    serve.args(["--listen", "127.0.0.1:0"]);
+    let mut server = Fermata::spawn(serve);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let bearer = format!("Bearer {token}");
+    let created = request(
+        address,
+        "POST",
+        "/api/v1/documents",
+        &[("Authorization", &bearer)],
+        Some(&json!({"repository": "bench/rooms", "title": "Rooms benchmark"})),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let document = created.json()["id"]
+        .as_str()
+        .expect("the document's ID")
+        .to_owned();
+    let url = format!("ws://{address}/sync/{document}?token={token}");
+    let expected: usize = (0..workload.clients)
+        .flat_map(|c| (0..WARM_UP + workload.updates).map(move |n| edit(c, n).len()))
+        .sum();
+
+    // Everyone connects, syncs and warms up, then waits; the clock starts as they are let go.
+    let ready = Arc::new(Barrier::new(workload.clients + 1));
+    let go = Arc::new(Barrier::new(workload.clients + 1));
+    let clients: Vec<_> = (0..workload.clients)
+        .map(|index| {
+            tokio::spawn(client(
+                url.clone(),
+                index,
+                workload.updates,
+                expected,
+                Arc::clone(&ready),
+                Arc::clone(&go),
+            ))
+        })
+        .collect();
+    gather(&ready, "the clients to connect and warm up").await;
+    let before = revision(address, &bearer, &document).0;
+    let started = Instant::now();
+    go.wait().await;
+    let mut latencies = Vec::with_capacity(workload.clients * workload.updates);
+    let mut finished = started;
+    let mut texts = Vec::new();
+    for handle in clients {
+        let outcome = handle.await.expect("a client failed");
+        latencies.extend(outcome.latencies);
+        finished = finished.max(outcome.last_ack);
+        texts.push(outcome.text);
+    }
+    let (after, text) = revision(address, &bearer, &document);
+    assert_eq!(text.len(), expected, "the server's document lacks updates");
+    assert!(
+        texts.iter().all(|t| *t == text),
+        "a client's document differs from the server's"
+    );
+    server.terminate();
+    let status = server.wait_exit().await;
+    assert!(
+        status.success(),
+        "the server did not stop cleanly ({status}):\n{}",
+        server.output()
+    );
+    (
+        Run {
+            latencies,
+            wall: finished - started,
+        },
+        after - before,
+    )
+}
+
+/// Waits at `barrier` with the tasks, failing loudly when one of them never arrives (it failed).
+async fn gather(barrier: &Barrier, what: &str) {
+    tokio::time::timeout(PATIENCE, barrier.wait())
+        .await
+        .unwrap_or_else(|_| panic!("gave up waiting for {what}"));
+}
+
+/// The document's revision (one per commit) and text, over HTTP.
+fn revision(address: SocketAddr, bearer: &str, document: &str) -> (i64, String) {
+    let answer = request(
+        address,
+        "GET",
+        &format!("/api/v1/documents/{document}"),
+        &[("Authorization", bearer)],
+        None,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = answer.json();
+    (
+        body["revision"].as_i64().expect("a revision"),
+        body["text"].as_str().expect("a text").to_owned(),
+    )
+}
+
+#[derive(Debug)]
+struct ClientRun {
+    latencies: Vec<Duration>,
+    last_ack: Instant,
+    text: String,
+}
+
+/// One y-websocket client: a yrs document whose root text `source` it appends to.
+struct Client {
+    socket: Socket,
+    doc: Doc,
+    text: TextRef,
+    index: usize,
+}
+
+async fn client(
+    url: String,
+    index: usize,
+    updates: usize,
+    expected: usize,
+    ready: Arc<Barrier>,
+    go: Arc<Barrier>,
+) -> ClientRun {
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
+        .await
+        .unwrap_or_else(|error| panic!("client {index} could not connect: {error}"));
+    let doc = Doc::new();
+    let text = doc.get_or_insert_text("source");
+    let mut client = Client {
+        socket,
+        doc,
+        text,
+        index,
+    };
+    // As y-websocket does: our state vector, so the server sends what we lack (its own step 1
+    // is answered as it arrives).
+    let vector = client.doc.transact().state_vector().encode_v1();
+    client.send(protocol::sync_step1(&vector)).await;
+    for n in 0..WARM_UP {
+        client.write(&edit(index, n)).await;
+    }
+    ready.wait().await;
+    go.wait().await;
+    let mut latencies = Vec::with_capacity(updates);
+    for n in WARM_UP..WARM_UP + updates {
+        latencies.push(client.write(&edit(index, n)).await);
+    }
+    let last_ack = Instant::now();
+    // Then read on until everyone's updates are here, so every client ends with the same text.
+    while (client.text.len(&client.doc.transact()) as usize) < expected {
+        client.receive().await;
+    }
+    let text = client.text.get_string(&client.doc.transact());
+    let _ = client.socket.close(None).await;
+    ClientRun {
+        latencies,
+        last_ack,
+        text,
+    }
+}
+
+impl Client {
+    async fn send(&mut self, message: Vec<u8>) {
+        self.socket
+            .send(Message::binary(message))
+            .await
+            .unwrap_or_else(|error| panic!("client {} could not send: {error}", self.index));
+    }
+
+    /// Appends `edit`, sends the update and waits for the server to acknowledge it; returns the
+    /// time from the send to the acknowledgement.
+    async fn write(&mut self, edit: &str) -> Duration {
+        let me = self.doc.client_id();
+        let update = {
+            let mut txn = self.doc.transact_mut();
+            let end = self.text.len(&txn);
+            self.text.insert(&mut txn, end, edit);
+            txn.encode_update_v1()
+        };
+        // The update's last clock: acknowledged once a broadcast (a committed batch) holds it, that
+        // is once the server's clock for this client is at or past the update's. The broadcast
+        // is a diff since the batch's start, so a client's blocks in it start past clock 0, and
+        // `Update::state_vector` (which counts only runs starting at 0) would not show them: the
+        // ids the update inserts do.
+        let last = ID::new(me, self.doc.transact().state_vector().get(&me) - 1);
+        let sent = Instant::now();
+        self.send(protocol::update(update)).await;
+        loop {
+            if let Some(inserted) = self.receive().await
+                && inserted.contains(&last)
+            {
+                return sent.elapsed();
+            }
+        }
+    }
+
+    /// Handles the next message from the server; when it is an update, applies it to the
+    /// client's document and returns the ids it inserts.
+    async fn receive(&mut self) -> Option<IdSet> {
+        let index = self.index;
+        let bytes = match tokio::time::timeout(PATIENCE, self.socket.next()).await {
+            Err(_) => panic!("client {index}: nothing from the server in {PATIENCE:?}"),
+            Ok(None) => panic!("client {index}: the server closed the connection"),
+            Ok(Some(Err(error))) => panic!("client {index}: {error}"),
+            Ok(Some(Ok(Message::Close(frame)))) => {
+                panic!("client {index}: the server closed the connection: {frame:?}")
+            }
+            Ok(Some(Ok(Message::Binary(bytes)))) => bytes,
+            Ok(Some(Ok(_))) => return None,
+        };
+        match protocol::decode(&bytes)
+            .unwrap_or_else(|_| panic!("client {index}: not a y-websocket message"))
+        {
+            ClientMessage::StateVector(vector) => {
+                let vector = StateVector::decode_v1(&vector).expect("the server's state vector");
+                let diff = self.doc.transact().encode_diff_v1(&vector);
+                self.send(protocol::sync_step2(diff)).await;
+                None
+            }
+            ClientMessage::Update(bytes) => {
+                let update = Update::decode_v1(&bytes).expect("the server's update");
+                let inserted = update.insertions(true);
+                self.doc
+                    .transact_mut()
+                    .apply_update(update)
+                    .expect("apply the server's update");
+                Some(inserted)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The floor: one writer per client, each doing its inserts one after another, all at once.
+async fn floor(store: &ScratchStorage, workload: Workload) -> Run {
+    let payload = "x".repeat(edit(0, 0).len());
+    let first = BareInserts::create(store, payload).await;
+    // Each writer's ids in a range of its own.
+    let stride = (WARM_UP + workload.updates) as i64;
+    let mut writers: Vec<BareInserts> = (1..workload.clients)
+        .map(|index| first.writer_from(index as i64 * stride + 1))
+        .collect();
+    writers.insert(0, first);
+    let ready = Arc::new(Barrier::new(workload.clients + 1));
+    let go = Arc::new(Barrier::new(workload.clients + 1));
+    let tasks: Vec<_> = writers
+        .into_iter()
+        .map(|mut writer| {
+            let (store, ready, go) = (store.clone(), Arc::clone(&ready), Arc::clone(&go));
+            tokio::spawn(async move {
+                for _ in 0..WARM_UP {
+                    writer.insert(&store).await;
+                }
+                ready.wait().await;
+                go.wait().await;
+                let mut latencies = Vec::with_capacity(workload.updates);
+                for _ in 0..workload.updates {
+                    latencies.push(writer.insert(&store).await);
+                }
+                (latencies, Instant::now())
+            })
+        })
+        .collect();
+    gather(&ready, "the bare insert writers to warm up").await;
+    let started = Instant::now();
+    go.wait().await;
+    let mut latencies = Vec::with_capacity(workload.clients * workload.updates);
+    let mut finished = started;
+    for task in tasks {
+        let (times, done) = task.await.expect("a bare insert writer failed");
+        latencies.extend(times);
+        finished = finished.max(done);
+    }
+    Run {
+        latencies,
+        wall: finished - started,
+    }
+}

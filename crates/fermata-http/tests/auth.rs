@@ -2,19 +2,17 @@
 //! database: who gets in, who is turned away with which status, CSRF, throttling, sessions,
 //! tokens, machines and credentials.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use axum::response::Response;
-use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
-use fermata_collab::{CollabSettings, Documents, RoomManager, WriterFence};
-use fermata_crypto::{Keyring, SecretToken};
-use fermata_http::{HttpState, Metrics, Readiness, router};
-use fermata_store::{Role, Storage, StoreOptions};
+use fermata_collab::WriterFence;
+use fermata_crypto::SecretToken;
+use fermata_http::HttpState;
+use fermata_store::{Role, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::{Value, json};
-use tower::ServiceExt;
+use support::Answer;
+
+mod support;
 
 const ADMIN_PASSWORD: &str = "correct horse battery staple";
 const MEMBER_PASSWORD: &str = "members have passwords too";
@@ -22,37 +20,6 @@ const MEMBER_PASSWORD: &str = "members have passwords too";
 struct App {
     state: HttpState,
     storage: ScratchStorage,
-}
-
-/// What a request sent back.
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
-    }
-
-    fn code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    /// The session secret the response set, if any.
-    fn session_cookie(&self) -> Option<String> {
-        self.headers
-            .get_all(header::SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(|v| v.strip_prefix("fermata_session="))
-            .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
-            .filter(|value| !value.is_empty())
-    }
 }
 
 /// A browser or program session against the app.
@@ -68,13 +35,8 @@ impl App {
         let storage = ScratchDatabase::sqlite()
             .open(StoreOptions::default())
             .await;
-        let shared: Arc<dyn Storage> = Arc::new(storage.clone());
-        let accounts = Accounts::new(
-            Arc::clone(&shared),
-            Arc::new(KeyringHandle::new(Keyring::generate(), None)),
-            AccountSettings::default(),
-        );
-        let accounts = Arc::new(accounts);
+        let state = support::state(&storage, WriterFence::default());
+        let accounts = &state.accounts;
         accounts
             .add_user(
                 "ada",
@@ -91,34 +53,11 @@ impl App {
             )
             .await
             .unwrap();
-        let fence = WriterFence::default();
-        let rooms = RoomManager::new(
-            Arc::clone(&shared),
-            fence.clone(),
-            CollabSettings::default(),
-        );
-        let state = HttpState {
-            readiness: Readiness::default(),
-            metrics: Arc::new(Metrics::new("test")),
-            accounts,
-            documents: Documents::new(shared, fence, rooms),
-            secure_cookies: false,
-        };
         App { state, storage }
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
-        let response: Response = router(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
-            .await
-            .unwrap();
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        support::send(&self.state, request).await
     }
 
     async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {

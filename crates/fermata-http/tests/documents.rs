@@ -9,18 +9,18 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use axum::response::Response;
-use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
-use fermata_collab::{CollabSettings, Documents, RoomManager, WriterFence};
-use fermata_crypto::{Keyring, SecretToken};
-use fermata_http::{HttpState, Metrics, Readiness, router};
+use fermata_collab::WriterFence;
+use fermata_crypto::SecretToken;
+use fermata_http::HttpState;
 use fermata_store::{
     Acquisition, ChannelId, CreationKey, Fence, LeaseName, Repository, Role, Storage, StoreOptions,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tower::ServiceExt;
+use support::Answer;
+
+mod support;
 
 const PASSWORD: &str = "correct horse battery staple";
 /// A well-formed document ID no document has.
@@ -49,26 +49,14 @@ struct App {
     _storage: ScratchStorage,
 }
 
-/// What a request sent back.
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
+/// Reading answers the way these tests need.
+trait Read {
+    /// The status and error code, for one assertion that shows both.
+    fn error(&self) -> (StatusCode, String);
+    fn id(&self) -> String;
 }
 
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
-    }
-
-    fn code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_else(|| panic!("not an error body: {}", self.body))
-            .to_owned()
-    }
-
-    /// The status and error code, for one assertion that shows both.
+impl Read for Answer {
     fn error(&self) -> (StatusCode, String) {
         (self.status, self.code())
     }
@@ -86,12 +74,10 @@ impl App {
         let storage = ScratchDatabase::sqlite()
             .open(StoreOptions::default())
             .await;
+        let fence = WriterFence::default();
+        let state = support::state(&storage, fence.clone());
         let shared: Arc<dyn Storage> = Arc::new(storage.clone());
-        let accounts = Arc::new(Accounts::new(
-            Arc::clone(&shared),
-            Arc::new(KeyringHandle::new(Keyring::generate(), None)),
-            AccountSettings::default(),
-        ));
+        let accounts = Arc::clone(&state.accounts);
         let (ada, _) = accounts
             .add_user(
                 "ada",
@@ -115,20 +101,7 @@ impl App {
             Acquisition::Granted(lease) => lease.fence(),
             Acquisition::Held(record) => panic!("the writer lease is held: {record:?}"),
         };
-        let fence = WriterFence::default();
         fence.set(Some(lease.clone()));
-        let rooms = RoomManager::new(
-            Arc::clone(&shared),
-            fence.clone(),
-            CollabSettings::default(),
-        );
-        let state = HttpState {
-            readiness: Readiness::default(),
-            metrics: Arc::new(Metrics::new("test")),
-            accounts,
-            documents: Documents::new(shared, fence.clone(), rooms),
-            secure_cookies: false,
-        };
         App {
             state,
             fence,
@@ -139,17 +112,7 @@ impl App {
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
-        let response: Response = router(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 24)
-            .await
-            .unwrap();
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        support::send(&self.state, request).await
     }
 
     /// A request with the API token.

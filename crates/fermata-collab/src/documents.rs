@@ -173,10 +173,13 @@ impl Documents {
         self.channel(id).await
     }
 
+    /// Archives first, then closes the room: a room that opens meanwhile refuses the archived
+    /// document, and an edit committed meanwhile is refused by storage.
     pub async fn archive(&self, id: &ChannelId) -> Result<Channel, StoreError> {
         let fence = self.fence.current()?;
+        let archived = self.storage.collaboration().archive(&fence, id).await?;
         self.rooms.close(id, "the document was archived").await;
-        self.storage.collaboration().archive(&fence, id).await
+        Ok(archived)
     }
 
     pub async fn restore(&self, id: &ChannelId) -> Result<Channel, StoreError> {

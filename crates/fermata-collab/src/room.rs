@@ -89,6 +89,22 @@ pub struct Refusal {
 
 /// How many messages wait for a slow client before it is dropped.
 pub(crate) const OUTBOUND_QUEUE: usize = 256;
+/// The largest presence message a client may send.
+const MAX_PRESENCE_BYTES: usize = 64 * 1024;
+/// The most presence clients one connection may speak for.
+const MAX_PRESENCE_CLIENTS: usize = 8;
+
+/// The reason a closing room gives a join, which then goes to a new room.
+pub(crate) const ROOM_CLOSING: &str = "the document's room is closing";
+
+pub(crate) fn closing() -> Refusal {
+    Refusal {
+        code: close::TRY_AGAIN_LATER,
+        reason: ROOM_CLOSING.to_owned(),
+        kind: ErrorKind::Unavailable,
+    }
+}
+
 /// How many times a commit is retried after a transient failure, under the same operation ID.
 const COMMIT_ATTEMPTS: u32 = 3;
 
@@ -96,8 +112,6 @@ struct Conn {
     outbound: mpsc::Sender<Outbound>,
     /// The client's last presence message, for clients who join later.
     presence: Option<Vec<u8>>,
-    /// The presence clients this connection controls, with their last clock.
-    presence_clients: HashMap<u64, u32>,
 }
 
 pub(crate) struct Room {
@@ -109,6 +123,14 @@ pub(crate) struct Room {
     conns: HashMap<ConnId, Conn>,
     commits_since_checkpoint: usize,
     bytes_since_checkpoint: usize,
+    /// An upper bound of the encoded state's size: exact at load, plus every committed update.
+    size_estimate: usize,
+    /// Each presence client's owner (the first connection that spoke for it) and last clock, so
+    /// a leaving connection clears only its own clients' presence.
+    presence_owners: HashMap<u64, (ConnId, u32)>,
+    /// The state vector of what the clients have been sent (everything committed and broadcast),
+    /// so a reload sends them what storage holds beyond it.
+    published: Vec<u8>,
 }
 
 impl Room {
@@ -122,6 +144,9 @@ impl Room {
         let doc = load(&*storage, id).await?;
         Ok(Room {
             id: id.clone(),
+            size_estimate: doc.doc.state_size(),
+            presence_owners: HashMap::new(),
+            published: doc.doc.state_vector(),
             doc,
             storage,
             fence,
@@ -144,13 +169,31 @@ impl Room {
                 inbox.recv().await
             };
             let Some(message) = next else {
-                self.checkpoint_if_worthwhile().await;
+                self.close_idle(&mut inbox).await;
                 return;
             };
             if !self.handle(message, &mut inbox).await {
                 return;
             }
         }
+    }
+
+    /// Stops taking messages, answers what was already queued (a join is sent to a new room),
+    /// and takes the final checkpoint.
+    async fn close_idle(&mut self, inbox: &mut mpsc::Receiver<Inbound>) {
+        inbox.close();
+        while let Some(message) = inbox.recv().await {
+            match message {
+                Inbound::Join { reply, .. } => {
+                    let _ = reply.send(Err(closing()));
+                }
+                Inbound::Message { .. } | Inbound::Leave { .. } => {}
+                other => {
+                    let _ = Box::pin(self.handle(other, inbox)).await;
+                }
+            }
+        }
+        self.checkpoint_if_worthwhile().await;
     }
 
     /// Handles one inbound message; false when the room has ended.
@@ -213,18 +256,25 @@ impl Room {
             Conn {
                 outbound,
                 presence: None,
-                presence_clients: HashMap::new(),
             },
         );
         Ok(())
     }
 
     fn leave(&mut self, conn: ConnId) {
-        if let Some(gone) = self.conns.remove(&conn)
-            && !gone.presence_clients.is_empty()
-        {
-            let clients: Vec<(u64, u32)> = gone.presence_clients.into_iter().collect();
-            self.broadcast(&protocol::awareness_removed(&clients), None);
+        if self.conns.remove(&conn).is_none() {
+            return;
+        }
+        let mut gone = Vec::new();
+        self.presence_owners.retain(|client, (owner, clock)| {
+            let keep = *owner != conn;
+            if !keep {
+                gone.push((*client, *clock));
+            }
+            keep
+        });
+        if !gone.is_empty() {
+            self.broadcast(&protocol::awareness_removed(&gone), None);
         }
     }
 
@@ -253,8 +303,28 @@ impl Room {
             },
             Ok(ClientMessage::Update(update)) => return self.batch(conn, update, inbox).await,
             Ok(ClientMessage::Awareness { raw, clients }) => {
+                if raw.len() > MAX_PRESENCE_BYTES {
+                    self.refuse(conn, close::TOO_BIG, "the presence message is too large");
+                    return true;
+                }
+                // y-websocket clients relay every presence change they hear, other clients'
+                // included, so a presence client belongs to the first connection that spoke for
+                // it (as in the reference server): only its owner's leaving clears it.
+                for (client, clock) in clients {
+                    let owned = self
+                        .presence_owners
+                        .values()
+                        .filter(|(owner, _)| *owner == conn)
+                        .count();
+                    match self.presence_owners.get_mut(&client) {
+                        Some((_, known)) => *known = (*known).max(clock),
+                        None if owned < MAX_PRESENCE_CLIENTS => {
+                            self.presence_owners.insert(client, (conn, clock));
+                        }
+                        None => {}
+                    }
+                }
                 if let Some(state) = self.conns.get_mut(&conn) {
-                    state.presence_clients.extend(clients);
                     state.presence = Some(raw.clone());
                 }
                 // Echoed to the sender too: the client counts it as traffic and stays connected.
@@ -345,7 +415,18 @@ impl Room {
                 }
             }
         }
-        if self.doc.doc.text().len() > self.settings.max_document_bytes {
+        if accepted.is_empty() {
+            return true;
+        }
+        let Ok(diff) = self.doc.doc.diff_since(&before) else {
+            return self.reload_with(&[]).await;
+        };
+        // A client with nothing new answers the server's sync step 1 with an empty update:
+        // nothing to save, nothing to send.
+        if fermata_docs::is_empty_update(&diff) {
+            return true;
+        }
+        if !self.fits(diff.len()) {
             let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
             for conn in senders {
                 self.refuse(
@@ -356,16 +437,11 @@ impl Room {
             }
             return self.reload_with(&[]).await;
         }
-        if accepted.is_empty() {
-            return true;
-        }
-        let Ok(diff) = self.doc.doc.diff_since(&before) else {
-            return self.reload_with(&[]).await;
-        };
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {
             Ok(_) => {
                 self.broadcast(&protocol::update(diff), None);
+                self.published = self.doc.doc.state_vector();
                 true
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
@@ -384,13 +460,20 @@ impl Room {
         }
     }
 
+    /// Whether the document, grown by `added` bytes (already applied), stays within its limit.
+    /// The estimate is an upper bound; the exact size is measured only when it crosses the limit.
+    fn fits(&mut self, added: usize) -> bool {
+        let limit = self.settings.max_document_bytes;
+        if self.size_estimate + added <= limit {
+            return true;
+        }
+        let exact = self.doc.doc.state_size();
+        self.size_estimate = exact.saturating_sub(added);
+        exact <= limit
+    }
+
     /// Replaces the whole text (the program rewrite path), committed before anyone sees it.
     async fn rewrite(&mut self, text: &str) -> Result<Committed, StoreError> {
-        if text.len() > self.settings.max_document_bytes {
-            return Err(StoreError::invalid(
-                "the text is larger than this server keeps",
-            ));
-        }
         let before = self.doc.doc.state_vector();
         self.doc.doc.replace_all(text);
         let diff = self
@@ -398,11 +481,20 @@ impl Room {
             .doc
             .diff_since(&before)
             .map_err(|_| StoreError::corrupt("the rewritten document does not encode"))?;
+        if !self.fits(diff.len()) {
+            let _ = self.reload_with(&[]).await;
+            return Err(StoreError::invalid(
+                "the text is larger than this server keeps",
+            ));
+        }
         let result = self
             .commit(self.commit_request(Some(diff.clone()), None))
             .await;
         match &result {
-            Ok(_) => self.broadcast(&protocol::update(diff), None),
+            Ok(_) => {
+                self.broadcast(&protocol::update(diff), None);
+                self.published = self.doc.doc.state_vector();
+            }
             Err(_) => {
                 let _ = self.reload_with(&[]).await;
             }
@@ -440,6 +532,7 @@ impl Room {
         };
         self.doc.revision = committed.revision;
         self.doc.sequence = committed.sequence;
+        self.size_estimate += bytes;
         if bytes > 0 {
             self.commits_since_checkpoint += 1;
             self.bytes_since_checkpoint += bytes;
@@ -481,10 +574,20 @@ impl Room {
 
     /// Reloads the document from storage and applies `updates` again (updates that applied to
     /// the same committed state before); false when the document can no longer be served.
+    ///
+    /// Storage may hold more than the room did (a commit that landed although its answer was
+    /// lost): the clients are sent what they lack of it, so they stay in step with what is saved.
     async fn reload_with(&mut self, updates: &[(ConnId, Vec<u8>)]) -> bool {
         match load(&*self.storage, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
+                self.size_estimate = self.doc.doc.state_size();
+                if let Ok(missing) = self.doc.doc.diff_since(&self.published)
+                    && !fermata_docs::is_empty_update(&missing)
+                {
+                    self.broadcast(&protocol::update(missing), None);
+                }
+                self.published = self.doc.doc.state_vector();
                 for (conn, update) in updates {
                     if self.doc.doc.apply_update(update).is_err() {
                         self.refuse(

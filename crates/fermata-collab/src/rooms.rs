@@ -11,8 +11,11 @@ use fermata_store::{ChannelId, Committed, Storage, StoreError};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::fence::WriterFence;
-use crate::room::{ConnId, Inbound, OUTBOUND_QUEUE, Outbound, Refusal, Room, close};
+use crate::room::{ConnId, Inbound, OUTBOUND_QUEUE, Outbound, ROOM_CLOSING, Refusal, Room, close};
 use crate::settings::CollabSettings;
+
+/// A document's place in the manager: its room's inbox while the room is open.
+type Slot = Arc<Mutex<Option<mpsc::Sender<Inbound>>>>;
 
 /// Every open room.
 #[derive(Debug, Clone)]
@@ -25,9 +28,11 @@ struct Inner {
     storage: Arc<dyn Storage>,
     fence: WriterFence,
     settings: CollabSettings,
-    /// The inbox of each open room. A closed room's inbox refuses sends, which tells a joiner to
-    /// open a new room.
-    rooms: Mutex<HashMap<ChannelId, mpsc::Sender<Inbound>>>,
+    /// One slot per document that was opened: the inbox of its room while open. A closed room's
+    /// inbox refuses sends, which tells a joiner to open a new room. The map's lock is held only
+    /// to find a slot; opening (recovering) a document holds its slot's lock alone, so a slow
+    /// recovery never holds up other documents.
+    rooms: std::sync::Mutex<HashMap<ChannelId, Slot>>,
     /// Set once rooms stop opening: the code and reason new clients are closed with.
     closed: std::sync::Mutex<Option<(u16, String)>>,
     next_conn: AtomicU64,
@@ -67,7 +72,7 @@ impl RoomManager {
                 storage,
                 fence,
                 settings,
-                rooms: Mutex::new(HashMap::new()),
+                rooms: std::sync::Mutex::new(HashMap::new()),
                 closed: std::sync::Mutex::new(None),
                 next_conn: AtomicU64::new(1),
             }),
@@ -91,13 +96,32 @@ impl RoomManager {
             })
     }
 
-    /// The inbox of the document's room, opening the room when it is not open.
+    fn slot(&self, id: &ChannelId) -> Slot {
+        let mut rooms = self
+            .inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(rooms.entry(id.clone()).or_default())
+    }
+
+    /// The inbox of the document's room, opening the room when it is not open. No room opens
+    /// while this process does not hold the writer lease: it would serve a document another
+    /// process may still be changing.
     async fn room(&self, id: &ChannelId) -> Result<mpsc::Sender<Inbound>, Refusal> {
         if let Some(refusal) = self.closed() {
             return Err(refusal);
         }
-        let mut rooms = self.inner.rooms.lock().await;
-        if let Some(inbox) = rooms.get(id).filter(|inbox| !inbox.is_closed()) {
+        if self.inner.fence.current().is_err() {
+            return Err(Refusal {
+                code: close::TRY_AGAIN_LATER,
+                reason: "this server is not serving documents yet; reconnect shortly".to_owned(),
+                kind: fermata_store::ErrorKind::Unavailable,
+            });
+        }
+        let slot = self.slot(id);
+        let mut open = slot.lock().await;
+        if let Some(inbox) = open.as_ref().filter(|inbox| !inbox.is_closed()) {
             return Ok(inbox.clone());
         }
         let room = Room::open(
@@ -109,7 +133,7 @@ impl RoomManager {
         .await?;
         let (inbox, receiver) = mpsc::channel(1024);
         tokio::spawn(room.run(receiver));
-        rooms.insert(id.clone(), inbox.clone());
+        *open = Some(inbox.clone());
         Ok(inbox)
     }
 
@@ -137,6 +161,8 @@ impl RoomManager {
                         outbound,
                     });
                 }
+                // The room was closing: a new one opens on the next turn.
+                Ok(Err(refusal)) if refusal.reason == ROOM_CLOSING => {}
                 Ok(Err(refusal)) => return Err(refusal),
                 // The room closed before it answered: open a new one.
                 Err(_) => {}
@@ -179,18 +205,30 @@ impl RoomManager {
             .await?
     }
 
+    /// The inbox of the document's room if it is open, without opening it.
+    async fn open_inbox(&self, id: &ChannelId) -> Option<mpsc::Sender<Inbound>> {
+        let slot = self
+            .inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()?;
+        let inbox = slot.lock().await.clone();
+        inbox.filter(|inbox| !inbox.is_closed())
+    }
+
     /// The current text and revision of an open document, if its room is open.
     pub async fn read_open(&self, id: &ChannelId) -> Option<(String, i64)> {
-        let inbox = self.inner.rooms.lock().await.get(id).cloned()?;
+        let inbox = self.open_inbox(id).await?;
         let (reply, answer) = oneshot::channel();
         inbox.send(Inbound::Read { reply }).await.ok()?;
         answer.await.ok()
     }
 
-    /// Closes one document's room (before it is archived or deleted) and waits for it.
+    /// Closes one document's room (after it was archived or deleted) and waits for it.
     pub async fn close(&self, id: &ChannelId, reason: &str) {
-        let inbox = self.inner.rooms.lock().await.remove(id);
-        if let Some(inbox) = inbox {
+        if let Some(inbox) = self.open_inbox(id).await {
             shut(inbox, reason).await;
         }
     }
@@ -203,10 +241,22 @@ impl RoomManager {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some((close::TRY_AGAIN_LATER, reason.to_owned()));
-        let rooms: Vec<_> = self.inner.rooms.lock().await.drain().collect();
-        for (_, inbox) in rooms {
-            shut(inbox, reason).await;
-        }
+        let slots: Vec<_> = self
+            .inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain()
+            .map(|(_, slot)| slot)
+            .collect();
+        // Every room stops at once, under one bound, so many rooms cannot outlast the stop.
+        let stops = slots.into_iter().map(|slot| async move {
+            let inbox = slot.lock().await.take();
+            if let Some(inbox) = inbox {
+                shut(inbox, reason).await;
+            }
+        });
+        futures::future::join_all(stops).await;
     }
 }
 

@@ -18,7 +18,8 @@ pub struct CollabSettings {
     pub idle_close: Duration,
     /// The largest WebSocket message a client may send.
     pub max_message_bytes: usize,
-    /// The largest document text (UTF-8 bytes) an update may produce.
+    /// The largest document (its encoded Yjs state, whatever root types it uses) an update may
+    /// produce.
     pub max_document_bytes: usize,
     /// The most clients one room serves at once.
     pub max_clients_per_room: usize,

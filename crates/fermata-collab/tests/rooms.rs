@@ -366,3 +366,82 @@ async fn without_the_writer_fence_nothing_is_acknowledged() {
     assert!(!reader.hears_update(QUIET).await);
     assert_eq!(stored_text(&rig).await, (String::new(), 0));
 }
+
+#[tokio::test]
+async fn a_client_with_nothing_new_writes_nothing() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut first = Client::join(&rig).await;
+    first.type_text("hello").await;
+    assert!(first.hears_update(PATIENCE).await);
+    // A client that already has everything answers with an empty update on every connect.
+    let second = Client::join(&rig).await;
+    let empty = second.doc.diff_since(&second.doc.state_vector()).unwrap();
+    assert!(second.connection.receive(protocol::sync_step2(empty)).await);
+    assert!(
+        !first.hears_update(QUIET).await,
+        "an empty update was broadcast"
+    );
+    assert_eq!(
+        stored_text(&rig).await,
+        ("hello".to_owned(), 1),
+        "an empty update was committed"
+    );
+}
+
+#[tokio::test]
+async fn only_a_clients_owner_clears_its_presence() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let ada = Client::join(&rig).await;
+    let mut bob = Client::join(&rig).await;
+    let mallory = Client::join(&rig).await;
+    let hello = presence_message(42, 1, r#"{"user":{"name":"ada"}}"#);
+    assert!(ada.connection.receive(hello).await);
+    let _ = bob.next().await.unwrap();
+    // Mallory speaks for ada's client (y-websocket clients relay others' presence), then leaves.
+    assert!(
+        mallory
+            .connection
+            .receive(presence_message(42, 5, "null"))
+            .await
+    );
+    let _ = bob.next().await.unwrap();
+    mallory.connection.leave().await;
+    let removal = protocol::awareness_removed(&[(42, 5)]);
+    assert!(
+        !hears(&mut bob, &removal, QUIET).await,
+        "mallory's leaving cleared ada's presence"
+    );
+    // Ada's leaving clears it, one clock past the last one seen.
+    ada.connection.leave().await;
+    assert!(
+        hears(&mut bob, &removal, PATIENCE).await,
+        "ada's leaving did not clear her presence"
+    );
+}
+
+/// Whether `client` is sent exactly `message` within `within`.
+async fn hears(client: &mut Client, message: &[u8], within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(Outbound::Message(bytes))) =
+        tokio::time::timeout_at(deadline, client.connection.outbound.recv()).await
+    {
+        if bytes == message {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn no_room_opens_without_the_writer_lease() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    rig.fence.set(None);
+    let refusal = rig.rooms.join(&rig.document).await.unwrap_err();
+    assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
+    let error = rig
+        .rooms
+        .rewrite(&rig.document, "text".to_owned())
+        .await
+        .unwrap_err();
+    assert!(error.is_retryable(), "{error}");
+}

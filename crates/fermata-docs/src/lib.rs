@@ -17,4 +17,4 @@ pub use sidecar::{
     Comment, GraphEdge, GraphNode, ImplementationGraph, Question, QuestionStatus, Restored,
     SIDECAR_VERSION, Sidecar, SidecarError, restore,
 };
-pub use source::{Anchor, DocError, SourceDoc, source_hash, validate_update};
+pub use source::{Anchor, DocError, SourceDoc, is_empty_update, source_hash, validate_update};

@@ -177,6 +177,11 @@ impl SourceDoc {
         self.doc.transact().state_vector().encode_v1()
     }
 
+    /// The size of the complete encoded state, in bytes: what a document costs to keep.
+    pub fn state_size(&self) -> usize {
+        self.encode_state().len()
+    }
+
     /// Everything this document holds that a peer at `state_vector` lacks, as one v1 update.
     pub fn diff_since(&self, state_vector: &[u8]) -> Result<Vec<u8>, DocError> {
         let vector = panic::catch_unwind(|| StateVector::decode_v1(state_vector))
@@ -298,6 +303,12 @@ impl SourceDoc {
 
 /// Checks that `bytes` decode as a v1 update, without applying them: the check a commit makes
 /// before storing a client's update.
+/// Whether an update carries nothing: no insertion and no deletion (what a client with nothing
+/// new answers a sync step 1 with).
+pub fn is_empty_update(bytes: &[u8]) -> bool {
+    decode_update(bytes).is_ok_and(|update| update.is_empty())
+}
+
 pub fn validate_update(bytes: &[u8]) -> Result<(), DocError> {
     decode_update(bytes).map(|_| ())
 }

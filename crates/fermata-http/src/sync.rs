@@ -76,18 +76,40 @@ pub(crate) async fn sync(
         .on_upgrade(move |socket| serve(socket, rooms, id))
 }
 
-/// A room name: a document ID, or `OWNER/NAME/SLUG` (a canonical or former slug).
+/// A room name: a document ID, or `OWNER/NAME/SLUG` (a canonical or former slug). A missing or
+/// archived document is refused before the upgrade, where y-websocket backs off between retries.
 async fn resolve(state: &HttpState, room: &str) -> Result<ChannelId, ApiError> {
-    if let Ok(id) = ChannelId::parse(room) {
-        return Ok(id);
-    }
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document");
-    let (repository, slug) = room.rsplit_once('/').ok_or_else(not_found)?;
-    let repository = Repository::new(repository).map_err(|_| not_found())?;
-    let slug = Slug::new(slug).map_err(|_| not_found())?;
-    let channel = state.documents.resolve(&repository, &slug).await?;
-    channel.map(|c| c.id).ok_or_else(not_found)
+    let channel = match ChannelId::parse(room) {
+        Ok(id) => state
+            .documents
+            .channel(&id)
+            .await
+            .map_err(|_| not_found())?,
+        Err(_) => {
+            let (repository, slug) = room.rsplit_once('/').ok_or_else(not_found)?;
+            let repository = Repository::new(repository).map_err(|_| not_found())?;
+            let slug = Slug::new(slug).map_err(|_| not_found())?;
+            state
+                .documents
+                .resolve(&repository, &slug)
+                .await?
+                .ok_or_else(not_found)?
+        }
+    };
+    if channel.archived_at.is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "archived",
+            "the document is archived; restore it to edit",
+        ));
+    }
+    Ok(channel.id)
 }
+
+/// A connection that sends nothing for this long is gone (live y-websocket clients renew their
+/// presence every 15 seconds).
+const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
@@ -120,7 +142,7 @@ async fn serve(mut socket: WebSocket, rooms: RoomManager, id: ChannelId) {
     };
     loop {
         tokio::select! {
-            incoming = socket.recv() => match incoming {
+            incoming = tokio::time::timeout(IDLE_CONNECTION, socket.recv()) => match incoming.unwrap_or_else(|_idle| None) {
                 Some(Ok(Message::Binary(bytes))) => {
                     if !connection.receive(bytes.to_vec()).await {
                         close_with(&mut socket, close::TRY_AGAIN_LATER, "the document's room closed; reconnect".to_owned()).await;

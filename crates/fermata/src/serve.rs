@@ -144,7 +144,6 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     rooms
         .shutdown("the server is stopping; reconnect shortly")
         .await;
-    fence.set(None);
     http_stop.cancel();
     if tokio::time::timeout(settings.lease.drain_timeout, &mut http)
         .await
@@ -153,6 +152,8 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         tracing::warn!("requests still in flight after the drain timeout were cut off");
         http.abort();
     }
+    // Requests in flight finished under the fence; nothing writes after this.
+    fence.set(None);
 
     let exit = match lost {
         Some(exit) => exit,

@@ -762,6 +762,12 @@ pub async fn only_archived_channels_without_children_are_deleted_and_leave_no_tr
         .set_navigation(&user.id, Some(&parent.id))
         .await
         .unwrap();
+    let stranger = UserId("nobody".to_owned());
+    let error = collaboration
+        .set_navigation(&stranger, Some(&parent.id))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Invalid);
     assert_eq!(
         collaboration.navigation(&user.id).await.unwrap(),
         Some(parent.id.clone())

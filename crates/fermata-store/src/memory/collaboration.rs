@@ -546,6 +546,11 @@ impl CollaborationStore for MemoryStorage {
 
     async fn set_navigation(&self, user: &UserId, channel: Option<&ChannelId>) -> StoreResult<()> {
         let mut state = self.inner.state();
+        if !state.users.contains_key(user) {
+            return Err(StoreError::invalid(
+                "a navigation reference needs an existing user",
+            ));
+        }
         match channel {
             Some(channel) => {
                 if !state.documents.channels.contains_key(channel) {

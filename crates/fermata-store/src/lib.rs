@@ -14,6 +14,7 @@ pub mod error;
 pub mod lease;
 pub mod machine;
 pub mod memory;
+pub mod schema;
 pub mod session;
 pub mod tenure;
 pub mod time;

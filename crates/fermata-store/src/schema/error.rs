@@ -1,0 +1,409 @@
+//! The one safe error of schema operations: `{stage, code, retryable, message}`.
+//!
+//! Nothing but fixed words and safe identifiers can get into it, by construction: a `SafeError`
+//! is made from an [`ErrorCode`] (which fixes the stage, whether it is retryable, and the message
+//! template) and at most one [`Subject`] (an operation ID, a database name, or a count), and its
+//! message is rendered from the template. There is no constructor that takes free text, so raw
+//! SQL, driver errors, credentials, connection URLs and tokens cannot reach a stored row, an API
+//! response or a page through it. Stored rows keep the code and subject and render the message
+//! again when read.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{StoreError, StoreResult};
+
+/// Where in an operation the failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorStage {
+    Authorization,
+    Lock,
+    Configuration,
+    Connection,
+    Tls,
+    Permission,
+    Generation,
+    Metadata,
+    Verification,
+    Artifact,
+    Review,
+    Github,
+    Timeout,
+}
+
+/// Every failure an operation reports, with its stage, retryability and message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The caller is not a system administrator, or their session is not fresh.
+    AccessDenied,
+    /// Another refresh or verification holds the schema lease (subject: its operation).
+    LeaseHeld,
+    /// An administrator cleared this operation's expired lease.
+    LeaseCleared,
+    /// The lease expired while the operation still needed it.
+    LeaseExpired,
+    /// A refresh waits while an earlier pull request is open (subject: that operation).
+    PullRequestOpen,
+    /// The inventory a request names is older than 24 hours.
+    InventoryExpired,
+    /// The inventory a request names does not exist.
+    InventoryMissing,
+    /// A selected database is not in the inventory (subject: the name).
+    DatabaseNotInInventory,
+    /// A selected database is no longer visible to the snapshot account (subject: the name).
+    DatabaseNoLongerVisible,
+    /// The selection names no database.
+    EmptySelection,
+    /// A name is not a valid MySQL identifier.
+    InvalidIdentifier,
+    /// No MySQL source is configured.
+    SourceNotConfigured,
+    /// The configured source or its TLS settings cannot be used.
+    InvalidSourceConfiguration,
+    /// The server could not be reached.
+    ConnectionRefused,
+    /// The connection dropped or an answer never came.
+    ConnectionLost,
+    /// TLS negotiation or certificate verification failed.
+    TlsFailed,
+    /// The snapshot account's credentials were refused.
+    AuthenticationFailed,
+    /// The snapshot account lacks a privilege it needs (subject: the database, when one).
+    PermissionDenied,
+    /// The server's output cannot be represented faithfully (subject: the database).
+    UnsupportedSchemaOutput,
+    /// Reading the catalog failed (subject: the database).
+    MetadataUnreadable,
+    /// The snapshot differs from the live server (subject: the database).
+    VerificationFailed,
+    /// The review artifact could not be written, read or decrypted.
+    ArtifactUnavailable,
+    /// The review decision window passed.
+    ReviewExpired,
+    /// The review was rejected.
+    ReviewRejected,
+    /// The forge refused or failed a request.
+    GithubFailed,
+    /// The forge asked to wait (rate limit).
+    GithubRateLimited,
+    /// The workflow could not be started.
+    StartFailed,
+    /// Whether the workflow started is unknown.
+    StartUnknown,
+    /// A step took longer than its limit.
+    StepTimedOut,
+}
+
+impl ErrorCode {
+    /// The stage this code belongs to.
+    pub fn stage(self) -> ErrorStage {
+        use ErrorCode::*;
+        match self {
+            AccessDenied => ErrorStage::Authorization,
+            LeaseHeld | LeaseCleared | LeaseExpired | PullRequestOpen => ErrorStage::Lock,
+            InventoryExpired
+            | InventoryMissing
+            | DatabaseNotInInventory
+            | EmptySelection
+            | InvalidIdentifier
+            | SourceNotConfigured
+            | InvalidSourceConfiguration => ErrorStage::Configuration,
+            ConnectionRefused | ConnectionLost | StartFailed | StartUnknown => {
+                ErrorStage::Connection
+            }
+            TlsFailed => ErrorStage::Tls,
+            AuthenticationFailed | PermissionDenied => ErrorStage::Permission,
+            UnsupportedSchemaOutput => ErrorStage::Generation,
+            MetadataUnreadable | DatabaseNoLongerVisible => ErrorStage::Metadata,
+            VerificationFailed => ErrorStage::Verification,
+            ArtifactUnavailable => ErrorStage::Artifact,
+            ReviewExpired | ReviewRejected => ErrorStage::Review,
+            GithubFailed | GithubRateLimited => ErrorStage::Github,
+            StepTimedOut => ErrorStage::Timeout,
+        }
+    }
+
+    /// Whether trying again, unchanged, may succeed. Authentication, permission, identifier and
+    /// unsupported-output errors are permanent and never retried.
+    pub fn retryable(self) -> bool {
+        use ErrorCode::*;
+        matches!(
+            self,
+            ConnectionRefused
+                | ConnectionLost
+                | MetadataUnreadable
+                | ArtifactUnavailable
+                | GithubFailed
+                | GithubRateLimited
+                | StepTimedOut
+                | StartUnknown
+        )
+    }
+
+    /// The message template; `{}` is the subject.
+    fn template(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            AccessDenied => "this needs a system administrator with a fresh session",
+            LeaseHeld => "another schema operation ({}) is running",
+            LeaseCleared => "an administrator cleared this operation's expired lease",
+            LeaseExpired => "the operation's lease expired",
+            PullRequestOpen => "the pull request of operation {} is still open",
+            InventoryExpired => "the inventory is older than 24 hours; discover databases again",
+            InventoryMissing => "the inventory does not exist",
+            DatabaseNotInInventory => "database {} is not in the inventory",
+            DatabaseNoLongerVisible => "database {} is no longer visible to the snapshot account",
+            EmptySelection => "select at least one database",
+            InvalidIdentifier => "a database name is not a valid identifier",
+            SourceNotConfigured => "no MySQL source is configured",
+            InvalidSourceConfiguration => "the MySQL source configuration cannot be used",
+            ConnectionRefused => "the MySQL server could not be reached",
+            ConnectionLost => "the connection to the MySQL server was lost",
+            TlsFailed => "the TLS connection to the MySQL server failed",
+            AuthenticationFailed => "the snapshot account's credentials were refused",
+            PermissionDenied => "the snapshot account lacks a privilege it needs{}",
+            UnsupportedSchemaOutput => "the schema of database {} cannot be captured faithfully",
+            MetadataUnreadable => "the catalog of database {} could not be read",
+            VerificationFailed => "database {} differs from its snapshot",
+            ArtifactUnavailable => "the review artifact could not be stored or read",
+            ReviewExpired => "the review window closed without a decision",
+            ReviewRejected => "the review was rejected",
+            GithubFailed => "the pull request could not be published",
+            GithubRateLimited => "the forge asked to wait before more requests",
+            StartFailed => "the operation could not be started",
+            StartUnknown => "whether the operation started is unknown",
+            StepTimedOut => "a step took longer than allowed",
+        }
+    }
+}
+
+/// A MySQL database name exactly as the server gave it: 1 to 64 characters, no NUL.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DatabaseName(String);
+
+impl DatabaseName {
+    pub fn new(name: impl Into<String>) -> StoreResult<Self> {
+        let name = name.into();
+        let length = name.chars().count();
+        if length == 0 || length > 64 || name.contains('\u{0}') {
+            return Err(StoreError::invalid(
+                "a database name has 1 to 64 characters and no NUL",
+            ));
+        }
+        Ok(DatabaseName(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for DatabaseName {
+    type Error = StoreError;
+
+    fn try_from(name: String) -> StoreResult<Self> {
+        DatabaseName::new(name)
+    }
+}
+
+impl From<DatabaseName> for String {
+    fn from(name: DatabaseName) -> String {
+        name.0
+    }
+}
+
+impl fmt::Display for DatabaseName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The one value a message may name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Subject {
+    /// An operation, by its UUID.
+    Operation(uuid::Uuid),
+    /// A database, by its exact name (shown in backticks).
+    Database(DatabaseName),
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Operation(id) => write!(f, "{id}"),
+            Subject::Database(name) => write!(f, "`{}`", name.as_str().replace('`', "``")),
+        }
+    }
+}
+
+/// A safe error: see the module documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafeError {
+    code: ErrorCode,
+    subject: Option<Subject>,
+}
+
+/// The form a safe error is stored and sent in.
+#[derive(Debug, Serialize, Deserialize)]
+struct Wire {
+    stage: ErrorStage,
+    code: ErrorCode,
+    retryable: bool,
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<Subject>,
+}
+
+impl SafeError {
+    pub fn new(code: ErrorCode) -> Self {
+        SafeError {
+            code,
+            subject: None,
+        }
+    }
+
+    pub fn about(code: ErrorCode, subject: Subject) -> Self {
+        SafeError {
+            code,
+            subject: Some(subject),
+        }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn stage(&self) -> ErrorStage {
+        self.code.stage()
+    }
+
+    pub fn retryable(&self) -> bool {
+        self.code.retryable()
+    }
+
+    pub fn subject(&self) -> Option<&Subject> {
+        self.subject.as_ref()
+    }
+
+    /// The message, rendered from the code's template and the subject.
+    pub fn message(&self) -> String {
+        let template = self.code.template();
+        match (&self.subject, self.code) {
+            (Some(subject), ErrorCode::PermissionDenied) => {
+                template.replace("{}", &format!(" on {subject}"))
+            }
+            (Some(subject), _) => template.replace("{}", &subject.to_string()),
+            (None, ErrorCode::PermissionDenied) => template.replace("{}", ""),
+            (None, _) => template
+                .replace(" ({})", "")
+                .replace(" {}", "")
+                .replace("{}", ""),
+        }
+    }
+
+    /// The JSON form: `{"stage", "code", "retryable", "message"}` (and the subject, for reading
+    /// it back).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&Wire {
+            stage: self.stage(),
+            code: self.code,
+            retryable: self.retryable(),
+            message: self.message(),
+            subject: self.subject.clone(),
+        })
+        .expect("a safe error serializes")
+    }
+
+    /// Reads the JSON form back; the message is rendered again, never taken from the text.
+    pub fn from_json(text: &str) -> StoreResult<Self> {
+        let wire: Wire = serde_json::from_str(text)
+            .map_err(|_| StoreError::corrupt("a stored operation error does not parse"))?;
+        Ok(SafeError {
+            code: wire.code,
+            subject: wire.subject,
+        })
+    }
+}
+
+impl fmt::Display for SafeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message())
+    }
+}
+
+impl std::error::Error for SafeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_fix_stage_retryability_and_message() {
+        let held = SafeError::about(
+            ErrorCode::LeaseHeld,
+            Subject::Operation(uuid::Uuid::from_u128(7)),
+        );
+        assert_eq!(held.stage(), ErrorStage::Lock);
+        assert!(!held.retryable());
+        assert_eq!(
+            held.message(),
+            "another schema operation (00000000-0000-0000-0000-000000000007) is running"
+        );
+        let lost = SafeError::new(ErrorCode::ConnectionLost);
+        assert!(lost.retryable());
+        assert_eq!(
+            SafeError::new(ErrorCode::LeaseHeld).message(),
+            "another schema operation is running"
+        );
+        for permanent in [
+            ErrorCode::AuthenticationFailed,
+            ErrorCode::PermissionDenied,
+            ErrorCode::InvalidIdentifier,
+            ErrorCode::UnsupportedSchemaOutput,
+        ] {
+            assert!(!permanent.retryable(), "{permanent:?} is retried");
+        }
+    }
+
+    #[test]
+    fn odd_database_names_survive_exactly_and_render_quoted() {
+        let name = DatabaseName::new("we`ird näme 🎉").unwrap();
+        let error = SafeError::about(
+            ErrorCode::DatabaseNoLongerVisible,
+            Subject::Database(name.clone()),
+        );
+        assert_eq!(
+            error.message(),
+            "database `we``ird näme 🎉` is no longer visible to the snapshot account"
+        );
+        let json = error.to_json();
+        let back = SafeError::from_json(&json).unwrap();
+        assert_eq!(back, error);
+        assert_eq!(back.subject(), Some(&Subject::Database(name)));
+        let permission = SafeError::new(ErrorCode::PermissionDenied);
+        assert_eq!(
+            permission.message(),
+            "the snapshot account lacks a privilege it needs"
+        );
+        for bad in ["", "a\u{0}b", &"x".repeat(65)] {
+            assert!(DatabaseName::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stored_text_cannot_smuggle_a_message() {
+        let forged = r#"{"stage":"connection","code":"CONNECTION_LOST","retryable":true,"message":"password=hunter2 SELECT 1"}"#;
+        let read = SafeError::from_json(forged).unwrap();
+        assert_eq!(
+            read.message(),
+            "the connection to the MySQL server was lost"
+        );
+        assert!(!read.to_json().contains("hunter2"));
+        assert!(SafeError::from_json(r#"{"code":"NOT_A_CODE"}"#).is_err());
+    }
+}

@@ -35,7 +35,7 @@ impl Accounts {
         address: Option<IpAddr>,
     ) -> Result<LoggedIn, AccountError> {
         self.throttle
-            .check(name, address)
+            .attempt(name, address)
             .map_err(|retry_after| AccountError::Throttled { retry_after })?;
         let user = match UserName::new(name) {
             Ok(name) => self.storage.users().user_by_name(&name).await?,
@@ -45,10 +45,9 @@ impl Accounts {
         let given = password.clone();
         let matches = blocking(move || verify_password(given.expose(), stored.as_deref())).await;
         let Some(user) = user.filter(|_| matches) else {
-            self.throttle.record_failure(name, address);
             return Err(AccountError::WrongCredentials);
         };
-        self.throttle.record_success(name);
+        self.throttle.succeeded(name, address);
         let secret = SecretToken::generate(SESSION_SECRET_PREFIX);
         self.storage
             .sessions()
@@ -114,7 +113,7 @@ impl Accounts {
         })?;
         let name = principal.user.name.as_str();
         self.throttle
-            .check(name, address)
+            .attempt(name, address)
             .map_err(|retry_after| AccountError::Throttled { retry_after })?;
         // Read the hash again: the password may have changed since the session began.
         let stored = self
@@ -125,10 +124,9 @@ impl Accounts {
             .map(|user| user.password_hash);
         let given = password.clone();
         if !blocking(move || verify_password(given.expose(), stored.as_deref())).await {
-            self.throttle.record_failure(name, address);
             return Err(AccountError::WrongCredentials);
         }
-        self.throttle.record_success(name);
+        self.throttle.succeeded(name, address);
         Ok(self
             .storage
             .sessions()

@@ -25,71 +25,85 @@ enum Key {
     Address(IpAddr),
 }
 
-/// Recent failures by account and by address.
+/// Recent attempts by account and by address.
 #[derive(Debug, Default)]
 pub struct LoginThrottle {
-    failures: Mutex<HashMap<Key, VecDeque<Instant>>>,
+    attempts: Mutex<HashMap<Key, VecDeque<Instant>>>,
+}
+
+/// The key of an address: IPv6 addresses by their /64, which one host usually holds whole.
+fn address_key(address: IpAddr) -> Key {
+    match address {
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            Key::Address(IpAddr::V6(segments.into()))
+        }
+        v4 => Key::Address(v4),
+    }
 }
 
 impl LoginThrottle {
-    /// `Err(retry_after)` when `account` or `address` has failed too often lately.
-    pub fn check(&self, account: &str, address: Option<IpAddr>) -> Result<(), Duration> {
+    /// Counts an attempt before the password is checked, so attempts made at the same moment
+    /// cannot all pass: `Err(retry_after)` when `account` or `address` is over its limit, and
+    /// then nothing is counted. A successful attempt is handed back with [`Self::succeeded`].
+    pub fn attempt(&self, account: &str, address: Option<IpAddr>) -> Result<(), Duration> {
         let now = Instant::now();
-        let mut failures = self
-            .failures
+        let mut attempts = self
+            .attempts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut wait = Duration::ZERO;
-        let keys = [(Key::Account(account.to_owned()), PER_ACCOUNT)]
+        let keys: Vec<(Key, usize)> = [(Key::Account(account.to_owned()), PER_ACCOUNT)]
             .into_iter()
-            .chain(address.map(|a| (Key::Address(a), PER_ADDRESS)));
-        for (key, limit) in keys {
-            if let Some(times) = failures.get_mut(&key) {
+            .chain(address.map(|a| (address_key(a), PER_ADDRESS)))
+            .collect();
+        let mut wait = Duration::ZERO;
+        for (key, limit) in &keys {
+            if let Some(times) = attempts.get_mut(key) {
                 while times
                     .front()
                     .is_some_and(|t| now.duration_since(*t) >= WINDOW)
                 {
                     times.pop_front();
                 }
-                if times.len() >= limit {
+                if times.len() >= *limit {
                     let oldest = times[times.len() - limit];
                     wait = wait.max(WINDOW.saturating_sub(now.duration_since(oldest)));
                 }
             }
         }
-        if wait.is_zero() { Ok(()) } else { Err(wait) }
-    }
-
-    pub fn record_failure(&self, account: &str, address: Option<IpAddr>) {
-        let now = Instant::now();
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if failures.len() >= MAX_KEYS {
-            failures.retain(|_, times| {
+        if !wait.is_zero() {
+            return Err(wait);
+        }
+        if attempts.len() + keys.len() > MAX_KEYS {
+            // Forget only keys whose attempts have all expired: never one that is throttled.
+            attempts.retain(|_, times| {
                 times
                     .back()
                     .is_some_and(|t| now.duration_since(*t) < WINDOW)
             });
-            if failures.len() >= MAX_KEYS {
-                failures.clear();
+            if attempts.len() + keys.len() > MAX_KEYS {
+                // The table is full of live attempts: refuse rather than forget a lockout.
+                return Err(WINDOW);
             }
         }
-        let keys = [Key::Account(account.to_owned())]
-            .into_iter()
-            .chain(address.map(Key::Address));
-        for key in keys {
-            failures.entry(key).or_default().push_back(now);
+        for (key, _) in keys {
+            attempts.entry(key).or_default().push_back(now);
         }
+        Ok(())
     }
 
-    /// A successful login clears the account's failures (not the address's).
-    pub fn record_success(&self, account: &str) {
-        self.failures
+    /// The attempt succeeded: the account's attempts are forgotten and the address's last one
+    /// is handed back.
+    pub fn succeeded(&self, account: &str, address: Option<IpAddr>) {
+        let mut attempts = self
+            .attempts
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&Key::Account(account.to_owned()));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        attempts.remove(&Key::Account(account.to_owned()));
+        if let Some(times) = address.and_then(|a| attempts.get_mut(&address_key(a))) {
+            times.pop_back();
+        }
     }
 }
 
@@ -103,36 +117,65 @@ mod tests {
     async fn an_account_is_throttled_after_five_failures_for_fifteen_minutes() {
         let throttle = LoginThrottle::default();
         for _ in 0..PER_ACCOUNT {
-            assert!(throttle.check("ada", ADDRESS).is_ok());
-            throttle.record_failure("ada", ADDRESS);
+            assert!(throttle.attempt("ada", ADDRESS).is_ok());
         }
-        let wait = throttle.check("ada", ADDRESS).unwrap_err();
+        let wait = throttle.attempt("ada", ADDRESS).unwrap_err();
         assert_eq!(wait, WINDOW);
         assert!(
-            throttle.check("bob", ADDRESS).is_ok(),
+            throttle.attempt("bob", ADDRESS).is_ok(),
             "another account is not throttled"
         );
         tokio::time::advance(WINDOW).await;
-        assert!(throttle.check("ada", ADDRESS).is_ok());
+        assert!(throttle.attempt("ada", ADDRESS).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_address_is_throttled_across_accounts() {
         let throttle = LoginThrottle::default();
         for attempt in 0..PER_ADDRESS {
-            throttle.record_failure(&format!("name-{attempt}"), ADDRESS);
+            throttle
+                .attempt(&format!("name-{attempt}"), ADDRESS)
+                .unwrap();
         }
-        assert!(throttle.check("fresh-name", ADDRESS).is_err());
-        assert!(throttle.check("fresh-name", None).is_ok());
+        assert!(throttle.attempt("fresh-name", ADDRESS).is_err());
+        assert!(throttle.attempt("fresh-name", None).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
     async fn success_clears_the_account() {
         let throttle = LoginThrottle::default();
-        for _ in 0..PER_ACCOUNT {
-            throttle.record_failure("ada", None);
+        for _ in 0..PER_ACCOUNT - 1 {
+            throttle.attempt("ada", None).unwrap();
         }
-        throttle.record_success("ada");
-        assert!(throttle.check("ada", None).is_ok());
+        throttle.attempt("ada", None).unwrap();
+        throttle.succeeded("ada", None);
+        assert!(throttle.attempt("ada", None).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod pressure {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_new_names_does_not_lift_a_lockout() {
+        let throttle = LoginThrottle::default();
+        for _ in 0..PER_ACCOUNT {
+            throttle.attempt("bob", None).unwrap();
+        }
+        for n in 0..MAX_KEYS + 10 {
+            let _ = throttle.attempt(&format!("flood-{n}"), None);
+        }
+        assert!(
+            throttle.attempt("bob", None).is_err(),
+            "the flood lifted bob's lockout"
+        );
+    }
+
+    #[test]
+    fn ipv6_addresses_count_by_their_prefix() {
+        let one: IpAddr = "2001:db8::1".parse().unwrap();
+        let other: IpAddr = "2001:db8::ffff".parse().unwrap();
+        assert_eq!(address_key(one), address_key(other));
     }
 }

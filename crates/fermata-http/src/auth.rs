@@ -135,6 +135,10 @@ impl FromRequestParts<HttpState> for Authenticated {
         let accounts = &state.accounts;
         let principal = if let Some(token) = bearer(parts) {
             accounts.authenticate_api_token(&token).await
+        } else if parts.headers.contains_key(header::AUTHORIZATION) {
+            // An Authorization header that is not a bearer token authenticates nothing, and the
+            // cookie is not consulted in its place.
+            return Err(login());
         } else if let Some(secret) = session_cookie(parts) {
             accounts.authenticate_session(&secret).await
         } else {

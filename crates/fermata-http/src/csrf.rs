@@ -67,7 +67,21 @@ pub async fn protect(request: Request, next: Next) -> Response {
     if !same_origin(request.headers()) {
         return refused("cross-site request refused");
     }
-    if request.headers().contains_key(header::AUTHORIZATION) {
+    // A bearer token is not sent by browsers on their own; only it skips the check (any other
+    // Authorization header does not authenticate, and the cookie is then not consulted either).
+    if request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer ") || v.starts_with("bearer "))
+    {
+        return next.run(request).await;
+    }
+    // Logging in has its own protection (the form's double-submit cookie; the API takes only
+    // JSON, which no cross-site form can send), and must work with a stale cookie in the browser.
+    if matches!(request.uri().path(), "/login" | "/api/v1/session")
+        && *request.method() == Method::POST
+    {
         return next.run(request).await;
     }
     let Some(secret) = session_secret(request.headers()) else {

@@ -68,9 +68,18 @@ fn page(title: &str, body: &Markup) -> Markup {
 }
 
 /// Only a local path is followed after a login, never another site.
+/// Only a path of this server: it starts with one `/`, and holds only the characters of a plain
+/// path and query (no whitespace or control characters, which browsers drop to reach another
+/// host, and no backslash, which some read as a slash).
 fn safe_next(next: Option<&str>) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/-._~?=&%+".contains(c);
     match next {
-        Some(next) if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') => {
+        Some(next)
+            if next.starts_with('/')
+                && !next.starts_with("//")
+                && next.len() <= 512
+                && next.chars().all(plain) =>
+        {
             next.to_owned()
         }
         _ => "/account".to_owned(),
@@ -560,4 +569,29 @@ async fn revoke_machine(
         .await
         .map(|()| None);
     after(&state, &caller.0, result).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn only_local_paths_are_followed() {
+        assert_eq!(
+            safe_next(Some("/account?tab=tokens")),
+            "/account?tab=tokens"
+        );
+        for hostile in [
+            "//evil.example",
+            "/\tevil",
+            "/\t/evil.example/x",
+            "/\\evil",
+            "https://evil.example",
+            "/\n/x",
+            "/ x",
+        ] {
+            assert_eq!(safe_next(Some(hostile)), "/account", "{hostile:?}");
+        }
+        assert_eq!(safe_next(None), "/account");
+    }
 }

@@ -39,7 +39,7 @@ fn address_key(address: IpAddr) -> Key {
             segments[4..].fill(0);
             Key::Address(IpAddr::V6(segments.into()))
         }
-        v4 => Key::Address(v4),
+        v4 @ IpAddr::V4(_) => Key::Address(v4),
     }
 }
 

@@ -1,14 +1,16 @@
-//! The process's keyring, reloadable: when an envelope names a key version this process has not
-//! loaded (another process rotated the key file), the keyring is read again once before giving up.
+//! The process's keyring, reloadable: before sealing, and when an envelope names a key version
+//! this process has not loaded, the keyring is read again if its source changed (another process
+//! rotated the key file), so new credentials are sealed with the newest key.
 
 use std::sync::{Arc, RwLock};
 
 use fermata_crypto::{Aad, CryptoError, Keyring};
 use zeroize::Zeroizing;
 
-/// Reads the keyring again from where it came from; `None` where it cannot change under a
-/// running process (keys given by the environment).
-pub type Reload = Box<dyn Fn() -> Result<Keyring, String> + Send + Sync>;
+/// Reads the keyring again from where it came from when that changed since the last read
+/// (`Ok(None)` when it did not). Absent where keys cannot change under a running process (keys
+/// given by the environment).
+pub type Reload = Box<dyn Fn() -> Result<Option<Keyring>, String> + Send + Sync>;
 
 /// A shared, reloadable keyring.
 pub struct KeyringHandle {
@@ -42,32 +44,32 @@ impl KeyringHandle {
         )
     }
 
+    /// Reads the keyring again if its source changed.
+    fn refresh(&self) {
+        let Some(reload) = &self.reload else { return };
+        match reload() {
+            Ok(Some(keyring)) => {
+                tracing::info!(versions = ?keyring.versions(), "reloaded the keyring");
+                *self
+                    .current
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keyring);
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(error = %error, "could not reload the keyring"),
+        }
+    }
+
     pub fn seal(&self, aad: Aad<'_>, plaintext: &[u8]) -> Vec<u8> {
+        self.refresh();
         self.keyring().seal(aad, plaintext)
     }
 
     pub fn open(&self, aad: Aad<'_>, envelope: &[u8]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         match self.keyring().open(aad, envelope) {
-            Err(CryptoError::UnknownKeyVersion(version)) => {
-                let Some(reload) = &self.reload else {
-                    return Err(CryptoError::UnknownKeyVersion(version));
-                };
-                match reload() {
-                    Ok(keyring) => {
-                        tracing::info!(versions = ?keyring.versions(), "reloaded the keyring");
-                        let keyring = Arc::new(keyring);
-                        *self
-                            .current
-                            .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Arc::clone(&keyring);
-                        keyring.open(aad, envelope)
-                    }
-                    Err(error) => {
-                        tracing::warn!(error = %error, "could not reload the keyring");
-                        Err(CryptoError::UnknownKeyVersion(version))
-                    }
-                }
+            Err(CryptoError::UnknownKeyVersion(_)) if self.reload.is_some() => {
+                self.refresh();
+                self.keyring().open(aad, envelope)
             }
             other => other,
         }

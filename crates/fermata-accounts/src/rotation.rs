@@ -14,6 +14,17 @@ pub struct Reencrypted {
     pub machines: usize,
     /// Envelopes already under the current key.
     pub current: usize,
+    /// Envelopes that could not be opened (damaged, or sealed with a key no longer loaded): left
+    /// as they are, and counted so the operator hears of them.
+    pub undecryptable: usize,
+}
+
+/// What one pass over one kind of row did.
+#[derive(Default)]
+struct Pass {
+    resealed: usize,
+    current: usize,
+    undecryptable: usize,
 }
 
 /// How many times one row is retried when it changes under the pass.
@@ -26,7 +37,7 @@ impl Accounts {
     pub async fn reencrypt_all(&self) -> Result<Reencrypted, AccountError> {
         let storage = &self.storage;
         let sessions = storage.sessions().sessions_with_credentials().await?;
-        let (sessions, current_sessions) = self
+        let session_pass = self
             .reseal_rows(
                 sessions,
                 Purpose::SessionCredentials,
@@ -50,7 +61,7 @@ impl Accounts {
             )
             .await?;
         let machines = storage.machines().machines_with_credentials().await?;
-        let (machines, current_machines) = self
+        let machine_pass = self
             .reseal_rows(
                 machines,
                 Purpose::MachineCredentials,
@@ -67,9 +78,10 @@ impl Accounts {
             )
             .await?;
         Ok(Reencrypted {
-            sessions,
-            machines,
-            current: current_sessions + current_machines,
+            sessions: session_pass.resealed,
+            machines: machine_pass.resealed,
+            current: session_pass.current + machine_pass.current,
+            undecryptable: session_pass.undecryptable + machine_pass.undecryptable,
         })
     }
 
@@ -83,24 +95,32 @@ impl Accounts {
         view: impl Fn(&T) -> (&str, i64, Option<&[u8]>),
         rotate: impl AsyncFn(&str, i64, &[u8]) -> StoreResult<()>,
         reread: impl AsyncFn(&str) -> StoreResult<Option<T>>,
-    ) -> Result<(usize, usize), AccountError> {
+    ) -> Result<Pass, AccountError> {
         let keyring = self.keys.keyring();
         let current = keyring.current_version();
-        let (mut resealed, mut already) = (0, 0);
+        let mut pass = Pass::default();
         for row in rows {
             let mut candidate = Some(row);
             for _ in 0..ATTEMPTS {
                 let Some(row) = candidate.take() else { break };
                 let (id, revision, sealed) = view(&row);
                 let Some(sealed) = sealed else { break };
-                if Keyring::envelope_version(sealed)? == current {
-                    already += 1;
+                if Keyring::envelope_version(sealed).ok() == Some(current) {
+                    pass.current += 1;
                     break;
                 }
                 let aad = Aad { purpose, row: id };
-                let plain = self.keys.open(aad, sealed)?;
+                // One damaged row must not stop the others from moving to the new key.
+                let Ok(plain) = self.keys.open(aad, sealed) else {
+                    tracing::warn!(
+                        row = id,
+                        "a stored credential could not be decrypted; left as it is"
+                    );
+                    pass.undecryptable += 1;
+                    break;
+                };
                 match rotate(id, revision, &keyring.seal(aad, &plain)).await {
-                    Ok(()) => resealed += 1,
+                    Ok(()) => pass.resealed += 1,
                     Err(error) if error.kind() == ErrorKind::Conflict => {
                         candidate = reread(id).await?
                     }
@@ -109,7 +129,7 @@ impl Accounts {
                 }
             }
         }
-        Ok((resealed, already))
+        Ok(pass)
     }
 
     /// Removes expired and metadata-only sessions, under the writer lease. Idempotent.

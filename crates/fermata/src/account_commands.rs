@@ -215,11 +215,14 @@ pub(crate) async fn keys_rotate(
     let report = accounts.reencrypt_all().await?;
     Ok(format!(
         "added key version {version} to {}\nre-encrypted {} session and {} machine credentials \
-         ({} already current)\n",
+         ({} already current, {} could not be decrypted and were left as they are)\n\
+         running servers seal with the new version once they read the file again (they do on \
+         their next credential write); keep the old versions in the file until then\n",
         path.display(),
         report.sessions,
         report.machines,
-        report.current
+        report.current,
+        report.undecryptable
     ))
 }
 
@@ -234,7 +237,7 @@ pub(crate) async fn keys_reencrypt(
     let report = accounts.reencrypt_all().await?;
     Ok(format!(
         "re-encrypted {} session and {} machine credentials under key version {version} \
-         ({} already current)\n",
-        report.sessions, report.machines, report.current
+         ({} already current, {} could not be decrypted and were left as they are)\n",
+        report.sessions, report.machines, report.current, report.undecryptable
     ))
 }

@@ -41,8 +41,20 @@ pub(crate) fn reloader(source: &KeySource) -> Option<Reload> {
         KeySource::Environment => None,
         KeySource::File { path, .. } => {
             let path = path.clone();
+            // The file is read again only when its modification time moves, so sealing a
+            // session costs one `stat`, not a parse of the key file.
+            let seen = std::sync::Mutex::new(modified(&path));
             Some(Box::new(move || {
-                read_file(&path).map_err(|failure| failure.message)
+                let now = modified(&path);
+                let mut seen = seen
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if now.is_some() && *seen == now {
+                    return Ok(None);
+                }
+                let keyring = read_file(&path).map_err(|failure| failure.message)?;
+                *seen = now;
+                Ok(Some(keyring))
             }))
         }
     }
@@ -51,6 +63,12 @@ pub(crate) fn reloader(source: &KeySource) -> Option<Reload> {
 /// The keyring behind a handle that reloads it from its file when needed.
 pub(crate) fn handle(source: &KeySource) -> Result<KeyringHandle, Failure> {
     Ok(KeyringHandle::new(load(source)?, reloader(source)))
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .ok()
 }
 
 fn read_file(path: &Path) -> Result<Keyring, Failure> {
@@ -100,8 +118,15 @@ pub(crate) fn save(path: &Path, keyring: &Keyring) -> Result<(), Failure> {
         ))
     };
     let temporary = path.with_extension("toml.new");
+    // A leftover temporary file (or a link planted in its place) is never written through: it
+    // is removed and the file is created anew, so the mode below always applies.
+    match std::fs::remove_file(&temporary) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(failed(error)),
+    }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(&temporary).map_err(failed)?;
@@ -118,4 +143,33 @@ pub(crate) fn save(path: &Path, keyring: &Keyring) -> Result<(), Failure> {
         let _ = folder.sync_all();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reloader_reads_the_file_again_only_after_it_changed() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("keys.toml");
+        let mut keyring = Keyring::generate();
+        save(&path, &keyring).unwrap();
+        let source = KeySource::File {
+            path: path.clone(),
+            create: false,
+        };
+        let reload = reloader(&source).expect("a key file can change under a running server");
+        assert!(
+            reload().unwrap().is_none(),
+            "unchanged file is not read again"
+        );
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let added = keyring.rotate();
+        save(&path, &keyring).unwrap();
+        let reloaded = reload().unwrap().expect("a rotated file is read again");
+        assert_eq!(reloaded.current_version(), added);
+        assert!(reload().unwrap().is_none());
+    }
 }

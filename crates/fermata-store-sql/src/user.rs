@@ -26,6 +26,7 @@ pub(crate) struct Statements {
     roles_of: String,
     all_roles: String,
     set_password: String,
+    end_sessions: String,
     touch: String,
 }
 
@@ -46,6 +47,7 @@ impl Statements {
             all_roles: dialect.render("SELECT user_id, role FROM user_roles"),
             set_password: dialect
                 .render("UPDATE users SET password_hash = $2, updated_at = {now} WHERE id = $1"),
+            end_sessions: dialect.render("DELETE FROM web_sessions WHERE user_id = $1"),
             touch: dialect.render("UPDATE users SET updated_at = {now} WHERE id = $1"),
         }
     }
@@ -180,15 +182,22 @@ impl UserStore for SqlStorage {
 
     async fn set_password_hash(&self, id: &UserId, password_hash: &str) -> StoreResult<User> {
         let action = "changing a password";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.user_sql.set_password)
             .bind(&id.0)
             .bind(password_hash)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| map(e, action))?;
         if done.rows_affected() == 0 {
             return Err(user_missing(id));
         }
+        sqlx::query(&self.inner.user_sql.end_sessions)
+            .bind(&id.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
+        tx.commit().await.map_err(|e| map(e, action))?;
         self.user_by_id(id).await?.ok_or_else(|| user_missing(id))
     }
 

@@ -114,7 +114,9 @@ pub trait UserStore: Send + Sync {
 
     async fn user_by_id(&self, id: &UserId) -> StoreResult<Option<User>>;
 
-    /// Replaces the password hash; `Missing` when the user does not exist.
+    /// Replaces the password hash and, in the same step, ends every session of the user, so a
+    /// stolen session does not outlive the password it was opened with. API tokens and paired
+    /// machines are separate credentials and stay. `Missing` when the user does not exist.
     async fn set_password_hash(&self, id: &UserId, password_hash: &str) -> StoreResult<User>;
 
     /// Replaces the roles; `Missing` when the user does not exist.

@@ -119,7 +119,10 @@ pub(crate) async fn user_passwd(
         None => (SecretToken::generate(""), true),
     };
     let user = accounts.set_password(name, password.clone()).await?;
-    let mut out = format!("changed the password of {}\n", user.name);
+    let mut out = format!(
+        "changed the password of {}; their browser sessions have ended\n",
+        user.name
+    );
     if generated {
         out.push_str(&format!("password (shown once): {}\n", password.expose()));
     }

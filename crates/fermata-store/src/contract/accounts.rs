@@ -134,6 +134,40 @@ pub async fn user_passwords_and_roles_change(harness: &dyn Harness) {
     assert_eq!(error.kind(), ErrorKind::Missing);
 }
 
+pub async fn a_password_change_ends_the_users_sessions(harness: &dyn Harness) {
+    let store = plain(harness).await;
+    let ada = user(&*store, "ada").await;
+    let bob = user(&*store, "bob").await;
+    let sessions = store.sessions();
+    for (id, owner, secret) in [("ada-1", &ada, 1), ("ada-2", &ada, 2), ("bob-1", &bob, 3)] {
+        sessions
+            .create_session(&new_session(id, owner, Some(secret), LONG))
+            .await
+            .unwrap();
+    }
+    store
+        .users()
+        .set_password_hash(&ada.id, "$argon2id$new")
+        .await
+        .unwrap();
+    for id in ["ada-1", "ada-2"] {
+        let ended = sessions.session(&SessionId(id.to_owned())).await.unwrap();
+        assert!(ended.is_none(), "{id} outlived the password change");
+    }
+    assert!(
+        sessions
+            .session_by_secret(&hash(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let kept = sessions
+        .session(&SessionId("bob-1".to_owned()))
+        .await
+        .unwrap();
+    assert!(kept.is_some(), "another user's session is untouched");
+}
+
 pub async fn sessions_are_found_by_secret_hash_until_they_expire(harness: &dyn Harness) {
     let store = plain(harness).await;
     let ada = user(&*store, "ada").await;

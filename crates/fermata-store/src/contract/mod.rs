@@ -80,6 +80,7 @@ macro_rules! contract_suite {
             tenure_close_without_open_is_missing,
             user_names_are_unique_and_roles_are_kept,
             user_passwords_and_roles_change,
+            a_password_change_ends_the_users_sessions,
             sessions_are_found_by_secret_hash_until_they_expire,
             session_secrets_and_ids_are_unique,
             session_credential_rotation_is_revision_checked,

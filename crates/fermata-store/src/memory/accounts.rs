@@ -67,7 +67,9 @@ impl UserStore for MemoryStorage {
             .ok_or_else(|| StoreError::missing("no such user"))?;
         user.password_hash = password_hash.to_owned();
         user.updated_at = UnixMillis::now();
-        Ok(user.clone())
+        let user = user.clone();
+        state.sessions.retain(|_, row| row.session.user != *id);
+        Ok(user)
     }
 
     async fn set_roles(&self, id: &UserId, roles: &BTreeSet<Role>) -> StoreResult<User> {

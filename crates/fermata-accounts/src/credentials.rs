@@ -54,6 +54,17 @@ impl Credentials {
         Ok(Credentials(checked))
     }
 
+    /// These credentials with `name` set to `value`, checked as `new` checks them.
+    pub fn with_entry(&self, name: String, value: String) -> Result<Self, AccountError> {
+        let mut entries: BTreeMap<String, String> = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().to_owned()))
+            .collect();
+        entries.insert(name, value);
+        Credentials::new(entries)
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.0.keys().map(String::as_str).collect()
     }

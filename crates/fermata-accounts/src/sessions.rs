@@ -146,10 +146,33 @@ impl Accounts {
         session: &SessionId,
         credentials: &Credentials,
     ) -> Result<Session, AccountError> {
-        let sealed = (!credentials.is_empty()).then(|| {
-            self.keys
-                .seal(aad_of_session(session), &credentials.to_plaintext())
-        });
+        // The stored credentials are not needed, so even undecryptable ones can be replaced.
+        self.change_session_credentials(session, |_| Ok(credentials.clone()))
+            .await
+    }
+
+    /// Adds (or replaces) one named credential, keeping the others. Two additions at once both
+    /// survive: each is applied to the revision it read, and a lost race reads again.
+    pub async fn add_session_credential(
+        &self,
+        session: &SessionId,
+        name: String,
+        value: String,
+    ) -> Result<Session, AccountError> {
+        self.change_session_credentials(session, |current| {
+            current?.with_entry(name.clone(), value.clone())
+        })
+        .await
+    }
+
+    /// Applies `change` to the credentials stored at the revision it read (or to the error that
+    /// opening them gave), and writes the result only at that revision, reading again after a
+    /// concurrent change.
+    async fn change_session_credentials(
+        &self,
+        session: &SessionId,
+        change: impl Fn(Result<Credentials, AccountError>) -> Result<Credentials, AccountError>,
+    ) -> Result<Session, AccountError> {
         let mut attempt = 0;
         loop {
             let current = self
@@ -159,6 +182,11 @@ impl Accounts {
                 .await?
                 .ok_or(AccountError::NotFound("session"))?
                 .session;
+            let changed = change(self.open_session_credentials(&current))?;
+            let sealed = (!changed.is_empty()).then(|| {
+                self.keys
+                    .seal(aad_of_session(session), &changed.to_plaintext())
+            });
             let rotated = self
                 .storage
                 .sessions()
@@ -179,6 +207,16 @@ impl Accounts {
         }
     }
 
+    fn open_session_credentials(&self, session: &Session) -> Result<Credentials, AccountError> {
+        match &session.credentials {
+            None => Ok(Credentials::default()),
+            Some(sealed) => {
+                let plain = self.keys.open(aad_of_session(&session.id), sealed)?;
+                Credentials::from_plaintext(&plain)
+            }
+        }
+    }
+
     /// The credentials a session holds, decrypted.
     pub async fn session_credentials(
         &self,
@@ -190,13 +228,7 @@ impl Accounts {
             .session(session)
             .await?
             .ok_or(AccountError::NotFound("session"))?;
-        match lookup.session.credentials {
-            None => Ok(Credentials::default()),
-            Some(sealed) => {
-                let plain = self.keys.open(aad_of_session(session), &sealed)?;
-                Credentials::from_plaintext(&plain)
-            }
-        }
+        self.open_session_credentials(&lookup.session)
     }
 }
 

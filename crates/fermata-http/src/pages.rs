@@ -2,8 +2,6 @@
 //! (connected credentials, API tokens, paired machines). Every form carries the CSRF token; a
 //! new secret is shown once, in the response to the form that made it.
 
-use std::collections::BTreeMap;
-
 use axum::extract::{FromRequest, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -461,20 +459,9 @@ async fn add_credential(
             .0
             .session()
             .ok_or_else(|| AccountError::Invalid("this needs a browser session".to_owned()))?;
-        let current = state
-            .accounts
-            .session_credentials(&session.session.id)
-            .await?;
-        let mut entries: BTreeMap<String, String> = current
-            .names()
-            .into_iter()
-            .filter_map(|name| current.get(name).map(|v| (name.to_owned(), v.to_owned())))
-            .collect();
-        entries.insert(form.name, form.value);
-        let credentials = Credentials::new(entries)?;
         state
             .accounts
-            .set_session_credentials(&session.session.id, &credentials)
+            .add_session_credential(&session.session.id, form.name, form.value)
             .await?;
         Ok(None)
     }

@@ -2,8 +2,11 @@
 //! database: who gets in, who is turned away with which status, CSRF, throttling, sessions,
 //! tokens, machines and credentials.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use fermata_accounts::AccountError;
 use fermata_collab::WriterFence;
 use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
@@ -750,6 +753,52 @@ async fn health_readiness_and_metrics_still_answer() {
         assert!(
             metrics.lines().any(|l| l == line),
             "missing {line:?} in:\n{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn credentials_added_at_once_are_all_kept() {
+    let app = App::new().await;
+    app.login("ada", ADMIN_PASSWORD).await;
+    let session: String = sqlx::query_scalar("SELECT id FROM web_sessions")
+        .fetch_one(app.storage.storage.pool())
+        .await
+        .unwrap();
+    let session = fermata_store::SessionId(session);
+    let additions: Vec<_> = (0..6)
+        .map(|i| {
+            let accounts = Arc::clone(&app.state.accounts);
+            let session = session.clone();
+            tokio::spawn(async move {
+                let name = format!("key_{i}");
+                let added = accounts
+                    .add_session_credential(&session, name.clone(), format!("value {i}"))
+                    .await;
+                (name, added)
+            })
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for addition in additions {
+        let (name, added) = addition.await.unwrap();
+        match added {
+            Ok(_) => kept.push(name),
+            Err(AccountError::Conflict(_)) => {}
+            Err(error) => panic!("adding {name}: {error}"),
+        }
+    }
+    assert!(!kept.is_empty());
+    let stored = app
+        .state
+        .accounts
+        .session_credentials(&session)
+        .await
+        .unwrap();
+    for name in &kept {
+        assert!(
+            stored.get(name).is_some(),
+            "{name} was acknowledged and lost"
         );
     }
 }

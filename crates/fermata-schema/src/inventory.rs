@@ -1,0 +1,57 @@
+//! Discovery: which databases the snapshot account can see. System databases are removed and
+//! the rest sorted by one stable rule, the binary order of the names' UTF-8 bytes (so `Zeta`
+//! sorts before `alpha`, and the order never depends on a collation or a locale).
+
+use fermata_store::schema::{DatabaseName, ErrorCode, SafeError};
+use sqlx::Row;
+use sqlx::mysql::MySqlConnection;
+
+use crate::source::query_error;
+
+/// The server's own databases, never part of an inventory.
+pub const SYSTEM_DATABASES: [&str; 4] =
+    ["information_schema", "mysql", "performance_schema", "sys"];
+
+/// What one discovery found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    /// `VERSION()` as the server reports it.
+    pub server_version: String,
+    /// The visible user databases, in binary order of their UTF-8 bytes.
+    pub databases: Vec<DatabaseName>,
+}
+
+/// Lists the databases `connection`'s account can see.
+pub async fn discover(connection: &mut MySqlConnection) -> Result<Discovery, SafeError> {
+    let version: Vec<u8> = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *connection)
+        .await
+        .map_err(|error| query_error(&error))?;
+    let server_version = String::from_utf8(version)
+        .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+    let rows = sqlx::query("SHOW DATABASES")
+        .fetch_all(&mut *connection)
+        .await
+        .map_err(|error| query_error(&error))?;
+    let mut databases = Vec::with_capacity(rows.len());
+    for row in rows {
+        let bytes: Vec<u8> = row
+            .try_get_unchecked(0)
+            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+        let name = String::from_utf8(bytes)
+            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+        if SYSTEM_DATABASES.contains(&name.as_str()) {
+            continue;
+        }
+        databases.push(
+            DatabaseName::new(name).map_err(|_| SafeError::new(ErrorCode::InvalidIdentifier))?,
+        );
+    }
+    // `String`'s order is the order of its UTF-8 bytes.
+    databases.sort_by(|a, b| a.as_str().as_bytes().cmp(b.as_str().as_bytes()));
+    databases.dedup();
+    Ok(Discovery {
+        server_version,
+        databases,
+    })
+}

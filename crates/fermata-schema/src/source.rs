@@ -1,0 +1,162 @@
+//! The MySQL source: its settings (host, port, snapshot account, password, TLS mode and CA file)
+//! and opening a connection with them. Connection, TLS, authentication and permission failures
+//! become safe errors with their stage and code; nothing the driver says is kept.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use fermata_store::schema::{ErrorCode, SafeError};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlSslMode};
+use sqlx::{ConnectOptions, Connection};
+use zeroize::Zeroizing;
+
+/// How long opening a connection may take before the server counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TLS to the source, with MySQL's own names for the modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// Plain TCP.
+    Disabled,
+    /// TLS when the server offers it, plain otherwise.
+    #[default]
+    Preferred,
+    /// TLS or nothing, without checking the certificate.
+    Required,
+    /// TLS with a certificate signed by the configured CA.
+    VerifyCa,
+    /// As `VerifyCa`, and the certificate names the host.
+    VerifyIdentity,
+}
+
+impl TlsMode {
+    pub const NAMES: &'static str = "disabled, preferred, required, verify_ca or verify_identity";
+
+    fn ssl_mode(self) -> MySqlSslMode {
+        match self {
+            TlsMode::Disabled => MySqlSslMode::Disabled,
+            TlsMode::Preferred => MySqlSslMode::Preferred,
+            TlsMode::Required => MySqlSslMode::Required,
+            TlsMode::VerifyCa => MySqlSslMode::VerifyCa,
+            TlsMode::VerifyIdentity => MySqlSslMode::VerifyIdentity,
+        }
+    }
+
+    /// Whether the mode checks the server's certificate (and so needs a CA file).
+    pub fn verifies(self) -> bool {
+        matches!(self, TlsMode::VerifyCa | TlsMode::VerifyIdentity)
+    }
+}
+
+impl FromStr for TlsMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "disabled" => Ok(TlsMode::Disabled),
+            "preferred" => Ok(TlsMode::Preferred),
+            "required" => Ok(TlsMode::Required),
+            "verify_ca" => Ok(TlsMode::VerifyCa),
+            "verify_identity" => Ok(TlsMode::VerifyIdentity),
+            _ => Err(format!("expected {}", TlsMode::NAMES)),
+        }
+    }
+}
+
+/// Where the snapshot account connects. `Debug` never shows the password.
+#[derive(Clone)]
+pub struct SourceSettings {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: Zeroizing<String>,
+    pub tls: TlsMode,
+    /// The CA certificate file for `verify_ca` and `verify_identity`.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for SourceSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SourceSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .field("tls", &self.tls)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+impl SourceSettings {
+    /// Checks what can be checked before connecting; the problem is named without any value.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.host.trim().is_empty() {
+            return Err("`host` is empty".to_owned());
+        }
+        if self.port == 0 {
+            return Err("`port` must be 1 to 65535".to_owned());
+        }
+        if self.user.is_empty() || self.user.chars().count() > 80 {
+            return Err("`user` must have 1 to 80 characters".to_owned());
+        }
+        match (&self.ca_file, self.tls.verifies()) {
+            (None, true) => Err("`tls` verify_ca and verify_identity need `ca_file`".to_owned()),
+            (Some(path), _) if !path.is_file() => {
+                Err("`ca_file` is not a readable file".to_owned())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Opens a connection as the snapshot account.
+    pub async fn connect(&self) -> Result<MySqlConnection, SafeError> {
+        self.validate()
+            .map_err(|_| SafeError::new(ErrorCode::InvalidSourceConfiguration))?;
+        let mut options = MySqlConnectOptions::new()
+            .host(&self.host)
+            .port(self.port)
+            .username(&self.user)
+            .password(&self.password)
+            .ssl_mode(self.tls.ssl_mode())
+            .charset("utf8mb4")
+            .disable_statement_logging();
+        if let Some(ca_file) = &self.ca_file {
+            options = options.ssl_ca(ca_file);
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect_with(&options)).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(error)) => Err(connect_error(&error)),
+            Err(_) => Err(SafeError::new(ErrorCode::ConnectionRefused)),
+        }
+    }
+}
+
+/// What a failure to connect means for the operator.
+fn connect_error(error: &sqlx::Error) -> SafeError {
+    match error {
+        sqlx::Error::Io(_) => SafeError::new(ErrorCode::ConnectionRefused),
+        sqlx::Error::Tls(_) => SafeError::new(ErrorCode::TlsFailed),
+        sqlx::Error::Configuration(_) => SafeError::new(ErrorCode::InvalidSourceConfiguration),
+        _ => query_error(error),
+    }
+}
+
+/// What a failure on an open connection means: permission errors by MySQL's error number,
+/// everything else a lost connection (which may be retried).
+pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
+    let number = error
+        .as_database_error()
+        .and_then(|database| database.try_downcast_ref::<MySqlDatabaseError>())
+        .map(MySqlDatabaseError::number);
+    match number {
+        // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+        Some(1045 | 1698) => SafeError::new(ErrorCode::AuthenticationFailed),
+        // ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR,
+        // ER_SPECIFIC_ACCESS_DENIED_ERROR
+        Some(1044 | 1142 | 1143 | 1227) => SafeError::new(ErrorCode::PermissionDenied),
+        _ => SafeError::new(ErrorCode::ConnectionLost),
+    }
+}

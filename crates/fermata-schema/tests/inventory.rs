@@ -1,0 +1,269 @@
+//! Discovery against the real MariaDB server the test command provisions
+//! (`FERMATA_TEST_MYSQL_URL`, an account that may create databases and users): what a snapshot
+//! account sees, exactly, and the safe errors of a wrong password, a closed port and TLS the
+//! server does not offer.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use fermata_schema::{SourceSettings, TlsMode, discover};
+use fermata_store::schema::{ErrorCode, ErrorStage, SafeError};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::{ConnectOptions, Executor};
+use zeroize::Zeroizing;
+
+const MYSQL_URL_VAR: &str = "FERMATA_TEST_MYSQL_URL";
+
+/// The administrator's options; a test that needs MariaDB fails when it is not there.
+fn admin_options() -> MySqlConnectOptions {
+    let url = std::env::var(MYSQL_URL_VAR)
+        .unwrap_or_else(|_| panic!("{MYSQL_URL_VAR} is not set; run the tests with scripts/test"));
+    url.parse().expect("a MySQL URL")
+}
+
+async fn admin() -> MySqlConnection {
+    admin_options()
+        .connect()
+        .await
+        .expect("the test MariaDB answers")
+}
+
+/// A prefix no other test of this run uses, so tests can share the server.
+fn unique(tag: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "fm{}{}{tag}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn quoted(identifier: &str) -> String {
+    format!("`{}`", identifier.replace('`', "``"))
+}
+
+/// A database name as a GRANT pattern: `_` and `%` are wildcards there.
+fn grant_pattern(database: &str) -> String {
+    quoted(
+        &database
+            .replace('\\', "\\\\")
+            .replace('_', "\\_")
+            .replace('%', "\\%"),
+    )
+}
+
+fn settings(user: &str, password: &str) -> SourceSettings {
+    let admin = admin_options();
+    SourceSettings {
+        host: admin.get_host().to_owned(),
+        port: admin.get_port(),
+        user: user.to_owned(),
+        password: Zeroizing::new(password.to_owned()),
+        tls: TlsMode::Disabled,
+        ca_file: None,
+    }
+}
+
+/// Creates a snapshot account allowed to read `visible` only.
+async fn snapshot_account(admin: &mut MySqlConnection, visible: &[String]) -> (String, String) {
+    let user = unique("snap");
+    let password = format!("pw '{user}' \"secret\"");
+    admin
+        .execute(
+            format!(
+                "CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{}'",
+                password.replace('\\', "\\\\").replace('\'', "\\'")
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    for database in visible {
+        admin
+            .execute(
+                format!(
+                    "GRANT SELECT, SHOW VIEW ON {}.* TO '{user}'@'127.0.0.1'",
+                    grant_pattern(database)
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+    }
+    (user, password)
+}
+
+fn assert_safe(error: &SafeError, code: ErrorCode, stage: ErrorStage, secrets: &[&str]) {
+    assert_eq!((error.code(), error.stage()), (code, stage), "{error}");
+    let json = error.to_json();
+    for secret in secrets {
+        assert!(!json.contains(secret), "{json} shows {secret}");
+    }
+}
+
+#[tokio::test]
+async fn a_snapshot_account_sees_exactly_its_databases_in_byte_order() {
+    let mut admin = admin().await;
+    let prefix = unique("db");
+    let visible: Vec<String> = [
+        "Zeta",
+        "alpha",
+        "with space",
+        "back`tick",
+        "ünïcödé_名前",
+        "music ♪ (BMP only: identifiers are utf8mb3)",
+        "under_score",
+        "per%cent",
+    ]
+    .iter()
+    .map(|name| format!("{prefix}{name}"))
+    .collect();
+    // `underXscore` would match the `under_score` grant if `_` were left a wildcard.
+    let hidden = [format!("{prefix}hidden"), format!("{prefix}underXscore")];
+    for database in visible.iter().chain(&hidden) {
+        admin
+            .execute(format!("CREATE DATABASE {}", quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    let (user, password) = snapshot_account(&mut admin, &visible).await;
+
+    let mut connection = settings(&user, &password).connect().await.unwrap();
+    let discovery = discover(&mut connection).await.unwrap();
+    assert!(!discovery.server_version.is_empty());
+    let seen: Vec<&str> = discovery
+        .databases
+        .iter()
+        .map(|name| name.as_str())
+        .filter(|name| name.starts_with(&prefix))
+        .collect();
+    let mut expected: Vec<&str> = visible.iter().map(String::as_str).collect();
+    expected.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    assert_eq!(seen, expected);
+    assert_eq!(
+        seen.first().copied(),
+        Some(format!("{prefix}Zeta").as_str())
+    );
+    for system in ["information_schema", "mysql", "performance_schema", "sys"] {
+        assert!(
+            discovery
+                .databases
+                .iter()
+                .all(|name| name.as_str() != system),
+            "{system} listed"
+        );
+    }
+
+    for database in visible.iter().chain(&hidden) {
+        admin
+            .execute(format!("DROP DATABASE {}", quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    admin
+        .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_account_without_grants_sees_no_user_database() {
+    let mut admin = admin().await;
+    let database = unique("private");
+    admin
+        .execute(format!("CREATE DATABASE {}", quoted(&database)).as_str())
+        .await
+        .unwrap();
+    let (user, password) = snapshot_account(&mut admin, &[]).await;
+    let mut connection = settings(&user, &password).connect().await.unwrap();
+    let discovery = discover(&mut connection).await.unwrap();
+    assert!(
+        discovery
+            .databases
+            .iter()
+            .all(|name| name.as_str() != database),
+        "{:?}",
+        discovery.databases
+    );
+    admin
+        .execute(format!("DROP DATABASE {}", quoted(&database)).as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_an_authentication_error_that_shows_nothing() {
+    let mut admin = admin().await;
+    let (user, password) = snapshot_account(&mut admin, &[]).await;
+    let wrong = format!("{password}-but-wrong");
+    let error = settings(&user, &wrong).connect().await.unwrap_err();
+    assert_safe(
+        &error,
+        ErrorCode::AuthenticationFailed,
+        ErrorStage::Permission,
+        &[&wrong, &user, "127.0.0.1", "Access denied"],
+    );
+    assert!(!error.retryable());
+}
+
+#[tokio::test]
+async fn a_closed_port_is_a_connection_error() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut source = settings("snap", "pw");
+    source.port = port;
+    let error = source.connect().await.unwrap_err();
+    assert_safe(
+        &error,
+        ErrorCode::ConnectionRefused,
+        ErrorStage::Connection,
+        &[&port.to_string(), "refused", "os error"],
+    );
+    assert!(error.retryable());
+}
+
+#[tokio::test]
+async fn tls_the_server_does_not_offer_is_a_tls_error() {
+    let mut admin = admin().await;
+    let tls_offered: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'have_ssl'")
+        .fetch_optional(&mut admin)
+        .await
+        .unwrap();
+    let (user, password) = snapshot_account(&mut admin, &[]).await;
+    let mut source = settings(&user, &password);
+    source.tls = TlsMode::Required;
+    let result = source.connect().await;
+    match tls_offered.as_ref().map(|(_, value)| value.as_str()) {
+        Some("YES") => assert!(result.is_ok(), "TLS is offered and required"),
+        _ => assert_safe(
+            &result.unwrap_err(),
+            ErrorCode::TlsFailed,
+            ErrorStage::Tls,
+            &[&password],
+        ),
+    }
+}
+
+#[test]
+fn settings_are_checked_before_connecting_and_never_show_the_password() {
+    let mut source = settings("snap", "hunter2-secret");
+    assert!(!format!("{source:?}").contains("hunter2"));
+    source.tls = TlsMode::VerifyCa;
+    assert!(source.validate().unwrap_err().contains("ca_file"));
+    source.ca_file = Some("/nonexistent/ca.pem".into());
+    assert!(source.validate().is_err());
+    source.tls = TlsMode::Disabled;
+    source.ca_file = None;
+    source.host = " ".to_owned();
+    assert!(source.validate().is_err());
+    for (text, mode) in [
+        ("disabled", TlsMode::Disabled),
+        ("preferred", TlsMode::Preferred),
+        ("required", TlsMode::Required),
+        ("verify_ca", TlsMode::VerifyCa),
+        ("verify_identity", TlsMode::VerifyIdentity),
+    ] {
+        assert_eq!(text.parse::<TlsMode>(), Ok(mode));
+    }
+    assert!("REQUIRED".parse::<TlsMode>().is_err());
+}

@@ -12,6 +12,8 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod schema_source;
+
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -116,6 +118,8 @@ pub struct ServeSettings {
     pub session_ttl: Duration,
     /// Live collaboration: batching, checkpoints, idle rooms and limits.
     pub collab: fermata_collab::CollabSettings,
+    /// The MySQL or MariaDB server whose schemas are snapshotted (`[schema.source]`), if any.
+    pub schema_source: Option<fermata_schema::SourceSettings>,
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -152,6 +156,7 @@ pub struct FileConfig {
     session_ttl: Option<String>,
     writer_lease: Option<FileLeaseTimings>,
     documents: Option<FileDocuments>,
+    schema: Option<schema_source::FileSchema>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -411,6 +416,10 @@ impl Sources {
             secure_cookies,
             session_ttl,
             collab: self.collab_settings()?,
+            schema_source: schema_source::source_settings(
+                self.file.schema.as_ref(),
+                &self.file_origin(),
+            )?,
         })
     }
 

@@ -116,6 +116,39 @@ fn a_bad_config_file_is_refused_by_line_without_echoing_it() {
 }
 
 #[test]
+fn a_bad_schema_source_is_refused_at_start_without_its_password() {
+    let folder = tempfile::tempdir().unwrap();
+    let config = folder.path().join("fermata.toml");
+    std::fs::write(
+        &config,
+        "[schema.source]\nhost = \"db.internal\"\nuser = \"snapshot\"\npassword_env = \"SNAPSHOT_PASSWORD\"\ntls = \"verify_identity\"\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let (code, output, data) = serve_with(
+        &[("SNAPSHOT_PASSWORD", "hunter2-mysql")],
+        &["--config", config],
+    );
+    assert_eq!(code, Some(2), "{output}");
+    assert!(
+        output.contains("invalid setting `schema.source`"),
+        "{output}"
+    );
+    assert!(output.contains("ca_file"), "{output}");
+    assert!(!output.contains("hunter2"), "{output}");
+    assert!(!data.path().join("data").exists());
+
+    std::fs::write(
+        folder.path().join("fermata.toml"),
+        "[schema.source]\nhost = \"db.internal\"\nuser = \"snapshot\"\npassword = \"hunter2-inline\"\n",
+    )
+    .unwrap();
+    let (code, output, _) = serve_with(&[], &["--config", config]);
+    assert_eq!(code, Some(2), "{output}");
+    assert!(!output.contains("hunter2"), "{output}");
+}
+
+#[test]
 fn an_unreachable_database_fails_without_showing_its_url() {
     let url = "postgres://fermata:s3cret-pass@127.0.0.1:1/app";
     let (code, output, _) = serve_with(

@@ -1,0 +1,212 @@
+//! The `[schema.source]` table: the MySQL or MariaDB server whose schemas are snapshotted, and
+//! the snapshot account's password, read from a file or a named environment variable (never
+//! written in the configuration itself). Validated at start; errors name the setting, never a
+//! value that could be the password.
+
+use std::path::{Path, PathBuf};
+
+use fermata_schema::{SourceSettings, TlsMode};
+use serde::Deserialize;
+use zeroize::Zeroizing;
+
+use super::{ConfigError, Origin};
+
+const DEFAULT_PORT: u16 = 3306;
+
+/// The `[schema]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileSchema {
+    source: Option<FileSource>,
+}
+
+/// The `[schema.source]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSource {
+    host: Option<String>,
+    port: Option<u16>,
+    user: Option<String>,
+    password_file: Option<PathBuf>,
+    password_env: Option<String>,
+    tls: Option<String>,
+    ca_file: Option<PathBuf>,
+}
+
+/// The validated source, or none when `[schema.source]` is absent.
+pub(super) fn source_settings(
+    schema: Option<&FileSchema>,
+    origin: &Origin,
+) -> Result<Option<SourceSettings>, ConfigError> {
+    let Some(file) = schema.and_then(|schema| schema.source.as_ref()) else {
+        return Ok(None);
+    };
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.source.{key}"), origin.clone(), problem)
+    };
+    let host = file
+        .host
+        .clone()
+        .filter(|host| !host.trim().is_empty())
+        .ok_or_else(|| {
+            refuse(
+                "host",
+                "the MySQL server's host name or address is required",
+            )
+        })?;
+    let user = file
+        .user
+        .clone()
+        .ok_or_else(|| refuse("user", "the snapshot account's name is required"))?;
+    let tls = match &file.tls {
+        None => TlsMode::default(),
+        Some(text) => text
+            .parse()
+            .map_err(|_| refuse("tls", &format!("expected {}", TlsMode::NAMES)))?,
+    };
+    let password = match (&file.password_file, &file.password_env) {
+        (Some(_), Some(_)) => {
+            return Err(refuse(
+                "password_file",
+                "give `password_file` or `password_env`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(refuse(
+                "password_file",
+                "give the password in a file (`password_file`) or a named environment variable (`password_env`)",
+            ));
+        }
+        (Some(path), None) => {
+            read_password_file(path).map_err(|problem| refuse("password_file", &problem))?
+        }
+        (None, Some(name)) => std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Zeroizing::new)
+            .ok_or_else(|| {
+                refuse(
+                    "password_env",
+                    &format!("the environment variable `{name}` is not set or empty"),
+                )
+            })?,
+    };
+    let settings = SourceSettings {
+        host,
+        port: file.port.unwrap_or(DEFAULT_PORT),
+        user,
+        password,
+        tls,
+        ca_file: file.ca_file.clone(),
+    };
+    settings
+        .validate()
+        .map_err(|problem| ConfigError::new("schema.source", origin.clone(), problem))?;
+    Ok(Some(settings))
+}
+
+/// The password file's content without its final line break. It must not be readable by others.
+fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
+    let unreadable = || format!("cannot read {}", path.display());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|_| unreadable())?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "{} can be read by others (mode {:o}); run `chmod 600` on it",
+                path.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    let text = Zeroizing::new(std::fs::read_to_string(path).map_err(|_| unreadable())?);
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(Zeroizing::new(password.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Option<SourceSettings>, ConfigError> {
+        let schema: FileSchema = toml::from_str(text).unwrap();
+        source_settings(Some(&schema), &Origin::Default)
+    }
+
+    fn private_file(folder: &Path, content: &str) -> PathBuf {
+        let path = folder.join("password");
+        std::fs::write(&path, content).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        path
+    }
+
+    #[test]
+    fn a_source_reads_its_password_from_a_private_file() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = private_file(folder.path(), "s3cret pass\n");
+        let settings = parse(&format!(
+            "[source]\nhost = \"db.internal\"\nuser = \"snapshot\"\npassword_file = {path:?}\ntls = \"required\"\n"
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(settings.password.as_str(), "s3cret pass");
+        assert_eq!((settings.port, settings.tls), (3306, TlsMode::Required));
+        assert!(!format!("{settings:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_sources_are_refused_by_setting_without_the_password() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = private_file(folder.path(), "s3cret");
+        let base = format!("host = \"h\"\nuser = \"u\"\npassword_file = {path:?}\n");
+        for (extra, setting) in [
+            ("tls = \"sometimes\"\n", "schema.source.tls"),
+            ("tls = \"verify_ca\"\n", "schema.source"),
+            ("password_env = \"X\"\n", "schema.source.password_file"),
+        ] {
+            let error = parse(&format!("[source]\n{base}{extra}")).unwrap_err();
+            assert_eq!(error.setting, setting, "{extra}");
+            assert!(!error.to_string().contains("s3cret"));
+        }
+        let error = parse("[source]\nhost = \"h\"\nuser = \"u\"\n").unwrap_err();
+        assert_eq!(error.setting, "schema.source.password_file");
+        let error = parse(
+            "[source]\nhost = \"h\"\nuser = \"u\"\npassword_env = \"FERMATA_TEST_UNSET_PASSWORD\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(error.setting, "schema.source.password_env");
+        let error = parse(&format!(
+            "[source]\nuser = \"u\"\npassword_file = {path:?}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(error.setting, "schema.source.host");
+        assert!(toml::from_str::<FileSchema>("[source]\npassword = \"inline\"\n").is_err());
+        assert!(parse("").unwrap().is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_password_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let folder = tempfile::tempdir().unwrap();
+        let path = private_file(folder.path(), "s3cret");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let error = parse(&format!(
+            "[source]\nhost = \"h\"\nuser = \"u\"\npassword_file = {path:?}\n"
+        ))
+        .unwrap_err();
+        assert!(error.problem.contains("chmod 600"), "{error}");
+    }
+}

@@ -2,20 +2,22 @@
 //! this process has not loaded, the keyring is read again if its source changed (another process
 //! rotated the key file), so new credentials are sealed with the newest key.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use fermata_crypto::{Aad, CryptoError, Keyring};
 use zeroize::Zeroizing;
 
-/// Reads the keyring again from where it came from when that changed since the last read
-/// (`Ok(None)` when it did not). Absent where keys cannot change under a running process (keys
-/// given by the environment).
-pub type Reload = Box<dyn Fn() -> Result<Option<Keyring>, String> + Send + Sync>;
+/// Reads the keyring again from where it came from when that changed since the last read, or
+/// always when `force` is set (`Ok(None)` when it did not change). Absent where keys cannot
+/// change under a running process (keys given by the environment).
+pub type Reload = Box<dyn Fn(bool) -> Result<Option<Keyring>, String> + Send + Sync>;
 
 /// A shared, reloadable keyring.
 pub struct KeyringHandle {
     current: RwLock<Arc<Keyring>>,
     reload: Option<Reload>,
+    /// Held across a reload and the swap, so an older read never replaces a newer one.
+    reloading: Mutex<()>,
 }
 
 impl std::fmt::Debug for KeyringHandle {
@@ -32,6 +34,7 @@ impl KeyringHandle {
         KeyringHandle {
             current: RwLock::new(Arc::new(keyring)),
             reload,
+            reloading: Mutex::new(()),
         }
     }
 
@@ -44,10 +47,14 @@ impl KeyringHandle {
         )
     }
 
-    /// Reads the keyring again if its source changed.
-    fn refresh(&self) {
+    /// Reads the keyring again if its source changed (or, with `force`, in any case).
+    fn refresh(&self, force: bool) {
         let Some(reload) = &self.reload else { return };
-        match reload() {
+        let _reloading = self
+            .reloading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match reload(force) {
             Ok(Some(keyring)) => {
                 tracing::info!(versions = ?keyring.versions(), "reloaded the keyring");
                 *self
@@ -61,14 +68,14 @@ impl KeyringHandle {
     }
 
     pub fn seal(&self, aad: Aad<'_>, plaintext: &[u8]) -> Vec<u8> {
-        self.refresh();
+        self.refresh(false);
         self.keyring().seal(aad, plaintext)
     }
 
     pub fn open(&self, aad: Aad<'_>, envelope: &[u8]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         match self.keyring().open(aad, envelope) {
             Err(CryptoError::UnknownKeyVersion(_)) if self.reload.is_some() => {
-                self.refresh();
+                self.refresh(true);
                 self.keyring().open(aad, envelope)
             }
             other => other,

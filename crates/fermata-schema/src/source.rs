@@ -25,9 +25,10 @@ pub enum TlsMode {
     Preferred,
     /// TLS or nothing, without checking the certificate.
     Required,
-    /// TLS with a certificate signed by the configured CA.
+    /// TLS with a certificate signed by the configured CA, any host name. Refused by
+    /// [`SourceSettings::validate`]: see there.
     VerifyCa,
-    /// As `VerifyCa`, and the certificate names the host.
+    /// TLS with a certificate for the host, signed by the configured CA or a public web root.
     VerifyIdentity,
 }
 
@@ -102,6 +103,15 @@ impl SourceSettings {
         if self.user.is_empty() || self.user.chars().count() > 80 {
             return Err("`user` must have 1 to 80 characters".to_owned());
         }
+        if self.tls == TlsMode::VerifyCa {
+            // The TLS stack adds the configured CA to the public web roots, and `verify_ca` does
+            // not check the host name, so any publicly trusted certificate for any name would
+            // pass: that is no verification at all.
+            return Err(
+                "`tls` verify_ca is refused: it would accept any publicly trusted certificate; use verify_identity"
+                    .to_owned(),
+            );
+        }
         match (&self.ca_file, self.tls.verifies()) {
             (None, true) => Err("`tls` verify_ca and verify_identity need `ca_file`".to_owned()),
             (Some(path), _) if !path.is_file() => {
@@ -129,7 +139,7 @@ impl SourceSettings {
         match tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect_with(&options)).await {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(error)) => Err(connect_error(&error)),
-            Err(_) => Err(SafeError::new(ErrorCode::ConnectionRefused)),
+            Err(_) => Err(SafeError::new(ErrorCode::ConnectionLost)),
         }
     }
 }
@@ -144,16 +154,30 @@ fn connect_error(error: &sqlx::Error) -> SafeError {
     }
 }
 
-/// What a failure on an open connection means: permission errors by MySQL's error number,
-/// everything else a lost connection (which may be retried).
+/// What a failure on an open connection means: output that does not decode is unsupported,
+/// account and permission errors go by MySQL's error number, everything else is a lost
+/// connection (which may be retried).
 pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
+    if matches!(
+        error,
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_)
+    ) {
+        return SafeError::new(ErrorCode::UnsupportedSchemaOutput);
+    }
     let number = error
         .as_database_error()
         .and_then(|database| database.try_downcast_ref::<MySqlDatabaseError>())
         .map(MySqlDatabaseError::number);
     match number {
-        // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
-        Some(1045 | 1698) => SafeError::new(ErrorCode::AuthenticationFailed),
+        // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_HOST_NOT_PRIVILEGED,
+        // ER_HOST_IS_BLOCKED, ER_NOT_SUPPORTED_AUTH_MODE, ER_MUST_CHANGE_PASSWORD,
+        // ER_MUST_CHANGE_PASSWORD_LOGIN, ER_ACCOUNT_HAS_BEEN_LOCKED (MySQL 3118, MariaDB 4151):
+        // the account cannot log in, and trying again will not change that.
+        Some(1045 | 1698 | 1130 | 1129 | 1251 | 1820 | 1862 | 3118 | 4151) => {
+            SafeError::new(ErrorCode::AuthenticationFailed)
+        }
+        // ER_CON_COUNT_ERROR, ER_TOO_MANY_USER_CONNECTIONS: the server is full for now.
+        Some(1040 | 1203) => SafeError::new(ErrorCode::ConnectionRefused),
         // ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR,
         // ER_SPECIFIC_ACCESS_DENIED_ERROR
         Some(1044 | 1142 | 1143 | 1227) => SafeError::new(ErrorCode::PermissionDenied),

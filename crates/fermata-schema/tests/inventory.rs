@@ -248,10 +248,13 @@ async fn tls_the_server_does_not_offer_is_a_tls_error() {
 fn settings_are_checked_before_connecting_and_never_show_the_password() {
     let mut source = settings("snap", "hunter2-secret");
     assert!(!format!("{source:?}").contains("hunter2"));
-    source.tls = TlsMode::VerifyCa;
+    source.tls = TlsMode::VerifyIdentity;
     assert!(source.validate().unwrap_err().contains("ca_file"));
     source.ca_file = Some("/nonexistent/ca.pem".into());
     assert!(source.validate().is_err());
+    // verify_ca would accept any publicly trusted certificate for any name.
+    source.tls = TlsMode::VerifyCa;
+    assert!(source.validate().unwrap_err().contains("verify_identity"));
     source.tls = TlsMode::Disabled;
     source.ca_file = None;
     source.host = " ".to_owned();

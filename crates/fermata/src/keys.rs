@@ -36,20 +36,21 @@ pub(crate) fn load(source: &KeySource) -> Result<Keyring, Failure> {
 }
 
 /// A reloader for a key file, so a running server picks up a key added by `fermata keys rotate`.
-pub(crate) fn reloader(source: &KeySource) -> Option<Reload> {
+/// `seen` is the file's stamp taken before the keyring in use was read.
+fn reloader(source: &KeySource, seen: Option<FileStamp>) -> Option<Reload> {
     match source {
         KeySource::Environment => None,
         KeySource::File { path, .. } => {
             let path = path.clone();
-            // The file is read again only when its modification time moves, so sealing a
+            // Unless forced, the file is read again only when its stamp moves, so sealing a
             // session costs one `stat`, not a parse of the key file.
-            let seen = std::sync::Mutex::new(modified(&path));
-            Some(Box::new(move || {
-                let now = modified(&path);
+            let seen = std::sync::Mutex::new(seen);
+            Some(Box::new(move |force| {
                 let mut seen = seen
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if now.is_some() && *seen == now {
+                let now = stamp(&path);
+                if !force && now.is_some() && *seen == now {
                     return Ok(None);
                 }
                 let keyring = read_file(&path).map_err(|failure| failure.message)?;
@@ -62,13 +63,26 @@ pub(crate) fn reloader(source: &KeySource) -> Option<Reload> {
 
 /// The keyring behind a handle that reloads it from its file when needed.
 pub(crate) fn handle(source: &KeySource) -> Result<KeyringHandle, Failure> {
-    Ok(KeyringHandle::new(load(source)?, reloader(source)))
+    // The stamp is taken first: a rotation between it and the read is then seen as a change.
+    let seen = match source {
+        KeySource::File { path, .. } => stamp(path),
+        KeySource::Environment => None,
+    };
+    let keyring = load(source)?;
+    Ok(KeyringHandle::new(keyring, reloader(source, seen)))
 }
 
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path)
-        .and_then(|metadata| metadata.modified())
-        .ok()
+/// What tells a rewritten key file apart: a save always renames a new file into place, so the
+/// inode changes even when the modification time does not.
+type FileStamp = (std::time::SystemTime, u64, u64);
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    let metadata = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((metadata.modified().ok()?, inode, metadata.len()))
 }
 
 fn read_file(path: &Path) -> Result<Keyring, Failure> {
@@ -117,24 +131,25 @@ pub(crate) fn save(path: &Path, keyring: &Keyring) -> Result<(), Failure> {
             path.display()
         ))
     };
-    let temporary = path.with_extension("toml.new");
-    // A leftover temporary file (or a link planted in its place) is never written through: it
-    // is removed and the file is created anew, so the mode below always applies.
-    match std::fs::remove_file(&temporary) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(failed(error)),
-    }
+    // A temporary name of its own for each save, created new (never through an existing file
+    // or link), so two saves at once never rename each other's half-written file into place.
+    let temporary = path.with_extension(format!("toml.{}.new", uuid::Uuid::new_v4().simple()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(&temporary).map_err(failed)?;
-    file.write_all(keyring.to_key_file().as_bytes())
-        .map_err(failed)?;
-    file.sync_all().map_err(failed)?;
-    drop(file);
-    std::fs::rename(&temporary, path).map_err(failed)?;
+    let written = file
+        .write_all(keyring.to_key_file().as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| {
+            drop(file);
+            std::fs::rename(&temporary, path)
+        });
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(failed(error));
+    }
     // The rename is durable once the folder is synced.
     if let Some(folder) = path
         .parent()
@@ -159,17 +174,26 @@ mod tests {
             path: path.clone(),
             create: false,
         };
-        let reload = reloader(&source).expect("a key file can change under a running server");
+        let reload =
+            reloader(&source, stamp(&path)).expect("a key file can change under a running server");
         assert!(
-            reload().unwrap().is_none(),
+            reload(false).unwrap().is_none(),
             "unchanged file is not read again"
         );
+        assert!(reload(true).unwrap().is_some(), "a forced reload reads it");
 
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // A save renames a new file into place, so the change shows even within one clock tick.
         let added = keyring.rotate();
         save(&path, &keyring).unwrap();
-        let reloaded = reload().unwrap().expect("a rotated file is read again");
+        let reloaded = reload(false)
+            .unwrap()
+            .expect("a rotated file is read again");
         assert_eq!(reloaded.current_version(), added);
-        assert!(reload().unwrap().is_none());
+        assert!(reload(false).unwrap().is_none());
+        let leftovers = std::fs::read_dir(folder.path()).unwrap().count();
+        assert_eq!(
+            leftovers, 1,
+            "no temporary file is left beside the key file"
+        );
     }
 }

@@ -107,11 +107,15 @@ pub(super) fn source_settings(
 
 /// The password file's content without its final line break. It must not be readable by others.
 fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
+    use std::io::Read;
     let unreadable = || format!("cannot read {}", path.display());
+    // Opened once: the permissions checked are those of the file that is read.
+    let mut file = std::fs::File::open(path).map_err(|_| unreadable())?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
+        let mode = file
+            .metadata()
             .map_err(|_| unreadable())?
             .permissions()
             .mode();
@@ -123,7 +127,10 @@ fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
             ));
         }
     }
-    let text = Zeroizing::new(std::fs::read_to_string(path).map_err(|_| unreadable())?);
+    let mut text = Zeroizing::new(String::new());
+    // Through the handle whose mode was checked, not the path again.
+    #[allow(clippy::verbose_file_reads)]
+    file.read_to_string(&mut text).map_err(|_| unreadable())?;
     let password = text.strip_suffix('\n').unwrap_or(&text);
     let password = password.strip_suffix('\r').unwrap_or(password);
     if password.is_empty() {

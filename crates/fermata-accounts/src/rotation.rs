@@ -105,7 +105,9 @@ impl Accounts {
                 let Some(row) = candidate.take() else { break };
                 let (id, revision, sealed) = view(&row);
                 let Some(sealed) = sealed else { break };
-                if Keyring::envelope_version(sealed).ok() == Some(current) {
+                // A newer version than this pass's key means another process already rotated
+                // further: the row is left under the newer key, never moved back.
+                if Keyring::envelope_version(sealed).is_ok_and(|version| version >= current) {
                     pass.current += 1;
                     break;
                 }

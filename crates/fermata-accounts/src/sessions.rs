@@ -43,13 +43,14 @@ impl Accounts {
         };
         let stored = user.as_ref().map(|user| user.password_hash.clone());
         let given = password.clone();
-        let matches = blocking(move || verify_password(given.expose(), stored.as_deref())).await;
+        let checked = stored.clone();
+        let matches = blocking(move || verify_password(given.expose(), checked.as_deref())).await;
         let Some(user) = user.filter(|_| matches) else {
             return Err(AccountError::WrongCredentials);
         };
-        self.throttle.succeeded(name, address);
         let secret = SecretToken::generate(SESSION_SECRET_PREFIX);
-        self.storage
+        let created = self
+            .storage
             .sessions()
             .create_session(&NewSession {
                 id: SessionId(new_id()),
@@ -57,8 +58,17 @@ impl Accounts {
                 secret_hash: Some(hash_of(&secret)),
                 ttl: self.settings.session_ttl,
                 credentials: None,
+                verified_password_hash: stored,
             })
-            .await?;
+            .await;
+        match created {
+            // The password changed after it was checked: the old one no longer logs in.
+            Err(error) if error.kind() == fermata_store::ErrorKind::Conflict => {
+                return Err(AccountError::WrongCredentials);
+            }
+            other => other?,
+        };
+        self.throttle.succeeded(name, address);
         let principal = self
             .authenticate_session(&secret)
             .await?

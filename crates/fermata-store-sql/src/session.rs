@@ -40,7 +40,9 @@ impl Statements {
                 "WITH clock AS (SELECT {now} AS now) \
                  INSERT INTO web_sessions (id, user_id, secret_hash, created_at, expires_at, \
                                            authenticated_at, revision, credentials) \
-                 SELECT $1, $2, $3, clock.now, clock.now + $4, clock.now, 1, $5 FROM clock",
+                 SELECT $1, $2, $3, clock.now, clock.now + $4, clock.now, 1, $5 \
+                 FROM clock WHERE $6 IS NULL \
+                    OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND password_hash = $6)",
             ),
             by_secret: dialect.render(&format!(
                 "WITH clock AS (SELECT {{now}} AS now) \
@@ -138,15 +140,19 @@ impl SessionStore for SqlStorage {
         let action = "creating a session";
         let ttl = i64::try_from(new.ttl.as_millis())
             .map_err(|_| StoreError::invalid("a session lifetime is too long"))?;
-        sqlx::query(&self.inner.session_sql.insert)
+        let inserted = sqlx::query(&self.inner.session_sql.insert)
             .bind(&new.id.0)
             .bind(&new.user.0)
             .bind(new.secret_hash.map(|hash| hash.0.to_vec()))
             .bind(ttl)
             .bind(new.credentials.clone())
+            .bind(new.verified_password_hash.as_deref())
             .execute(&self.inner.pool)
             .await
             .map_err(|e| map(e, action))?;
+        if inserted.rows_affected() == 0 {
+            return Err(password_changed());
+        }
         // Read back what the database recorded (even if it has already expired).
         self.stored_session(&new.id, action)
             .await?
@@ -254,4 +260,8 @@ impl SessionStore for SqlStorage {
             metadata_only,
         })
     }
+}
+
+fn password_changed() -> StoreError {
+    StoreError::conflict("the password changed while the login was checked")
 }

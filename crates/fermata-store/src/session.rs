@@ -45,6 +45,10 @@ pub struct NewSession {
     /// How long the session lives, from its creation on the database's clock.
     pub ttl: Duration,
     pub credentials: Option<Vec<u8>>,
+    /// The password hash a login verified: the session is created only while the user still
+    /// has it, so a password change racing the login wins (`Conflict`). `None` for sessions
+    /// that are not a login.
+    pub verified_password_hash: Option<String>,
 }
 
 /// A session as stored.

@@ -241,6 +241,7 @@ async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
         secret_hash: secret.map(|seed| SecretHash([seed; 32])),
         ttl,
         credentials: None,
+        verified_password_hash: None,
     };
     let sessions = store.sessions();
     sessions

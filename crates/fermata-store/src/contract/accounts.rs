@@ -39,6 +39,7 @@ fn new_session(id: &str, user: &User, secret: Option<u8>, ttl: Duration) -> NewS
         secret_hash: secret.map(hash),
         ttl,
         credentials: None,
+        verified_password_hash: None,
     }
 }
 
@@ -166,6 +167,21 @@ pub async fn a_password_change_ends_the_users_sessions(harness: &dyn Harness) {
         .await
         .unwrap();
     assert!(kept.is_some(), "another user's session is untouched");
+
+    // A login that verified the old password, finishing after the change, opens nothing.
+    let mut late = new_session("ada-late", &ada, Some(4), LONG);
+    late.verified_password_hash = Some(ada.password_hash.clone());
+    let error = sessions.create_session(&late).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Conflict);
+    assert!(
+        sessions
+            .session_by_secret(&hash(4))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    late.verified_password_hash = Some("$argon2id$new".to_owned());
+    sessions.create_session(&late).await.unwrap();
 }
 
 pub async fn sessions_are_found_by_secret_hash_until_they_expire(harness: &dyn Harness) {

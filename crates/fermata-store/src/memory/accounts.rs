@@ -94,8 +94,17 @@ impl UserStore for MemoryStorage {
 impl SessionStore for MemoryStorage {
     async fn create_session(&self, new: &NewSession) -> StoreResult<Session> {
         let mut state = self.inner.state();
-        if !state.users.contains_key(&new.user) {
+        let Some(user) = state.users.get(&new.user) else {
             return Err(StoreError::invalid("a session needs an existing user"));
+        };
+        if new
+            .verified_password_hash
+            .as_ref()
+            .is_some_and(|verified| *verified != user.password_hash)
+        {
+            return Err(StoreError::conflict(
+                "the password changed while the login was checked",
+            ));
         }
         let taken = state.sessions.contains_key(&new.id)
             || new.secret_hash.is_some_and(|hash| {

@@ -10,6 +10,7 @@ mod credentials;
 mod error;
 mod keyring_handle;
 mod machines;
+mod revision;
 mod rotation;
 mod sessions;
 mod throttle;

@@ -5,11 +5,9 @@ use fermata_crypto::{Aad, Purpose, SecretToken};
 use fermata_store::{ErrorKind, Machine, MachineId, NewMachine, User, UserId};
 
 use crate::credentials::Credentials;
+use crate::revision::at_read_revision;
 use crate::sessions::hash_of;
 use crate::{AccountError, Accounts, MACHINE_TOKEN_PREFIX, check_label, new_id};
-
-/// How many times a change is retried when another change to the same machine won.
-const ATTEMPTS: usize = 3;
 
 impl Accounts {
     /// Pairs a new machine for `owner`. Its token is returned once and never stored.
@@ -59,29 +57,19 @@ impl Accounts {
         owner: &User,
         id: &MachineId,
     ) -> Result<(Machine, SecretToken), AccountError> {
-        for _ in 0..ATTEMPTS {
+        let (machine, secret) = at_read_revision("machine", || async move {
             let machine = self.owned_machine(owner, id).await?;
             let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
-            let result = self
+            Ok(self
                 .storage
                 .machines()
                 .reauthorize_machine(id, &owner.id, machine.revision, &hash_of(&secret))
-                .await;
-            match result {
-                Ok(machine) => {
-                    tracing::info!(owner = %owner.name, machine = %machine.id, "re-authorized a machine");
-                    return Ok((machine, secret));
-                }
-                Err(error) if error.kind() == ErrorKind::Conflict => {}
-                Err(error) if error.kind() == ErrorKind::Missing => {
-                    return Err(AccountError::NotFound("machine"));
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
-        Err(AccountError::Conflict(
-            "the machine kept changing; try again".to_owned(),
-        ))
+                .await
+                .map(|machine| (machine, secret)))
+        })
+        .await?;
+        tracing::info!(owner = %owner.name, machine = %machine.id, "re-authorized a machine");
+        Ok((machine, secret))
     }
 
     /// Revokes one of `owner`'s machines, discarding its credentials. Someone else's machine is
@@ -109,29 +97,21 @@ impl Accounts {
             self.keys
                 .seal(aad_of_machine(id), &credentials.to_plaintext())
         });
-        for _ in 0..ATTEMPTS {
+        let sealed = sealed.as_deref();
+        at_read_revision("machine", || async move {
             let machine = self
                 .storage
                 .machines()
                 .machine(id)
                 .await?
                 .ok_or(AccountError::NotFound("machine"))?;
-            let result = self
+            Ok(self
                 .storage
                 .machines()
-                .rotate_machine_credentials(id, machine.revision, sealed.as_deref())
-                .await;
-            match result {
-                Err(error) if error.kind() == ErrorKind::Conflict => {}
-                Err(error) if error.kind() == ErrorKind::Missing => {
-                    return Err(AccountError::NotFound("machine"));
-                }
-                other => return Ok(other?),
-            }
-        }
-        Err(AccountError::Conflict(
-            "the machine kept changing; try again".to_owned(),
-        ))
+                .rotate_machine_credentials(id, machine.revision, sealed)
+                .await)
+        })
+        .await
     }
 
     /// The credentials a machine holds, decrypted.

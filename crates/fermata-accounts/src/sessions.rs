@@ -7,6 +7,7 @@ use fermata_crypto::{Aad, Purpose, SecretToken, verify_password};
 use fermata_store::{NewSession, SecretHash, Session, SessionId, UserName};
 
 use crate::credentials::Credentials;
+use crate::revision::at_read_revision;
 use crate::{
     AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, blocking, new_id,
 };
@@ -17,9 +18,6 @@ pub struct LoggedIn {
     pub principal: Principal,
     pub secret: SecretToken,
 }
-
-/// How many times a credential change is retried when another change to the same row won.
-const ROTATION_ATTEMPTS: usize = 3;
 
 pub(crate) fn hash_of(secret: &SecretToken) -> SecretHash {
     SecretHash(secret.hash().0)
@@ -183,8 +181,8 @@ impl Accounts {
         session: &SessionId,
         change: impl Fn(Result<Credentials, AccountError>) -> Result<Credentials, AccountError>,
     ) -> Result<Session, AccountError> {
-        let mut attempt = 0;
-        loop {
+        let change = &change;
+        at_read_revision("session", || async move {
             let current = self
                 .storage
                 .sessions()
@@ -197,24 +195,13 @@ impl Accounts {
                 self.keys
                     .seal(aad_of_session(session), &changed.to_plaintext())
             });
-            let rotated = self
+            Ok(self
                 .storage
                 .sessions()
                 .rotate_session_credentials(session, current.revision, sealed.as_deref())
-                .await;
-            match rotated {
-                Err(error)
-                    if error.kind() == fermata_store::ErrorKind::Conflict
-                        && attempt + 1 < ROTATION_ATTEMPTS =>
-                {
-                    attempt += 1;
-                }
-                Err(error) if error.kind() == fermata_store::ErrorKind::Missing => {
-                    return Err(AccountError::NotFound("session"));
-                }
-                other => return Ok(other?),
-            }
-        }
+                .await)
+        })
+        .await
     }
 
     fn open_session_credentials(&self, session: &Session) -> Result<Credentials, AccountError> {

@@ -6,6 +6,9 @@ use std::fmt;
 
 use zeroize::Zeroizing;
 
+use fermata_crypto::Aad;
+
+use crate::KeyringHandle;
 use crate::error::AccountError;
 
 /// At most this many named secrets per session or machine.
@@ -85,6 +88,18 @@ impl Credentials {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         Zeroizing::new(serde_json::to_vec(&plain).expect("a map of strings serializes"))
+    }
+
+    /// Opens stored credentials (none stored is an empty set).
+    pub(crate) fn unseal(
+        keys: &KeyringHandle,
+        aad: Aad<'_>,
+        sealed: Option<&[u8]>,
+    ) -> Result<Self, AccountError> {
+        match sealed {
+            None => Ok(Credentials::default()),
+            Some(sealed) => Credentials::from_plaintext(&keys.open(aad, sealed)?),
+        }
     }
 
     /// Reads opened plaintext back.

@@ -122,12 +122,11 @@ impl Accounts {
             .machine(id)
             .await?
             .ok_or(AccountError::NotFound("machine"))?;
-        match machine.credentials {
-            None => Ok(Credentials::default()),
-            Some(sealed) => {
-                Credentials::from_plaintext(&self.keys.open(aad_of_machine(id), &sealed)?)
-            }
-        }
+        Credentials::unseal(
+            &self.keys,
+            aad_of_machine(id),
+            machine.credentials.as_deref(),
+        )
     }
 
     async fn owned_machine(&self, owner: &User, id: &MachineId) -> Result<Machine, AccountError> {

@@ -205,13 +205,11 @@ impl Accounts {
     }
 
     fn open_session_credentials(&self, session: &Session) -> Result<Credentials, AccountError> {
-        match &session.credentials {
-            None => Ok(Credentials::default()),
-            Some(sealed) => {
-                let plain = self.keys.open(aad_of_session(&session.id), sealed)?;
-                Credentials::from_plaintext(&plain)
-            }
-        }
+        Credentials::unseal(
+            &self.keys,
+            aad_of_session(&session.id),
+            session.credentials.as_deref(),
+        )
     }
 
     /// The credentials a session holds, decrypted.

@@ -49,7 +49,6 @@ pub async fn discover(connection: &mut MySqlConnection) -> Result<Discovery, Saf
     }
     // `String`'s order is the order of its UTF-8 bytes.
     databases.sort_by(|a, b| a.as_str().as_bytes().cmp(b.as_str().as_bytes()));
-    databases.dedup();
     Ok(Discovery {
         server_version,
         databases,

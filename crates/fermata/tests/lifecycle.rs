@@ -15,13 +15,12 @@ use support::{PATIENCE, Target};
 async fn second_serve_refuses(target: Target) {
     let first = target.serve(&[]);
     first.wait_ready().await;
-    assert!(
-        first.output().contains(
-            "no administrator yet: create one with `fermata user add NAME --role system_admin`"
-        ),
-        "{}",
-        first.output()
-    );
+    // The hint is logged after the server is ready, so it is waited for, not read at once.
+    first
+        .wait_for_output(
+            "no administrator yet: create one with `fermata user add NAME --role system_admin`",
+        )
+        .await;
     let (status, output) = target.run("serve");
     assert_eq!(status.code(), Some(3), "{output}");
     assert!(

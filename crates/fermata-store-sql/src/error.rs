@@ -44,23 +44,26 @@ fn database_kind(db: &dyn sqlx::error::DatabaseError) -> ErrorKind {
     }
 }
 
-/// By SQLSTATE class: a data exception is a value the store refused; a syntax or access-rule
+/// By SQLSTATE class: a data exception or an integrity violation is a value the store refused; a syntax or access-rule
 /// violation (an undefined table or column) means the schema is not this release's; everything
 /// else (connection exceptions, insufficient resources, operator intervention, system errors,
 /// serialization failures, deadlocks, lock timeouts) is transient.
 fn postgres_kind(sqlstate: &str) -> ErrorKind {
     match sqlstate.get(..2) {
-        Some("22") => ErrorKind::Invalid,
+        // Class 23 beyond the kinds above: a trigger refusing to change an immutable row.
+        Some("22" | "23") => ErrorKind::Invalid,
         Some("42") => ErrorKind::Corrupt,
         _ => ErrorKind::Unavailable,
     }
 }
 
-/// By primary result code: CORRUPT and NOTADB mean the file is damaged; BUSY, LOCKED, FULL and
-/// IOERR are transient.
+/// By primary result code: CORRUPT and NOTADB mean the file is damaged; CONSTRAINT beyond the
+/// kinds above is a trigger refusing to change an immutable row; BUSY, LOCKED, FULL and IOERR
+/// are transient.
 fn sqlite_kind(code: &str) -> ErrorKind {
     match sqlite_primary(code) {
         Some(11 | 26) => ErrorKind::Corrupt,
+        Some(19) => ErrorKind::Invalid,
         _ => ErrorKind::Unavailable,
     }
 }

@@ -15,6 +15,7 @@ mod lease;
 mod machine;
 pub mod migrations;
 mod row;
+mod schema;
 mod session;
 mod tenure;
 mod user;
@@ -92,6 +93,7 @@ struct Inner {
     machine_sql: machine::Statements,
     channel_sql: channel::Statements,
     collaboration_sql: collaboration::Statements,
+    schema_sql: schema::Statements,
 }
 
 impl SqlStorage {
@@ -128,6 +130,7 @@ impl SqlStorage {
                 machine_sql: machine::Statements::new(dialect),
                 channel_sql: channel::Statements::new(dialect),
                 collaboration_sql: collaboration::Statements::new(dialect),
+                schema_sql: schema::Statements::new(dialect),
             }),
         })
     }
@@ -270,6 +273,10 @@ impl Storage for SqlStorage {
     }
 
     fn collaboration(&self) -> &dyn CollaborationStore {
+        self
+    }
+
+    fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
         self
     }
 }

@@ -63,6 +63,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn machines(&self) -> &dyn MachineStore;
 
     fn collaboration(&self) -> &dyn CollaborationStore;
+
+    fn schema(&self) -> &dyn schema::SchemaStore;
 }
 
 /// Options every adapter takes when it is opened.

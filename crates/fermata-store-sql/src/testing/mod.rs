@@ -146,6 +146,10 @@ impl Storage for ScratchStorage {
     fn collaboration(&self) -> &dyn CollaborationStore {
         &self.storage
     }
+
+    fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

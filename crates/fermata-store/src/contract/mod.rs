@@ -9,6 +9,7 @@ mod accounts;
 mod collaboration;
 mod lease;
 mod pause;
+mod schema;
 mod tenure;
 
 use std::future::Future;
@@ -23,6 +24,7 @@ pub use accounts::*;
 pub use collaboration::*;
 pub use lease::*;
 pub use pause::PausedWrites;
+pub use schema::*;
 pub use tenure::*;
 
 /// What the suite needs from an adapter under test.
@@ -106,7 +108,19 @@ macro_rules! contract_suite {
             an_epoch_replacement_installs_a_new_history_atomically,
             only_archived_channels_without_children_are_deleted_and_leave_no_trace,
             program_creation_is_idempotent_and_publishes_its_checkpoint,
-            descriptions_publish_once_per_job_and_move_no_counter
+            descriptions_publish_once_per_job_and_move_no_counter,
+            schema_reservations_take_the_lease_and_repeat_by_request_key,
+            concurrent_reservations_let_exactly_one_take_the_lease,
+            schema_transitions_are_conditional_and_terminal_states_never_change,
+            the_first_bound_run_stays_bound,
+            inventories_are_immutable_and_keep_their_order,
+            database_results_become_immutable_when_terminal,
+            steps_count_attempts_and_never_change_once_terminal,
+            the_schema_lease_heartbeats_expires_and_is_released_conditionally,
+            clearing_removes_only_an_expired_lease_of_the_named_operation,
+            a_review_takes_exactly_one_decision,
+            artifacts_are_recorded_once_and_only_move_forward,
+            cleanup_grants_are_consumed_once
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -8,6 +8,7 @@
 mod accounts;
 mod collaboration;
 mod lease;
+mod schema;
 mod tenure;
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +52,7 @@ struct State {
     api_tokens: HashMap<ApiTokenId, (ApiToken, SecretHash)>,
     machines: HashMap<MachineId, (Machine, SecretHash)>,
     documents: collaboration::Documents,
+    schema: schema::SchemaTables,
 }
 
 impl MemoryStorage {
@@ -144,6 +146,10 @@ impl Storage for MemoryStorage {
     }
 
     fn collaboration(&self) -> &dyn CollaborationStore {
+        self
+    }
+
+    fn schema(&self) -> &dyn crate::schema::SchemaStore {
         self
     }
 }

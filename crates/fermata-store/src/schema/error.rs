@@ -45,6 +45,9 @@ pub enum ErrorCode {
     LeaseCleared,
     /// The lease expired while the operation still needed it.
     LeaseExpired,
+    /// Another operation's lease expired without being released; an administrator must clear it
+    /// (subject: that operation).
+    LeaseNeedsClearing,
     /// A refresh waits while an earlier pull request is open (subject: that operation).
     PullRequestOpen,
     /// The inventory a request names is older than 24 hours.
@@ -103,7 +106,9 @@ impl ErrorCode {
         use ErrorCode::*;
         match self {
             AccessDenied => ErrorStage::Authorization,
-            LeaseHeld | LeaseCleared | LeaseExpired | PullRequestOpen => ErrorStage::Lock,
+            LeaseHeld | LeaseCleared | LeaseExpired | LeaseNeedsClearing | PullRequestOpen => {
+                ErrorStage::Lock
+            }
             InventoryExpired
             | InventoryMissing
             | DatabaseNotInInventory
@@ -151,6 +156,9 @@ impl ErrorCode {
             LeaseHeld => "another schema operation ({}) is running",
             LeaseCleared => "an administrator cleared this operation's expired lease",
             LeaseExpired => "the operation's lease expired",
+            LeaseNeedsClearing => {
+                "operation {} left an expired lease; an administrator must clear it"
+            }
             PullRequestOpen => "the pull request of operation {} is still open",
             InventoryExpired => "the inventory is older than 24 hours; discover databases again",
             InventoryMissing => "the inventory does not exist",

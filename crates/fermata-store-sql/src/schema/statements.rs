@@ -1,0 +1,231 @@
+//! The schema store's statements, rendered for one dialect.
+
+use super::rows::{
+    ARTIFACT_COLUMNS, AUDIT_COLUMNS, GRANT_COLUMNS, INVENTORY_COLUMNS, LEASE_COLUMNS,
+    OPERATION_COLUMNS, RESULT_COLUMNS, REVIEW_COLUMNS, STEP_COLUMNS,
+};
+use crate::dialect::Dialect;
+
+const TERMINAL: &str = "('succeeded', 'failed', 'rejected', 'expired')";
+
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(super) clock: String,
+    pub(super) operation_by_request: String,
+    pub(super) insert_operation: String,
+    pub(super) insert_result: String,
+    pub(super) insert_lease: String,
+    pub(super) insert_audit: String,
+    pub(super) operation: String,
+    pub(super) recent_operations: String,
+    pub(super) transition: String,
+    pub(super) bind_run: String,
+    pub(super) bind_lease_run: String,
+    pub(super) bound_run: String,
+    pub(super) insert_inventory: String,
+    pub(super) insert_inventory_database: String,
+    pub(super) inventory: String,
+    pub(super) inventory_of_operation: String,
+    pub(super) inventory_names: String,
+    pub(super) latest_inventory: String,
+    pub(super) results: String,
+    pub(super) result_exists: String,
+    pub(super) begin_database: String,
+    pub(super) finish_database: String,
+    pub(super) step: String,
+    pub(super) upsert_step: String,
+    pub(super) heartbeat_lease: String,
+    pub(super) lease: String,
+    pub(super) lease_for_clearing: String,
+    pub(super) extend_lease: String,
+    pub(super) release_lease: String,
+    pub(super) clear_lease: String,
+    pub(super) fail_cleared: String,
+    pub(super) open_review: String,
+    pub(super) review: String,
+    pub(super) decide_review: String,
+    pub(super) insert_artifact: String,
+    pub(super) artifact: String,
+    pub(super) move_artifact: String,
+    pub(super) artifact_cleanup: String,
+    pub(super) insert_grant: String,
+    pub(super) consume_grant: String,
+    pub(super) audit_events: String,
+}
+
+impl Statements {
+    pub(crate) fn new(dialect: Dialect) -> Self {
+        let render = |template: &str| dialect.render(template);
+        Statements {
+            clock: render("SELECT {now}"),
+            operation_by_request: render(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM schema_operation WHERE actor = $1 AND request_key = $2"
+            )),
+            insert_operation: render(
+                "INSERT INTO schema_operation (id, kind, state, actor, request_key, inventory_id, \
+                                               created_at, updated_at) \
+                 VALUES ($1, $2, 'reserved', $3, $4, $5, {now}, {now}) \
+                 ON CONFLICT (actor, request_key) DO NOTHING",
+            ),
+            insert_result: render(
+                "INSERT INTO schema_operation_database (operation_id, database_name, position) \
+                 VALUES ($1, $2, $3)",
+            ),
+            insert_lease: render(
+                "INSERT INTO schema_lease (lease_key, operation_id, kind, acquired_at, heartbeat_at, \
+                                           expires_at, status) \
+                 VALUES ('schema-mutation', $1, $2, {now}, {now}, {now} + $3, 'active') \
+                 ON CONFLICT (lease_key) DO NOTHING",
+            ),
+            insert_audit: render(
+                "INSERT INTO schema_audit_event (operation_id, action, actor, occurred_at) \
+                 VALUES ($1, $2, $3, {now})",
+            ),
+            operation: render(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM schema_operation WHERE id = $1"
+            )),
+            recent_operations: render(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM schema_operation \
+                 ORDER BY created_at DESC, id DESC LIMIT $1"
+            )),
+            transition: render(&format!(
+                "UPDATE schema_operation SET state = $3, error = COALESCE($4, error), \
+                        updated_at = {{now}}, \
+                        finished_at = CASE WHEN $3 IN {TERMINAL} THEN {{now}} ELSE finished_at END \
+                 WHERE id = $1 AND state = $2 RETURNING {OPERATION_COLUMNS}"
+            )),
+            bind_run: render(&format!(
+                "UPDATE schema_operation SET workflow_run_id = $2, updated_at = {{now}} \
+                 WHERE id = $1 AND workflow_run_id IS NULL AND state NOT IN {TERMINAL}"
+            )),
+            bind_lease_run: render(
+                "UPDATE schema_lease SET workflow_run_id = $2 WHERE operation_id = $1",
+            ),
+            bound_run: render("SELECT workflow_run_id FROM schema_operation WHERE id = $1"),
+            insert_inventory: render(
+                "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
+                                               discovered_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, {now}, {now} + $5) \
+                 ON CONFLICT (operation_id) DO NOTHING",
+            ),
+            insert_inventory_database: render(
+                "INSERT INTO schema_inventory_database (inventory_id, database_name, position) \
+                 VALUES ($1, $2, $3)",
+            ),
+            inventory: render(&format!(
+                "SELECT {INVENTORY_COLUMNS} FROM schema_inventory WHERE id = $1"
+            )),
+            inventory_of_operation: render(&format!(
+                "SELECT {INVENTORY_COLUMNS} FROM schema_inventory WHERE operation_id = $1"
+            )),
+            inventory_names: render(
+                "SELECT database_name FROM schema_inventory_database WHERE inventory_id = $1 \
+                 ORDER BY position",
+            ),
+            latest_inventory: render(&format!(
+                "SELECT {INVENTORY_COLUMNS} FROM schema_inventory \
+                 ORDER BY discovered_at DESC, id DESC LIMIT 1"
+            )),
+            results: render(&format!(
+                "SELECT {RESULT_COLUMNS} FROM schema_operation_database WHERE operation_id = $1 \
+                 ORDER BY position"
+            )),
+            result_exists: render(
+                "SELECT count(*) FROM schema_operation_database \
+                 WHERE operation_id = $1 AND database_name = $2",
+            ),
+            begin_database: render(
+                "UPDATE schema_operation_database SET started_at = COALESCE(started_at, {now}) \
+                 WHERE operation_id = $1 AND database_name = $2 AND finished_at IS NULL",
+            ),
+            finish_database: render(
+                "UPDATE schema_operation_database \
+                 SET outcome = $3, freshness = $4, object_counts = $5, snapshot_hash = $6, \
+                     merged_hash = $7, error = $8, started_at = COALESCE(started_at, {now}), \
+                     finished_at = {now} \
+                 WHERE operation_id = $1 AND database_name = $2 AND finished_at IS NULL",
+            ),
+            step: render(&format!(
+                "SELECT {STEP_COLUMNS} FROM schema_operation_step \
+                 WHERE operation_id = $1 AND step_key = $2"
+            )),
+            upsert_step: render(&format!(
+                "INSERT INTO schema_operation_step AS s (operation_id, step_key, state, attempts, \
+                                                        heartbeat_at, error, terminal_at) \
+                 VALUES ($1, $2, $3, $4, {{now}}, $5, CASE WHEN $3 = 'running' THEN NULL ELSE {{now}} END) \
+                 ON CONFLICT (operation_id, step_key) DO UPDATE \
+                 SET state = excluded.state, attempts = s.attempts + excluded.attempts, \
+                     heartbeat_at = excluded.heartbeat_at, error = COALESCE(excluded.error, s.error), \
+                     terminal_at = excluded.terminal_at \
+                 WHERE s.terminal_at IS NULL \
+                 RETURNING {STEP_COLUMNS}"
+            )),
+            heartbeat_lease: render(
+                "UPDATE schema_lease SET heartbeat_at = {now}, \
+                        expires_at = CASE WHEN status = 'active' THEN {now} + $2 ELSE expires_at END \
+                 WHERE operation_id = $1 AND expires_at > {now}",
+            ),
+            lease: render(&format!("SELECT {LEASE_COLUMNS} FROM schema_lease")),
+            lease_for_clearing: render(&format!(
+                "SELECT {LEASE_COLUMNS}, {{now}} FROM schema_lease{{for_update}}"
+            )),
+            extend_lease: render(
+                "UPDATE schema_lease SET heartbeat_at = {now}, status = 'awaiting_review', \
+                        expires_at = CASE WHEN $2 > expires_at THEN $2 ELSE expires_at END \
+                 WHERE operation_id = $1 AND expires_at > {now}",
+            ),
+            release_lease: render("DELETE FROM schema_lease WHERE operation_id = $1"),
+            clear_lease: render(
+                "DELETE FROM schema_lease WHERE operation_id = $1 AND expires_at <= {now}",
+            ),
+            fail_cleared: render(&format!(
+                "UPDATE schema_operation SET state = 'failed', error = $2, updated_at = {{now}}, \
+                        finished_at = {{now}} \
+                 WHERE id = $1 AND state NOT IN {TERMINAL}"
+            )),
+            open_review: render(
+                "INSERT INTO schema_review (operation_id, state, created_at, expires_at) \
+                 VALUES ($1, 'pending', {now}, {now} + $2) ON CONFLICT (operation_id) DO NOTHING",
+            ),
+            review: render(&format!(
+                "SELECT {REVIEW_COLUMNS} FROM schema_review WHERE operation_id = $1"
+            )),
+            decide_review: render(&format!(
+                "UPDATE schema_review SET state = $2, actor = $3, decided_at = {{now}} \
+                 WHERE operation_id = $1 AND state = 'pending' \
+                   AND CASE WHEN $2 = 'expired' THEN expires_at <= {{now}} ELSE expires_at > {{now}} END \
+                 RETURNING {REVIEW_COLUMNS}"
+            )),
+            insert_artifact: render(
+                "INSERT INTO schema_artifact (operation_id, blob_locator, key_version, iv, auth_tag, \
+                                              ciphertext_hash, manifest, decision_expires_at, \
+                                              cleanup_target, state, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'stored', {now}) \
+                 ON CONFLICT (operation_id) DO NOTHING",
+            ),
+            artifact: render(&format!(
+                "SELECT {ARTIFACT_COLUMNS} FROM schema_artifact WHERE operation_id = $1"
+            )),
+            move_artifact: render(
+                "UPDATE schema_artifact SET state = $3 WHERE operation_id = $1 AND state = $2",
+            ),
+            artifact_cleanup: render(
+                "UPDATE schema_artifact SET cleanup_result = $2 \
+                 WHERE operation_id = $1 AND cleanup_result IS NULL",
+            ),
+            insert_grant: render(&format!(
+                "INSERT INTO schema_cleanup_grant (token_hash, operation_id, actor, expires_at, allowed) \
+                 VALUES ($1, $2, $3, {{now}} + $4, $5) RETURNING {GRANT_COLUMNS}"
+            )),
+            consume_grant: render(&format!(
+                "UPDATE schema_cleanup_grant SET used_at = {{now}} \
+                 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > {{now}} \
+                   AND (',' || allowed || ',') LIKE $2 \
+                 RETURNING {GRANT_COLUMNS}"
+            )),
+            audit_events: render(&format!(
+                "SELECT {AUDIT_COLUMNS} FROM schema_audit_event WHERE operation_id = $1 ORDER BY id"
+            )),
+        }
+    }
+}

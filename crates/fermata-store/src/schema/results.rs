@@ -1,0 +1,216 @@
+//! Per-database results of an operation and the operation's step rows.
+//!
+//! A database result has two independent fields, `outcome` and `freshness`, plus object counts,
+//! hashes, timings and a safe error; it becomes immutable when its database's work is terminal.
+//! A step row, keyed by a stable step key, records state, attempts, heartbeat, safe error and
+//! terminal time, and is read by a retry before it repeats an external write.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{StoreError, StoreResult};
+use crate::schema::operation::parse_stored;
+use crate::schema::{DatabaseName, OperationId, SafeError};
+use crate::time::UnixMillis;
+
+/// Whether a database's snapshot changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Changed,
+    Unchanged,
+    Failed,
+}
+
+/// How a database's registered snapshot relates to the live schema after the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Freshness {
+    Fresh,
+    Stale,
+    Unregistered,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 3] = [Outcome::Changed, Outcome::Unchanged, Outcome::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Changed => "changed",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl Freshness {
+    pub const ALL: [Freshness; 3] = [Freshness::Fresh, Freshness::Stale, Freshness::Unregistered];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Freshness::Fresh => "fresh",
+            Freshness::Stale => "stale",
+            Freshness::Unregistered => "unregistered",
+        }
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> StoreResult<Self> {
+        parse_stored(text, &Outcome::ALL, Outcome::as_str, "database outcome")
+    }
+}
+
+impl FromStr for Freshness {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> StoreResult<Self> {
+        parse_stored(
+            text,
+            &Freshness::ALL,
+            Freshness::as_str,
+            "database freshness",
+        )
+    }
+}
+
+/// The terminal result of one database's work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseReport {
+    pub outcome: Outcome,
+    pub freshness: Freshness,
+    /// Objects per category (`tables`, `views`, ...).
+    pub object_counts: BTreeMap<String, u64>,
+    /// The candidate snapshot's hash, when one was generated.
+    pub snapshot_hash: Option<String>,
+    /// The merged snapshot's hash it was compared with, when the database is registered.
+    pub merged_hash: Option<String>,
+    pub error: Option<SafeError>,
+}
+
+impl DatabaseReport {
+    /// A failed database: stale when it has a merged snapshot, unregistered otherwise.
+    pub fn failed(error: SafeError, registered: bool) -> Self {
+        DatabaseReport {
+            outcome: Outcome::Failed,
+            freshness: if registered {
+                Freshness::Stale
+            } else {
+                Freshness::Unregistered
+            },
+            object_counts: BTreeMap::new(),
+            snapshot_hash: None,
+            merged_hash: None,
+            error: Some(error),
+        }
+    }
+
+    /// Refuses combinations the result fields cannot have.
+    pub fn check(&self) -> StoreResult<()> {
+        let failed = self.outcome == Outcome::Failed;
+        if failed != self.error.is_some() {
+            return Err(StoreError::invalid(
+                "a database result has a safe error exactly when it failed",
+            ));
+        }
+        if failed && self.freshness == Freshness::Fresh {
+            return Err(StoreError::invalid("a failed database is never fresh"));
+        }
+        Ok(())
+    }
+}
+
+/// One selected database's result row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseResult {
+    pub operation: OperationId,
+    pub database: DatabaseName,
+    /// Its place in the selection (inventory order), from 0.
+    pub position: u32,
+    pub started_at: Option<UnixMillis>,
+    /// Set when the database's work is terminal; the row never changes after.
+    pub finished_at: Option<UnixMillis>,
+    pub report: Option<DatabaseReport>,
+}
+
+/// Where a step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl StepState {
+    pub const ALL: [StepState; 3] = [StepState::Running, StepState::Succeeded, StepState::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Running => "running",
+            StepState::Succeeded => "succeeded",
+            StepState::Failed => "failed",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != StepState::Running
+    }
+}
+
+impl FromStr for StepState {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> StoreResult<Self> {
+        parse_stored(text, &StepState::ALL, StepState::as_str, "step state")
+    }
+}
+
+/// A step key: 1 to 200 printable ASCII characters, stable across retries and restarts
+/// (`inventory`, `database:0:discover`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepKey(String);
+
+impl StepKey {
+    pub fn new(key: impl Into<String>) -> StoreResult<Self> {
+        let key = key.into();
+        if key.is_empty() || key.len() > 200 || !key.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(StoreError::invalid(
+                "a step key has 1 to 200 printable ASCII characters",
+            ));
+        }
+        Ok(StepKey(key))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a step boundary records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepProgress {
+    /// An attempt begins (attempts go up by one).
+    Attempt,
+    /// An attempt failed and will be retried.
+    Retrying(SafeError),
+    Succeeded,
+    Failed(SafeError),
+}
+
+/// A step row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationStep {
+    pub operation: OperationId,
+    pub key: StepKey,
+    pub state: StepState,
+    pub attempts: u32,
+    pub heartbeat_at: UnixMillis,
+    /// The latest failure, retried or final.
+    pub error: Option<SafeError>,
+    pub terminal_at: Option<UnixMillis>,
+}

@@ -1,0 +1,164 @@
+//! The schema store: the nine schema tables and the audit trail behind one trait.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::StoreResult;
+use crate::schema::{
+    Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, ClearOutcome, DatabaseName,
+    DatabaseReport, DatabaseResult, Decided, Decision, Inventory, InventoryId, LeaseClearing,
+    NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation, OperationId,
+    OperationStep, Review, SchemaLease, StepKey, StepProgress, Transition,
+};
+use crate::session::SecretHash;
+use crate::time::UnixMillis;
+
+/// What reserving an operation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// The operation is inserted in `reserved` state (holding the lease when its kind takes it),
+    /// with its audit event.
+    Created(Operation),
+    /// The same actor sent the same request key before: here is that operation, unchanged.
+    Existing(Operation),
+    /// Another operation holds the lease, live or expired but not yet cleared. Nothing was
+    /// written.
+    LeaseHeld(SchemaLease),
+}
+
+/// The schema store.
+#[async_trait]
+pub trait SchemaStore: Send + Sync {
+    /// The database's clock, which every expiry in this store is measured on.
+    async fn clock(&self) -> StoreResult<UnixMillis>;
+
+    // Operations.
+
+    /// In one transaction: returns the actor's operation for the same request key if there is
+    /// one; otherwise takes the lease for `lease_ttl` (refresh, verification) unless another
+    /// operation holds it, inserts the operation in `reserved` with one pending result row per
+    /// selected database, and writes the `operation_requested` audit event.
+    async fn reserve_operation(
+        &self,
+        operation: &NewOperation,
+        lease_ttl: Duration,
+    ) -> StoreResult<Reservation>;
+
+    async fn operation(&self, id: OperationId) -> StoreResult<Option<Operation>>;
+
+    /// The latest `limit` operations, newest first.
+    async fn recent_operations(&self, limit: u32) -> StoreResult<Vec<Operation>>;
+
+    /// Moves the operation from `transition.from` to `transition.to` if it is still in `from`
+    /// (releasing its lease in the same transaction when asked). `None` when it was not in
+    /// `from`: nothing changed. An impossible transition is `Invalid`.
+    async fn transition(
+        &self,
+        id: OperationId,
+        transition: &Transition,
+    ) -> StoreResult<Option<Operation>>;
+
+    /// Binds the workflow run to a live operation and to its lease. True when the operation is
+    /// bound to `run_id` afterwards; false when it is bound to another run, or terminal.
+    async fn bind_run(&self, id: OperationId, run_id: &str) -> StoreResult<bool>;
+
+    // Inventories.
+
+    /// Records an inventory and its ordered names in one transaction. Recording again for the
+    /// same operation returns the inventory already recorded and changes nothing.
+    async fn record_inventory(&self, inventory: &NewInventory) -> StoreResult<Inventory>;
+
+    async fn inventory(&self, id: InventoryId) -> StoreResult<Option<Inventory>>;
+
+    /// The most recently discovered inventory.
+    async fn latest_inventory(&self) -> StoreResult<Option<Inventory>>;
+
+    // Per-database results and steps.
+
+    /// The selection's result rows, in selection order.
+    async fn database_results(&self, id: OperationId) -> StoreResult<Vec<DatabaseResult>>;
+
+    /// Marks a database's work as started. False when its result is already terminal.
+    async fn begin_database(&self, id: OperationId, database: &DatabaseName) -> StoreResult<bool>;
+
+    /// Records a database's terminal result. False when it already has one: the first stays.
+    async fn finish_database(
+        &self,
+        id: OperationId,
+        database: &DatabaseName,
+        report: &DatabaseReport,
+    ) -> StoreResult<bool>;
+
+    async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>>;
+
+    /// Records a step boundary and, with `lease_ttl`, heartbeats the operation's lease in the
+    /// same transaction. A terminal step is a `Conflict`; a lease the operation no longer holds
+    /// live is `Fenced`, and then nothing is written.
+    async fn record_step(
+        &self,
+        id: OperationId,
+        key: &StepKey,
+        progress: &StepProgress,
+        lease_ttl: Option<Duration>,
+    ) -> StoreResult<OperationStep>;
+
+    // The lease.
+
+    async fn schema_lease(&self) -> StoreResult<Option<SchemaLease>>;
+
+    /// Extends a live lease held by `id` to `ttl` from now. False when `id` holds no live lease.
+    async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool>;
+
+    /// Holds a live lease of `id` until `until` (the review expiry). False when `id` holds no
+    /// live lease.
+    async fn extend_lease_to(&self, id: OperationId, until: UnixMillis) -> StoreResult<bool>;
+
+    /// Removes the lease if `id` holds it. False when it does not.
+    async fn release_lease(&self, id: OperationId) -> StoreResult<bool>;
+
+    /// The clear action, in one transaction: if the lease names `clearing.operation` and has
+    /// expired, writes the `lease_cleared` audit event, marks the operation failed with
+    /// `LEASE_CLEARED` (unless it is already terminal) and removes the lease.
+    async fn clear_lease(&self, clearing: &LeaseClearing) -> StoreResult<ClearOutcome>;
+
+    // Reviews, artifacts, cleanup grants, audit.
+
+    /// Opens the operation's review, pending for `lifetime`. Opening again returns the row.
+    async fn open_review(&self, id: OperationId, lifetime: Duration) -> StoreResult<Review>;
+
+    async fn review(&self, id: OperationId) -> StoreResult<Option<Review>>;
+
+    /// Selects the review's one terminal decision with a conditional update.
+    async fn decide_review(&self, id: OperationId, decision: &Decision) -> StoreResult<Decided>;
+
+    /// Records the artifact metadata. The same metadata again returns the row; different
+    /// metadata for the same operation is a `Conflict`.
+    async fn record_artifact(&self, artifact: &NewArtifact) -> StoreResult<Artifact>;
+
+    async fn artifact(&self, id: OperationId) -> StoreResult<Option<Artifact>>;
+
+    /// Moves the artifact from `from` to `to` if it is still in `from`.
+    async fn move_artifact(
+        &self,
+        id: OperationId,
+        from: ArtifactState,
+        to: ArtifactState,
+    ) -> StoreResult<bool>;
+
+    /// Records the cleanup result once. False when one is recorded already.
+    async fn record_artifact_cleanup(&self, id: OperationId, result: &str) -> StoreResult<bool>;
+
+    async fn create_cleanup_grant(&self, grant: &NewCleanupGrant) -> StoreResult<CleanupGrant>;
+
+    /// Consumes the grant whose token hashes to `token_hash` for `kind`, once: `None` when there
+    /// is no such grant, it expired, it was used, or it does not allow `kind`.
+    async fn consume_cleanup_grant(
+        &self,
+        token_hash: &SecretHash,
+        kind: CleanupKind,
+    ) -> StoreResult<Option<CleanupGrant>>;
+
+    /// The operation's audit events, oldest first.
+    async fn audit_events(&self, id: OperationId) -> StoreResult<Vec<AuditEvent>>;
+}

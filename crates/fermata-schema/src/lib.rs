@@ -1,10 +1,19 @@
 //! Schema snapshots over a MySQL or MariaDB server: how Fermata connects to the source as the
-//! snapshot account ([`source`]) and which databases that account can see ([`inventory`]).
+//! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
+//! run operations ([`admin`]), how a selection is checked against its inventory
+//! ([`selection`]), and how operations are started, read and cleared ([`operations`]).
 //! Every failure leaves this crate as a [`SafeError`](fermata_store::schema::SafeError): driver
 //! text, SQL, the password and the address never do.
 
+pub mod admin;
 pub mod inventory;
+pub mod operations;
+pub mod selection;
 pub mod source;
 
+pub use admin::Administrator;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
+pub use operations::{
+    OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
+};
 pub use source::{SourceSettings, TlsMode};

@@ -269,12 +269,7 @@ impl SchemaStore for SqlStorage {
             }
         }
         self.commit(tx, action).await?;
-        let header = sqlx::query(&sql.inventory_of_operation)
-            .bind(new.operation.to_string())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(|e| map(e, action))?;
-        self.fetch_inventory(header, action)
+        self.inventory_of_operation(new.operation)
             .await?
             .ok_or_else(|| StoreError::unavailable("the recorded inventory vanished"))
     }
@@ -282,6 +277,16 @@ impl SchemaStore for SqlStorage {
     async fn inventory(&self, id: InventoryId) -> StoreResult<Option<Inventory>> {
         let action = "reading an inventory";
         let header = sqlx::query(&self.schema_sql().inventory)
+            .bind(id.to_string())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        self.fetch_inventory(header, action).await
+    }
+
+    async fn inventory_of_operation(&self, id: OperationId) -> StoreResult<Option<Inventory>> {
+        let action = "reading an operation's inventory";
+        let header = sqlx::query(&self.schema_sql().inventory_of_operation)
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await

@@ -273,6 +273,16 @@ impl SchemaStore for MemoryStorage {
             .cloned())
     }
 
+    async fn inventory_of_operation(&self, id: OperationId) -> StoreResult<Option<Inventory>> {
+        let state = self.inner.state();
+        Ok(state
+            .schema
+            .inventories
+            .iter()
+            .find(|inv| inv.operation == id)
+            .cloned())
+    }
+
     async fn latest_inventory(&self) -> StoreResult<Option<Inventory>> {
         let state = self.inner.state();
         Ok(state.schema.inventories.last().cloned())

@@ -31,6 +31,8 @@ pub enum ErrorStage {
     Review,
     Github,
     Timeout,
+    /// Fermata's own application database.
+    Storage,
 }
 
 /// Every failure an operation reports, with its stage, retryability and message.
@@ -48,6 +50,14 @@ pub enum ErrorCode {
     /// Another operation's lease expired without being released; an administrator must clear it
     /// (subject: that operation).
     LeaseNeedsClearing,
+    /// The clear action named an operation that holds no lease (subject: the operation).
+    LeaseNotHeld,
+    /// The clear action met a lease that has not expired (subject: its operation).
+    LeaseNotExpired,
+    /// The clear action met a workflow run that is still active (subject: its operation).
+    RunStillActive,
+    /// The operation named does not exist (subject: the operation).
+    OperationMissing,
     /// A refresh waits while an earlier pull request is open (subject: that operation).
     PullRequestOpen,
     /// The inventory a request names is older than 24 hours.
@@ -98,6 +108,8 @@ pub enum ErrorCode {
     StartUnknown,
     /// A step took longer than its limit.
     StepTimedOut,
+    /// Fermata's application database could not be used for now.
+    StorageUnavailable,
 }
 
 impl ErrorCode {
@@ -106,13 +118,13 @@ impl ErrorCode {
         use ErrorCode::*;
         match self {
             AccessDenied => ErrorStage::Authorization,
-            LeaseHeld | LeaseCleared | LeaseExpired | LeaseNeedsClearing | PullRequestOpen => {
-                ErrorStage::Lock
-            }
+            LeaseHeld | LeaseCleared | LeaseExpired | LeaseNeedsClearing | LeaseNotHeld
+            | LeaseNotExpired | RunStillActive | PullRequestOpen => ErrorStage::Lock,
             InventoryExpired
             | InventoryMissing
             | DatabaseNotInInventory
             | EmptySelection
+            | OperationMissing
             | InvalidIdentifier
             | SourceNotConfigured
             | InvalidSourceConfiguration => ErrorStage::Configuration,
@@ -128,6 +140,7 @@ impl ErrorCode {
             ReviewExpired | ReviewRejected => ErrorStage::Review,
             GithubFailed | GithubRateLimited => ErrorStage::Github,
             StepTimedOut => ErrorStage::Timeout,
+            StorageUnavailable => ErrorStage::Storage,
         }
     }
 
@@ -145,6 +158,7 @@ impl ErrorCode {
                 | GithubRateLimited
                 | StepTimedOut
                 | StartUnknown
+                | StorageUnavailable
         )
     }
 
@@ -184,6 +198,11 @@ impl ErrorCode {
             StartFailed => "the operation could not be started",
             StartUnknown => "whether the operation started is unknown",
             StepTimedOut => "a step took longer than allowed",
+            StorageUnavailable => "the application database is unavailable; try again",
+            LeaseNotHeld => "operation {} holds no lease",
+            LeaseNotExpired => "the lease of operation {} has not expired",
+            RunStillActive => "the workflow run of operation {} is still active",
+            OperationMissing => "operation {} does not exist",
         }
     }
 }

@@ -71,6 +71,9 @@ pub trait SchemaStore: Send + Sync {
 
     async fn inventory(&self, id: InventoryId) -> StoreResult<Option<Inventory>>;
 
+    /// The inventory an inventory operation recorded.
+    async fn inventory_of_operation(&self, id: OperationId) -> StoreResult<Option<Inventory>>;
+
     /// The most recently discovered inventory.
     async fn latest_inventory(&self) -> StoreResult<Option<Inventory>>;
 

@@ -1,0 +1,369 @@
+//! Starting, reading and clearing schema operations: the start protocol and the clear action.
+//!
+//! The start protocol, for every kind: (1) the caller is a system administrator
+//! ([`Administrator`]); (2) in one transaction the operation is inserted in `reserved` under the
+//! browser's request key, taking the global lease for a refresh or verification, so a repeated
+//! request returns the existing operation; (3) `reserved` becomes `starting` by a conditional
+//! update, which only one request can win; (4) the winner calls the workflow's `start()` once
+//! with the operation ID. A definite refusal marks the operation `failed` and releases its lease;
+//! an uncertain result moves it to `start_unknown`, keeping the lease until it expires. The
+//! workflow's first step binds its own run ID when the response was lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_store::schema::{
+    ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
+    Operation, OperationId, OperationKind, OperationState, RequestKey, Reservation,
+    SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
+};
+use fermata_store::{Storage, StoreError};
+
+use crate::admin::Administrator;
+use crate::selection;
+
+/// What a failed `start()` call means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFailure {
+    /// The workflow service refused the input: no run exists.
+    Definite,
+    /// No answer came (timeout, lost response): a run may or may not exist.
+    Uncertain,
+}
+
+/// The workflow service as the start protocol and the clear action see it.
+#[async_trait]
+pub trait Workflows: Send + Sync {
+    /// `start()`: creates a run of the operation's workflow with the operation ID as its input
+    /// and returns the run's ID.
+    async fn start(&self, operation: &Operation) -> Result<String, StartFailure>;
+
+    /// Whether the run has ended or no longer exists (purged, or never created).
+    async fn run_is_over(&self, run_id: &str) -> Result<bool, SafeError>;
+}
+
+/// A request to start an operation.
+#[derive(Debug, Clone)]
+pub struct OperationRequest {
+    pub kind: OperationKind,
+    /// The browser's (or script's) key for this request.
+    pub request_key: RequestKey,
+    /// The inventory a refresh or verification selects from.
+    pub inventory: Option<InventoryId>,
+    /// The selected database names, exactly as shown in the inventory.
+    pub databases: Vec<String>,
+}
+
+/// Everything known about one operation, for the no-store status route and the CLI.
+#[derive(Debug, Clone)]
+pub struct OperationReport {
+    pub operation: Operation,
+    pub databases: Vec<DatabaseResult>,
+    /// The inventory the operation discovered (inventory) or selected from (others).
+    pub inventory: Option<Inventory>,
+    /// The lease, when this operation holds it.
+    pub lease: Option<SchemaLease>,
+}
+
+/// The schema operations service.
+#[derive(Clone)]
+pub struct Operations {
+    storage: Arc<dyn Storage>,
+    workflows: Arc<dyn Workflows>,
+    lease_ttl: Duration,
+}
+
+impl std::fmt::Debug for Operations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operations").finish_non_exhaustive()
+    }
+}
+
+/// A storage failure as an operation reports it: logged with its safe description, shown as
+/// the fixed `STORAGE_UNAVAILABLE` error.
+pub(crate) fn storage_error(error: &StoreError) -> SafeError {
+    tracing::warn!(%error, "the application database failed during a schema operation");
+    SafeError::new(ErrorCode::StorageUnavailable)
+}
+
+impl Operations {
+    pub fn new(storage: Arc<dyn Storage>, workflows: Arc<dyn Workflows>) -> Self {
+        Operations {
+            storage,
+            workflows,
+            lease_ttl: SCHEMA_LEASE_TTL,
+        }
+    }
+
+    /// How long the global lease lives after its latest heartbeat ([`SCHEMA_LEASE_TTL`] unless
+    /// changed here; tests shorten it to see it expire).
+    #[must_use]
+    pub fn with_lease_ttl(mut self, lease_ttl: Duration) -> Self {
+        self.lease_ttl = lease_ttl;
+        self
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// Runs the start protocol and returns the operation as it stands afterwards.
+    pub async fn request(
+        &self,
+        admin: &Administrator,
+        request: &OperationRequest,
+    ) -> Result<Operation, SafeError> {
+        let schema = self.storage.schema();
+        let databases = match (request.kind, request.inventory) {
+            (OperationKind::Inventory, _) => Vec::new(),
+            (_, None) => return Err(SafeError::new(ErrorCode::InventoryMissing)),
+            (_, Some(id)) => {
+                let inventory = schema
+                    .inventory(id)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                    .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
+                let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+                selection::resolve(&inventory, now, &request.databases)?
+            }
+        };
+        let new = NewOperation {
+            id: OperationId::generate(),
+            kind: request.kind,
+            actor: admin.user().clone(),
+            request_key: request.request_key.clone(),
+            inventory: request.inventory.filter(|_| request.kind.takes_lease()),
+            databases,
+        };
+        let reserved = match schema
+            .reserve_operation(&new, self.lease_ttl)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            Reservation::Created(operation) => operation,
+            // A repeated request: the existing operation, moved on only if the first request
+            // never got past its reservation (the conditional update lets one request win).
+            Reservation::Existing(operation) if operation.state == OperationState::Reserved => {
+                operation
+            }
+            Reservation::Existing(operation) => return Ok(operation),
+            Reservation::LeaseHeld(lease) => return Err(lease_refusal(&lease, schema).await?),
+        };
+        self.start(reserved).await
+    }
+
+    /// Steps 3 and 4 of the protocol for a reserved operation.
+    async fn start(&self, operation: Operation) -> Result<Operation, SafeError> {
+        let schema = self.storage.schema();
+        let id = operation.id;
+        let Some(starting) = schema
+            .transition(
+                id,
+                &Transition::new(OperationState::Reserved, OperationState::Starting),
+            )
+            .await
+            .map_err(|e| storage_error(&e))?
+        else {
+            // Another request won the move and calls start() itself.
+            return self.current(id).await;
+        };
+        match self.workflows.start(&starting).await {
+            Ok(run_id) => {
+                // False only when the first step bound the same run already, or the run ended
+                // the operation: either way the operation row says what happened.
+                schema
+                    .bind_run(id, &run_id)
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                tracing::info!(operation = %id, run = %run_id, kind = starting.kind.as_str(), "schema operation started");
+            }
+            Err(StartFailure::Definite) => {
+                let failed = Transition::fail(
+                    OperationState::Starting,
+                    SafeError::new(ErrorCode::StartFailed),
+                )
+                .releasing_lease();
+                schema
+                    .transition(id, &failed)
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                tracing::warn!(operation = %id, "the workflow refused to start a schema operation");
+            }
+            Err(StartFailure::Uncertain) => {
+                let unknown = Transition {
+                    error: Some(SafeError::new(ErrorCode::StartUnknown)),
+                    ..Transition::new(OperationState::Starting, OperationState::StartUnknown)
+                };
+                schema
+                    .transition(id, &unknown)
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                tracing::warn!(operation = %id, "whether a schema operation started is unknown; its lease is kept until it expires");
+            }
+        }
+        self.current(id).await
+    }
+
+    async fn current(&self, id: OperationId) -> Result<Operation, SafeError> {
+        self.storage
+            .schema()
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0)))
+    }
+
+    /// One operation with its per-database results, its inventory and its lease.
+    pub async fn report(&self, id: OperationId) -> Result<OperationReport, SafeError> {
+        let schema = self.storage.schema();
+        let operation = self.current(id).await?;
+        let databases = schema
+            .database_results(id)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        let inventory = match operation.inventory {
+            Some(selected) => schema.inventory(selected).await,
+            None => schema.inventory_of_operation(id).await,
+        }
+        .map_err(|e| storage_error(&e))?;
+        let lease = schema
+            .schema_lease()
+            .await
+            .map_err(|e| storage_error(&e))?
+            .filter(|lease| lease.operation == id);
+        Ok(OperationReport {
+            operation,
+            databases,
+            inventory,
+            lease,
+        })
+    }
+
+    /// The latest `limit` operations, newest first.
+    pub async fn recent(&self, limit: u32) -> Result<Vec<Operation>, SafeError> {
+        self.storage
+            .schema()
+            .recent_operations(limit)
+            .await
+            .map_err(|e| storage_error(&e))
+    }
+
+    /// The latest inventory, if any.
+    pub async fn latest_inventory(&self) -> Result<Option<Inventory>, SafeError> {
+        self.storage
+            .schema()
+            .latest_inventory()
+            .await
+            .map_err(|e| storage_error(&e))
+    }
+
+    /// The clear action: `typed` must be the exact ID of the operation whose lease expired, and
+    /// the administrator's session must be fresh. Verifies that the lease expired and that the
+    /// operation's workflow run is terminal or unavailable; then, in one transaction, writes the
+    /// audit event, marks the operation failed with `LEASE_CLEARED` and removes the lease.
+    pub async fn clear_lease(
+        &self,
+        admin: &Administrator,
+        typed: &str,
+    ) -> Result<Operation, SafeError> {
+        admin.require_fresh()?;
+        let id = exact_operation_id(typed)?;
+        let schema = self.storage.schema();
+        let about = Subject::Operation(id.0);
+        let lease = schema
+            .schema_lease()
+            .await
+            .map_err(|e| storage_error(&e))?
+            .filter(|lease| lease.operation == id)
+            .ok_or_else(|| SafeError::about(ErrorCode::LeaseNotHeld, about.clone()))?;
+        let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+        if !lease.is_expired(now) {
+            return Err(SafeError::about(ErrorCode::LeaseNotExpired, about));
+        }
+        let operation = self.current(id).await?;
+        if let Some(run) = operation.run_id.as_ref().or(lease.run_id.as_ref())
+            && !self.workflows.run_is_over(run).await?
+        {
+            return Err(SafeError::about(ErrorCode::RunStillActive, about));
+        }
+        let clearing = LeaseClearing {
+            operation: id,
+            actor: admin.user().clone(),
+        };
+        match schema
+            .clear_lease(&clearing)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            ClearOutcome::Cleared { operation_failed } => {
+                tracing::warn!(operation = %id, actor = %admin.user(), operation_failed, "an administrator cleared an expired schema lease");
+                self.current(id).await
+            }
+            ClearOutcome::NotHeld => Err(SafeError::about(ErrorCode::LeaseNotHeld, about)),
+            ClearOutcome::Live(_) => Err(SafeError::about(ErrorCode::LeaseNotExpired, about)),
+        }
+    }
+}
+
+/// The refusal for a reservation that met another operation's lease.
+async fn lease_refusal(
+    lease: &SchemaLease,
+    schema: &dyn fermata_store::schema::SchemaStore,
+) -> Result<SafeError, SafeError> {
+    let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+    let holder = Subject::Operation(lease.operation.0);
+    Ok(if lease.is_expired(now) {
+        SafeError::about(ErrorCode::LeaseNeedsClearing, holder)
+    } else {
+        SafeError::about(ErrorCode::LeaseHeld, holder)
+    })
+}
+
+/// The operation ID exactly as Fermata prints it (lowercase, hyphenated); anything else is not
+/// a confirmation.
+fn exact_operation_id(typed: &str) -> Result<OperationId, SafeError> {
+    typed
+        .parse::<OperationId>()
+        .ok()
+        .filter(|id| id.to_string() == typed)
+        .ok_or_else(|| SafeError::new(ErrorCode::OperationMissing))
+}
+
+/// The first step of every schema workflow: binds the run to its operation (the caller of
+/// `start()` may have lost the response) and moves the operation from `starting` or
+/// `start_unknown` to `running`. Repeating it is harmless. Fails when the operation is bound to
+/// another run or has already ended.
+pub async fn begin_run(
+    storage: &dyn Storage,
+    id: OperationId,
+    run_id: &str,
+) -> Result<Operation, SafeError> {
+    let schema = storage.schema();
+    let missing = || SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0));
+    if !schema
+        .bind_run(id, run_id)
+        .await
+        .map_err(|e| storage_error(&e))?
+    {
+        return Err(missing());
+    }
+    for from in [OperationState::Starting, OperationState::StartUnknown] {
+        if let Some(running) = schema
+            .transition(id, &Transition::new(from, OperationState::Running))
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            return Ok(running);
+        }
+    }
+    let operation = schema
+        .operation(id)
+        .await
+        .map_err(|e| storage_error(&e))?
+        .ok_or_else(missing)?;
+    match operation.state {
+        OperationState::Running => Ok(operation),
+        _ => Err(operation.error.unwrap_or_else(missing)),
+    }
+}

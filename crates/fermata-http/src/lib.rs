@@ -1,6 +1,6 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
 //! out and re-authenticate (pages and JSON); the account page; the accounts API; the documents
-//! API; and the `/sync` WebSocket endpoint for live collaboration.
+//! API; the schema operations API; and the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
 //! port 0 or call the router directly without a socket. Every handler reaches storage through
@@ -15,6 +15,7 @@ mod error;
 mod metrics;
 mod pages;
 mod readiness;
+mod schema_api;
 mod sync;
 
 use std::future::Future;
@@ -44,6 +45,8 @@ pub struct HttpState {
     pub accounts: Arc<fermata_accounts::Accounts>,
     /// Documents and their live rooms.
     pub documents: fermata_collab::Documents,
+    /// Schema operations.
+    pub schema: fermata_schema::Operations,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
     /// proxy that terminates it).
     pub secure_cookies: bool,
@@ -57,6 +60,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .merge(api::routes())
         .merge(documents_api::routes())
+        .merge(schema_api::routes())
         .route("/sync/{*room}", get(sync::sync))
         .merge(pages::routes())
         .layer(axum::middleware::from_fn(csrf::protect))

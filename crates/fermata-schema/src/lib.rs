@@ -1,7 +1,8 @@
 //! Schema snapshots over a MySQL or MariaDB server: how Fermata connects to the source as the
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
-//! ([`selection`]), and how operations are started, read and cleared ([`operations`]).
+//! ([`selection`]), how operations are started, read and cleared ([`operations`]), and how they are shown
+//! ([`view`]).
 //! Every failure leaves this crate as a [`SafeError`](fermata_store::schema::SafeError): driver
 //! text, SQL, the password and the address never do.
 
@@ -10,6 +11,7 @@ pub mod inventory;
 pub mod operations;
 pub mod selection;
 pub mod source;
+pub mod view;
 
 pub use admin::Administrator;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};

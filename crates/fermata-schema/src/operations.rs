@@ -249,6 +249,15 @@ impl Operations {
             .map_err(|e| storage_error(&e))
     }
 
+    /// The global lease, if any operation holds it.
+    pub async fn lease(&self) -> Result<Option<SchemaLease>, SafeError> {
+        self.storage
+            .schema()
+            .schema_lease()
+            .await
+            .map_err(|e| storage_error(&e))
+    }
+
     /// The latest inventory, if any.
     pub async fn latest_inventory(&self) -> Result<Option<Inventory>, SafeError> {
         self.storage

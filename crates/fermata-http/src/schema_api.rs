@@ -1,0 +1,174 @@
+//! The schema operations JSON API under `/api/v1/schema`: start an inventory, list operations,
+//! read one operation (the route the administrator page polls), read the latest inventory and the
+//! lease, and clear an expired lease. Every answer is `Cache-Control: no-store`, and every error
+//! is the safe error `{stage, code, retryable, message}`.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use fermata_schema::view::{
+    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
+};
+use fermata_schema::{Administrator, OperationRequest};
+use fermata_store::schema::{
+    ErrorCode, ErrorStage, OperationId, OperationKind, RequestKey, SafeError,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::HttpState;
+use crate::auth::{FreshSystemAdmin, SystemAdmin};
+
+pub(crate) fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/api/v1/schema/inventory", get(latest_inventory).post(start_inventory))
+        .route("/api/v1/schema/operations", get(list_operations))
+        .route("/api/v1/schema/operations/{id}", get(operation))
+        .route("/api/v1/schema/lease", get(lease))
+        .route("/api/v1/schema/lease/clear", post(clear_lease))
+}
+
+/// A safe error as an answer.
+#[derive(Debug)]
+pub(crate) struct SchemaError(SafeError);
+
+impl From<SafeError> for SchemaError {
+    fn from(error: SafeError) -> Self {
+        SchemaError(error)
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: ErrorView,
+}
+
+impl IntoResponse for SchemaError {
+    fn into_response(self) -> Response {
+        let code = self.0.code();
+        let status = match (code, self.0.stage()) {
+            (ErrorCode::AccessDenied, _) => StatusCode::FORBIDDEN,
+            (ErrorCode::OperationMissing | ErrorCode::InventoryMissing, _) => StatusCode::NOT_FOUND,
+            (ErrorCode::StorageUnavailable, _) => StatusCode::SERVICE_UNAVAILABLE,
+            (_, ErrorStage::Lock) => StatusCode::CONFLICT,
+            (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        no_store(status, ErrorBody {
+            error: ErrorView::from(&self.0),
+        })
+    }
+}
+
+/// `value` as JSON that no cache keeps.
+fn no_store(status: StatusCode, value: impl Serialize) -> Response {
+    let mut response = (status, Json(value)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn admin(principal: &fermata_accounts::Principal) -> Result<Administrator, SchemaError> {
+    Ok(Administrator::from_principal(principal)?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartInventory {
+    /// The browser's key for this request; repeating it returns the same operation.
+    request_key: String,
+}
+
+async fn start_inventory(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Json(body): Json<StartInventory>,
+) -> Result<Response, SchemaError> {
+    let admin = admin(&principal)?;
+    let request_key = RequestKey::new(body.request_key)
+        .map_err(|_| SafeError::new(ErrorCode::InvalidIdentifier))?;
+    let operation = state
+        .schema
+        .request(
+            &admin,
+            &OperationRequest {
+                kind: OperationKind::Inventory,
+                request_key,
+                inventory: None,
+                databases: Vec::new(),
+            },
+        )
+        .await?;
+    let report = state.schema.report(operation.id).await?;
+    Ok(no_store(StatusCode::ACCEPTED, OperationView::from(&report)))
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    limit: Option<u32>,
+}
+
+async fn list_operations(
+    State(state): State<HttpState>,
+    SystemAdmin(_): SystemAdmin,
+    Query(query): Query<ListQuery>,
+) -> Result<Response, SchemaError> {
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let operations = state.schema.recent(limit).await?;
+    let list: Vec<_> = operations.iter().map(OperationSummary::from).collect();
+    Ok(no_store(StatusCode::OK, list))
+}
+
+/// The exact operation ID, or the "does not exist" answer.
+fn operation_id(typed: &str) -> Result<OperationId, SchemaError> {
+    typed
+        .parse::<OperationId>()
+        .map_err(|_| SchemaError(SafeError::new(ErrorCode::OperationMissing)))
+}
+
+async fn operation(
+    State(state): State<HttpState>,
+    SystemAdmin(_): SystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    let report = state.schema.report(operation_id(&id)?).await?;
+    Ok(no_store(StatusCode::OK, OperationView::from(&report)))
+}
+
+async fn latest_inventory(
+    State(state): State<HttpState>,
+    SystemAdmin(_): SystemAdmin,
+) -> Result<Response, SchemaError> {
+    match state.schema.latest_inventory().await? {
+        Some(inventory) => Ok(no_store(StatusCode::OK, InventoryView::from(&inventory))),
+        None => Err(SchemaError(SafeError::new(ErrorCode::InventoryMissing))),
+    }
+}
+
+async fn lease(
+    State(state): State<HttpState>,
+    SystemAdmin(_): SystemAdmin,
+) -> Result<Response, SchemaError> {
+    let lease = state.schema.lease().await?;
+    Ok(no_store(StatusCode::OK, lease.as_ref().map(LeaseView::from)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearLease {
+    /// The exact ID of the operation whose expired lease is cleared, as confirmation.
+    operation_id: String,
+}
+
+async fn clear_lease(
+    State(state): State<HttpState>,
+    FreshSystemAdmin(principal): FreshSystemAdmin,
+    Json(body): Json<ClearLease>,
+) -> Result<Response, SchemaError> {
+    let admin = admin(&principal)?;
+    let cleared = state.schema.clear_lease(&admin, &body.operation_id).await?;
+    let report = state.schema.report(cleared.id).await?;
+    Ok(no_store(StatusCode::OK, OperationView::from(&report)))
+}

@@ -1,0 +1,266 @@
+//! Operations as people and scripts read them: the JSON of the no-store status route and of the
+//! command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on the
+//! database's clock; errors are the safe error's four fields and nothing else.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use fermata_store::UnixMillis;
+use fermata_store::schema::{
+    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, SafeError, SchemaLease,
+};
+use serde::Serialize;
+
+use crate::operations::OperationReport;
+
+/// The safe error: `{stage, code, retryable, message}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorView {
+    pub stage: ErrorStage,
+    pub code: ErrorCode,
+    pub retryable: bool,
+    pub message: String,
+}
+
+impl From<&SafeError> for ErrorView {
+    fn from(error: &SafeError) -> Self {
+        ErrorView {
+            stage: error.stage(),
+            code: error.code(),
+            retryable: error.retryable(),
+            message: error.message(),
+        }
+    }
+}
+
+fn instant(at: UnixMillis) -> String {
+    at.to_string()
+}
+
+/// One operation, as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationSummary {
+    pub id: String,
+    pub kind: &'static str,
+    pub state: &'static str,
+    pub terminal: bool,
+    pub actor: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorView>,
+}
+
+impl From<&Operation> for OperationSummary {
+    fn from(operation: &Operation) -> Self {
+        OperationSummary {
+            id: operation.id.to_string(),
+            kind: operation.kind.as_str(),
+            state: operation.state.as_str(),
+            terminal: operation.state.is_terminal(),
+            actor: operation.actor.to_string(),
+            inventory_id: operation.inventory.map(|id| id.to_string()),
+            run_id: operation.run_id.clone(),
+            created_at: instant(operation.created_at),
+            updated_at: instant(operation.updated_at),
+            finished_at: operation.finished_at.map(instant),
+            error: operation.error.as_ref().map(ErrorView::from),
+        }
+    }
+}
+
+/// One selected database's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatabaseView {
+    pub name: String,
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<&'static str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub object_counts: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorView>,
+}
+
+impl From<&DatabaseResult> for DatabaseView {
+    fn from(result: &DatabaseResult) -> Self {
+        let state = match (&result.report, result.started_at) {
+            (Some(_), _) => "done",
+            (None, Some(_)) => "running",
+            (None, None) => "pending",
+        };
+        let report = result.report.as_ref();
+        DatabaseView {
+            name: result.database.to_string(),
+            state,
+            outcome: report.map(|r| r.outcome.as_str()),
+            freshness: report.map(|r| r.freshness.as_str()),
+            object_counts: report.map(|r| r.object_counts.clone()).unwrap_or_default(),
+            snapshot_hash: report.and_then(|r| r.snapshot_hash.clone()),
+            started_at: result.started_at.map(instant),
+            finished_at: result.finished_at.map(instant),
+            error: report.and_then(|r| r.error.as_ref()).map(ErrorView::from),
+        }
+    }
+}
+
+/// An inventory: its header and its names in order.
+#[derive(Debug, Clone, Serialize)]
+pub struct InventoryView {
+    pub id: String,
+    pub operation_id: String,
+    pub actor: String,
+    pub server_version: String,
+    pub discovered_at: String,
+    pub expires_at: String,
+    pub databases: Vec<String>,
+}
+
+impl From<&Inventory> for InventoryView {
+    fn from(inventory: &Inventory) -> Self {
+        InventoryView {
+            id: inventory.id.to_string(),
+            operation_id: inventory.operation.to_string(),
+            actor: inventory.actor.to_string(),
+            server_version: inventory.server_version.clone(),
+            discovered_at: instant(inventory.discovered_at),
+            expires_at: instant(inventory.expires_at),
+            databases: inventory.databases.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+/// The global lease.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseView {
+    pub operation_id: String,
+    pub kind: &'static str,
+    pub status: &'static str,
+    pub acquired_at: String,
+    pub heartbeat_at: String,
+    pub expires_at: String,
+}
+
+impl From<&SchemaLease> for LeaseView {
+    fn from(lease: &SchemaLease) -> Self {
+        LeaseView {
+            operation_id: lease.operation.to_string(),
+            kind: lease.kind.as_str(),
+            status: lease.status.as_str(),
+            acquired_at: instant(lease.acquired_at),
+            heartbeat_at: instant(lease.heartbeat_at),
+            expires_at: instant(lease.expires_at),
+        }
+    }
+}
+
+/// One operation with everything known about it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationView {
+    #[serde(flatten)]
+    pub summary: OperationSummary,
+    pub databases: Vec<DatabaseView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<InventoryView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseView>,
+}
+
+impl From<&OperationReport> for OperationView {
+    fn from(report: &OperationReport) -> Self {
+        OperationView {
+            summary: OperationSummary::from(&report.operation),
+            databases: report.databases.iter().map(DatabaseView::from).collect(),
+            inventory: report.inventory.as_ref().map(InventoryView::from),
+            lease: report.lease.as_ref().map(LeaseView::from),
+        }
+    }
+}
+
+impl OperationView {
+    /// The report as the command line prints it.
+    pub fn to_text(&self) -> String {
+        let s = &self.summary;
+        let mut text = format!("operation {}\n  kind      {}\n  state     {}\n  actor     {}\n  created   {}\n", s.id, s.kind, s.state, s.actor, s.created_at);
+        if let Some(finished) = &s.finished_at {
+            let _ = writeln!(text, "  finished  {finished}");
+        }
+        if let Some(run) = &s.run_id {
+            let _ = writeln!(text, "  run       {run}");
+        }
+        if let Some(error) = &s.error {
+            let _ = writeln!(text, "  error     {} ({}): {}", error.code_name(), error.stage_name(), error.message);
+        }
+        if let Some(lease) = &self.lease {
+            let _ = writeln!(text, "  lease     {} until {}", lease.status, lease.expires_at);
+        }
+        if let Some(inventory) = &self.inventory {
+            let _ = writeln!(
+                text,
+                "  inventory {} from {} ({}), expires {}",
+                inventory.id, inventory.discovered_at, inventory.server_version, inventory.expires_at
+            );
+            if s.kind == "inventory" {
+                let _ = writeln!(text, "  databases ({}):", inventory.databases.len());
+                for name in &inventory.databases {
+                    let _ = writeln!(text, "    {}", printable(name));
+                }
+            }
+        }
+        for database in &self.databases {
+            let _ = write!(text, "  {}  {}", printable(&database.name), database.state);
+            if let (Some(outcome), Some(freshness)) = (database.outcome, database.freshness) {
+                let _ = write!(text, "  {outcome}/{freshness}");
+            }
+            if let Some(error) = &database.error {
+                let _ = write!(text, "  {}: {}", error.code_name(), error.message);
+            }
+            text.push('\n');
+        }
+        text
+    }
+}
+
+impl ErrorView {
+    fn code_name(&self) -> String {
+        serde_json::to_value(self.code)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    fn stage_name(&self) -> String {
+        serde_json::to_value(self.stage)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// A database name for a terminal: control characters are escaped so a name cannot move the
+/// cursor or fake another line.
+pub fn printable(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}

@@ -18,6 +18,7 @@ mod row;
 mod session;
 mod tenure;
 mod user;
+mod workflow;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use fermata_store::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
-    StoreOptions, StoreResult, TenureStore, UserStore,
+    StoreOptions, StoreResult, TenureStore, UserStore, WorkflowStore,
 };
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
@@ -92,6 +93,7 @@ struct Inner {
     machine_sql: machine::Statements,
     channel_sql: channel::Statements,
     collaboration_sql: collaboration::Statements,
+    workflow_sql: workflow::Statements,
 }
 
 impl SqlStorage {
@@ -128,6 +130,7 @@ impl SqlStorage {
                 machine_sql: machine::Statements::new(dialect),
                 channel_sql: channel::Statements::new(dialect),
                 collaboration_sql: collaboration::Statements::new(dialect),
+                workflow_sql: workflow::Statements::new(dialect),
             }),
         })
     }
@@ -270,6 +273,10 @@ impl Storage for SqlStorage {
     }
 
     fn collaboration(&self) -> &dyn CollaborationStore {
+        self
+    }
+
+    fn workflows(&self) -> &dyn WorkflowStore {
         self
     }
 }

@@ -19,6 +19,7 @@ pub mod session;
 pub mod tenure;
 pub mod time;
 pub mod user;
+pub mod workflow;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -44,6 +45,10 @@ pub use session::{
 pub use tenure::{Tenure, TenureEnd, TenureStart, TenureStore};
 pub use time::UnixMillis;
 pub use user::{NewUser, Role, User, UserId, UserName, UserStore};
+pub use workflow::{
+    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
+    RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
+};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -63,6 +68,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn machines(&self) -> &dyn MachineStore;
 
     fn collaboration(&self) -> &dyn CollaborationStore;
+
+    fn workflows(&self) -> &dyn WorkflowStore;
 }
 
 /// Options every adapter takes when it is opened.

@@ -10,6 +10,7 @@ mod collaboration;
 mod lease;
 mod pause;
 mod tenure;
+mod workflow;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use collaboration::*;
 pub use lease::*;
 pub use pause::PausedWrites;
 pub use tenure::*;
+pub use workflow::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -106,7 +108,21 @@ macro_rules! contract_suite {
             an_epoch_replacement_installs_a_new_history_atomically,
             only_archived_channels_without_children_are_deleted_and_leave_no_trace,
             program_creation_is_idempotent_and_publishes_its_checkpoint,
-            descriptions_publish_once_per_job_and_move_no_counter
+            descriptions_publish_once_per_job_and_move_no_counter,
+            workflow_runs_are_created_once_and_read_back,
+            only_one_of_racing_workers_claims_a_run,
+            racing_workers_claim_distinct_runs,
+            claims_take_only_runs_of_the_named_workflows,
+            a_heartbeat_extends_the_claim_and_marks_running_steps,
+            an_expired_claim_is_reclaimed_and_the_old_claim_is_fenced,
+            terminal_runs_never_change,
+            terminal_steps_never_change,
+            a_suspended_run_wakes_at_its_time,
+            a_released_run_is_claimable_at_once,
+            a_hook_delivery_is_idempotent_and_wakes_the_run,
+            a_hook_delivered_while_running_is_not_slept_through,
+            a_hook_wait_times_out_for_good,
+            purge_removes_old_terminal_runs_with_their_steps_and_hooks
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

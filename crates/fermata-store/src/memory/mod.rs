@@ -9,6 +9,7 @@ mod accounts;
 mod collaboration;
 mod lease;
 mod tenure;
+mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +24,7 @@ use crate::time::UnixMillis;
 use crate::user::{User, UserId};
 use crate::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, TenureStore, UserStore,
+    StoreOptions, TenureStore, UserStore, WorkflowStore,
 };
 
 /// All stores, in memory.
@@ -51,6 +52,7 @@ struct State {
     api_tokens: HashMap<ApiTokenId, (ApiToken, SecretHash)>,
     machines: HashMap<MachineId, (Machine, SecretHash)>,
     documents: collaboration::Documents,
+    workflows: workflow::Workflows,
 }
 
 impl MemoryStorage {
@@ -144,6 +146,10 @@ impl Storage for MemoryStorage {
     }
 
     fn collaboration(&self) -> &dyn CollaborationStore {
+        self
+    }
+
+    fn workflows(&self) -> &dyn WorkflowStore {
         self
     }
 }

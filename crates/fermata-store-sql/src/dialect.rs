@@ -75,17 +75,26 @@ impl Dialect {
         }
     }
 
-    /// Renders a statement template: `{now}` becomes the database's clock in milliseconds, and
-    /// `{for_update}`, `{for_no_key_update}`, `{for_key_share}` become row locks (nothing on
-    /// SQLite, whose `BEGIN IMMEDIATE` already holds the database's write lock).
+    /// Renders a statement template: `{now}` becomes the database's clock in milliseconds,
+    /// `{for_update}`, `{for_no_key_update}`, `{for_key_share}` become row locks, and
+    /// `{skip_locked}` (after a row lock) passes over rows other transactions hold locked. On
+    /// SQLite they are all empty: its `BEGIN IMMEDIATE` already holds the database's write lock,
+    /// so write transactions run one at a time and there is never a locked row to skip.
     pub(crate) fn render(self, template: &str) -> String {
-        let (now, for_update, for_no_key_update, for_key_share) = match self {
-            Dialect::Sqlite => ("CAST(unixepoch('subsec') * 1000 AS INTEGER)", "", "", ""),
+        let (now, for_update, for_no_key_update, for_key_share, skip_locked) = match self {
+            Dialect::Sqlite => (
+                "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+                "",
+                "",
+                "",
+                "",
+            ),
             Dialect::Postgres => (
                 "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
                 " FOR UPDATE",
                 " FOR NO KEY UPDATE",
                 " FOR KEY SHARE",
+                " SKIP LOCKED",
             ),
         };
         template
@@ -93,6 +102,7 @@ impl Dialect {
             .replace("{for_update}", for_update)
             .replace("{for_no_key_update}", for_no_key_update)
             .replace("{for_key_share}", for_key_share)
+            .replace("{skip_locked}", skip_locked)
     }
 }
 
@@ -111,6 +121,12 @@ mod tests {
             Dialect::Postgres.render(template),
             "SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) \
              FROM leases WHERE name = $1 FOR KEY SHARE"
+        );
+        let queue = "SELECT id FROM runs LIMIT 1{for_update}{skip_locked}";
+        assert_eq!(Dialect::Sqlite.render(queue), "SELECT id FROM runs LIMIT 1");
+        assert_eq!(
+            Dialect::Postgres.render(queue),
+            "SELECT id FROM runs LIMIT 1 FOR UPDATE SKIP LOCKED"
         );
     }
 }

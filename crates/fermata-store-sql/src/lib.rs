@@ -19,6 +19,7 @@ mod schema;
 mod session;
 mod tenure;
 mod user;
+mod workflow;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -29,7 +30,7 @@ use std::time::Duration;
 
 use fermata_store::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
-    StoreOptions, StoreResult, TenureStore, UserStore,
+    StoreOptions, StoreResult, TenureStore, UserStore, WorkflowStore,
 };
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
@@ -94,6 +95,7 @@ struct Inner {
     channel_sql: channel::Statements,
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
+    workflow_sql: workflow::Statements,
 }
 
 impl SqlStorage {
@@ -131,6 +133,7 @@ impl SqlStorage {
                 channel_sql: channel::Statements::new(dialect),
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
+                workflow_sql: workflow::Statements::new(dialect),
             }),
         })
     }
@@ -277,6 +280,10 @@ impl Storage for SqlStorage {
     }
 
     fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
+        self
+    }
+
+    fn workflows(&self) -> &dyn WorkflowStore {
         self
     }
 }

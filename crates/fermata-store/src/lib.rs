@@ -19,6 +19,7 @@ pub mod session;
 pub mod tenure;
 pub mod time;
 pub mod user;
+pub mod workflow;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -44,6 +45,10 @@ pub use session::{
 pub use tenure::{Tenure, TenureEnd, TenureStart, TenureStore};
 pub use time::UnixMillis;
 pub use user::{NewUser, Role, User, UserId, UserName, UserStore};
+pub use workflow::{
+    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
+    RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
+};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -65,6 +70,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn collaboration(&self) -> &dyn CollaborationStore;
 
     fn schema(&self) -> &dyn schema::SchemaStore;
+
+    fn workflows(&self) -> &dyn WorkflowStore;
 }
 
 /// Options every adapter takes when it is opened.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use fermata_store::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, TenureStore, UserStore,
+    StoreOptions, TenureStore, UserStore, WorkflowStore,
 };
 use sqlx::{AnyConnection, Connection, Executor};
 use tempfile::TempDir;
@@ -148,6 +148,10 @@ impl Storage for ScratchStorage {
     }
 
     fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
+        &self.storage
+    }
+
+    fn workflows(&self) -> &dyn WorkflowStore {
         &self.storage
     }
 }

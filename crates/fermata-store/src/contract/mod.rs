@@ -11,6 +11,7 @@ mod lease;
 mod pause;
 mod schema;
 mod tenure;
+mod workflow;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub use lease::*;
 pub use pause::PausedWrites;
 pub use schema::*;
 pub use tenure::*;
+pub use workflow::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -120,7 +122,21 @@ macro_rules! contract_suite {
             clearing_removes_only_an_expired_lease_of_the_named_operation,
             a_review_takes_exactly_one_decision,
             artifacts_are_recorded_once_and_only_move_forward,
-            cleanup_grants_are_consumed_once
+            cleanup_grants_are_consumed_once,
+            workflow_runs_are_created_once_and_read_back,
+            only_one_of_racing_workers_claims_a_run,
+            racing_workers_claim_distinct_runs,
+            claims_take_only_runs_of_the_named_workflows,
+            a_heartbeat_extends_the_claim_and_marks_running_steps,
+            an_expired_claim_is_reclaimed_and_the_old_claim_is_fenced,
+            terminal_runs_never_change,
+            terminal_steps_never_change,
+            a_suspended_run_wakes_at_its_time,
+            a_released_run_is_claimable_at_once,
+            a_hook_delivery_is_idempotent_and_wakes_the_run,
+            a_hook_delivered_while_running_is_not_slept_through,
+            a_hook_wait_times_out_for_good,
+            purge_removes_old_terminal_runs_with_their_steps_and_hooks
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

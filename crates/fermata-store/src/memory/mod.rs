@@ -10,6 +10,7 @@ mod collaboration;
 mod lease;
 mod schema;
 mod tenure;
+mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,7 +25,7 @@ use crate::time::UnixMillis;
 use crate::user::{User, UserId};
 use crate::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, TenureStore, UserStore,
+    StoreOptions, TenureStore, UserStore, WorkflowStore,
 };
 
 /// All stores, in memory.
@@ -53,6 +54,7 @@ struct State {
     machines: HashMap<MachineId, (Machine, SecretHash)>,
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
+    workflows: workflow::Workflows,
 }
 
 impl MemoryStorage {
@@ -150,6 +152,10 @@ impl Storage for MemoryStorage {
     }
 
     fn schema(&self) -> &dyn crate::schema::SchemaStore {
+        self
+    }
+
+    fn workflows(&self) -> &dyn WorkflowStore {
         self
     }
 }

@@ -1,0 +1,138 @@
+//! The engine: the registered workflows over one store, and what callers do with runs (start,
+//! status, hooks, cancellation, retention).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_store::{HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult};
+use serde_json::Value;
+
+use crate::context::{RunContext, RunError};
+use crate::worker::{Worker, WorkerSettings};
+
+/// A durable workflow: code that a run executes, by replay, until it returns.
+///
+/// `run` may be executed many times for one run (after a wait, a crash or a lost claim); every
+/// effect that must happen once goes through [`RunContext::step`], and everything else it does
+/// must lead to the same steps, in the same order, with the same keys, on every execution.
+#[async_trait]
+pub trait Workflow: Send + Sync + 'static {
+    /// The name runs are started under; stable across releases.
+    fn name(&self) -> &'static str;
+
+    async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError>;
+}
+
+/// The registered workflows over one store. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    storage: Arc<dyn Storage>,
+    /// By name; shared with every worker made from this engine.
+    workflows: Arc<BTreeMap<&'static str, Arc<dyn Workflow>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("storage", &self.storage.driver())
+            .field("workflows", &self.workflows.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Engine {
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Engine {
+            storage,
+            workflows: Arc::default(),
+        }
+    }
+
+    /// Registers `workflow` under its name.
+    ///
+    /// # Panics
+    ///
+    /// When a workflow of that name is registered already: two workflows cannot share the runs
+    /// started under one name.
+    #[must_use]
+    pub fn register(mut self, workflow: impl Workflow) -> Self {
+        let name = workflow.name();
+        let previous = Arc::make_mut(&mut self.workflows).insert(name, Arc::new(workflow));
+        assert!(previous.is_none(), "workflow `{name}` is registered twice");
+        self
+    }
+
+    /// Starts a run of the registered workflow `workflow` with `input`, under a new ID.
+    pub async fn start(&self, workflow: &str, input: &Value) -> Result<RunId, StoreError> {
+        if !self.workflows.contains_key(workflow) {
+            return Err(StoreError::invalid(
+                "no workflow is registered under that name",
+            ));
+        }
+        let run = NewRun {
+            id: RunId::random(),
+            workflow: workflow.to_owned(),
+            input: input.to_string(),
+        };
+        self.storage.workflows().create_run(&run).await?;
+        tracing::info!(run = %run.id, workflow, "run started");
+        Ok(run.id)
+    }
+
+    /// The run as stored; `None` when it does not exist (never started, or purged).
+    pub async fn run_status(&self, id: &RunId) -> StoreResult<Option<Run>> {
+        self.storage.workflows().run(id).await
+    }
+
+    /// Delivers hook `key` to run `id`; see
+    /// [`WorkflowStore::deliver_hook`](fermata_store::WorkflowStore::deliver_hook).
+    pub async fn deliver_hook(
+        &self,
+        id: &RunId,
+        key: &str,
+        idempotency_key: &str,
+        payload: &Value,
+    ) -> StoreResult<HookDelivery> {
+        let delivery = self
+            .storage
+            .workflows()
+            .deliver_hook(id, key, idempotency_key, &payload.to_string())
+            .await?;
+        tracing::info!(run = %id, hook = key, ?delivery, "hook delivered");
+        Ok(delivery)
+    }
+
+    /// Cancels a run that has not ended; false when it had.
+    pub async fn cancel(&self, id: &RunId) -> StoreResult<bool> {
+        self.storage.workflows().cancel_run(id).await
+    }
+
+    /// Deletes the runs that ended more than `retention` ago, with their steps and hooks.
+    pub async fn purge(&self, retention: Duration) -> StoreResult<u64> {
+        let purged = self.storage.workflows().purge_runs(retention).await?;
+        tracing::info!(purged, "ended runs purged");
+        Ok(purged)
+    }
+
+    /// A worker named `name` (unique among live workers) that executes this engine's runs.
+    pub fn worker(&self, name: impl Into<String>, settings: WorkerSettings) -> Worker {
+        Worker::new(self.clone(), name.into(), settings)
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    pub(crate) fn workflow(&self, name: &str) -> Option<&Arc<dyn Workflow>> {
+        self.workflows.get(name)
+    }
+
+    pub(crate) fn workflow_names(&self) -> Vec<String> {
+        self.workflows
+            .keys()
+            .map(|name| (*name).to_owned())
+            .collect()
+    }
+}

@@ -9,6 +9,7 @@ pub mod config;
 pub mod failure;
 mod keys;
 mod logging;
+mod schema_runtime;
 pub mod serve;
 mod status;
 mod storage;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeSettings;
 use crate::failure::{Exit, Failure};
+use crate::schema_runtime::SchemaRuntime;
 use crate::writer_lease::{self, Keeper, KeeperExit, TakeError};
 use crate::{keys, storage};
 
@@ -29,6 +30,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
+    let schema = SchemaRuntime::new(Arc::clone(&shared), settings.schema_source.clone());
     let accounts = Arc::new(Accounts::new(
         shared,
         keyring,
@@ -53,6 +55,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         metrics: Arc::clone(&metrics),
         accounts: Arc::clone(&accounts),
         documents,
+        schema: schema.operations.clone(),
         secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();
@@ -118,6 +121,15 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         "took the writer lease; serving"
     );
 
+    // Workflow runs (schema operations) execute in the serving process, under the writer lease.
+    let worker_stop = CancellationToken::new();
+    let mut worker = tokio::spawn({
+        let schema = schema.clone();
+        let name = holder.clone();
+        let stop = worker_stop.clone();
+        async move { schema.work(name, stop).await }
+    });
+
     let keeper_stop = CancellationToken::new();
     let mut keeper = tokio::spawn(
         Keeper {
@@ -144,6 +156,15 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     rooms
         .shutdown("the server is stopping; reconnect shortly")
         .await;
+    // A run in flight gives its claim back; another process resumes it from its journal.
+    worker_stop.cancel();
+    if tokio::time::timeout(settings.lease.drain_timeout, &mut worker)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a workflow run still in flight after the drain timeout was cut off");
+        worker.abort();
+    }
     http_stop.cancel();
     if tokio::time::timeout(settings.lease.drain_timeout, &mut http)
         .await

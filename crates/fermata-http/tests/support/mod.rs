@@ -30,11 +30,19 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         fence.clone(),
         CollabSettings::default(),
     );
+    let engine = fermata_workflow::Engine::new(Arc::clone(&shared)).register(
+        fermata_schema::InventoryWorkflow::new(Arc::clone(&shared), None),
+    );
+    let schema = fermata_schema::Operations::new(
+        Arc::clone(&shared),
+        Arc::new(fermata_schema::EngineWorkflows::new(engine)),
+    );
     HttpState {
         readiness: Readiness::default(),
         metrics: Arc::new(Metrics::new("test")),
         accounts: Arc::new(accounts),
         documents: Documents::new(shared, fence, rooms),
+        schema,
         secure_cookies: false,
     }
 }

@@ -1,0 +1,169 @@
+//! The inventory workflow: binds its run to the operation, discovers the databases the snapshot
+//! account can see, records the immutable inventory (header and ordered names) and ends the
+//! operation. It never takes the global lease. A failure that is not retried, or that outlived
+//! its retries, ends the operation `failed` with its safe error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_store::Storage;
+use fermata_store::schema::{
+    DatabaseName, ErrorCode, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId,
+    OperationState, SafeError, Transition,
+};
+use fermata_workflow::{RunContext, RunError, Workflow};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::{RunInput, workflow_name};
+use crate::inventory::discover;
+use crate::operations::{begin_run, storage_error};
+use crate::source::SourceSettings;
+use crate::tracked::Progress;
+
+/// What discovery found, as the run's journal keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Found {
+    server_version: String,
+    databases: Vec<DatabaseName>,
+}
+
+/// The inventory workflow.
+#[derive(Clone)]
+pub struct InventoryWorkflow {
+    storage: Arc<dyn Storage>,
+    source: Option<SourceSettings>,
+    lifetime: Duration,
+}
+
+impl std::fmt::Debug for InventoryWorkflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InventoryWorkflow")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InventoryWorkflow {
+    /// Discovers on `source`; with no source configured every inventory fails with
+    /// `SOURCE_NOT_CONFIGURED`.
+    pub fn new(storage: Arc<dyn Storage>, source: Option<SourceSettings>) -> Self {
+        InventoryWorkflow {
+            storage,
+            source,
+            lifetime: INVENTORY_LIFETIME,
+        }
+    }
+
+    async fn execute(&self, ctx: &mut RunContext, id: OperationId) -> Result<Value, RunError> {
+        let storage = &*self.storage;
+        let progress = Progress {
+            storage,
+            operation: id,
+            lease_ttl: None,
+        };
+        let run_id = ctx.run_id().0.clone();
+        let actor: String = progress
+            .step(ctx, "bind", |_| {
+                let run_id = run_id.clone();
+                async move { Ok(begin_run(storage, id, &run_id).await?.actor.0) }
+            })
+            .await?;
+        let found: Found = progress
+            .step(ctx, "discover", |_| async {
+                let source = self
+                    .source
+                    .as_ref()
+                    .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
+                let mut connection = source.connect().await?;
+                let discovery = discover(&mut connection).await;
+                drop(connection);
+                let discovery = discovery?;
+                Ok(Found {
+                    server_version: discovery.server_version,
+                    databases: discovery.databases,
+                })
+            })
+            .await?;
+        let inventory = progress
+            .step(ctx, "record", |_| {
+                let inventory = NewInventory {
+                    // Recording again for the operation returns the first inventory, so a
+                    // fresh ID on a repeated attempt is harmless.
+                    id: InventoryId::generate(),
+                    operation: id,
+                    actor: fermata_store::UserId(actor.clone()),
+                    server_version: found.server_version.clone(),
+                    databases: found.databases.clone(),
+                    lifetime: self.lifetime,
+                };
+                async move {
+                    storage
+                        .schema()
+                        .record_inventory(&inventory)
+                        .await
+                        .map(|recorded| recorded.id)
+                        .map_err(|e| storage_error(&e))
+                }
+            })
+            .await?;
+        progress
+            .step(ctx, "finish", |_| async {
+                let done = Transition::new(OperationState::Running, OperationState::Succeeded);
+                storage
+                    .schema()
+                    .transition(id, &done)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| storage_error(&e))
+            })
+            .await?;
+        tracing::info!(operation = %id, inventory = %inventory, databases = found.databases.len(), "inventory recorded");
+        Ok(serde_json::json!({ "inventory": inventory }))
+    }
+}
+
+#[async_trait]
+impl Workflow for InventoryWorkflow {
+    fn name(&self) -> &'static str {
+        workflow_name(fermata_store::schema::OperationKind::Inventory)
+    }
+
+    async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
+        let input: RunInput = serde_json::from_value(input)
+            .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+        match self.execute(ctx, input.operation).await {
+            Err(RunError::Failed(error)) => {
+                fail_operation(&*self.storage, input.operation, &error, false).await;
+                Err(RunError::Failed(error))
+            }
+            other => other,
+        }
+    }
+}
+
+/// Ends a live operation `failed` with `error` (releasing its lease when it holds one). An
+/// operation that already ended keeps its state.
+pub(crate) async fn fail_operation(
+    storage: &dyn Storage,
+    id: OperationId,
+    error: &SafeError,
+    release_lease: bool,
+) {
+    let schema = storage.schema();
+    let Ok(Some(operation)) = schema.operation(id).await else {
+        return;
+    };
+    if operation.state.is_terminal() {
+        return;
+    }
+    let mut failed = Transition::fail(operation.state, error.clone());
+    failed.release_lease = release_lease;
+    match schema.transition(id, &failed).await {
+        Ok(_) => tracing::warn!(operation = %id, code = ?error.code(), "schema operation failed"),
+        Err(store_error) => {
+            tracing::warn!(operation = %id, %store_error, "a failed schema operation could not be marked failed");
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Steps of schema workflows: each is a step of the durable run (journaled, retried by the
+//! runner's schedule) and also leaves its progress in the operation's own step rows, which
+//! outlive the run: every attempt, every retried failure with its safe error, and the outcome.
+//! Operations that hold the global lease heartbeat it at every step boundary, in the same
+//! transaction as the step row; a lease that is gone stops the run.
+
+use std::future::Future;
+use std::time::Duration;
+
+use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress};
+use fermata_store::{ErrorKind, Storage, StoreError};
+use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::operations::storage_error;
+
+/// Where a schema workflow's steps record their progress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress<'a> {
+    pub(crate) storage: &'a dyn Storage,
+    pub(crate) operation: OperationId,
+    /// The lease's lifetime after a heartbeat, for operations that hold it.
+    pub(crate) lease_ttl: Option<Duration>,
+}
+
+impl Progress<'_> {
+    async fn record(&self, key: &StepKey, progress: StepProgress) -> Result<(), SafeError> {
+        match self
+            .storage
+            .schema()
+            .record_step(self.operation, key, &progress, self.lease_ttl)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == ErrorKind::Fenced => {
+                Err(SafeError::new(ErrorCode::LeaseExpired))
+            }
+            // The step row says the step ended: a repeated outcome of a step whose run died
+            // between recording it here and in the run's journal.
+            Err(error) if error.kind() == ErrorKind::Conflict => Ok(()),
+            Err(error) => Err(storage_error(&error)),
+        }
+    }
+
+    /// Runs step `key` of the run, recording it in the operation's step rows.
+    pub(crate) async fn step<T, F, Fut>(
+        &self,
+        ctx: &mut RunContext,
+        key: &str,
+        mut body: F,
+    ) -> Result<T, RunError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnMut(Attempt) -> Fut + Send,
+        Fut: Future<Output = Result<T, SafeError>> + Send,
+    {
+        let step_key = StepKey::new(key).map_err(|e: StoreError| RunError::Lost(e))?;
+        let step_key = &step_key;
+        ctx.step(key, |attempt| {
+            let outcome = body(attempt);
+            async move {
+                self.record(step_key, StepProgress::Attempt).await?;
+                match outcome.await {
+                    Ok(value) => {
+                        self.record(step_key, StepProgress::Succeeded).await?;
+                        Ok(value)
+                    }
+                    Err(error) => {
+                        let retried =
+                            error.retryable() && retry_delay(attempt.number()).is_some();
+                        let progress = if retried {
+                            StepProgress::Retrying(error.clone())
+                        } else {
+                            StepProgress::Failed(error.clone())
+                        };
+                        self.record(step_key, progress).await?;
+                        Err(error)
+                    }
+                }
+            }
+        })
+        .await
+    }
+}

@@ -30,13 +30,6 @@ impl RunId {
     pub fn random() -> Self {
         RunId(uuid::Uuid::new_v4().to_string())
     }
-
-    /// Checks a given ID is a UUID.
-    pub fn parse(text: &str) -> StoreResult<Self> {
-        uuid::Uuid::parse_str(text)
-            .map(|id| RunId(id.to_string()))
-            .map_err(|_| StoreError::invalid("a run ID is a UUID"))
-    }
 }
 
 impl fmt::Display for RunId {
@@ -174,14 +167,6 @@ pub enum StepState {
 impl StepState {
     pub fn is_terminal(self) -> bool {
         !matches!(self, StepState::Running)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepState::Running => "running",
-            StepState::Succeeded => "succeeded",
-            StepState::Failed => "failed",
-        }
     }
 
     pub fn parse(text: &str) -> Option<Self> {

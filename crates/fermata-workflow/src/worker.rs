@@ -84,10 +84,6 @@ impl Worker {
         }
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Claims one runnable run and executes it; `None` when nothing was runnable.
     pub async fn run_once(&self) -> StoreResult<Option<Execution>> {
         let Some(claimed) = self.claim().await? else {

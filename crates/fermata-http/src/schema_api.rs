@@ -8,9 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fermata_schema::view::{
-    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
-};
+use fermata_schema::view::{ErrorView, InventoryView, LeaseView, OperationSummary, OperationView};
 use fermata_schema::{Administrator, OperationRequest};
 use fermata_store::schema::{
     ErrorCode, ErrorStage, OperationId, OperationKind, RequestKey, SafeError,
@@ -22,7 +20,10 @@ use crate::auth::{FreshSystemAdmin, SystemAdmin};
 
 pub(crate) fn routes() -> Router<HttpState> {
     Router::new()
-        .route("/api/v1/schema/inventory", get(latest_inventory).post(start_inventory))
+        .route(
+            "/api/v1/schema/inventory",
+            get(latest_inventory).post(start_inventory),
+        )
         .route("/api/v1/schema/operations", get(list_operations))
         .route("/api/v1/schema/operations/{id}", get(operation))
         .route("/api/v1/schema/lease", get(lease))
@@ -55,9 +56,12 @@ impl IntoResponse for SchemaError {
             (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        no_store(status, ErrorBody {
-            error: ErrorView::from(&self.0),
-        })
+        no_store(
+            status,
+            ErrorBody {
+                error: ErrorView::from(&self.0),
+            },
+        )
     }
 }
 
@@ -152,7 +156,10 @@ async fn lease(
     SystemAdmin(_): SystemAdmin,
 ) -> Result<Response, SchemaError> {
     let lease = state.schema.lease().await?;
-    Ok(no_store(StatusCode::OK, lease.as_ref().map(LeaseView::from)))
+    Ok(no_store(
+        StatusCode::OK,
+        lease.as_ref().map(LeaseView::from),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

@@ -67,8 +67,7 @@ impl Progress<'_> {
                         Ok(value)
                     }
                     Err(error) => {
-                        let retried =
-                            error.retryable() && retry_delay(attempt.number()).is_some();
+                        let retried = error.retryable() && retry_delay(attempt.number()).is_some();
                         let progress = if retried {
                             StepProgress::Retrying(error.clone())
                         } else {

@@ -139,7 +139,11 @@ impl From<&Inventory> for InventoryView {
             server_version: inventory.server_version.clone(),
             discovered_at: instant(inventory.discovered_at),
             expires_at: instant(inventory.expires_at),
-            databases: inventory.databases.iter().map(ToString::to_string).collect(),
+            databases: inventory
+                .databases
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 }
@@ -195,7 +199,10 @@ impl OperationView {
     /// The report as the command line prints it.
     pub fn to_text(&self) -> String {
         let s = &self.summary;
-        let mut text = format!("operation {}\n  kind      {}\n  state     {}\n  actor     {}\n  created   {}\n", s.id, s.kind, s.state, s.actor, s.created_at);
+        let mut text = format!(
+            "operation {}\n  kind      {}\n  state     {}\n  actor     {}\n  created   {}\n",
+            s.id, s.kind, s.state, s.actor, s.created_at
+        );
         if let Some(finished) = &s.finished_at {
             let _ = writeln!(text, "  finished  {finished}");
         }
@@ -203,16 +210,29 @@ impl OperationView {
             let _ = writeln!(text, "  run       {run}");
         }
         if let Some(error) = &s.error {
-            let _ = writeln!(text, "  error     {} ({}): {}", error.code_name(), error.stage_name(), error.message);
+            let _ = writeln!(
+                text,
+                "  error     {} ({}): {}",
+                error.code_name(),
+                error.stage_name(),
+                error.message
+            );
         }
         if let Some(lease) = &self.lease {
-            let _ = writeln!(text, "  lease     {} until {}", lease.status, lease.expires_at);
+            let _ = writeln!(
+                text,
+                "  lease     {} until {}",
+                lease.status, lease.expires_at
+            );
         }
         if let Some(inventory) = &self.inventory {
             let _ = writeln!(
                 text,
                 "  inventory {} from {} ({}), expires {}",
-                inventory.id, inventory.discovered_at, inventory.server_version, inventory.expires_at
+                inventory.id,
+                inventory.discovered_at,
+                inventory.server_version,
+                inventory.expires_at
             );
             if s.kind == "inventory" {
                 let _ = writeln!(text, "  databases ({}):", inventory.databases.len());

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
-    Operation, OperationId, OperationKind, OperationState, RequestKey, Reservation,
+    Operation, OperationId, OperationKind, OperationState, OperationStep, RequestKey, Reservation,
     SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
 };
 use fermata_store::{Storage, StoreError};
@@ -64,6 +64,8 @@ pub struct OperationReport {
     pub inventory: Option<Inventory>,
     /// The lease, when this operation holds it.
     pub lease: Option<SchemaLease>,
+    /// The operation's steps, in the order they began: attempts, retried errors, outcomes.
+    pub steps: Vec<OperationStep>,
 }
 
 /// The schema operations service.
@@ -232,11 +234,13 @@ impl Operations {
             .await
             .map_err(|e| storage_error(&e))?
             .filter(|lease| lease.operation == id);
+        let steps = schema.steps(id).await.map_err(|e| storage_error(&e))?;
         Ok(OperationReport {
             operation,
             databases,
             inventory,
             lease,
+            steps,
         })
     }
 

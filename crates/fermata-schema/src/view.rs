@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
-    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, SafeError, SchemaLease,
+    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, SafeError,
+    SchemaLease,
 };
 use serde::Serialize;
 
@@ -182,6 +183,35 @@ pub struct OperationView {
     pub inventory: Option<InventoryView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseView>,
+    pub steps: Vec<StepView>,
+}
+
+/// One step of the operation: its attempts, and the latest error (retried, or final).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepView {
+    pub key: String,
+    pub state: &'static str,
+    pub attempts: u32,
+    pub started_at: String,
+    pub heartbeat_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorView>,
+}
+
+impl From<&OperationStep> for StepView {
+    fn from(step: &OperationStep) -> Self {
+        StepView {
+            key: step.key.as_str().to_owned(),
+            state: step.state.as_str(),
+            attempts: step.attempts,
+            started_at: instant(step.started_at),
+            heartbeat_at: instant(step.heartbeat_at),
+            finished_at: step.terminal_at.map(instant),
+            error: step.error.as_ref().map(ErrorView::from),
+        }
+    }
 }
 
 impl From<&OperationReport> for OperationView {
@@ -191,6 +221,7 @@ impl From<&OperationReport> for OperationView {
             databases: report.databases.iter().map(DatabaseView::from).collect(),
             inventory: report.inventory.as_ref().map(InventoryView::from),
             lease: report.lease.as_ref().map(LeaseView::from),
+            steps: report.steps.iter().map(StepView::from).collect(),
         }
     }
 }
@@ -241,6 +272,17 @@ impl OperationView {
                 }
             }
         }
+        for step in &self.steps {
+            let _ = write!(
+                text,
+                "  step {}  {} after {} attempt(s)",
+                step.key, step.state, step.attempts
+            );
+            if let Some(error) = &step.error {
+                let _ = write!(text, "  {}: {}", error.code_name(), error.message);
+            }
+            text.push('\n');
+        }
         for database in &self.databases {
             let _ = write!(text, "  {}  {}", printable(&database.name), database.state);
             if let (Some(outcome), Some(freshness)) = (database.outcome, database.freshness) {
@@ -257,17 +299,11 @@ impl OperationView {
 
 impl ErrorView {
     fn code_name(&self) -> String {
-        serde_json::to_value(self.code)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default()
+        self.code.name()
     }
 
     fn stage_name(&self) -> String {
-        serde_json::to_value(self.stage)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default()
+        self.stage.name()
     }
 }
 

@@ -65,7 +65,7 @@ fn parse_roles(names: &[String]) -> Result<BTreeSet<Role>, Failure> {
 }
 
 /// Reads one line from standard input as a password.
-fn password_from_stdin() -> Result<SecretToken, Failure> {
+pub(crate) fn password_from_stdin() -> Result<SecretToken, Failure> {
     let mut line = zeroize::Zeroizing::new(String::new());
     std::io::stdin()
         .lock()

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Given, Origin, Overrides, Sources};
 use crate::failure::Failure;
-use crate::{account_commands, logging, serve, status};
+use crate::{account_commands, logging, schema_commands, serve, status};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then FERMATA_* environment variables, then the --config TOML file
@@ -48,6 +48,79 @@ enum Command {
     /// Manage the encryption keys that seal stored credentials.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Schema snapshots of the MySQL source: inventories and operations.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SchemaCommand {
+    /// Discover the databases the snapshot account can see and follow the inventory to its end.
+    /// A running server executes it; without one, this command does.
+    Inventory {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The system administrator the operation is recorded for.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// A key that makes repeating the command return the same operation.
+        #[arg(long, value_name = "KEY")]
+        request_key: Option<String>,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the latest schema operations, newest first.
+    Operations {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// How many to list.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: u32,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one operation's report.
+    Show {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The operation's ID.
+        id: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Clear the expired lease of an operation whose workflow run is over, marking it failed.
+    /// The `--as` user's password is read from the first line of standard input.
+    ClearLease {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The exact ID of the operation whose lease is cleared, as confirmation.
+        id: String,
+        /// The system administrator who clears it.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl SchemaCommand {
+    fn format(&self) -> schema_commands::Format {
+        let json = match self {
+            SchemaCommand::Inventory { json, .. }
+            | SchemaCommand::Operations { json, .. }
+            | SchemaCommand::Show { json, .. }
+            | SchemaCommand::ClearLease { json, .. } => *json,
+        };
+        if json {
+            schema_commands::Format::Json
+        } else {
+            schema_commands::Format::Text
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,9 +227,13 @@ impl Command {
                 | TokenCommand::List { storage, .. }
                 | TokenCommand::Revoke { storage, .. },
             )
-            | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage }) => {
-                storage
-            }
+            | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage })
+            | Command::Schema(
+                SchemaCommand::Inventory { storage, .. }
+                | SchemaCommand::Operations { storage, .. }
+                | SchemaCommand::Show { storage, .. }
+                | SchemaCommand::ClearLease { storage, .. },
+            ) => storage,
         }
     }
 }
@@ -306,6 +383,33 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
             Command::Keys(KeysCommand::Reencrypt { .. }) => {
                 let source = sources.keys(&storage).map_err(invalid)?;
                 account_commands::keys_reencrypt(&storage, &source).await
+            }
+            Command::Schema(schema) => {
+                let format = schema.format();
+                match schema {
+                    SchemaCommand::Inventory {
+                        actor, request_key, ..
+                    } => {
+                        let source = sources.schema_source().map_err(invalid)?;
+                        schema_commands::inventory(
+                            &storage,
+                            source,
+                            actor,
+                            request_key.as_deref(),
+                            format,
+                        )
+                        .await
+                    }
+                    SchemaCommand::Operations { limit, .. } => {
+                        schema_commands::operations(&storage, *limit, format).await
+                    }
+                    SchemaCommand::Show { id, .. } => {
+                        schema_commands::show(&storage, id, format).await
+                    }
+                    SchemaCommand::ClearLease { id, actor, .. } => {
+                        schema_commands::clear_lease(&storage, id, actor, format).await
+                    }
+                }
             }
         }
     })?;

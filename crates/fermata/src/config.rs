@@ -416,11 +416,13 @@ impl Sources {
             secure_cookies,
             session_ttl,
             collab: self.collab_settings()?,
-            schema_source: schema_source::source_settings(
-                self.file.schema.as_ref(),
-                &self.file_origin(),
-            )?,
+            schema_source: self.schema_source()?,
         })
+    }
+
+    /// The MySQL source of `[schema.source]`, when configured.
+    pub fn schema_source(&self) -> Result<Option<fermata_schema::SourceSettings>, ConfigError> {
+        schema_source::source_settings(self.file.schema.as_ref(), &self.file_origin())
     }
 
     fn collab_settings(&self) -> Result<fermata_collab::CollabSettings, ConfigError> {

@@ -1,4 +1,4 @@
-//! The `fermata` command: configuration, wiring and the commands (`serve`, `migrate`, `status`, `user`, `token`, `keys`).
+//! The `fermata` command: configuration, wiring and the commands (`serve`, `migrate`, `status`, `user`, `token`, `keys`, `schema`).
 //!
 //! `main.rs` only calls [`cli::main_with`]. Everything here is plumbing between the settings and
 //! the crates that do the work: the storage port and its adapters, and the HTTP surface.
@@ -9,6 +9,7 @@ pub mod config;
 pub mod failure;
 mod keys;
 mod logging;
+mod schema_commands;
 mod schema_runtime;
 pub mod serve;
 mod status;

@@ -66,6 +66,19 @@ pub fn settings(user: &str, password: &str) -> SourceSettings {
 /// Creates a snapshot account allowed to read `visible` only.
 pub async fn snapshot_account(admin: &mut MySqlConnection, visible: &[String]) -> (String, String) {
     let user = unique("snap");
+    create_account(admin, user, visible).await
+}
+
+/// Creates a snapshot account whose name starts with `prefix`, allowed to read nothing.
+pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -> (String, String) {
+    create_account(admin, format!("{prefix}{}", unique("")), &[]).await
+}
+
+async fn create_account(
+    admin: &mut MySqlConnection,
+    user: String,
+    visible: &[String],
+) -> (String, String) {
     let password = format!("pw '{user}' \"secret\"");
     admin
         .execute(

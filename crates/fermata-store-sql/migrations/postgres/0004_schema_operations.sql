@@ -92,6 +92,7 @@ CREATE TABLE schema_operation_step (
     step_key TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
     attempts BIGINT NOT NULL CHECK (attempts >= 0),
+    started_at BIGINT NOT NULL,
     heartbeat_at BIGINT NOT NULL,
     error TEXT,
     terminal_at BIGINT,

@@ -87,6 +87,7 @@ CREATE TABLE schema_operation_step (
     step_key TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
     attempts INTEGER NOT NULL CHECK (attempts >= 0),
+    started_at INTEGER NOT NULL,
     heartbeat_at INTEGER NOT NULL,
     error TEXT,
     terminal_at INTEGER,

@@ -368,6 +368,16 @@ impl SchemaStore for SqlStorage {
         row.map(|row| rows::step(&row, action)).transpose()
     }
 
+    async fn steps(&self, id: OperationId) -> StoreResult<Vec<OperationStep>> {
+        let action = "reading steps";
+        let rows = sqlx::query(&self.schema_sql().steps)
+            .bind(id.to_string())
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        rows.iter().map(|row| rows::step(row, action)).collect()
+    }
+
     async fn record_step(
         &self,
         id: OperationId,

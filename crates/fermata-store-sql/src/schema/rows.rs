@@ -134,7 +134,7 @@ pub(super) fn counts_text(report: &DatabaseReport) -> String {
 }
 
 pub(super) const STEP_COLUMNS: &str =
-    "operation_id, step_key, state, attempts, heartbeat_at, error, terminal_at";
+    "operation_id, step_key, state, attempts, started_at, heartbeat_at, error, terminal_at";
 
 pub(super) fn step(row: &AnyRow, action: &str) -> StoreResult<OperationStep> {
     Ok(OperationStep {
@@ -143,9 +143,10 @@ pub(super) fn step(row: &AnyRow, action: &str) -> StoreResult<OperationStep> {
             .map_err(|_| StoreError::corrupt("a stored step key is not valid"))?,
         state: parsed(&text(row, 2, action)?, "step state")?,
         attempts: count(row, 3, action)?,
-        heartbeat_at: instant(row, 4, action)?,
-        error: optional_error(row, 5, action)?,
-        terminal_at: optional_instant(row, 6, action)?,
+        started_at: instant(row, 4, action)?,
+        heartbeat_at: instant(row, 5, action)?,
+        error: optional_error(row, 6, action)?,
+        terminal_at: optional_instant(row, 7, action)?,
     })
 }
 

@@ -33,6 +33,7 @@ pub(crate) struct Statements {
     pub(super) begin_database: String,
     pub(super) finish_database: String,
     pub(super) step: String,
+    pub(super) steps: String,
     pub(super) upsert_step: String,
     pub(super) heartbeat_lease: String,
     pub(super) lease: String,
@@ -149,10 +150,14 @@ impl Statements {
                 "SELECT {STEP_COLUMNS} FROM schema_operation_step \
                  WHERE operation_id = $1 AND step_key = $2"
             )),
+            steps: render(&format!(
+                "SELECT {STEP_COLUMNS} FROM schema_operation_step WHERE operation_id = $1 \
+                 ORDER BY started_at, step_key"
+            )),
             upsert_step: render(&format!(
                 "INSERT INTO schema_operation_step AS s (operation_id, step_key, state, attempts, \
-                                                        heartbeat_at, error, terminal_at) \
-                 VALUES ($1, $2, $3, $4, {{now}}, $5, CASE WHEN $3 = 'running' THEN NULL ELSE {{now}} END) \
+                                                        started_at, heartbeat_at, error, terminal_at) \
+                 VALUES ($1, $2, $3, $4, {{now}}, {{now}}, $5, CASE WHEN $3 = 'running' THEN NULL ELSE {{now}} END) \
                  ON CONFLICT (operation_id, step_key) DO UPDATE \
                  SET state = excluded.state, attempts = s.attempts + excluded.attempts, \
                      heartbeat_at = excluded.heartbeat_at, error = COALESCE(excluded.error, s.error), \

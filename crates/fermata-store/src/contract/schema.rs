@@ -587,7 +587,22 @@ pub async fn steps_count_attempts_and_never_change_once_terminal(harness: &dyn H
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Conflict);
     }
-    assert_eq!(schema.step(operation.id, &key).await.unwrap(), Some(done));
+    assert_eq!(
+        schema.step(operation.id, &key).await.unwrap(),
+        Some(done.clone())
+    );
+
+    // Steps are listed in the order they began.
+    let later = StepKey::new("a-later-step").unwrap();
+    eventually("the database clock moves on", || async {
+        schema.clock().await.unwrap() > done.started_at
+    })
+    .await;
+    let begun = schema
+        .record_step(operation.id, &later, &StepProgress::Attempt, None)
+        .await
+        .unwrap();
+    assert_eq!(schema.steps(operation.id).await.unwrap(), [done, begun]);
 
     // A step boundary of an operation whose lease is gone is fenced and writes nothing.
     let other = StepKey::new("database:1:billing").unwrap();

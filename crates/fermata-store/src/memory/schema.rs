@@ -332,6 +332,19 @@ impl SchemaStore for MemoryStorage {
         Ok(state.schema.steps.get(&(id, key.clone())).cloned())
     }
 
+    async fn steps(&self, id: OperationId) -> StoreResult<Vec<OperationStep>> {
+        let state = self.inner.state();
+        let mut steps: Vec<_> = state
+            .schema
+            .steps
+            .values()
+            .filter(|step| step.operation == id)
+            .cloned()
+            .collect();
+        steps.sort_by(|a, b| (a.started_at, &a.key).cmp(&(b.started_at, &b.key)));
+        Ok(steps)
+    }
+
     async fn record_step(
         &self,
         id: OperationId,
@@ -367,6 +380,7 @@ impl SchemaStore for MemoryStorage {
                 key: key.clone(),
                 state: StepState::Running,
                 attempts: 0,
+                started_at: now,
                 heartbeat_at: now,
                 error: None,
                 terminal_at: None,

@@ -112,7 +112,27 @@ pub enum ErrorCode {
     StorageUnavailable,
 }
 
+/// The name a value is serialized under (`CONNECTION_LOST`, `connection`).
+fn serialized_name(value: impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => unreachable!("unit variants serialize as strings"),
+    }
+}
+
+impl ErrorStage {
+    /// The stage's name, as sent and stored (`connection`).
+    pub fn name(self) -> String {
+        serialized_name(self)
+    }
+}
+
 impl ErrorCode {
+    /// The code's name, as sent and stored (`CONNECTION_LOST`).
+    pub fn name(self) -> String {
+        serialized_name(self)
+    }
+
     /// The stage this code belongs to.
     pub fn stage(self) -> ErrorStage {
         use ErrorCode::*;

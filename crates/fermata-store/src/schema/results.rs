@@ -209,6 +209,8 @@ pub struct OperationStep {
     pub key: StepKey,
     pub state: StepState,
     pub attempts: u32,
+    /// When its first attempt began.
+    pub started_at: UnixMillis,
     pub heartbeat_at: UnixMillis,
     /// The latest failure, retried or final.
     pub error: Option<SafeError>,

@@ -95,6 +95,9 @@ pub trait SchemaStore: Send + Sync {
 
     async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>>;
 
+    /// The operation's step rows, in the order they began.
+    async fn steps(&self, id: OperationId) -> StoreResult<Vec<OperationStep>>;
+
     /// Records a step boundary and, with `lease_ttl`, heartbeats the operation's lease in the
     /// same transaction. A terminal step is a `Conflict`; a lease the operation no longer holds
     /// live is `Fenced`, and then nothing is written.

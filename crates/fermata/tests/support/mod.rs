@@ -12,6 +12,7 @@ use std::time::Duration;
 use fermata_store::StoreOptions;
 use fermata_store_sql::testing::ScratchDatabase;
 use fermata_store_sql::{Database, SqlStorage};
+use sqlx::{Connection, Row};
 use tempfile::TempDir;
 use tokio::time::Instant;
 
@@ -402,4 +403,115 @@ pub fn node_wait(child: std::process::Child) -> (bool, serde_json::Value) {
     let value =
         serde_json::from_str(line).unwrap_or_else(|_| panic!("no JSON from node: {stdout}"));
     (output.status.success(), value)
+}
+
+/// Every table cell of the database, as bytes.
+pub async fn every_cell(target: &Target) -> Vec<(String, Vec<u8>)> {
+    let mut cells = Vec::new();
+    match target.database() {
+        fermata_store_sql::Database::Sqlite { path } => {
+            let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+            let mut conn = sqlx::SqliteConnection::connect_with(&options)
+                .await
+                .unwrap();
+            let tables: Vec<String> =
+                sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap();
+            for table in tables {
+                let columns: Vec<String> = sqlx::query(&format!("PRAGMA table_info(\"{table}\")"))
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| row.get::<String, _>("name"))
+                    .collect();
+                for column in columns {
+                    let values: Vec<Option<Vec<u8>>> = sqlx::query_scalar(&format!(
+                        "SELECT CAST(\"{column}\" AS BLOB) FROM \"{table}\""
+                    ))
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap();
+                    cells.extend(
+                        values
+                            .into_iter()
+                            .flatten()
+                            .map(|v| (format!("{table}.{column}"), v)),
+                    );
+                }
+            }
+        }
+        fermata_store_sql::Database::Postgres { url } => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            let columns: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT table_name::text, column_name::text, data_type::text \
+                 FROM information_schema.columns WHERE table_schema = 'public'",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+            for (table, column, kind) in columns {
+                let sql = if kind == "bytea" {
+                    format!("SELECT \"{column}\" FROM \"{table}\"")
+                } else {
+                    format!(
+                        "SELECT convert_to(CAST(\"{column}\" AS TEXT), 'UTF8') FROM \"{table}\""
+                    )
+                };
+                let values: Vec<Option<Vec<u8>>> =
+                    sqlx::query_scalar(&sql).fetch_all(&mut conn).await.unwrap();
+                cells.extend(
+                    values
+                        .into_iter()
+                        .flatten()
+                        .map(|v| (format!("{table}.{column}"), v)),
+                );
+            }
+        }
+    }
+    assert!(
+        cells.len() > 20,
+        "the scan found almost nothing: {} cells",
+        cells.len()
+    );
+    cells
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// Fails naming the place when any secret, as text or in hex, is in any cell or log.
+pub fn assert_absent(secrets: &[(&str, String)], cells: &[(String, Vec<u8>)], logs: &str) {
+    for (what, secret) in secrets {
+        assert!(secret.len() >= 8, "{what} is too short to search for");
+        let forms = [
+            secret.as_bytes().to_vec(),
+            hex(secret.as_bytes()).into_bytes(),
+        ];
+        for (place, cell) in cells {
+            for form in &forms {
+                assert!(!contains(cell, form), "the {what} is stored in {place}");
+            }
+        }
+        assert!(
+            !logs.contains(secret.as_str()),
+            "the {what} appears in the logs"
+        );
+    }
+}
+
+pub fn session_headers<'a>(cookie: &'a str, csrf: &'a str) -> [(&'static str, String); 2] {
+    [
+        ("Cookie", format!("fermata_session={cookie}")),
+        ("X-CSRF-Token", csrf.to_owned()),
+    ]
 }

@@ -1,0 +1,361 @@
+//! Schema operations through the real binary, against the MariaDB server the test command
+//! provisions: `fermata schema inventory` with no server running (the command runs the workflow
+//! itself) and with one (the server runs it), `operations` and `show` with `--json`, and the HTTP
+//! API (start an inventory, a repeated request, the no-store status route, a non-administrator
+//! refused). Then a source whose driver errors carry the account name and the password: neither,
+//! nor the driver's text, reaches a stored row, an API answer or a log line.
+
+mod support;
+
+#[path = "../../fermata-schema/tests/support/mod.rs"]
+mod mysql;
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::Executor;
+use support::{Target, assert_absent, every_cell, request, session_headers};
+
+const PASSWORD: &str = "ada's long password";
+
+/// Adds a `[schema.source]` for `user` and `password` to the target's configuration.
+fn configure_source(target: &Target, user: &str, password: &str) {
+    let admin = mysql::admin_options();
+    let password_file = target.config().with_file_name("mysql-password");
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    write!(
+        config,
+        "\n[schema.source]\nhost = \"{}\"\nport = {}\nuser = {}\npassword_file = \"{}\"\ntls = \"disabled\"\n",
+        admin.get_host(),
+        admin.get_port(),
+        Value::String(user.to_owned()),
+        password_file.display()
+    )
+    .unwrap();
+}
+
+fn add_user(target: &Target, name: &str, admin: bool) -> String {
+    let mut words = vec!["user", "add", name, "--password-stdin"];
+    if admin {
+        words.extend(["--role", "system_admin"]);
+    }
+    let (status, out, err) = target.run_with_input(&words, &format!("{PASSWORD}\n"));
+    assert!(status.success(), "{out}{err}");
+    format!("{out}{err}")
+}
+
+/// `fermata schema WORDS... --json`: the exit status, the JSON printed and standard error.
+fn schema_json(target: &Target, words: &[&str]) -> (bool, Value, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    all.push("--json");
+    let output = target.command_words(&all).output().unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let err = String::from_utf8_lossy(&output.stderr).into_owned();
+    let value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (output.status.success(), value, format!("{out}{err}"))
+}
+
+fn names_with_prefix(view: &Value, prefix: &str) -> Vec<String> {
+    view["inventory"]["databases"]
+        .as_array()
+        .expect("an inventory")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Logs in as `name` and returns the session's cookie and CSRF token.
+fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
+    let login = request(
+        address,
+        "POST",
+        "/api/v1/session",
+        &[],
+        Some(&json!({"name": name, "password": PASSWORD})),
+    );
+    assert_eq!(login.status, 200, "{}", login.body);
+    let cookie = login.cookie("fermata_session").unwrap();
+    let csrf = login.json()["csrf_token"].as_str().unwrap().to_owned();
+    (cookie, csrf)
+}
+
+/// Polls the status route until the operation ends; returns every answer's body and the last.
+fn poll_until_terminal(
+    address: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    id: &str,
+) -> (Vec<String>, Value) {
+    let mut bodies = Vec::new();
+    for _ in 0..400 {
+        let answer = request(
+            address,
+            "GET",
+            &format!("/api/v1/schema/operations/{id}"),
+            headers,
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(
+            answer
+                .headers
+                .to_lowercase()
+                .contains("cache-control: no-store"),
+            "{}",
+            answer.headers
+        );
+        bodies.push(answer.body.clone());
+        let view = answer.json();
+        if view["terminal"] == true {
+            return (bodies, view);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("operation {id} never ended");
+}
+
+#[tokio::test]
+async fn inventories_run_from_the_command_line_and_the_api() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("e2e");
+    let visible: Vec<String> = ["Zeta", "with space", "back`tick", "naïve"]
+        .iter()
+        .map(|name| format!("{prefix}{name}"))
+        .collect();
+    let hidden = format!("{prefix}hidden");
+    for database in visible.iter().chain([&hidden]) {
+        mariadb
+            .execute(format!("CREATE DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    let (user, password) = mysql::snapshot_account(&mut mariadb, &visible).await;
+    let mut expected = visible.clone();
+    expected.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    add_user(&target, "ada", true);
+    add_user(&target, "bob", false);
+
+    // No server: the command runs the workflow itself and reports the inventory.
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(view["state"], "succeeded", "{output}");
+    assert_eq!(view["kind"], "inventory");
+    assert_eq!(names_with_prefix(&view, &prefix), expected);
+    let first = view["id"].as_str().unwrap().to_owned();
+    let (ok, _, output) = schema_json(&target, &["inventory", "--as", "bob"]);
+    assert!(!ok && output.contains("not a system_admin"), "{output}");
+
+    let (ok, list, output) = schema_json(&target, &["operations"]);
+    assert!(ok, "{output}");
+    assert_eq!(list[0]["id"], first.as_str());
+    let (ok, shown, output) = schema_json(&target, &["show", &first]);
+    assert!(ok, "{output}");
+    assert_eq!(shown["id"], first.as_str());
+    let steps: Vec<_> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            (
+                step["key"].as_str().unwrap(),
+                step["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("bind", "succeeded"),
+            ("discover", "succeeded"),
+            ("record", "succeeded"),
+            ("finish", "succeeded")
+        ]
+    );
+
+    // With a server: the API starts inventories that the server's worker runs.
+    let server = target.serve(&[]);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let (cookie, csrf) = login(address, "ada");
+    let [c, x] = session_headers(&cookie, &csrf);
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let started = request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        &session,
+        Some(&json!({"request_key": "browser-click-1"})),
+    );
+    assert_eq!(started.status, 202, "{}", started.body);
+    assert!(
+        started
+            .headers
+            .to_lowercase()
+            .contains("cache-control: no-store")
+    );
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let again = request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        &session,
+        Some(&json!({"request_key": "browser-click-1"})),
+    );
+    assert_eq!(
+        again.json()["id"],
+        id.as_str(),
+        "a repeated request made a new operation"
+    );
+    let (_, done) = poll_until_terminal(address, &session, &id);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(names_with_prefix(&done, &prefix), expected);
+
+    let latest = request(address, "GET", "/api/v1/schema/inventory", &session, None);
+    assert_eq!(latest.status, 200);
+    assert_eq!(latest.json()["operation_id"], id.as_str());
+    let listed = request(address, "GET", "/api/v1/schema/operations", &session, None);
+    assert!(
+        listed
+            .headers
+            .to_lowercase()
+            .contains("cache-control: no-store")
+    );
+    assert_eq!(listed.json().as_array().unwrap().len(), 2);
+    let missing = request(
+        address,
+        "GET",
+        "/api/v1/schema/operations/not-an-id",
+        &session,
+        None,
+    );
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["code"], "OPERATION_MISSING");
+
+    // A user without the role, and no one at all, are refused.
+    let (bob_cookie, bob_csrf) = login(address, "bob");
+    let [c, x] = session_headers(&bob_cookie, &bob_csrf);
+    let bob = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    for path in [
+        "/api/v1/schema/operations",
+        &format!("/api/v1/schema/operations/{id}"),
+    ] {
+        assert_eq!(request(address, "GET", path, &bob, None).status, 403);
+        assert_eq!(request(address, "GET", path, &[], None).status, 401);
+    }
+    let refused = request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        &bob,
+        Some(&json!({"request_key": "bob-1"})),
+    );
+    assert_eq!(refused.status, 403);
+
+    // The command line, while the server serves, leaves the run to the server.
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert!(output.contains("the serving process runs it"), "{output}");
+    assert_eq!(view["state"], "succeeded");
+
+    // Clearing needs a fresh session: this one is fresh, but there is no lease to clear.
+    let clear = request(
+        address,
+        "POST",
+        "/api/v1/schema/lease/clear",
+        &session,
+        Some(&json!({"operation_id": id})),
+    );
+    assert_eq!(clear.status, 409, "{}", clear.body);
+    assert_eq!(clear.json()["error"]["code"], "LEASE_NOT_HELD");
+
+    drop(server);
+    for database in visible.iter().chain([&hidden]) {
+        mariadb
+            .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn driver_errors_never_reach_rows_answers_or_logs() {
+    let mut mariadb = mysql::admin().await;
+    // An account whose name carries a marker: MariaDB repeats the name in its refusal.
+    let marker = format!("leakmark{}", std::process::id());
+    let (user, password) = mysql::snapshot_account_named(&mut mariadb, &marker).await;
+    let wrong = format!("{password} but wrong, with 'quotes' and ; DROP TABLE x");
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &wrong);
+    let mut logs = add_user(&target, "ada", true);
+
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    logs.push_str(&output);
+    assert!(!ok, "{output}");
+    assert_eq!(view["state"], "failed");
+    assert_eq!(view["error"]["code"], "AUTHENTICATION_FAILED");
+    assert_eq!(view["error"]["stage"], "permission");
+    assert_eq!(view["error"]["retryable"], false);
+
+    let mut command = target.command("serve");
+    command
+        .args(["--listen", "127.0.0.1:0"])
+        .env("FERMATA_LOG", "debug");
+    let mut server = support::Fermata::spawn(command);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let (cookie, csrf) = login(address, "ada");
+    let [c, x] = session_headers(&cookie, &csrf);
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let started = request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        &session,
+        Some(&json!({"request_key": "leak-1"})),
+    );
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let (mut answers, done) = poll_until_terminal(address, &session, &id);
+    assert_eq!(done["error"]["code"], "AUTHENTICATION_FAILED");
+    answers.push(started.body);
+    for path in ["/api/v1/schema/operations", "/api/v1/schema/lease"] {
+        answers.push(request(address, "GET", path, &session, None).body);
+    }
+    server.terminate();
+    server.wait_exit().await;
+    logs.push_str(&server.output());
+    logs.push_str(&answers.join("\n"));
+    let cells = every_cell(&target).await;
+    let admin = mysql::admin_options();
+    let secrets = [
+        ("wrong password", wrong.clone()),
+        ("account name", marker.clone()),
+        ("driver text", "Access denied".to_owned()),
+        ("driver text", "using password".to_owned()),
+        ("SQL", "SHOW DATABASES".to_owned()),
+        ("SQL", "SELECT VERSION".to_owned()),
+        ("connection URL", format!("mysql://{user}")),
+        (
+            "server address",
+            format!("{}:{}", admin.get_host(), admin.get_port()),
+        ),
+    ];
+    assert_absent(&secrets, &cells, &logs);
+    mariadb
+        .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}

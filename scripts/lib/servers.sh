@@ -57,28 +57,59 @@ start_postgres() {
   echo "PostgreSQL ($mode) on 127.0.0.1:$PG_PORT" >&2
 }
 
-# start_mariadb: sets MY_ROOT, MY_PORT and FERMATA_TEST_MYSQL_URL (an account with every grant).
-start_mariadb() {
-  MY_ROOT=$(mktemp -d /tmp/fermata-my.XXXXXX)
-  MY_PORT=$(free_port)
-  [ "$(id -u)" -eq 0 ] && chown mysql:mysql "$MY_ROOT"
+# mariadb_instance ROOT_VAR PORT_VAR [MARIADBD_ARGS...]: installs and starts a throwaway MariaDB
+# server in a new folder on a free loopback port, sets ROOT_VAR and PORT_VAR to them, and adds
+# the account fermata/fermata with every grant.
+mariadb_instance() {
+  local root_var=$1 port_var=$2
+  shift 2
+  local root port
+  root=$(mktemp -d /tmp/fermata-my.XXXXXX)
+  port=$(free_port)
+  printf -v "$root_var" '%s' "$root"
+  printf -v "$port_var" '%s' "$port"
+  [ "$(id -u)" -eq 0 ] && chown mysql:mysql "$root"
   mariadb-install-db --no-defaults --user="$(id -u -n | sed 's/^root$/mysql/')" \
-    --datadir="$MY_ROOT/data" --auth-root-authentication-method=normal --skip-test-db \
-    >"$MY_ROOT/install.log" 2>&1 || { cat "$MY_ROOT/install.log" >&2; return 1; }
-  as_user mysql mariadbd --no-defaults --datadir="$MY_ROOT/data" --socket="$MY_ROOT/mysqld.sock" \
-    --pid-file="$MY_ROOT/mysqld.pid" --log-error="$MY_ROOT/err.log" --port="$MY_PORT" \
+    --datadir="$root/data" --auth-root-authentication-method=normal --skip-test-db \
+    >"$root/install.log" 2>&1 || { cat "$root/install.log" >&2; return 1; }
+  as_user mysql mariadbd --no-defaults --datadir="$root/data" --socket="$root/mysqld.sock" \
+    --pid-file="$root/mysqld.pid" --log-error="$root/err.log" --port="$port" \
     --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin \
-    --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 >/dev/null 2>&1 &
+    --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 "$@" >/dev/null 2>&1 &
   local i
   for i in $(seq 1 600); do
-    mariadb-admin --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot ping >/dev/null 2>&1 && break
+    mariadb-admin --no-defaults --socket="$root/mysqld.sock" -uroot ping >/dev/null 2>&1 && break
     sleep 0.1
   done
-  mariadb --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot -e \
+  mariadb --no-defaults --socket="$root/mysqld.sock" -uroot -e \
     "CREATE USER 'fermata'@'127.0.0.1' IDENTIFIED BY 'fermata'; GRANT ALL ON *.* TO 'fermata'@'127.0.0.1' WITH GRANT OPTION;" \
-    || { cat "$MY_ROOT/err.log" >&2; return 1; }
+    || { cat "$root/err.log" >&2; return 1; }
+}
+
+# start_mariadb: sets MY_ROOT, MY_PORT and FERMATA_TEST_MYSQL_URL (an account with every grant).
+start_mariadb() {
+  mariadb_instance MY_ROOT MY_PORT
   export FERMATA_TEST_MYSQL_URL="mysql://fermata:fermata@127.0.0.1:$MY_PORT"
   echo "MariaDB on 127.0.0.1:$MY_PORT" >&2
+}
+
+# start_restricted_mariadb: a second server started with --skip-show-database, as hardened
+# servers are, where listing databases needs the SHOW DATABASES privilege; sets MY2_ROOT,
+# MY2_PORT and FERMATA_TEST_MYSQL_RESTRICTED_URL.
+start_restricted_mariadb() {
+  mariadb_instance MY2_ROOT MY2_PORT --skip-show-database
+  export FERMATA_TEST_MYSQL_RESTRICTED_URL="mysql://fermata:fermata@127.0.0.1:$MY2_PORT"
+  echo "MariaDB (skip-show-database) on 127.0.0.1:$MY2_PORT" >&2
+}
+
+# stop_mariadb ROOT: stops the server in ROOT and removes the folder.
+stop_mariadb() {
+  local root=$1
+  if [ -n "$root" ] && [ -d "$root" ]; then
+    mariadb-admin --no-defaults --socket="$root/mysqld.sock" -uroot shutdown >/dev/null 2>&1 \
+      || { [ -f "$root/mysqld.pid" ] && kill -9 "$(cat "$root/mysqld.pid")" 2>/dev/null; } || true
+    rm -rf "$root"
+  fi
 }
 
 stop_servers() {
@@ -86,9 +117,6 @@ stop_servers() {
     as_user postgres "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
     rm -rf "$PG_ROOT"
   fi
-  if [ -n "${MY_ROOT:-}" ] && [ -d "$MY_ROOT" ]; then
-    mariadb-admin --no-defaults --socket="$MY_ROOT/mysqld.sock" -uroot shutdown >/dev/null 2>&1 \
-      || { [ -f "$MY_ROOT/mysqld.pid" ] && kill -9 "$(cat "$MY_ROOT/mysqld.pid")" 2>/dev/null; } || true
-    rm -rf "$MY_ROOT"
-  fi
+  stop_mariadb "${MY_ROOT:-}"
+  stop_mariadb "${MY2_ROOT:-}"
 }

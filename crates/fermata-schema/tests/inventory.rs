@@ -8,7 +8,10 @@ mod support;
 use fermata_schema::{TlsMode, discover};
 use fermata_store::schema::{ErrorCode, ErrorStage, SafeError};
 use sqlx::Executor;
-use support::{admin, quoted, settings, snapshot_account, unique};
+use support::{
+    RESTRICTED_MYSQL_URL_VAR, admin, admin_options_of, quoted, restricted_admin, settings,
+    settings_on, snapshot_account, unique,
+};
 
 fn assert_safe(error: &SafeError, code: ErrorCode, stage: ErrorStage, secrets: &[&str]) {
     assert_eq!((error.code(), error.stage()), (code, stage), "{error}");
@@ -121,6 +124,36 @@ async fn a_wrong_password_is_an_authentication_error_that_shows_nothing() {
         &[&wrong, &user, "127.0.0.1", "Access denied"],
     );
     assert!(!error.retryable());
+}
+
+#[tokio::test]
+async fn a_missing_show_databases_privilege_is_a_permission_error() {
+    // On a server started with --skip-show-database, listing databases needs the privilege.
+    let mut admin = restricted_admin().await;
+    let database = unique("granted");
+    admin
+        .execute(format!("CREATE DATABASE {}", quoted(&database)).as_str())
+        .await
+        .unwrap();
+    let (user, password) = snapshot_account(&mut admin, std::slice::from_ref(&database)).await;
+    let source = settings_on(
+        &admin_options_of(RESTRICTED_MYSQL_URL_VAR),
+        &user,
+        &password,
+    );
+    let mut connection = source.connect().await.unwrap();
+    let error = discover(&mut connection).await.unwrap_err();
+    assert_safe(
+        &error,
+        ErrorCode::PermissionDenied,
+        ErrorStage::Permission,
+        &[&password, &user, "SHOW DATABASES", "Access denied"],
+    );
+    assert!(!error.retryable());
+    admin
+        .execute(format!("DROP DATABASE {}", quoted(&database)).as_str())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -408,6 +408,42 @@ async fn a_wrong_password_fails_at_once_and_shows_nothing_of_the_account() {
 }
 
 #[tokio::test]
+async fn a_missing_privilege_fails_at_once_as_a_permission_error() {
+    // A server started with --skip-show-database lists databases only to accounts with the
+    // SHOW DATABASES privilege; this account has a grant on one database and not that.
+    let mut admin = support::restricted_admin().await;
+    let database = unique("granted");
+    run_sql(
+        &mut admin,
+        &format!("CREATE DATABASE {}", support::quoted(&database)),
+    )
+    .await;
+    let (user, password) = snapshot_account(&mut admin, std::slice::from_ref(&database)).await;
+    let source = support::settings_on(
+        &support::admin_options_of(support::RESTRICTED_MYSQL_URL_VAR),
+        &user,
+        &password,
+    );
+    let hx = harness(Some(source)).await;
+
+    let report = hx.inventory("discover-1").await;
+    assert_failed(
+        &report,
+        ErrorCode::PermissionDenied,
+        ErrorStage::Permission,
+        false,
+    );
+    assert_step_failed(&hx, &report, "discover", ErrorCode::PermissionDenied, 1).await;
+
+    run_sql(
+        &mut admin,
+        &format!("DROP DATABASE {}", support::quoted(&database)),
+    )
+    .await;
+    run_sql(&mut admin, &format!("DROP USER '{user}'@'127.0.0.1'")).await;
+}
+
+#[tokio::test]
 async fn a_refused_connection_is_tried_four_times_then_fails_the_operation() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();

@@ -12,12 +12,20 @@ use sqlx::{ConnectOptions, Executor};
 use zeroize::Zeroizing;
 
 pub const MYSQL_URL_VAR: &str = "FERMATA_TEST_MYSQL_URL";
+/// The second server, started with `--skip-show-database`.
+pub const RESTRICTED_MYSQL_URL_VAR: &str = "FERMATA_TEST_MYSQL_RESTRICTED_URL";
 
-/// The administrator's options; a test that needs MariaDB fails when it is not there.
-pub fn admin_options() -> MySqlConnectOptions {
-    let url = std::env::var(MYSQL_URL_VAR)
-        .unwrap_or_else(|_| panic!("{MYSQL_URL_VAR} is not set; run the tests with scripts/test"));
+/// The administrator's options on the server `var` names; a test that needs it fails when it is
+/// not there.
+pub fn admin_options_of(var: &str) -> MySqlConnectOptions {
+    let url = std::env::var(var)
+        .unwrap_or_else(|_| panic!("{var} is not set; run the tests with scripts/test"));
     url.parse().expect("a MySQL URL")
+}
+
+/// The administrator's options on the main test server.
+pub fn admin_options() -> MySqlConnectOptions {
+    admin_options_of(MYSQL_URL_VAR)
 }
 
 pub async fn admin() -> MySqlConnection {
@@ -25,6 +33,14 @@ pub async fn admin() -> MySqlConnection {
         .connect()
         .await
         .expect("the test MariaDB answers")
+}
+
+/// The administrator of the `--skip-show-database` server.
+pub async fn restricted_admin() -> MySqlConnection {
+    admin_options_of(RESTRICTED_MYSQL_URL_VAR)
+        .connect()
+        .await
+        .expect("the restricted test MariaDB answers")
 }
 
 /// A prefix no other test of this run uses, so tests can share the server.
@@ -52,7 +68,11 @@ pub fn grant_pattern(database: &str) -> String {
 }
 
 pub fn settings(user: &str, password: &str) -> SourceSettings {
-    let admin = admin_options();
+    settings_on(&admin_options(), user, password)
+}
+
+/// Source settings for `user` on the server `admin` reaches.
+pub fn settings_on(admin: &MySqlConnectOptions, user: &str, password: &str) -> SourceSettings {
     SourceSettings {
         host: admin.get_host().to_owned(),
         port: admin.get_port(),

@@ -128,6 +128,45 @@ impl ErrorStage {
 }
 
 impl ErrorCode {
+    /// Every code, in declaration order (the README's table lists them all).
+    pub const ALL: [ErrorCode; 35] = [
+        ErrorCode::AccessDenied,
+        ErrorCode::LeaseHeld,
+        ErrorCode::LeaseCleared,
+        ErrorCode::LeaseExpired,
+        ErrorCode::LeaseNeedsClearing,
+        ErrorCode::LeaseNotHeld,
+        ErrorCode::LeaseNotExpired,
+        ErrorCode::RunStillActive,
+        ErrorCode::OperationMissing,
+        ErrorCode::PullRequestOpen,
+        ErrorCode::InventoryExpired,
+        ErrorCode::InventoryMissing,
+        ErrorCode::DatabaseNotInInventory,
+        ErrorCode::DatabaseNoLongerVisible,
+        ErrorCode::EmptySelection,
+        ErrorCode::InvalidIdentifier,
+        ErrorCode::SourceNotConfigured,
+        ErrorCode::InvalidSourceConfiguration,
+        ErrorCode::ConnectionRefused,
+        ErrorCode::ConnectionLost,
+        ErrorCode::TlsFailed,
+        ErrorCode::AuthenticationFailed,
+        ErrorCode::PermissionDenied,
+        ErrorCode::UnsupportedSchemaOutput,
+        ErrorCode::MetadataUnreadable,
+        ErrorCode::VerificationFailed,
+        ErrorCode::ArtifactUnavailable,
+        ErrorCode::ReviewExpired,
+        ErrorCode::ReviewRejected,
+        ErrorCode::GithubFailed,
+        ErrorCode::GithubRateLimited,
+        ErrorCode::StartFailed,
+        ErrorCode::StartUnknown,
+        ErrorCode::StepTimedOut,
+        ErrorCode::StorageUnavailable,
+    ];
+
     /// The code's name, as sent and stored (`CONNECTION_LOST`).
     pub fn name(self) -> String {
         serialized_name(self)

@@ -1,7 +1,8 @@
 //! The schema operations JSON API under `/api/v1/schema`: start an inventory, list operations,
 //! read one operation (the route the administrator page polls), read the latest inventory and the
-//! lease, and clear an expired lease. Every answer is `Cache-Control: no-store`, and every error
-//! is the safe error `{stage, code, retryable, message}`.
+//! lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema
+//! service refuses is its safe error `{stage, code, retryable, message}`; authentication and
+//! malformed bodies are refused as by the rest of the API.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -28,6 +29,15 @@ pub(crate) fn routes() -> Router<HttpState> {
         .route("/api/v1/schema/operations/{id}", get(operation))
         .route("/api/v1/schema/lease", get(lease))
         .route("/api/v1/schema/lease/clear", post(clear_lease))
+        .layer(axum::middleware::map_response(never_cached))
+}
+
+/// Every answer of these routes, refusals included, is `Cache-Control: no-store`.
+async fn never_cached(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// A safe error as an answer.
@@ -56,7 +66,7 @@ impl IntoResponse for SchemaError {
             (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        no_store(
+        json(
             status,
             ErrorBody {
                 error: ErrorView::from(&self.0),
@@ -65,13 +75,9 @@ impl IntoResponse for SchemaError {
     }
 }
 
-/// `value` as JSON that no cache keeps.
-fn no_store(status: StatusCode, value: impl Serialize) -> Response {
-    let mut response = (status, Json(value)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+/// `value` as JSON.
+fn json(status: StatusCode, value: impl Serialize) -> Response {
+    (status, Json(value)).into_response()
 }
 
 fn admin(principal: &fermata_accounts::Principal) -> Result<Administrator, SchemaError> {
@@ -92,7 +98,7 @@ async fn start_inventory(
 ) -> Result<Response, SchemaError> {
     let admin = admin(&principal)?;
     let request_key = RequestKey::new(body.request_key)
-        .map_err(|_| SafeError::new(ErrorCode::InvalidIdentifier))?;
+        .map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))?;
     let operation = state
         .schema
         .request(
@@ -106,7 +112,7 @@ async fn start_inventory(
         )
         .await?;
     let report = state.schema.report(operation.id).await?;
-    Ok(no_store(StatusCode::ACCEPTED, OperationView::from(&report)))
+    Ok(json(StatusCode::ACCEPTED, OperationView::from(&report)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -122,7 +128,7 @@ async fn list_operations(
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let operations = state.schema.recent(limit).await?;
     let list: Vec<_> = operations.iter().map(OperationSummary::from).collect();
-    Ok(no_store(StatusCode::OK, list))
+    Ok(json(StatusCode::OK, list))
 }
 
 /// The exact operation ID, or the "does not exist" answer.
@@ -138,7 +144,7 @@ async fn operation(
     Path(id): Path<String>,
 ) -> Result<Response, SchemaError> {
     let report = state.schema.report(operation_id(&id)?).await?;
-    Ok(no_store(StatusCode::OK, OperationView::from(&report)))
+    Ok(json(StatusCode::OK, OperationView::from(&report)))
 }
 
 async fn latest_inventory(
@@ -146,7 +152,7 @@ async fn latest_inventory(
     SystemAdmin(_): SystemAdmin,
 ) -> Result<Response, SchemaError> {
     match state.schema.latest_inventory().await? {
-        Some(inventory) => Ok(no_store(StatusCode::OK, InventoryView::from(&inventory))),
+        Some(inventory) => Ok(json(StatusCode::OK, InventoryView::from(&inventory))),
         None => Err(SchemaError(SafeError::new(ErrorCode::InventoryMissing))),
     }
 }
@@ -156,10 +162,7 @@ async fn lease(
     SystemAdmin(_): SystemAdmin,
 ) -> Result<Response, SchemaError> {
     let lease = state.schema.lease().await?;
-    Ok(no_store(
-        StatusCode::OK,
-        lease.as_ref().map(LeaseView::from),
-    ))
+    Ok(json(StatusCode::OK, lease.as_ref().map(LeaseView::from)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,5 +180,5 @@ async fn clear_lease(
     let admin = admin(&principal)?;
     let cleared = state.schema.clear_lease(&admin, &body.operation_id).await?;
     let report = state.schema.report(cleared.id).await?;
-    Ok(no_store(StatusCode::OK, OperationView::from(&report)))
+    Ok(json(StatusCode::OK, OperationView::from(&report)))
 }

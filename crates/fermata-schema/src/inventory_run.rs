@@ -111,12 +111,28 @@ impl InventoryWorkflow {
         progress
             .step(ctx, "finish", |_| async {
                 let done = Transition::new(OperationState::Running, OperationState::Succeeded);
-                storage
-                    .schema()
+                let schema = storage.schema();
+                if schema
                     .transition(id, &done)
                     .await
-                    .map(|_| ())
-                    .map_err(|e| storage_error(&e))
+                    .map_err(|e| storage_error(&e))?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+                // Not running: succeeded by an earlier attempt of this step, or ended meanwhile
+                // (an administrator's clear, say), which this run reports as its own end.
+                let operation = schema
+                    .operation(id)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                    .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
+                match operation.state {
+                    OperationState::Succeeded => Ok(()),
+                    _ => Err(operation
+                        .error
+                        .unwrap_or_else(|| SafeError::new(ErrorCode::RunLost))),
+                }
             })
             .await?;
         tracing::info!(operation = %id, inventory = %inventory, databases = found.databases.len(), "inventory recorded");
@@ -133,9 +149,10 @@ impl Workflow for InventoryWorkflow {
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
         let input: RunInput = serde_json::from_value(input)
             .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+        let run_id = ctx.run_id().0.clone();
         match self.execute(ctx, input.operation).await {
             Err(RunError::Failed(error)) => {
-                fail_operation(&*self.storage, input.operation, &error, false).await;
+                fail_operation(&*self.storage, input.operation, &run_id, &error, false).await;
                 Err(RunError::Failed(error))
             }
             other => other,
@@ -143,11 +160,13 @@ impl Workflow for InventoryWorkflow {
     }
 }
 
-/// Ends a live operation `failed` with `error` (releasing its lease when it holds one). An
-/// operation that already ended keeps its state.
+/// Ends operation `id` `failed` with `error` (releasing its lease when asked) on behalf of run
+/// `run_id`: only while it is live and not bound to another run. An operation that ended keeps
+/// its state.
 pub(crate) async fn fail_operation(
     storage: &dyn Storage,
     id: OperationId,
+    run_id: &str,
     error: &SafeError,
     release_lease: bool,
 ) {
@@ -155,13 +174,20 @@ pub(crate) async fn fail_operation(
     let Ok(Some(operation)) = schema.operation(id).await else {
         return;
     };
-    if operation.state.is_terminal() {
+    let ours = operation
+        .run_id
+        .as_deref()
+        .is_none_or(|bound| bound == run_id);
+    if operation.state.is_terminal() || !ours {
         return;
     }
     let mut failed = Transition::fail(operation.state, error.clone());
     failed.release_lease = release_lease;
     match schema.transition(id, &failed).await {
-        Ok(_) => tracing::warn!(operation = %id, code = ?error.code(), "schema operation failed"),
+        Ok(Some(_)) => {
+            tracing::warn!(operation = %id, code = %error.code().name(), "schema operation failed");
+        }
+        Ok(None) => {}
         Err(store_error) => {
             tracing::warn!(operation = %id, %store_error, "a failed schema operation could not be marked failed");
         }

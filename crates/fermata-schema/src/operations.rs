@@ -9,6 +9,7 @@
 //! an uncertain result moves it to `start_unknown`, keeping the lease until it expires. The
 //! workflow's first step binds its own run ID when the response was lost.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,13 @@ use fermata_store::{Storage, StoreError};
 
 use crate::admin::Administrator;
 use crate::selection;
+
+/// How long an operation may wait for its workflow run to bind before it counts as never
+/// started: as long as a lease would have kept it.
+pub const START_GRACE: Duration = SCHEMA_LEASE_TTL;
+
+/// How many of the latest operations [`Operations::settle_abandoned`] looks at.
+const SETTLE_SCAN: u32 = 200;
 
 /// What a failed `start()` call means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +125,15 @@ impl Operations {
         request: &OperationRequest,
     ) -> Result<Operation, SafeError> {
         let schema = self.storage.schema();
+        // A repeated request is answered before anything else is checked: the inventory it
+        // selected from may have expired since, and the answer is still its operation.
+        if let Some(existing) = schema
+            .operation_by_request(admin.user(), &request.request_key)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            return self.repeated(existing, request).await;
+        }
         let databases = match (request.kind, request.inventory) {
             (OperationKind::Inventory, _) => Vec::new(),
             (_, None) => return Err(SafeError::new(ErrorCode::InventoryMissing)),
@@ -153,6 +170,37 @@ impl Operations {
             Reservation::LeaseHeld(lease) => return Err(lease_refusal(&lease, schema).await?),
         };
         self.start(reserved).await
+    }
+
+    /// The answer to a request whose key made `existing`: that operation, moved on if the first
+    /// request never got past its reservation, or a refusal when the key came with a different
+    /// request.
+    async fn repeated(
+        &self,
+        existing: Operation,
+        request: &OperationRequest,
+    ) -> Result<Operation, SafeError> {
+        let selected: BTreeSet<&str> = request.databases.iter().map(String::as_str).collect();
+        let results = self
+            .storage
+            .schema()
+            .database_results(existing.id)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        let recorded: BTreeSet<&str> = results.iter().map(|row| row.database.as_str()).collect();
+        let inventory = request.inventory.filter(|_| request.kind.takes_lease());
+        if existing.kind != request.kind || existing.inventory != inventory || selected != recorded
+        {
+            return Err(SafeError::about(
+                ErrorCode::RequestKeyReused,
+                Subject::Operation(existing.id.0),
+            ));
+        }
+        if existing.state == OperationState::Reserved {
+            self.start(existing).await
+        } else {
+            Ok(existing)
+        }
     }
 
     /// Steps 3 and 4 of the protocol for a reserved operation.
@@ -242,6 +290,68 @@ impl Operations {
             lease,
             steps,
         })
+    }
+
+    /// Ends an inventory whose workflow run is gone, and returns the operation as it stands: one
+    /// bound to a run that ended or no longer exists fails with `RUN_LOST`, and one whose run
+    /// never bound within [`START_GRACE`] fails (or, from `start_unknown`, expires) the same
+    /// way. Refresh and verification hold the lease instead, which expires and is cleared by an
+    /// administrator, as the seed says.
+    pub async fn settle(&self, id: OperationId) -> Result<Operation, SafeError> {
+        let operation = self.current(id).await?;
+        if operation.state.is_terminal() || operation.kind.takes_lease() {
+            return Ok(operation);
+        }
+        let abandoned = match &operation.run_id {
+            Some(run) => self.workflows.run_is_over(run).await?,
+            None => {
+                let now = self
+                    .storage
+                    .schema()
+                    .clock()
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                now.since(operation.created_at) > START_GRACE
+            }
+        };
+        if !abandoned {
+            return Ok(operation);
+        }
+        let to = if operation.state == OperationState::StartUnknown {
+            OperationState::Expired
+        } else {
+            OperationState::Failed
+        };
+        let ended = Transition {
+            error: Some(SafeError::new(ErrorCode::RunLost)),
+            ..Transition::new(operation.state, to)
+        };
+        if self
+            .storage
+            .schema()
+            .transition(id, &ended)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .is_some()
+        {
+            tracing::warn!(operation = %id, state = %to, "an inventory whose run is gone was ended");
+        }
+        self.current(id).await
+    }
+
+    /// [`Operations::settle`] for every live operation among the latest ones; returns how many
+    /// it ended.
+    pub async fn settle_abandoned(&self) -> Result<usize, SafeError> {
+        let mut ended = 0;
+        for operation in self.recent(SETTLE_SCAN).await? {
+            if !operation.state.is_terminal()
+                && !operation.kind.takes_lease()
+                && self.settle(operation.id).await?.state.is_terminal()
+            {
+                ended += 1;
+            }
+        }
+        Ok(ended)
     }
 
     /// The latest `limit` operations, newest first.
@@ -359,7 +469,16 @@ pub async fn begin_run(
         .await
         .map_err(|e| storage_error(&e))?
     {
-        return Err(missing());
+        // Ended before this run could bind (cleared, say), or bound to another run.
+        let operation = schema
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(missing)?;
+        return Err(match operation.error {
+            Some(error) if operation.state.is_terminal() => error,
+            _ => SafeError::new(ErrorCode::RunLost),
+        });
     }
     for from in [OperationState::Starting, OperationState::StartUnknown] {
         if let Some(running) = schema

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress};
+use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress, StepState};
 use fermata_store::{ErrorKind, Storage, StoreError};
 use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
 use serde::Serialize;
@@ -57,28 +57,52 @@ impl Progress<'_> {
     {
         let step_key = StepKey::new(key).map_err(|e: StoreError| RunError::Lost(e))?;
         let step_key = &step_key;
-        ctx.step(key, |attempt| {
-            let outcome = body(attempt);
-            async move {
-                self.record(step_key, StepProgress::Attempt).await?;
-                match outcome.await {
-                    Ok(value) => {
-                        self.record(step_key, StepProgress::Succeeded).await?;
-                        Ok(value)
-                    }
-                    Err(error) => {
-                        let retried = error.retryable() && retry_delay(attempt.number()).is_some();
-                        let progress = if retried {
-                            StepProgress::Retrying(error.clone())
-                        } else {
-                            StepProgress::Failed(error.clone())
-                        };
-                        self.record(step_key, progress).await?;
-                        Err(error)
+        // The operation's row can be ahead of the run's journal when a worker died between
+        // writing the two: a step that failed for good there is not tried again.
+        let recorded = self
+            .storage
+            .schema()
+            .step(self.operation, step_key)
+            .await
+            .map_err(RunError::Lost)?;
+        if let Some(failed) = recorded.filter(|step| step.state == StepState::Failed) {
+            let error = failed
+                .error
+                .unwrap_or_else(|| SafeError::new(ErrorCode::RunUnreadable));
+            return Err(RunError::Failed(error));
+        }
+        let outcome = ctx
+            .step(key, |attempt| {
+                let outcome = body(attempt);
+                async move {
+                    self.record(step_key, StepProgress::Attempt).await?;
+                    match outcome.await {
+                        Ok(value) => {
+                            self.record(step_key, StepProgress::Succeeded).await?;
+                            Ok(value)
+                        }
+                        Err(error) => {
+                            let retried =
+                                error.retryable() && retry_delay(attempt.number()).is_some();
+                            let progress = if retried {
+                                StepProgress::Retrying(error.clone())
+                            } else {
+                                StepProgress::Failed(error.clone())
+                            };
+                            self.record(step_key, progress).await?;
+                            Err(error)
+                        }
                     }
                 }
-            }
-        })
-        .await
+            })
+            .await;
+        // A step the run's journal ended (its tries ran out while the worker was away, say) ends
+        // in the operation's row too; a row that ended already stays as it is.
+        if let Err(RunError::Failed(error)) = &outcome {
+            let _ = self
+                .record(step_key, StepProgress::Failed(error.clone()))
+                .await;
+        }
+        outcome
     }
 }

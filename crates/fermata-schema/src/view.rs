@@ -246,7 +246,7 @@ impl OperationView {
                 "  error     {} ({}): {}",
                 error.code_name(),
                 error.stage_name(),
-                error.message
+                printable(&error.message)
             );
         }
         if let Some(lease) = &self.lease {
@@ -279,7 +279,12 @@ impl OperationView {
                 step.key, step.state, step.attempts
             );
             if let Some(error) = &step.error {
-                let _ = write!(text, "  {}: {}", error.code_name(), error.message);
+                let _ = write!(
+                    text,
+                    "  {}: {}",
+                    error.code_name(),
+                    printable(&error.message)
+                );
             }
             text.push('\n');
         }
@@ -289,7 +294,12 @@ impl OperationView {
                 let _ = write!(text, "  {outcome}/{freshness}");
             }
             if let Some(error) = &database.error {
-                let _ = write!(text, "  {}: {}", error.code_name(), error.message);
+                let _ = write!(
+                    text,
+                    "  {}: {}",
+                    error.code_name(),
+                    printable(&error.message)
+                );
             }
             text.push('\n');
         }

@@ -283,6 +283,10 @@ async fn a_lost_response_is_bound_by_the_first_step(scratch: ScratchDatabase) {
     let run = workflows.run_of(operation.id).expect("the run was created");
     let running = begin_run(&*fx.storage, operation.id, &run).await.unwrap();
     assert_eq!(running.state, OperationState::Running);
+    assert_eq!(
+        running.error, None,
+        "START_UNKNOWN outlived the uncertainty"
+    );
     assert_eq!(running.run_id.as_deref(), Some(run.as_str()));
     let lease = fx.storage.schema().schema_lease().await.unwrap().unwrap();
     assert_eq!(lease.run_id.as_deref(), Some(run.as_str()));
@@ -454,6 +458,77 @@ async fn clearing_needs_a_fresh_session_the_exact_id_and_an_expired_lease_of_an_
     assert_eq!(fx.lease_holder().await, Some(next.id));
 }
 
+async fn a_reused_request_key_is_answered_first_and_refused_for_another_request(
+    scratch: ScratchDatabase,
+) {
+    let fx = fixture(scratch).await;
+    let workflows = FakeWorkflows::new(Behaviour::Start);
+    let operations = fx.operations(&workflows);
+    let first = operations
+        .request(&fx.admin, &fx.refresh("browser-1"))
+        .await
+        .unwrap();
+    // The same request, its selection in another order and repeated: the same operation.
+    let same = OperationRequest {
+        databases: vec!["app".to_owned(), "billing".to_owned(), "app".to_owned()],
+        ..fx.refresh("browser-1")
+    };
+    assert_eq!(
+        operations.request(&fx.admin, &same).await.unwrap().id,
+        first.id
+    );
+    // Another selection, or another kind, under the same key is refused, naming the operation.
+    for other in [
+        OperationRequest {
+            databases: vec!["app".to_owned()],
+            ..fx.refresh("browser-1")
+        },
+        OperationRequest {
+            kind: OperationKind::Verification,
+            ..fx.refresh("browser-1")
+        },
+    ] {
+        let refused = operations.request(&fx.admin, &other).await.unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::RequestKeyReused);
+        assert_eq!(refused.subject(), Some(&Subject::Operation(first.id.0)));
+    }
+    assert_eq!(workflows.calls(), 1);
+}
+
+async fn an_inventory_whose_run_is_gone_is_ended(scratch: ScratchDatabase) {
+    let fx = fixture(scratch).await;
+    let workflows = FakeWorkflows::new(Behaviour::Start);
+    let operations = fx.operations(&workflows);
+    let inventory = operations
+        .request(
+            &fx.admin,
+            &request(OperationKind::Inventory, "discover-2", &[]),
+        )
+        .await
+        .unwrap();
+    let refresh = operations
+        .request(&fx.admin, &fx.refresh("browser-1"))
+        .await
+        .unwrap();
+    // While the runs live, nothing changes.
+    assert_eq!(
+        operations.settle(inventory.id).await.unwrap().state,
+        OperationState::Starting
+    );
+    assert_eq!(operations.settle_abandoned().await.unwrap(), 0);
+    // The runs end without ending their operations: the inventory fails with RUN_LOST; the
+    // refresh keeps its lease for the clear action.
+    workflows.runs_over.store(true, Ordering::SeqCst);
+    // Two inventories: this one and the fixture's discovery, whose run ended as well.
+    assert_eq!(operations.settle_abandoned().await.unwrap(), 2);
+    let ended = operations.report(inventory.id).await.unwrap().operation;
+    assert_eq!(ended.state, OperationState::Failed);
+    assert_eq!(ended.error.unwrap().code(), ErrorCode::RunLost);
+    let kept = operations.settle(refresh.id).await.unwrap();
+    assert_eq!(kept.state, OperationState::Starting);
+    assert_eq!(fx.lease_holder().await, Some(refresh.id));
+}
+
 macro_rules! on_both_engines {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -483,4 +558,6 @@ on_both_engines!(
     repeated_browser_requests_create_one_operation,
     bad_selections_are_refused_before_anything_is_written,
     clearing_needs_a_fresh_session_the_exact_id_and_an_expired_lease_of_an_ended_run,
+    a_reused_request_key_is_answered_first_and_refused_for_another_request,
+    an_inventory_whose_run_is_gone_is_ended,
 );

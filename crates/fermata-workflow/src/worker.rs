@@ -10,7 +10,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_store::{Claim, ClaimedRun, RunId, Storage, StoreError, StoreResult};
+use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_store::{Claim, ClaimedRun, ErrorKind, RunId, Storage, StoreError, StoreResult};
 use serde_json::Value;
 
 use crate::context::{RunContext, RunError};
@@ -189,6 +190,17 @@ impl Worker {
                 .suspend(&claim, ctx.wake_after())
                 .await
                 .map(|_| ExecutionEnd::Suspended),
+            // A run whose stored state cannot be read never will be: end it rather than have it
+            // claimed again after every claim expiry.
+            Err(RunError::Lost(error))
+                if matches!(error.kind(), ErrorKind::Corrupt | ErrorKind::Invalid) =>
+            {
+                tracing::warn!(run = %id, error = %error, "the run's stored state cannot be read; it fails");
+                store
+                    .finish(&claim, Err(SafeError::new(ErrorCode::RunUnreadable)))
+                    .await
+                    .map(|_| ExecutionEnd::Failed)
+            }
             Err(RunError::Lost(error)) => Err(error),
         };
         let end = end.unwrap_or_else(|error| {

@@ -1,6 +1,7 @@
 //! The engine against every adapter (memory, SQLite, PostgreSQL): runs waiting for hooks and
 //! resuming when they arrive, idempotent deliveries, hook timeouts, cancellation fencing out the
-//! worker, a stopping worker releasing its run, and retention.
+//! worker, a stopping worker releasing its run, retention, and a run whose journal cannot be read
+//! failing for good.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -100,6 +101,24 @@ impl Workflow for Held {
         })
         .await
         .map(Value::from)
+    }
+}
+
+/// Reads a journaled step back as a type it was not written as: a run whose stored state cannot
+/// be read.
+struct Misread;
+
+#[async_trait]
+impl Workflow for Misread {
+    fn name(&self) -> &'static str {
+        "misread"
+    }
+
+    async fn run(&self, ctx: &mut RunContext, _input: Value) -> Result<Value, RunError> {
+        ctx.step("value", |_| async { Ok("text".to_owned()) })
+            .await?;
+        let number: u32 = ctx.step("value", |_| async { Ok(7) }).await?;
+        Ok(Value::from(number))
     }
 }
 
@@ -308,6 +327,25 @@ async fn a_purged_run_is_unavailable(storage: Arc<dyn Storage>) {
     assert_eq!(kept.state, RunState::Pending);
 }
 
+async fn a_run_whose_journal_cannot_be_read_fails_instead_of_coming_back(
+    storage: Arc<dyn Storage>,
+) {
+    let engine = Engine::new(storage).register(Misread);
+    let worker = worker(&engine);
+    let run = engine.start("misread", &json!({})).await.unwrap();
+    assert_eq!(execute(&worker).await.end, ExecutionEnd::Failed);
+    let ended = engine.run_status(&run).await.unwrap().unwrap();
+    assert_eq!(ended.state, RunState::Failed);
+    assert_eq!(
+        ended.error.map(|error| error.code()),
+        Some(fermata_store::schema::ErrorCode::RunUnreadable)
+    );
+    assert!(
+        worker.run_once().await.unwrap().is_none(),
+        "it was claimed again"
+    );
+}
+
 /// Expands each scenario into one test per adapter.
 macro_rules! on_every_adapter {
     ($($scenario:ident),* $(,)?) => {
@@ -354,4 +392,5 @@ on_every_adapter!(
     a_cancelled_run_fences_out_its_worker,
     a_worker_stopped_mid_run_releases_it_to_the_next,
     a_purged_run_is_unavailable,
+    a_run_whose_journal_cannot_be_read_fails_instead_of_coming_back,
 );

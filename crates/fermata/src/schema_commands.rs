@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_schema::view::{OperationSummary, OperationView};
+use fermata_schema::view::{OperationSummary, OperationView, printable};
 use fermata_schema::{Administrator, OperationReport, OperationRequest, SourceSettings};
 use fermata_store::schema::{OperationId, OperationKind, RequestKey, SafeError};
 use fermata_store::{LeaseName, Storage};
@@ -35,7 +35,11 @@ pub(crate) enum Format {
 
 impl From<SafeError> for Failure {
     fn from(error: SafeError) -> Self {
-        Failure::runtime(format!("{} ({})", error.message(), error.code().name()))
+        Failure::runtime(format!(
+            "{} ({})",
+            printable(&error.message()),
+            error.code().name()
+        ))
     }
 }
 
@@ -122,13 +126,15 @@ pub(crate) async fn inventory(
     eprintln!("inventory {} {}", operation.id, operation.state);
     let report = follow(&opened, operation.id).await?;
     let text = render(&report, format);
-    match &report.operation.error {
-        Some(error) if report.operation.state.is_terminal() => {
-            print!("{text}");
-            Err(error.clone().into())
-        }
-        _ => Ok(text),
+    if !report.operation.state.is_failure() {
+        return Ok(text);
     }
+    print!("{text}");
+    let error = report
+        .operation
+        .error
+        .unwrap_or_else(|| SafeError::new(fermata_store::schema::ErrorCode::RunLost));
+    Err(error.into())
 }
 
 /// Follows operation `id` until it ends, printing each step's progress on standard error. When
@@ -154,41 +160,40 @@ async fn follow(opened: &Opened, id: OperationId) -> Result<OperationReport, Fai
     if served {
         eprintln!("the serving process runs it");
     }
-    let mut seen: BTreeMap<String, (String, u32)> = BTreeMap::new();
-    let result = loop {
-        let report = match opened.runtime.operations.report(id).await {
-            Ok(report) => report,
-            Err(error) => break Err(Failure::from(error)),
-        };
-        for step in opened
-            .storage
-            .schema()
-            .steps(id)
-            .await
-            .map_err(|e| Failure::store("cannot read the operation's steps", &e))?
-        {
-            let now = (step.state.as_str().to_owned(), step.attempts);
-            if seen.get(step.key.as_str()) != Some(&now) {
-                let retry = step
-                    .error
-                    .as_ref()
-                    .filter(|_| !step.state.is_terminal())
-                    .map(|error| format!(" (retrying after: {})", error.message()))
-                    .unwrap_or_default();
-                eprintln!("  {} {} attempt {}{retry}", step.key.as_str(), now.0, now.1);
-                seen.insert(step.key.as_str().to_owned(), now);
-            }
-        }
-        if report.operation.state.is_terminal() {
-            break Ok(report);
-        }
-        tokio::time::sleep(POLL).await;
-    };
+    let result = watch(opened, id).await;
     stop.cancel();
     if let Some(worker) = worker {
         let _ = worker.await;
     }
-    result
+    result.map_err(Failure::from)
+}
+
+/// Polls operation `id`, printing each step change, until it ends (an operation whose run is
+/// gone is ended on the way, see [`Operations::settle`](fermata_schema::Operations::settle)).
+async fn watch(opened: &Opened, id: OperationId) -> Result<OperationReport, SafeError> {
+    let mut seen: BTreeMap<String, (&'static str, u32)> = BTreeMap::new();
+    loop {
+        opened.runtime.operations.settle(id).await?;
+        let report = opened.runtime.operations.report(id).await?;
+        for step in &report.steps {
+            let now = (step.state.as_str(), step.attempts);
+            if seen.get(step.key.as_str()) == Some(&now) {
+                continue;
+            }
+            let retry = step
+                .error
+                .as_ref()
+                .filter(|_| !step.state.is_terminal())
+                .map(|error| format!(" (retrying after: {})", printable(&error.message())))
+                .unwrap_or_default();
+            eprintln!("  {} {} attempt {}{retry}", step.key.as_str(), now.0, now.1);
+            seen.insert(step.key.as_str().to_owned(), now);
+        }
+        if report.operation.state.is_terminal() {
+            return Ok(report);
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// `fermata schema operations`: the latest operations, newest first.
@@ -212,7 +217,7 @@ pub(crate) async fn operations(
                 let error = s
                     .error
                     .as_ref()
-                    .map(|e| format!("  {}", e.message))
+                    .map(|e| format!("  {}", printable(&e.message)))
                     .unwrap_or_default();
                 format!(
                     "{}  {:<12}  {:<15}  {}{error}\n",

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const RUN_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// How often ended runs are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(60 * 60);
+/// How often inventories whose run is gone are ended.
+const SETTLE_EVERY: Duration = Duration::from_secs(60);
 
 /// The engine and the operations service of one process.
 #[derive(Debug, Clone)]
@@ -31,7 +33,8 @@ impl SchemaRuntime {
         SchemaRuntime { engine, operations }
     }
 
-    /// Executes runs and purges old ones until `stop` is cancelled.
+    /// Executes runs, ends inventories whose run is gone and purges old runs until `stop` is
+    /// cancelled.
     pub(crate) async fn work(&self, worker_name: String, stop: CancellationToken) {
         let worker = self.engine.worker(worker_name, WorkerSettings::default());
         let purge = async {
@@ -42,9 +45,18 @@ impl SchemaRuntime {
                 tokio::time::sleep(PURGE_EVERY).await;
             }
         };
+        let settle = async {
+            loop {
+                if let Err(error) = self.operations.settle_abandoned().await {
+                    tracing::warn!(code = %error.code().name(), "could not end abandoned inventories");
+                }
+                tokio::time::sleep(SETTLE_EVERY).await;
+            }
+        };
         tokio::select! {
             () = worker.run(stop.cancelled()) => {}
             () = purge => {}
+            () = settle => {}
         }
     }
 }

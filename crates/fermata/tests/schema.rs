@@ -251,8 +251,16 @@ async fn inventories_run_from_the_command_line_and_the_api() {
         "/api/v1/schema/operations",
         &format!("/api/v1/schema/operations/{id}"),
     ] {
-        assert_eq!(request(address, "GET", path, &bob, None).status, 403);
-        assert_eq!(request(address, "GET", path, &[], None).status, 401);
+        for (who, status) in [(&bob[..], 403), (&[][..], 401)] {
+            let refused = request(address, "GET", path, who, None);
+            assert_eq!(refused.status, status);
+            assert!(
+                refused
+                    .headers
+                    .to_lowercase()
+                    .contains("cache-control: no-store")
+            );
+        }
     }
     let refused = request(
         address,

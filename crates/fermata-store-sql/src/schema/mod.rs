@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_store::schema::{
-    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, ClearOutcome,
-    DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode, Inventory,
-    InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation,
-    Operation, OperationId, OperationStep, Reservation, Review, ReviewState, SafeError,
-    SchemaLease, SchemaStore, StepKey, StepProgress, StepState, Transition,
+    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
+    ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
+    Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
+    NewOperation, Operation, OperationId, OperationStep, RequestKey, Reservation, Review,
+    ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState, Transition,
 };
-use fermata_store::{SecretHash, StoreError, StoreResult, UnixMillis};
+use fermata_store::{SecretHash, StoreError, StoreResult, UnixMillis, UserId};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
@@ -156,6 +156,21 @@ impl SchemaStore for SqlStorage {
         Err(StoreError::unavailable(
             "the schema lease kept changing hands while reserving an operation",
         ))
+    }
+
+    async fn operation_by_request(
+        &self,
+        actor: &UserId,
+        key: &RequestKey,
+    ) -> StoreResult<Option<Operation>> {
+        let action = "reading a schema operation by request key";
+        let row = sqlx::query(&self.schema_sql().operation_by_request)
+            .bind(&actor.0)
+            .bind(key.as_str())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        row.map(|row| rows::operation(&row, action)).transpose()
     }
 
     async fn operation(&self, id: OperationId) -> StoreResult<Option<Operation>> {
@@ -469,6 +484,12 @@ impl SchemaStore for SqlStorage {
         let sql = self.schema_sql();
         let id = clearing.operation.to_string();
         let mut tx = self.inner.begin_write(action).await?;
+        // The operation row before the lease row, in the order every other writer takes them.
+        sqlx::query(&sql.lock_operation)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| map(e, action))?;
         let row = sqlx::query(&sql.lease_for_clearing)
             .fetch_optional(&mut *tx)
             .await
@@ -617,10 +638,14 @@ impl SchemaStore for SqlStorage {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn record_artifact_cleanup(&self, id: OperationId, result: &str) -> StoreResult<bool> {
+    async fn record_artifact_cleanup(
+        &self,
+        id: OperationId,
+        result: CleanupResult,
+    ) -> StoreResult<bool> {
         let done = sqlx::query(&self.schema_sql().artifact_cleanup)
             .bind(id.to_string())
-            .bind(result)
+            .bind(result.as_str())
             .execute(&self.inner.pool)
             .await
             .map_err(|e| map(e, "recording an artifact cleanup"))?;

@@ -198,7 +198,9 @@ pub(super) fn artifact(row: &AnyRow, action: &str) -> StoreResult<Artifact> {
         },
         state: parsed(&text(row, 9, action)?, "artifact state")?,
         created_at: instant(row, 10, action)?,
-        cleanup_result: optional_text(row, 11, action)?,
+        cleanup_result: optional_text(row, 11, action)?
+            .map(|result| parsed(&result, "cleanup result"))
+            .transpose()?,
     })
 }
 

@@ -7,6 +7,7 @@ use super::rows::{
 use crate::dialect::Dialect;
 
 const TERMINAL: &str = "('succeeded', 'failed', 'rejected', 'expired')";
+const FAILURES: &str = "('failed', 'rejected', 'expired')";
 
 #[derive(Debug)]
 pub(crate) struct Statements {
@@ -38,6 +39,7 @@ pub(crate) struct Statements {
     pub(super) heartbeat_lease: String,
     pub(super) lease: String,
     pub(super) lease_for_clearing: String,
+    pub(super) lock_operation: String,
     pub(super) extend_lease: String,
     pub(super) release_lease: String,
     pub(super) clear_lease: String,
@@ -90,7 +92,8 @@ impl Statements {
                  ORDER BY created_at DESC, id DESC LIMIT $1"
             )),
             transition: render(&format!(
-                "UPDATE schema_operation SET state = $3, error = COALESCE($4, error), \
+                "UPDATE schema_operation SET state = $3, \
+                        error = CASE WHEN $3 IN {FAILURES} THEN COALESCE($4, error) ELSE $4 END, \
                         updated_at = {{now}}, \
                         finished_at = CASE WHEN $3 IN {TERMINAL} THEN {{now}} ELSE finished_at END \
                  WHERE id = $1 AND state = $2 RETURNING {OPERATION_COLUMNS}"
@@ -166,14 +169,16 @@ impl Statements {
                  RETURNING {STEP_COLUMNS}"
             )),
             heartbeat_lease: render(
-                "UPDATE schema_lease SET heartbeat_at = {now}, \
-                        expires_at = CASE WHEN status = 'active' THEN {now} + $2 ELSE expires_at END \
+                "UPDATE schema_lease SET heartbeat_at = {now}, status = 'active', \
+                        expires_at = CASE WHEN {now} + $2 > expires_at THEN {now} + $2 \
+                                          ELSE expires_at END \
                  WHERE operation_id = $1 AND expires_at > {now}",
             ),
             lease: render(&format!("SELECT {LEASE_COLUMNS} FROM schema_lease")),
             lease_for_clearing: render(&format!(
                 "SELECT {LEASE_COLUMNS}, {{now}} FROM schema_lease{{for_update}}"
             )),
+            lock_operation: render("SELECT id FROM schema_operation WHERE id = $1{for_update}"),
             extend_lease: render(
                 "UPDATE schema_lease SET heartbeat_at = {now}, status = 'awaiting_review', \
                         expires_at = CASE WHEN $2 > expires_at THEN $2 ELSE expires_at END \

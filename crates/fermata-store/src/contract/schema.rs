@@ -11,11 +11,11 @@ use super::{Harness, eventually};
 use crate::Storage;
 use crate::error::ErrorKind;
 use crate::schema::{
-    ArtifactState, AuditAction, CleanupKind, ClearOutcome, DatabaseName, DatabaseReport, Decided,
-    Decision, ErrorCode, Freshness, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant,
-    NewInventory, NewOperation, Operation, OperationId, OperationKind, OperationState, Outcome,
-    RequestKey, Reservation, ReviewState, SafeError, SchemaLeaseStatus, StepKey, StepProgress,
-    StepState, Subject, Transition,
+    ArtifactState, AuditAction, CleanupKind, CleanupResult, ClearOutcome, DatabaseName,
+    DatabaseReport, Decided, Decision, ErrorCode, Freshness, InventoryId, LeaseClearing,
+    NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation, OperationId,
+    OperationKind, OperationState, Outcome, RequestKey, Reservation, ReviewState, SafeError,
+    SchemaLeaseStatus, StepKey, StepProgress, StepState, Subject, Transition,
 };
 use crate::session::SecretHash;
 use crate::user::UserId;
@@ -148,6 +148,23 @@ pub async fn schema_reservations_take_the_lease_and_repeat_by_request_key(harnes
         Reservation::Existing(existing) => assert_eq!(existing, first),
         other => panic!("a repeated request created {other:?}"),
     }
+    assert_eq!(
+        schema
+            .operation_by_request(&admin(), &RequestKey::new("browser-1").unwrap())
+            .await
+            .unwrap(),
+        Some(first.clone())
+    );
+    assert!(
+        schema
+            .operation_by_request(
+                &UserId("someone".to_owned()),
+                &RequestKey::new("browser-1").unwrap()
+            )
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(schema.operation(again.id).await.unwrap().is_none());
 
     // Another refresh or verification is refused while the lease is held, naming the holder.
@@ -342,7 +359,27 @@ pub async fn the_first_bound_run_stays_bound(harness: &dyn Harness) {
         .await
         .unwrap()
         .unwrap();
+    // An uncertain start records why; the run turning up clears it.
+    let unknown = Transition {
+        error: Some(SafeError::new(ErrorCode::StartUnknown)),
+        ..Transition::new(Starting, StartUnknown)
+    };
+    let uncertain = schema
+        .transition(operation.id, &unknown)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        uncertain.error,
+        Some(SafeError::new(ErrorCode::StartUnknown))
+    );
     assert!(schema.bind_run(operation.id, "run-1").await.unwrap());
+    let running = schema
+        .transition(operation.id, &Transition::new(StartUnknown, Running))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(running.error, None);
     assert!(schema.bind_run(operation.id, "run-1").await.unwrap());
     assert!(!schema.bind_run(operation.id, "run-2").await.unwrap());
     let read = schema.operation(operation.id).await.unwrap().unwrap();
@@ -613,6 +650,12 @@ pub async fn steps_count_attempts_and_never_change_once_terminal(harness: &dyn H
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced);
     assert!(schema.step(operation.id, &other).await.unwrap().is_none());
+    // The lease is checked before the step: a terminal step under a lost lease is fenced too.
+    let error = schema
+        .record_step(operation.id, &key, &StepProgress::Attempt, Some(LONG))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Fenced);
 }
 
 pub async fn the_schema_lease_heartbeats_expires_and_is_released_conditionally(
@@ -660,10 +703,12 @@ pub async fn the_schema_lease_heartbeats_expires_and_is_released_conditionally(
     let lease = schema.schema_lease().await.unwrap().unwrap();
     assert_eq!(lease.status, SchemaLeaseStatus::AwaitingReview);
     assert_eq!(lease.expires_at, until);
+    // A heartbeat after the decision makes it active again without shortening it.
     assert!(schema.heartbeat_lease(reviewer.id, SHORT).await.unwrap());
+    let lease = schema.schema_lease().await.unwrap().unwrap();
     assert_eq!(
-        schema.schema_lease().await.unwrap().unwrap().expires_at,
-        until
+        (lease.status, lease.expires_at),
+        (SchemaLeaseStatus::Active, until)
     );
 }
 
@@ -909,19 +954,19 @@ pub async fn artifacts_are_recorded_once_and_only_move_forward(harness: &dyn Har
     );
     assert!(
         schema
-            .record_artifact_cleanup(operation.id, "deleted")
+            .record_artifact_cleanup(operation.id, CleanupResult::Deleted)
             .await
             .unwrap()
     );
     assert!(
         !schema
-            .record_artifact_cleanup(operation.id, "missing")
+            .record_artifact_cleanup(operation.id, CleanupResult::AlreadyGone)
             .await
             .unwrap()
     );
     let read = schema.artifact(operation.id).await.unwrap().unwrap();
     assert_eq!(read.state, Deleted);
-    assert_eq!(read.cleanup_result.as_deref(), Some("deleted"));
+    assert_eq!(read.cleanup_result, Some(CleanupResult::Deleted));
 }
 
 pub async fn cleanup_grants_are_consumed_once(harness: &dyn Harness) {

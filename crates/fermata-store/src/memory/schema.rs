@@ -9,12 +9,12 @@ use async_trait::async_trait;
 use super::MemoryStorage;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
-    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, ClearOutcome,
-    DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode, Inventory,
-    InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation,
-    Operation, OperationId, OperationState, OperationStep, RequestKey, Reservation, Review,
-    ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore, StepKey, StepProgress,
-    StepState, Transition,
+    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
+    ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
+    Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
+    NewOperation, Operation, OperationId, OperationState, OperationStep, RequestKey, Reservation,
+    Review, ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore, StepKey,
+    StepProgress, StepState, Transition,
 };
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
@@ -35,6 +35,13 @@ pub(super) struct SchemaTables {
     artifacts: HashMap<OperationId, Artifact>,
     grants: HashMap<SecretHash, CleanupGrant>,
     audit: Vec<AuditEvent>,
+}
+
+/// A heartbeat: the lease is active again and lives `ttl` from now, never less than it had.
+fn beat(lease: &mut SchemaLease, now: UnixMillis, ttl: Duration) {
+    lease.heartbeat_at = now;
+    lease.status = SchemaLeaseStatus::Active;
+    lease.expires_at = lease.expires_at.max(now.plus(ttl));
 }
 
 impl SchemaTables {
@@ -157,6 +164,20 @@ impl SchemaStore for MemoryStorage {
         Ok(Reservation::Created(operation))
     }
 
+    async fn operation_by_request(
+        &self,
+        actor: &UserId,
+        key: &RequestKey,
+    ) -> StoreResult<Option<Operation>> {
+        let state = self.inner.state();
+        let tables = &state.schema;
+        Ok(tables
+            .request_keys
+            .get(&(actor.clone(), key.clone()))
+            .and_then(|id| tables.operations.iter().find(|op| op.id == *id))
+            .cloned())
+    }
+
     async fn operation(&self, id: OperationId) -> StoreResult<Option<Operation>> {
         let state = self.inner.state();
         Ok(state
@@ -197,7 +218,9 @@ impl SchemaStore for MemoryStorage {
         };
         operation.state = transition.to;
         operation.updated_at = now;
-        if transition.error.is_some() {
+        // A failure keeps an earlier error when it brings none; any other state carries only
+        // its own (so a `start_unknown` that turns out to run loses `START_UNKNOWN`).
+        if !transition.to.is_failure() || transition.error.is_some() {
             operation.error.clone_from(&transition.error);
         }
         if transition.to.is_terminal() {
@@ -304,7 +327,7 @@ impl SchemaStore for MemoryStorage {
         if row.finished_at.is_some() {
             return Ok(false);
         }
-        row.started_at = Some(UnixMillis::now());
+        row.started_at.get_or_insert_with(UnixMillis::now);
         Ok(true)
     }
 
@@ -358,18 +381,18 @@ impl SchemaStore for MemoryStorage {
         if !tables.operations.iter().any(|op| op.id == id) {
             return Err(StoreError::invalid("the step's operation does not exist"));
         }
+        // The same order as the SQL adapters: the lease first, then the step.
+        if lease_ttl.is_some() && tables.live_lease_of(id, now).is_none() {
+            return Err(StoreError::fenced(
+                "the operation no longer holds the schema lease",
+            ));
+        }
         let existing = tables.steps.get(&(id, key.clone()));
         if existing.is_some_and(|step| step.state.is_terminal()) {
             return Err(StoreError::conflict("the step is already terminal"));
         }
-        if let Some(ttl) = lease_ttl {
-            let lease = tables.live_lease_of(id, now).ok_or_else(|| {
-                StoreError::fenced("the operation no longer holds the schema lease")
-            })?;
-            lease.heartbeat_at = now;
-            if lease.status == SchemaLeaseStatus::Active {
-                lease.expires_at = now.plus(ttl);
-            }
+        if let (Some(ttl), Some(lease)) = (lease_ttl, tables.live_lease_of(id, now)) {
+            beat(lease, now, ttl);
         }
         let mut step = tables
             .steps
@@ -412,10 +435,7 @@ impl SchemaStore for MemoryStorage {
         let now = UnixMillis::now();
         Ok(match state.schema.live_lease_of(id, now) {
             Some(lease) => {
-                lease.heartbeat_at = now;
-                if lease.status == SchemaLeaseStatus::Active {
-                    lease.expires_at = now.plus(ttl);
-                }
+                beat(lease, now, ttl);
                 true
             }
             None => false,
@@ -572,11 +592,15 @@ impl SchemaStore for MemoryStorage {
         })
     }
 
-    async fn record_artifact_cleanup(&self, id: OperationId, result: &str) -> StoreResult<bool> {
+    async fn record_artifact_cleanup(
+        &self,
+        id: OperationId,
+        result: CleanupResult,
+    ) -> StoreResult<bool> {
         let mut state = self.inner.state();
         Ok(match state.schema.artifacts.get_mut(&id) {
             Some(artifact) if artifact.cleanup_result.is_none() => {
-                artifact.cleanup_result = Some(result.to_owned());
+                artifact.cleanup_result = Some(result);
                 true
             }
             _ => false,

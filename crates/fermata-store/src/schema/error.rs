@@ -58,6 +58,14 @@ pub enum ErrorCode {
     RunStillActive,
     /// The operation named does not exist (subject: the operation).
     OperationMissing,
+    /// A request key is empty, too long or not printable ASCII.
+    InvalidRequestKey,
+    /// The request key was used before for a different request (subject: that operation).
+    RequestKeyReused,
+    /// The operation's workflow run ended or vanished before the operation did.
+    RunLost,
+    /// The workflow run's stored state cannot be read.
+    RunUnreadable,
     /// A refresh waits while an earlier pull request is open (subject: that operation).
     PullRequestOpen,
     /// The inventory a request names is older than 24 hours.
@@ -129,7 +137,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 39] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -139,6 +147,10 @@ impl ErrorCode {
         ErrorCode::LeaseNotExpired,
         ErrorCode::RunStillActive,
         ErrorCode::OperationMissing,
+        ErrorCode::InvalidRequestKey,
+        ErrorCode::RequestKeyReused,
+        ErrorCode::RunLost,
+        ErrorCode::RunUnreadable,
         ErrorCode::PullRequestOpen,
         ErrorCode::InventoryExpired,
         ErrorCode::InventoryMissing,
@@ -184,6 +196,8 @@ impl ErrorCode {
             | DatabaseNotInInventory
             | EmptySelection
             | OperationMissing
+            | InvalidRequestKey
+            | RequestKeyReused
             | InvalidIdentifier
             | SourceNotConfigured
             | InvalidSourceConfiguration => ErrorStage::Configuration,
@@ -198,8 +212,8 @@ impl ErrorCode {
             ArtifactUnavailable => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected => ErrorStage::Review,
             GithubFailed | GithubRateLimited => ErrorStage::Github,
-            StepTimedOut => ErrorStage::Timeout,
-            StorageUnavailable => ErrorStage::Storage,
+            StepTimedOut | RunLost => ErrorStage::Timeout,
+            StorageUnavailable | RunUnreadable => ErrorStage::Storage,
         }
     }
 
@@ -262,6 +276,12 @@ impl ErrorCode {
             LeaseNotExpired => "the lease of operation {} has not expired",
             RunStillActive => "the workflow run of operation {} is still active",
             OperationMissing => "operation {} does not exist",
+            InvalidRequestKey => "a request key has 1 to 100 printable ASCII characters",
+            RequestKeyReused => {
+                "the request key was already used for operation {}, a different request"
+            }
+            RunLost => "the operation's workflow run ended or vanished before the operation did",
+            RunUnreadable => "the workflow run's stored state cannot be read",
         }
     }
 }

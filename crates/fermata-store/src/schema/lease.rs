@@ -24,7 +24,7 @@ pub const SCHEMA_LEASE_TTL: Duration = Duration::from_secs(30 * 60);
 pub enum SchemaLeaseStatus {
     /// Heartbeats: it expires [`SCHEMA_LEASE_TTL`] after the latest one.
     Active,
-    /// Held until the review expiry.
+    /// Held until the review expiry; the next heartbeat (after the decision) makes it active.
     AwaitingReview,
 }
 

@@ -23,7 +23,7 @@ pub use results::{
     StepState,
 };
 pub use review::{
-    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, Decided, Decision,
-    NewArtifact, NewCleanupGrant, Review, ReviewState,
+    Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
+    Decided, Decision, NewArtifact, NewCleanupGrant, Review, ReviewState,
 };
 pub use store::{Reservation, SchemaStore};

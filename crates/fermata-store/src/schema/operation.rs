@@ -128,6 +128,14 @@ impl OperationState {
         )
     }
 
+    /// Failed, rejected and expired: the terminal states that are not a success.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            OperationState::Failed | OperationState::Rejected | OperationState::Expired
+        )
+    }
+
     /// Whether an operation may move from `self` to `to`. Any live state may fail; a terminal
     /// state goes nowhere.
     pub fn may_become(self, to: OperationState) -> bool {

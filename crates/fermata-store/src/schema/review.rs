@@ -161,7 +161,46 @@ pub struct Artifact {
     pub meta: NewArtifact,
     pub state: ArtifactState,
     pub created_at: UnixMillis,
-    pub cleanup_result: Option<String>,
+    pub cleanup_result: Option<CleanupResult>,
+}
+
+/// What cleaning up an artifact's blob found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CleanupResult {
+    Deleted,
+    /// It was gone already.
+    AlreadyGone,
+    /// Deleting it failed; an operator removes it.
+    Failed,
+}
+
+impl CleanupResult {
+    pub const ALL: [CleanupResult; 3] = [
+        CleanupResult::Deleted,
+        CleanupResult::AlreadyGone,
+        CleanupResult::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupResult::Deleted => "deleted",
+            CleanupResult::AlreadyGone => "already_gone",
+            CleanupResult::Failed => "failed",
+        }
+    }
+}
+
+impl FromStr for CleanupResult {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> StoreResult<Self> {
+        parse_stored(
+            text,
+            &CleanupResult::ALL,
+            CleanupResult::as_str,
+            "cleanup result",
+        )
+    }
 }
 
 /// What a cleanup grant allows.

@@ -6,13 +6,14 @@ use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::schema::{
-    Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, ClearOutcome, DatabaseName,
-    DatabaseReport, DatabaseResult, Decided, Decision, Inventory, InventoryId, LeaseClearing,
-    NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation, OperationId,
-    OperationStep, Review, SchemaLease, StepKey, StepProgress, Transition,
+    Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, CleanupResult, ClearOutcome,
+    DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, Inventory, InventoryId,
+    LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation,
+    OperationId, OperationStep, RequestKey, Review, SchemaLease, StepKey, StepProgress, Transition,
 };
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
+use crate::user::UserId;
 
 /// What reserving an operation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,12 +48,20 @@ pub trait SchemaStore: Send + Sync {
 
     async fn operation(&self, id: OperationId) -> StoreResult<Option<Operation>>;
 
+    /// The operation `actor` created with request key `key`, if any.
+    async fn operation_by_request(
+        &self,
+        actor: &UserId,
+        key: &RequestKey,
+    ) -> StoreResult<Option<Operation>>;
+
     /// The latest `limit` operations, newest first.
     async fn recent_operations(&self, limit: u32) -> StoreResult<Vec<Operation>>;
 
     /// Moves the operation from `transition.from` to `transition.to` if it is still in `from`
     /// (releasing its lease in the same transaction when asked). `None` when it was not in
-    /// `from`: nothing changed. An impossible transition is `Invalid`.
+    /// `from`: nothing changed. An impossible transition is `Invalid`. The operation's error
+    /// becomes the transition's; a failure without one keeps the error it had.
     async fn transition(
         &self,
         id: OperationId,
@@ -99,8 +108,9 @@ pub trait SchemaStore: Send + Sync {
     async fn steps(&self, id: OperationId) -> StoreResult<Vec<OperationStep>>;
 
     /// Records a step boundary and, with `lease_ttl`, heartbeats the operation's lease in the
-    /// same transaction. A terminal step is a `Conflict`; a lease the operation no longer holds
-    /// live is `Fenced`, and then nothing is written.
+    /// same transaction (as [`SchemaStore::heartbeat_lease`]). A lease the operation no longer
+    /// holds live is `Fenced`, checked first; a terminal step is a `Conflict`; either way nothing
+    /// is written.
     async fn record_step(
         &self,
         id: OperationId,
@@ -113,7 +123,8 @@ pub trait SchemaStore: Send + Sync {
 
     async fn schema_lease(&self) -> StoreResult<Option<SchemaLease>>;
 
-    /// Extends a live lease held by `id` to `ttl` from now. False when `id` holds no live lease.
+    /// Extends a live lease held by `id` to `ttl` from now (never shortening it) and makes it
+    /// active again after a review. False when `id` holds no live lease.
     async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool>;
 
     /// Holds a live lease of `id` until `until` (the review expiry). False when `id` holds no
@@ -153,7 +164,11 @@ pub trait SchemaStore: Send + Sync {
     ) -> StoreResult<bool>;
 
     /// Records the cleanup result once. False when one is recorded already.
-    async fn record_artifact_cleanup(&self, id: OperationId, result: &str) -> StoreResult<bool>;
+    async fn record_artifact_cleanup(
+        &self,
+        id: OperationId,
+        result: CleanupResult,
+    ) -> StoreResult<bool>;
 
     async fn create_cleanup_grant(&self, grant: &NewCleanupGrant) -> StoreResult<CleanupGrant>;
 

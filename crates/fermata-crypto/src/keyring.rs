@@ -34,6 +34,8 @@ pub enum Purpose {
     SessionCredentials,
     /// A paired machine's own credentials.
     MachineCredentials,
+    /// A schema operation's encrypted review artifact.
+    SchemaReviewArtifact,
 }
 
 impl Purpose {
@@ -41,6 +43,7 @@ impl Purpose {
         match self {
             Purpose::SessionCredentials => "session-credentials",
             Purpose::MachineCredentials => "machine-credentials",
+            Purpose::SchemaReviewArtifact => "schema-review-artifact",
         }
     }
 }

@@ -2,16 +2,24 @@
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as durable workflows
-//! ([`engine`], [`inventory_run`]), and how they are shown ([`view`]).
+//! ([`engine`], [`inventory_run`]), how their candidates are sealed for review ([`artifact`]), and
+//! how they are shown ([`view`]).
+//! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
+//! merged snapshots in the target git repository is read by [`package`], with file names from
+//! [`names`].
 //! Every failure leaves this crate as a [`SafeError`](fermata_store::schema::SafeError): driver
 //! text, SQL, the password and the address never do.
 
 pub mod admin;
+pub mod artifact;
 pub mod engine;
 pub mod inventory;
 pub mod inventory_run;
+pub mod names;
 pub mod operations;
+pub mod package;
 pub mod selection;
+pub mod snapshot;
 pub mod source;
 mod tracked;
 pub mod view;

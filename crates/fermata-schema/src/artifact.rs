@@ -1,0 +1,266 @@
+//! The encrypted review artifact: one per operation, holding every successful candidate file and
+//! the canonical manifest, sealed with the keyring and kept in an object store until the review
+//! decision.
+//!
+//! Writing: the files and manifest become a deterministic tar archive ([`archive`]; the format is
+//! described in its module), which the keyring seals under its current key with AES-256-GCM and a
+//! fresh random 96-bit nonce. The authenticated data binds the key version, the purpose
+//! ([`Purpose::SchemaReviewArtifact`]) and the operation ID, so an artifact moved to another
+//! operation, or relabelled with another key version, does not open. The object store receives
+//! the ciphertext alone, at a location derived only from the operation ID
+//! ([`artifact_location`]), so a retried step overwrites its own object and nothing else. The
+//! artifact row ([`NewArtifact`]) receives the rest: key version, nonce (IV), authentication tag,
+//! the ciphertext's SHA-256, the manifest, the decision expiry and the location. Neither half opens
+//! without the other, and the row never holds a file's path or contents.
+//!
+//! Reading checks everything before returning anything: the location is the operation's, the
+//! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
+//! versions stay loaded after a rotation), the archive has the fixed layout, and its manifest is
+//! the row's. Every failure is the one safe error `ARTIFACT_UNAVAILABLE`; the log names the
+//! operation and a fixed reason, never a path, an object store message or any content.
+
+mod archive;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fermata_accounts::KeyringHandle;
+use fermata_crypto::{Aad, Keyring, Purpose};
+use fermata_store::UnixMillis;
+use fermata_store::schema::{CleanupResult, ErrorCode, NewArtifact, OperationId, SafeError};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use sha2::{Digest, Sha256};
+
+pub use archive::{ArtifactContents, archive};
+
+/// The object store folder that holds review artifacts.
+pub const ARTIFACT_FOLDER: &str = "schema-artifacts";
+
+/// The keyring's envelope layout (see `fermata_crypto`): `[format][key version, 4 bytes
+/// big-endian][nonce, 12 bytes][ciphertext][tag, 16 bytes]`. The artifact keeps the nonce and tag
+/// in its row and the ciphertext in the object store, and joins them again to open it.
+const ENVELOPE_FORMAT: u8 = 1;
+const VERSION_LEN: usize = 4;
+const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
+const HEADER_LEN: usize = 1 + VERSION_LEN + NONCE_LEN;
+
+/// Where an operation's artifact is kept: `schema-artifacts/<operation ID>.bin`. It depends on the
+/// operation ID alone, so writing it again replaces only that operation's artifact.
+pub fn artifact_location(operation: OperationId) -> String {
+    format!("{ARTIFACT_FOLDER}/{operation}.bin")
+}
+
+/// Writes, reads and deletes review artifacts in an object store.
+#[derive(Debug, Clone)]
+pub struct ArtifactStore {
+    /// Where ciphertexts are kept: a local folder by default, any `object_store` backend (S3)
+    /// where configured.
+    objects: Arc<dyn ObjectStore>,
+    /// The process's keyring; its current key seals, every loaded version opens.
+    keys: Arc<KeyringHandle>,
+}
+
+impl ArtifactStore {
+    pub fn new(objects: Arc<dyn ObjectStore>, keys: Arc<KeyringHandle>) -> Self {
+        ArtifactStore { objects, keys }
+    }
+
+    /// Artifacts in the folder `root` (created if missing), written with `fsync` so a stored
+    /// artifact survives a crash as the row that names it does. Blocks while it creates the
+    /// folder.
+    pub fn local(root: &std::path::Path, keys: Arc<KeyringHandle>) -> Result<Self, SafeError> {
+        let objects = std::fs::create_dir_all(root)
+            .ok()
+            .and_then(|()| LocalFileSystem::new_with_prefix(root).ok())
+            .ok_or_else(|| {
+                tracing::warn!("the review artifact folder cannot be used");
+                unavailable_error()
+            })?
+            .with_fsync(true);
+        Ok(ArtifactStore::new(Arc::new(objects), keys))
+    }
+
+    /// Seals `files` and `manifest` into `operation`'s artifact, writes it (replacing an earlier
+    /// attempt's), and returns the row to record. `decision_expires_at` is when the review
+    /// window closes.
+    pub async fn store(
+        &self,
+        operation: OperationId,
+        files: BTreeMap<String, Vec<u8>>,
+        manifest: String,
+        decision_expires_at: UnixMillis,
+    ) -> Result<NewArtifact, SafeError> {
+        if serde_json::from_str::<serde_json::Value>(&manifest).is_err() {
+            return Err(unavailable(operation, "the manifest is not JSON"));
+        }
+        let keys = Arc::clone(&self.keys);
+        let archived_manifest = manifest.clone();
+        let sealed = tokio::task::spawn_blocking(move || {
+            let plaintext = archive(&files, &archived_manifest)
+                .map_err(|_| "a candidate path is not a clean relative path")?;
+            let envelope = keys.seal(aad(&operation.to_string()), &plaintext);
+            split_envelope(&envelope).ok_or("the keyring's envelope has an unexpected layout")
+        })
+        .await
+        .map_err(|_| unavailable(operation, "sealing the review artifact panicked"))?
+        .map_err(|reason| unavailable(operation, reason))?;
+
+        let location = artifact_location(operation);
+        let ciphertext_hash = sha256_hex(&sealed.ciphertext);
+        self.objects
+            .put(
+                &ObjectPath::from(location.as_str()),
+                PutPayload::from(sealed.ciphertext),
+            )
+            .await
+            .map_err(|_| unavailable(operation, "the review artifact could not be written"))?;
+        tracing::info!(operation = %operation, key_version = sealed.key_version, "review artifact stored");
+        Ok(NewArtifact {
+            operation,
+            blob_locator: location.clone(),
+            key_version: sealed.key_version,
+            iv: sealed.iv,
+            auth_tag: sealed.auth_tag,
+            ciphertext_hash,
+            manifest,
+            decision_expires_at,
+            cleanup_target: location,
+        })
+    }
+
+    /// Fetches, checks and decrypts the artifact `artifact` describes.
+    pub async fn open(&self, artifact: &NewArtifact) -> Result<ArtifactContents, SafeError> {
+        let operation = artifact.operation;
+        let location = artifact_location(operation);
+        if artifact.blob_locator != location {
+            return Err(unavailable(
+                operation,
+                "the artifact row names another operation's location",
+            ));
+        }
+        if artifact.iv.len() != NONCE_LEN || artifact.auth_tag.len() != TAG_LEN {
+            return Err(unavailable(
+                operation,
+                "the artifact row's nonce or tag has the wrong length",
+            ));
+        }
+        let ciphertext = self
+            .objects
+            .get(&ObjectPath::from(location.as_str()))
+            .await
+            .map_err(|_| unavailable(operation, "the review artifact could not be fetched"))?
+            .bytes()
+            .await
+            .map_err(|_| unavailable(operation, "the review artifact could not be fetched"))?;
+        if sha256_hex(&ciphertext) != artifact.ciphertext_hash {
+            return Err(unavailable(
+                operation,
+                "the review artifact does not match its hash",
+            ));
+        }
+
+        let keys = Arc::clone(&self.keys);
+        let envelope = join_envelope(
+            artifact.key_version,
+            &artifact.iv,
+            &ciphertext,
+            &artifact.auth_tag,
+        );
+        let contents = tokio::task::spawn_blocking(move || {
+            let plaintext = keys
+                .open(aad(&operation.to_string()), &envelope)
+                .map_err(|_| "the review artifact did not decrypt")?;
+            archive::unarchive(&plaintext).map_err(|_| "the review artifact's archive is malformed")
+        })
+        .await
+        .map_err(|_| unavailable(operation, "opening the review artifact panicked"))?
+        .map_err(|reason| unavailable(operation, reason))?;
+        if contents.manifest != artifact.manifest {
+            return Err(unavailable(
+                operation,
+                "the review artifact's manifest is not the row's",
+            ));
+        }
+        Ok(contents)
+    }
+
+    /// Deletes `operation`'s artifact. Deleting one that is already gone reports
+    /// [`CleanupResult::AlreadyGone`], so cleanup can be repeated.
+    pub async fn delete(&self, operation: OperationId) -> CleanupResult {
+        let location = ObjectPath::from(artifact_location(operation).as_str());
+        // Some stores (S3) report success for a missing object, so look before deleting.
+        match self.objects.head(&location).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => return CleanupResult::AlreadyGone,
+            Err(_) => {
+                tracing::warn!(operation = %operation, "the review artifact could not be looked up for deletion");
+                return CleanupResult::Failed;
+            }
+        }
+        match self.objects.delete(&location).await {
+            Ok(()) => CleanupResult::Deleted,
+            Err(object_store::Error::NotFound { .. }) => CleanupResult::AlreadyGone,
+            Err(_) => {
+                tracing::warn!(operation = %operation, "the review artifact could not be deleted");
+                CleanupResult::Failed
+            }
+        }
+    }
+}
+
+/// The authenticated data of an operation's artifact (the keyring adds the key version).
+fn aad(operation: &str) -> Aad<'_> {
+    Aad {
+        purpose: Purpose::SchemaReviewArtifact,
+        row: operation,
+    }
+}
+
+/// An envelope taken apart into what the row keeps and what the object store keeps.
+struct Sealed {
+    key_version: u32,
+    iv: Vec<u8>,
+    ciphertext: Vec<u8>,
+    auth_tag: Vec<u8>,
+}
+
+fn split_envelope(envelope: &[u8]) -> Option<Sealed> {
+    let key_version = Keyring::envelope_version(envelope).ok()?;
+    if envelope[0] != ENVELOPE_FORMAT || envelope.len() < HEADER_LEN + TAG_LEN {
+        return None;
+    }
+    let (body, auth_tag) = envelope.split_at(envelope.len() - TAG_LEN);
+    Some(Sealed {
+        key_version,
+        iv: body[1 + VERSION_LEN..HEADER_LEN].to_vec(),
+        ciphertext: body[HEADER_LEN..].to_vec(),
+        auth_tag: auth_tag.to_vec(),
+    })
+}
+
+fn join_envelope(key_version: u32, iv: &[u8], ciphertext: &[u8], auth_tag: &[u8]) -> Vec<u8> {
+    let mut envelope = Vec::with_capacity(HEADER_LEN + ciphertext.len() + TAG_LEN);
+    envelope.push(ENVELOPE_FORMAT);
+    envelope.extend_from_slice(&key_version.to_be_bytes());
+    envelope.extend_from_slice(iv);
+    envelope.extend_from_slice(ciphertext);
+    envelope.extend_from_slice(auth_tag);
+    envelope
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+fn unavailable_error() -> SafeError {
+    SafeError::new(ErrorCode::ArtifactUnavailable)
+}
+
+/// The safe error, logged with the operation and a fixed reason only.
+fn unavailable(operation: OperationId, reason: &'static str) -> SafeError {
+    tracing::warn!(operation = %operation, reason, "review artifact unavailable");
+    unavailable_error()
+}

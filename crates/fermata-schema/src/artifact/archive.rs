@@ -1,0 +1,169 @@
+//! The plaintext inside a review artifact: a deterministic tar archive of the canonical manifest
+//! and the candidate files.
+//!
+//! The format is plain tar with GNU headers, so any `tar` can list a decrypted artifact. The first
+//! entry is `manifest.json`; each candidate file follows as `files/<relative path>`, in byte order
+//! of the path. Every header is fixed: regular file, mode `0644`, modification time 0, uid and gid
+//! 0, no user or group name. A path longer than the 100 bytes a tar header holds is written with a
+//! GNU long-name record, whose header the `tar` crate also fixes. So identical input gives
+//! identical bytes, and nothing of the machine that wrote it (clock, user, umask) gets in.
+//!
+//! Candidate paths are checked before anything is written: relative, `/`-separated, with no empty,
+//! `.` or `..` component, no backslash and no NUL. Reading applies the same rules and also
+//! requires the fixed layout (manifest first, then files in strictly increasing order, regular
+//! files only), so an archive this module did not write is refused rather than interpreted.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use fermata_store::schema::{ErrorCode, SafeError};
+use tar::{Archive, Builder, EntryType, Header};
+
+/// The manifest's entry name.
+const MANIFEST_ENTRY: &str = "manifest.json";
+/// The folder every candidate file is archived under, so no candidate can take the manifest's
+/// name.
+const FILES_PREFIX: &str = "files/";
+const FILE_MODE: u32 = 0o644;
+
+/// One operation's candidate files and canonical manifest, as archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactContents {
+    /// Each candidate file by its relative path (`db-folder/tables/orders.sql`).
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// The canonical manifest (JSON).
+    pub manifest: String,
+}
+
+/// The archive of `files` and `manifest`: the same bytes whenever the input is the same. A path
+/// that is not a clean relative path is refused.
+pub fn archive(files: &BTreeMap<String, Vec<u8>>, manifest: &str) -> Result<Vec<u8>, SafeError> {
+    if !files.keys().all(|path| is_relative_path(path)) {
+        return Err(unavailable());
+    }
+    let mut builder = Builder::new(Vec::new());
+    append(&mut builder, MANIFEST_ENTRY, manifest.as_bytes())?;
+    // A `BTreeMap` iterates in byte order of its keys, which is the archive's order.
+    for (path, bytes) in files {
+        append(&mut builder, &format!("{FILES_PREFIX}{path}"), bytes)?;
+    }
+    builder.into_inner().map_err(|_| unavailable())
+}
+
+fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
+    let mut header = Header::new_gnu();
+    header.set_entry_type(EntryType::Regular);
+    header.set_size(bytes.len() as u64);
+    header.set_mode(FILE_MODE);
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    builder
+        .append_data(&mut header, name, bytes)
+        .map_err(|_| unavailable())
+}
+
+/// Reads an archive [`archive`] wrote.
+pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
+    let mut archive = Archive::new(bytes);
+    let mut manifest = None;
+    let mut files = BTreeMap::new();
+    let mut previous: Option<String> = None;
+    for entry in archive.entries().map_err(|_| unavailable())? {
+        let mut entry = entry.map_err(|_| unavailable())?;
+        if entry.header().entry_type() != EntryType::Regular {
+            return Err(unavailable());
+        }
+        let name = String::from_utf8(entry.path_bytes().into_owned()).map_err(|_| unavailable())?;
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content).map_err(|_| unavailable())?;
+        match manifest {
+            None if name == MANIFEST_ENTRY => {
+                manifest = Some(String::from_utf8(content).map_err(|_| unavailable())?);
+            }
+            None => return Err(unavailable()),
+            Some(_) => {
+                let path = name.strip_prefix(FILES_PREFIX).ok_or_else(unavailable)?;
+                let in_order = previous.as_deref().is_none_or(|before| before < path);
+                if !is_relative_path(path) || !in_order {
+                    return Err(unavailable());
+                }
+                previous = Some(path.to_owned());
+                files.insert(path.to_owned(), content);
+            }
+        }
+    }
+    Ok(ArtifactContents {
+        files,
+        manifest: manifest.ok_or_else(unavailable)?,
+    })
+}
+
+/// Whether `path` is a clean relative path: `/`-separated components, none empty, `.` or `..`,
+/// and no backslash or NUL anywhere (which another system could read as a separator or an end).
+pub(crate) fn is_relative_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains(['\\', '\0'])
+        && path
+            .split('/')
+            .all(|component| !matches!(component, "" | "." | ".."))
+}
+
+fn unavailable() -> SafeError {
+    SafeError::new(ErrorCode::ArtifactUnavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_relative_paths_only() {
+        for good in ["a", "db/tables/orders.sql", "é t/ü x.sql", "a.b/..c/d.."] {
+            assert!(is_relative_path(good), "{good:?} was refused");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "./a",
+            "a//b",
+            "a/",
+            "a\\b",
+            "a\0b",
+            "a/.",
+        ] {
+            assert!(!is_relative_path(bad), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn only_the_fixed_layout_is_read() {
+        let files = BTreeMap::from([("d/a.sql".to_owned(), b"x".to_vec())]);
+        let bytes = archive(&files, "{}").unwrap();
+        assert_eq!(
+            unarchive(&bytes).unwrap(),
+            ArtifactContents {
+                files,
+                manifest: "{}".to_owned()
+            }
+        );
+
+        // A file before the manifest, a file outside `files/`, and files out of order.
+        for entries in [
+            vec![("files/a", "x"), (MANIFEST_ENTRY, "{}")],
+            vec![(MANIFEST_ENTRY, "{}"), ("other/a", "x")],
+            vec![(MANIFEST_ENTRY, "{}"), ("files/b", "x"), ("files/a", "x")],
+            vec![(MANIFEST_ENTRY, "{}"), ("files/a", "x"), ("files/a", "y")],
+            vec![],
+        ] {
+            let mut builder = Builder::new(Vec::new());
+            for (name, content) in &entries {
+                append(&mut builder, name, content.as_bytes()).unwrap();
+            }
+            let bytes = builder.into_inner().unwrap();
+            assert!(unarchive(&bytes).is_err(), "{entries:?} was read");
+        }
+    }
+}

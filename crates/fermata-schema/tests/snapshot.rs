@@ -1,14 +1,15 @@
 //! Table snapshots against the MariaDB server the test command provisions: a corpus of tables
 //! with most column, key and constraint clauses, odd names and reserved words renders to
 //! canonical files that match the server's own definitions; the same schema created in another
-//! order, with other counters and session settings, gives byte-identical files and hash; what
-//! the model cannot represent yet fails the database as unsupported.
+//! order, with other counters and session settings, gives byte-identical files and hash; a change
+//! between a snapshot and its verification is caught as retryable; what the model cannot
+//! represent yet fails the database as unsupported.
 
 mod support;
 
 use std::collections::BTreeMap;
 
-use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot};
+use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot, verify_live};
 use fermata_store::schema::{DatabaseName, ErrorCode};
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
@@ -99,10 +100,21 @@ async fn create(admin: &mut MySqlConnection, database: &str, statements: &[&str]
     }
 }
 
+/// Session settings that would change `SHOW CREATE` output, were they left in place.
+const ODD_SESSION: &str = "SET SESSION sql_mode = 'ANSI_QUOTES,NO_FIELD_OPTIONS,NO_KEY_OPTIONS,NO_TABLE_OPTIONS', sql_quote_show_create = 0";
+
 async fn connections(count: usize) -> Vec<MySqlConnection> {
+    connections_after(count, None).await
+}
+
+/// `count` prepared connections, each having run `first` before it was prepared.
+async fn connections_after(count: usize, first: Option<&str>) -> Vec<MySqlConnection> {
     let mut all = Vec::new();
     for _ in 0..count {
         let mut connection = admin().await;
+        if let Some(first) = first {
+            connection.execute(first).await.unwrap();
+        }
         prepare(&mut connection).await.unwrap();
         all.push(connection);
     }
@@ -187,7 +199,14 @@ async fn the_same_schema_made_differently_gives_identical_files() {
     create(&mut admin, &database, CORPUS).await;
     let first = take(&database, 1).await.unwrap();
     create(&mut admin, &database, REORDERED).await;
-    let second = take(&database, 4).await.unwrap();
+    let mut odd = connections_after(4, Some(ODD_SESSION)).await;
+    let second = snapshot(
+        &mut odd,
+        &DatabaseName::new(database.clone()).unwrap(),
+        "test",
+    )
+    .await
+    .unwrap();
     for (path, content) in &first.files {
         assert_eq!(
             Some(content),
@@ -203,6 +222,40 @@ async fn the_same_schema_made_differently_gives_identical_files() {
     }
     assert_eq!(first.files.len(), second.files.len());
     assert_eq!(first.snapshot_hash, second.snapshot_hash);
+    admin
+        .execute(format!("DROP DATABASE {}", quoted(&database)).as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes() {
+    let mut admin = admin().await;
+    let database = unique("drift");
+    create(&mut admin, &database, CORPUS).await;
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let candidate = take(&database, 2).await.unwrap();
+    let mut verifier = connections(1).await.pop().unwrap();
+    verify_live(&mut verifier, &name, &candidate, "test")
+        .await
+        .unwrap();
+
+    // Someone alters a table after the candidate was taken.
+    admin
+        .execute("ALTER TABLE parent ADD COLUMN added int")
+        .await
+        .unwrap();
+    let error = verify_live(&mut verifier, &name, &candidate, "test")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::SchemaChanged);
+    assert!(error.retryable());
+    // The retry takes a new candidate, which verifies.
+    let retried = take(&database, 2).await.unwrap();
+    assert_ne!(retried.snapshot_hash, candidate.snapshot_hash);
+    verify_live(&mut verifier, &name, &retried, "test")
+        .await
+        .unwrap();
     admin
         .execute(format!("DROP DATABASE {}", quoted(&database)).as_str())
         .await

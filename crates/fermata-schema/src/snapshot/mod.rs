@@ -149,6 +149,28 @@ pub async fn snapshot(
     })
 }
 
+/// The first check of the shared connection verifier: snapshots `candidate`'s database again
+/// over `connection` (prepared, and not one the candidate was taken on) and requires the same
+/// snapshot hash. A difference means the schema changed meanwhile: the retryable
+/// `SCHEMA_CHANGED`, after which a new candidate is taken.
+pub async fn verify_live(
+    connection: &mut MySqlConnection,
+    database: &DatabaseName,
+    candidate: &DatabaseSnapshot,
+    server_version: &str,
+) -> Result<(), SafeError> {
+    let live = snapshot(std::slice::from_mut(connection), database, server_version).await?;
+    if live.snapshot_hash == candidate.snapshot_hash {
+        Ok(())
+    } else {
+        tracing::info!(database = %database, "the schema changed while it was snapshotted");
+        Err(SafeError::about(
+            ErrorCode::SchemaChanged,
+            Subject::Database(database.clone()),
+        ))
+    }
+}
+
 /// `SHOW CREATE TABLE` of every table, in the tables' order, spread over the connections.
 async fn show_create_all(
     connections: &mut [MySqlConnection],

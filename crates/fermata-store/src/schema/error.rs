@@ -100,6 +100,9 @@ pub enum ErrorCode {
     MetadataUnreadable,
     /// The snapshot differs from the live server (subject: the database).
     VerificationFailed,
+    /// The schema changed while it was being snapshotted (subject: the database); trying again
+    /// takes a new snapshot.
+    SchemaChanged,
     /// The review artifact could not be written, read or decrypted.
     ArtifactUnavailable,
     /// The review decision window passed.
@@ -137,7 +140,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 39] = [
+    pub const ALL: [ErrorCode; 40] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -168,6 +171,7 @@ impl ErrorCode {
         ErrorCode::UnsupportedSchemaOutput,
         ErrorCode::MetadataUnreadable,
         ErrorCode::VerificationFailed,
+        ErrorCode::SchemaChanged,
         ErrorCode::ArtifactUnavailable,
         ErrorCode::ReviewExpired,
         ErrorCode::ReviewRejected,
@@ -208,7 +212,7 @@ impl ErrorCode {
             AuthenticationFailed | PermissionDenied => ErrorStage::Permission,
             UnsupportedSchemaOutput => ErrorStage::Generation,
             MetadataUnreadable | DatabaseNoLongerVisible => ErrorStage::Metadata,
-            VerificationFailed => ErrorStage::Verification,
+            VerificationFailed | SchemaChanged => ErrorStage::Verification,
             ArtifactUnavailable => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected => ErrorStage::Review,
             GithubFailed | GithubRateLimited => ErrorStage::Github,
@@ -232,6 +236,7 @@ impl ErrorCode {
                 | StepTimedOut
                 | StartUnknown
                 | StorageUnavailable
+                | SchemaChanged
         )
     }
 
@@ -263,6 +268,7 @@ impl ErrorCode {
             UnsupportedSchemaOutput => "the schema of database {} cannot be captured faithfully",
             MetadataUnreadable => "the catalog of database {} could not be read",
             VerificationFailed => "database {} differs from its snapshot",
+            SchemaChanged => "the schema of database {} changed while it was snapshotted",
             ArtifactUnavailable => "the review artifact could not be stored or read",
             ReviewExpired => "the review window closed without a decision",
             ReviewRejected => "the review was rejected",

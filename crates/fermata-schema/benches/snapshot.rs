@@ -1,0 +1,168 @@
+//! Benchmark: a snapshot (introspection plus canonical rendering) of a generated database of many
+//! tables, against `mariadb-dump --no-data --routines --triggers --events` of the same database,
+//! in the same run, on the MariaDB server `scripts/bench` provisions (`FERMATA_TEST_MYSQL_URL`).
+//!
+//! The database has `FERMATA_BENCH_TABLES` tables (default 2000), each with six columns of
+//! mixed types, a primary key, a unique key, a two-column key with a prefix, a comment and a
+//! foreign key to the table before it. Views, routines, triggers and events are not in it: a
+//! snapshot refuses them for now, so the dump's `--routines --triggers --events` find nothing.
+//!
+//! Each side runs `FERMATA_BENCH_ROUNDS` times (default 3), alternating, and the median wall
+//! time is reported with the ratio. Round trips are the server's global `Questions` counter
+//! before and after each run, divided by the number of tables; the snapshot also opens its
+//! connections (8, prepared once) inside the timed region, as a refresh does.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fermata_schema::snapshot::{prepare, snapshot};
+use fermata_store::schema::DatabaseName;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::{ConnectOptions, Executor, Row};
+
+const DATABASE: &str = "fermata_bench_snapshot";
+const CONNECTIONS: usize = 8;
+
+fn setting(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn connect(options: &MySqlConnectOptions) -> MySqlConnection {
+    options
+        .connect()
+        .await
+        .expect("the benchmark's MariaDB answers")
+}
+
+async fn questions(admin: &mut MySqlConnection) -> u64 {
+    let row = sqlx::query("SHOW GLOBAL STATUS LIKE 'Questions'")
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+    let value: String = row.try_get(1).unwrap();
+    value.parse().unwrap()
+}
+
+async fn create(admin: &mut MySqlConnection, tables: usize) {
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {DATABASE}").as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4").as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("USE {DATABASE}").as_str())
+        .await
+        .unwrap();
+    admin.execute("SET foreign_key_checks = 0").await.unwrap();
+    for i in 0..tables {
+        let parent = if i == 0 {
+            String::new()
+        } else {
+            format!(
+                ", CONSTRAINT fk_{i} FOREIGN KEY (parent_id) REFERENCES t{} (id) ON DELETE CASCADE",
+                i - 1
+            )
+        };
+        admin
+            .execute(
+                format!(
+                    "CREATE TABLE t{i} (id bigint unsigned NOT NULL AUTO_INCREMENT, \
+                     parent_id bigint unsigned, code varchar(64) NOT NULL, \
+                     amount decimal(12,2) NOT NULL DEFAULT 0.00, note text, \
+                     created timestamp NOT NULL DEFAULT current_timestamp(), \
+                     PRIMARY KEY (id), UNIQUE KEY code_{i} (code), \
+                     KEY pair_{i} (parent_id, code(16)){parent}) \
+                     ENGINE=InnoDB COMMENT='table {i}'"
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let url = std::env::var("FERMATA_TEST_MYSQL_URL")
+        .expect("FERMATA_TEST_MYSQL_URL is not set: run scripts/bench");
+    let options: MySqlConnectOptions = url.parse().unwrap();
+    let tables = setting("FERMATA_BENCH_TABLES", 2000);
+    let rounds = setting("FERMATA_BENCH_ROUNDS", 3);
+    let mut admin = connect(&options).await;
+    let started = Instant::now();
+    create(&mut admin, tables).await;
+    println!(
+        "snapshot: created {tables} tables in {:.1?}",
+        started.elapsed()
+    );
+    let name = DatabaseName::new(DATABASE).unwrap();
+
+    let (mut ours, mut dumps) = (Vec::new(), Vec::new());
+    let (mut our_questions, mut dump_questions) = (0, 0);
+    let mut snapshot_hash = String::new();
+    for _ in 0..rounds {
+        let before = questions(&mut admin).await;
+        let start = Instant::now();
+        let mut connections = Vec::with_capacity(CONNECTIONS);
+        for _ in 0..CONNECTIONS {
+            let mut connection = connect(&options).await;
+            prepare(&mut connection).await.unwrap();
+            connections.push(connection);
+        }
+        let taken = snapshot(&mut connections, &name, "bench").await.unwrap();
+        ours.push(start.elapsed());
+        our_questions = questions(&mut admin).await - before - 1;
+        assert_eq!(taken.model.tables.len(), tables);
+        snapshot_hash = taken.snapshot_hash;
+
+        let before = questions(&mut admin).await;
+        let start = Instant::now();
+        let output = Command::new("mariadb-dump")
+            .args([
+                "--no-defaults",
+                "--no-data",
+                "--routines",
+                "--triggers",
+                "--events",
+            ])
+            .arg(format!("--host={}", options.get_host()))
+            .arg(format!("--port={}", options.get_port()))
+            .arg(format!("--user={}", options.get_username()))
+            .arg("--password=fermata")
+            .arg(DATABASE)
+            .output()
+            .expect("mariadb-dump runs");
+        dumps.push(start.elapsed());
+        assert!(output.status.success(), "mariadb-dump failed");
+        dump_questions = questions(&mut admin).await - before - 1;
+    }
+    let (ours, dumps) = (median(ours), median(dumps));
+    println!(
+        "snapshot: {tables} tables, median of {rounds}: fermata {:.0} ms, mariadb-dump {:.0} ms, ratio {:.2}x",
+        ours.as_secs_f64() * 1000.0,
+        dumps.as_secs_f64() * 1000.0,
+        ours.as_secs_f64() / dumps.as_secs_f64()
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let per_table = |questions: u64| questions as f64 / tables as f64;
+    println!(
+        "snapshot: round trips: fermata {our_questions} ({:.2} per table), mariadb-dump {dump_questions} ({:.2} per table); snapshot hash {snapshot_hash}",
+        per_table(our_questions),
+        per_table(dump_questions)
+    );
+    admin
+        .execute(format!("DROP DATABASE {DATABASE}").as_str())
+        .await
+        .unwrap();
+}

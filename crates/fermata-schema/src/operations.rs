@@ -74,6 +74,8 @@ pub struct OperationReport {
     pub lease: Option<SchemaLease>,
     /// The operation's steps, in the order they began: attempts, retried errors, outcomes.
     pub steps: Vec<OperationStep>,
+    /// The actor's login name, when the user still exists.
+    pub actor_name: Option<String>,
 }
 
 /// The schema operations service.
@@ -283,7 +285,15 @@ impl Operations {
             .map_err(|e| storage_error(&e))?
             .filter(|lease| lease.operation == id);
         let steps = schema.steps(id).await.map_err(|e| storage_error(&e))?;
+        let actor_name = self
+            .storage
+            .users()
+            .user_by_id(&operation.actor)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .map(|user| user.name.to_string());
         Ok(OperationReport {
+            actor_name,
             operation,
             databases,
             inventory,

@@ -184,6 +184,9 @@ pub struct OperationView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseView>,
     pub steps: Vec<StepView>,
+    /// The actor's login name, when the user still exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor_name: Option<String>,
 }
 
 /// One step of the operation: its attempts, and the latest error (retried, or final).
@@ -222,6 +225,7 @@ impl From<&OperationReport> for OperationView {
             inventory: report.inventory.as_ref().map(InventoryView::from),
             lease: report.lease.as_ref().map(LeaseView::from),
             steps: report.steps.iter().map(StepView::from).collect(),
+            actor_name: report.actor_name.clone(),
         }
     }
 }
@@ -232,7 +236,11 @@ impl OperationView {
         let s = &self.summary;
         let mut text = format!(
             "operation {}\n  kind      {}\n  state     {}\n  actor     {}\n  created   {}\n",
-            s.id, s.kind, s.state, s.actor, s.created_at
+            s.id,
+            s.kind,
+            s.state,
+            self.actor_name.as_deref().unwrap_or(&s.actor),
+            s.created_at
         );
         if let Some(finished) = &s.finished_at {
             let _ = writeln!(text, "  finished  {finished}");

@@ -152,6 +152,7 @@ async fn inventories_run_from_the_command_line_and_the_api() {
     assert!(ok, "{output}");
     assert_eq!(view["state"], "succeeded", "{output}");
     assert_eq!(view["kind"], "inventory");
+    assert_eq!(view["actor_name"], "ada");
     assert_eq!(names_with_prefix(&view, &prefix), expected);
     let first = view["id"].as_str().unwrap().to_owned();
     let (ok, _, output) = schema_json(&target, &["inventory", "--as", "bob"]);

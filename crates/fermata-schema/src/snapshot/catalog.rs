@@ -10,7 +10,7 @@ use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
 use super::model::{
-    Check, Column, DatabaseModel, ForeignKey, Generated, Index, IndexKind, IndexPart, Table,
+    Check, Column, DatabaseModel, ForeignKey, Generated, Index, IndexKind, IndexPart, Table, View,
 };
 use crate::source::query_error;
 
@@ -42,6 +42,14 @@ const FOREIGN_KEYS: &str = "SELECT rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.COLUMN_N
       AND k.TABLE_NAME = rc.TABLE_NAME AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME \
      WHERE rc.CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY rc.TABLE_NAME, BINARY rc.CONSTRAINT_NAME, k.ORDINAL_POSITION";
+const VIEWS: &str = "SELECT TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, DEFINER, SECURITY_TYPE, \
+     ALGORITHM FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ? ORDER BY BINARY TABLE_NAME";
+/// Routines, triggers and events, which the model does not hold yet: any of them makes the
+/// database unsupported rather than snapshotted without them.
+const NOT_YET_MODELLED: &str = "SELECT CAST(\
+     (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?) + \
+     (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?) + \
+     (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?) AS CHAR)";
 const CHECKS: &str = "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE, LEVEL \
      FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, BINARY CONSTRAINT_NAME";
@@ -110,18 +118,36 @@ pub(super) async fn read(
             Subject::Database(database.clone()),
         )
     })?;
+    let others = sqlx::query(NOT_YET_MODELLED)
+        .bind(database.as_str())
+        .bind(database.as_str())
+        .bind(database.as_str())
+        .fetch_one(&mut *connection)
+        .await
+        .map_err(|error| query_error(&error))?;
+    if values(&others, database).text(0)? != "0" {
+        return Err(unsupported());
+    }
     let (default_charset, default_collation) = (
         values(schema, database).text(0)?,
         values(schema, database).text(1)?,
     );
 
     let mut tables: BTreeMap<String, Table> = BTreeMap::new();
+    // Views' columns are listed with the tables' and belong to the views' definitions.
+    let mut view_names = std::collections::BTreeSet::new();
     for row in rows(connection, TABLES, database).await? {
         let v = values(&row, database);
-        if v.text(1)? != "BASE TABLE" {
-            // Views, sequences and system views are not snapshotted yet: refuse rather than
-            // write a snapshot that leaves them out.
-            return Err(unsupported());
+        match v.text(1)?.as_str() {
+            "BASE TABLE" => {}
+            // Read from `information_schema.VIEWS` below.
+            "VIEW" => {
+                view_names.insert(v.text(0)?);
+                continue;
+            }
+            // Sequences and system views are not snapshotted yet: refuse rather than write a
+            // snapshot that leaves them out.
+            _ => return Err(unsupported()),
         }
         let options = v.optional(4)?.unwrap_or_default();
         let row_format = options
@@ -171,6 +197,9 @@ pub(super) async fn read(
     for row in rows(connection, COLUMNS, database).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
+        if view_names.contains(&table_name) {
+            continue;
+        }
         let name = v.text(1)?;
         let extra = v.optional(5)?.unwrap_or_default();
         let generated = match v.optional(9)? {
@@ -273,6 +302,22 @@ pub(super) async fn read(
         }
     }
 
+    // The server prints a view's definition without this database's qualifier; the catalog
+    // qualifies every name, so the qualifier is taken off to compare the two.
+    let qualifier = format!("{}.", super::render::identifier(database.as_str()));
+    let mut views = Vec::new();
+    for row in rows(connection, VIEWS, database).await? {
+        let v = values(&row, database);
+        views.push(View {
+            name: v.text(0)?,
+            definition: v.text(1)?.replace(&qualifier, ""),
+            check_option: v.text(2)?,
+            definer: v.text(3)?,
+            security: v.text(4)?,
+            algorithm: v.text(5)?,
+        });
+    }
+
     let mut tables: Vec<Table> = tables.into_values().collect();
     for table in &mut tables {
         // Primary first, then by name: the canonical order.
@@ -287,6 +332,7 @@ pub(super) async fn read(
             default_charset,
             default_collation,
             tables,
+            views,
         },
     })
 }

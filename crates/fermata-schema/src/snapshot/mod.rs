@@ -16,8 +16,10 @@
 //! file hashes, so it changes with the schema and never with the server's version or the
 //! generator's.
 //!
-//! Tables only, for now: a database with views, sequences, routines, triggers or events is
-//! refused as unsupported rather than snapshotted without them.
+//! Views get `views/<name>.sql`: the canonical `CREATE VIEW` without its definer (the model
+//! keeps the definer, so a changed definer changes the snapshot). Tables and views only, for
+//! now: a database with sequences, routines, triggers or events is refused as unsupported
+//! rather than snapshotted without them.
 
 mod catalog;
 pub mod model;
@@ -33,7 +35,7 @@ use sqlx::mysql::MySqlConnection;
 
 use crate::names;
 use crate::source::query_error;
-use model::{DatabaseModel, Table};
+use model::DatabaseModel;
 
 /// The version written into manifests.
 pub const GENERATOR: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));
@@ -96,7 +98,14 @@ pub async fn snapshot(
     };
     let first = connections.first_mut().ok_or_else(unsupported)?;
     let model = catalog::read(first, database).await?.model;
-    let texts = show_create_all(connections, database, &model.tables).await?;
+    let mut objects: Vec<(&str, &str)> = model
+        .tables
+        .iter()
+        .map(|table| ("TABLE", table.name.as_str()))
+        .collect();
+    objects.extend(model.views.iter().map(|view| ("VIEW", view.name.as_str())));
+    let mut texts = show_create_all(connections, database, &objects).await?;
+    let view_texts = texts.split_off(model.tables.len());
 
     let mut files = BTreeMap::new();
     for (table, text) in model.tables.iter().zip(texts) {
@@ -110,13 +119,26 @@ pub async fn snapshot(
             format!("{canonical}\n").into_bytes(),
         );
     }
+    for (view, text) in model.views.iter().zip(view_texts) {
+        let canonical = render::render_view(view);
+        if render::canonical_show_create_view(&text, database.as_str()).as_deref()
+            != Some(canonical.as_str())
+        {
+            tracing::warn!(database = %database, "a view's model does not match the server's definition; the database is not snapshotted");
+            return Err(unsupported());
+        }
+        files.insert(
+            format!("views/{}.sql", names::file_name(&view.name)?),
+            format!("{canonical}\n").into_bytes(),
+        );
+    }
     let schema_json = serde_json::to_string_pretty(&model).map_err(|_| unsupported())?;
     files.insert(
         "schema.json".to_owned(),
         format!("{schema_json}\n").into_bytes(),
     );
 
-    let counts = BTreeMap::from([("tables", model.tables.len())]);
+    let counts = BTreeMap::from([("tables", model.tables.len()), ("views", model.views.len())]);
     let hashes: BTreeMap<String, String> = files
         .iter()
         .map(|(path, content)| (path.clone(), hex(&Sha256::digest(content))))
@@ -171,25 +193,25 @@ pub async fn verify_live(
     }
 }
 
-/// `SHOW CREATE TABLE` of every table, in the tables' order, spread over the connections.
+/// `SHOW CREATE <kind>` of every object, in the objects' order, spread over the connections.
 async fn show_create_all(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
-    tables: &[Table],
+    objects: &[(&str, &str)],
 ) -> Result<Vec<String>, SafeError> {
-    let share = tables.len().div_ceil(connections.len().max(1)).max(1);
-    let chunks = tables.chunks(share);
+    let share = objects.len().div_ceil(connections.len().max(1)).max(1);
+    let chunks = objects.chunks(share);
     let work = connections
         .iter_mut()
         .zip(chunks)
         .map(|(connection, chunk)| async move {
             let mut texts = Vec::with_capacity(chunk.len());
-            for table in chunk {
-                texts.push(show_create(connection, database, table).await?);
+            for (kind, name) in chunk {
+                texts.push(show_create(connection, database, kind, name).await?);
             }
             Ok::<_, SafeError>(texts)
         });
-    let mut all = Vec::with_capacity(tables.len());
+    let mut all = Vec::with_capacity(objects.len());
     for texts in futures::future::join_all(work).await {
         all.extend(texts?);
     }
@@ -199,12 +221,13 @@ async fn show_create_all(
 async fn show_create(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
-    table: &Table,
+    kind: &str,
+    name: &str,
 ) -> Result<String, SafeError> {
     let sql = format!(
-        "SHOW CREATE TABLE {}.{}",
+        "SHOW CREATE {kind} {}.{}",
         render::identifier(database.as_str()),
-        render::identifier(&table.name)
+        render::identifier(name)
     );
     let row = sqlx::query(&sql)
         .fetch_one(&mut *connection)

@@ -5,13 +5,29 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One database's tables (views, routines, triggers, events and sequences come later).
+/// One database's tables and views (routines, triggers, events and sequences come later).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatabaseModel {
     pub name: String,
     pub default_charset: String,
     pub default_collation: String,
     pub tables: Vec<Table>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<View>,
+}
+
+/// A view. Its canonical file leaves the definer out (whoever applies the file becomes it); the
+/// model keeps it, so a changed definer still changes the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct View {
+    pub name: String,
+    /// The `SELECT`, as the server prints it, without this database's qualifier.
+    pub definition: String,
+    pub algorithm: String,
+    pub security: String,
+    /// `NONE`, `CASCADED` or `LOCAL`.
+    pub check_option: String,
+    pub definer: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 //! compared: a table whose model does not render to exactly what the server says is not
 //! snapshotted (the model would be lossy).
 
-use super::model::{Column, ForeignKey, Index, IndexKind, Table};
+use super::model::{Column, ForeignKey, Index, IndexKind, Table, View};
 
 /// `name` as a quoted identifier.
 pub fn identifier(name: &str) -> String {
@@ -174,6 +174,31 @@ pub fn render_table(table: &Table) -> String {
         identifier(&table.name),
         lines.join(",\n")
     )
+}
+
+/// The canonical `CREATE VIEW` of `view`, without a definer and without a trailing newline.
+pub fn render_view(view: &View) -> String {
+    let mut text = format!(
+        "CREATE ALGORITHM={} SQL SECURITY {} VIEW {} AS {}",
+        view.algorithm,
+        view.security,
+        identifier(&view.name),
+        view.definition
+    );
+    if view.check_option != "NONE" {
+        text.push_str(&format!(" WITH {} CHECK OPTION", view.check_option));
+    }
+    text
+}
+
+/// The server's `SHOW CREATE VIEW` text in canonical form: the `DEFINER=` clause taken out, and
+/// the qualifier of the view's own database (which the server prints when asked from outside
+/// it) removed, as the model has it.
+pub fn canonical_show_create_view(text: &str, database: &str) -> Option<String> {
+    let start = text.find(" DEFINER=")?;
+    let end = start + text[start..].find(" SQL SECURITY ")?;
+    let qualifier = format!("{}.", identifier(database));
+    Some(format!("{}{}", &text[..start], &text[end..]).replace(&qualifier, ""))
 }
 
 /// Where a body line of `SHOW CREATE TABLE` goes in the canonical order.

@@ -521,9 +521,10 @@ impl WorkflowStore for SqlStorage {
         };
         let done = query.execute(&mut *tx).await.map_err(|e| map(e, action))?;
         if done.rows_affected() != 1 {
-            return Err(StoreError::conflict(format!(
+            let conflict = StoreError::conflict(format!(
                 "step `{key}` of run {run} changed while it was written"
-            )));
+            ));
+            return rolled_back(tx, Err(conflict), action).await;
         }
         let record = self
             .step_on(&mut tx, run, key, action)
@@ -635,27 +636,29 @@ impl WorkflowStore for SqlStorage {
             .await
             .map_err(|e| map(e, action))?;
         let Some(state) = state else {
-            return Err(unavailable());
+            return rolled_back(tx, Err(unavailable()), action).await;
         };
         if let Some(existing) = self.hook_on(&mut tx, run, key, action).await? {
             if let Some(hook) = existing.delivered {
                 if hook.idempotency_key == idempotency_key {
-                    return Ok(HookDelivery::AlreadyDelivered);
+                    return rolled_back(tx, Ok(HookDelivery::AlreadyDelivered), action).await;
                 }
-                return Err(StoreError::conflict(format!(
+                let conflict = StoreError::conflict(format!(
                     "hook `{key}` of run {run} was delivered under another idempotency key"
-                )));
+                ));
+                return rolled_back(tx, Err(conflict), action).await;
             }
             if existing.timed_out {
-                return Err(StoreError::conflict(format!(
+                let conflict = StoreError::conflict(format!(
                     "the wait for hook `{key}` of run {run} timed out"
-                )));
+                ));
+                return rolled_back(tx, Err(conflict), action).await;
             }
         }
         let state = RunState::parse(&state)
             .ok_or_else(|| StoreError::corrupt("a workflow run has an unknown state"))?;
         if state.is_terminal() {
-            return Err(unavailable());
+            return rolled_back(tx, Err(unavailable()), action).await;
         }
         let now: i64 = sqlx::query_scalar(&sql.wake_for_hook)
             .bind(&run.0)
@@ -672,9 +675,10 @@ impl WorkflowStore for SqlStorage {
             .await
             .map_err(|e| map(e, action))?;
         if done.rows_affected() != 1 {
-            return Err(StoreError::conflict(format!(
+            let conflict = StoreError::conflict(format!(
                 "hook `{key}` of run {run} changed while it was delivered"
-            )));
+            ));
+            return rolled_back(tx, Err(conflict), action).await;
         }
         tx.commit().await.map_err(|e| map(e, action))?;
         Ok(HookDelivery::Delivered)
@@ -709,4 +713,16 @@ impl WorkflowStore for SqlStorage {
             .map_err(|e| map(e, "purging workflow runs"))?;
         Ok(done.rows_affected())
     }
+}
+
+/// Rolls `tx` back, then answers `outcome`. A transaction that is only dropped is rolled back
+/// when its connection is next used and keeps its row locks until then, so a claim made in the
+/// meantime would skip the run as locked.
+async fn rolled_back<T>(
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    outcome: StoreResult<T>,
+    action: &str,
+) -> StoreResult<T> {
+    tx.rollback().await.map_err(|e| map(e, action))?;
+    outcome
 }

@@ -150,22 +150,6 @@ async fn execute(worker: &Worker) -> Execution {
     worker.run_once().await.unwrap().expect("a runnable run")
 }
 
-/// Executes the next run once one is claimable: a run made runnable by another connection's
-/// commit may be skipped by a claim that sees its row still locked, and is claimed by the next.
-async fn execute_when_ready(worker: &Worker) -> Execution {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(execution) = worker.run_once().await.unwrap() {
-            return execution;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no run became runnable"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Polls `condition` until it holds, failing after [`PATIENCE`].
 async fn eventually<F, Fut>(what: &str, mut condition: F)
 where
@@ -215,10 +199,7 @@ async fn a_run_waiting_on_a_hook_resumes_once_when_it_is_delivered(storage: Arc<
             .unwrap();
         assert_eq!(delivery, expected);
     }
-    assert_eq!(
-        execute_when_ready(&worker).await.end,
-        ExecutionEnd::Succeeded
-    );
+    assert_eq!(execute(&worker).await.end, ExecutionEnd::Succeeded);
     assert_eq!(worker.run_once().await.unwrap(), None, "the run ran twice");
     let delivery = engine
         .deliver_hook(&run, "approve", "delivery-1", &payload)

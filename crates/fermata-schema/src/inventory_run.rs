@@ -152,7 +152,7 @@ impl Workflow for InventoryWorkflow {
         let run_id = ctx.run_id().0.clone();
         match self.execute(ctx, input.operation).await {
             Err(RunError::Failed(error)) => {
-                fail_operation(&*self.storage, input.operation, &run_id, &error, false).await;
+                fail_operation(&*self.storage, input.operation, &run_id, &error).await;
                 Err(RunError::Failed(error))
             }
             other => other,
@@ -160,15 +160,14 @@ impl Workflow for InventoryWorkflow {
     }
 }
 
-/// Ends operation `id` `failed` with `error` (releasing its lease when asked) on behalf of run
-/// `run_id`: only while it is live and not bound to another run. An operation that ended keeps
-/// its state.
+/// Ends operation `id` `failed` with `error` on behalf of run `run_id`, releasing the lease when
+/// its kind holds one: only while it is live and not bound to another run. An operation that
+/// ended keeps its state.
 pub(crate) async fn fail_operation(
     storage: &dyn Storage,
     id: OperationId,
     run_id: &str,
     error: &SafeError,
-    release_lease: bool,
 ) {
     let schema = storage.schema();
     let Ok(Some(operation)) = schema.operation(id).await else {
@@ -182,7 +181,7 @@ pub(crate) async fn fail_operation(
         return;
     }
     let mut failed = Transition::fail(operation.state, error.clone());
-    failed.release_lease = release_lease;
+    failed.release_lease = operation.kind.takes_lease();
     match schema.transition(id, &failed).await {
         Ok(Some(_)) => {
             tracing::warn!(operation = %id, code = %error.code().name(), "schema operation failed");

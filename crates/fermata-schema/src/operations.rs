@@ -116,10 +116,6 @@ impl Operations {
         self
     }
 
-    pub fn lease_ttl(&self) -> Duration {
-        self.lease_ttl
-    }
-
     /// Runs the start protocol and returns the operation as it stands afterwards.
     pub async fn request(
         &self,

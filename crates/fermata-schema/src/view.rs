@@ -252,8 +252,8 @@ impl OperationView {
             let _ = writeln!(
                 text,
                 "  error     {} ({}): {}",
-                error.code_name(),
-                error.stage_name(),
+                error.code.name(),
+                error.stage.name(),
                 printable(&error.message)
             );
         }
@@ -290,7 +290,7 @@ impl OperationView {
                 let _ = write!(
                     text,
                     "  {}: {}",
-                    error.code_name(),
+                    error.code.name(),
                     printable(&error.message)
                 );
             }
@@ -305,23 +305,13 @@ impl OperationView {
                 let _ = write!(
                     text,
                     "  {}: {}",
-                    error.code_name(),
+                    error.code.name(),
                     printable(&error.message)
                 );
             }
             text.push('\n');
         }
         text
-    }
-}
-
-impl ErrorView {
-    fn code_name(&self) -> String {
-        self.code.name()
-    }
-
-    fn stage_name(&self) -> String {
-        self.stage.name()
     }
 }
 

@@ -89,6 +89,21 @@ fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
     (cookie, csrf)
 }
 
+/// `POST /api/v1/schema/inventory` with `request_key`, as `headers` say.
+fn start_inventory(
+    address: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    request_key: &str,
+) -> support::Answer {
+    request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        headers,
+        Some(&json!({ "request_key": request_key })),
+    )
+}
+
 /// Polls the status route until the operation ends; returns every answer's body and the last.
 fn poll_until_terminal(
     address: std::net::SocketAddr,
@@ -192,13 +207,7 @@ async fn inventories_run_from_the_command_line_and_the_api() {
     let (cookie, csrf) = login(address, "ada");
     let [c, x] = session_headers(&cookie, &csrf);
     let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
-    let started = request(
-        address,
-        "POST",
-        "/api/v1/schema/inventory",
-        &session,
-        Some(&json!({"request_key": "browser-click-1"})),
-    );
+    let started = start_inventory(address, &session, "browser-click-1");
     assert_eq!(started.status, 202, "{}", started.body);
     assert!(
         started
@@ -207,13 +216,7 @@ async fn inventories_run_from_the_command_line_and_the_api() {
             .contains("cache-control: no-store")
     );
     let id = started.json()["id"].as_str().unwrap().to_owned();
-    let again = request(
-        address,
-        "POST",
-        "/api/v1/schema/inventory",
-        &session,
-        Some(&json!({"request_key": "browser-click-1"})),
-    );
+    let again = start_inventory(address, &session, "browser-click-1");
     assert_eq!(
         again.json()["id"],
         id.as_str(),
@@ -263,13 +266,7 @@ async fn inventories_run_from_the_command_line_and_the_api() {
             );
         }
     }
-    let refused = request(
-        address,
-        "POST",
-        "/api/v1/schema/inventory",
-        &bob,
-        Some(&json!({"request_key": "bob-1"})),
-    );
+    let refused = start_inventory(address, &bob, "bob-1");
     assert_eq!(refused.status, 403);
 
     // The command line, while the server serves, leaves the run to the server.
@@ -328,13 +325,7 @@ async fn driver_errors_never_reach_rows_answers_or_logs() {
     let (cookie, csrf) = login(address, "ada");
     let [c, x] = session_headers(&cookie, &csrf);
     let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
-    let started = request(
-        address,
-        "POST",
-        "/api/v1/schema/inventory",
-        &session,
-        Some(&json!({"request_key": "leak-1"})),
-    );
+    let started = start_inventory(address, &session, "leak-1");
     assert_eq!(started.status, 202, "{}", started.body);
     let id = started.json()["id"].as_str().unwrap().to_owned();
     let (mut answers, done) = poll_until_terminal(address, &session, &id);

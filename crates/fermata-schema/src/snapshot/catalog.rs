@@ -14,12 +14,6 @@ use super::model::{
 };
 use crate::source::query_error;
 
-/// What is read about one database: its model, and the names of what it holds that this
-/// release does not snapshot yet (views and the like make the database unsupported).
-pub(super) struct Catalog {
-    pub(super) model: DatabaseModel,
-}
-
 const SCHEMA: &str = "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME \
      FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?";
 const TABLES: &str = "SELECT TABLE_NAME, TABLE_TYPE, ENGINE, TABLE_COLLATION, CREATE_OPTIONS, \
@@ -104,7 +98,7 @@ impl Values<'_> {
 pub(super) async fn read(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
-) -> Result<Catalog, SafeError> {
+) -> Result<DatabaseModel, SafeError> {
     let unsupported = || {
         SafeError::about(
             ErrorCode::UnsupportedSchemaOutput,
@@ -326,13 +320,11 @@ pub(super) async fn read(
                 .cmp(&(b.kind != IndexKind::Primary, b.name.as_bytes()))
         });
     }
-    Ok(Catalog {
-        model: DatabaseModel {
-            name: database.as_str().to_owned(),
-            default_charset,
-            default_collation,
-            tables,
-            views,
-        },
+    Ok(DatabaseModel {
+        name: database.as_str().to_owned(),
+        default_charset,
+        default_collation,
+        tables,
+        views,
     })
 }

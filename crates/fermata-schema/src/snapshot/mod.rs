@@ -97,7 +97,7 @@ pub async fn snapshot(
         )
     };
     let first = connections.first_mut().ok_or_else(unsupported)?;
-    let model = catalog::read(first, database).await?.model;
+    let model = catalog::read(first, database).await?;
     let mut objects: Vec<(&str, &str)> = model
         .tables
         .iter()

@@ -13,6 +13,14 @@
 //! the ciphertext's SHA-256, the manifest, the decision expiry and the location. Neither half opens
 //! without the other, and the row never holds a file's path or contents.
 //!
+//! Between a refresh's database steps and its artifact step, each changed database's verified
+//! candidate waits in the object store as a *staged candidate* ([`ArtifactStore::stage`]): the
+//! same archive format, sealed whole (envelope and all) under the same purpose with
+//! `<operation ID>/candidate/<position>` as the authenticated row, at
+//! [`staged_location`]. Only the artifact step reads them, and it deletes them once the artifact
+//! row is recorded. Nothing of a candidate is ever written in plaintext outside a step's own
+//! temporary folder.
+//!
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
 //! versions stay loaded after a rotation), the archive has the fixed layout, and its manifest is
@@ -51,6 +59,12 @@ const HEADER_LEN: usize = 1 + VERSION_LEN + NONCE_LEN;
 /// operation ID alone, so writing it again replaces only that operation's artifact.
 pub fn artifact_location(operation: OperationId) -> String {
     format!("{ARTIFACT_FOLDER}/{operation}.bin")
+}
+
+/// Where the candidate of the database at `position` in `operation`'s selection waits for the
+/// artifact step: `schema-artifacts/<operation ID>/candidate-<position>.bin`.
+pub fn staged_location(operation: OperationId, position: u32) -> String {
+    format!("{ARTIFACT_FOLDER}/{operation}/candidate-{position}.bin")
 }
 
 /// Writes, reads and deletes review artifacts in an object store.
@@ -131,6 +145,81 @@ impl ArtifactStore {
         })
     }
 
+    /// Seals one database's verified candidate (its files, with its `manifest.json` as the
+    /// archive's manifest) and writes it at [`staged_location`], replacing an earlier attempt's.
+    pub async fn stage(
+        &self,
+        operation: OperationId,
+        position: u32,
+        files: BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), SafeError> {
+        let keys = Arc::clone(&self.keys);
+        let row = staged_row(operation, position);
+        let envelope = tokio::task::spawn_blocking(move || {
+            let manifest = files
+                .get(MANIFEST_FILE)
+                .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                .ok_or("a candidate has no manifest")?
+                .to_owned();
+            let plaintext = archive(&files, &manifest)
+                .map_err(|_| "a candidate path is not a clean relative path")?;
+            Ok::<_, &str>(keys.seal(aad(&row), &plaintext))
+        })
+        .await
+        .map_err(|_| unavailable(operation, "sealing a candidate panicked"))?
+        .map_err(|reason| unavailable(operation, reason))?;
+        self.objects
+            .put(
+                &ObjectPath::from(staged_location(operation, position).as_str()),
+                PutPayload::from(envelope),
+            )
+            .await
+            .map_err(|_| unavailable(operation, "a candidate could not be staged"))?;
+        Ok(())
+    }
+
+    /// The files of the candidate staged at `position`, checked and decrypted.
+    pub async fn staged(
+        &self,
+        operation: OperationId,
+        position: u32,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+        let envelope = self
+            .objects
+            .get(&ObjectPath::from(
+                staged_location(operation, position).as_str(),
+            ))
+            .await
+            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?
+            .bytes()
+            .await
+            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?;
+        let keys = Arc::clone(&self.keys);
+        let row = staged_row(operation, position);
+        tokio::task::spawn_blocking(move || {
+            let plaintext = keys
+                .open(aad(&row), &envelope)
+                .map_err(|_| "a staged candidate did not decrypt")?;
+            let contents = archive::unarchive(&plaintext)
+                .map_err(|_| "a staged candidate's archive is malformed")?;
+            Ok(contents.files)
+        })
+        .await
+        .map_err(|_| unavailable(operation, "opening a staged candidate panicked"))?
+        .map_err(|reason| unavailable(operation, reason))
+    }
+
+    /// Deletes the staged candidate at `position`; one already gone is fine.
+    pub async fn discard_staged(&self, operation: OperationId, position: u32) {
+        let location = ObjectPath::from(staged_location(operation, position).as_str());
+        match self.objects.delete(&location).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(_) => {
+                tracing::warn!(operation = %operation, position, "a staged candidate could not be deleted");
+            }
+        }
+    }
+
     /// Fetches, checks and decrypts the artifact `artifact` describes.
     pub async fn open(&self, artifact: &NewArtifact) -> Result<ArtifactContents, SafeError> {
         let operation = artifact.operation;
@@ -209,6 +298,15 @@ impl ArtifactStore {
             }
         }
     }
+}
+
+/// The file every candidate carries its own manifest in.
+const MANIFEST_FILE: &str = "manifest.json";
+
+/// The authenticated row of a staged candidate: never an operation ID alone, so a staged
+/// candidate cannot pass for the artifact, nor one position for another.
+fn staged_row(operation: OperationId, position: u32) -> String {
+    format!("{operation}/candidate/{position}")
 }
 
 /// The authenticated data of an operation's artifact (the keyring adds the key version).

@@ -18,6 +18,9 @@ pub mod inventory_run;
 pub mod names;
 pub mod operations;
 pub mod package;
+mod pool;
+pub mod refresh_run;
+pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
@@ -31,4 +34,6 @@ pub use inventory_run::InventoryWorkflow;
 pub use operations::{
     OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
 };
+pub use refresh_run::{RefreshSettings, RefreshWorkflow};
+pub use review::{Reviews, Verdict};
 pub use source::{SourceSettings, TlsMode};

@@ -239,7 +239,9 @@ impl RefreshWorkflow {
                     .await
             })
             .await?;
-        leased
+        // Its body holds the lease to the review expiry; a heartbeat at its boundary would make
+        // the lease active again, with the heartbeat's shorter lifetime.
+        unleased
             .step(ctx, "review:await", |_| async {
                 self.await_review(id, UnixMillis(expires_at)).await
             })

@@ -29,7 +29,7 @@ use fermata_schema::{
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, ErrorCode, Freshness, InventoryId, NewInventory,
     OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState, SafeError,
-    StepKey, StepState,
+    SchemaLeaseStatus, StepKey, StepState,
 };
 use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
@@ -443,6 +443,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(review.state, ReviewState::Pending);
     let lease = report.lease.clone().expect("the refresh holds the lease");
     assert_eq!(lease.expires_at, review.expires_at);
+    assert_eq!(lease.status, SchemaLeaseStatus::AwaitingReview);
     let artifact = schema.artifact(id).await.unwrap().unwrap();
     assert_eq!(artifact.state, ArtifactState::Stored);
     assert_eq!(artifact.meta.decision_expires_at, review.expires_at);
@@ -614,7 +615,12 @@ async fn an_undecided_review_expires_and_releases_the_lease() {
     let harness = harness(source, Fault::None, Duration::from_secs(2)).await;
     let inventory = harness.inventory().await;
     let id = harness.refresh(inventory, &[&a, &b]).await;
-    harness.awaiting_review(id).await;
+    let awaiting = harness.awaiting_review(id).await;
+    // Held at least to the review's expiry (a lease is never shortened).
+    let review = harness.storage.schema().review(id).await.unwrap().unwrap();
+    let lease = awaiting.lease.unwrap();
+    assert!(lease.expires_at >= review.expires_at);
+    assert_eq!(lease.status, SchemaLeaseStatus::AwaitingReview);
     let report = harness.run_until(id, |state| state.is_terminal()).await;
     assert_eq!(report.operation.state, OperationState::Expired);
     assert_eq!(

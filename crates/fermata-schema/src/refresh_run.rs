@@ -12,7 +12,8 @@
 //!    verified by the shared connection verifier, compared with its merged snapshot, and, when
 //!    it changed, staged sealed in the object store. Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
-//!    (`stale` when registered, else `unregistered`) and the next one runs.
+//!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
+//!    failed, the operation fails with the first one's error.
 //! 5. With no changed database the operation succeeds here, its report the outcome. Otherwise
 //!    `review:open` opens the review, `artifact` seals every staged candidate into the one
 //!    review artifact, and `review:await` holds the lease to the review expiry and moves the
@@ -176,6 +177,7 @@ impl RefreshWorkflow {
         let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
 
         let mut changed = Vec::new();
+        let mut failures = Vec::new();
         for (position, database) in selected.iter().enumerate() {
             let position = u32::try_from(position).unwrap_or(u32::MAX);
             let registered = registry.get(database).is_some();
@@ -201,9 +203,14 @@ impl RefreshWorkflow {
                 Err(RunError::Failed(error)) => {
                     // Recorded once; a replay finds it recorded and changes nothing.
                     schema
-                        .finish_database(id, database, &DatabaseReport::failed(error, registered))
+                        .finish_database(
+                            id,
+                            database,
+                            &DatabaseReport::failed(error.clone(), registered),
+                        )
                         .await
                         .map_err(RunError::Lost)?;
+                    failures.push(error);
                 }
                 Err(other) => return Err(other),
             }
@@ -213,6 +220,11 @@ impl RefreshWorkflow {
             lease_ttl: None,
             ..leased
         };
+        if failures.len() == selected.len() {
+            // Every database failed: so does the operation, with the first database's error
+            // (each result keeps its own).
+            return Err(RunError::Failed(failures.swap_remove(0)));
+        }
         if changed.is_empty() {
             unleased
                 .step(ctx, "finish", |_| async {
@@ -292,8 +304,12 @@ impl RefreshWorkflow {
         Ok(serde_json::json!({ "changed": changed.len(), "decision": decision.as_str() }))
     }
 
-    /// The selection, checked again against the inventory, which is loaded first.
+    /// The selection, checked again against the inventory, which is loaded first. Without a
+    /// source nothing can run, which fails the operation here rather than every database.
     async fn load(&self, id: OperationId) -> Result<Vec<DatabaseName>, SafeError> {
+        if self.settings.source.is_none() {
+            return Err(SafeError::new(ErrorCode::SourceNotConfigured));
+        }
         let schema = self.storage.schema();
         let operation = schema
             .operation(id)

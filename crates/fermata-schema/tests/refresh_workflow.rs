@@ -817,8 +817,18 @@ async fn a_permission_failure_is_permanent_and_never_retried() {
         (StepState::Failed, 1)
     );
     assert!(harness.pauses.0.lock().unwrap().is_empty());
-    // Nothing changed, so nothing is reviewed.
-    assert_eq!(report.operation.state, OperationState::Succeeded);
+    // Its only database failed, so the operation failed with that error.
+    assert_eq!(report.operation.state, OperationState::Failed);
+    assert_eq!(report.operation.error, Some(error));
+    assert!(
+        harness
+            .storage
+            .schema()
+            .schema_lease()
+            .await
+            .unwrap()
+            .is_none()
+    );
     harness.assert_no_step_folder_left();
     drop_database(&mut admin, &database).await;
 }

@@ -98,6 +98,17 @@ pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await
 }
 
+/// Creates a verification workspace account: everything on scratch schemas (`fermata_ws_...`),
+/// nothing elsewhere, as the workspace documentation asks.
+pub async fn workspace_account(admin: &mut MySqlConnection) -> (String, String) {
+    let (user, password) = create_account(admin, unique("ws"), &[]).await;
+    admin
+        .execute(format!(r"GRANT ALL ON `fermata\_ws\_%`.* TO '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+    (user, password)
+}
+
 async fn create_account(
     admin: &mut MySqlConnection,
     user: String,

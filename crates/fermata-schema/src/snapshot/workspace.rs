@@ -6,9 +6,9 @@
 //! scratch schemas' names, their creation, the order the files are applied in, the comparison,
 //! and the scratch schemas' removal.
 //!
-//! It lives under `snapshot/`, beside [`verify_live`](super::verify_live) (the first check), because it is
-//! built from the same pieces: [`prepare`] for the session, [`snapshot`] for the introspection,
-//! the model and the files. The workspace server is configured like the source (the
+//! It lives under `snapshot/`, beside [`verify_live`](super::verify_live) (the first check),
+//! because it is built from the same pieces: [`prepare`] for the session, [`snapshot`] for the
+//! introspection, the model and the files. The workspace server is configured like the source (the
 //! `[schema.workspace]` table takes the keys of `[schema.source]`), so its settings are a
 //! [`SourceSettings`], connected with the source's own connection and error mapping. It should
 //! run the source's flavour and release series (checked: another series prints some definitions
@@ -181,6 +181,11 @@ fn release_series(version: &str) -> Option<(bool, &str)> {
     Some((mariadb, &number[..major.len() + 1 + minor.len()]))
 }
 
+/// The name of a scratch schema created at `now`.
+fn scratch_name(now: u64) -> String {
+    format!("{PREFIX}{now}_{}", uuid::Uuid::new_v4().simple())
+}
+
 /// When the scratch schema `name` was created, if `name` is a scratch schema's name.
 fn created_at(name: &str) -> Option<u64> {
     let (seconds, random) = name.strip_prefix(PREFIX)?.split_once('_')?;
@@ -278,9 +283,9 @@ impl Scratch {
     /// The guard of a new scratch schema, made before the schema is, so that a cancellation
     /// while it is being created still drops it.
     fn new(workspace: &SourceSettings, now: u64) -> Scratch {
-        let name = format!("{PREFIX}{now}_{}", uuid::Uuid::new_v4().simple());
         Scratch {
-            name: DatabaseName::new(name).expect("a scratch name has 44 to 64 ASCII characters"),
+            name: DatabaseName::new(scratch_name(now))
+                .expect("a scratch name has 44 to 64 ASCII characters"),
             pending: Some(workspace.clone()),
         }
     }
@@ -580,8 +585,11 @@ mod tests {
         assert_eq!(release_series("test"), None);
         assert_eq!(release_series("10"), None);
 
-        let made = format!("{PREFIX}1700000000_{}", uuid::Uuid::new_v4().simple());
-        assert_eq!(created_at(&made), Some(1_700_000_000));
+        assert_eq!(
+            created_at(&scratch_name(1_700_000_000)),
+            Some(1_700_000_000)
+        );
+        assert_ne!(scratch_name(1), scratch_name(1));
         for other in [
             "fermata_ws_",
             "fermata_ws_1700000000",

@@ -8,49 +8,12 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
-use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot, verify_live};
+use fermata_schema::snapshot::{snapshot, verify_live};
 use fermata_store::schema::{DatabaseName, ErrorCode};
 use sqlx::Executor;
-use sqlx::mysql::MySqlConnection;
-use support::{admin, quoted, unique};
-
-/// The corpus, in the order given; each statement runs in the test database.
-const CORPUS: &[&str] = &[
-    "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, \
-        code varchar(20) COLLATE utf8mb4_bin NOT NULL, UNIQUE KEY uc (code)) \
-        ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE `order` ( \
-        `select` bigint unsigned NOT NULL AUTO_INCREMENT, \
-        name varchar(100) DEFAULT NULL COMMENT 'the name, it''s quoted', \
-        price decimal(10,2) NOT NULL DEFAULT 0.00, \
-        created timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(), \
-        note text, \
-        flag tinyint(1) NOT NULL DEFAULT 1, \
-        kind enum('a','b''c') DEFAULT 'a', \
-        total int GENERATED ALWAYS AS (price*2) VIRTUAL, \
-        stored_total int GENERATED ALWAYS AS (price*3) STORED, \
-        pid int, \
-        `naïve col` char(3) CHARACTER SET latin1 NOT NULL DEFAULT '', \
-        PRIMARY KEY (`select`), \
-        KEY k_name (name(10)), \
-        KEY k2 (price DESC, name) COMMENT 'idx', \
-        FULLTEXT KEY ft (note), \
-        CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE, \
-        CONSTRAINT chk_price CHECK (price >= 0) \
-     ) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
-    "CREATE TABLE `We``ird Tåble` (a int NOT NULL, c int CHECK (c > 0), d datetime(3) NULL, \
-        e int NOT NULL DEFAULT (a + 1), f int INVISIBLE, g blob, h json, i float(7,3), \
-        j double, k bit(3) DEFAULT b'101', l set('x','y') NOT NULL DEFAULT 'x,y', \
-        UNIQUE KEY (a), KEY `kk` (c), \
-        CONSTRAINT f2 FOREIGN KEY (a) REFERENCES parent(id) ON DELETE NO ACTION, \
-        CONSTRAINT f3 FOREIGN KEY (c) REFERENCES parent(id)) \
-        ENGINE=InnoDB DEFAULT CHARSET=latin1 ROW_FORMAT=COMPRESSED",
-    "CREATE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
-    "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
-        FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
-];
+use support::{
+    CORPUS, admin, connections, connections_after, create_database, quoted, take, text, unique,
+};
 
 /// The same schema, created differently: tables in another order, keys added afterwards in
 /// another order, other counters.
@@ -85,77 +48,19 @@ const REORDERED: &[&str] = &[
      ) ENGINE=InnoDB AUTO_INCREMENT=77777 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
     "INSERT INTO `order` (name, price) VALUES ('x', 1.00)",
     "CREATE OR REPLACE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
+    "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
     "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
         FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
 ];
 
-async fn create(admin: &mut MySqlConnection, database: &str, statements: &[&str]) {
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
-        .await
-        .unwrap();
-    admin
-        .execute(format!("CREATE DATABASE {} CHARACTER SET utf8mb4", quoted(database)).as_str())
-        .await
-        .unwrap();
-    admin
-        .execute(format!("USE {}", quoted(database)).as_str())
-        .await
-        .unwrap();
-    for statement in statements {
-        admin.execute(*statement).await.unwrap();
-    }
-}
-
 /// Session settings that would change `SHOW CREATE` output, were they left in place.
 const ODD_SESSION: &str = "SET SESSION sql_mode = 'ANSI_QUOTES,NO_FIELD_OPTIONS,NO_KEY_OPTIONS,NO_TABLE_OPTIONS', sql_quote_show_create = 0";
-
-async fn connections(count: usize) -> Vec<MySqlConnection> {
-    connections_after(count, None).await
-}
-
-/// `count` prepared connections, each having run `first` before it was prepared.
-async fn connections_after(count: usize, first: Option<&str>) -> Vec<MySqlConnection> {
-    let mut all = Vec::new();
-    for _ in 0..count {
-        let mut connection = admin().await;
-        if let Some(first) = first {
-            connection.execute(first).await.unwrap();
-        }
-        prepare(&mut connection).await.unwrap();
-        all.push(connection);
-    }
-    all
-}
-
-async fn take(
-    database: &str,
-    count: usize,
-) -> Result<DatabaseSnapshot, fermata_store::schema::SafeError> {
-    let mut connections = connections(count).await;
-    snapshot(
-        &mut connections,
-        &DatabaseName::new(database).unwrap(),
-        "test",
-    )
-    .await
-}
-
-fn text(files: &BTreeMap<String, Vec<u8>>, path: &str) -> String {
-    String::from_utf8(
-        files
-            .get(path)
-            .unwrap_or_else(|| panic!("no {path}"))
-            .clone(),
-    )
-    .unwrap()
-}
 
 #[tokio::test]
 async fn the_corpus_snapshots_and_matches_the_server() {
     let mut admin = admin().await;
     let database = unique("snap");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let snapshot = take(&database, 3).await.unwrap();
     let paths: Vec<&str> = snapshot.files.keys().map(String::as_str).collect();
     assert_eq!(
@@ -167,6 +72,7 @@ async fn the_corpus_snapshots_and_matches_the_server() {
             "tables/order.sql",
             "tables/parent.sql",
             "views/^wide.sql",
+            "views/cheap%20names.sql",
             "views/cheap%20orders.sql",
         ]
     );
@@ -204,7 +110,7 @@ async fn the_corpus_snapshots_and_matches_the_server() {
         serde_json::from_str(&text(&snapshot.files, "manifest.json")).unwrap();
     assert_eq!(manifest["snapshot_hash"], snapshot.snapshot_hash.as_str());
     assert_eq!(manifest["counts"]["tables"], 3);
-    assert_eq!(manifest["counts"]["views"], 2);
+    assert_eq!(manifest["counts"]["views"], 3);
     admin
         .execute(format!("DROP DATABASE {}", quoted(&database)).as_str())
         .await
@@ -215,9 +121,9 @@ async fn the_corpus_snapshots_and_matches_the_server() {
 async fn the_same_schema_made_differently_gives_identical_files() {
     let mut admin = admin().await;
     let database = unique("det");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let first = take(&database, 1).await.unwrap();
-    create(&mut admin, &database, REORDERED).await;
+    create_database(&mut admin, &database, REORDERED).await;
     let mut odd = connections_after(4, Some(ODD_SESSION)).await;
     let second = snapshot(
         &mut odd,
@@ -251,7 +157,7 @@ async fn the_same_schema_made_differently_gives_identical_files() {
 async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes() {
     let mut admin = admin().await;
     let database = unique("drift");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let name = DatabaseName::new(database.clone()).unwrap();
     let candidate = take(&database, 2).await.unwrap();
     let mut verifier = connections(1).await.pop().unwrap();
@@ -291,7 +197,7 @@ async fn what_the_model_cannot_hold_is_unsupported() {
         "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO SELECT 1",
     ] {
         let database = unique("more");
-        create(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
+        create_database(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
         let error = take(&database, 1).await.unwrap_err();
         assert_eq!(error.code(), ErrorCode::UnsupportedSchemaOutput, "{extra}");
         assert!(!error.retryable());

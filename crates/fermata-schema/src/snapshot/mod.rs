@@ -20,10 +20,15 @@
 //! keeps the definer, so a changed definer changes the snapshot). Tables and views only, for
 //! now: a database with sequences, routines, triggers or events is refused as unsupported
 //! rather than snapshotted without them.
+//!
+//! A candidate is verified twice: [`verify_live`] snapshots the source again and requires the
+//! same hash; [`verify_in_workspace`] (`workspace.rs`) applies the candidate's files into a
+//! scratch schema on a verification workspace server and requires the candidate back from it.
 
 mod catalog;
 pub mod model;
 pub mod render;
+mod workspace;
 
 use std::collections::BTreeMap;
 
@@ -36,6 +41,7 @@ use sqlx::mysql::MySqlConnection;
 use crate::names;
 use crate::source::query_error;
 use model::DatabaseModel;
+pub use workspace::verify_in_workspace;
 
 /// The version written into manifests.
 pub const GENERATOR: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));

@@ -1,12 +1,16 @@
 //! Shared by the tests that need the MariaDB server the test command provisions
 //! (`FERMATA_TEST_MYSQL_URL`, an account that may create databases and users): connecting as its
-//! administrator, unique names, quoting, and snapshot accounts that see chosen databases only.
+//! administrator, unique names, quoting, snapshot accounts that see chosen databases only, and the
+//! snapshot corpus.
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot};
 use fermata_schema::{SourceSettings, TlsMode};
+use fermata_store::schema::{DatabaseName, SafeError};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Executor};
 use zeroize::Zeroizing;
@@ -94,6 +98,17 @@ pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await
 }
 
+/// Creates a verification workspace account: everything on scratch schemas (`fermata_ws_...`),
+/// nothing elsewhere, as the workspace documentation asks.
+pub async fn workspace_account(admin: &mut MySqlConnection) -> (String, String) {
+    let (user, password) = create_account(admin, unique("ws"), &[]).await;
+    admin
+        .execute(format!(r"GRANT ALL ON `fermata\_ws\_%`.* TO '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+    (user, password)
+}
+
 async fn create_account(
     admin: &mut MySqlConnection,
     user: String,
@@ -123,4 +138,103 @@ async fn create_account(
             .unwrap();
     }
     (user, password)
+}
+
+/// The snapshot corpus, in the order given (each statement runs in the test database): tables
+/// with most column, key and constraint clauses, odd names and reserved words, and views, one
+/// of them on a view whose name sorts after its own.
+pub const CORPUS: &[&str] = &[
+    "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+        code varchar(20) COLLATE utf8mb4_bin NOT NULL, UNIQUE KEY uc (code)) \
+        ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE `order` ( \
+        `select` bigint unsigned NOT NULL AUTO_INCREMENT, \
+        name varchar(100) DEFAULT NULL COMMENT 'the name, it''s quoted', \
+        price decimal(10,2) NOT NULL DEFAULT 0.00, \
+        created timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(), \
+        note text, \
+        flag tinyint(1) NOT NULL DEFAULT 1, \
+        kind enum('a','b''c') DEFAULT 'a', \
+        total int GENERATED ALWAYS AS (price*2) VIRTUAL, \
+        stored_total int GENERATED ALWAYS AS (price*3) STORED, \
+        pid int, \
+        `naïve col` char(3) CHARACTER SET latin1 NOT NULL DEFAULT '', \
+        PRIMARY KEY (`select`), \
+        KEY k_name (name(10)), \
+        KEY k2 (price DESC, name) COMMENT 'idx', \
+        FULLTEXT KEY ft (note), \
+        CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE, \
+        CONSTRAINT chk_price CHECK (price >= 0) \
+     ) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
+    "CREATE TABLE `We``ird Tåble` (a int NOT NULL, c int CHECK (c > 0), d datetime(3) NULL, \
+        e int NOT NULL DEFAULT (a + 1), f int INVISIBLE, g blob, h json, i float(7,3), \
+        j double, k bit(3) DEFAULT b'101', l set('x','y') NOT NULL DEFAULT 'x,y', \
+        UNIQUE KEY (a), KEY `kk` (c), \
+        CONSTRAINT f2 FOREIGN KEY (a) REFERENCES parent(id) ON DELETE NO ACTION, \
+        CONSTRAINT f3 FOREIGN KEY (c) REFERENCES parent(id)) \
+        ENGINE=InnoDB DEFAULT CHARSET=latin1 ROW_FORMAT=COMPRESSED",
+    "CREATE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
+    "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
+        FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
+    "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
+];
+
+/// Creates `database` anew (utf8mb4 by default) and runs `statements` in it, leaving `admin` in it.
+pub async fn create_database(admin: &mut MySqlConnection, database: &str, statements: &[&str]) {
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {} CHARACTER SET utf8mb4", quoted(database)).as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("USE {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    for statement in statements {
+        admin.execute(*statement).await.unwrap();
+    }
+}
+
+/// `count` prepared connections as the administrator.
+pub async fn connections(count: usize) -> Vec<MySqlConnection> {
+    connections_after(count, None).await
+}
+
+/// `count` prepared connections, each having run `first` before it was prepared.
+pub async fn connections_after(count: usize, first: Option<&str>) -> Vec<MySqlConnection> {
+    let mut all = Vec::new();
+    for _ in 0..count {
+        let mut connection = admin().await;
+        if let Some(first) = first {
+            connection.execute(first).await.unwrap();
+        }
+        prepare(&mut connection).await.unwrap();
+        all.push(connection);
+    }
+    all
+}
+
+/// A snapshot of `database` over `count` prepared connections.
+pub async fn take(database: &str, count: usize) -> Result<DatabaseSnapshot, SafeError> {
+    let mut connections = connections(count).await;
+    snapshot(
+        &mut connections,
+        &DatabaseName::new(database).unwrap(),
+        "test",
+    )
+    .await
+}
+
+/// The file at `path` of a snapshot, as text.
+pub fn text(files: &BTreeMap<String, Vec<u8>>, path: &str) -> String {
+    String::from_utf8(
+        files
+            .get(path)
+            .unwrap_or_else(|| panic!("no {path}"))
+            .clone(),
+    )
+    .unwrap()
 }

@@ -9,7 +9,9 @@
 //! 4. `database:<position>`, one durable step per selected database, one after another: the
 //!    database must still be visible; its snapshot is taken over a bounded set of connections,
 //!    written into a temporary folder of its own (removed whatever happens, panics included),
-//!    verified by the shared connection verifier, compared with its merged snapshot, and, when
+//!    verified by the shared connection verifier (the live database snapshotted again over a
+//!    new connection must give the same hash; with a workspace configured, the candidate must
+//!    also apply into a scratch schema there and snapshot back to the same model), compared with its merged snapshot, and, when
 //!    it changed, staged sealed in the object store. Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
@@ -67,6 +69,9 @@ const CLEANUP_GRANT_LIFETIME: Duration = Duration::from_secs(10 * 60);
 pub struct RefreshSettings {
     /// The MySQL source; without it every refresh fails with `SOURCE_NOT_CONFIGURED`.
     pub source: Option<SourceSettings>,
+    /// The verification workspace server: when set, every candidate must also apply there into
+    /// a scratch schema and snapshot back to the same model.
+    pub workspace: Option<SourceSettings>,
     /// The target repository; without it every refresh fails with `PACKAGE_NOT_CONFIGURED`.
     pub package: Option<PackageSettings>,
     /// Where staged candidates and review artifacts are kept.

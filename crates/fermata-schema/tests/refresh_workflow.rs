@@ -161,10 +161,13 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
         folders: Mutex::default(),
     });
     let pauses = Arc::new(RecordedPauses::default());
+    let (user, password) = support::workspace_account(&mut support::admin().await).await;
+    let workspace = settings(&user, &password);
     let refresh = RefreshWorkflow::new(
         Arc::clone(&storage),
         RefreshSettings {
             source: Some(source.clone()),
+            workspace: Some(workspace),
             package: Some(package.clone()),
             artifacts: artifacts.clone(),
             scratch: scratch.path().to_owned(),

@@ -67,6 +67,30 @@ pub fn staged_location(operation: OperationId, position: u32) -> String {
     format!("{ARTIFACT_FOLDER}/{operation}/candidate-{position}.bin")
 }
 
+/// An S3-compatible bucket for review artifacts (`[schema.artifacts]`). `Debug` never shows the
+/// secret key.
+#[derive(Clone)]
+pub struct S3Settings {
+    /// The service's URL (`https://s3.eu-west-1.amazonaws.com`, or a MinIO, Ceph or R2 address).
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub access_key_id: String,
+    pub secret_access_key: zeroize::Zeroizing<String>,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
+}
+
 /// Writes, reads and deletes review artifacts in an object store.
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
@@ -94,6 +118,29 @@ impl ArtifactStore {
                 unavailable_error()
             })?
             .with_fsync(true);
+        Ok(ArtifactStore::new(Arc::new(objects), keys))
+    }
+
+    /// Artifacts in an S3-compatible bucket, addressed by path (`endpoint/bucket/key`), as
+    /// MinIO and most compatible services expect. Plain `http://` is allowed only for a loopback
+    /// endpoint.
+    pub fn s3(settings: &S3Settings, keys: Arc<KeyringHandle>) -> Result<Self, SafeError> {
+        let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|prefix| settings.endpoint.starts_with(prefix));
+        let objects = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&settings.endpoint)
+            .with_bucket_name(&settings.bucket)
+            .with_region(&settings.region)
+            .with_access_key_id(&settings.access_key_id)
+            .with_secret_access_key(settings.secret_access_key.as_str())
+            .with_virtual_hosted_style_request(false)
+            .with_allow_http(loopback)
+            .build()
+            .map_err(|_| {
+                tracing::warn!("the review artifact bucket settings cannot be used");
+                unavailable_error()
+            })?;
         Ok(ArtifactStore::new(Arc::new(objects), keys))
     }
 

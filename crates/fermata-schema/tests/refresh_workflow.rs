@@ -4,7 +4,7 @@
 //! approval, rejection and expiry; the refresh rules (expired inventory, empty selection, unknown
 //! names, duplicates, a database dropped after the inventory, a permission failure that is not
 //! retried, a transient failure that recovers on its second attempt under an injected clock,
-//! drift caught by the verifier); step folders never left behind, even by a panic; and two
+//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; and two
 //! concurrent decisions of which exactly one wins.
 
 mod git_support;
@@ -931,6 +931,41 @@ async fn a_panicking_step_leaves_no_folder_behind() {
             .state
             .is_terminal()
     );
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn the_connections_stay_within_the_accounts_limit() {
+    let (mut admin, [a, b], _) = two_databases().await;
+    // An account that may hold two connections at a time: a pool of eight would be refused.
+    let (user, password) = snapshot_account(&mut admin, &[a.clone(), b.clone()]).await;
+    admin
+        .execute(format!("ALTER USER '{user}'@'127.0.0.1' WITH MAX_USER_CONNECTIONS 2").as_str())
+        .await
+        .unwrap();
+    let harness = harness(
+        settings(&user, &password),
+        Fault::None,
+        Duration::from_secs(3600),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.awaiting_review(id).await;
+    for row in &report.databases {
+        assert_eq!(row.report.as_ref().unwrap().outcome, Outcome::Changed);
+    }
+    for position in 0..2 {
+        assert_eq!(
+            harness
+                .step_attempts(id, &format!("database:{position}"))
+                .await,
+            (StepState::Succeeded, 1),
+            "no attempt met the limit"
+        );
+    }
     for name in [&a, &b] {
         drop_database(&mut admin, name).await;
     }

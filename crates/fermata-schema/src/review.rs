@@ -6,8 +6,9 @@
 //! returned; the plaintext is never stored. A decision is a conditional update of the review row
 //! that selects exactly one terminal decision, recorded with its actor and time, followed by the
 //! decision hook that resumes the refresh's run (idempotency key `review:<operation ID>`). When
-//! that delivery fails, the decision stands and the same request again delivers it; a run that
-//! never hears of it reads it from the review row when its review window closes.
+//! that delivery fails, the decision stands: the same request again delivers it, and so does
+//! [`Reviews::resume_decided`], which a serving process runs periodically; a run that never hears
+//! of it reads it from the review row when its review window closes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -163,11 +164,53 @@ impl Reviews {
             }
             Decided::Refused(_) => return Err(not_pending()),
         }
-        let payload = serde_json::json!({ "decision": wanted.as_str() });
-        self.workflows
-            .resume(&run_id, REVIEW_HOOK, &format!("review:{id}"), &payload)
-            .await?;
+        self.resume(&run_id, id, wanted).await?;
         self.operation(id).await
+    }
+
+    /// Delivers the decision hook again to every refresh among the latest `scan` operations that
+    /// still awaits its review although the review was decided (the deciding process stopped
+    /// between the two writes); returns how many it resumed. The hook's idempotency key makes a
+    /// repeated delivery harmless.
+    pub async fn resume_decided(&self, scan: u32) -> Result<usize, SafeError> {
+        let schema = self.storage.schema();
+        let mut resumed = 0;
+        let operations = schema
+            .recent_operations(scan)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        for operation in operations {
+            if operation.state != OperationState::AwaitingReview {
+                continue;
+            }
+            let Some(run_id) = &operation.run_id else {
+                continue;
+            };
+            let decided = schema
+                .review(operation.id)
+                .await
+                .map_err(|e| storage_error(&e))?
+                .filter(|review| {
+                    matches!(review.state, ReviewState::Approved | ReviewState::Rejected)
+                });
+            if let Some(review) = decided {
+                self.resume(run_id, operation.id, review.state).await?;
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    async fn resume(
+        &self,
+        run_id: &str,
+        id: OperationId,
+        decision: ReviewState,
+    ) -> Result<(), SafeError> {
+        let payload = serde_json::json!({ "decision": decision.as_str() });
+        self.workflows
+            .resume(run_id, REVIEW_HOOK, &format!("review:{id}"), &payload)
+            .await
     }
 
     /// The diff of every database in the refresh's review artifact against its merged files at

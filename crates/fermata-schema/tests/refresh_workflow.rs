@@ -27,9 +27,9 @@ use fermata_schema::{
     Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
 };
 use fermata_store::schema::{
-    ArtifactState, CleanupResult, DatabaseName, ErrorCode, Freshness, InventoryId, NewInventory,
-    OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState, SafeError,
-    SchemaLeaseStatus, StepKey, StepState,
+    ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
+    NewInventory, OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState,
+    SafeError, SchemaLeaseStatus, StepKey, StepState,
 };
 use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
@@ -966,6 +966,33 @@ async fn the_connections_stay_within_the_accounts_limit() {
             "no attempt met the limit"
         );
     }
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_decision_whose_hook_was_lost_is_delivered_again() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    harness.awaiting_review(id).await;
+    // The deciding process stopped after recording the decision, before the hook.
+    harness
+        .storage
+        .schema()
+        .decide_review(id, &Decision::Approve(UserId("u-admin".to_owned())))
+        .await
+        .unwrap();
+    assert!(
+        harness.worker.run_once().await.unwrap().is_none(),
+        "the run still waits"
+    );
+    assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 1);
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 0);
     for name in [&a, &b] {
         drop_database(&mut admin, name).await;
     }

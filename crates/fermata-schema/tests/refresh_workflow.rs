@@ -55,7 +55,8 @@ impl RetryPause for RecordedPauses {
     }
 }
 
-/// What the probe does in each database step once the candidate is written.
+/// What the probe does once, in the first database step's first attempt, once the candidate is
+/// written.
 #[derive(Debug)]
 enum Fault {
     None,
@@ -65,6 +66,8 @@ enum Fault {
     AlterFirst(String),
     /// Panic on the first attempt.
     PanicFirst,
+    /// Never return from the first attempt: its worker is taken away there.
+    HangFirst,
 }
 
 #[derive(Debug)]
@@ -72,6 +75,8 @@ struct Probe {
     fault: Fault,
     /// The step folders the probe saw, to check they are gone afterwards.
     folders: Mutex<Vec<PathBuf>>,
+    /// Set once the fault happened.
+    fired: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -87,7 +92,7 @@ impl CandidateProbe for Probe {
             "the candidate is in the step's folder"
         );
         self.folders.lock().unwrap().push(folder.to_owned());
-        if attempt.number() > 1 {
+        if attempt.number() > 1 || self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
         match &self.fault {
@@ -103,6 +108,7 @@ impl CandidateProbe for Probe {
                 Ok(())
             }
             Fault::PanicFirst => panic!("an injected panic in a database step"),
+            Fault::HangFirst => std::future::pending().await,
         }
     }
 }
@@ -114,6 +120,7 @@ struct Harness {
     operations: Operations,
     reviews: Reviews,
     worker: Worker,
+    engine: Engine,
     pauses: Arc<RecordedPauses>,
     probe: Arc<Probe>,
     repository: TestRepository,
@@ -159,6 +166,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
     let probe = Arc::new(Probe {
         fault,
         folders: Mutex::default(),
+        fired: std::sync::atomic::AtomicBool::new(false),
     });
     let pauses = Arc::new(RecordedPauses::default());
     let (user, password) = support::workspace_account(&mut support::admin().await).await;
@@ -191,6 +199,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
         operations,
         reviews,
         worker,
+        engine,
         pauses,
         probe,
         repository,
@@ -993,6 +1002,71 @@ async fn a_decision_whose_hook_was_lost_is_delivered_again() {
     let report = harness.run_until(id, |state| state.is_terminal()).await;
     assert_eq!(report.operation.state, OperationState::Succeeded);
     assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 0);
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_worker_lost_mid_step_is_replaced_and_nothing_is_done_twice() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::HangFirst, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let brief = WorkerSettings {
+        claim_ttl: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(50),
+    };
+    // The first worker hangs in the first database's step and is then taken away mid-step, as
+    // a process that died would be: it writes nothing more and its claim runs out.
+    let lost = harness.engine.worker("lost-worker", brief.clone());
+    let hanging = tokio::spawn(async move { lost.run_once().await });
+    for _ in 0..100 {
+        if !harness.probe.folders.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        harness.probe.folders.lock().unwrap().len(),
+        1,
+        "the first attempt began"
+    );
+    hanging.abort();
+    assert!(hanging.await.unwrap_err().is_cancelled());
+
+    let replacement = harness.engine.worker("replacement", brief);
+    let mut report = harness.operations.report(id).await.unwrap();
+    for _ in 0..MAX_EXECUTIONS {
+        if report.operation.state == OperationState::AwaitingReview {
+            break;
+        }
+        if replacement.run_once().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        report = harness.operations.report(id).await.unwrap();
+    }
+    assert_eq!(
+        report.operation.state,
+        OperationState::AwaitingReview,
+        "{:?}",
+        report.operation
+    );
+    // The interrupted attempt counts; the step ran once more, and every database once.
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Succeeded, 2)
+    );
+    assert_eq!(
+        harness.step_attempts(id, "database:1").await,
+        (StepState::Succeeded, 1)
+    );
+    assert_eq!(
+        harness.step_attempts(id, "bind").await,
+        (StepState::Succeeded, 1)
+    );
+    assert_eq!(harness.objects().await, [artifact_location(id)]);
+    harness.assert_no_step_folder_left();
     for name in [&a, &b] {
         drop_database(&mut admin, name).await;
     }

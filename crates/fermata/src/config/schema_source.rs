@@ -1,7 +1,8 @@
-//! The `[schema.source]` table: the MySQL or MariaDB server whose schemas are snapshotted, and
-//! the snapshot account's password, read from a file or a named environment variable (never
-//! written in the configuration itself). Validated at start; errors name the setting, never a
-//! value that could be the password.
+//! A MySQL or MariaDB server table, as `[schema.source]` (the server whose schemas are
+//! snapshotted) and `[schema.workspace]` (the verification workspace server) both give one: host,
+//! port, account, TLS, and the account's password, read from a file or a named environment
+//! variable (never written in the configuration itself). Errors name the setting, never a value
+//! that could be the password.
 
 use std::path::{Path, PathBuf};
 
@@ -13,17 +14,10 @@ use super::{ConfigError, Origin};
 
 const DEFAULT_PORT: u16 = 3306;
 
-/// The `[schema]` table.
+/// A server table, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct FileSchema {
-    source: Option<FileSource>,
-}
-
-/// The `[schema.source]` table, as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSource {
+pub(super) struct FileSource {
     host: Option<String>,
     port: Option<u16>,
     user: Option<String>,
@@ -33,16 +27,17 @@ struct FileSource {
     ca_file: Option<PathBuf>,
 }
 
-/// The validated source, or none when `[schema.source]` is absent.
+/// The validated server of the table `table` (`schema.source`, say), or none when it is absent.
 pub(super) fn source_settings(
-    schema: Option<&FileSchema>,
+    file: Option<&FileSource>,
+    table: &str,
     origin: &Origin,
 ) -> Result<Option<SourceSettings>, ConfigError> {
-    let Some(file) = schema.and_then(|schema| schema.source.as_ref()) else {
+    let Some(file) = file else {
         return Ok(None);
     };
     let refuse = |key: &str, problem: &str| {
-        ConfigError::new(format!("schema.source.{key}"), origin.clone(), problem)
+        ConfigError::new(format!("{table}.{key}"), origin.clone(), problem)
     };
     let host = file
         .host
@@ -101,7 +96,7 @@ pub(super) fn source_settings(
     };
     settings
         .validate()
-        .map_err(|problem| ConfigError::new("schema.source", origin.clone(), problem))?;
+        .map_err(|problem| ConfigError::new(table, origin.clone(), problem))?;
     Ok(Some(settings))
 }
 
@@ -143,9 +138,10 @@ fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
 mod tests {
     use super::*;
 
+    /// The `[source]` table of `text` as `[schema.source]`.
     fn parse(text: &str) -> Result<Option<SourceSettings>, ConfigError> {
-        let schema: FileSchema = toml::from_str(text).unwrap();
-        source_settings(Some(&schema), &Origin::Default)
+        let tables: std::collections::BTreeMap<String, FileSource> = toml::from_str(text).unwrap();
+        source_settings(tables.get("source"), "schema.source", &Origin::Default)
     }
 
     fn private_file(folder: &Path, content: &str) -> PathBuf {
@@ -199,7 +195,7 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(error.setting, "schema.source.host");
-        assert!(toml::from_str::<FileSchema>("[source]\npassword = \"inline\"\n").is_err());
+        assert!(toml::from_str::<FileSource>("password = \"inline\"\n").is_err());
         assert!(parse("").unwrap().is_none());
     }
 

@@ -19,6 +19,9 @@ Settings come from flags, then FERMATA_* environment variables, then the --confi
 (the same names in snake_case, e.g. `listen = \"127.0.0.1:7878\"`), then the defaults.
 The writer lease timings are set in the file's [writer_lease] table: ttl (30s), renew_every (10s),
 attempt_timeout (5s), abandon_after (6s), safety_deadline (25s) and drain_timeout (3s).
+Schema snapshots are set in the file's [schema] table: review_window (24h) and connections (8),
+with the tables [schema.source] (the MySQL server), [schema.workspace] (the verification server)
+and [schema.package] (repository, base_branch = \"main\", path = \"schemas\").
 Log verbosity follows FERMATA_LOG (e.g. `info`, `debug`, `fermata=debug`).
 
 Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting or argument,
@@ -72,7 +75,7 @@ enum SchemaCommand {
         json: bool,
     },
     /// Snapshot databases of an inventory and follow the refresh until it awaits review or ends,
-    /// with a progress line per database. A running server executes it; without one, this
+    /// with a progress bar per database. A running server executes it; without one, this
     /// command does.
     Refresh {
         #[command(flatten)]

@@ -47,6 +47,8 @@ pub struct HttpState {
     pub documents: fermata_collab::Documents,
     /// Schema operations.
     pub schema: fermata_schema::Operations,
+    /// Reviews of refreshes: their diffs and decisions.
+    pub reviews: fermata_schema::Reviews,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
     /// proxy that terminates it).
     pub secure_cookies: bool,

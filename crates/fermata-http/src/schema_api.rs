@@ -1,18 +1,23 @@
-//! The schema operations JSON API under `/api/v1/schema`: start an inventory, list operations,
-//! read one operation (the route the administrator page polls), read the latest inventory and the
-//! lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema
-//! service refuses is its safe error `{stage, code, retryable, message}`; authentication and
-//! malformed bodies are refused as by the rest of the API.
+//! The schema operations JSON API under `/api/v1/schema`: start an inventory or a refresh, list
+//! operations, read one operation (the route the administrator page polls), read a refresh's
+//! review with its diffs and approve or reject it, read the latest inventory and the lease, and
+//! clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
+//! refuses is its safe error `{stage, code, retryable, message}`; authentication and malformed
+//! bodies are refused as by the rest of the API. The decisions and the clear action need a fresh
+//! session.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fermata_schema::view::{ErrorView, InventoryView, LeaseView, OperationSummary, OperationView};
-use fermata_schema::{Administrator, OperationRequest};
+use fermata_accounts::Principal;
+use fermata_schema::view::{
+    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, ReviewView,
+};
+use fermata_schema::{Administrator, OperationRequest, Verdict};
 use fermata_store::schema::{
-    ErrorCode, ErrorStage, OperationId, OperationKind, RequestKey, SafeError,
+    ErrorCode, ErrorStage, InventoryId, OperationId, OperationKind, RequestKey, SafeError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -25,8 +30,12 @@ pub(crate) fn routes() -> Router<HttpState> {
             "/api/v1/schema/inventory",
             get(latest_inventory).post(start_inventory),
         )
+        .route("/api/v1/schema/refresh", post(start_refresh))
         .route("/api/v1/schema/operations", get(list_operations))
         .route("/api/v1/schema/operations/{id}", get(operation))
+        .route("/api/v1/schema/operations/{id}/review", get(review))
+        .route("/api/v1/schema/operations/{id}/approve", post(approve))
+        .route("/api/v1/schema/operations/{id}/reject", post(reject))
         .route("/api/v1/schema/lease", get(lease))
         .route("/api/v1/schema/lease/clear", post(clear_lease))
         .layer(axum::middleware::map_response(never_cached))
@@ -62,7 +71,7 @@ impl IntoResponse for SchemaError {
             (ErrorCode::AccessDenied, _) => StatusCode::FORBIDDEN,
             (ErrorCode::OperationMissing | ErrorCode::InventoryMissing, _) => StatusCode::NOT_FOUND,
             (ErrorCode::StorageUnavailable, _) => StatusCode::SERVICE_UNAVAILABLE,
-            (_, ErrorStage::Lock) => StatusCode::CONFLICT,
+            (_, ErrorStage::Lock | ErrorStage::Review) => StatusCode::CONFLICT,
             (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -80,7 +89,7 @@ fn json(status: StatusCode, value: impl Serialize) -> Response {
     (status, Json(value)).into_response()
 }
 
-fn admin(principal: &fermata_accounts::Principal) -> Result<Administrator, SchemaError> {
+fn admin(principal: &Principal) -> Result<Administrator, SchemaError> {
     Ok(Administrator::from_principal(principal)?)
 }
 
@@ -96,21 +105,57 @@ async fn start_inventory(
     SystemAdmin(principal): SystemAdmin,
     Json(body): Json<StartInventory>,
 ) -> Result<Response, SchemaError> {
-    let admin = admin(&principal)?;
-    let request_key = RequestKey::new(body.request_key)
-        .map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))?;
-    let operation = state
-        .schema
-        .request(
-            &admin,
-            &OperationRequest {
-                kind: OperationKind::Inventory,
-                request_key,
-                inventory: None,
-                databases: Vec::new(),
-            },
-        )
-        .await?;
+    let request = OperationRequest {
+        kind: OperationKind::Inventory,
+        request_key: request_key(body.request_key)?,
+        inventory: None,
+        databases: Vec::new(),
+    };
+    start(&state, &principal, &request).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartRefresh {
+    /// The browser's key for this request; repeating it returns the same operation.
+    request_key: String,
+    /// The inventory the databases are selected from.
+    inventory: String,
+    /// The selected names, exactly as the inventory shows them; an empty selection is refused.
+    #[serde(default)]
+    databases: Vec<String>,
+}
+
+async fn start_refresh(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Json(body): Json<StartRefresh>,
+) -> Result<Response, SchemaError> {
+    let inventory = body
+        .inventory
+        .parse::<InventoryId>()
+        .map_err(|_| SafeError::new(ErrorCode::InventoryMissing))?;
+    let request = OperationRequest {
+        kind: OperationKind::Refresh,
+        request_key: request_key(body.request_key)?,
+        inventory: Some(inventory),
+        databases: body.databases,
+    };
+    start(&state, &principal, &request).await
+}
+
+fn request_key(key: String) -> Result<RequestKey, SchemaError> {
+    Ok(RequestKey::new(key).map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))?)
+}
+
+/// Runs the start protocol for `request` and answers 202 with the operation.
+async fn start(
+    state: &HttpState,
+    principal: &Principal,
+    request: &OperationRequest,
+) -> Result<Response, SchemaError> {
+    let admin = admin(principal)?;
+    let operation = state.schema.request(&admin, request).await?;
     let report = state.schema.report(operation.id).await?;
     Ok(json(StatusCode::ACCEPTED, OperationView::from(&report)))
 }
@@ -144,6 +189,50 @@ async fn operation(
     Path(id): Path<String>,
 ) -> Result<Response, SchemaError> {
     let report = state.schema.report(operation_id(&id)?).await?;
+    Ok(json(StatusCode::OK, OperationView::from(&report)))
+}
+
+/// The review row of a refresh and the diff of every changed database.
+async fn review(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    let diff = state
+        .reviews
+        .diff(&admin(&principal)?, operation_id(&id)?)
+        .await?;
+    Ok(json(StatusCode::OK, ReviewView::from(&diff)))
+}
+
+async fn approve(
+    State(state): State<HttpState>,
+    FreshSystemAdmin(principal): FreshSystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    decide(&state, &principal, &id, Verdict::Approve).await
+}
+
+async fn reject(
+    State(state): State<HttpState>,
+    FreshSystemAdmin(principal): FreshSystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    decide(&state, &principal, &id, Verdict::Reject).await
+}
+
+/// Records `verdict` as the review's one decision and answers with the operation.
+async fn decide(
+    state: &HttpState,
+    principal: &Principal,
+    id: &str,
+    verdict: Verdict,
+) -> Result<Response, SchemaError> {
+    let decided = state
+        .reviews
+        .decide(&admin(principal)?, operation_id(id)?, verdict)
+        .await?;
+    let report = state.schema.report(decided.id).await?;
     Ok(json(StatusCode::OK, OperationView::from(&report)))
 }
 

@@ -13,7 +13,7 @@ use fermata_http::HttpState;
 use fermata_store::{Role, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::{Value, json};
-use support::Answer;
+use support::{Answer, Caller};
 
 mod support;
 
@@ -23,14 +23,6 @@ const MEMBER_PASSWORD: &str = "members have passwords too";
 struct App {
     state: HttpState,
     storage: ScratchStorage,
-}
-
-/// A browser or program session against the app.
-#[derive(Clone, Default)]
-struct Caller {
-    cookie: Option<String>,
-    csrf: Option<String>,
-    bearer: Option<String>,
 }
 
 impl App {
@@ -64,24 +56,7 @@ impl App {
     }
 
     async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {
-        let mut request = Request::builder().method(method).uri(uri);
-        if let Some(cookie) = &caller.cookie {
-            request = request.header(header::COOKIE, format!("fermata_session={cookie}"));
-        }
-        if let Some(csrf) = &caller.csrf {
-            request = request.header("x-csrf-token", csrf);
-        }
-        if let Some(bearer) = &caller.bearer {
-            request = request.header(header::AUTHORIZATION, format!("Bearer {bearer}"));
-        }
-        let body = match body {
-            Some(value) => {
-                request = request.header(header::CONTENT_TYPE, "application/json");
-                Body::from(value.to_string())
-            }
-            None => Body::empty(),
-        };
-        self.send(request.body(body).unwrap()).await
+        support::call(&self.state, caller, method, uri, body).await
     }
 
     async fn form(&self, caller: &Caller, uri: &str, fields: &[(&str, &str)]) -> Answer {
@@ -95,28 +70,11 @@ impl App {
     }
 
     async fn login(&self, name: &str, password: &str) -> Caller {
-        let answer = self
-            .call(
-                &Caller::default(),
-                "POST",
-                "/api/v1/session",
-                Some(json!({"name": name, "password": password})),
-            )
-            .await;
-        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
-        Caller {
-            cookie: Some(answer.session_cookie().expect("a session cookie")),
-            csrf: Some(answer.json()["csrf_token"].as_str().unwrap().to_owned()),
-            bearer: None,
-        }
+        support::login(&self.state, name, password).await
     }
 
-    /// Makes every session's password entry older than the ten minutes that count as fresh.
     async fn age_sessions(&self) {
-        sqlx::query("UPDATE web_sessions SET authenticated_at = authenticated_at - 660000")
-            .execute(self.storage.storage.pool())
-            .await
-            .unwrap();
+        support::age_sessions(&self.storage).await;
     }
 }
 

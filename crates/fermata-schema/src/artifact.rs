@@ -107,8 +107,9 @@ impl ArtifactStore {
     }
 
     /// Artifacts in the folder `root` (created if missing), written with `fsync` so a stored
-    /// artifact survives a crash as the row that names it does. Blocks while it creates the
-    /// folder.
+    /// artifact survives a crash as the row that names it does; deleting the last object of a
+    /// folder (an operation's staged candidates) removes the emptied folders too. Blocks while it
+    /// creates the folder.
     pub fn local(root: &std::path::Path, keys: Arc<KeyringHandle>) -> Result<Self, SafeError> {
         let objects = std::fs::create_dir_all(root)
             .ok()
@@ -117,7 +118,8 @@ impl ArtifactStore {
                 tracing::warn!("the review artifact folder cannot be used");
                 unavailable_error()
             })?
-            .with_fsync(true);
+            .with_fsync(true)
+            .with_automatic_cleanup(true);
         Ok(ArtifactStore::new(Arc::new(objects), keys))
     }
 

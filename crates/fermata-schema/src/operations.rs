@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
     Operation, OperationId, OperationKind, OperationState, OperationStep, RequestKey, Reservation,
-    SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
+    Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
 };
 use fermata_store::{Storage, StoreError};
 
@@ -86,6 +86,8 @@ pub struct OperationReport {
     pub steps: Vec<OperationStep>,
     /// The actor's login name, when the user still exists.
     pub actor_name: Option<String>,
+    /// The review of a refresh that reached one: its decision, who made it and when.
+    pub review: Option<Review>,
 }
 
 /// The schema operations service.
@@ -291,6 +293,7 @@ impl Operations {
             .map_err(|e| storage_error(&e))?
             .filter(|lease| lease.operation == id);
         let steps = schema.steps(id).await.map_err(|e| storage_error(&e))?;
+        let review = schema.review(id).await.map_err(|e| storage_error(&e))?;
         let actor_name = self
             .storage
             .users()
@@ -305,6 +308,7 @@ impl Operations {
             inventory,
             lease,
             steps,
+            review,
         })
     }
 
@@ -384,6 +388,15 @@ impl Operations {
         self.storage
             .schema()
             .schema_lease()
+            .await
+            .map_err(|e| storage_error(&e))
+    }
+
+    /// Inventory `id`, if it exists.
+    pub async fn inventory(&self, id: InventoryId) -> Result<Option<Inventory>, SafeError> {
+        self.storage
+            .schema()
+            .inventory(id)
             .await
             .map_err(|e| storage_error(&e))
     }

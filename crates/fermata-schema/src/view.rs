@@ -1,18 +1,19 @@
-//! Operations as people and scripts read them: the JSON of the no-store status route and of the
-//! command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on the
-//! database's clock; errors are the safe error's four fields and nothing else.
+//! Operations and reviews as people and scripts read them: the JSON of the no-store routes and of
+//! the command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on
+//! the database's clock; errors are the safe error's four fields and nothing else.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
-    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, SafeError,
+    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, Review, SafeError,
     SchemaLease,
 };
 use serde::Serialize;
 
 use crate::operations::OperationReport;
+use crate::review::{DatabaseDiff, ReviewDiff};
 
 /// The safe error: `{stage, code, retryable, message}`.
 #[derive(Debug, Clone, Serialize)]
@@ -87,8 +88,12 @@ pub struct DatabaseView {
     pub freshness: Option<&'static str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub object_counts: BTreeMap<String, u64>,
+    /// The candidate snapshot's hash.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot_hash: Option<String>,
+    /// The merged snapshot's hash it was compared with (registered databases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,6 +117,7 @@ impl From<&DatabaseResult> for DatabaseView {
             freshness: report.map(|r| r.freshness.as_str()),
             object_counts: report.map(|r| r.object_counts.clone()).unwrap_or_default(),
             snapshot_hash: report.and_then(|r| r.snapshot_hash.clone()),
+            merged_hash: report.and_then(|r| r.merged_hash.clone()),
             started_at: result.started_at.map(instant),
             finished_at: result.finished_at.map(instant),
             error: report.and_then(|r| r.error.as_ref()).map(ErrorView::from),
@@ -187,6 +193,90 @@ pub struct OperationView {
     /// The actor's login name, when the user still exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actor_name: Option<String>,
+    /// The review, once a refresh opened one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewStateView>,
+}
+
+/// A review row: pending until its one decision (approved, rejected or expired), who decided
+/// and when, and when the window closes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewStateView {
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    pub created_at: String,
+    pub expires_at: String,
+}
+
+impl From<&Review> for ReviewStateView {
+    fn from(review: &Review) -> Self {
+        ReviewStateView {
+            state: review.state.as_str(),
+            actor: review.actor.as_ref().map(ToString::to_string),
+            decided_at: review.decided_at.map(instant),
+            created_at: instant(review.created_at),
+            expires_at: instant(review.expires_at),
+        }
+    }
+}
+
+/// A refresh's review: the review row, the base commit the candidates are compared with, and
+/// every changed database's differing files with their unified diffs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewView {
+    pub operation_id: String,
+    pub base_commit: String,
+    #[serde(flatten)]
+    pub review: ReviewStateView,
+    pub databases: Vec<DatabaseDiff>,
+}
+
+impl From<&ReviewDiff> for ReviewView {
+    fn from(diff: &ReviewDiff) -> Self {
+        ReviewView {
+            operation_id: diff.operation.to_string(),
+            base_commit: diff.base_commit.clone(),
+            review: ReviewStateView::from(&diff.review),
+            databases: diff.databases.clone(),
+        }
+    }
+}
+
+impl ReviewView {
+    /// The review as the command line prints it: each database's name and whether it is
+    /// registered, then each differing file's unified diff, every line made printable.
+    pub fn to_text(&self) -> String {
+        let r = &self.review;
+        let mut text = format!(
+            "review of operation {}\n  state     {}\n  base      {}\n  expires   {}\n",
+            self.operation_id, r.state, self.base_commit, r.expires_at
+        );
+        if let (Some(actor), Some(at)) = (&r.actor, &r.decided_at) {
+            let _ = writeln!(text, "  decided   by {actor} at {at}");
+        }
+        for database in &self.databases {
+            let registered = if database.registered {
+                "registered"
+            } else {
+                "not registered"
+            };
+            let _ = writeln!(
+                text,
+                "\ndatabase {} ({registered}): {} file(s) differ",
+                printable(database.database.as_str()),
+                database.files.len()
+            );
+            for file in &database.files {
+                for line in file.diff.lines() {
+                    let _ = writeln!(text, "{}", printable(line));
+                }
+            }
+        }
+        text
+    }
 }
 
 /// One step of the operation: its attempts, and the latest error (retried, or final).
@@ -226,6 +316,7 @@ impl From<&OperationReport> for OperationView {
             lease: report.lease.as_ref().map(LeaseView::from),
             steps: report.steps.iter().map(StepView::from).collect(),
             actor_name: report.actor_name.clone(),
+            review: report.review.as_ref().map(ReviewStateView::from),
         }
     }
 }
@@ -262,6 +353,13 @@ impl OperationView {
                 text,
                 "  lease     {} until {}",
                 lease.status, lease.expires_at
+            );
+        }
+        if let Some(review) = &self.review {
+            let _ = writeln!(
+                text,
+                "  review    {} (window closes {})",
+                review.state, review.expires_at
             );
         }
         if let Some(inventory) = &self.inventory {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use fermata_schema::Verdict;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Given, Origin, Overrides, Sources};
@@ -18,6 +19,9 @@ Settings come from flags, then FERMATA_* environment variables, then the --confi
 (the same names in snake_case, e.g. `listen = \"127.0.0.1:7878\"`), then the defaults.
 The writer lease timings are set in the file's [writer_lease] table: ttl (30s), renew_every (10s),
 attempt_timeout (5s), abandon_after (6s), safety_deadline (25s) and drain_timeout (3s).
+Schema snapshots are set in the file's [schema] table: review_window (24h) and connections (8),
+with the tables [schema.source] (the MySQL server), [schema.workspace] (the verification server)
+and [schema.package] (repository, base_branch = \"main\", path = \"schemas\").
 Log verbosity follows FERMATA_LOG (e.g. `info`, `debug`, `fermata=debug`).
 
 Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting or argument,
@@ -48,7 +52,7 @@ enum Command {
     /// Manage the encryption keys that seal stored credentials.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Schema snapshots of the MySQL source: inventories and operations.
+    /// Schema snapshots of the MySQL source: inventories, refreshes, reviews and operations.
     #[command(subcommand)]
     Schema(SchemaCommand),
 }
@@ -66,6 +70,73 @@ enum SchemaCommand {
         /// A key that makes repeating the command return the same operation.
         #[arg(long, value_name = "KEY")]
         request_key: Option<String>,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Snapshot databases of an inventory and follow the refresh until it awaits review or ends,
+    /// with a progress bar per database. A running server executes it; without one, this
+    /// command does.
+    Refresh {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The inventory the databases are selected from.
+        #[arg(long, value_name = "ID")]
+        inventory: String,
+        /// The databases to refresh, exactly as the inventory names them.
+        #[arg(value_name = "DB", conflicts_with = "all")]
+        databases: Vec<String>,
+        /// Refresh every database of the inventory, in its order.
+        #[arg(long)]
+        all: bool,
+        /// The system administrator the operation is recorded for.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// A key that makes repeating the command return the same operation.
+        #[arg(long, value_name = "KEY")]
+        request_key: Option<String>,
+        /// Print the final report as JSON for scripts, without progress bars.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a refresh's review: each changed database, whether it is registered, and the unified
+    /// diff of every file that differs from its merged snapshot.
+    Review {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The refresh's operation ID.
+        id: String,
+        /// The system administrator who reads it.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a refresh's review and follow the refresh until it ends. The `--as` user's
+    /// password is read from the first line of standard input.
+    Approve {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The refresh's operation ID.
+        id: String,
+        /// The system administrator who decides.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject a refresh's review and follow the refresh until it ends. The `--as` user's
+    /// password is read from the first line of standard input.
+    Reject {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The refresh's operation ID.
+        id: String,
+        /// The system administrator who decides.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
@@ -111,6 +182,10 @@ impl SchemaCommand {
     fn format(&self) -> schema_commands::Format {
         let json = match self {
             SchemaCommand::Inventory { json, .. }
+            | SchemaCommand::Refresh { json, .. }
+            | SchemaCommand::Review { json, .. }
+            | SchemaCommand::Approve { json, .. }
+            | SchemaCommand::Reject { json, .. }
             | SchemaCommand::Operations { json, .. }
             | SchemaCommand::Show { json, .. }
             | SchemaCommand::ClearLease { json, .. } => *json,
@@ -230,6 +305,10 @@ impl Command {
             | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage })
             | Command::Schema(
                 SchemaCommand::Inventory { storage, .. }
+                | SchemaCommand::Refresh { storage, .. }
+                | SchemaCommand::Review { storage, .. }
+                | SchemaCommand::Approve { storage, .. }
+                | SchemaCommand::Reject { storage, .. }
                 | SchemaCommand::Operations { storage, .. }
                 | SchemaCommand::Show { storage, .. }
                 | SchemaCommand::ClearLease { storage, .. },
@@ -386,28 +465,58 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
             }
             Command::Schema(schema) => {
                 let format = schema.format();
+                let setup = schema_commands::Setup {
+                    schema: sources.schema().map_err(invalid)?,
+                    keys: sources.keys(&storage).map_err(invalid)?,
+                    storage: storage.clone(),
+                };
                 match schema {
                     SchemaCommand::Inventory {
                         actor, request_key, ..
                     } => {
-                        let source = sources.schema_source().map_err(invalid)?;
-                        schema_commands::inventory(
-                            &storage,
-                            source,
+                        schema_commands::inventory(&setup, actor, request_key.as_deref(), format)
+                            .await
+                    }
+                    SchemaCommand::Refresh {
+                        inventory,
+                        databases,
+                        all,
+                        actor,
+                        request_key,
+                        ..
+                    } => {
+                        let selection = if *all {
+                            schema_commands::Selection::All
+                        } else {
+                            schema_commands::Selection::Named(databases)
+                        };
+                        schema_commands::refresh(
+                            &setup,
+                            inventory,
+                            selection,
                             actor,
                             request_key.as_deref(),
                             format,
                         )
                         .await
                     }
+                    SchemaCommand::Review { id, actor, .. } => {
+                        schema_commands::review(&setup, id, actor, format).await
+                    }
+                    SchemaCommand::Approve { id, actor, .. } => {
+                        schema_commands::decide(&setup, id, actor, Verdict::Approve, format).await
+                    }
+                    SchemaCommand::Reject { id, actor, .. } => {
+                        schema_commands::decide(&setup, id, actor, Verdict::Reject, format).await
+                    }
                     SchemaCommand::Operations { limit, .. } => {
-                        schema_commands::operations(&storage, *limit, format).await
+                        schema_commands::operations(&setup, *limit, format).await
                     }
                     SchemaCommand::Show { id, .. } => {
-                        schema_commands::show(&storage, id, format).await
+                        schema_commands::show(&setup, id, format).await
                     }
                     SchemaCommand::ClearLease { id, actor, .. } => {
-                        schema_commands::clear_lease(&storage, id, actor, format).await
+                        schema_commands::clear_lease(&setup, id, actor, format).await
                     }
                 }
             }

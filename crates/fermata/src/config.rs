@@ -12,7 +12,10 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod schema;
 mod schema_source;
+
+pub use schema::SchemaSettings;
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,8 +121,9 @@ pub struct ServeSettings {
     pub session_ttl: Duration,
     /// Live collaboration: batching, checkpoints, idle rooms and limits.
     pub collab: fermata_collab::CollabSettings,
-    /// The MySQL or MariaDB server whose schemas are snapshotted (`[schema.source]`), if any.
-    pub schema_source: Option<fermata_schema::SourceSettings>,
+    /// Schema operations: the source, the verification workspace, the package and the refresh
+    /// settings (`[schema]`).
+    pub schema: SchemaSettings,
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -156,7 +160,7 @@ pub struct FileConfig {
     session_ttl: Option<String>,
     writer_lease: Option<FileLeaseTimings>,
     documents: Option<FileDocuments>,
-    schema: Option<schema_source::FileSchema>,
+    schema: Option<schema::FileSchema>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -391,20 +395,16 @@ impl Sources {
             .is_some_and(|given| given.value);
         let session_ttl = match &self.file.session_ttl {
             None => DEFAULT_SESSION_TTL,
-            Some(text) => humantime::parse_duration(text)
-                .ok()
-                .filter(|ttl| {
-                    *ttl >= Duration::from_secs(60) && *ttl <= Duration::from_secs(366 * 24 * 3600)
-                })
-                .ok_or_else(|| {
-                    ConfigError::new(
-                        "session_ttl",
-                        self.file_origin(),
-                        format!(
-                            "`{text}` is not a duration between 1m and 366d, such as 7d or 12h"
-                        ),
-                    )
-                })?,
+            Some(text) => bounded_duration(
+                "session_ttl",
+                &self.file_origin(),
+                text,
+                (
+                    Duration::from_secs(60),
+                    Duration::from_secs(366 * 24 * 3600),
+                ),
+                "1m and 366d, such as 7d or 12h",
+            )?,
         };
         Ok(ServeSettings {
             keys: self.keys(&storage)?,
@@ -416,13 +416,13 @@ impl Sources {
             secure_cookies,
             session_ttl,
             collab: self.collab_settings()?,
-            schema_source: self.schema_source()?,
+            schema: self.schema()?,
         })
     }
 
-    /// The MySQL source of `[schema.source]`, when configured.
-    pub fn schema_source(&self) -> Result<Option<fermata_schema::SourceSettings>, ConfigError> {
-        schema_source::source_settings(self.file.schema.as_ref(), &self.file_origin())
+    /// The `[schema]` table: source, workspace, package and refresh settings.
+    pub fn schema(&self) -> Result<SchemaSettings, ConfigError> {
+        schema::schema_settings(self.file.schema.as_ref(), &self.file_origin())
     }
 
     fn collab_settings(&self) -> Result<fermata_collab::CollabSettings, ConfigError> {
@@ -591,6 +591,27 @@ impl Sources {
         })?;
         Ok(timings)
     }
+}
+
+/// `text` as a duration from `min` to `max`, or the error for `setting`, which says the bounds
+/// as `shown` gives them ("1m and 30d, such as 24h").
+fn bounded_duration(
+    setting: &str,
+    origin: &Origin,
+    text: &str,
+    (min, max): (Duration, Duration),
+    shown: &str,
+) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text)
+        .ok()
+        .filter(|duration| (min..=max).contains(duration))
+        .ok_or_else(|| {
+            ConfigError::new(
+                setting,
+                origin.clone(),
+                format!("`{text}` is not a duration between {shown}"),
+            )
+        })
 }
 
 /// Checks the form of a PostgreSQL URL without ever repeating it.

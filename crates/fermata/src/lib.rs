@@ -10,6 +10,7 @@ pub mod failure;
 mod keys;
 mod logging;
 mod schema_commands;
+mod schema_progress;
 mod schema_runtime;
 pub mod serve;
 mod status;

@@ -1,27 +1,32 @@
 //! `fermata schema`: schema operations from the command line, on the same configuration and
-//! database as `serve` and under the same rules (start protocol, lease, workflow runs).
+//! database as `serve` and under the same rules (start protocol, lease, workflow runs, review).
 //!
 //! The operator names the system administrator the command acts as (`--as NAME`); the clear
-//! action also takes that user's password on standard input, which makes the action fresh. A
-//! started inventory is executed by the serving process when one holds the writer lease, and by
-//! this command otherwise; either way the command follows its progress until it ends.
+//! action and the review decisions also take that user's password on standard input, which
+//! makes the action fresh. A started inventory or refresh, and a decided review, are executed by
+//! the serving process when one holds the writer lease, and by this command otherwise; either
+//! way the command follows the operation: an inventory and a decision until the operation ends,
+//! a refresh until it awaits review or ends.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_schema::view::{OperationSummary, OperationView, printable};
-use fermata_schema::{Administrator, OperationReport, OperationRequest, SourceSettings};
-use fermata_store::schema::{OperationId, OperationKind, RequestKey, SafeError};
+use fermata_schema::view::{OperationSummary, OperationView, ReviewView, printable};
+use fermata_schema::{Administrator, OperationReport, OperationRequest, Verdict};
+use fermata_store::schema::{
+    ErrorCode, ErrorStage, InventoryId, OperationId, OperationKind, OperationState, RequestKey,
+    SafeError,
+};
 use fermata_store::{LeaseName, Storage};
 use fermata_workflow::WorkerSettings;
 use tokio_util::sync::CancellationToken;
 
 use crate::account_commands::password_from_stdin;
-use crate::config::StorageSettings;
-use crate::failure::Failure;
+use crate::config::{KeySource, SchemaSettings, StorageSettings};
+use crate::failure::{Exit, Failure};
+use crate::schema_progress::{DatabaseBars, Silent, StepLines, Watcher};
 use crate::schema_runtime::SchemaRuntime;
-use crate::storage;
+use crate::{keys, storage};
 
 /// How often the command looks at an operation it follows.
 const POLL: Duration = Duration::from_millis(250);
@@ -33,13 +38,26 @@ pub(crate) enum Format {
     Json,
 }
 
+/// What every schema command is configured with.
+#[derive(Debug)]
+pub(crate) struct Setup {
+    pub(crate) storage: StorageSettings,
+    pub(crate) schema: SchemaSettings,
+    /// The keyring that seals review artifacts: the serving process's own.
+    pub(crate) keys: KeySource,
+}
+
 impl From<SafeError> for Failure {
     fn from(error: SafeError) -> Self {
-        Failure::runtime(format!(
-            "{} ({})",
-            printable(&error.message()),
-            error.code().name()
-        ))
+        // A request the configuration or the arguments make impossible is an invalid argument.
+        let exit = match error.stage() {
+            ErrorStage::Configuration | ErrorStage::Authorization => Exit::Config,
+            _ => Exit::Runtime,
+        };
+        Failure {
+            message: format!("{} ({})", printable(&error.message()), error.code().name()),
+            exit,
+        }
     }
 }
 
@@ -48,14 +66,18 @@ struct Opened {
     runtime: SchemaRuntime,
 }
 
-async fn open(
-    settings: &StorageSettings,
-    source: Option<SourceSettings>,
-) -> Result<Opened, Failure> {
-    let store = storage::open(settings).await?;
+async fn open(setup: &Setup) -> Result<Opened, Failure> {
+    let store = storage::open(&setup.storage).await?;
     storage::prepare_schema(&store, true).await?;
     let storage: Arc<dyn Storage> = Arc::new(store);
-    let runtime = SchemaRuntime::new(Arc::clone(&storage), source);
+    let keys = Arc::new(keys::handle(&setup.keys)?);
+    let runtime = SchemaRuntime::new(
+        Arc::clone(&storage),
+        &setup.schema,
+        &setup.storage.data_dir,
+        keys,
+    )
+    .await?;
     Ok(Opened { storage, runtime })
 }
 
@@ -86,60 +108,147 @@ async fn administrator(
 fn render(report: &OperationReport, format: Format) -> String {
     let view = OperationView::from(report);
     match format {
-        Format::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&view).expect("a view serializes")
-        ),
+        Format::Json => json(&view),
         Format::Text => view.to_text(),
     }
 }
 
-/// `fermata schema inventory`: starts an inventory and follows it to its end.
-pub(crate) async fn inventory(
-    settings: &StorageSettings,
-    source: Option<SourceSettings>,
-    actor: &str,
-    request_key: Option<&str>,
-    format: Format,
-) -> Result<String, Failure> {
-    let opened = open(settings, source).await?;
-    let admin = administrator(&*opened.storage, actor, false).await?;
-    let key = match request_key {
+fn json(view: &impl serde::Serialize) -> String {
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(view).expect("a view serializes")
+    )
+}
+
+/// The request key given, or a new one for this command.
+fn request_key_or_new(given: Option<&str>) -> Result<RequestKey, Failure> {
+    let key = match given {
         Some(key) => key.to_owned(),
         None => format!("cli-{}", uuid::Uuid::new_v4()),
     };
-    let request_key = RequestKey::new(key)
-        .map_err(|_| Failure::config("--request-key has 1 to 100 printable ASCII characters"))?;
-    let operation = opened
-        .runtime
-        .operations
-        .request(
-            &admin,
-            &OperationRequest {
-                kind: OperationKind::Inventory,
-                request_key,
-                inventory: None,
-                databases: Vec::new(),
-            },
-        )
-        .await?;
-    eprintln!("inventory {} {}", operation.id, operation.state);
-    let report = follow(&opened, operation.id).await?;
-    let text = render(&report, format);
-    if !report.operation.state.is_failure() {
+    RequestKey::new(key)
+        .map_err(|_| Failure::config("--request-key has 1 to 100 printable ASCII characters"))
+}
+
+/// The command's output for an operation it followed: the report when `reached` (the operation
+/// got where the command wanted), else the report printed and the operation's safe error.
+fn conclude(report: &OperationReport, format: Format, reached: bool) -> Result<String, Failure> {
+    let text = render(report, format);
+    if reached {
         return Ok(text);
     }
     print!("{text}");
     let error = report
         .operation
         .error
-        .unwrap_or_else(|| SafeError::new(fermata_store::schema::ErrorCode::RunLost));
+        .clone()
+        .unwrap_or_else(|| SafeError::new(ErrorCode::RunLost));
     Err(error.into())
 }
 
-/// Follows operation `id` until it ends, printing each step's progress on standard error. When
-/// no server is serving this database, this process runs the workflow itself.
-async fn follow(opened: &Opened, id: OperationId) -> Result<OperationReport, Failure> {
+/// `fermata schema inventory`: starts an inventory and follows it to its end.
+pub(crate) async fn inventory(
+    setup: &Setup,
+    actor: &str,
+    request_key: Option<&str>,
+    format: Format,
+) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, false).await?;
+    let request = OperationRequest {
+        kind: OperationKind::Inventory,
+        request_key: request_key_or_new(request_key)?,
+        inventory: None,
+        databases: Vec::new(),
+    };
+    let operation = opened.runtime.operations.request(&admin, &request).await?;
+    eprintln!("inventory {} {}", operation.id, operation.state);
+    let report = follow(
+        &opened,
+        operation.id,
+        OperationState::is_terminal,
+        &mut StepLines::default(),
+    )
+    .await?;
+    conclude(&report, format, !report.operation.state.is_failure())
+}
+
+/// What `fermata schema refresh` selects: the named databases, or the whole inventory.
+#[derive(Debug)]
+pub(crate) enum Selection<'a> {
+    Named(&'a [String]),
+    All,
+}
+
+/// `fermata schema refresh`: starts a refresh of the selected databases of an inventory and
+/// follows it until it awaits review or ends, with a bar per database (none with `--json`).
+pub(crate) async fn refresh(
+    setup: &Setup,
+    inventory: &str,
+    selection: Selection<'_>,
+    actor: &str,
+    request_key: Option<&str>,
+    format: Format,
+) -> Result<String, Failure> {
+    if matches!(selection, Selection::Named([])) {
+        return Err(SafeError::new(ErrorCode::EmptySelection).into());
+    }
+    let inventory = inventory
+        .parse::<InventoryId>()
+        .map_err(|_| Failure::config(format!("`{inventory}` is not an inventory ID")))?;
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, false).await?;
+    let databases = match selection {
+        Selection::Named(names) => names.to_vec(),
+        Selection::All => opened
+            .runtime
+            .operations
+            .inventory(inventory)
+            .await?
+            .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?
+            .databases
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    };
+    let request = OperationRequest {
+        kind: OperationKind::Refresh,
+        request_key: request_key_or_new(request_key)?,
+        inventory: Some(inventory),
+        databases,
+    };
+    let operation = opened.runtime.operations.request(&admin, &request).await?;
+    let started = opened.runtime.operations.report(operation.id).await?;
+    let mut watcher: Box<dyn Watcher> = match format {
+        Format::Json => Box::new(Silent),
+        Format::Text => Box::new(DatabaseBars::new(&started)),
+    };
+    let report = follow(&opened, operation.id, awaits_review_or_ended, &mut *watcher).await;
+    drop(watcher);
+    let report = report?;
+    let state = report.operation.state;
+    conclude(
+        &report,
+        format,
+        matches!(
+            state,
+            OperationState::AwaitingReview | OperationState::Succeeded
+        ),
+    )
+}
+
+fn awaits_review_or_ended(state: OperationState) -> bool {
+    state == OperationState::AwaitingReview || state.is_terminal()
+}
+
+/// Follows operation `id` until `done` says its state is far enough, showing its progress with
+/// `watcher`. When no server is serving this database, this process runs the workflow itself.
+async fn follow(
+    opened: &Opened,
+    id: OperationId,
+    done: fn(OperationState) -> bool,
+    watcher: &mut dyn Watcher,
+) -> Result<OperationReport, Failure> {
     let served = opened
         .storage
         .leases()
@@ -148,6 +257,11 @@ async fn follow(opened: &Opened, id: OperationId) -> Result<OperationReport, Fai
         .map_err(|e| Failure::store("cannot read the writer lease", &e))?
         .live_holder()
         .is_some();
+    if served {
+        eprintln!("the serving process runs it");
+    } else {
+        opened.runtime.sweep_scratch().await;
+    }
     let stop = CancellationToken::new();
     let worker = (!served).then(|| {
         let worker = opened.runtime.engine.worker(
@@ -157,10 +271,7 @@ async fn follow(opened: &Opened, id: OperationId) -> Result<OperationReport, Fai
         let stop = stop.clone();
         tokio::spawn(async move { worker.run(stop.cancelled_owned()).await })
     });
-    if served {
-        eprintln!("the serving process runs it");
-    }
-    let result = watch(opened, id).await;
+    let result = watch(opened, id, done, watcher).await;
     stop.cancel();
     if let Some(worker) = worker {
         let _ = worker.await;
@@ -168,28 +279,19 @@ async fn follow(opened: &Opened, id: OperationId) -> Result<OperationReport, Fai
     result.map_err(Failure::from)
 }
 
-/// Polls operation `id`, printing each step change, until it ends (an operation whose run is
-/// gone is ended on the way, see [`Operations::settle`](fermata_schema::Operations::settle)).
-async fn watch(opened: &Opened, id: OperationId) -> Result<OperationReport, SafeError> {
-    let mut seen: BTreeMap<String, (&'static str, u32)> = BTreeMap::new();
+/// Polls operation `id`, showing each report, until `done` (an inventory whose run is gone is
+/// ended on the way, see [`Operations::settle`](fermata_schema::Operations::settle)).
+async fn watch(
+    opened: &Opened,
+    id: OperationId,
+    done: fn(OperationState) -> bool,
+    watcher: &mut dyn Watcher,
+) -> Result<OperationReport, SafeError> {
     loop {
         opened.runtime.operations.settle(id).await?;
         let report = opened.runtime.operations.report(id).await?;
-        for step in &report.steps {
-            let now = (step.state.as_str(), step.attempts);
-            if seen.get(step.key.as_str()) == Some(&now) {
-                continue;
-            }
-            let retry = step
-                .error
-                .as_ref()
-                .filter(|_| !step.state.is_terminal())
-                .map(|error| format!(" (retrying after: {})", printable(&error.message())))
-                .unwrap_or_default();
-            eprintln!("  {} {} attempt {}{retry}", step.key.as_str(), now.0, now.1);
-            seen.insert(step.key.as_str().to_owned(), now);
-        }
-        if report.operation.state.is_terminal() {
+        watcher.show(&report);
+        if done(report.operation.state) {
             return Ok(report);
         }
         tokio::time::sleep(POLL).await;
@@ -198,18 +300,15 @@ async fn watch(opened: &Opened, id: OperationId) -> Result<OperationReport, Safe
 
 /// `fermata schema operations`: the latest operations, newest first.
 pub(crate) async fn operations(
-    settings: &StorageSettings,
+    setup: &Setup,
     limit: u32,
     format: Format,
 ) -> Result<String, Failure> {
-    let opened = open(settings, None).await?;
+    let opened = open(setup).await?;
     let operations = opened.runtime.operations.recent(limit).await?;
     let summaries: Vec<_> = operations.iter().map(OperationSummary::from).collect();
     Ok(match format {
-        Format::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&summaries).expect("views serialize")
-        ),
+        Format::Json => json(&summaries),
         Format::Text if summaries.is_empty() => "no schema operations yet\n".to_owned(),
         Format::Text => summaries
             .iter()
@@ -235,12 +334,8 @@ fn operation_id(typed: &str) -> Result<OperationId, Failure> {
 }
 
 /// `fermata schema show ID`: one operation's report.
-pub(crate) async fn show(
-    settings: &StorageSettings,
-    id: &str,
-    format: Format,
-) -> Result<String, Failure> {
-    let opened = open(settings, None).await?;
+pub(crate) async fn show(setup: &Setup, id: &str, format: Format) -> Result<String, Failure> {
+    let opened = open(setup).await?;
     let report = opened.runtime.operations.report(operation_id(id)?).await?;
     Ok(render(&report, format))
 }
@@ -248,14 +343,62 @@ pub(crate) async fn show(
 /// `fermata schema clear-lease ID`: the clear action, as `actor` with the password on standard
 /// input.
 pub(crate) async fn clear_lease(
-    settings: &StorageSettings,
+    setup: &Setup,
     id: &str,
     actor: &str,
     format: Format,
 ) -> Result<String, Failure> {
-    let opened = open(settings, None).await?;
+    let opened = open(setup).await?;
     let admin = administrator(&*opened.storage, actor, true).await?;
     let cleared = opened.runtime.operations.clear_lease(&admin, id).await?;
     let report = opened.runtime.operations.report(cleared.id).await?;
     Ok(render(&report, format))
+}
+
+/// `fermata schema review ID`: the refresh's review and the diff of every changed database.
+pub(crate) async fn review(
+    setup: &Setup,
+    id: &str,
+    actor: &str,
+    format: Format,
+) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, false).await?;
+    let diff = opened
+        .runtime
+        .reviews
+        .diff(&admin, operation_id(id)?)
+        .await?;
+    let view = ReviewView::from(&diff);
+    Ok(match format {
+        Format::Json => json(&view),
+        Format::Text => view.to_text(),
+    })
+}
+
+/// `fermata schema approve ID` and `reject ID`: records the decision as `actor`, with the
+/// password on standard input, and follows the refresh until it ends.
+pub(crate) async fn decide(
+    setup: &Setup,
+    id: &str,
+    actor: &str,
+    verdict: Verdict,
+    format: Format,
+) -> Result<String, Failure> {
+    let id = operation_id(id)?;
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, true).await?;
+    opened.runtime.reviews.decide(&admin, id, verdict).await?;
+    let report = follow(
+        &opened,
+        id,
+        OperationState::is_terminal,
+        &mut StepLines::default(),
+    )
+    .await?;
+    let wanted = match verdict {
+        Verdict::Approve => OperationState::Succeeded,
+        Verdict::Reject => OperationState::Rejected,
+    };
+    conclude(&report, format, report.operation.state == wanted)
 }

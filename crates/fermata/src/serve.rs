@@ -30,7 +30,13 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
-    let schema = SchemaRuntime::new(Arc::clone(&shared), settings.schema_source.clone());
+    let schema = SchemaRuntime::new(
+        Arc::clone(&shared),
+        &settings.schema,
+        &settings.storage.data_dir,
+        Arc::clone(&keyring),
+    )
+    .await?;
     let accounts = Arc::new(Accounts::new(
         shared,
         keyring,
@@ -56,6 +62,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         accounts: Arc::clone(&accounts),
         documents,
         schema: schema.operations.clone(),
+        reviews: schema.reviews.clone(),
         secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();
@@ -121,7 +128,10 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         "took the writer lease; serving"
     );
 
-    // Workflow runs (schema operations) execute in the serving process, under the writer lease.
+    // Workflow runs (schema operations) execute in the serving process, under the writer lease;
+    // the command line executes runs only while no server serves, so step folders left in the
+    // data folder now are an earlier process's.
+    schema.sweep_scratch().await;
     let worker_stop = CancellationToken::new();
     let mut worker = tokio::spawn({
         let schema = schema.clone();

@@ -2,8 +2,10 @@
 //! provisions: `fermata schema inventory` with no server running (the command runs the workflow
 //! itself) and with one (the server runs it), `operations` and `show` with `--json`, and the HTTP
 //! API (start an inventory, a repeated request, the no-store status route, a non-administrator
-//! refused). Then a source whose driver errors carry the account name and the password: neither,
-//! nor the driver's text, reaches a stored row, an API answer or a log line.
+//! refused). A refresh of a whole inventory into a package repository the test creates, followed
+//! to its review, its diff shown, then approved; another rejected. Then a source whose driver
+//! errors carry the account name and the password: neither, nor the driver's text, reaches a
+//! stored row, an API answer or a log line.
 
 mod support;
 
@@ -12,6 +14,7 @@ mod mysql;
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -39,6 +42,38 @@ fn configure_source(target: &Target, user: &str, password: &str) {
         password_file.display()
     )
     .unwrap();
+}
+
+/// Appends `text` to the target's configuration.
+fn configure(target: &Target, text: &str) {
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    config.write_all(text.as_bytes()).unwrap();
+}
+
+/// A git repository at `path` whose branch `main` has one empty commit: a package with nothing
+/// merged yet.
+fn empty_package(path: &Path) -> PathBuf {
+    let mut options = git2::RepositoryInitOptions::new();
+    options.initial_head("main");
+    let repository = git2::Repository::init_opts(path, &options).unwrap();
+    let signature = git2::Signature::now("Fermata tests", "tests@fermata.invalid").unwrap();
+    let tree = repository
+        .find_tree(repository.index().unwrap().write_tree().unwrap())
+        .unwrap();
+    repository
+        .commit(
+            Some("HEAD"),
+            &signature,
+            &signature,
+            "An empty package",
+            &tree,
+            &[],
+        )
+        .unwrap();
+    path.to_owned()
 }
 
 fn add_user(target: &Target, name: &str, admin: bool) -> String {
@@ -293,6 +328,200 @@ async fn inventories_run_from_the_command_line_and_the_api() {
             .await
             .unwrap();
     }
+}
+
+/// `fermata schema WORDS... --json` with `ada`'s password on standard input: the exit status,
+/// the JSON printed and everything printed.
+fn decide_json(target: &Target, words: &[&str]) -> (bool, Value, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    all.extend(["--as", "ada", "--json"]);
+    let (status, out, err) = target.run_with_input(&all, &format!("{PASSWORD}\n"));
+    let value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (status.success(), value, format!("{out}{err}"))
+}
+
+/// The `(name, state, outcome, freshness)` of every database of a report.
+fn database_results(view: &Value) -> Vec<(String, String, String, String)> {
+    view["databases"]
+        .as_array()
+        .expect("databases")
+        .iter()
+        .map(|database| {
+            let field = |key: &str| database[key].as_str().unwrap_or_default().to_owned();
+            (
+                field("name"),
+                field("state"),
+                field("outcome"),
+                field("freshness"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("rf");
+    let databases = [format!("{prefix}app"), format!("{prefix}crm")];
+    for database in &databases {
+        let quoted = mysql::quoted(database);
+        for statement in [
+            format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"),
+            format!(
+                "CREATE TABLE {quoted}.orders (id int NOT NULL, note varchar(20) DEFAULT NULL, \
+                 PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            ),
+            format!("CREATE VIEW {quoted}.recent AS SELECT id FROM {quoted}.orders"),
+        ] {
+            mariadb.execute(statement.as_str()).await.unwrap();
+        }
+    }
+    let (user, password) = mysql::snapshot_account(&mut mariadb, &databases).await;
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    let repository = empty_package(&target.config().with_file_name("package"));
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::String(repository.display().to_string())
+        ),
+    );
+    add_user(&target, "ada", true);
+    let (ok, inventory, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let inventory_id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(names_with_prefix(&inventory, &prefix), databases);
+
+    // Neither names nor --all: refused before anything starts.
+    let (ok, _, output) = schema_json(
+        &target,
+        &["refresh", "--inventory", &inventory_id, "--as", "ada"],
+    );
+    assert!(!ok && output.contains("EMPTY_SELECTION"), "{output}");
+
+    let refresh = |key: &str| {
+        schema_json(
+            &target,
+            &[
+                "refresh",
+                "--inventory",
+                &inventory_id,
+                "--all",
+                "--as",
+                "ada",
+                "--request-key",
+                key,
+            ],
+        )
+    };
+    let (ok, awaiting, output) = refresh("refresh-approved");
+    assert!(ok, "{output}");
+    assert_eq!(awaiting["state"], "awaiting_review", "{output}");
+    assert_eq!(awaiting["review"]["state"], "pending", "{awaiting}");
+    let expected: Vec<_> = databases
+        .iter()
+        .map(|name| {
+            (
+                name.clone(),
+                "done".to_owned(),
+                "changed".to_owned(),
+                "fresh".to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(database_results(&awaiting), expected);
+    for database in awaiting["databases"].as_array().unwrap() {
+        assert_eq!(database["object_counts"]["tables"], 1, "{database}");
+        assert_eq!(database["object_counts"]["views"], 1, "{database}");
+        assert_eq!(
+            database["snapshot_hash"].as_str().map(str::len),
+            Some(64),
+            "{database}"
+        );
+        assert!(database.get("merged_hash").is_none(), "{database}");
+    }
+    let id = awaiting["id"].as_str().unwrap().to_owned();
+
+    // The review: every file is new, since nothing is merged yet.
+    let output = target
+        .command_words(&["schema", "review", &id, "--as", "ada"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}");
+    for database in &databases {
+        assert!(
+            text.contains(&format!("database {database} (not registered)")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("+++ b/tables/orders.sql"), "{text}");
+    assert!(text.contains("+CREATE TABLE `orders` ("), "{text}");
+    assert!(text.contains("+++ b/views/recent.sql"), "{text}");
+    let (ok, review, output) = schema_json(&target, &["review", &id, "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(review["state"], "pending");
+    for database in review["databases"].as_array().unwrap() {
+        assert_eq!(database["registered"], false);
+        let files = database["files"].as_array().unwrap();
+        assert!(
+            files.iter().all(|file| file["change"] == "added"),
+            "{database}"
+        );
+        let paths: Vec<_> = files.iter().map(|file| file["path"].clone()).collect();
+        assert!(paths.contains(&json!("tables/orders.sql")), "{paths:?}");
+    }
+
+    // Approved from the command line, which runs the refresh to its end.
+    let (ok, approved, output) = decide_json(&target, &["approve", &id]);
+    assert!(ok, "{output}");
+    assert_eq!(approved["state"], "succeeded", "{output}");
+    assert_eq!(approved["review"]["state"], "approved");
+    assert!(approved.get("lease").is_none(), "{approved}");
+
+    // Another refresh, rejected.
+    let (ok, second, output) = refresh("refresh-rejected");
+    assert!(ok, "{output}");
+    assert_eq!(second["state"], "awaiting_review", "{output}");
+    let second_id = second["id"].as_str().unwrap().to_owned();
+    // The approved review has its one decision: a different one is refused, the same one
+    // answered again.
+    let (ok, _, output) = decide_json(&target, &["reject", &id]);
+    assert!(!ok && output.contains("REVIEW_NOT_PENDING"), "{output}");
+    let (ok, again, output) = decide_json(&target, &["approve", &id]);
+    assert!(ok && again["state"] == "succeeded", "{output}");
+    let (ok, rejected, output) = decide_json(&target, &["reject", &second_id]);
+    assert!(ok, "{output}");
+    assert_eq!(rejected["state"], "rejected", "{output}");
+    assert_eq!(rejected["error"]["code"], "REVIEW_REJECTED");
+    assert_eq!(rejected["review"]["state"], "rejected");
+    let (ok, _, output) = schema_json(&target, &["review", &second_id, "--as", "ada"]);
+    assert!(!ok, "the rejected artifact is deleted: {output}");
+
+    // Every step folder is gone; only the approved artifact is kept.
+    let scratch: Vec<_> = std::fs::read_dir(target.data_dir().join("tmp"))
+        .unwrap()
+        .collect();
+    assert!(scratch.is_empty(), "{scratch:?}");
+    let artifacts: Vec<_> = std::fs::read_dir(target.data_dir().join("schema-artifacts"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(artifacts, [format!("{id}.bin")]);
+
+    for database in &databases {
+        mariadb
+            .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    mariadb
+        .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! What the HTTP tests share: an application state on a real SQLite database, and sending a
-//! request through the router without a socket.
+//! What the HTTP tests share: an application state on a real SQLite database, sending a request
+//! through the router without a socket, and callers with a login session.
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 
@@ -12,9 +12,14 @@ use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
 use fermata_collab::{CollabSettings, Documents, RoomManager, WriterFence};
 use fermata_crypto::Keyring;
 use fermata_http::{HttpState, Metrics, Readiness, router};
+use fermata_schema::artifact::ArtifactStore;
+use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
+use fermata_schema::{
+    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow, Reviews,
+};
 use fermata_store::Storage;
 use fermata_store_sql::testing::ScratchStorage;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tower::ServiceExt;
 
 /// The application state every route needs, on `storage`, writing under `fence`.
@@ -30,19 +35,35 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         fence.clone(),
         CollabSettings::default(),
     );
-    let engine = fermata_workflow::Engine::new(Arc::clone(&shared)).register(
-        fermata_schema::InventoryWorkflow::new(Arc::clone(&shared), None),
+    // Review artifacts in memory, sealed with a key of their own: no test here opens one.
+    let artifacts = ArtifactStore::new(
+        Arc::new(object_store::memory::InMemory::new()),
+        Arc::new(KeyringHandle::new(Keyring::generate(), None)),
     );
-    let schema = fermata_schema::Operations::new(
+    let refresh = RefreshWorkflow::new(
         Arc::clone(&shared),
-        Arc::new(fermata_schema::EngineWorkflows::new(engine)),
+        RefreshSettings {
+            source: None,
+            package: None,
+            artifacts: artifacts.clone(),
+            scratch: std::env::temp_dir(),
+            review_window: DEFAULT_REVIEW_WINDOW,
+            connections: DEFAULT_CONNECTIONS,
+        },
     );
+    let engine = fermata_workflow::Engine::new(Arc::clone(&shared))
+        .register(InventoryWorkflow::new(Arc::clone(&shared), None))
+        .register(refresh);
+    let workflows = Arc::new(EngineWorkflows::new(engine));
+    let schema = Operations::new(Arc::clone(&shared), workflows.clone());
+    let reviews = Reviews::new(Arc::clone(&shared), workflows, artifacts, None);
     HttpState {
         readiness: Readiness::default(),
         metrics: Arc::new(Metrics::new("test")),
         accounts: Arc::new(accounts),
         documents: Documents::new(shared, fence, rooms),
         schema,
+        reviews,
         secure_cookies: false,
     }
 }
@@ -92,4 +113,66 @@ pub async fn send(state: &HttpState, request: Request<Body>) -> Answer {
         headers,
         body: String::from_utf8_lossy(&bytes).into_owned(),
     }
+}
+
+/// A browser or program session against the app.
+#[derive(Clone, Default)]
+pub struct Caller {
+    pub cookie: Option<String>,
+    pub csrf: Option<String>,
+    pub bearer: Option<String>,
+}
+
+/// Sends `body`, if any, as JSON, as `caller`.
+pub async fn call(
+    state: &HttpState,
+    caller: &Caller,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> Answer {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(cookie) = &caller.cookie {
+        request = request.header(header::COOKIE, format!("fermata_session={cookie}"));
+    }
+    if let Some(csrf) = &caller.csrf {
+        request = request.header("x-csrf-token", csrf);
+    }
+    if let Some(bearer) = &caller.bearer {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {bearer}"));
+    }
+    let body = match body {
+        Some(value) => {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+            Body::from(value.to_string())
+        }
+        None => Body::empty(),
+    };
+    send(state, request.body(body).unwrap()).await
+}
+
+/// Logs `name` in: a caller with the session's cookie and CSRF token.
+pub async fn login(state: &HttpState, name: &str, password: &str) -> Caller {
+    let answer = call(
+        state,
+        &Caller::default(),
+        "POST",
+        "/api/v1/session",
+        Some(json!({"name": name, "password": password})),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    Caller {
+        cookie: Some(answer.session_cookie().expect("a session cookie")),
+        csrf: Some(answer.json()["csrf_token"].as_str().unwrap().to_owned()),
+        bearer: None,
+    }
+}
+
+/// Makes every session's password entry older than the ten minutes that count as fresh.
+pub async fn age_sessions(storage: &ScratchStorage) {
+    sqlx::query("UPDATE web_sessions SET authenticated_at = authenticated_at - 660000")
+        .execute(storage.storage.pool())
+        .await
+        .unwrap();
 }

@@ -1,7 +1,8 @@
-//! The `[schema.source]` table: the MySQL or MariaDB server whose schemas are snapshotted, and
-//! the snapshot account's password, read from a file or a named environment variable (never
-//! written in the configuration itself). Validated at start; errors name the setting, never a
-//! value that could be the password.
+//! A MySQL or MariaDB server table, as `[schema.source]` (the server whose schemas are
+//! snapshotted) and `[schema.workspace]` (the verification workspace server) both give one: host,
+//! port, account, TLS, and the account's password, read from a file or a named environment
+//! variable (never written in the configuration itself). Errors name the setting, never a value
+//! that could be the password.
 
 use std::path::{Path, PathBuf};
 
@@ -13,17 +14,10 @@ use super::{ConfigError, Origin};
 
 const DEFAULT_PORT: u16 = 3306;
 
-/// The `[schema]` table.
+/// A server table, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct FileSchema {
-    source: Option<FileSource>,
-}
-
-/// The `[schema.source]` table, as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSource {
+pub(super) struct FileSource {
     host: Option<String>,
     port: Option<u16>,
     user: Option<String>,
@@ -33,16 +27,17 @@ struct FileSource {
     ca_file: Option<PathBuf>,
 }
 
-/// The validated source, or none when `[schema.source]` is absent.
+/// The validated server of the table `table` (`schema.source`, say), or none when it is absent.
 pub(super) fn source_settings(
-    schema: Option<&FileSchema>,
+    file: Option<&FileSource>,
+    table: &str,
     origin: &Origin,
 ) -> Result<Option<SourceSettings>, ConfigError> {
-    let Some(file) = schema.and_then(|schema| schema.source.as_ref()) else {
+    let Some(file) = file else {
         return Ok(None);
     };
     let refuse = |key: &str, problem: &str| {
-        ConfigError::new(format!("schema.source.{key}"), origin.clone(), problem)
+        ConfigError::new(format!("{table}.{key}"), origin.clone(), problem)
     };
     let host = file
         .host
@@ -64,33 +59,12 @@ pub(super) fn source_settings(
             .parse()
             .map_err(|_| refuse("tls", &format!("expected {}", TlsMode::NAMES)))?,
     };
-    let password = match (&file.password_file, &file.password_env) {
-        (Some(_), Some(_)) => {
-            return Err(refuse(
-                "password_file",
-                "give `password_file` or `password_env`, not both",
-            ));
-        }
-        (None, None) => {
-            return Err(refuse(
-                "password_file",
-                "give the password in a file (`password_file`) or a named environment variable (`password_env`)",
-            ));
-        }
-        (Some(path), None) => {
-            read_password_file(path).map_err(|problem| refuse("password_file", &problem))?
-        }
-        (None, Some(name)) => std::env::var(name)
-            .ok()
-            .filter(|value| !value.is_empty())
-            .map(Zeroizing::new)
-            .ok_or_else(|| {
-                refuse(
-                    "password_env",
-                    &format!("the environment variable `{name}` is not set or empty"),
-                )
-            })?,
-    };
+    let password = secret(
+        file.password_file.as_deref(),
+        file.password_env.as_deref(),
+        ("password_file", "password_env"),
+        &refuse,
+    )?;
     let settings = SourceSettings {
         host,
         port: file.port.unwrap_or(DEFAULT_PORT),
@@ -101,8 +75,44 @@ pub(super) fn source_settings(
     };
     settings
         .validate()
-        .map_err(|problem| ConfigError::new("schema.source", origin.clone(), problem))?;
+        .map_err(|problem| ConfigError::new(table, origin.clone(), problem))?;
     Ok(Some(settings))
+}
+
+/// A secret given in a file (`keys.0`) or a named environment variable (`keys.1`), never in the
+/// configuration itself; exactly one of the two. `refuse` names the key that is wrong.
+pub(super) fn secret(
+    file: Option<&Path>,
+    env: Option<&str>,
+    keys: (&str, &str),
+    refuse: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Zeroizing<String>, ConfigError> {
+    let (file_key, env_key) = keys;
+    match (file, env) {
+        (Some(_), Some(_)) => Err(refuse(
+            file_key,
+            &format!("give `{file_key}` or `{env_key}`, not both"),
+        )),
+        (None, None) => Err(refuse(
+            file_key,
+            &format!(
+                "give the secret in a file (`{file_key}`) or a named environment variable (`{env_key}`)"
+            ),
+        )),
+        (Some(path), None) => {
+            read_password_file(path).map_err(|problem| refuse(file_key, &problem))
+        }
+        (None, Some(name)) => std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(Zeroizing::new)
+            .ok_or_else(|| {
+                refuse(
+                    env_key,
+                    &format!("the environment variable `{name}` is not set or empty"),
+                )
+            }),
+    }
 }
 
 /// The password file's content without its final line break. It must not be readable by others.
@@ -143,9 +153,10 @@ fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
 mod tests {
     use super::*;
 
+    /// The `[source]` table of `text` as `[schema.source]`.
     fn parse(text: &str) -> Result<Option<SourceSettings>, ConfigError> {
-        let schema: FileSchema = toml::from_str(text).unwrap();
-        source_settings(Some(&schema), &Origin::Default)
+        let tables: std::collections::BTreeMap<String, FileSource> = toml::from_str(text).unwrap();
+        source_settings(tables.get("source"), "schema.source", &Origin::Default)
     }
 
     fn private_file(folder: &Path, content: &str) -> PathBuf {
@@ -199,7 +210,7 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(error.setting, "schema.source.host");
-        assert!(toml::from_str::<FileSchema>("[source]\npassword = \"inline\"\n").is_err());
+        assert!(toml::from_str::<FileSource>("password = \"inline\"\n").is_err());
         assert!(parse("").unwrap().is_none());
     }
 

@@ -1,0 +1,397 @@
+//! The `[schema]` table: the MySQL or MariaDB server whose schemas are snapshotted
+//! (`[schema.source]`), the verification workspace server (`[schema.workspace]`, the same keys),
+//! the package in the target git repository (`[schema.package]`), the S3-compatible bucket for
+//! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), and how a
+//! refresh runs
+//! (`review_window`, `connections`). Parsed and validated into [`SchemaSettings`] before anything
+//! starts; errors name the setting, never a password.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fermata_schema::SourceSettings;
+use fermata_schema::artifact::S3Settings;
+use fermata_schema::package::PackageSettings;
+use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
+use serde::Deserialize;
+
+use super::schema_source::{FileSource, secret, source_settings};
+use super::{ConfigError, Origin, bounded_duration};
+
+/// The shortest and longest review window.
+const REVIEW_WINDOWS: (Duration, Duration) = (
+    Duration::from_secs(60),
+    Duration::from_secs(30 * 24 * 60 * 60),
+);
+/// The most introspection connections a database step may open.
+const MAX_CONNECTIONS: usize = 64;
+/// The package's base branch when none is configured.
+const DEFAULT_BASE_BRANCH: &str = "main";
+
+/// The `[schema]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileSchema {
+    source: Option<FileSource>,
+    workspace: Option<FileSource>,
+    package: Option<FilePackage>,
+    artifacts: Option<FileArtifacts>,
+    review_window: Option<String>,
+    /// Signed, so that a negative number is refused here, naming the setting.
+    connections: Option<i64>,
+}
+
+/// The `[schema.package]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePackage {
+    repository: Option<PathBuf>,
+    base_branch: Option<String>,
+    path: Option<String>,
+}
+
+/// The `[schema.artifacts]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileArtifacts {
+    endpoint: Option<String>,
+    bucket: Option<String>,
+    region: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key_file: Option<PathBuf>,
+    secret_access_key_env: Option<String>,
+}
+
+/// What schema operations work with.
+#[derive(Debug, Clone)]
+pub struct SchemaSettings {
+    /// The server whose schemas are snapshotted; without it inventories and refreshes fail with
+    /// `SOURCE_NOT_CONFIGURED`.
+    pub source: Option<SourceSettings>,
+    /// The verification workspace server, validated here for the workspace verifier.
+    pub workspace: Option<SourceSettings>,
+    /// The target repository; without it refreshes fail with `PACKAGE_NOT_CONFIGURED`.
+    pub package: Option<PackageSettings>,
+    /// The bucket of review artifacts; `None` keeps them in the data folder.
+    pub artifacts: Option<S3Settings>,
+    /// How long a review stays open before the refresh expires.
+    pub review_window: Duration,
+    /// The most introspection connections a database step opens.
+    pub connections: usize,
+}
+
+impl Default for SchemaSettings {
+    fn default() -> Self {
+        SchemaSettings {
+            source: None,
+            workspace: None,
+            package: None,
+            artifacts: None,
+            review_window: DEFAULT_REVIEW_WINDOW,
+            connections: DEFAULT_CONNECTIONS,
+        }
+    }
+}
+
+/// The validated `[schema]` table (the defaults when it is absent).
+pub(super) fn schema_settings(
+    file: Option<&FileSchema>,
+    origin: &Origin,
+) -> Result<SchemaSettings, ConfigError> {
+    let Some(file) = file else {
+        return Ok(SchemaSettings::default());
+    };
+    let review_window = match &file.review_window {
+        None => DEFAULT_REVIEW_WINDOW,
+        Some(text) => bounded_duration(
+            "schema.review_window",
+            origin,
+            text,
+            REVIEW_WINDOWS,
+            "1m and 30d, such as 24h or 3d",
+        )?,
+    };
+    let connections = match file.connections {
+        None => DEFAULT_CONNECTIONS,
+        Some(count) => usize::try_from(count)
+            .ok()
+            .filter(|count| (1..=MAX_CONNECTIONS).contains(count))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "schema.connections",
+                    origin.clone(),
+                    format!("must be 1 to {MAX_CONNECTIONS}"),
+                )
+            })?,
+    };
+    Ok(SchemaSettings {
+        source: source_settings(file.source.as_ref(), "schema.source", origin)?,
+        workspace: source_settings(file.workspace.as_ref(), "schema.workspace", origin)?,
+        package: file
+            .package
+            .as_ref()
+            .map(|package| package_settings(package, origin))
+            .transpose()?,
+        artifacts: file
+            .artifacts
+            .as_ref()
+            .map(|artifacts| artifact_settings(artifacts, origin))
+            .transpose()?,
+        review_window,
+        connections,
+    })
+}
+
+fn package_settings(file: &FilePackage, origin: &Origin) -> Result<PackageSettings, ConfigError> {
+    let repository = file.repository.clone().ok_or_else(|| {
+        ConfigError::new(
+            "schema.package.repository",
+            origin.clone(),
+            "the path of the target git repository is required",
+        )
+    })?;
+    let settings = PackageSettings {
+        repository,
+        base_branch: file
+            .base_branch
+            .clone()
+            .unwrap_or_else(|| DEFAULT_BASE_BRANCH.to_owned()),
+        path: file
+            .path
+            .clone()
+            .unwrap_or_else(|| PackageSettings::DEFAULT_PATH.to_owned()),
+    };
+    settings
+        .validate()
+        .map_err(|problem| ConfigError::new("schema.package", origin.clone(), problem))?;
+    Ok(settings)
+}
+
+fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.artifacts.{key}"), origin.clone(), problem)
+    };
+    let required = |key: &str, value: &Option<String>, what: &str| {
+        value
+            .clone()
+            .filter(|value| !value.trim().is_empty())
+            .ok_or_else(|| refuse(key, &format!("{what} is required")))
+    };
+    let endpoint = required("endpoint", &file.endpoint, "the S3 service's URL")?;
+    let secure = endpoint.starts_with("https://");
+    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|prefix| endpoint.starts_with(prefix));
+    if !secure && !loopback {
+        return Err(refuse(
+            "endpoint",
+            "must be an https:// URL (plain http:// only on a loopback address)",
+        ));
+    }
+    Ok(S3Settings {
+        endpoint,
+        bucket: required("bucket", &file.bucket, "the bucket's name")?,
+        region: file
+            .region
+            .clone()
+            .unwrap_or_else(|| "us-east-1".to_owned()),
+        access_key_id: required("access_key_id", &file.access_key_id, "the access key ID")?,
+        secret_access_key: secret(
+            file.secret_access_key_file.as_deref(),
+            file.secret_access_key_env.as_deref(),
+            ("secret_access_key_file", "secret_access_key_env"),
+            &refuse,
+        )?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<SchemaSettings, ConfigError> {
+        let file: FileSchema = toml::from_str(text).unwrap();
+        schema_settings(Some(&file), &Origin::Default)
+    }
+
+    fn private_file(folder: &Path, content: &str) -> PathBuf {
+        let path = folder.join("password");
+        std::fs::write(&path, content).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        path
+    }
+
+    #[test]
+    fn absent_tables_give_the_defaults() {
+        let settings = schema_settings(None, &Origin::Default).unwrap();
+        assert!(settings.source.is_none() && settings.workspace.is_none());
+        assert!(settings.package.is_none());
+        assert_eq!(settings.review_window, DEFAULT_REVIEW_WINDOW);
+        assert_eq!(settings.connections, DEFAULT_CONNECTIONS);
+        let empty = parse("").unwrap();
+        assert_eq!(
+            (empty.review_window, empty.connections),
+            (DEFAULT_REVIEW_WINDOW, 8)
+        );
+    }
+
+    #[test]
+    fn the_package_workspace_and_refresh_settings_are_read() {
+        let folder = tempfile::tempdir().unwrap();
+        let password = private_file(folder.path(), "w0rkspace pass\n");
+        let repository = folder.path().join("repo");
+        std::fs::create_dir(&repository).unwrap();
+        let settings = parse(&format!(
+            "review_window = \"3d\"\nconnections = 64\n\
+             [package]\nrepository = {repository:?}\n\
+             [workspace]\nhost = \"scratch.internal\"\nport = 3307\nuser = \"verifier\"\npassword_file = {password:?}\ntls = \"disabled\"\n"
+        ))
+        .unwrap();
+        assert_eq!(settings.review_window, Duration::from_secs(3 * 24 * 3600));
+        assert_eq!(settings.connections, 64);
+        assert_eq!(
+            settings.package,
+            Some(PackageSettings {
+                repository,
+                base_branch: "main".to_owned(),
+                path: "schemas".to_owned(),
+            })
+        );
+        let workspace = settings.workspace.unwrap();
+        assert_eq!(
+            (
+                workspace.host.as_str(),
+                workspace.port,
+                workspace.user.as_str()
+            ),
+            ("scratch.internal", 3307, "verifier")
+        );
+        assert_eq!(workspace.password.as_str(), "w0rkspace pass");
+        assert!(settings.source.is_none());
+
+        let chosen = parse(&format!(
+            "[package]\nrepository = {:?}\nbase_branch = \"release/schemas\"\npath = \"db/snapshots\"\n",
+            folder.path()
+        ))
+        .unwrap()
+        .package
+        .unwrap();
+        assert_eq!(
+            (chosen.base_branch.as_str(), chosen.path.as_str()),
+            ("release/schemas", "db/snapshots")
+        );
+    }
+
+    #[test]
+    fn each_bad_value_is_refused_naming_its_setting_without_the_password() {
+        let folder = tempfile::tempdir().unwrap();
+        let password = private_file(folder.path(), "s3cret-workspace");
+        let repository = format!("{:?}", folder.path());
+        let workspace = format!("host = \"h\"\nuser = \"u\"\npassword_file = {password:?}\n");
+        for (text, setting) in [
+            (
+                "review_window = \"30s\"\n".to_owned(),
+                "schema.review_window",
+            ),
+            (
+                "review_window = \"31d\"\n".to_owned(),
+                "schema.review_window",
+            ),
+            (
+                "review_window = \"soon\"\n".to_owned(),
+                "schema.review_window",
+            ),
+            ("connections = 0\n".to_owned(), "schema.connections"),
+            ("connections = 65\n".to_owned(), "schema.connections"),
+            ("connections = -1\n".to_owned(), "schema.connections"),
+            (
+                "[package]\nbase_branch = \"main\"\n".to_owned(),
+                "schema.package.repository",
+            ),
+            (
+                "[package]\nrepository = \"/nonexistent/fermata/repo\"\n".to_owned(),
+                "schema.package",
+            ),
+            (
+                format!("[package]\nrepository = {repository}\nbase_branch = \"two words\"\n"),
+                "schema.package",
+            ),
+            (
+                format!("[package]\nrepository = {repository}\npath = \"../outside\"\n"),
+                "schema.package",
+            ),
+            (
+                format!("[workspace]\n{workspace}tls = \"sometimes\"\n"),
+                "schema.workspace.tls",
+            ),
+            (
+                format!("[workspace]\n{workspace}tls = \"verify_identity\"\n"),
+                "schema.workspace",
+            ),
+            (
+                format!("[workspace]\n{workspace}password_env = \"X\"\n"),
+                "schema.workspace.password_file",
+            ),
+            (
+                "[workspace]\nhost = \"h\"\npassword_env = \"FERMATA_TEST_UNSET_PASSWORD\"\n"
+                    .to_owned(),
+                "schema.workspace.user",
+            ),
+        ] {
+            let error = parse(&text).unwrap_err();
+            assert_eq!(error.setting, setting, "{text}");
+            let shown = format!("{error} {error:?}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_artifact_bucket_reads_its_secret_key_from_a_file_or_the_environment() {
+        let folder = tempfile::tempdir().unwrap();
+        let key = private_file(folder.path(), "s3cret key\n");
+        let settings = parse(&format!(
+            "[artifacts]\nendpoint = \"https://s3.eu-west-1.amazonaws.com\"\nbucket = \"reviews\"\n\
+             region = \"eu-west-1\"\naccess_key_id = \"AKIDEXAMPLE\"\nsecret_access_key_file = {key:?}\n"
+        ))
+        .unwrap();
+        let bucket = settings.artifacts.unwrap();
+        assert_eq!(bucket.bucket, "reviews");
+        assert_eq!(bucket.region, "eu-west-1");
+        assert_eq!(bucket.secret_access_key.as_str(), "s3cret key");
+        assert!(!format!("{bucket:?}").contains("s3cret"));
+
+        let base = "bucket = \"b\"\naccess_key_id = \"id\"\n";
+        for (text, setting) in [
+            (
+                format!("[artifacts]\n{base}secret_access_key_file = {key:?}\n"),
+                "schema.artifacts.endpoint",
+            ),
+            (
+                format!(
+                    "[artifacts]\nendpoint = \"http://s3.internal\"\n{base}secret_access_key_file = {key:?}\n"
+                ),
+                "schema.artifacts.endpoint",
+            ),
+            (
+                format!("[artifacts]\nendpoint = \"http://127.0.0.1:9000\"\n{base}"),
+                "schema.artifacts.secret_access_key_file",
+            ),
+            (
+                format!(
+                    "[artifacts]\nendpoint = \"https://s3\"\n{base}secret_access_key_env = \"FERMATA_TEST_UNSET_SECRET\"\n"
+                ),
+                "schema.artifacts.secret_access_key_env",
+            ),
+        ] {
+            let error = parse(&text).unwrap_err();
+            assert_eq!(error.setting, setting, "{text}");
+            assert!(!format!("{error} {error:?}").contains("s3cret"));
+        }
+    }
+}

@@ -348,7 +348,9 @@ async fn show_create(
         render::identifier(database.as_str()),
         render::identifier(name)
     );
-    let row = sqlx::query(&sql)
+    // The text protocol: one round trip, and no prepared statement for the server to
+    // invalidate when the object changes.
+    let row = sqlx::raw_sql(&sql)
         .fetch_one(&mut *connection)
         .await
         .map_err(|error| query_error(&error))?;

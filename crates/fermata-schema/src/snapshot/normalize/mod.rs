@@ -126,7 +126,7 @@ pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineT
 
 /// Whether a parameter list as the server keeps it declares `routine`'s parameters (as
 /// `information_schema.PARAMETERS` has them): the same number, each with the same mode (`IN`
-/// when a procedure's parameter names none) and the same name. Types are not compared: the list
+/// when a procedure's parameter names none; a function's are all `IN`) and the same name. Types are not compared: the list
 /// keeps them as written (`INTEGER`, `BOOL`), the catalog as the server resolved them.
 pub fn parameters_match(routine: &Routine, parameter_list: &str) -> bool {
     let Some(items) = split_top_level(parameter_list) else {
@@ -153,11 +153,14 @@ pub fn parameters_match(routine: &Routine, parameter_list: &str) -> bool {
                     Some(_) => tokens.next_token(),
                     None => Some(first),
                 };
-                let expected_mode = match routine.kind {
-                    RoutineKind::Procedure => Some(mode.unwrap_or("IN")),
-                    RoutineKind::Function => None,
+                // A function's parameters are `IN` for MariaDB and have no mode for MySQL.
+                let mode_matches = match routine.kind {
+                    RoutineKind::Procedure => {
+                        parameter.mode.as_deref() == Some(mode.unwrap_or("IN"))
+                    }
+                    RoutineKind::Function => matches!(parameter.mode.as_deref(), None | Some("IN")),
                 };
-                parameter.mode.as_deref() == expected_mode
+                mode_matches
                     && name.as_ref().and_then(Token::identifier) == Some(parameter.name.as_str())
             })
 }

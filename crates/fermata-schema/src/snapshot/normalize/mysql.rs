@@ -38,11 +38,9 @@ pub fn unwrap_version_comments(text: &str) -> String {
         };
         let inner = rest[at + 3 + digits..at + end].trim();
         out.push_str(&rest[..at]);
-        // At the start of a line the clause keeps the space MariaDB puts there; elsewhere the
-        // space before the comment already separates it.
-        if out.is_empty() || out.ends_with('\n') {
-            out.push(' ');
-        } else if !out.ends_with(' ') {
+        // The clause is separated by one space, which is also the space MariaDB puts at the
+        // start of a `PARTITION BY` line.
+        if !out.ends_with(' ') {
             out.push(' ');
         }
         out.push_str(inner);

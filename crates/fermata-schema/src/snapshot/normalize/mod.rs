@@ -25,7 +25,7 @@ pub fn strip_definer(text: &str) -> Option<String> {
 /// qualifier of the view's own database (which the server prints when asked from outside it)
 /// removed, as the model has it.
 pub fn view(text: &str, database: &str) -> Option<String> {
-    let text = strip_definer(&mysql::unwrap_version_comments(text))?;
+    let text = strip_definer(text)?;
     Some(text.replace(&format!("{}.", identifier(database)), ""))
 }
 
@@ -38,7 +38,7 @@ pub fn sequence(text: &str) -> Option<String> {
 /// The server's `SHOW CREATE EVENT` text in canonical form: the definer taken out.
 /// MySQL 8.0.22+ says `DISABLE ON REPLICA` where MariaDB says `DISABLE ON SLAVE`.
 pub fn event(text: &str) -> Option<String> {
-    let text = strip_definer(&mysql::unwrap_version_comments(text))?;
+    let text = strip_definer(text)?;
     Some(text.replacen(" DISABLE ON REPLICA ", " DISABLE ON SLAVE ", 1))
 }
 
@@ -91,8 +91,7 @@ pub struct RoutineText {
 /// definer taken out, the name quoted, the return type in canonical spelling (with the
 /// collation of the model's return type where the server leaves it implicit).
 pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineText> {
-    let text = mysql::unwrap_version_comments(text);
-    let mut tokens = Tokens::new(&text);
+    let mut tokens = Tokens::new(text);
     tokens.expect(&["CREATE"])?;
     tokens.skip_definer()?;
     tokens.expect(&[routine.kind.keyword()])?;

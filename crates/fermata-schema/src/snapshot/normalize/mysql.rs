@@ -2,9 +2,10 @@
 //! canonical (MariaDB 10.11) spelling. Each rule applies to the server's text and, where the
 //! catalog shows the same difference, to the catalog's values, so both sides meet:
 //!
-//! - version comments: MySQL wraps clauses in `/*!50100 PARTITION BY ... */` or
-//!   `/*!80016 DEFAULT ENCRYPTION='N' */`; the clause is kept, the comment markers go
-//!   ([`unwrap_version_comments`]);
+//! - version comments: MySQL wraps clauses of `SHOW CREATE TABLE` and `SHOW CREATE DATABASE` in
+//!   `/*!50100 PARTITION BY ... */` or `/*!80016 DEFAULT ENCRYPTION='N' */`; the clause is kept,
+//!   the comment markers go ([`unwrap_version_comments`]). Stored programs' and views' texts
+//!   are left alone: their bodies are compared exactly, comments included;
 //! - integer display widths: MySQL 8.0.19+ prints `int`, MariaDB `int(11)`; the default width of
 //!   each integer type is written out ([`display_width`]);
 //! - `utf8`: MySQL before 8.0.30 and MariaDB before 10.6 say `utf8` for `utf8mb3`

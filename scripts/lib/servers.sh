@@ -112,7 +112,41 @@ stop_mariadb() {
   fi
 }
 
+# start_s3: an S3-compatible object store (moto's server, from PyPI, installed with pip where
+# missing) on a free loopback port, with the bucket `fermata-test`; sets S3_ROOT, S3_PID and
+# FERMATA_TEST_S3_URL. It keeps its objects in memory.
+start_s3() {
+  if ! command -v moto_server >/dev/null 2>&1; then
+    echo "installing moto[server]" >&2
+    python3 -m pip install --quiet --disable-pip-version-check 'moto[server]>=5,<6' >&2
+    hash -r
+  fi
+  S3_ROOT=$(mktemp -d /tmp/fermata-s3.XXXXXX)
+  local port
+  port=$(free_port)
+  moto_server -H 127.0.0.1 -p "$port" >"$S3_ROOT/server.log" 2>&1 &
+  S3_PID=$!
+  python3 - "$port" <<'PY' || { cat "$S3_ROOT/server.log" >&2; return 1; }
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(300):
+    try:
+        urllib.request.urlopen(url, timeout=1)
+        break
+    except OSError:
+        time.sleep(0.1)
+urllib.request.urlopen(urllib.request.Request(f"{url}/fermata-test", method="PUT"), timeout=5)
+PY
+  export FERMATA_TEST_S3_URL="http://127.0.0.1:$port"
+  echo "S3 (moto) on 127.0.0.1:$port" >&2
+}
+
 stop_servers() {
+  if [ -n "${S3_PID:-}" ]; then
+    kill "$S3_PID" 2>/dev/null || true
+    wait "$S3_PID" 2>/dev/null || true
+    rm -rf "${S3_ROOT:-}"
+  fi
   if [ -n "${PG_ROOT:-}" ] && [ -d "$PG_ROOT" ]; then
     as_user postgres "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
     rm -rf "$PG_ROOT"

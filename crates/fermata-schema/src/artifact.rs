@@ -13,6 +13,14 @@
 //! the ciphertext's SHA-256, the manifest, the decision expiry and the location. Neither half opens
 //! without the other, and the row never holds a file's path or contents.
 //!
+//! Between a refresh's database steps and its artifact step, each changed database's verified
+//! candidate waits in the object store as a *staged candidate* ([`ArtifactStore::stage`]): the
+//! same archive format, sealed whole (envelope and all) under the same purpose with
+//! `<operation ID>/candidate/<position>` as the authenticated row, at
+//! [`staged_location`]. Only the artifact step reads them, and it deletes them once the artifact
+//! row is recorded. Nothing of a candidate is ever written in plaintext outside a step's own
+//! temporary folder.
+//!
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
 //! versions stay loaded after a rotation), the archive has the fixed layout, and its manifest is
@@ -53,6 +61,36 @@ pub fn artifact_location(operation: OperationId) -> String {
     format!("{ARTIFACT_FOLDER}/{operation}.bin")
 }
 
+/// Where the candidate of the database at `position` in `operation`'s selection waits for the
+/// artifact step: `schema-artifacts/<operation ID>/candidate-<position>.bin`.
+pub fn staged_location(operation: OperationId, position: u32) -> String {
+    format!("{ARTIFACT_FOLDER}/{operation}/candidate-{position}.bin")
+}
+
+/// An S3-compatible bucket for review artifacts (`[schema.artifacts]`). `Debug` never shows the
+/// secret key.
+#[derive(Clone)]
+pub struct S3Settings {
+    /// The service's URL (`https://s3.eu-west-1.amazonaws.com`, or a MinIO, Ceph or R2 address).
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    pub access_key_id: String,
+    pub secret_access_key: zeroize::Zeroizing<String>,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
+}
+
 /// Writes, reads and deletes review artifacts in an object store.
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
@@ -80,6 +118,29 @@ impl ArtifactStore {
                 unavailable_error()
             })?
             .with_fsync(true);
+        Ok(ArtifactStore::new(Arc::new(objects), keys))
+    }
+
+    /// Artifacts in an S3-compatible bucket, addressed by path (`endpoint/bucket/key`), as
+    /// MinIO and most compatible services expect. Plain `http://` is allowed only for a loopback
+    /// endpoint.
+    pub fn s3(settings: &S3Settings, keys: Arc<KeyringHandle>) -> Result<Self, SafeError> {
+        let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|prefix| settings.endpoint.starts_with(prefix));
+        let objects = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&settings.endpoint)
+            .with_bucket_name(&settings.bucket)
+            .with_region(&settings.region)
+            .with_access_key_id(&settings.access_key_id)
+            .with_secret_access_key(settings.secret_access_key.as_str())
+            .with_virtual_hosted_style_request(false)
+            .with_allow_http(loopback)
+            .build()
+            .map_err(|_| {
+                tracing::warn!("the review artifact bucket settings cannot be used");
+                unavailable_error()
+            })?;
         Ok(ArtifactStore::new(Arc::new(objects), keys))
     }
 
@@ -129,6 +190,81 @@ impl ArtifactStore {
             decision_expires_at,
             cleanup_target: location,
         })
+    }
+
+    /// Seals one database's verified candidate (its files, with its `manifest.json` as the
+    /// archive's manifest) and writes it at [`staged_location`], replacing an earlier attempt's.
+    pub async fn stage(
+        &self,
+        operation: OperationId,
+        position: u32,
+        files: BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), SafeError> {
+        let keys = Arc::clone(&self.keys);
+        let row = staged_row(operation, position);
+        let envelope = tokio::task::spawn_blocking(move || {
+            let manifest = files
+                .get(MANIFEST_FILE)
+                .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                .ok_or("a candidate has no manifest")?
+                .to_owned();
+            let plaintext = archive(&files, &manifest)
+                .map_err(|_| "a candidate path is not a clean relative path")?;
+            Ok::<_, &str>(keys.seal(aad(&row), &plaintext))
+        })
+        .await
+        .map_err(|_| unavailable(operation, "sealing a candidate panicked"))?
+        .map_err(|reason| unavailable(operation, reason))?;
+        self.objects
+            .put(
+                &ObjectPath::from(staged_location(operation, position).as_str()),
+                PutPayload::from(envelope),
+            )
+            .await
+            .map_err(|_| unavailable(operation, "a candidate could not be staged"))?;
+        Ok(())
+    }
+
+    /// The files of the candidate staged at `position`, checked and decrypted.
+    pub async fn staged(
+        &self,
+        operation: OperationId,
+        position: u32,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+        let envelope = self
+            .objects
+            .get(&ObjectPath::from(
+                staged_location(operation, position).as_str(),
+            ))
+            .await
+            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?
+            .bytes()
+            .await
+            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?;
+        let keys = Arc::clone(&self.keys);
+        let row = staged_row(operation, position);
+        tokio::task::spawn_blocking(move || {
+            let plaintext = keys
+                .open(aad(&row), &envelope)
+                .map_err(|_| "a staged candidate did not decrypt")?;
+            let contents = archive::unarchive(&plaintext)
+                .map_err(|_| "a staged candidate's archive is malformed")?;
+            Ok(contents.files)
+        })
+        .await
+        .map_err(|_| unavailable(operation, "opening a staged candidate panicked"))?
+        .map_err(|reason| unavailable(operation, reason))
+    }
+
+    /// Deletes the staged candidate at `position`; one already gone is fine.
+    pub async fn discard_staged(&self, operation: OperationId, position: u32) {
+        let location = ObjectPath::from(staged_location(operation, position).as_str());
+        match self.objects.delete(&location).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(_) => {
+                tracing::warn!(operation = %operation, position, "a staged candidate could not be deleted");
+            }
+        }
     }
 
     /// Fetches, checks and decrypts the artifact `artifact` describes.
@@ -209,6 +345,15 @@ impl ArtifactStore {
             }
         }
     }
+}
+
+/// The file every candidate carries its own manifest in.
+const MANIFEST_FILE: &str = "manifest.json";
+
+/// The authenticated row of a staged candidate: never an operation ID alone, so a staged
+/// candidate cannot pass for the artifact, nor one position for another.
+fn staged_row(operation: OperationId, position: u32) -> String {
+    format!("{operation}/candidate/{position}")
 }
 
 /// The authenticated data of an operation's artifact (the keyring adds the key version).

@@ -72,4 +72,26 @@ impl Workflows for EngineWorkflows {
             .map_err(|e| storage_error(&e))?;
         Ok(run.is_none_or(|run| run.state.is_terminal()))
     }
+
+    async fn resume(
+        &self,
+        run_id: &str,
+        hook: &str,
+        idempotency_key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), SafeError> {
+        match self
+            .engine
+            .deliver_hook(&RunId(run_id.to_owned()), hook, idempotency_key, payload)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // The run ended, or its wait timed out: it reads the decision from the review row.
+            Err(error) if matches!(error.kind(), ErrorKind::Missing | ErrorKind::Conflict) => {
+                tracing::info!(run = run_id, hook, "a hook found its run no longer waiting");
+                Ok(())
+            }
+            Err(error) => Err(storage_error(&error)),
+        }
+    }
 }

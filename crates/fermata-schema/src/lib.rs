@@ -2,8 +2,8 @@
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as durable workflows
-//! ([`engine`], [`inventory_run`]), how their candidates are sealed for review ([`artifact`]), and
-//! how they are shown ([`view`]).
+//! ([`engine`], [`inventory_run`], [`refresh_run`]), how their candidates are sealed for review
+//! ([`artifact`]) and reviewed ([`review`]), and how they are shown ([`view`]).
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].
@@ -18,6 +18,9 @@ pub mod inventory_run;
 pub mod names;
 pub mod operations;
 pub mod package;
+mod pool;
+pub mod refresh_run;
+pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
@@ -31,4 +34,6 @@ pub use inventory_run::InventoryWorkflow;
 pub use operations::{
     OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
 };
+pub use refresh_run::{RefreshSettings, RefreshWorkflow};
+pub use review::{Reviews, Verdict};
 pub use source::{SourceSettings, TlsMode};

@@ -49,6 +49,16 @@ pub trait Workflows: Send + Sync {
 
     /// Whether the run has ended or no longer exists (purged, or never created).
     async fn run_is_over(&self, run_id: &str) -> Result<bool, SafeError>;
+
+    /// Delivers hook `hook` to the run, once per `idempotency_key`: delivering it again with the
+    /// same key changes nothing.
+    async fn resume(
+        &self,
+        run_id: &str,
+        hook: &str,
+        idempotency_key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), SafeError>;
 }
 
 /// A request to start an operation.

@@ -141,6 +141,22 @@ impl Package {
         .await
     }
 
+    /// Reads the registry at `commit` (a reviewed base that is no longer the branch's head); a
+    /// commit without the package folder or `registry.json` has an empty registry.
+    pub async fn registry_at(&self, commit: &str) -> Result<Registry, SafeError> {
+        let settings = self.settings.clone();
+        let commit = commit.to_owned();
+        blocking(move || {
+            let repository = open_repository(&settings.repository)?;
+            let root = commit_tree(&repository, &commit)?;
+            match package_tree(&repository, &root, &settings.path)? {
+                Some(package) => read_registry(&repository, &package),
+                None => Ok(Registry::default()),
+            }
+        })
+        .await
+    }
+
     /// Reads a database's merged files at a commit (normally [`BaseSnapshot::commit`]), keyed by
     /// their paths inside the database's folder (`tables/^orders.sql`). `None` when the registry
     /// at that commit does not list the database. A listed database without its folder, a

@@ -164,11 +164,7 @@ pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
     ) {
         return SafeError::new(ErrorCode::UnsupportedSchemaOutput);
     }
-    let number = error
-        .as_database_error()
-        .and_then(|database| database.try_downcast_ref::<MySqlDatabaseError>())
-        .map(MySqlDatabaseError::number);
-    match number {
+    match mysql_error_number(error) {
         // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_HOST_NOT_PRIVILEGED,
         // ER_HOST_IS_BLOCKED, ER_NOT_SUPPORTED_AUTH_MODE, ER_MUST_CHANGE_PASSWORD,
         // ER_MUST_CHANGE_PASSWORD_LOGIN, ER_ACCOUNT_HAS_BEEN_LOCKED (MySQL 3118, MariaDB 4151):
@@ -183,4 +179,12 @@ pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
         Some(1044 | 1142 | 1143 | 1227) => SafeError::new(ErrorCode::PermissionDenied),
         _ => SafeError::new(ErrorCode::ConnectionLost),
     }
+}
+
+/// The number of the error the server answered with (`1146`), when it answered with one.
+pub(crate) fn mysql_error_number(error: &sqlx::Error) -> Option<u16> {
+    error
+        .as_database_error()
+        .and_then(|database| database.try_downcast_ref::<MySqlDatabaseError>())
+        .map(MySqlDatabaseError::number)
 }

@@ -85,6 +85,16 @@ impl Workflows for FakeWorkflows {
     async fn run_is_over(&self, _run_id: &str) -> Result<bool, SafeError> {
         Ok(self.runs_over.load(Ordering::SeqCst))
     }
+
+    async fn resume(
+        &self,
+        _run_id: &str,
+        _hook: &str,
+        _idempotency_key: &str,
+        _payload: &serde_json::Value,
+    ) -> Result<(), SafeError> {
+        Ok(())
+    }
 }
 
 struct Fixture {

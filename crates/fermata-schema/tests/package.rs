@@ -3,6 +3,8 @@
 //! exactly and from commits only; broken packages are safe `github`-stage errors; the registry's
 //! canonical form round-trips byte for byte.
 
+mod git_support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -11,8 +13,8 @@ use fermata_schema::package::{
     BaseSnapshot, Package, PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry,
 };
 use fermata_store::schema::{DatabaseName, ErrorCode, ErrorStage, OperationId, SafeError};
-use git2::{FileMode, Oid, Repository, Signature, Time};
-use tempfile::TempDir;
+use git_support::TestRepository;
+use git2::FileMode;
 
 /// A registry of two databases, one with uppercase and non-ASCII in its name, in canonical form.
 const TWO_DATABASES: &str = r#"{
@@ -83,95 +85,6 @@ fn sales_files() -> BTreeMap<String, Vec<u8>> {
         ),
         ("empty.txt", b""),
     ])
-}
-
-/// A repository in a temporary folder, kept while the value lives.
-struct TestRepository {
-    folder: TempDir,
-    repository: Repository,
-}
-
-impl TestRepository {
-    fn new(bare: bool) -> Self {
-        let folder = tempfile::tempdir().unwrap();
-        let repository = if bare {
-            Repository::init_bare(folder.path()).unwrap()
-        } else {
-            Repository::init(folder.path()).unwrap()
-        };
-        TestRepository { folder, repository }
-    }
-
-    fn path(&self) -> &Path {
-        self.folder.path()
-    }
-
-    fn settings(&self, branch: &str) -> PackageSettings {
-        PackageSettings::new(self.path(), branch)
-    }
-
-    /// Commits exactly these regular files on `branch`, on top of its head if it has one.
-    fn commit(&self, branch: &str, entries: &BTreeMap<String, Vec<u8>>) -> Oid {
-        let with_modes = entries
-            .iter()
-            .map(|(path, content)| (path.clone(), (FileMode::Blob, content.clone())))
-            .collect();
-        self.commit_entries(branch, &with_modes)
-    }
-
-    /// Commits exactly these entries, each with its mode, on `branch`.
-    fn commit_entries(&self, branch: &str, entries: &BTreeMap<String, (FileMode, Vec<u8>)>) -> Oid {
-        let repository = &self.repository;
-        let tree = repository.find_tree(self.write_tree(entries)).unwrap();
-        let reference = format!("refs/heads/{branch}");
-        let parent = repository
-            .find_reference(&reference)
-            .ok()
-            .map(|head| head.peel_to_commit().unwrap());
-        let signature = Signature::new(
-            "Fermata Test",
-            "test@example.invalid",
-            &Time::new(1_700_000_000, 0),
-        )
-        .unwrap();
-        repository
-            .commit(
-                Some(&reference),
-                &signature,
-                &signature,
-                "package",
-                &tree,
-                &parent.iter().collect::<Vec<_>>(),
-            )
-            .unwrap()
-    }
-
-    /// Writes nested trees for paths joined by `/`.
-    fn write_tree(&self, entries: &BTreeMap<String, (FileMode, Vec<u8>)>) -> Oid {
-        let mut folders: BTreeMap<String, BTreeMap<String, (FileMode, Vec<u8>)>> = BTreeMap::new();
-        let mut builder = self.repository.treebuilder(None).unwrap();
-        for (path, (mode, content)) in entries {
-            match path.split_once('/') {
-                Some((folder, rest)) => {
-                    folders
-                        .entry(folder.to_owned())
-                        .or_default()
-                        .insert(rest.to_owned(), (*mode, content.clone()));
-                }
-                None => {
-                    let blob = self.repository.blob(content).unwrap();
-                    builder.insert(path, blob, i32::from(*mode)).unwrap();
-                }
-            }
-        }
-        for (folder, inner) in &folders {
-            let tree = self.write_tree(inner);
-            builder
-                .insert(folder, tree, i32::from(FileMode::Tree))
-                .unwrap();
-        }
-        builder.write().unwrap()
-    }
 }
 
 /// `files` placed under `folder/`.

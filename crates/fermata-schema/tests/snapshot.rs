@@ -1,8 +1,8 @@
 //! Snapshots against the MariaDB server the test command provisions: a corpus of every object
 //! kind (tables with most column, key, constraint, option and partitioning clauses, views,
 //! sequences, procedures and functions, triggers, events), odd names and reserved words renders
-//! to canonical files that match the server's own definitions (recorded with `insta`) and that
-//! rebuild the same schema when applied to an empty database; the same schema created in another
+//! to canonical files that match the server's own definitions (recorded with `insta`; that they
+//! rebuild the schema in an empty database is `tests/workspace.rs`'s); the same schema created in another
 //! order, with other counters, sequence values and session settings, gives byte-identical files
 //! and hash; a snapshot stays within its query budget; a change between a snapshot and its
 //! verification is caught as retryable; what the model still cannot represent fails the
@@ -10,94 +10,13 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
-use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot, verify_live};
+use fermata_schema::snapshot::{DatabaseSnapshot, snapshot, verify_live};
 use fermata_store::schema::{DatabaseName, ErrorCode};
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
-use support::{admin, quoted, unique};
-
-/// The corpus, in the order given; each statement runs in the test database.
-const CORPUS: &[&str] = &[
-    "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, \
-        code varchar(20) COLLATE utf8mb4_bin NOT NULL, UNIQUE KEY uc (code)) \
-        ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-    "CREATE TABLE `order` ( \
-        `select` bigint unsigned NOT NULL AUTO_INCREMENT, \
-        name varchar(100) DEFAULT NULL COMMENT 'the name, it''s quoted', \
-        price decimal(10,2) NOT NULL DEFAULT 0.00, \
-        created timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(), \
-        note text, \
-        flag tinyint(1) NOT NULL DEFAULT 1, \
-        kind enum('a','b''c') DEFAULT 'a', \
-        total int GENERATED ALWAYS AS (price*2) VIRTUAL, \
-        stored_total int GENERATED ALWAYS AS (price*3) STORED, \
-        pid int, \
-        `naïve col` char(3) CHARACTER SET latin1 NOT NULL DEFAULT '', \
-        PRIMARY KEY (`select`), \
-        KEY k_name (name(10)), \
-        KEY k2 (price DESC, name) COMMENT 'idx', \
-        FULLTEXT KEY ft (note), \
-        CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE, \
-        CONSTRAINT chk_price CHECK (price >= 0) \
-     ) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
-    "CREATE TABLE `We``ird Tåble` (a int NOT NULL, c int CHECK (c > 0), d datetime(3) NULL, \
-        e int NOT NULL DEFAULT (a + 1), f int INVISIBLE, g blob, h json, i float(7,3), \
-        j double, k bit(3) DEFAULT b'101', l set('x','y') NOT NULL DEFAULT 'x,y', \
-        UNIQUE KEY (a), KEY `kk` (c), \
-        CONSTRAINT f2 FOREIGN KEY (a) REFERENCES parent(id) ON DELETE NO ACTION, \
-        CONSTRAINT f3 FOREIGN KEY (c) REFERENCES parent(id)) \
-        ENGINE=InnoDB DEFAULT CHARSET=latin1 ROW_FORMAT=COMPRESSED",
-    "CREATE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
-    "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
-        FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
-    "CREATE TABLE `parts by range` (a int NOT NULL, b date NOT NULL) \
-        PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10) COMMENT 'first', \
-        PARTITION `p 1` VALUES LESS THAN MAXVALUE)",
-    "CREATE TABLE parts_list (a int, b varchar(5)) PARTITION BY LIST COLUMNS (a, b) \
-        (PARTITION p0 VALUES IN ((1,'a'),(2,'b')), PARTITION p1 VALUES IN ((3,'c')))",
-    "CREATE TABLE parts_hash (a int) PARTITION BY HASH (a) PARTITIONS 4",
-    "CREATE TABLE parts_key (a int PRIMARY KEY) PARTITION BY LINEAR KEY (a) PARTITIONS 3",
-    "CREATE TABLE parts_sub (a int, b date) PARTITION BY RANGE (year(b)) \
-        SUBPARTITION BY HASH (a) SUBPARTITIONS 2 \
-        (PARTITION p0 VALUES LESS THAN (2000), PARTITION p1 VALUES LESS THAN MAXVALUE)",
-    "CREATE TABLE parts_named (a int, b date) PARTITION BY RANGE COLUMNS (b) SUBPARTITION BY KEY (a) \
-        (PARTITION p0 VALUES LESS THAN ('2000-01-01') (SUBPARTITION s0, SUBPARTITION s1), \
-        PARTITION p1 VALUES LESS THAN (MAXVALUE) (SUBPARTITION s2, SUBPARTITION s3))",
-    "CREATE TABLE parts_in (a int) PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1,2,NULL), \
-        PARTITION p1 VALUES IN (3))",
-    "CREATE TABLE `opts` (a int, ts timestamp NOT NULL DEFAULT '2020-01-01 00:00:00', \
-        s varchar(5) DEFAULT concat('a','b')) ENGINE=InnoDB ROW_FORMAT=COMPRESSED \
-        KEY_BLOCK_SIZE=8 STATS_PERSISTENT=1 STATS_AUTO_RECALC=0 STATS_SAMPLE_PAGES=25 PACK_KEYS=1 \
-        CHECKSUM=1 DELAY_KEY_WRITE=1 MAX_ROWS=1000 MIN_ROWS=10 AVG_ROW_LENGTH=100 COMMENT='c'",
-    "CREATE TABLE `page.compressed/x` (a int) ENGINE=InnoDB PAGE_COMPRESSED=1 \
-        PAGE_COMPRESSION_LEVEL=3 COMMENT='cc' STATS_PERSISTENT=0",
-    "CREATE TABLE `.aria` (a int) ENGINE=Aria TRANSACTIONAL=1 PAGE_CHECKSUM=1",
-    "CREATE TABLE `Mixed` (a int) ENGINE=MyISAM CHECKSUM=1 DELAY_KEY_WRITE=1 PACK_KEYS=0",
-    "CREATE TABLE `mixed` (a int)",
-    "CREATE TABLE `a_name_of_sixty_four_characters_which_is_the_longest_mysql_allow` (a int)",
-    "CREATE SEQUENCE `seq` START WITH 10 INCREMENT BY 5 MINVALUE 1 MAXVALUE 1000 CACHE 20 CYCLE",
-    "CREATE SEQUENCE `Seq Two` NOCACHE COMMENT='seq c'",
-    "CREATE PROCEDURE `p q`(IN a int, OUT b varchar(10) CHARSET latin1, INOUT c decimal(5,2)) \
-        DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER COMMENT 'it''s a proc' \
-        BEGIN\n  SELECT a INTO c;\n  SET b = 'x';\nEND",
-    "CREATE PROCEDURE `order`(  in   A   INTEGER ,  b BOOL, `c d` DEC(5,2)) MODIFIES SQL DATA \
-        BEGIN UPDATE `order` SET flag = b WHERE `select` = A; END",
-    "CREATE FUNCTION `order`(x int) RETURNS varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_bin \
-        NO SQL RETURN concat(x, 'é')",
-    "CREATE FUNCTION `naïve fn`() RETURNS INTEGER DETERMINISTIC RETURN 1",
-    "CREATE TRIGGER first_set BEFORE INSERT ON `order` FOR EACH ROW SET NEW.flag = 1",
-    "CREATE TRIGGER `tr.second` BEFORE INSERT ON `order` FOR EACH ROW PRECEDES first_set \
-        SET NEW.note = 'x'",
-    "CREATE TRIGGER `Audit` AFTER DELETE ON parent FOR EACH ROW \
-        BEGIN\n  INSERT INTO `mixed` VALUES (OLD.id);\nEND",
-    "CREATE EVENT `nightly` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' \
-        ENDS '2031-01-01 00:00:00' ON COMPLETION PRESERVE DISABLE COMMENT 'ev' DO DELETE FROM `mixed`",
-    "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
-    "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
-        DISABLE ON SLAVE DO BEGIN SELECT 1; END",
-];
+use support::{
+    CORPUS, admin, connections, connections_after, create_database, quoted, take, text, unique,
+};
 
 /// The same schema, created differently: tables in another order, keys added afterwards in
 /// another order, other counters.
@@ -132,6 +51,7 @@ const REORDERED: &[&str] = &[
      ) ENGINE=InnoDB AUTO_INCREMENT=77777 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
     "INSERT INTO `order` (name, price) VALUES ('x', 1.00)",
     "CREATE OR REPLACE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
+    "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
     "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
         FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
     "CREATE TABLE `parts by range` (a int NOT NULL, b date NOT NULL) \
@@ -182,69 +102,10 @@ const REORDERED: &[&str] = &[
         ENDS '2031-01-01 00:00:00' ON COMPLETION PRESERVE DISABLE COMMENT 'ev' DO DELETE FROM `mixed`",
 ];
 
-async fn create(admin: &mut MySqlConnection, database: &str, statements: &[&str]) {
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
-        .await
-        .unwrap();
-    admin
-        .execute(format!("CREATE DATABASE {} CHARACTER SET utf8mb4", quoted(database)).as_str())
-        .await
-        .unwrap();
-    admin
-        .execute(format!("USE {}", quoted(database)).as_str())
-        .await
-        .unwrap();
-    for statement in statements {
-        admin.execute(*statement).await.unwrap();
-    }
-}
-
 /// Session settings that would change `SHOW CREATE` output, were they left in place.
 const ODD_SESSION: &str = "SET SESSION sql_mode = 'ANSI_QUOTES,NO_FIELD_OPTIONS,NO_KEY_OPTIONS,NO_TABLE_OPTIONS', \
      sql_quote_show_create = 0, time_zone = '+09:00', character_set_client = latin1, \
      character_set_results = latin1";
-
-async fn connections(count: usize) -> Vec<MySqlConnection> {
-    connections_after(count, None).await
-}
-
-/// `count` prepared connections, each having run `first` before it was prepared.
-async fn connections_after(count: usize, first: Option<&str>) -> Vec<MySqlConnection> {
-    let mut all = Vec::new();
-    for _ in 0..count {
-        let mut connection = admin().await;
-        if let Some(first) = first {
-            connection.execute(first).await.unwrap();
-        }
-        prepare(&mut connection).await.unwrap();
-        all.push(connection);
-    }
-    all
-}
-
-async fn take(
-    database: &str,
-    count: usize,
-) -> Result<DatabaseSnapshot, fermata_store::schema::SafeError> {
-    let mut connections = connections(count).await;
-    snapshot(
-        &mut connections,
-        &DatabaseName::new(database).unwrap(),
-        "test",
-    )
-    .await
-}
-
-fn text(files: &BTreeMap<String, Vec<u8>>, path: &str) -> String {
-    String::from_utf8(
-        files
-            .get(path)
-            .unwrap_or_else(|| panic!("no {path}"))
-            .clone(),
-    )
-    .unwrap()
-}
 
 /// Every file of a snapshot but the manifest and the model, each after a header line with its
 /// path, for the `insta` snapshot.
@@ -270,7 +131,7 @@ async fn the_corpus_snapshots_and_matches_the_server() {
     let mut admin = admin().await;
     // A fixed name, used by this test only, so that the recorded files and hash are stable.
     let database = "fm_corpus_files";
-    create(&mut admin, database, CORPUS).await;
+    create_database(&mut admin, database, CORPUS).await;
     let snapshot = take(database, 3).await.unwrap();
     let paths: Vec<&str> = snapshot.files.keys().map(String::as_str).collect();
     for expected in [
@@ -318,7 +179,7 @@ async fn the_corpus_snapshots_and_matches_the_server() {
         serde_json::from_str(&text(&snapshot.files, "manifest.json")).unwrap();
     assert_eq!(manifest["snapshot_hash"], snapshot.snapshot_hash.as_str());
     assert_eq!(manifest["counts"]["tables"], 16);
-    assert_eq!(manifest["counts"]["views"], 2);
+    assert_eq!(manifest["counts"]["views"], 3);
     assert_eq!(manifest["counts"]["sequences"], 2);
     assert_eq!(manifest["counts"]["routines"], 4);
     assert_eq!(manifest["counts"]["triggers"], 3);
@@ -327,52 +188,6 @@ async fn the_corpus_snapshots_and_matches_the_server() {
     insta::assert_snapshot!("corpus_schema_json", schema_json);
     insta::assert_snapshot!("corpus_manifest", text(&snapshot.files, "manifest.json"));
     drop_database(&mut admin, database).await;
-}
-
-/// The files, applied one statement each to an empty database in the documented order
-/// (`sequences/`, `tables/`, `views/`, `routines/`, `triggers/`, `events/`, each in path order),
-/// rebuild a schema whose snapshot has the same files.
-#[tokio::test]
-async fn the_files_rebuild_the_schema_in_an_empty_database() {
-    let mut admin = admin().await;
-    let (original, copy) = (unique("apply"), unique("copy"));
-    create(&mut admin, &original, CORPUS).await;
-    let snapshot = take(&original, 2).await.unwrap();
-    create(&mut admin, &copy, &["SET foreign_key_checks = 0"]).await;
-    for folder in [
-        "sequences/",
-        "tables/",
-        "views/",
-        "routines/",
-        "triggers/",
-        "events/",
-    ] {
-        for (path, content) in snapshot.files.range(folder.to_owned()..) {
-            if !path.starts_with(folder) {
-                break;
-            }
-            let statement = String::from_utf8(content.clone()).unwrap();
-            admin
-                .execute(statement.as_str())
-                .await
-                .unwrap_or_else(|error| panic!("{path}: {error}"));
-        }
-    }
-    let rebuilt = take(&copy, 2).await.unwrap();
-    for (path, content) in snapshot
-        .files
-        .iter()
-        .filter(|(path, _)| path.ends_with(".sql"))
-    {
-        assert_eq!(
-            Some(content),
-            rebuilt.files.get(path),
-            "{path} differs after a rebuild"
-        );
-    }
-    assert_eq!(snapshot.files.len(), rebuilt.files.len());
-    drop_database(&mut admin, &original).await;
-    drop_database(&mut admin, &copy).await;
 }
 
 /// The statements a connection's session has run so far.
@@ -389,7 +204,7 @@ async fn questions(connection: &mut MySqlConnection) -> u64 {
 async fn a_snapshot_costs_at_most_its_objects_plus_ten_queries() {
     let mut admin = admin().await;
     let database = unique("budget");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let mut connections = connections(3).await;
     let mut before = Vec::new();
     for connection in &mut connections {
@@ -428,9 +243,9 @@ async fn a_snapshot_costs_at_most_its_objects_plus_ten_queries() {
 async fn the_same_schema_made_differently_gives_identical_files() {
     let mut admin = admin().await;
     let database = unique("det");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let first = take(&database, 1).await.unwrap();
-    create(&mut admin, &database, REORDERED).await;
+    create_database(&mut admin, &database, REORDERED).await;
     let mut odd = connections_after(4, Some(ODD_SESSION)).await;
     let second = snapshot(
         &mut odd,
@@ -461,7 +276,7 @@ async fn the_same_schema_made_differently_gives_identical_files() {
 async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes() {
     let mut admin = admin().await;
     let database = unique("drift");
-    create(&mut admin, &database, CORPUS).await;
+    create_database(&mut admin, &database, CORPUS).await;
     let name = DatabaseName::new(database.clone()).unwrap();
     let mut candidate = take(&database, 2).await.unwrap();
     let mut verifier = connections(1).await.pop().unwrap();
@@ -510,7 +325,7 @@ async fn what_the_model_cannot_hold_is_unsupported() {
             (PARTITION p0 VALUES IN (1), PARTITION pd DEFAULT)",
     ] {
         let database = unique("more");
-        create(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
+        create_database(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
         let error = take(&database, 1).await.unwrap_err();
         assert_eq!(error.code(), ErrorCode::UnsupportedSchemaOutput, "{extra}");
         assert!(!error.retryable());

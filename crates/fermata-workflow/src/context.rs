@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::retry::retry_delay;
+use crate::retry::{RetryPause, retry_delay};
 
 /// Why a workflow's execution ended without an output.
 #[derive(Debug, thiserror::Error)]
@@ -57,16 +57,19 @@ impl Attempt {
 pub struct RunContext {
     storage: Arc<dyn Storage>,
     claim: Claim,
+    /// What the run waits on between a step's tries.
+    pause: Arc<dyn RetryPause>,
     /// Set when the run must wait for a hook with a timeout: how long until it may run again.
     /// The worker suspends the run with it; without it, only a hook wakes the run.
     wake_after: Option<Duration>,
 }
 
 impl RunContext {
-    pub(crate) fn new(storage: Arc<dyn Storage>, claim: Claim) -> Self {
+    pub(crate) fn new(storage: Arc<dyn Storage>, claim: Claim, pause: Arc<dyn RetryPause>) -> Self {
         RunContext {
             storage,
             claim,
+            pause,
             wake_after: None,
         }
     }
@@ -139,7 +142,7 @@ impl RunContext {
                     delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     "step will be tried again"
                 );
-                tokio::time::sleep(delay).await;
+                self.pause.pause(delay).await;
             }
             let attempt = Attempt {
                 number: failed_attempts + 1,

@@ -10,6 +10,7 @@ use fermata_store::{HookDelivery, NewRun, Run, RunId, Storage, StoreError, Store
 use serde_json::Value;
 
 use crate::context::{RunContext, RunError};
+use crate::retry::{RetryPause, TimerPause};
 use crate::worker::{Worker, WorkerSettings};
 
 /// A durable workflow: code that a run executes, by replay, until it returns.
@@ -31,6 +32,8 @@ pub struct Engine {
     storage: Arc<dyn Storage>,
     /// By name; shared with every worker made from this engine.
     workflows: Arc<BTreeMap<&'static str, Arc<dyn Workflow>>>,
+    /// What runs wait on between a step's tries.
+    pause: Arc<dyn RetryPause>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -47,7 +50,16 @@ impl Engine {
         Engine {
             storage,
             workflows: Arc::default(),
+            pause: Arc::new(TimerPause),
         }
+    }
+
+    /// Waits out retry delays with `pause` instead of tokio's timer (tests inject a clock that
+    /// records the delays and returns at once).
+    #[must_use]
+    pub fn with_retry_pause(mut self, pause: Arc<dyn RetryPause>) -> Self {
+        self.pause = pause;
+        self
     }
 
     /// Registers `workflow` under its name.
@@ -123,6 +135,10 @@ impl Engine {
 
     pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
+    }
+
+    pub(crate) fn retry_pause(&self) -> &Arc<dyn RetryPause> {
+        &self.pause
     }
 
     pub(crate) fn workflow(&self, name: &str) -> Option<&Arc<dyn Workflow>> {

@@ -21,5 +21,5 @@ mod worker;
 
 pub use context::{Attempt, RunContext, RunError};
 pub use engine::{Engine, Workflow};
-pub use retry::retry_delay;
+pub use retry::{RetryPause, TimerPause, retry_delay};
 pub use worker::{Execution, ExecutionEnd, Worker, WorkerSettings};

@@ -1,6 +1,26 @@
-//! The retry schedule of steps, in one pure function.
+//! The retry schedule of steps, in one pure function, and the clock a run waits on between
+//! tries ([`RetryPause`]): tokio's timer, unless a test injects its own.
 
 use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// How a run waits out a retry delay before a step's next try.
+#[async_trait]
+pub trait RetryPause: Send + Sync + std::fmt::Debug + 'static {
+    async fn pause(&self, delay: Duration);
+}
+
+/// The default: tokio's timer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TimerPause;
+
+#[async_trait]
+impl RetryPause for TimerPause {
+    async fn pause(&self, delay: Duration) {
+        tokio::time::sleep(delay).await;
+    }
+}
 
 /// The wait before trying a step again after its attempts so far (`failed_attempts` of them,
 /// at least one) failed, or `None` when the step has had all its tries (or has not failed).

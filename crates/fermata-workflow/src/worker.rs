@@ -157,7 +157,11 @@ impl Worker {
             worker = %self.name,
             "run claimed"
         );
-        let mut ctx = RunContext::new(Arc::clone(self.storage()), claim.clone());
+        let mut ctx = RunContext::new(
+            Arc::clone(self.storage()),
+            claim.clone(),
+            Arc::clone(self.engine.retry_pause()),
+        );
         let result = match (
             self.engine.workflow(&run.workflow),
             serde_json::from_str::<Value>(&run.input),

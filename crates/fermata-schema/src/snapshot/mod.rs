@@ -35,12 +35,17 @@
 //! The snapshot hash is the SHA-256 of the canonical JSON of the database name, the counts and
 //! the file hashes, so it changes with any object and never with the server's version or the
 //! generator's. Counters are not schema: no `AUTO_INCREMENT=` and no sequence's current value.
+//!
+//! A candidate is verified twice: [`verify_live`] snapshots the source again and requires the
+//! same hash; [`verify_in_workspace`] (`workspace.rs`) applies the candidate's files into a
+//! scratch schema on a verification workspace server and requires the candidate back from it.
 
 mod catalog;
 pub mod model;
 pub mod normalize;
 pub mod render;
 mod scan;
+mod workspace;
 
 use std::collections::BTreeMap;
 
@@ -53,21 +58,77 @@ use sqlx::mysql::MySqlConnection;
 use crate::names;
 use crate::source::query_error;
 use model::DatabaseModel;
+pub use workspace::verify_in_workspace;
 
 /// The version written into manifests.
 pub const GENERATOR: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));
 
-/// The session settings every introspection connection runs with.
-const SESSION: &str = "SET NAMES utf8mb4, SESSION sql_quote_show_create = 1, \
-     sql_mode = 'NO_ENGINE_SUBSTITUTION', time_zone = '+00:00'";
+/// The `sql_mode` and time zone every introspection connection runs with.
+const SQL_MODE: &str = "NO_ENGINE_SUBSTITUTION";
+const TIME_ZONE: &str = "+00:00";
 
-/// Gives `connection` the fixed introspection settings.
+/// `sql_mode = ..., time_zone = ...`, for a `SET SESSION`.
+fn mode_and_zone(sql_mode: &str, time_zone: &str) -> String {
+    format!(
+        "sql_mode = {}, time_zone = {}",
+        render::literal(sql_mode),
+        render::literal(time_zone)
+    )
+}
+
+/// Gives `connection` the fixed introspection settings, in one statement.
 pub async fn prepare(connection: &mut MySqlConnection) -> Result<(), SafeError> {
+    let session = format!(
+        "SET NAMES utf8mb4, SESSION sql_quote_show_create = 1, {}",
+        mode_and_zone(SQL_MODE, TIME_ZONE)
+    );
     connection
-        .execute(SESSION)
+        .execute(session.as_str())
         .await
         .map(|_| ())
         .map_err(|error| query_error(&error))
+}
+
+/// The `SET SESSION` a DDL file is applied under to rebuild its object as it is: for a stored
+/// program, the `sql_mode` it was created with (which the model keeps and the file cannot say)
+/// and, for an event, its time zone (its times are written in it); for any other file, the
+/// introspection settings. By path, with the statement for the files not named.
+pub(super) fn creation_settings(
+    model: &DatabaseModel,
+) -> Result<(BTreeMap<String, String>, String), SafeError> {
+    let mut settings = BTreeMap::new();
+    for routine in &model.routines {
+        settings.insert(
+            routine_path(routine)?,
+            set_session(&routine.sql_mode, TIME_ZONE),
+        );
+    }
+    for trigger in &model.triggers {
+        settings.insert(
+            names::object_path("triggers", None, &trigger.name)?,
+            set_session(&trigger.sql_mode, TIME_ZONE),
+        );
+    }
+    for event in &model.events {
+        settings.insert(
+            names::object_path("events", None, &event.name)?,
+            set_session(&event.sql_mode, &event.time_zone),
+        );
+    }
+    Ok((settings, set_session(SQL_MODE, TIME_ZONE)))
+}
+
+fn set_session(sql_mode: &str, time_zone: &str) -> String {
+    format!("SET SESSION {}", mode_and_zone(sql_mode, time_zone))
+}
+
+/// A routine's file: `routines/function.<name>.sql` or `routines/procedure.<name>.sql`.
+fn routine_path(routine: &model::Routine) -> Result<String, SafeError> {
+    let prefix = match routine.kind {
+        model::RoutineKind::Function => "function",
+        model::RoutineKind::Procedure => "procedure",
+    };
+    names::object_path("routines", Some(prefix), &routine.name)
 }
 
 /// One database's snapshot.
@@ -256,14 +317,7 @@ fn checked_files(
         routine.parameter_list = text.parameter_list;
         let canonical = render::render_routine(routine);
         check("routine", Some(text.canonical), &canonical)?;
-        let prefix = match routine.kind {
-            model::RoutineKind::Function => "function",
-            model::RoutineKind::Procedure => "procedure",
-        };
-        files.insert(
-            names::object_path("routines", Some(prefix), &routine.name)?,
-            file(&canonical),
-        );
+        files.insert(routine_path(routine)?, file(&canonical));
     }
     let order = render::trigger_order(&model.triggers);
     for trigger in &model.triggers {
@@ -350,8 +404,8 @@ async fn show_create(
     );
     // The text protocol: one round trip, and no prepared statement for the server to
     // invalidate when the object changes.
-    let row = sqlx::raw_sql(&sql)
-        .fetch_one(&mut *connection)
+    let row = connection
+        .fetch_one(sql.as_str())
         .await
         .map_err(|error| query_error(&error))?;
     // The statement's column: after the name, and for stored programs after the `sql_mode`

@@ -1,12 +1,16 @@
 //! Shared by the tests that need the MariaDB server the test command provisions
 //! (`FERMATA_TEST_MYSQL_URL`, an account that may create databases and users): connecting as its
-//! administrator, unique names, quoting, and snapshot accounts that see chosen databases only.
+//! administrator, unique names, quoting, snapshot accounts that see chosen databases only, and the
+//! snapshot corpus.
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use fermata_schema::snapshot::{DatabaseSnapshot, prepare, snapshot};
 use fermata_schema::{SourceSettings, TlsMode};
+use fermata_store::schema::{DatabaseName, SafeError};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Executor};
 use zeroize::Zeroizing;
@@ -94,6 +98,17 @@ pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await
 }
 
+/// Creates a verification workspace account: everything on scratch schemas (`fermata_ws_...`),
+/// nothing elsewhere, as the workspace documentation asks.
+pub async fn workspace_account(admin: &mut MySqlConnection) -> (String, String) {
+    let (user, password) = create_account(admin, unique("ws"), &[]).await;
+    admin
+        .execute(format!(r"GRANT ALL ON `fermata\_ws\_%`.* TO '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+    (user, password)
+}
+
 async fn create_account(
     admin: &mut MySqlConnection,
     user: String,
@@ -123,4 +138,149 @@ async fn create_account(
             .unwrap();
     }
     (user, password)
+}
+
+/// The snapshot corpus, in the order given (each statement runs in the test database): tables
+/// with most column, key, constraint, option and partitioning clauses, odd names and reserved
+/// words, views (one of them on a view whose name sorts after its own), sequences, procedures and
+/// functions (one of each with the same name), triggers (two in a chosen action order) and events.
+pub const CORPUS: &[&str] = &[
+    "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+        code varchar(20) COLLATE utf8mb4_bin NOT NULL, UNIQUE KEY uc (code)) \
+        ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE `order` ( \
+        `select` bigint unsigned NOT NULL AUTO_INCREMENT, \
+        name varchar(100) DEFAULT NULL COMMENT 'the name, it''s quoted', \
+        price decimal(10,2) NOT NULL DEFAULT 0.00, \
+        created timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(), \
+        note text, \
+        flag tinyint(1) NOT NULL DEFAULT 1, \
+        kind enum('a','b''c') DEFAULT 'a', \
+        total int GENERATED ALWAYS AS (price*2) VIRTUAL, \
+        stored_total int GENERATED ALWAYS AS (price*3) STORED, \
+        pid int, \
+        `naïve col` char(3) CHARACTER SET latin1 NOT NULL DEFAULT '', \
+        PRIMARY KEY (`select`), \
+        KEY k_name (name(10)), \
+        KEY k2 (price DESC, name) COMMENT 'idx', \
+        FULLTEXT KEY ft (note), \
+        CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE, \
+        CONSTRAINT chk_price CHECK (price >= 0) \
+     ) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
+    "CREATE TABLE `We``ird Tåble` (a int NOT NULL, c int CHECK (c > 0), d datetime(3) NULL, \
+        e int NOT NULL DEFAULT (a + 1), f int INVISIBLE, g blob, h json, i float(7,3), \
+        j double, k bit(3) DEFAULT b'101', l set('x','y') NOT NULL DEFAULT 'x,y', \
+        UNIQUE KEY (a), KEY `kk` (c), \
+        CONSTRAINT f2 FOREIGN KEY (a) REFERENCES parent(id) ON DELETE NO ACTION, \
+        CONSTRAINT f3 FOREIGN KEY (c) REFERENCES parent(id)) \
+        ENGINE=InnoDB DEFAULT CHARSET=latin1 ROW_FORMAT=COMPRESSED",
+    "CREATE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
+    "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
+        FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
+    "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
+    "CREATE TABLE `parts by range` (a int NOT NULL, b date NOT NULL) \
+        PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10) COMMENT 'first', \
+        PARTITION `p 1` VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_list (a int, b varchar(5)) PARTITION BY LIST COLUMNS (a, b) \
+        (PARTITION p0 VALUES IN ((1,'a'),(2,'b')), PARTITION p1 VALUES IN ((3,'c')))",
+    "CREATE TABLE parts_hash (a int) PARTITION BY HASH (a) PARTITIONS 4",
+    "CREATE TABLE parts_key (a int PRIMARY KEY) PARTITION BY LINEAR KEY (a) PARTITIONS 3",
+    "CREATE TABLE parts_sub (a int, b date) PARTITION BY RANGE (year(b)) \
+        SUBPARTITION BY HASH (a) SUBPARTITIONS 2 \
+        (PARTITION p0 VALUES LESS THAN (2000), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_named (a int, b date) PARTITION BY RANGE COLUMNS (b) SUBPARTITION BY KEY (a) \
+        (PARTITION p0 VALUES LESS THAN ('2000-01-01') (SUBPARTITION s0, SUBPARTITION s1), \
+        PARTITION p1 VALUES LESS THAN (MAXVALUE) (SUBPARTITION s2, SUBPARTITION s3))",
+    "CREATE TABLE parts_in (a int) PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1,2,NULL), \
+        PARTITION p1 VALUES IN (3))",
+    "CREATE TABLE `opts` (a int, ts timestamp NOT NULL DEFAULT '2020-01-01 00:00:00', \
+        s varchar(5) DEFAULT concat('a','b')) ENGINE=InnoDB ROW_FORMAT=COMPRESSED \
+        KEY_BLOCK_SIZE=8 STATS_PERSISTENT=1 STATS_AUTO_RECALC=0 STATS_SAMPLE_PAGES=25 PACK_KEYS=1 \
+        CHECKSUM=1 DELAY_KEY_WRITE=1 MAX_ROWS=1000 MIN_ROWS=10 AVG_ROW_LENGTH=100 COMMENT='c'",
+    "CREATE TABLE `page.compressed/x` (a int) ENGINE=InnoDB PAGE_COMPRESSED=1 \
+        PAGE_COMPRESSION_LEVEL=3 COMMENT='cc' STATS_PERSISTENT=0",
+    "CREATE TABLE `.aria` (a int) ENGINE=Aria TRANSACTIONAL=1 PAGE_CHECKSUM=1",
+    "CREATE TABLE `Mixed` (a int) ENGINE=MyISAM CHECKSUM=1 DELAY_KEY_WRITE=1 PACK_KEYS=0",
+    "CREATE TABLE `mixed` (a int)",
+    "CREATE TABLE `a_name_of_sixty_four_characters_which_is_the_longest_mysql_allow` (a int)",
+    "CREATE SEQUENCE `seq` START WITH 10 INCREMENT BY 5 MINVALUE 1 MAXVALUE 1000 CACHE 20 CYCLE",
+    "CREATE SEQUENCE `Seq Two` NOCACHE COMMENT='seq c'",
+    "CREATE PROCEDURE `p q`(IN a int, OUT b varchar(10) CHARSET latin1, INOUT c decimal(5,2)) \
+        DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER COMMENT 'it''s a proc' \
+        BEGIN\n  SELECT a INTO c;\n  SET b = 'x';\nEND",
+    "CREATE PROCEDURE `order`(  in   A   INTEGER ,  b BOOL, `c d` DEC(5,2)) MODIFIES SQL DATA \
+        BEGIN UPDATE `order` SET flag = b WHERE `select` = A; END",
+    "CREATE FUNCTION `order`(x int) RETURNS varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_bin \
+        NO SQL RETURN concat(x, 'é')",
+    "CREATE FUNCTION `naïve fn`() RETURNS INTEGER DETERMINISTIC RETURN 1",
+    "CREATE TRIGGER first_set BEFORE INSERT ON `order` FOR EACH ROW SET NEW.flag = 1",
+    "CREATE TRIGGER `tr.second` BEFORE INSERT ON `order` FOR EACH ROW PRECEDES first_set \
+        SET NEW.note = 'x'",
+    "CREATE TRIGGER `Audit` AFTER DELETE ON parent FOR EACH ROW \
+        BEGIN\n  INSERT INTO `mixed` VALUES (OLD.id);\nEND",
+    "CREATE EVENT `nightly` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' \
+        ENDS '2031-01-01 00:00:00' ON COMPLETION PRESERVE DISABLE COMMENT 'ev' DO DELETE FROM `mixed`",
+    "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
+    "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
+        DISABLE ON SLAVE DO BEGIN SELECT 1; END",
+];
+
+/// Creates `database` anew (utf8mb4 by default) and runs `statements` in it, leaving `admin` in it.
+pub async fn create_database(admin: &mut MySqlConnection, database: &str, statements: &[&str]) {
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {} CHARACTER SET utf8mb4", quoted(database)).as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("USE {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    for statement in statements {
+        admin.execute(*statement).await.unwrap();
+    }
+}
+
+/// `count` prepared connections as the administrator.
+pub async fn connections(count: usize) -> Vec<MySqlConnection> {
+    connections_after(count, None).await
+}
+
+/// `count` prepared connections, each having run `first` before it was prepared.
+pub async fn connections_after(count: usize, first: Option<&str>) -> Vec<MySqlConnection> {
+    let mut all = Vec::new();
+    for _ in 0..count {
+        let mut connection = admin().await;
+        if let Some(first) = first {
+            connection.execute(first).await.unwrap();
+        }
+        prepare(&mut connection).await.unwrap();
+        all.push(connection);
+    }
+    all
+}
+
+/// A snapshot of `database` over `count` prepared connections.
+pub async fn take(database: &str, count: usize) -> Result<DatabaseSnapshot, SafeError> {
+    let mut connections = connections(count).await;
+    snapshot(
+        &mut connections,
+        &DatabaseName::new(database).unwrap(),
+        "test",
+    )
+    .await
+}
+
+/// The file at `path` of a snapshot, as text.
+pub fn text(files: &BTreeMap<String, Vec<u8>>, path: &str) -> String {
+    String::from_utf8(
+        files
+            .get(path)
+            .unwrap_or_else(|| panic!("no {path}"))
+            .clone(),
+    )
+    .unwrap()
 }

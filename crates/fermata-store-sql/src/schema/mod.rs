@@ -257,6 +257,26 @@ impl SchemaStore for SqlStorage {
         Ok(current.flatten().as_deref() == Some(run_id))
     }
 
+    async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool> {
+        let action = "recording a refresh's reviewed base commit";
+        let sql = self.schema_sql();
+        let recorded = sqlx::query(&sql.record_reviewed_base)
+            .bind(id.to_string())
+            .bind(commit)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        if recorded.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let current: Option<Option<String>> = sqlx::query_scalar(&sql.reviewed_base)
+            .bind(id.to_string())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        Ok(current.flatten().as_deref() == Some(commit))
+    }
+
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {
         new.check()?;
         let action = "recording an inventory";

@@ -23,6 +23,8 @@ pub(crate) struct Statements {
     pub(super) bind_run: String,
     pub(super) bind_lease_run: String,
     pub(super) bound_run: String,
+    pub(super) record_reviewed_base: String,
+    pub(super) reviewed_base: String,
     pub(super) insert_inventory: String,
     pub(super) insert_inventory_database: String,
     pub(super) inventory: String,
@@ -106,6 +108,13 @@ impl Statements {
                 "UPDATE schema_lease SET workflow_run_id = $2 WHERE operation_id = $1",
             ),
             bound_run: render("SELECT workflow_run_id FROM schema_operation WHERE id = $1"),
+            record_reviewed_base: render(&format!(
+                "UPDATE schema_operation SET reviewed_base_commit = $2, updated_at = {{now}} \
+                 WHERE id = $1 AND reviewed_base_commit IS NULL AND state NOT IN {TERMINAL}"
+            )),
+            reviewed_base: render(
+                "SELECT reviewed_base_commit FROM schema_operation WHERE id = $1",
+            ),
             insert_inventory: render(
                 "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
                                                discovered_at, expires_at) \

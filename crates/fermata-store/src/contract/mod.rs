@@ -115,6 +115,7 @@ macro_rules! contract_suite {
             concurrent_reservations_let_exactly_one_take_the_lease,
             schema_transitions_are_conditional_and_terminal_states_never_change,
             the_first_bound_run_stays_bound,
+            a_refresh_records_its_reviewed_base_once,
             inventories_are_immutable_and_keep_their_order,
             database_results_become_immutable_when_terminal,
             steps_count_attempts_and_never_change_once_terminal,

@@ -388,6 +388,54 @@ pub async fn the_first_bound_run_stays_bound(harness: &dyn Harness) {
     assert_eq!(lease.run_id.as_deref(), Some("run-1"));
 }
 
+pub async fn a_refresh_records_its_reviewed_base_once(harness: &dyn Harness) {
+    use OperationState::*;
+    let store = plain(harness).await;
+    let schema = store.schema();
+    let operation = created(refresh(&*store, "browser-1", LONG).await);
+    let id = operation.id;
+    assert_eq!(operation.reviewed_base_commit, None);
+    assert!(schema.record_reviewed_base(id, "c0ffee").await.unwrap());
+    // Again with the same commit (a retried step): nothing changes; another commit is refused.
+    assert!(schema.record_reviewed_base(id, "c0ffee").await.unwrap());
+    assert!(!schema.record_reviewed_base(id, "beef").await.unwrap());
+    let read = schema.operation(id).await.unwrap().unwrap();
+    assert_eq!(read.reviewed_base_commit.as_deref(), Some("c0ffee"));
+    assert!(
+        !schema
+            .record_reviewed_base(OperationId::generate(), "c0ffee")
+            .await
+            .unwrap()
+    );
+
+    // An operation that ended records nothing.
+    schema
+        .transition(
+            id,
+            &Transition::fail(Reserved, SafeError::new(ErrorCode::StartFailed)).releasing_lease(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let other = created(refresh(&*store, "browser-2", LONG).await);
+    schema
+        .transition(
+            other.id,
+            &Transition::fail(Reserved, SafeError::new(ErrorCode::StartFailed)).releasing_lease(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !schema
+            .record_reviewed_base(other.id, "c0ffee")
+            .await
+            .unwrap()
+    );
+    let read = schema.operation(other.id).await.unwrap().unwrap();
+    assert_eq!(read.reviewed_base_commit, None);
+}
+
 pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harness) {
     let store = plain(harness).await;
     let schema = store.schema();

@@ -253,6 +253,22 @@ impl SchemaStore for MemoryStorage {
         Ok(true)
     }
 
+    async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool> {
+        let mut state = self.inner.state();
+        let Some(operation) = state.schema.operation_mut(id) else {
+            return Ok(false);
+        };
+        match &operation.reviewed_base_commit {
+            Some(recorded) => Ok(recorded == commit),
+            None if operation.state.is_terminal() => Ok(false),
+            None => {
+                operation.reviewed_base_commit = Some(commit.to_owned());
+                operation.updated_at = UnixMillis::now();
+                Ok(true)
+            }
+        }
+    }
+
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {
         new.check()?;
         let mut state = self.inner.state();

@@ -82,6 +82,8 @@ pub enum ErrorCode {
     InvalidIdentifier,
     /// No MySQL source is configured.
     SourceNotConfigured,
+    /// No package (target repository) is configured for snapshots.
+    PackageNotConfigured,
     /// The configured source or its TLS settings cannot be used.
     InvalidSourceConfiguration,
     /// The server could not be reached.
@@ -109,6 +111,8 @@ pub enum ErrorCode {
     ReviewExpired,
     /// The review was rejected.
     ReviewRejected,
+    /// A review decision named an operation that is not awaiting one (subject: the operation).
+    ReviewNotPending,
     /// The forge refused or failed a request.
     GithubFailed,
     /// The forge asked to wait (rate limit).
@@ -140,7 +144,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 40] = [
+    pub const ALL: [ErrorCode; 42] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -162,6 +166,7 @@ impl ErrorCode {
         ErrorCode::EmptySelection,
         ErrorCode::InvalidIdentifier,
         ErrorCode::SourceNotConfigured,
+        ErrorCode::PackageNotConfigured,
         ErrorCode::InvalidSourceConfiguration,
         ErrorCode::ConnectionRefused,
         ErrorCode::ConnectionLost,
@@ -175,6 +180,7 @@ impl ErrorCode {
         ErrorCode::ArtifactUnavailable,
         ErrorCode::ReviewExpired,
         ErrorCode::ReviewRejected,
+        ErrorCode::ReviewNotPending,
         ErrorCode::GithubFailed,
         ErrorCode::GithubRateLimited,
         ErrorCode::StartFailed,
@@ -204,6 +210,7 @@ impl ErrorCode {
             | RequestKeyReused
             | InvalidIdentifier
             | SourceNotConfigured
+            | PackageNotConfigured
             | InvalidSourceConfiguration => ErrorStage::Configuration,
             ConnectionRefused | ConnectionLost | StartFailed | StartUnknown => {
                 ErrorStage::Connection
@@ -214,7 +221,7 @@ impl ErrorCode {
             MetadataUnreadable | DatabaseNoLongerVisible => ErrorStage::Metadata,
             VerificationFailed | SchemaChanged => ErrorStage::Verification,
             ArtifactUnavailable => ErrorStage::Artifact,
-            ReviewExpired | ReviewRejected => ErrorStage::Review,
+            ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
             GithubFailed | GithubRateLimited => ErrorStage::Github,
             StepTimedOut | RunLost => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
@@ -259,6 +266,7 @@ impl ErrorCode {
             EmptySelection => "select at least one database",
             InvalidIdentifier => "a database name is not a valid identifier",
             SourceNotConfigured => "no MySQL source is configured",
+            PackageNotConfigured => "no schema package repository is configured",
             InvalidSourceConfiguration => "the MySQL source configuration cannot be used",
             ConnectionRefused => "the MySQL server could not be reached",
             ConnectionLost => "the connection to the MySQL server was lost",
@@ -272,6 +280,7 @@ impl ErrorCode {
             ArtifactUnavailable => "the review artifact could not be stored or read",
             ReviewExpired => "the review window closed without a decision",
             ReviewRejected => "the review was rejected",
+            ReviewNotPending => "operation {} is not awaiting a review decision",
             GithubFailed => "the pull request could not be published",
             GithubRateLimited => "the forge asked to wait before more requests",
             StartFailed => "the operation could not be started",

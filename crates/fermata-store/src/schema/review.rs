@@ -18,7 +18,8 @@ use crate::time::UnixMillis;
 use crate::user::UserId;
 
 /// A review's state: pending, then exactly one decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReviewState {
     Pending,
     Approved,

@@ -72,6 +72,11 @@ pub trait SchemaStore: Send + Sync {
     /// bound to `run_id` afterwards; false when it is bound to another run, or terminal.
     async fn bind_run(&self, id: OperationId, run_id: &str) -> StoreResult<bool>;
 
+    /// Records the base commit a live refresh compares with and publishes onto, once. True when
+    /// the operation records `commit` afterwards (recording the same commit again changes
+    /// nothing); false when it recorded another commit before, or has ended.
+    async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool>;
+
     // Inventories.
 
     /// Records an inventory and its ordered names in one transaction. Recording again for the

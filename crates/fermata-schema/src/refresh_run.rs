@@ -1,0 +1,803 @@
+//! The refresh workflow, step by step as the seed gives it:
+//!
+//! 1. `bind`: binds the run to its operation and moves it to `running`.
+//! 2. `load`: loads the inventory before anything touches the source, refuses it once expired,
+//!    and checks the selection against it again (every name exactly in it, inventory order,
+//!    no duplicates; nothing is ever added).
+//! 3. `base`: reads the package's registry at the base branch's current commit and records that
+//!    commit on the operation as its reviewed base.
+//! 4. `database:<position>`, one durable step per selected database, one after another: the
+//!    database must still be visible; its snapshot is taken over a bounded set of connections,
+//!    written into a temporary folder of its own (removed whatever happens, panics included),
+//!    verified by the shared connection verifier (the live database snapshotted again over a
+//!    new connection must give the same hash; with a workspace configured, the candidate must
+//!    also apply into a scratch schema there and snapshot back to the same model), compared with its merged snapshot, and, when
+//!    it changed, staged sealed in the object store. Transient errors are retried by the
+//!    runner's schedule; permanent ones are not. A database that fails gets its failed result
+//!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
+//!    failed, the operation fails with the first one's error.
+//! 5. With no changed database the operation succeeds here, its report the outcome. Otherwise
+//!    `review:open` opens the review, `artifact` seals every staged candidate into the one
+//!    review artifact, and `review:await` holds the lease to the review expiry and moves the
+//!    operation to `awaiting_review`.
+//! 6. The run waits for the decision hook until the review expires; `review:decision` reads the
+//!    one decision (recording the expiry when none came), and `finish` ends the operation
+//!    (`succeeded` when approved, `rejected`, or `expired`), releasing the lease in the same
+//!    transaction. A rejected or expired artifact is deleted by `cleanup`, under a cleanup grant.
+//!
+//! Publication of an approved artifact as a pull request is not part of this workflow yet: an
+//! approved refresh ends `succeeded` with its artifact `consumed`, kept for publication.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_store::schema::{
+    ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
+    ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
+    ReviewState, SCHEMA_LEASE_TTL, SafeError, Subject, Transition,
+};
+use fermata_store::{SecretHash, Storage, UnixMillis};
+use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::artifact::ArtifactStore;
+use crate::engine::{RunInput, workflow_name};
+use crate::inventory::discover;
+use crate::inventory_run::fail_operation;
+use crate::operations::{begin_run, storage_error};
+use crate::package::{Package, PackageSettings, Registry};
+use crate::snapshot::{self, DatabaseSnapshot};
+use crate::source::SourceSettings;
+use crate::tracked::Progress;
+use crate::{names, pool, selection};
+
+/// How many introspection connections a database step opens when nothing else is configured.
+pub const DEFAULT_CONNECTIONS: usize = 8;
+/// How long a review stays open when nothing else is configured.
+pub const DEFAULT_REVIEW_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+/// The hook a review decision resumes the run with.
+pub const REVIEW_HOOK: &str = "review";
+/// How long the cleanup grant a rejected or expired refresh makes for itself lives.
+const CLEANUP_GRANT_LIFETIME: Duration = Duration::from_secs(10 * 60);
+
+/// What a refresh works with.
+#[derive(Debug, Clone)]
+pub struct RefreshSettings {
+    /// The MySQL source; without it every refresh fails with `SOURCE_NOT_CONFIGURED`.
+    pub source: Option<SourceSettings>,
+    /// The verification workspace server: when set, every candidate must also apply there into
+    /// a scratch schema and snapshot back to the same model.
+    pub workspace: Option<SourceSettings>,
+    /// The target repository; without it every refresh fails with `PACKAGE_NOT_CONFIGURED`.
+    pub package: Option<PackageSettings>,
+    /// Where staged candidates and review artifacts are kept.
+    pub artifacts: ArtifactStore,
+    /// The folder in which each database step makes its own temporary folder.
+    pub scratch: PathBuf,
+    /// How long a review stays open before the refresh expires.
+    pub review_window: Duration,
+    /// The most introspection connections a database step opens.
+    pub connections: usize,
+}
+
+/// A seam for fault injection: called in every database step once the candidate is written to
+/// its temporary folder and before it is verified. Tests fail, delay, alter the schema or panic
+/// here; the default does nothing.
+#[async_trait]
+pub trait CandidateProbe: Send + Sync + std::fmt::Debug {
+    async fn candidate_written(
+        &self,
+        database: &DatabaseName,
+        folder: &Path,
+        attempt: Attempt,
+    ) -> Result<(), SafeError>;
+}
+
+#[derive(Debug)]
+struct NoProbe;
+
+#[async_trait]
+impl CandidateProbe for NoProbe {
+    async fn candidate_written(
+        &self,
+        _: &DatabaseName,
+        _: &Path,
+        _: Attempt,
+    ) -> Result<(), SafeError> {
+        Ok(())
+    }
+}
+
+/// The base a refresh compares with, as its journal keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Base {
+    commit: String,
+    /// The registry's canonical JSON.
+    registry: String,
+}
+
+/// What one database step decided.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct StepOutcome {
+    outcome: Outcome,
+}
+
+/// The refresh workflow.
+#[derive(Clone)]
+pub struct RefreshWorkflow {
+    storage: Arc<dyn Storage>,
+    settings: Arc<RefreshSettings>,
+    probe: Arc<dyn CandidateProbe>,
+}
+
+impl std::fmt::Debug for RefreshWorkflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefreshWorkflow")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RefreshWorkflow {
+    pub fn new(storage: Arc<dyn Storage>, settings: RefreshSettings) -> Self {
+        RefreshWorkflow {
+            storage,
+            settings: Arc::new(settings),
+            probe: Arc::new(NoProbe),
+        }
+    }
+
+    /// Calls `probe` in every database step (fault injection).
+    #[must_use]
+    pub fn with_probe(mut self, probe: Arc<dyn CandidateProbe>) -> Self {
+        self.probe = probe;
+        self
+    }
+
+    async fn execute(&self, ctx: &mut RunContext, id: OperationId) -> Result<Value, RunError> {
+        let storage = &*self.storage;
+        let schema = storage.schema();
+        let leased = Progress {
+            storage,
+            operation: id,
+            lease_ttl: Some(SCHEMA_LEASE_TTL),
+        };
+        let run_id = ctx.run_id().0.clone();
+        leased
+            .step(ctx, "bind", |_| {
+                let run_id = run_id.clone();
+                async move { begin_run(storage, id, &run_id).await.map(|_| ()) }
+            })
+            .await?;
+        let selected: Vec<DatabaseName> = leased
+            .step(ctx, "load", |_| async { self.load(id).await })
+            .await?;
+        let base: Base = leased
+            .step(ctx, "base", |_| async { self.base(id).await })
+            .await?;
+        let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+
+        let mut changed = Vec::new();
+        let mut failures = Vec::new();
+        for (position, database) in selected.iter().enumerate() {
+            let position = u32::try_from(position).unwrap_or(u32::MAX);
+            let registered = registry.get(database).is_some();
+            let stepped = leased
+                .step(ctx, &format!("database:{position}"), |attempt| {
+                    self.database(id, position, database, &registry, attempt)
+                })
+                .await;
+            match stepped {
+                Ok(StepOutcome {
+                    outcome: Outcome::Changed,
+                }) => changed.push(position),
+                Ok(_) => {}
+                // Without the lease no later step can run either.
+                Err(RunError::Failed(error))
+                    if matches!(
+                        error.code(),
+                        ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
+                    ) =>
+                {
+                    return Err(RunError::Failed(error));
+                }
+                Err(RunError::Failed(error)) => {
+                    // Recorded once; a replay finds it recorded and changes nothing.
+                    schema
+                        .finish_database(
+                            id,
+                            database,
+                            &DatabaseReport::failed(error.clone(), registered),
+                        )
+                        .await
+                        .map_err(RunError::Lost)?;
+                    failures.push(error);
+                }
+                Err(other) => return Err(other),
+            }
+        }
+
+        let unleased = Progress {
+            lease_ttl: None,
+            ..leased
+        };
+        if failures.len() == selected.len() {
+            // Every database failed: so does the operation, with the first database's error
+            // (each result keeps its own).
+            return Err(RunError::Failed(failures.swap_remove(0)));
+        }
+        if changed.is_empty() {
+            unleased
+                .step(ctx, "finish", |_| async {
+                    self.end(id, OperationState::Running, OperationState::Succeeded, None)
+                        .await
+                })
+                .await?;
+            tracing::info!(operation = %id, "refresh found no change; nothing to review");
+            return Ok(serde_json::json!({ "changed": 0 }));
+        }
+
+        let expires_at: i64 = leased
+            .step(ctx, "review:open", |_| async {
+                schema
+                    .open_review(id, self.settings.review_window)
+                    .await
+                    .map(|review| review.expires_at.0)
+                    .map_err(|e| storage_error(&e))
+            })
+            .await?;
+        leased
+            .step(ctx, "artifact", |_| async {
+                self.seal_artifact(id, &base.commit, &changed, UnixMillis(expires_at))
+                    .await
+            })
+            .await?;
+        // Its body holds the lease to the review expiry; a heartbeat at its boundary would make
+        // the lease active again, with the heartbeat's shorter lifetime.
+        unleased
+            .step(ctx, "review:await", |_| async {
+                self.await_review(id, UnixMillis(expires_at)).await
+            })
+            .await?;
+
+        let now = schema.clock().await.map_err(RunError::Lost)?;
+        let remaining = UnixMillis(expires_at).since(now);
+        // The timeout is fixed by the first execution that waits; later ones pass it again.
+        let _delivered = ctx.hook_within(REVIEW_HOOK, remaining).await?;
+        // The lease ran out with the review window: what follows writes without it.
+        let decision: ReviewState = unleased
+            .step(ctx, "review:decision", |_| async {
+                self.decision(id).await
+            })
+            .await?;
+        let (to, error) = match decision {
+            ReviewState::Approved => (OperationState::Succeeded, None),
+            ReviewState::Rejected => (
+                OperationState::Rejected,
+                Some(SafeError::new(ErrorCode::ReviewRejected)),
+            ),
+            _ => (
+                OperationState::Expired,
+                Some(SafeError::new(ErrorCode::ReviewExpired)),
+            ),
+        };
+        unleased
+            .step(ctx, "finish", |_| async {
+                let artifact_to = if to == OperationState::Succeeded {
+                    ArtifactState::Consumed
+                } else {
+                    ArtifactState::Discarded
+                };
+                schema
+                    .move_artifact(id, ArtifactState::Stored, artifact_to)
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                self.end(id, OperationState::AwaitingReview, to, error.clone())
+                    .await
+            })
+            .await?;
+        if to != OperationState::Succeeded {
+            unleased
+                .step(ctx, "cleanup", |_| async { self.clean_up(id).await })
+                .await?;
+        }
+        tracing::info!(operation = %id, decision = decision.as_str(), changed = changed.len(), "refresh ended");
+        Ok(serde_json::json!({ "changed": changed.len(), "decision": decision.as_str() }))
+    }
+
+    /// The selection, checked again against the inventory, which is loaded first. Without a
+    /// source nothing can run, which fails the operation here rather than every database.
+    async fn load(&self, id: OperationId) -> Result<Vec<DatabaseName>, SafeError> {
+        if self.settings.source.is_none() {
+            return Err(SafeError::new(ErrorCode::SourceNotConfigured));
+        }
+        let schema = self.storage.schema();
+        let operation = schema
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| {
+                SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0))
+            })?;
+        let inventory_id = operation
+            .inventory
+            .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
+        let inventory = schema
+            .inventory(inventory_id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
+        let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+        let requested: Vec<String> = schema
+            .database_results(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .into_iter()
+            .map(|row| row.database.as_str().to_owned())
+            .collect();
+        selection::resolve(&inventory, now, &requested)
+    }
+
+    /// The package's base commit and registry, the commit recorded as the reviewed base.
+    async fn base(&self, id: OperationId) -> Result<Base, SafeError> {
+        let settings = self
+            .settings
+            .package
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
+        let base = Package::open(settings).await?.base_snapshot().await?;
+        let schema = self.storage.schema();
+        let recorded = schema
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .and_then(|operation| operation.reviewed_base_commit);
+        // A retry after the commit was recorded compares with that commit, whatever the branch
+        // says now.
+        let commit = match recorded {
+            Some(commit) => commit,
+            None => {
+                if !schema
+                    .record_reviewed_base(id, &base.commit)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                {
+                    return Err(SafeError::new(ErrorCode::RunLost));
+                }
+                base.commit.clone()
+            }
+        };
+        let registry = if commit == base.commit {
+            base.registry
+        } else {
+            Package::open(settings).await?.registry_at(&commit).await?
+        };
+        Ok(Base {
+            commit,
+            registry: String::from_utf8(registry.to_canonical_json())
+                .map_err(|_| SafeError::new(ErrorCode::GithubFailed))?,
+        })
+    }
+
+    /// One database's step body.
+    async fn database(
+        &self,
+        id: OperationId,
+        position: u32,
+        database: &DatabaseName,
+        registry: &Registry,
+        attempt: Attempt,
+    ) -> Result<StepOutcome, SafeError> {
+        let schema = self.storage.schema();
+        if !schema
+            .begin_database(id, database)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            // An earlier attempt recorded the result and died before the journal did.
+            return self.recorded_outcome(id, database).await;
+        }
+        let source = self
+            .settings
+            .source
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
+        // The step's own folder: removed when this guard drops, on every way out of the step
+        // (success, error or panic).
+        let folder = tempfile::Builder::new()
+            .prefix("refresh-")
+            .tempdir_in(&self.settings.scratch)
+            .map_err(|_| scratch_unavailable())?;
+        let mut first = source.connect().await?;
+        let discovery = discover(&mut first).await?;
+        if !discovery.databases.contains(database) {
+            return Err(SafeError::about(
+                ErrorCode::DatabaseNoLongerVisible,
+                Subject::Database(database.clone()),
+            ));
+        }
+        let mut connections = pool::open(source, first, self.settings.connections).await?;
+        let candidate =
+            snapshot::snapshot(&mut connections, database, &discovery.server_version).await?;
+        drop(connections);
+        write_candidate(folder.path(), &candidate).await?;
+        self.probe
+            .candidate_written(database, folder.path(), attempt)
+            .await?;
+
+        // The verifier's connection is a new one, opened after the others closed.
+        let mut verifier = source.connect().await?;
+        snapshot::prepare(&mut verifier).await?;
+        snapshot::verify_live(
+            &mut verifier,
+            database,
+            &candidate,
+            &discovery.server_version,
+        )
+        .await?;
+        drop(verifier);
+
+        let merged = registry
+            .get(database)
+            .map(|entry| entry.snapshot_hash.clone());
+        let outcome = if merged.as_deref() == Some(candidate.snapshot_hash.as_str()) {
+            Outcome::Unchanged
+        } else {
+            Outcome::Changed
+        };
+        if outcome == Outcome::Changed {
+            let files = read_candidate(folder.path(), &candidate).await?;
+            self.settings.artifacts.stage(id, position, files).await?;
+        }
+        let report = DatabaseReport {
+            outcome,
+            freshness: Freshness::Fresh,
+            object_counts: object_counts(&candidate),
+            snapshot_hash: Some(candidate.snapshot_hash.clone()),
+            merged_hash: merged,
+            error: None,
+        };
+        schema
+            .finish_database(id, database, &report)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        drop(folder);
+        tracing::info!(operation = %id, position, outcome = outcome.as_str(), "database snapshotted");
+        Ok(StepOutcome { outcome })
+    }
+
+    /// The outcome a database's result row already holds; a failed one fails the step again.
+    async fn recorded_outcome(
+        &self,
+        id: OperationId,
+        database: &DatabaseName,
+    ) -> Result<StepOutcome, SafeError> {
+        let report = self
+            .storage
+            .schema()
+            .database_results(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .into_iter()
+            .find(|row| &row.database == database)
+            .and_then(|row| row.report)
+            .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
+        match report.error {
+            Some(error) => Err(error),
+            None => Ok(StepOutcome {
+                outcome: report.outcome,
+            }),
+        }
+    }
+
+    /// Seals every staged candidate into the one review artifact and records its row; a retry
+    /// that finds the row recorded writes nothing.
+    async fn seal_artifact(
+        &self,
+        id: OperationId,
+        base_commit: &str,
+        changed: &[u32],
+        expires_at: UnixMillis,
+    ) -> Result<(), SafeError> {
+        let schema = self.storage.schema();
+        let artifacts = &self.settings.artifacts;
+        if schema
+            .artifact(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .is_none()
+        {
+            let results = schema
+                .database_results(id)
+                .await
+                .map_err(|e| storage_error(&e))?;
+            let mut files = BTreeMap::new();
+            let mut databases = BTreeMap::new();
+            for position in changed {
+                let Some(row) = results.iter().find(|row| row.position == *position) else {
+                    return Err(SafeError::new(ErrorCode::RunUnreadable));
+                };
+                let report = row
+                    .report
+                    .as_ref()
+                    .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
+                let folder = names::file_name(row.database.as_str())?;
+                for (path, bytes) in artifacts.staged(id, *position).await? {
+                    files.insert(format!("{folder}/{path}"), bytes);
+                }
+                databases.insert(
+                    row.database.as_str().to_owned(),
+                    ManifestEntry {
+                        folder,
+                        snapshot_hash: report.snapshot_hash.clone().unwrap_or_default(),
+                        merged_hash: report.merged_hash.clone(),
+                        object_counts: report.object_counts.clone(),
+                    },
+                );
+            }
+            let manifest = serde_json::to_string_pretty(&ArtifactManifest {
+                base_commit,
+                databases,
+                format: 1,
+                operation_id: id.to_string(),
+            })
+            .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+            let artifact = artifacts
+                .store(id, files, format!("{manifest}\n"), expires_at)
+                .await?;
+            schema
+                .record_artifact(&artifact)
+                .await
+                .map_err(|e| storage_error(&e))?;
+        }
+        for position in changed {
+            artifacts.discard_staged(id, *position).await;
+        }
+        Ok(())
+    }
+
+    /// Holds the lease until the review expires and moves the operation to `awaiting_review`.
+    async fn await_review(&self, id: OperationId, expires_at: UnixMillis) -> Result<(), SafeError> {
+        let schema = self.storage.schema();
+        if !schema
+            .extend_lease_to(id, expires_at)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            return Err(SafeError::new(ErrorCode::LeaseExpired));
+        }
+        let awaiting = Transition::new(OperationState::Running, OperationState::AwaitingReview);
+        if schema
+            .transition(id, &awaiting)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .is_none()
+        {
+            self.require_state(id, OperationState::AwaitingReview)
+                .await?;
+        }
+        tracing::info!(operation = %id, "refresh awaits its review");
+        Ok(())
+    }
+
+    /// The review's one decision; an undecided review past its window is recorded expired.
+    async fn decision(&self, id: OperationId) -> Result<ReviewState, SafeError> {
+        let schema = self.storage.schema();
+        let review = schema
+            .review(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
+        if review.state != ReviewState::Pending {
+            return Ok(review.state);
+        }
+        match schema
+            .decide_review(id, &Decision::Expire)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            Decided::Recorded(review) | Decided::Refused(review)
+                if review.state != ReviewState::Pending =>
+            {
+                Ok(review.state)
+            }
+            // Woken before the window closed without a decision: not a state a hook leaves.
+            _ => Err(SafeError::new(ErrorCode::RunUnreadable)),
+        }
+    }
+
+    /// Moves the operation from `from` to `to`, releasing the lease; already there is fine.
+    async fn end(
+        &self,
+        id: OperationId,
+        from: OperationState,
+        to: OperationState,
+        error: Option<SafeError>,
+    ) -> Result<(), SafeError> {
+        let ended = Transition {
+            error,
+            ..Transition::new(from, to).releasing_lease()
+        };
+        if self
+            .storage
+            .schema()
+            .transition(id, &ended)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .is_none()
+        {
+            self.require_state(id, to).await?;
+        }
+        Ok(())
+    }
+
+    /// Succeeds when the operation is in `state` (a retry after the move), else fails with the
+    /// error the operation ended with (an administrator's clear, say).
+    async fn require_state(&self, id: OperationId, state: OperationState) -> Result<(), SafeError> {
+        let operation = self
+            .storage
+            .schema()
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
+        if operation.state == state {
+            Ok(())
+        } else {
+            Err(operation
+                .error
+                .unwrap_or_else(|| SafeError::new(ErrorCode::RunLost)))
+        }
+    }
+
+    /// Deletes a discarded artifact under a cleanup grant this step makes and consumes, and
+    /// records the result. The grant's token lives only in this step's memory.
+    async fn clean_up(&self, id: OperationId) -> Result<(), SafeError> {
+        let schema = self.storage.schema();
+        let Some(artifact) = schema.artifact(id).await.map_err(|e| storage_error(&e))? else {
+            return Ok(());
+        };
+        if artifact.cleanup_result.is_some() {
+            return Ok(());
+        }
+        let operation = schema
+            .operation(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
+        let actor = schema
+            .review(id)
+            .await
+            .map_err(|e| storage_error(&e))?
+            .and_then(|review| review.actor)
+            .unwrap_or(operation.actor);
+        let token = fermata_crypto::SecretToken::generate("fmtc_");
+        let token_hash = SecretHash(token.hash().0);
+        schema
+            .create_cleanup_grant(&NewCleanupGrant {
+                token_hash,
+                operation: id,
+                actor,
+                lifetime: CLEANUP_GRANT_LIFETIME,
+                allowed: [CleanupKind::Artifact].into(),
+            })
+            .await
+            .map_err(|e| storage_error(&e))?;
+        let grant = schema
+            .consume_cleanup_grant(&token_hash, CleanupKind::Artifact)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        if grant.is_none_or(|grant| grant.operation != id) {
+            return Err(SafeError::new(ErrorCode::ArtifactUnavailable));
+        }
+        let result = self.settings.artifacts.delete(id).await;
+        schema
+            .record_artifact_cleanup(id, result)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        if result != CleanupResult::Failed {
+            schema
+                .move_artifact(id, ArtifactState::Discarded, ArtifactState::Deleted)
+                .await
+                .map_err(|e| storage_error(&e))?;
+        }
+        tracing::info!(operation = %id, result = result.as_str(), "review artifact cleaned up");
+        Ok(())
+    }
+}
+
+/// The review artifact's canonical manifest: fields in sorted order, as serde writes them.
+#[derive(Serialize)]
+struct ArtifactManifest<'a> {
+    base_commit: &'a str,
+    databases: BTreeMap<String, ManifestEntry>,
+    format: u32,
+    operation_id: String,
+}
+
+#[derive(Serialize)]
+struct ManifestEntry {
+    folder: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merged_hash: Option<String>,
+    object_counts: BTreeMap<String, u64>,
+    snapshot_hash: String,
+}
+
+/// The candidate's object counts, from its manifest.
+fn object_counts(candidate: &DatabaseSnapshot) -> BTreeMap<String, u64> {
+    candidate
+        .files
+        .get("manifest.json")
+        .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+        .and_then(|manifest| {
+            serde_json::from_value::<BTreeMap<String, u64>>(manifest["counts"].clone()).ok()
+        })
+        .unwrap_or_default()
+}
+
+fn scratch_unavailable() -> SafeError {
+    tracing::warn!("a refresh step could not make its temporary folder");
+    SafeError::new(ErrorCode::StorageUnavailable)
+}
+
+/// Writes the candidate's files into `folder`.
+async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<(), SafeError> {
+    let folder = folder.to_owned();
+    let files = candidate.files.clone();
+    tokio::task::spawn_blocking(move || {
+        for (path, bytes) in &files {
+            let target = folder.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(target, bytes)?;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await
+    .map_err(|_| scratch_unavailable())?
+    .map_err(|_| scratch_unavailable())
+}
+
+/// Reads the candidate's files back from `folder`: what is staged is what the step verified.
+async fn read_candidate(
+    folder: &Path,
+    candidate: &DatabaseSnapshot,
+) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+    let folder = folder.to_owned();
+    let paths: Vec<String> = candidate.files.keys().cloned().collect();
+    tokio::task::spawn_blocking(move || {
+        paths
+            .into_iter()
+            .map(|path| std::fs::read(folder.join(&path)).map(|bytes| (path, bytes)))
+            .collect::<Result<BTreeMap<_, _>, _>>()
+    })
+    .await
+    .map_err(|_| scratch_unavailable())?
+    .map_err(|_| scratch_unavailable())
+}
+
+#[async_trait]
+impl Workflow for RefreshWorkflow {
+    fn name(&self) -> &'static str {
+        workflow_name(OperationKind::Refresh)
+    }
+
+    async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
+        let input: RunInput = serde_json::from_value(input)
+            .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+        let run_id = ctx.run_id().0.clone();
+        match self.execute(ctx, input.operation).await {
+            Err(RunError::Failed(error)) => {
+                fail_operation(&*self.storage, input.operation, &run_id, &error).await;
+                Err(RunError::Failed(error))
+            }
+            other => other,
+        }
+    }
+}

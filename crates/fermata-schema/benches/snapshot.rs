@@ -4,12 +4,12 @@
 //!
 //! The database has `FERMATA_BENCH_TABLES` tables (default 2000), each with six columns of
 //! mixed types, a primary key, a unique key, a two-column key with a prefix, a comment and a
-//! foreign key to the table before it. Views, routines, triggers and events are not in it: a
-//! snapshot refuses them for now, so the dump's `--routines --triggers --events` find nothing.
+//! foreign key to the table before it; a view joining two tables for every 20 tables, a trigger
+//! for every 10 tables and a stored procedure for every 20 tables.
 //!
 //! Each side runs `FERMATA_BENCH_ROUNDS` times (default 3), alternating, and the median wall
 //! time is reported with the ratio. Round trips are the server's global `Questions` counter
-//! before and after each run, divided by the number of tables; the snapshot also opens its
+//! before and after each run, divided by the number of objects; the snapshot also opens its
 //! connections (8, prepared once) inside the timed region, as a refresh does.
 
 use std::process::Command;
@@ -46,7 +46,8 @@ async fn questions(admin: &mut MySqlConnection) -> u64 {
     value.parse().unwrap()
 }
 
-async fn create(admin: &mut MySqlConnection, tables: usize) {
+/// Creates the database and returns its number of objects.
+async fn create(admin: &mut MySqlConnection, tables: usize) -> usize {
     admin
         .execute(format!("DROP DATABASE IF EXISTS {DATABASE}").as_str())
         .await
@@ -85,6 +86,38 @@ async fn create(admin: &mut MySqlConnection, tables: usize) {
             .await
             .unwrap();
     }
+    let mut objects = tables;
+    for i in (0..tables).step_by(20) {
+        let other = (i + 1).min(tables - 1);
+        let statements = [
+            format!(
+                "CREATE VIEW v{i} AS SELECT a.id, a.code, b.amount FROM t{i} a \
+                 JOIN t{other} b ON b.parent_id = a.id WHERE a.amount > 0"
+            ),
+            format!(
+                "CREATE PROCEDURE p{i}(IN wanted varchar(64), OUT found bigint) READS SQL DATA \
+                 BEGIN SELECT id INTO found FROM t{i} WHERE code = wanted; END"
+            ),
+        ];
+        for statement in statements {
+            admin.execute(statement.as_str()).await.unwrap();
+            objects += 1;
+        }
+    }
+    for i in (0..tables).step_by(10) {
+        admin
+            .execute(
+                format!(
+                    "CREATE TRIGGER tr{i} BEFORE INSERT ON t{i} FOR EACH ROW \
+                     SET NEW.code = upper(NEW.code)"
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+        objects += 1;
+    }
+    objects
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -101,9 +134,10 @@ async fn main() {
     let rounds = setting("FERMATA_BENCH_ROUNDS", 3);
     let mut admin = connect(&options).await;
     let started = Instant::now();
-    create(&mut admin, tables).await;
+    let objects = create(&mut admin, tables).await;
     println!(
-        "snapshot: created {tables} tables in {:.1?}",
+        "snapshot: created {tables} tables and {} views, routines and triggers in {:.1?}",
+        objects - tables,
         started.elapsed()
     );
     let name = DatabaseName::new(DATABASE).unwrap();
@@ -124,6 +158,11 @@ async fn main() {
         ours.push(start.elapsed());
         our_questions = questions(&mut admin).await - before - 1;
         assert_eq!(taken.model.tables.len(), tables);
+        let model = &taken.model;
+        assert_eq!(
+            model.tables.len() + model.views.len() + model.routines.len() + model.triggers.len(),
+            objects
+        );
         snapshot_hash = taken.snapshot_hash;
 
         let before = questions(&mut admin).await;
@@ -149,17 +188,17 @@ async fn main() {
     }
     let (ours, dumps) = (median(ours), median(dumps));
     println!(
-        "snapshot: {tables} tables, median of {rounds}: fermata {:.0} ms, mariadb-dump {:.0} ms, ratio {:.2}x",
+        "snapshot: {objects} objects ({tables} tables), median of {rounds}: fermata {:.0} ms, mariadb-dump {:.0} ms, ratio {:.2}x",
         ours.as_secs_f64() * 1000.0,
         dumps.as_secs_f64() * 1000.0,
         ours.as_secs_f64() / dumps.as_secs_f64()
     );
     #[allow(clippy::cast_precision_loss)]
-    let per_table = |questions: u64| questions as f64 / tables as f64;
+    let per_object = |questions: u64| questions as f64 / objects as f64;
     println!(
-        "snapshot: round trips: fermata {our_questions} ({:.2} per table), mariadb-dump {dump_questions} ({:.2} per table); snapshot hash {snapshot_hash}",
-        per_table(our_questions),
-        per_table(dump_questions)
+        "snapshot: round trips: fermata {our_questions} ({:.2} per object), mariadb-dump {dump_questions} ({:.2} per object); snapshot hash {snapshot_hash}",
+        per_object(our_questions),
+        per_object(dump_questions)
     );
     admin
         .execute(format!("DROP DATABASE {DATABASE}").as_str())

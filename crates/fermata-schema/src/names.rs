@@ -27,7 +27,10 @@
 //! A file name may have at most [`MAX_FILE_NAME_BYTES`] bytes. An ASCII name of MySQL's 64
 //! characters always fits, but a non-ASCII character costs 6 to 12 bytes (`é` is `%C3%A9`), so a
 //! long non-ASCII name may not: [`file_name`] refuses it as an invalid identifier rather than
-//! shorten it. Windows also reserves a few device names (`con`, `aux`, `nul`, ...); the rule keeps
+//! shorten it. A snapshot file's name ([`object_path`]) is the encoded name with `.sql` after it
+//! and, for routines, `function.` or `procedure.` before it, so that a function and a procedure
+//! of the same name do not collide; the limit holds for the whole file name. The encoding never
+//! writes a `.`, so the first `.` ends the prefix and the last one starts the suffix. Windows also reserves a few device names (`con`, `aux`, `nul`, ...); the rule keeps
 //! them as they are, so a package holding such a name cannot be checked out there.
 
 use fermata_store::schema::{ErrorCode, SafeError};
@@ -107,6 +110,21 @@ pub fn file_name(name: &str) -> Result<String, SafeError> {
     Ok(encoded)
 }
 
+/// The path of an object's snapshot file: `<folder>/<prefix>.<encoded name>.sql`, or
+/// `<folder>/<encoded name>.sql` without a prefix. Refuses, as an invalid identifier, the empty
+/// name and a name whose file name would be longer than [`MAX_FILE_NAME_BYTES`].
+pub fn object_path(folder: &str, prefix: Option<&str>, name: &str) -> Result<String, SafeError> {
+    let encoded = file_name(name)?;
+    let file = match prefix {
+        Some(prefix) => format!("{prefix}.{encoded}.sql"),
+        None => format!("{encoded}.sql"),
+    };
+    if file.len() > MAX_FILE_NAME_BYTES {
+        return Err(SafeError::new(ErrorCode::InvalidIdentifier));
+    }
+    Ok(format!("{folder}/{file}"))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -167,6 +185,21 @@ mod tests {
             let error = file_name(&refused).unwrap_err();
             assert_eq!(error.code(), ErrorCode::InvalidIdentifier, "{refused:?}");
         }
+    }
+
+    #[test]
+    fn object_paths_keep_kinds_apart_and_the_limit() {
+        assert_eq!(
+            object_path("routines", Some("function"), "Do it").unwrap(),
+            "routines/function.^do%20it.sql"
+        );
+        assert_eq!(
+            object_path("tables", None, "t.1").unwrap(),
+            "tables/t%2E1.sql"
+        );
+        // 252 encoded bytes fit a folder name, not a file name with `.sql` after them.
+        let error = object_path("tables", None, &"é".repeat(42)).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidIdentifier);
     }
 
     /// `[a-z0-9_^-]`, and `%` followed by two uppercase hexadecimal digits.

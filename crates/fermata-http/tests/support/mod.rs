@@ -44,6 +44,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         Arc::clone(&shared),
         RefreshSettings {
             source: None,
+            workspace: None,
             package: None,
             artifacts: artifacts.clone(),
             scratch: std::env::temp_dir(),

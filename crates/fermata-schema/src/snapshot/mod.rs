@@ -1,25 +1,40 @@
 //! Snapshots of a database's schema: the structured model read from `information_schema`
-//! (`catalog`), each table's canonical DDL rendered from it ([`render`]) and checked against
-//! the server's own `SHOW CREATE TABLE`, and the canonical files that result.
+//! (`catalog`), each object's canonical DDL rendered from it ([`render`]) and checked against the
+//! server's own `SHOW CREATE` brought into canonical form ([`normalize`]), and the canonical files
+//! that result.
 //!
 //! Every introspection connection gets fixed session settings first ([`prepare`]): quoted
-//! identifiers, and an `sql_mode` without the modes that change `SHOW CREATE` output. The catalog
-//! is read with one query per category; `SHOW CREATE TABLE` runs once per table, spread over the
-//! connections given. No table is locked. A table whose model does not render to exactly the
-//! server's text, or that holds something the model cannot represent, fails the database with
-//! the permanent `UNSUPPORTED_SCHEMA_OUTPUT` instead of producing a lossy snapshot.
+//! identifiers, an `sql_mode` without the modes that change `SHOW CREATE` output, `utf8mb4` for
+//! everything the server sends, and the time zone `+00:00`, so that nothing read depends on the
+//! session that reads it (a `TIMESTAMP` column's literal default is printed in the session's
+//! time zone; an event's times are printed in the event's own, which the model keeps). The
+//! catalog is read with one query per category of object, ten at most; `SHOW CREATE` runs once
+//! per object, spread over the connections given, so a database costs at most its number of
+//! objects plus ten queries. Nothing is locked. An object whose model does not render to exactly
+//! the server's text, or that holds something the model cannot represent, fails the database
+//! with the permanent `UNSUPPORTED_SCHEMA_OUTPUT` instead of producing a lossy snapshot.
 //!
-//! The files of one database: `tables/<name>.sql` (the canonical `CREATE TABLE` and a line
-//! break, names encoded by [`crate::names::file_name`]), `schema.json` (the model) and `manifest.json`
-//! (object counts, each file's SHA-256, the snapshot hash, the generator and the server). The
-//! snapshot hash is the SHA-256 of the canonical JSON of the database name, the counts and the
-//! file hashes, so it changes with the schema and never with the server's version or the
-//! generator's.
+//! The files of one database, each object's name encoded by [`crate::names::object_path`]:
 //!
-//! Views get `views/<name>.sql`: the canonical `CREATE VIEW` without its definer (the model
-//! keeps the definer, so a changed definer changes the snapshot). Tables and views only, for
-//! now: a database with sequences, routines, triggers or events is refused as unsupported
-//! rather than snapshotted without them.
+//! - `sequences/<name>.sql`, `tables/<name>.sql`, `views/<name>.sql`,
+//!   `routines/function.<name>.sql` and `routines/procedure.<name>.sql` (a function and a
+//!   procedure may share a name), `triggers/<name>.sql`, `events/<name>.sql`: one canonical
+//!   `CREATE` statement each and a line break. A file applies as-is, over the text protocol, in
+//!   another, empty database: it names no database for this database's objects, has no
+//!   `DEFINER` (whoever applies it becomes the definer) and no `DELIMITER`. Applied folder by
+//!   folder in that order, and within a folder in path order, the files rebuild the schema; a
+//!   trigger's file says `FOLLOWS` or `PRECEDES` so that path order rebuilds its action order.
+//!   Bodies of routines, triggers and events are kept exactly as the server keeps them, with
+//!   whatever names they use.
+//! - `schema.json`: the model, which also keeps what the files leave out: definers, the
+//!   `sql_mode` of each stored program, each event's time zone (its `STARTS`, `ENDS` and `AT`
+//!   times are absolute, written in that zone), the triggers' action order.
+//! - `manifest.json`: the object counts (`tables`, `views`, `routines`, `triggers`, `events`,
+//!   `sequences`), each file's SHA-256, the snapshot hash, the generator and the server.
+//!
+//! The snapshot hash is the SHA-256 of the canonical JSON of the database name, the counts and
+//! the file hashes, so it changes with any object and never with the server's version or the
+//! generator's. Counters are not schema: no `AUTO_INCREMENT=` and no sequence's current value.
 //!
 //! A candidate is verified twice: [`verify_live`] snapshots the source again and requires the
 //! same hash; [`verify_in_workspace`] (`workspace.rs`) applies the candidate's files into a
@@ -27,7 +42,9 @@
 
 mod catalog;
 pub mod model;
+pub mod normalize;
 pub mod render;
+mod scan;
 mod workspace;
 
 use std::collections::BTreeMap;
@@ -46,16 +63,72 @@ pub use workspace::verify_in_workspace;
 /// The version written into manifests.
 pub const GENERATOR: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));
 
-/// The session settings every introspection connection runs with.
-const SESSION: &str = "SET SESSION sql_quote_show_create = 1, sql_mode = 'NO_ENGINE_SUBSTITUTION'";
+/// The `sql_mode` and time zone every introspection connection runs with.
+const SQL_MODE: &str = "NO_ENGINE_SUBSTITUTION";
+const TIME_ZONE: &str = "+00:00";
 
-/// Gives `connection` the fixed introspection settings.
+/// `sql_mode = ..., time_zone = ...`, for a `SET SESSION`.
+fn mode_and_zone(sql_mode: &str, time_zone: &str) -> String {
+    format!(
+        "sql_mode = {}, time_zone = {}",
+        render::literal(sql_mode),
+        render::literal(time_zone)
+    )
+}
+
+/// Gives `connection` the fixed introspection settings, in one statement.
 pub async fn prepare(connection: &mut MySqlConnection) -> Result<(), SafeError> {
+    let session = format!(
+        "SET NAMES utf8mb4, SESSION sql_quote_show_create = 1, {}",
+        mode_and_zone(SQL_MODE, TIME_ZONE)
+    );
     connection
-        .execute(SESSION)
+        .execute(session.as_str())
         .await
         .map(|_| ())
         .map_err(|error| query_error(&error))
+}
+
+/// The `SET SESSION` a DDL file is applied under to rebuild its object as it is: for a stored
+/// program, the `sql_mode` it was created with (which the model keeps and the file cannot say)
+/// and, for an event, its time zone (its times are written in it); for any other file, the
+/// introspection settings. By path, with the statement for the files not named.
+pub(super) fn creation_settings(
+    model: &DatabaseModel,
+) -> Result<(BTreeMap<String, String>, String), SafeError> {
+    let mut settings = BTreeMap::new();
+    for routine in &model.routines {
+        settings.insert(
+            routine_path(routine)?,
+            set_session(&routine.sql_mode, TIME_ZONE),
+        );
+    }
+    for trigger in &model.triggers {
+        settings.insert(
+            names::object_path("triggers", None, &trigger.name)?,
+            set_session(&trigger.sql_mode, TIME_ZONE),
+        );
+    }
+    for event in &model.events {
+        settings.insert(
+            names::object_path("events", None, &event.name)?,
+            set_session(&event.sql_mode, &event.time_zone),
+        );
+    }
+    Ok((settings, set_session(SQL_MODE, TIME_ZONE)))
+}
+
+fn set_session(sql_mode: &str, time_zone: &str) -> String {
+    format!("SET SESSION {}", mode_and_zone(sql_mode, time_zone))
+}
+
+/// A routine's file: `routines/function.<name>.sql` or `routines/procedure.<name>.sql`.
+fn routine_path(routine: &model::Routine) -> Result<String, SafeError> {
+    let prefix = match routine.kind {
+        model::RoutineKind::Function => "function",
+        model::RoutineKind::Procedure => "procedure",
+    };
+    names::object_path("routines", Some(prefix), &routine.name)
 }
 
 /// One database's snapshot.
@@ -103,48 +176,23 @@ pub async fn snapshot(
         )
     };
     let first = connections.first_mut().ok_or_else(unsupported)?;
-    let model = catalog::read(first, database).await?;
-    let mut objects: Vec<(&str, &str)> = model
-        .tables
-        .iter()
-        .map(|table| ("TABLE", table.name.as_str()))
-        .collect();
-    objects.extend(model.views.iter().map(|view| ("VIEW", view.name.as_str())));
-    let mut texts = show_create_all(connections, database, &objects).await?;
-    let view_texts = texts.split_off(model.tables.len());
-
-    let mut files = BTreeMap::new();
-    for (table, text) in model.tables.iter().zip(texts) {
-        let canonical = render::render_table(table);
-        if render::canonical_show_create(&text, table).as_deref() != Some(canonical.as_str()) {
-            tracing::warn!(database = %database, "a table's model does not match the server's definition; the database is not snapshotted");
-            return Err(unsupported());
-        }
-        files.insert(
-            format!("tables/{}.sql", names::file_name(&table.name)?),
-            format!("{canonical}\n").into_bytes(),
-        );
-    }
-    for (view, text) in model.views.iter().zip(view_texts) {
-        let canonical = render::render_view(view);
-        if render::canonical_show_create_view(&text, database.as_str()).as_deref()
-            != Some(canonical.as_str())
-        {
-            tracing::warn!(database = %database, "a view's model does not match the server's definition; the database is not snapshotted");
-            return Err(unsupported());
-        }
-        files.insert(
-            format!("views/{}.sql", names::file_name(&view.name)?),
-            format!("{canonical}\n").into_bytes(),
-        );
-    }
+    let mut model = catalog::read(first, database).await?;
+    let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
+    let mut files = checked_files(&mut model, database, texts)?;
     let schema_json = serde_json::to_string_pretty(&model).map_err(|_| unsupported())?;
     files.insert(
         "schema.json".to_owned(),
         format!("{schema_json}\n").into_bytes(),
     );
 
-    let counts = BTreeMap::from([("tables", model.tables.len()), ("views", model.views.len())]);
+    let counts = BTreeMap::from([
+        ("tables", model.tables.len()),
+        ("views", model.views.len()),
+        ("routines", model.routines.len()),
+        ("triggers", model.triggers.len()),
+        ("events", model.events.len()),
+        ("sequences", model.sequences.len()),
+    ]);
     let hashes: BTreeMap<String, String> = files
         .iter()
         .map(|(path, content)| (path.clone(), hex(&Sha256::digest(content))))
@@ -177,6 +225,125 @@ pub async fn snapshot(
     })
 }
 
+/// The `SHOW CREATE` statement kind and name of every object, in the order [`checked_files`]
+/// takes their texts.
+fn show_create_requests(model: &DatabaseModel) -> Vec<(&'static str, String)> {
+    let named = |kind: &'static str, name: &String| (kind, name.clone());
+    model
+        .tables
+        .iter()
+        .map(|table| named("TABLE", &table.name))
+        .chain(model.views.iter().map(|view| named("VIEW", &view.name)))
+        .chain(
+            model
+                .sequences
+                .iter()
+                .map(|sequence| named("SEQUENCE", &sequence.name)),
+        )
+        .chain(
+            model
+                .routines
+                .iter()
+                .map(|routine| named(routine.kind.keyword(), &routine.name)),
+        )
+        .chain(
+            model
+                .triggers
+                .iter()
+                .map(|trigger| named("TRIGGER", &trigger.name)),
+        )
+        .chain(model.events.iter().map(|event| named("EVENT", &event.name)))
+        .collect()
+}
+
+/// The canonical file of every object, each checked against the server's text (given in the
+/// order of [`show_create_requests`]). Routines get their parameter lists from those texts.
+fn checked_files(
+    model: &mut DatabaseModel,
+    database: &DatabaseName,
+    texts: Vec<String>,
+) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+    let unsupported = || {
+        SafeError::about(
+            ErrorCode::UnsupportedSchemaOutput,
+            Subject::Database(database.clone()),
+        )
+    };
+    // The model must render to exactly the server's canonical text; `kind` is only logged.
+    let check = |kind: &str, server: Option<String>, canonical: &str| {
+        if server.as_deref() == Some(canonical) {
+            Ok(())
+        } else {
+            tracing::warn!(database = %database, kind, "an object's model does not match the server's definition; the database is not snapshotted");
+            Err(unsupported())
+        }
+    };
+    let file = |canonical: &str| format!("{canonical}\n").into_bytes();
+    let mut texts = texts.into_iter();
+    let mut next = || texts.next().ok_or_else(unsupported);
+    let mut files = BTreeMap::new();
+    for table in &model.tables {
+        let canonical = render::render_table(table);
+        check("table", normalize::table(&next()?, table), &canonical)?;
+        files.insert(
+            names::object_path("tables", None, &table.name)?,
+            file(&canonical),
+        );
+    }
+    for view in &model.views {
+        let canonical = render::render_view(view);
+        check(
+            "view",
+            normalize::view(&next()?, database.as_str()),
+            &canonical,
+        )?;
+        files.insert(
+            names::object_path("views", None, &view.name)?,
+            file(&canonical),
+        );
+    }
+    for sequence in &model.sequences {
+        let canonical = render::render_sequence(sequence);
+        check("sequence", normalize::sequence(&next()?), &canonical)?;
+        files.insert(
+            names::object_path("sequences", None, &sequence.name)?,
+            file(&canonical),
+        );
+    }
+    for routine in &mut model.routines {
+        let text = normalize::routine(&next()?, routine, database.as_str())
+            .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
+            .ok_or_else(unsupported)?;
+        routine.parameter_list = text.parameter_list;
+        let canonical = render::render_routine(routine);
+        check("routine", Some(text.canonical), &canonical)?;
+        files.insert(routine_path(routine)?, file(&canonical));
+    }
+    let order = render::trigger_order(&model.triggers);
+    for trigger in &model.triggers {
+        let canonical = render::render_trigger(trigger, None);
+        check(
+            "trigger",
+            normalize::trigger(&next()?, database.as_str()),
+            &canonical,
+        )?;
+        let applied = render::render_trigger(trigger, order.get(&trigger.name).map(String::as_str));
+        files.insert(
+            names::object_path("triggers", None, &trigger.name)?,
+            file(&applied),
+        );
+    }
+    for event in &model.events {
+        let canonical = render::render_event(event);
+        check("event", normalize::event(&next()?), &canonical)?;
+        files.insert(
+            names::object_path("events", None, &event.name)?,
+            file(&canonical),
+        );
+    }
+    Ok(files)
+}
+
 /// The first check of the shared connection verifier: snapshots `candidate`'s database again
 /// over `connection` (prepared, and not one the candidate was taken on) and requires the same
 /// snapshot hash. A difference means the schema changed meanwhile: the retryable
@@ -203,7 +370,7 @@ pub async fn verify_live(
 async fn show_create_all(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
-    objects: &[(&str, &str)],
+    objects: &[(&'static str, String)],
 ) -> Result<Vec<String>, SafeError> {
     let share = objects.len().div_ceil(connections.len().max(1)).max(1);
     let chunks = objects.chunks(share);
@@ -235,13 +402,29 @@ async fn show_create(
         render::identifier(database.as_str()),
         render::identifier(name)
     );
-    let row = sqlx::query(&sql)
-        .fetch_one(&mut *connection)
+    // The text protocol: one round trip, and no prepared statement for the server to
+    // invalidate when the object changes.
+    let row = connection
+        .fetch_one(sql.as_str())
         .await
         .map_err(|error| query_error(&error))?;
-    let bytes: Vec<u8> = sqlx::Row::try_get_unchecked(&row, 1).map_err(|_| {
+    // The statement's column: after the name, and for stored programs after the `sql_mode`
+    // (and an event's time zone) they were created with.
+    let column = match kind {
+        "PROCEDURE" | "FUNCTION" | "TRIGGER" => 2,
+        "EVENT" => 3,
+        _ => 1,
+    };
+    // NULL when the account may not read a routine's definition.
+    let bytes: Option<Vec<u8>> = sqlx::Row::try_get_unchecked(&row, column).map_err(|_| {
         SafeError::about(
             ErrorCode::UnsupportedSchemaOutput,
+            Subject::Database(database.clone()),
+        )
+    })?;
+    let bytes = bytes.ok_or_else(|| {
+        SafeError::about(
+            ErrorCode::PermissionDenied,
             Subject::Database(database.clone()),
         )
     })?;

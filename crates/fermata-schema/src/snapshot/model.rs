@@ -1,11 +1,15 @@
 //! The structured model of a database's schema, as read from `information_schema`: what the
 //! canonical files are rendered from and what `schema.json` holds. Names are kept exactly;
-//! collections are sorted by the binary order of their names' UTF-8 bytes, except columns and
-//! index parts, whose order is meaningful.
+//! collections are sorted by the binary order of their names' UTF-8 bytes, except columns, index
+//! parts, parameters and partitions, whose order is meaningful.
+//!
+//! The model keeps what the canonical files leave out because a file must apply as-is in another
+//! database: the definers of views, routines, triggers and events, the `sql_mode` each stored
+//! program was created under, an event's time zone, and a trigger's action order as a number.
 
 use serde::{Deserialize, Serialize};
 
-/// One database's tables and views (routines, triggers, events and sequences come later).
+/// One database's objects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatabaseModel {
     pub name: String,
@@ -14,6 +18,15 @@ pub struct DatabaseModel {
     pub tables: Vec<Table>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<View>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sequences: Vec<Sequence>,
+    /// Procedures and functions, by kind and then by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routines: Vec<Routine>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<Trigger>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Event>,
 }
 
 /// A view. Its canonical file leaves the definer out (whoever applies the file becomes it); the
@@ -39,6 +52,10 @@ pub struct Table {
     /// `ROW_FORMAT=...` when it was given explicitly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_format: Option<String>,
+    /// The other table options the server keeps (`KEY_BLOCK_SIZE`, `STATS_PERSISTENT`,
+    /// `PAGE_COMPRESSED`, ...), in the canonical option order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<TableOption>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub comment: String,
     pub columns: Vec<Column>,
@@ -49,6 +66,188 @@ pub struct Table {
     /// Table-level check constraints (column-level ones belong to their column).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioning: Option<Partitioning>,
+}
+
+/// A table option other than the engine, the character set, the collation, the row format and
+/// the comment, as the server prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableOption {
+    /// Uppercase (`KEY_BLOCK_SIZE`), or as the engine declares it for an engine-defined option.
+    pub name: String,
+    /// As printed: `8`, `'1'`, `'Y'`.
+    pub value: String,
+    /// An option the engine defines (MariaDB's `PAGE_COMPRESSED`, `ENCRYPTED`, ...), which the
+    /// server prints with a quoted name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub engine_defined: bool,
+}
+
+/// `PARTITION BY ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partitioning {
+    /// `RANGE`, `LIST`, `HASH`, `LINEAR HASH`, `KEY`, `LINEAR KEY`, `RANGE COLUMNS` or
+    /// `LIST COLUMNS`.
+    pub method: String,
+    /// The expression or column list, as the server prints it (`year(`b`)`, `` `a`,`b` ``).
+    pub expression: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subpartition_method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subpartition_expression: Option<String>,
+    /// In their order.
+    pub partitions: Vec<Partition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    pub name: String,
+    /// The bound of a `RANGE` partition or the list of a `LIST` one, as the server prints it
+    /// (`10`, `MAXVALUE`, `NULL,1,2`, `(1,'a'),(2,'b')`); none for `HASH` and `KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+    /// In their order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subpartitions: Vec<Subpartition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subpartition {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+}
+
+/// A MariaDB sequence. Its current value is data, like a table's `AUTO_INCREMENT` counter, and
+/// is not part of the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequence {
+    pub name: String,
+    pub start: String,
+    pub minimum: String,
+    pub maximum: String,
+    pub increment: String,
+    /// 0 for `nocache`.
+    pub cache: String,
+    pub cycle: bool,
+    pub engine: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutineKind {
+    Function,
+    Procedure,
+}
+
+impl RoutineKind {
+    /// The keyword of `CREATE` and `SHOW CREATE`.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            RoutineKind::Function => "FUNCTION",
+            RoutineKind::Procedure => "PROCEDURE",
+        }
+    }
+}
+
+/// A stored procedure or function. Its file leaves the definer out, as a view's does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routine {
+    pub name: String,
+    pub kind: RoutineKind,
+    /// The parameters as `information_schema.PARAMETERS` describes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<Parameter>,
+    /// The parameter list between the parentheses, exactly as the server keeps it (it is not
+    /// in `information_schema`; its parameters' modes and names are checked against
+    /// [`Routine::parameters`]).
+    pub parameter_list: String,
+    /// A function's return type (`varchar(5) CHARSET latin1 COLLATE latin1_swedish_ci`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<String>,
+    pub deterministic: bool,
+    /// `CONTAINS SQL`, `NO SQL`, `READS SQL DATA` or `MODIFIES SQL DATA`.
+    pub data_access: String,
+    /// `DEFINER` or `INVOKER`.
+    pub security: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+    /// The body, exactly as the server keeps it.
+    pub body: String,
+    pub definer: String,
+    pub sql_mode: String,
+}
+
+/// A parameter of a routine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parameter {
+    /// `IN`, `OUT` or `INOUT` for a procedure's parameter; none for a function's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    pub name: String,
+    /// The type as the server describes it (`int(11)`, `varchar(10)`).
+    #[serde(rename = "type")]
+    pub data_type: String,
+}
+
+/// A trigger. Its file leaves the definer out and names its place among the table's triggers
+/// for the same timing and event with `FOLLOWS` or `PRECEDES` (see `render::program`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trigger {
+    pub name: String,
+    pub table: String,
+    /// `BEFORE` or `AFTER`.
+    pub timing: String,
+    /// `INSERT`, `UPDATE` or `DELETE`.
+    pub event: String,
+    /// 1 for the first trigger of its table, timing and event.
+    pub action_order: u32,
+    /// The statement after `FOR EACH ROW`, exactly as the server keeps it.
+    pub body: String,
+    pub definer: String,
+    pub sql_mode: String,
+}
+
+/// A scheduled event. `execute_at`, `starts` and `ends` are absolute times written in the
+/// event's own `time_zone`, which the model keeps; nothing depends on the time zone of the
+/// session that reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub name: String,
+    /// `AT` this time, for a one-time event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execute_at: Option<String>,
+    /// `EVERY` this interval, for a recurring one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends: Option<String>,
+    /// `PRESERVE` or `NOT PRESERVE`.
+    pub on_completion: String,
+    /// `ENABLE`, `DISABLE` or `DISABLE ON SLAVE`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub comment: String,
+    /// The statement after `DO`, exactly as the server keeps it.
+    pub body: String,
+    pub definer: String,
+    pub time_zone: String,
+    pub sql_mode: String,
+}
+
+/// A recurring event's interval: `value` as the server prints it (`1`, `'1:30'`) and its
+/// `field` (`DAY`, `HOUR_MINUTE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    pub value: String,
+    pub field: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,7 +28,9 @@
 //! The files are applied in the order of [`DDL_FOLDERS`] (`sequences/`, `tables/`, `views/`,
 //! `routines/`, `triggers/`, `events/`; folders a candidate lacks are skipped, so new kinds need
 //! no change here) and by path within a folder, with `USE` of the scratch schema and
-//! `foreign_key_checks = 0`, so tables may refer to each other in any order. Each file is one
+//! `foreign_key_checks = 0`, so tables may refer to each other in any order. A stored program's
+//! file runs under the `sql_mode` the model says it was created with, and an event's in its
+//! time zone (`creation_settings`), as the file itself cannot say them. Each file is one
 //! statement, sent with the text protocol; a file that runs more than one is refused. A statement
 //! that names an object not created yet (a view on a view that sorts after it, a view calling a
 //! stored function) is tried again after the others, round after round while a round applies
@@ -64,7 +66,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Either, Executor, Row};
 
 use super::model::DatabaseModel;
-use super::{DatabaseSnapshot, prepare, render, snapshot};
+use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot};
 use crate::source::{SourceSettings, mysql_error_number, query_error};
 
 /// What every scratch schema's name starts with.
@@ -451,9 +453,21 @@ async fn apply(
     database: &DatabaseName,
 ) -> Result<(), SafeError> {
     let mut pending = ddl_files(candidate, database)?;
+    let (settings, introspection) = creation_settings(&candidate.model)?;
+    let mut current = introspection.as_str();
     while !pending.is_empty() {
         let mut waiting = Vec::new();
         for &(path, text) in &pending {
+            let wanted = settings
+                .get(path)
+                .map_or(introspection.as_str(), String::as_str);
+            if wanted != current {
+                connection
+                    .execute(wanted)
+                    .await
+                    .map_err(|error| query_error(&error))?;
+                current = wanted;
+            }
             match statement(connection, text).await {
                 Ok(()) => {}
                 Err(Refusal::MissingDependency) => waiting.push((path, text)),
@@ -472,6 +486,12 @@ async fn apply(
             return Err(verification_failed(database));
         }
         pending = waiting;
+    }
+    if current != introspection {
+        connection
+            .execute(introspection.as_str())
+            .await
+            .map_err(|error| query_error(&error))?;
     }
     Ok(())
 }

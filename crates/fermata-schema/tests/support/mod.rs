@@ -141,8 +141,9 @@ async fn create_account(
 }
 
 /// The snapshot corpus, in the order given (each statement runs in the test database): tables
-/// with most column, key and constraint clauses, odd names and reserved words, and views, one
-/// of them on a view whose name sorts after its own.
+/// with most column, key, constraint, option and partitioning clauses, odd names and reserved
+/// words, views (one of them on a view whose name sorts after its own), sequences, procedures and
+/// functions (one of each with the same name), triggers (two in a chosen action order) and events.
 pub const CORPUS: &[&str] = &[
     "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, \
         code varchar(20) COLLATE utf8mb4_bin NOT NULL, UNIQUE KEY uc (code)) \
@@ -177,6 +178,51 @@ pub const CORPUS: &[&str] = &[
     "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
         FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
     "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
+    "CREATE TABLE `parts by range` (a int NOT NULL, b date NOT NULL) \
+        PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10) COMMENT 'first', \
+        PARTITION `p 1` VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_list (a int, b varchar(5)) PARTITION BY LIST COLUMNS (a, b) \
+        (PARTITION p0 VALUES IN ((1,'a'),(2,'b')), PARTITION p1 VALUES IN ((3,'c')))",
+    "CREATE TABLE parts_hash (a int) PARTITION BY HASH (a) PARTITIONS 4",
+    "CREATE TABLE parts_key (a int PRIMARY KEY) PARTITION BY LINEAR KEY (a) PARTITIONS 3",
+    "CREATE TABLE parts_sub (a int, b date) PARTITION BY RANGE (year(b)) \
+        SUBPARTITION BY HASH (a) SUBPARTITIONS 2 \
+        (PARTITION p0 VALUES LESS THAN (2000), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_named (a int, b date) PARTITION BY RANGE COLUMNS (b) SUBPARTITION BY KEY (a) \
+        (PARTITION p0 VALUES LESS THAN ('2000-01-01') (SUBPARTITION s0, SUBPARTITION s1), \
+        PARTITION p1 VALUES LESS THAN (MAXVALUE) (SUBPARTITION s2, SUBPARTITION s3))",
+    "CREATE TABLE parts_in (a int) PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1,2,NULL), \
+        PARTITION p1 VALUES IN (3))",
+    "CREATE TABLE `opts` (a int, ts timestamp NOT NULL DEFAULT '2020-01-01 00:00:00', \
+        s varchar(5) DEFAULT concat('a','b')) ENGINE=InnoDB ROW_FORMAT=COMPRESSED \
+        KEY_BLOCK_SIZE=8 STATS_PERSISTENT=1 STATS_AUTO_RECALC=0 STATS_SAMPLE_PAGES=25 PACK_KEYS=1 \
+        CHECKSUM=1 DELAY_KEY_WRITE=1 MAX_ROWS=1000 MIN_ROWS=10 AVG_ROW_LENGTH=100 COMMENT='c'",
+    "CREATE TABLE `page.compressed/x` (a int) ENGINE=InnoDB PAGE_COMPRESSED=1 \
+        PAGE_COMPRESSION_LEVEL=3 COMMENT='cc' STATS_PERSISTENT=0",
+    "CREATE TABLE `.aria` (a int) ENGINE=Aria TRANSACTIONAL=1 PAGE_CHECKSUM=1",
+    "CREATE TABLE `Mixed` (a int) ENGINE=MyISAM CHECKSUM=1 DELAY_KEY_WRITE=1 PACK_KEYS=0",
+    "CREATE TABLE `mixed` (a int)",
+    "CREATE TABLE `a_name_of_sixty_four_characters_which_is_the_longest_mysql_allow` (a int)",
+    "CREATE SEQUENCE `seq` START WITH 10 INCREMENT BY 5 MINVALUE 1 MAXVALUE 1000 CACHE 20 CYCLE",
+    "CREATE SEQUENCE `Seq Two` NOCACHE COMMENT='seq c'",
+    "CREATE PROCEDURE `p q`(IN a int, OUT b varchar(10) CHARSET latin1, INOUT c decimal(5,2)) \
+        DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER COMMENT 'it''s a proc' \
+        BEGIN\n  SELECT a INTO c;\n  SET b = 'x';\nEND",
+    "CREATE PROCEDURE `order`(  in   A   INTEGER ,  b BOOL, `c d` DEC(5,2)) MODIFIES SQL DATA \
+        BEGIN UPDATE `order` SET flag = b WHERE `select` = A; END",
+    "CREATE FUNCTION `order`(x int) RETURNS varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_bin \
+        NO SQL RETURN concat(x, 'é')",
+    "CREATE FUNCTION `naïve fn`() RETURNS INTEGER DETERMINISTIC RETURN 1",
+    "CREATE TRIGGER first_set BEFORE INSERT ON `order` FOR EACH ROW SET NEW.flag = 1",
+    "CREATE TRIGGER `tr.second` BEFORE INSERT ON `order` FOR EACH ROW PRECEDES first_set \
+        SET NEW.note = 'x'",
+    "CREATE TRIGGER `Audit` AFTER DELETE ON parent FOR EACH ROW \
+        BEGIN\n  INSERT INTO `mixed` VALUES (OLD.id);\nEND",
+    "CREATE EVENT `nightly` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' \
+        ENDS '2031-01-01 00:00:00' ON COMPLETION PRESERVE DISABLE COMMENT 'ev' DO DELETE FROM `mixed`",
+    "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
+    "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
+        DISABLE ON SLAVE DO BEGIN SELECT 1; END",
 ];
 
 /// Creates `database` anew (utf8mb4 by default) and runs `statements` in it, leaving `admin` in it.

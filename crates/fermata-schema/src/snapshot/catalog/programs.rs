@@ -1,0 +1,165 @@
+//! Stored programs: routines with their parameters (one query, joined), triggers and events.
+//! A routine whose body the account may not read (`ROUTINE_DEFINITION` is NULL without the
+//! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
+//! empty.
+
+use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use sqlx::mysql::MySqlConnection;
+
+use super::{rows, unsupported, values};
+use crate::snapshot::model::{Event, Interval, Parameter, Routine, RoutineKind, Trigger};
+use crate::snapshot::normalize::mysql;
+
+const ROUTINES: &str = "SELECT r.ROUTINE_NAME, r.ROUTINE_TYPE, r.DTD_IDENTIFIER, \
+     r.CHARACTER_SET_NAME, r.COLLATION_NAME, r.ROUTINE_BODY, r.ROUTINE_DEFINITION, \
+     r.IS_DETERMINISTIC, r.SQL_DATA_ACCESS, r.SECURITY_TYPE, r.SQL_MODE, r.ROUTINE_COMMENT, \
+     r.DEFINER, p.PARAMETER_MODE, p.PARAMETER_NAME, p.DTD_IDENTIFIER \
+     FROM information_schema.ROUTINES r \
+     LEFT JOIN information_schema.PARAMETERS p ON p.SPECIFIC_SCHEMA = ? \
+      AND p.SPECIFIC_NAME = r.SPECIFIC_NAME AND p.ROUTINE_TYPE = r.ROUTINE_TYPE \
+      AND p.ORDINAL_POSITION > 0 \
+     WHERE r.ROUTINE_SCHEMA = ? \
+     ORDER BY r.ROUTINE_TYPE, BINARY r.ROUTINE_NAME, p.ORDINAL_POSITION";
+const TRIGGERS: &str = "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_TIMING, \
+     EVENT_MANIPULATION, CAST(ACTION_ORDER AS CHAR), ACTION_STATEMENT, DEFINER, SQL_MODE, \
+     ACTION_ORIENTATION FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? \
+     ORDER BY BINARY TRIGGER_NAME";
+const EVENTS: &str = "SELECT EVENT_NAME, CAST(EXECUTE_AT AS CHAR), INTERVAL_VALUE, \
+     INTERVAL_FIELD, CAST(STARTS AS CHAR), CAST(ENDS AS CHAR), STATUS, ON_COMPLETION, \
+     EVENT_COMMENT, EVENT_DEFINITION, DEFINER, TIME_ZONE, SQL_MODE, EVENT_BODY \
+     FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ? ORDER BY BINARY EVENT_NAME";
+
+/// The routines of `database`, functions first, each kind by name.
+pub(super) async fn routines(
+    connection: &mut MySqlConnection,
+    database: &DatabaseName,
+) -> Result<Vec<Routine>, SafeError> {
+    let mut routines: Vec<Routine> = Vec::new();
+    for row in rows(connection, ROUTINES, database, 2).await? {
+        let v = values(&row, database);
+        let name = v.text(0)?;
+        let kind = match v.text(1)?.as_str() {
+            "FUNCTION" => RoutineKind::Function,
+            "PROCEDURE" => RoutineKind::Procedure,
+            _ => return Err(unsupported(database)),
+        };
+        let known = routines
+            .last()
+            .is_some_and(|last| last.name == name && last.kind == kind);
+        if !known {
+            if v.text(5)? != "SQL" {
+                return Err(unsupported(database));
+            }
+            let body = v.optional(6)?.ok_or_else(|| {
+                SafeError::about(
+                    ErrorCode::PermissionDenied,
+                    Subject::Database(database.clone()),
+                )
+            })?;
+            let returns = match (kind, v.optional(2)?) {
+                (RoutineKind::Function, Some(dtd)) => {
+                    let mut returns = mysql::display_width(&dtd);
+                    if let (Some(charset), Some(collation)) = (v.optional(3)?, v.optional(4)?) {
+                        returns.push_str(&format!(
+                            " CHARSET {} COLLATE {}",
+                            mysql::utf8mb3(&charset),
+                            mysql::utf8mb3(&collation)
+                        ));
+                    }
+                    Some(returns)
+                }
+                (RoutineKind::Function, None) => return Err(unsupported(database)),
+                (RoutineKind::Procedure, _) => None,
+            };
+            routines.push(Routine {
+                name,
+                kind,
+                parameters: Vec::new(),
+                parameter_list: String::new(),
+                returns,
+                deterministic: v.text(7)? == "YES",
+                data_access: v.text(8)?,
+                security: v.text(9)?,
+                comment: v.optional(11)?.unwrap_or_default(),
+                body,
+                definer: v.text(12)?,
+                sql_mode: v.text(10)?,
+            });
+        }
+        if let Some(parameter) = v.optional(14)? {
+            let routine = routines.last_mut().ok_or_else(|| unsupported(database))?;
+            routine.parameters.push(Parameter {
+                mode: v.optional(13)?,
+                name: parameter,
+                data_type: mysql::display_width(&v.text(15)?),
+            });
+        }
+    }
+    routines.sort_by(|a, b| (a.kind, a.name.as_bytes()).cmp(&(b.kind, b.name.as_bytes())));
+    Ok(routines)
+}
+
+/// The triggers of `database`, by name.
+pub(super) async fn triggers(
+    connection: &mut MySqlConnection,
+    database: &DatabaseName,
+) -> Result<Vec<Trigger>, SafeError> {
+    let mut triggers = Vec::new();
+    for row in rows(connection, TRIGGERS, database, 1).await? {
+        let v = values(&row, database);
+        if v.text(8)? != "ROW" {
+            return Err(unsupported(database));
+        }
+        triggers.push(Trigger {
+            name: v.text(0)?,
+            table: v.text(1)?,
+            timing: v.text(2)?,
+            event: v.text(3)?,
+            action_order: v.text(4)?.parse().map_err(|_| unsupported(database))?,
+            body: v.text(5)?,
+            definer: v.text(6)?,
+            sql_mode: v.text(7)?,
+        });
+    }
+    Ok(triggers)
+}
+
+/// The events of `database`, by name.
+pub(super) async fn events(
+    connection: &mut MySqlConnection,
+    database: &DatabaseName,
+) -> Result<Vec<Event>, SafeError> {
+    let mut events = Vec::new();
+    for row in rows(connection, EVENTS, database, 1).await? {
+        let v = values(&row, database);
+        if v.text(13)? != "SQL" {
+            return Err(unsupported(database));
+        }
+        let interval = match (v.optional(2)?, v.optional(3)?) {
+            (Some(value), Some(field)) => Some(Interval { value, field }),
+            (None, None) => None,
+            _ => return Err(unsupported(database)),
+        };
+        let status = match v.text(6)?.as_str() {
+            "ENABLED" => "ENABLE",
+            "DISABLED" => "DISABLE",
+            "SLAVESIDE_DISABLED" | "REPLICA_SIDE_DISABLED" => "DISABLE ON SLAVE",
+            _ => return Err(unsupported(database)),
+        };
+        events.push(Event {
+            name: v.text(0)?,
+            execute_at: v.optional(1)?,
+            interval,
+            starts: v.optional(4)?,
+            ends: v.optional(5)?,
+            on_completion: v.text(7)?,
+            status: status.to_owned(),
+            comment: v.optional(8)?.unwrap_or_default(),
+            body: v.text(9)?,
+            definer: v.text(10)?,
+            time_zone: v.text(11)?,
+            sql_mode: v.text(12)?,
+        });
+    }
+    Ok(events)
+}

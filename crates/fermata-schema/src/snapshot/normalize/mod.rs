@@ -1,0 +1,404 @@
+//! The server's own `SHOW CREATE` text brought into canonical form, so it can be compared with
+//! what [`super::render`] makes of the model: the definer taken out wherever the server puts it,
+//! this database's qualifier removed, counters dropped, keys, constraints and table options put
+//! in the canonical order, and the spelling differences between MySQL 8 and MariaDB releases
+//! evened out ([`mysql`]). Each function returns `None` when the text does not have the shape it
+//! expects; the caller then refuses the database as unsupported.
+
+pub mod mysql;
+
+use super::model::{Routine, RoutineKind, Table};
+use super::render::{identifier, option_rank};
+use super::scan::{Token, Tokens, closing_paren, quoted_end, split_top_level};
+
+/// `text` without its `DEFINER=user@host` clause, wherever the server puts it in the head
+/// (`CREATE DEFINER=...`, `CREATE ALGORITHM=... DEFINER=... SQL SECURITY ...`). A MariaDB role
+/// has no host.
+pub fn strip_definer(text: &str) -> Option<String> {
+    let start = text.find(" DEFINER=")?;
+    let mut tokens = Tokens::new(&text[start..]);
+    tokens.skip_definer()?;
+    Some(format!("{}{}", &text[..start], tokens.rest()))
+}
+
+/// The server's `SHOW CREATE VIEW` text in canonical form: the definer taken out, and the
+/// qualifier of the view's own database (which the server prints when asked from outside it)
+/// removed, as the model has it.
+pub fn view(text: &str, database: &str) -> Option<String> {
+    let text = strip_definer(text)?;
+    Some(text.replace(&format!("{}.", identifier(database)), ""))
+}
+
+/// The server's `SHOW CREATE SEQUENCE` text in canonical form (MariaDB prints it that way).
+pub fn sequence(text: &str) -> Option<String> {
+    text.starts_with("CREATE SEQUENCE ")
+        .then(|| text.to_owned())
+}
+
+/// The server's `SHOW CREATE EVENT` text in canonical form: the definer taken out.
+/// MySQL 8.0.22+ says `DISABLE ON REPLICA` where MariaDB says `DISABLE ON SLAVE`.
+pub fn event(text: &str) -> Option<String> {
+    let text = strip_definer(text)?;
+    Some(text.replacen(" DISABLE ON REPLICA ", " DISABLE ON SLAVE ", 1))
+}
+
+/// The server's `SHOW CREATE TRIGGER` statement in canonical form. MariaDB keeps the head as
+/// it was written (any case, spacing, quoting and qualifier), so it is read token by token and
+/// written out again; the body after `FOR EACH ROW` (and after a `FOLLOWS` or `PRECEDES` clause,
+/// which the file renders from the model) stays exactly as the server keeps it.
+pub fn trigger(text: &str, database: &str) -> Option<String> {
+    let mut tokens = Tokens::new(text);
+    tokens.expect(&["CREATE"])?;
+    tokens.skip_definer()?;
+    tokens.expect(&["TRIGGER"])?;
+    let name = tokens.object_name(database)?;
+    let timing = tokens.next_token()?;
+    let event = tokens.next_token()?;
+    let (Token::Word(timing), Token::Word(event)) = (timing, event) else {
+        return None;
+    };
+    tokens.expect(&["ON"])?;
+    let table = tokens.object_name(database)?;
+    tokens.expect(&["FOR", "EACH", "ROW"])?;
+    let mut body = tokens.rest();
+    let mut order = Tokens::new(body);
+    if order
+        .next_token()
+        .is_some_and(|token| token.is("FOLLOWS") || token.is("PRECEDES"))
+    {
+        order.next_token()?.identifier()?;
+        body = order.rest();
+    }
+    Some(format!(
+        "CREATE TRIGGER {} {} {} ON {} FOR EACH ROW {}",
+        identifier(&name),
+        timing.to_ascii_uppercase(),
+        event.to_ascii_uppercase(),
+        identifier(&table),
+        body.trim_start()
+    ))
+}
+
+/// A routine's `SHOW CREATE` text in canonical form and the parameter list it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutineText {
+    pub canonical: String,
+    /// Between the parentheses, exactly as the server keeps it.
+    pub parameter_list: String,
+}
+
+/// The server's `SHOW CREATE PROCEDURE` or `SHOW CREATE FUNCTION` text in canonical form: the
+/// definer taken out, the name quoted, the return type in canonical spelling (with the
+/// collation of the model's return type where the server leaves it implicit).
+pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineText> {
+    let mut tokens = Tokens::new(text);
+    tokens.expect(&["CREATE"])?;
+    tokens.skip_definer()?;
+    tokens.expect(&[routine.kind.keyword()])?;
+    let name = tokens.object_name(database)?;
+    let rest = tokens.rest();
+    let after = closing_paren(rest, rest.find('(')?)?;
+    let parameter_list = rest[rest.find('(')? + 1..after - 1].to_owned();
+    let mut rest = rest[after..].to_owned();
+    if routine.kind == RoutineKind::Function {
+        let returns = rest.strip_prefix(" RETURNS ")?;
+        let end = returns.find('\n').unwrap_or(returns.len());
+        let mut spelled = mysql::utf8mb3_text(&mysql::display_width(&returns[..end]));
+        if let Some(expected) = &routine.returns
+            && spelled.contains(" CHARSET ")
+            && !spelled.contains(" COLLATE ")
+            && let Some(at) = expected.find(" COLLATE ")
+        {
+            spelled.push_str(&expected[at..]);
+        }
+        rest = format!(" RETURNS {spelled}{}", &returns[end..]);
+    }
+    Some(RoutineText {
+        canonical: format!(
+            "CREATE {} {}({parameter_list}){rest}",
+            routine.kind.keyword(),
+            identifier(&name)
+        ),
+        parameter_list,
+    })
+}
+
+/// Whether a parameter list as the server keeps it declares `routine`'s parameters (as
+/// `information_schema.PARAMETERS` has them): the same number, each with the same mode (`IN`
+/// when a procedure's parameter names none; a function's are all `IN`) and the same name. Types are not compared: the list
+/// keeps them as written (`INTEGER`, `BOOL`), the catalog as the server resolved them.
+pub fn parameters_match(routine: &Routine, parameter_list: &str) -> bool {
+    let Some(items) = split_top_level(parameter_list) else {
+        return false;
+    };
+    let items: Vec<&str> = if parameter_list.trim().is_empty() {
+        Vec::new()
+    } else {
+        items
+    };
+    items.len() == routine.parameters.len()
+        && items
+            .iter()
+            .zip(&routine.parameters)
+            .all(|(item, parameter)| {
+                let mut tokens = Tokens::new(item);
+                let Some(first) = tokens.next_token() else {
+                    return false;
+                };
+                let mode = ["IN", "OUT", "INOUT"]
+                    .into_iter()
+                    .find(|mode| first.is(mode) && routine.kind == RoutineKind::Procedure);
+                let name = match mode {
+                    Some(_) => tokens.next_token(),
+                    None => Some(first),
+                };
+                // A function's parameters are `IN` for MariaDB and have no mode for MySQL.
+                let mode_matches = match routine.kind {
+                    RoutineKind::Procedure => {
+                        parameter.mode.as_deref() == Some(mode.unwrap_or("IN"))
+                    }
+                    RoutineKind::Function => matches!(parameter.mode.as_deref(), None | Some("IN")),
+                };
+                mode_matches
+                    && name.as_ref().and_then(Token::identifier) == Some(parameter.name.as_str())
+            })
+}
+
+/// Where a body line of `SHOW CREATE TABLE` goes in the canonical order.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Clause {
+    Column(usize),
+    Primary,
+    Key(Vec<u8>),
+    ForeignKey(Vec<u8>),
+    Check(Vec<u8>),
+}
+
+/// The first quoted identifier in `text` after `after`, unquoted.
+fn quoted_after(text: &str, after: &str) -> Option<String> {
+    let start = text.find(after)? + after.len();
+    let end = quoted_end(text, start).filter(|_| text[start..].starts_with('`'))?;
+    Some(text[start + 1..end - 1].replace("``", "`"))
+}
+
+/// A table option as `SHOW CREATE TABLE` or `CREATE_OPTIONS` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrintedOption {
+    pub name: String,
+    pub value: String,
+    pub engine_defined: bool,
+}
+
+/// Reads `NAME=value` options separated by spaces (`DEFAULT CHARSET=x` counts as one name,
+/// `` `PAGE_COMPRESSED`='1' `` is engine-defined, a value may be a quoted string); `None` when
+/// something else is there. A bare word without `=` (`partitioned`) is an option with an empty
+/// value.
+pub fn options(text: &str) -> Option<Vec<PrintedOption>> {
+    let mut options = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let (mut name, engine_defined, after) = if rest.starts_with('`') {
+            let end = quoted_end(rest, 0)?;
+            (rest[1..end - 1].replace("``", "`"), true, &rest[end..])
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (rest[..end].to_owned(), false, &rest[end..])
+        };
+        rest = after;
+        if name == "DEFAULT" {
+            let next = rest.strip_prefix(' ')?;
+            let end = next
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(next.len());
+            name = format!("DEFAULT {}", &next[..end]);
+            rest = &next[end..];
+        }
+        if name.is_empty() {
+            return None;
+        }
+        let value = match rest.strip_prefix('=') {
+            Some(after) => {
+                let end = if after.starts_with('\'') {
+                    quoted_end(after, 0)?
+                } else {
+                    after.find(' ').unwrap_or(after.len())
+                };
+                rest = &after[end..];
+                after[..end].to_owned()
+            }
+            None => String::new(),
+        };
+        options.push(PrintedOption {
+            name,
+            value,
+            engine_defined,
+        });
+        rest = rest.trim_start();
+    }
+    Some(options)
+}
+
+/// The table options line in canonical form: `ENGINE`, `DEFAULT CHARSET`, `COLLATE` (spelled
+/// out with the model's collation where the server leaves it implicit), then the others by
+/// [`option_rank`], without `AUTO_INCREMENT=`.
+fn footer(line: &str, table: &Table) -> Option<String> {
+    let printed = options(&mysql::utf8mb3_text(line.strip_prefix(") ")?))?;
+    let value = |name: &str| {
+        printed
+            .iter()
+            .find(|option| option.name == name && !option.engine_defined)
+            .map(|option| option.value.clone())
+    };
+    let mut out = format!(
+        ") ENGINE={} DEFAULT CHARSET={} COLLATE={}",
+        value("ENGINE")?,
+        value("DEFAULT CHARSET")?,
+        value("COLLATE").unwrap_or_else(|| table.collation.clone())
+    );
+    let mut others: Vec<&PrintedOption> = printed
+        .iter()
+        .filter(|option| {
+            option.engine_defined
+                || !["ENGINE", "DEFAULT CHARSET", "COLLATE", "AUTO_INCREMENT"]
+                    .contains(&option.name.as_str())
+        })
+        .collect();
+    others.sort_by_key(|option| option_rank(&option.name, option.engine_defined));
+    for option in others {
+        if option.engine_defined {
+            out.push_str(&format!(" {}={}", identifier(&option.name), option.value));
+        } else {
+            out.push_str(&format!(" {}={}", option.name, option.value));
+        }
+    }
+    Some(out)
+}
+
+/// The server's `SHOW CREATE TABLE` text in canonical form: columns in canonical spelling, key
+/// and constraint lines in the canonical order, the options line in canonical form, and the
+/// partitioning after it with quoted names. `None` when the text does not have the shape of a
+/// `CREATE TABLE`.
+pub fn table(text: &str, table: &Table) -> Option<String> {
+    let text = mysql::unwrap_version_comments(text);
+    let mut lines = text.lines();
+    let head = lines.next()?;
+    if head != format!("CREATE TABLE {} (", identifier(&table.name)) {
+        return None;
+    }
+    let mut body = Vec::new();
+    let mut footer_line = None;
+    for line in lines.by_ref() {
+        if line.starts_with(')') {
+            footer_line = Some(line);
+            break;
+        }
+        body.push(line.strip_suffix(',').unwrap_or(line));
+    }
+    let mut clauses = Vec::with_capacity(body.len());
+    for (position, line) in body.iter().enumerate() {
+        let clause = if line.starts_with("  `") {
+            (Clause::Column(position), mysql::column_line(line)?)
+        } else if line.starts_with("  PRIMARY KEY ") {
+            (Clause::Primary, (*line).to_owned())
+        } else if line.starts_with("  CONSTRAINT ") && line.contains(" FOREIGN KEY ") {
+            let name = quoted_after(line, "CONSTRAINT ")?;
+            (Clause::ForeignKey(name.into_bytes()), (*line).to_owned())
+        } else if line.starts_with("  CONSTRAINT ") {
+            let name = quoted_after(line, "CONSTRAINT ")?;
+            (Clause::Check(name.into_bytes()), (*line).to_owned())
+        } else if line.contains("KEY `") {
+            let name = quoted_after(line, "KEY ")?;
+            (Clause::Key(name.into_bytes()), (*line).to_owned())
+        } else {
+            return None;
+        };
+        clauses.push(clause);
+    }
+    clauses.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut canonical = format!(
+        "{head}\n{}\n{}",
+        clauses
+            .iter()
+            .map(|(_, line)| line.as_str())
+            .collect::<Vec<_>>()
+            .join(",\n"),
+        footer(footer_line?, table)?
+    );
+    for line in lines {
+        canonical.push('\n');
+        canonical.push_str(&mysql::partition_line(line));
+    }
+    Some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bare_table() -> Table {
+        Table {
+            name: "t".to_owned(),
+            engine: "InnoDB".to_owned(),
+            charset: "utf8mb4".to_owned(),
+            collation: "utf8mb4_general_ci".to_owned(),
+            row_format: None,
+            options: Vec::new(),
+            comment: String::new(),
+            columns: Vec::new(),
+            indexes: Vec::new(),
+            foreign_keys: Vec::new(),
+            checks: Vec::new(),
+            partitioning: None,
+        }
+    }
+
+    #[test]
+    fn counters_and_key_order_do_not_matter() {
+        let server = "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  KEY `zz` (`b`),\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`)\n) ENGINE=InnoDB AUTO_INCREMENT=42 DEFAULT CHARSET=utf8mb4";
+        assert_eq!(
+            table(server, &bare_table()).unwrap(),
+            "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`),\n  KEY `zz` (`b`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
+        );
+    }
+
+    #[test]
+    fn options_are_read_with_quotes_and_engine_defined_names() {
+        let read = options("ENGINE=InnoDB DEFAULT CHARSET=latin1 COMMENT='a b''c' `PAGE_COMPRESSED`='1' partitioned").unwrap();
+        let names: Vec<(&str, &str, bool)> = read
+            .iter()
+            .map(|o| (o.name.as_str(), o.value.as_str(), o.engine_defined))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("ENGINE", "InnoDB", false),
+                ("DEFAULT CHARSET", "latin1", false),
+                ("COMMENT", "'a b''c'", false),
+                ("PAGE_COMPRESSED", "'1'", true),
+                ("partitioned", "", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn trigger_heads_are_rewritten_and_bodies_kept() {
+        assert_eq!(
+            trigger(
+                "CREATE DEFINER=`a`@`%` trigger db.tr3 after   update on `db`.t for each row follows x set @x=1",
+                "db"
+            )
+            .unwrap(),
+            "CREATE TRIGGER `tr3` AFTER UPDATE ON `t` FOR EACH ROW set @x=1"
+        );
+        // Another database's qualifier is not this trigger's.
+        assert_eq!(
+            trigger(
+                "CREATE DEFINER=`a`@`%` TRIGGER other.tr BEFORE INSERT ON t FOR EACH ROW SET @x = 1",
+                "db"
+            ),
+            None
+        );
+    }
+}

@@ -1,0 +1,392 @@
+//! Tables, views and sequences rendered from the model. A table's clauses come in one stable
+//! order: columns in their order, then the primary key, the other keys by name, foreign keys by
+//! name, checks by name; then `ENGINE`, `DEFAULT CHARSET=... COLLATE=...` always spelled out,
+//! the other options in the order of [`option_rank`], and the partitioning. An expression
+//! default is written in parentheses ([`canonical_default`]), as MySQL prints it and both servers
+//! accept it.
+
+use super::{identifier, literal};
+use crate::snapshot::model::{
+    Column, ForeignKey, Index, IndexKind, Partition, Partitioning, Sequence, Table, View,
+};
+
+fn column_line(table: &Table, column: &Column) -> String {
+    let mut line = format!("  {} {}", identifier(&column.name), column.column_type);
+    if let (Some(charset), Some(collation)) = (&column.charset, &column.collation)
+        && collation != &table.collation
+    {
+        line.push_str(&format!(" CHARACTER SET {charset} COLLATE {collation}"));
+    }
+    if let Some(generated) = &column.generated {
+        let kind = if generated.stored {
+            "STORED"
+        } else {
+            "VIRTUAL"
+        };
+        line.push_str(&format!(
+            " GENERATED ALWAYS AS ({}) {kind}",
+            generated.expression
+        ));
+    } else {
+        if !column.nullable {
+            line.push_str(" NOT NULL");
+        } else if column.column_type.starts_with("timestamp") {
+            line.push_str(" NULL");
+        }
+        if column.invisible {
+            line.push_str(" INVISIBLE");
+        }
+        if let Some(default) = &column.default {
+            line.push_str(&format!(" DEFAULT {}", canonical_default(default)));
+        }
+        if let Some(on_update) = &column.on_update {
+            line.push_str(&format!(" ON UPDATE {on_update}"));
+        }
+        if column.auto_increment {
+            line.push_str(" AUTO_INCREMENT");
+        }
+    }
+    if !column.comment.is_empty() {
+        line.push_str(&format!(" COMMENT {}", literal(&column.comment)));
+    }
+    if let Some(check) = &column.check {
+        line.push_str(&format!(" CHECK ({check})"));
+    }
+    line
+}
+
+fn index_line(index: &Index) -> String {
+    let parts: Vec<String> = index
+        .parts
+        .iter()
+        .map(|part| {
+            let mut text = identifier(&part.column);
+            if let Some(prefix) = part.prefix {
+                text.push_str(&format!("({prefix})"));
+            }
+            if part.descending {
+                text.push_str(" DESC");
+            }
+            text
+        })
+        .collect();
+    let head = match index.kind {
+        IndexKind::Primary => "PRIMARY KEY".to_owned(),
+        IndexKind::Unique => format!("UNIQUE KEY {}", identifier(&index.name)),
+        IndexKind::Key => format!("KEY {}", identifier(&index.name)),
+        IndexKind::Fulltext => format!("FULLTEXT KEY {}", identifier(&index.name)),
+        IndexKind::Spatial => format!("SPATIAL KEY {}", identifier(&index.name)),
+    };
+    let mut line = format!("  {head} ({})", parts.join(","));
+    if let Some(using) = &index.using {
+        line.push_str(&format!(" USING {using}"));
+    }
+    if !index.comment.is_empty() {
+        line.push_str(&format!(" COMMENT {}", literal(&index.comment)));
+    }
+    if index.ignored {
+        line.push_str(" IGNORED");
+    }
+    line
+}
+
+fn foreign_key_line(key: &ForeignKey) -> String {
+    let list = |names: &[String]| {
+        names
+            .iter()
+            .map(|name| identifier(name))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let target = match &key.referenced_database {
+        Some(database) => format!(
+            "{}.{}",
+            identifier(database),
+            identifier(&key.referenced_table)
+        ),
+        None => identifier(&key.referenced_table),
+    };
+    let mut line = format!(
+        "  CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {target} ({})",
+        identifier(&key.name),
+        list(&key.columns),
+        list(&key.referenced_columns)
+    );
+    for (event, action) in [("DELETE", &key.on_delete), ("UPDATE", &key.on_update)] {
+        if action != "RESTRICT" {
+            line.push_str(&format!(" ON {event} {action}"));
+        }
+    }
+    line
+}
+
+/// The canonical `CREATE TABLE` of `table`, without a trailing newline.
+pub fn render_table(table: &Table) -> String {
+    let mut lines: Vec<String> = table
+        .columns
+        .iter()
+        .map(|column| column_line(table, column))
+        .collect();
+    lines.extend(table.indexes.iter().map(index_line));
+    lines.extend(table.foreign_keys.iter().map(foreign_key_line));
+    lines.extend(table.checks.iter().map(|check| {
+        format!(
+            "  CONSTRAINT {} CHECK ({})",
+            identifier(&check.name),
+            check.clause
+        )
+    }));
+    let mut options: Vec<(String, String, bool)> = table
+        .options
+        .iter()
+        .map(|option| {
+            (
+                option.name.clone(),
+                option.value.clone(),
+                option.engine_defined,
+            )
+        })
+        .collect();
+    if let Some(row_format) = &table.row_format {
+        options.push(("ROW_FORMAT".to_owned(), row_format.clone(), false));
+    }
+    if !table.comment.is_empty() {
+        options.push(("COMMENT".to_owned(), literal(&table.comment), false));
+    }
+    options.sort_by_key(|(name, _, engine_defined)| option_rank(name, *engine_defined));
+    let mut footer = format!(
+        ") ENGINE={} DEFAULT CHARSET={} COLLATE={}",
+        table.engine, table.charset, table.collation
+    );
+    for (name, value, engine_defined) in &options {
+        if *engine_defined {
+            footer.push_str(&format!(" {}={value}", identifier(name)));
+        } else {
+            footer.push_str(&format!(" {name}={value}"));
+        }
+    }
+    if let Some(partitioning) = &table.partitioning {
+        footer.push_str(&partition_clause(partitioning, &table.engine));
+    }
+    format!(
+        "CREATE TABLE {} (\n{}\n{footer}",
+        identifier(&table.name),
+        lines.join(",\n")
+    )
+}
+
+/// Table options in the order MariaDB prints them; options this list does not name come after
+/// it, engine-defined ones last, each group in the order given (the sort is stable).
+const OPTION_ORDER: &[&str] = &[
+    "MIN_ROWS",
+    "MAX_ROWS",
+    "AVG_ROW_LENGTH",
+    "PACK_KEYS",
+    "STATS_PERSISTENT",
+    "STATS_AUTO_RECALC",
+    "STATS_SAMPLE_PAGES",
+    "CHECKSUM",
+    "PAGE_CHECKSUM",
+    "DELAY_KEY_WRITE",
+    "ROW_FORMAT",
+    "TRANSACTIONAL",
+    "KEY_BLOCK_SIZE",
+    "COMPRESSION",
+    "ENCRYPTION",
+    "COMMENT",
+    "CONNECTION",
+];
+
+/// Where a table option goes in the canonical order: by [`OPTION_ORDER`], unknown options after
+/// it, engine-defined ones last. MySQL 8 prints some options in another order than MariaDB; both
+/// servers' texts are sorted by this rank before they are compared.
+pub fn option_rank(name: &str, engine_defined: bool) -> usize {
+    if engine_defined {
+        return OPTION_ORDER.len() + 1;
+    }
+    OPTION_ORDER
+        .iter()
+        .position(|known| *known == name)
+        .unwrap_or(OPTION_ORDER.len())
+}
+
+/// A column default in canonical form: literals (`NULL`, numbers, strings, `b'101'`, `x'0F'`)
+/// and `current_timestamp(...)` as they are; any other expression in parentheses, once.
+pub fn canonical_default(default: &str) -> String {
+    let is_literal = default == "NULL"
+        || default.parse::<f64>().is_ok()
+        || default.starts_with("current_timestamp(")
+        || (default.starts_with('\'')
+            && crate::snapshot::scan::quoted_end(default, 0) == Some(default.len()))
+        || ["b'", "x'", "B'", "X'"]
+            .iter()
+            .any(|prefix| default.starts_with(prefix) && default.ends_with('\''));
+    let parenthesized = default.starts_with('(')
+        && crate::snapshot::scan::closing_paren(default, 0) == Some(default.len());
+    if is_literal || parenthesized {
+        default.to_owned()
+    } else {
+        format!("({default})")
+    }
+}
+
+/// Whether the partitions are the ones `PARTITIONS n` creates: `HASH` or `KEY` partitions named
+/// `p0`, `p1`, ... with nothing else said about them.
+fn default_partitions(partitioning: &Partitioning) -> bool {
+    (partitioning.method.ends_with("HASH") || partitioning.method.ends_with("KEY"))
+        && partitioning.subpartition_method.is_none()
+        && partitioning
+            .partitions
+            .iter()
+            .enumerate()
+            .all(|(i, partition)| {
+                partition.name == format!("p{i}")
+                    && partition.comment.is_empty()
+                    && partition.values.is_none()
+            })
+}
+
+/// Whether every partition has the `SUBPARTITIONS n` subpartitions: the same number, named
+/// `<partition>sp0`, `<partition>sp1`, ... with no comment.
+fn default_subpartitions(partitioning: &Partitioning) -> Option<usize> {
+    let count = partitioning.partitions.first()?.subpartitions.len();
+    let default = count > 0
+        && partitioning.partitions.iter().all(|partition| {
+            partition.subpartitions.len() == count
+                && partition.subpartitions.iter().enumerate().all(|(i, sub)| {
+                    sub.name == format!("{}sp{i}", partition.name) && sub.comment.is_empty()
+                })
+        });
+    default.then_some(count)
+}
+
+/// `RANGE (expr)`, or `RANGE  COLUMNS(a,b)` with MariaDB's two spaces.
+fn method_clause(method: &str, expression: &str) -> String {
+    match method.strip_suffix(" COLUMNS") {
+        Some(kind) => format!("{kind}  COLUMNS({expression})"),
+        None => format!("{method} ({expression})"),
+    }
+}
+
+fn partition_values(method: &str, values: Option<&str>) -> String {
+    match (method, values) {
+        ("RANGE", Some("MAXVALUE")) => " VALUES LESS THAN MAXVALUE".to_owned(),
+        ("RANGE" | "RANGE COLUMNS", Some(values)) => format!(" VALUES LESS THAN ({values})"),
+        ("LIST" | "LIST COLUMNS", Some(values)) => format!(" VALUES IN ({values})"),
+        _ => String::new(),
+    }
+}
+
+fn comment_clause(comment: &str) -> String {
+    if comment.is_empty() {
+        String::new()
+    } else {
+        format!(" COMMENT = {}", literal(comment))
+    }
+}
+
+fn partition_line(
+    partitioning: &Partitioning,
+    partition: &Partition,
+    engine: &str,
+    list_subpartitions: bool,
+) -> String {
+    let mut line = format!(
+        "PARTITION {}{}{}",
+        identifier(&partition.name),
+        partition_values(&partitioning.method, partition.values.as_deref()),
+        comment_clause(&partition.comment)
+    );
+    if list_subpartitions {
+        let subs: Vec<String> = partition
+            .subpartitions
+            .iter()
+            .map(|sub| {
+                format!(
+                    "SUBPARTITION {}{} ENGINE = {engine}",
+                    identifier(&sub.name),
+                    comment_clause(&sub.comment)
+                )
+            })
+            .collect();
+        line.push_str(&format!("\n ({})", subs.join(",\n  ")));
+    } else {
+        line.push_str(&format!(" ENGINE = {engine}"));
+    }
+    line
+}
+
+/// The `PARTITION BY` lines that follow the table options, as MariaDB prints them.
+fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
+    let mut clause = format!(
+        "\n PARTITION BY {}",
+        method_clause(&partitioning.method, &partitioning.expression)
+    );
+    if default_partitions(partitioning) {
+        clause.push_str(&format!("\nPARTITIONS {}", partitioning.partitions.len()));
+        return clause;
+    }
+    let default_subpartitions = default_subpartitions(partitioning);
+    if let Some(method) = &partitioning.subpartition_method {
+        clause.push_str(&format!(
+            "\nSUBPARTITION BY {}",
+            method_clause(
+                method,
+                partitioning
+                    .subpartition_expression
+                    .as_deref()
+                    .unwrap_or_default()
+            )
+        ));
+        if let Some(count) = default_subpartitions {
+            clause.push_str(&format!("\nSUBPARTITIONS {count}"));
+        }
+    }
+    let list_subpartitions =
+        partitioning.subpartition_method.is_some() && default_subpartitions.is_none();
+    let lines: Vec<String> = partitioning
+        .partitions
+        .iter()
+        .map(|partition| partition_line(partitioning, partition, engine, list_subpartitions))
+        .collect();
+    clause.push_str(&format!("\n({})", lines.join(",\n ")));
+    clause
+}
+
+/// The canonical `CREATE SEQUENCE` of `sequence`, without a trailing newline.
+pub fn render_sequence(sequence: &Sequence) -> String {
+    let cache = if sequence.cache == "0" {
+        "nocache".to_owned()
+    } else {
+        format!("cache {}", sequence.cache)
+    };
+    let mut text = format!(
+        "CREATE SEQUENCE {} start with {} minvalue {} maxvalue {} increment by {} {cache} {} ENGINE={}",
+        identifier(&sequence.name),
+        sequence.start,
+        sequence.minimum,
+        sequence.maximum,
+        sequence.increment,
+        if sequence.cycle { "cycle" } else { "nocycle" },
+        sequence.engine
+    );
+    if !sequence.comment.is_empty() {
+        text.push_str(&format!(" COMMENT={}", literal(&sequence.comment)));
+    }
+    text
+}
+
+/// The canonical `CREATE VIEW` of `view`, without a definer and without a trailing newline.
+pub fn render_view(view: &View) -> String {
+    let mut text = format!(
+        "CREATE ALGORITHM={} SQL SECURITY {} VIEW {} AS {}",
+        view.algorithm,
+        view.security,
+        identifier(&view.name),
+        view.definition
+    );
+    if view.check_option != "NONE" {
+        text.push_str(&format!(" WITH {} CHECK OPTION", view.check_option));
+    }
+    text
+}

@@ -1,0 +1,308 @@
+//! Recorded `SHOW CREATE` output of servers the test command does not start (MySQL 8.0, MariaDB
+//! 11.x, MariaDB with an encryption plugin), brought into canonical form: each must equal what
+//! the model of the same object renders to, so a snapshot of the same schema on either server
+//! gives the same files. No server is needed.
+
+use fermata_schema::snapshot::model::{
+    Column, Parameter, Routine, RoutineKind, Table, TableOption, Trigger,
+};
+use fermata_schema::snapshot::normalize::{self, mysql};
+use fermata_schema::snapshot::render;
+
+fn table(name: &str, charset: &str, collation: &str) -> Table {
+    Table {
+        name: name.to_owned(),
+        engine: "InnoDB".to_owned(),
+        charset: charset.to_owned(),
+        collation: collation.to_owned(),
+        row_format: None,
+        options: Vec::new(),
+        comment: String::new(),
+        columns: Vec::new(),
+        indexes: Vec::new(),
+        foreign_keys: Vec::new(),
+        checks: Vec::new(),
+        partitioning: None,
+    }
+}
+
+fn column(name: &str, column_type: &str, nullable: bool, default: Option<&str>) -> Column {
+    Column {
+        name: name.to_owned(),
+        column_type: column_type.to_owned(),
+        nullable,
+        default: default.map(str::to_owned),
+        on_update: None,
+        auto_increment: false,
+        invisible: false,
+        charset: None,
+        collation: None,
+        generated: None,
+        check: None,
+        comment: String::new(),
+    }
+}
+
+/// MySQL 8.0.30: no integer display widths, `COLLATE` without `CHARACTER SET`, `utf8` spelled
+/// by an older release, `CURRENT_TIMESTAMP`, expression defaults in parentheses, foreign keys
+/// and options in another order, the partitioning in a version comment with bare names.
+#[test]
+fn a_mysql_8_table_is_brought_into_mariadb_spelling() {
+    let recorded = concat!(
+        "CREATE TABLE `orders` (\n",
+        "  `id` int unsigned NOT NULL AUTO_INCREMENT,\n",
+        "  `customer_id` int NOT NULL,\n",
+        "  `code` varchar(20) COLLATE utf8mb4_bin NOT NULL,\n",
+        "  `note` varchar(10) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,\n",
+        "  `created` timestamp NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n",
+        "  `f` float DEFAULT (rand() * rand()),\n",
+        "  `flag` tinyint(1) NOT NULL,\n",
+        "  PRIMARY KEY (`id`),\n",
+        "  KEY `fk_z` (`customer_id`),\n",
+        "  CONSTRAINT `fk_z` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`),\n",
+        "  CONSTRAINT `fk_a` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`) ON DELETE CASCADE\n",
+        ") ENGINE=InnoDB AUTO_INCREMENT=17 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci ROW_FORMAT=COMPRESSED KEY_BLOCK_SIZE=8 STATS_PERSISTENT=1 COMMENT='orders'\n",
+        "/*!50100 PARTITION BY RANGE (`id`)\n",
+        "(PARTITION p0 VALUES LESS THAN (100) ENGINE = InnoDB,\n",
+        " PARTITION p1 VALUES LESS THAN MAXVALUE ENGINE = InnoDB) */"
+    );
+    let canonical =
+        normalize::table(recorded, &table("orders", "utf8mb4", "utf8mb4_0900_ai_ci")).unwrap();
+    assert_eq!(
+        canonical,
+        concat!(
+            "CREATE TABLE `orders` (\n",
+            "  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,\n",
+            "  `customer_id` int(11) NOT NULL,\n",
+            "  `code` varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,\n",
+            "  `note` varchar(10) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci DEFAULT NULL,\n",
+            "  `created` timestamp NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(),\n",
+            "  `f` float DEFAULT (rand() * rand()),\n",
+            "  `flag` tinyint(1) NOT NULL,\n",
+            "  PRIMARY KEY (`id`),\n",
+            "  KEY `fk_z` (`customer_id`),\n",
+            "  CONSTRAINT `fk_a` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`) ON DELETE CASCADE,\n",
+            "  CONSTRAINT `fk_z` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`)\n",
+            ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci STATS_PERSISTENT=1 ROW_FORMAT=COMPRESSED KEY_BLOCK_SIZE=8 COMMENT='orders'\n",
+            " PARTITION BY RANGE (`id`)\n",
+            "(PARTITION `p0` VALUES LESS THAN (100) ENGINE = InnoDB,\n",
+            " PARTITION `p1` VALUES LESS THAN MAXVALUE ENGINE = InnoDB)"
+        )
+    );
+}
+
+/// The catalog's values get the same spelling as the text, so the model renders what the
+/// normalized text says.
+#[test]
+fn catalog_values_are_spelled_like_the_text() {
+    assert_eq!(mysql::display_width("int"), "int(11)");
+    assert_eq!(
+        mysql::display_width("bigint unsigned"),
+        "bigint(20) unsigned"
+    );
+    assert_eq!(mysql::display_width("tinyint(1)"), "tinyint(1)");
+    assert_eq!(
+        mysql::display_width("smallint unsigned zerofill"),
+        "smallint(5) unsigned zerofill"
+    );
+    assert_eq!(mysql::display_width("interval"), "interval");
+    assert_eq!(mysql::utf8mb3("utf8"), "utf8mb3");
+    assert_eq!(mysql::utf8mb3("utf8_bin"), "utf8mb3_bin");
+    assert_eq!(mysql::utf8mb3("utf8mb4_bin"), "utf8mb4_bin");
+    assert_eq!(
+        mysql::current_timestamp("CURRENT_TIMESTAMP(3)"),
+        "current_timestamp(3)"
+    );
+    for (default, canonical) in [
+        ("NULL", "NULL"),
+        ("0.00", "0.00"),
+        ("'it''s'", "'it''s'"),
+        ("b'101'", "b'101'"),
+        ("current_timestamp()", "current_timestamp()"),
+        ("concat('a','b')", "(concat('a','b'))"),
+        ("(`a` + 1)", "(`a` + 1)"),
+        ("(1) + (2)", "((1) + (2))"),
+    ] {
+        assert_eq!(render::canonical_default(default), canonical, "{default}");
+    }
+}
+
+/// A table read from a MySQL 8 catalog renders to the canonical text of its `SHOW CREATE`.
+#[test]
+fn a_mysql_8_model_and_text_meet() {
+    let mut model = table("t", "utf8mb4", "utf8mb4_0900_ai_ci");
+    model.columns = vec![
+        column("a", &mysql::display_width("int"), false, None),
+        column(
+            "b",
+            &mysql::display_width("bigint unsigned"),
+            true,
+            Some("NULL"),
+        ),
+        column("c", "varchar(5)", true, Some("concat('x','y')")),
+    ];
+    model.options = vec![TableOption {
+        name: "ENCRYPTION".to_owned(),
+        value: "'Y'".to_owned(),
+        engine_defined: false,
+    }];
+    let recorded = "CREATE TABLE `t` (\n  `a` int NOT NULL,\n  `b` bigint unsigned DEFAULT NULL,\n  `c` varchar(5) DEFAULT (concat(_utf8mb4'x',_utf8mb4'y'))\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci ENCRYPTION='Y'";
+    // MySQL's text writes the literals' character set; its catalog does not. Such a table is
+    // refused as unsupported rather than given either spelling.
+    assert_ne!(
+        normalize::table(recorded, &model).as_deref(),
+        Some(render::render_table(&model).as_str())
+    );
+    let without_introducers = recorded.replace("_utf8mb4'", "'");
+    assert_eq!(
+        normalize::table(&without_introducers, &model).unwrap(),
+        render::render_table(&model)
+    );
+}
+
+/// MariaDB 10.5 leaves the default collation out; MariaDB 11.x and releases since November 2022
+/// always print it. Engine-defined options (encryption here) keep their quoted names.
+#[test]
+fn mariadb_releases_meet_on_collate_and_engine_options() {
+    let mut model = table("secret", "latin1", "latin1_swedish_ci");
+    model.columns = vec![column("a", "int(11)", true, Some("NULL"))];
+    model.options = vec![
+        TableOption {
+            name: "ENCRYPTED".to_owned(),
+            value: "YES".to_owned(),
+            engine_defined: true,
+        },
+        TableOption {
+            name: "ENCRYPTION_KEY_ID".to_owned(),
+            value: "2".to_owned(),
+            engine_defined: true,
+        },
+    ];
+    let rendered = render::render_table(&model);
+    for recorded in [
+        "CREATE TABLE `secret` (\n  `a` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 `ENCRYPTED`=YES `ENCRYPTION_KEY_ID`=2",
+        "CREATE TABLE `secret` (\n  `a` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_swedish_ci `ENCRYPTED`=YES `ENCRYPTION_KEY_ID`=2",
+    ] {
+        assert_eq!(normalize::table(recorded, &model).unwrap(), rendered);
+    }
+}
+
+#[test]
+fn version_comments_keep_their_clauses() {
+    assert_eq!(
+        mysql::unwrap_version_comments(
+            "CREATE DATABASE `d` /*!40100 DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci */ /*!80016 DEFAULT ENCRYPTION='N' */"
+        ),
+        "CREATE DATABASE `d` DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci DEFAULT ENCRYPTION='N'"
+    );
+}
+
+/// MySQL puts the definer after `ALGORITHM=` in a view and after `CREATE` elsewhere, and
+/// MariaDB roles have no host; the definer goes wherever it is.
+#[test]
+fn definers_are_taken_out_wherever_they_are() {
+    assert_eq!(
+        normalize::view(
+            "CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`localhost` SQL SECURITY DEFINER VIEW `v` AS select `d`.`t`.`a` AS `a` from `d`.`t`",
+            "d"
+        )
+        .unwrap(),
+        "CREATE ALGORITHM=UNDEFINED SQL SECURITY DEFINER VIEW `v` AS select `t`.`a` AS `a` from `t`"
+    );
+    assert_eq!(
+        normalize::strip_definer("CREATE DEFINER=`app_role` PROCEDURE `p`()\nSELECT 1").unwrap(),
+        "CREATE PROCEDURE `p`()\nSELECT 1"
+    );
+    assert_eq!(
+        normalize::event(
+            "CREATE DEFINER=`root`@`localhost` EVENT `e` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' ON COMPLETION NOT PRESERVE DISABLE ON REPLICA COMMENT 'x' DO DELETE FROM t"
+        )
+        .unwrap(),
+        "CREATE EVENT `e` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' ON COMPLETION NOT PRESERVE DISABLE ON SLAVE COMMENT 'x' DO DELETE FROM t"
+    );
+    let trigger = Trigger {
+        name: "ins_sum".to_owned(),
+        table: "account".to_owned(),
+        timing: "BEFORE".to_owned(),
+        event: "INSERT".to_owned(),
+        action_order: 1,
+        body: "SET @sum = @sum + NEW.amount".to_owned(),
+        definer: "root@localhost".to_owned(),
+        sql_mode: String::new(),
+    };
+    assert_eq!(
+        normalize::trigger(
+            "CREATE DEFINER=`root`@`localhost` TRIGGER `ins_sum` BEFORE INSERT ON `account` FOR EACH ROW SET @sum = @sum + NEW.amount",
+            "d"
+        )
+        .unwrap(),
+        render::render_trigger(&trigger, None)
+    );
+}
+
+fn routine(kind: RoutineKind, parameters: &[(Option<&str>, &str, &str)]) -> Routine {
+    Routine {
+        name: "r".to_owned(),
+        kind,
+        parameters: parameters
+            .iter()
+            .map(|(mode, name, data_type)| Parameter {
+                mode: mode.map(str::to_owned),
+                name: (*name).to_owned(),
+                data_type: (*data_type).to_owned(),
+            })
+            .collect(),
+        parameter_list: String::new(),
+        returns: None,
+        deterministic: true,
+        data_access: "READS SQL DATA".to_owned(),
+        security: "INVOKER".to_owned(),
+        comment: "x".to_owned(),
+        body: "BEGIN\n  SELECT a;\nEND".to_owned(),
+        definer: "root@localhost".to_owned(),
+        sql_mode: String::new(),
+    }
+}
+
+/// MySQL 8 procedures and functions: the definer goes, `RETURNS int` gets its display width and
+/// a return type's implicit collation is written out; the parameters as written are checked
+/// against the catalog's.
+#[test]
+fn mysql_8_routines_meet_their_models() {
+    let mut procedure = routine(
+        RoutineKind::Procedure,
+        &[
+            (Some("IN"), "a", "int(11)"),
+            (Some("OUT"), "b", "varchar(10)"),
+        ],
+    );
+    let text = normalize::routine(
+        "CREATE DEFINER=`root`@`localhost` PROCEDURE `r`(IN a INT, out `b` varchar(10))\n    READS SQL DATA\n    DETERMINISTIC\n    SQL SECURITY INVOKER\n    COMMENT 'x'\nBEGIN\n  SELECT a;\nEND",
+        &procedure,
+        "d",
+    )
+    .unwrap();
+    assert!(normalize::parameters_match(
+        &procedure,
+        &text.parameter_list
+    ));
+    procedure.parameter_list = text.parameter_list;
+    assert_eq!(text.canonical, render::render_routine(&procedure));
+
+    let mut function = routine(RoutineKind::Function, &[(None, "x", "int(11)")]);
+    function.returns = Some("varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_0900_ai_ci".to_owned());
+    function.body = "RETURN concat(x, 'a')".to_owned();
+    let text = normalize::routine(
+        "CREATE DEFINER=`app`@`%` FUNCTION `r`(x int) RETURNS varchar(20) CHARSET utf8mb4\n    READS SQL DATA\n    DETERMINISTIC\n    SQL SECURITY INVOKER\n    COMMENT 'x'\nRETURN concat(x, 'a')",
+        &function,
+        "d",
+    )
+    .unwrap();
+    assert!(normalize::parameters_match(&function, &text.parameter_list));
+    function.parameter_list = text.parameter_list;
+    assert_eq!(text.canonical, render::render_routine(&function));
+
+    // A parameter list that does not declare the catalog's parameters is not this routine's.
+    assert!(!normalize::parameters_match(&function, "y int"));
+    assert!(!normalize::parameters_match(&function, ""));
+}

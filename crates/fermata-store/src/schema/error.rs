@@ -117,6 +117,12 @@ pub enum ErrorCode {
     GithubFailed,
     /// The forge asked to wait (rate limit).
     GithubRateLimited,
+    /// The forge holds a branch or pull request of this operation that is not the one
+    /// publication would write.
+    PublicationConflict,
+    /// The base branch moved and changed what the pull request touches; the artifact is kept for
+    /// a new refresh.
+    BaseChanged,
     /// The workflow could not be started.
     StartFailed,
     /// Whether the workflow started is unknown.
@@ -144,7 +150,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 42] = [
+    pub const ALL: [ErrorCode; 44] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -183,6 +189,8 @@ impl ErrorCode {
         ErrorCode::ReviewNotPending,
         ErrorCode::GithubFailed,
         ErrorCode::GithubRateLimited,
+        ErrorCode::PublicationConflict,
+        ErrorCode::BaseChanged,
         ErrorCode::StartFailed,
         ErrorCode::StartUnknown,
         ErrorCode::StepTimedOut,
@@ -222,7 +230,9 @@ impl ErrorCode {
             VerificationFailed | SchemaChanged => ErrorStage::Verification,
             ArtifactUnavailable => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
-            GithubFailed | GithubRateLimited => ErrorStage::Github,
+            GithubFailed | GithubRateLimited | PublicationConflict | BaseChanged => {
+                ErrorStage::Github
+            }
             StepTimedOut | RunLost => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
         }
@@ -283,6 +293,12 @@ impl ErrorCode {
             ReviewNotPending => "operation {} is not awaiting a review decision",
             GithubFailed => "the pull request could not be published",
             GithubRateLimited => "the forge asked to wait before more requests",
+            PublicationConflict => {
+                "the forge holds a branch or pull request of this operation that differs from what would be published"
+            }
+            BaseChanged => {
+                "the base branch changed the files this pull request would touch; refresh again"
+            }
             StartFailed => "the operation could not be started",
             StartUnknown => "whether the operation started is unknown",
             StepTimedOut => "a step took longer than allowed",

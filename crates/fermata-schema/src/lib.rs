@@ -19,6 +19,7 @@ pub mod names;
 pub mod operations;
 pub mod package;
 mod pool;
+pub mod publication;
 pub mod refresh_run;
 pub mod review;
 pub mod selection;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_forge::{Forge, PullState};
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
     Operation, OperationId, OperationKind, OperationState, OperationStep, RequestKey, Reservation,
@@ -96,6 +97,8 @@ pub struct Operations {
     storage: Arc<dyn Storage>,
     workflows: Arc<dyn Workflows>,
     lease_ttl: Duration,
+    /// Where refreshes publish: asked whether the latest published pull request is still open.
+    forge: Option<Arc<dyn Forge>>,
 }
 
 impl std::fmt::Debug for Operations {
@@ -117,7 +120,16 @@ impl Operations {
             storage,
             workflows,
             lease_ttl: SCHEMA_LEASE_TTL,
+            forge: None,
         }
+    }
+
+    /// Refuses a refresh while the pull request of the latest published refresh is open on
+    /// `forge` (asked at every request, never cached).
+    #[must_use]
+    pub fn with_forge(mut self, forge: Arc<dyn Forge>) -> Self {
+        self.forge = Some(forge);
+        self
     }
 
     /// How long the global lease lives after its latest heartbeat ([`SCHEMA_LEASE_TTL`] unless
@@ -143,6 +155,9 @@ impl Operations {
             .map_err(|e| storage_error(&e))?
         {
             return self.repeated(existing, request).await;
+        }
+        if request.kind == OperationKind::Refresh {
+            self.refuse_while_a_pull_request_is_open().await?;
         }
         let databases = match (request.kind, request.inventory) {
             (OperationKind::Inventory, _) => Vec::new(),
@@ -180,6 +195,30 @@ impl Operations {
             Reservation::LeaseHeld(lease) => return Err(lease_refusal(&lease, schema).await?),
         };
         self.start(reserved).await
+    }
+
+    /// `PULL_REQUEST_OPEN` (naming the operation) while the latest published refresh's pull
+    /// request is open on the forge. Only the latest can be open: a refresh is refused until it
+    /// is merged or closed.
+    async fn refuse_while_a_pull_request_is_open(&self) -> Result<(), SafeError> {
+        let Some(forge) = &self.forge else {
+            return Ok(());
+        };
+        let latest = self
+            .recent(SETTLE_SCAN)
+            .await?
+            .into_iter()
+            .find_map(|operation| Some((operation.id, operation.pull_request?)));
+        let Some((published, pull)) = latest else {
+            return Ok(());
+        };
+        match forge.pull_request(pull.number).await? {
+            Some(current) if current.state == PullState::Open => Err(SafeError::about(
+                ErrorCode::PullRequestOpen,
+                Subject::Operation(published.0),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The answer to a request whose key made `existing`: that operation, moved on if the first

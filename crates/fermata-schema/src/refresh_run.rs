@@ -34,6 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_forge::Forge;
+use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
     ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
     ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
@@ -50,6 +52,7 @@ use crate::inventory::discover;
 use crate::inventory_run::fail_operation;
 use crate::operations::{begin_run, storage_error};
 use crate::package::{Package, PackageSettings, Registry};
+use crate::publication::Publication;
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
 use crate::tracked::Progress;
@@ -74,6 +77,9 @@ pub struct RefreshSettings {
     pub workspace: Option<SourceSettings>,
     /// The target repository; without it every refresh fails with `PACKAGE_NOT_CONFIGURED`.
     pub package: Option<PackageSettings>,
+    /// Where approved refreshes are published (the package's repository, or GitHub); without
+    /// it an approved refresh fails with `PACKAGE_NOT_CONFIGURED`.
+    pub forge: Option<Arc<dyn Forge>>,
     /// Where staged candidates and review artifacts are kept.
     pub artifacts: ArtifactStore,
     /// The folder in which each database step makes its own temporary folder.
@@ -274,8 +280,14 @@ impl RefreshWorkflow {
                 self.decision(id).await
             })
             .await?;
+        if decision == ReviewState::Approved {
+            let pull = self.publish(ctx, id, &base.commit, leased).await?;
+            tracing::info!(operation = %id, pull_request = pull.number, changed = changed.len(), "refresh published");
+            return Ok(
+                serde_json::json!({ "changed": changed.len(), "pull_request": pull.number }),
+            );
+        }
         let (to, error) = match decision {
-            ReviewState::Approved => (OperationState::Succeeded, None),
             ReviewState::Rejected => (
                 OperationState::Rejected,
                 Some(SafeError::new(ErrorCode::ReviewRejected)),
@@ -287,26 +299,119 @@ impl RefreshWorkflow {
         };
         unleased
             .step(ctx, "finish", |_| async {
-                let artifact_to = if to == OperationState::Succeeded {
-                    ArtifactState::Consumed
-                } else {
-                    ArtifactState::Discarded
-                };
                 schema
-                    .move_artifact(id, ArtifactState::Stored, artifact_to)
+                    .move_artifact(id, ArtifactState::Stored, ArtifactState::Discarded)
                     .await
                     .map_err(|e| storage_error(&e))?;
                 self.end(id, OperationState::AwaitingReview, to, error.clone())
                     .await
             })
             .await?;
-        if to != OperationState::Succeeded {
-            unleased
-                .step(ctx, "cleanup", |_| async { self.clean_up(id).await })
-                .await?;
-        }
+        unleased
+            .step(ctx, "cleanup", |_| async { self.clean_up(id).await })
+            .await?;
         tracing::info!(operation = %id, decision = decision.as_str(), changed = changed.len(), "refresh ended");
         Ok(serde_json::json!({ "changed": changed.len(), "decision": decision.as_str() }))
+    }
+
+    /// Publishes an approved refresh (see [`crate::publication`]) and ends it `succeeded` with
+    /// its pull request, the artifact consumed and the lease released.
+    async fn publish(
+        &self,
+        ctx: &mut RunContext,
+        id: OperationId,
+        base_commit: &str,
+        leased: Progress<'_>,
+    ) -> Result<PullRequest, RunError> {
+        let schema = self.storage.schema();
+        let not_configured = || RunError::Failed(SafeError::new(ErrorCode::PackageNotConfigured));
+        let forge = self.settings.forge.as_deref().ok_or_else(not_configured)?;
+        let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
+        let publication = Publication {
+            storage: &*self.storage,
+            forge,
+            artifacts: &self.settings.artifacts,
+            package,
+            operation: id,
+        };
+        let decided_at: i64 = leased
+            .step(ctx, "publish:begin", |_| async {
+                let publishing =
+                    Transition::new(OperationState::AwaitingReview, OperationState::Publishing);
+                if schema
+                    .transition(id, &publishing)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                    .is_none()
+                {
+                    self.require_state(id, OperationState::Publishing).await?;
+                }
+                let review = schema
+                    .review(id)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                    .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
+                let decided = review
+                    .decided_at
+                    .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
+                Ok(decided.0.div_euclid(1000))
+            })
+            .await?;
+        let parent: String = leased
+            .step(ctx, "publish:parent", |_| async {
+                let change = publication.change(base_commit).await?;
+                publication.parent(base_commit, &change).await
+            })
+            .await?;
+        let commit: String = leased
+            .step(ctx, "publish:commit", |_| async {
+                let change = publication.change(base_commit).await?;
+                publication.commit(&parent, change, decided_at).await
+            })
+            .await?;
+        leased
+            .step(ctx, "publish:branch", |_| async {
+                publication.branch(&commit).await
+            })
+            .await?;
+        let pull: PullRequest = leased
+            .step(ctx, "publish:pull", |_| async {
+                publication.pull_request().await.map(|pull| PullRequest {
+                    number: pull.number,
+                    url: pull.url,
+                    head: pull.head,
+                    base: pull.base,
+                })
+            })
+            .await?;
+        let unleased = Progress {
+            lease_ttl: None,
+            ..leased
+        };
+        unleased
+            .step(ctx, "publish:finish", |_| async {
+                if !schema
+                    .record_pull_request(id, &pull)
+                    .await
+                    .map_err(|e| storage_error(&e))?
+                {
+                    self.require_state(id, OperationState::Publishing).await?;
+                    return Err(SafeError::new(ErrorCode::PublicationConflict));
+                }
+                schema
+                    .move_artifact(id, ArtifactState::Stored, ArtifactState::Consumed)
+                    .await
+                    .map_err(|e| storage_error(&e))?;
+                self.end(
+                    id,
+                    OperationState::Publishing,
+                    OperationState::Succeeded,
+                    None,
+                )
+                .await
+            })
+            .await?;
+        Ok(pull)
     }
 
     /// The selection, checked again against the inventory, which is loaded first. Without a

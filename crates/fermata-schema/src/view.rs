@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
-    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, Review, SafeError,
-    SchemaLease,
+    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, PullRequest,
+    Review, SafeError, SchemaLease,
 };
 use serde::Serialize;
 
@@ -57,6 +57,12 @@ pub struct OperationSummary {
     pub finished_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorView>,
+    /// The commit a refresh compared with and published onto.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewed_base_commit: Option<String>,
+    /// The pull request a refresh published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequest>,
 }
 
 impl From<&Operation> for OperationSummary {
@@ -73,6 +79,8 @@ impl From<&Operation> for OperationSummary {
             updated_at: instant(operation.updated_at),
             finished_at: operation.finished_at.map(instant),
             error: operation.error.as_ref().map(ErrorView::from),
+            reviewed_base_commit: operation.reviewed_base_commit.clone(),
+            pull_request: operation.pull_request.clone(),
         }
     }
 }
@@ -338,6 +346,16 @@ impl OperationView {
         }
         if let Some(run) = &s.run_id {
             let _ = writeln!(text, "  run       {run}");
+        }
+        if let Some(pull) = &s.pull_request {
+            let _ = writeln!(
+                text,
+                "  pull      #{} {} ({} onto {})",
+                pull.number,
+                printable(&pull.url),
+                printable(&pull.head),
+                printable(&pull.base)
+            );
         }
         if let Some(error) = &s.error {
             let _ = writeln!(

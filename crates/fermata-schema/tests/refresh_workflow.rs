@@ -12,12 +12,15 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
+use fermata_forge::local::LocalGit;
+use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
 use fermata_schema::package::{PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
@@ -113,6 +116,56 @@ impl CandidateProbe for Probe {
     }
 }
 
+/// The local forge, with one write (counted over `create_commit`, `create_branch` and
+/// `open_pull_request`) done and then answered with a retryable failure, as a lost response
+/// or a crash right after the write would leave it.
+#[derive(Debug)]
+struct FaultyForge {
+    inner: Arc<LocalGit>,
+    fault: u32,
+    writes: AtomicU32,
+}
+
+impl FaultyForge {
+    fn after_write<T>(&self, done: Result<T, SafeError>) -> Result<T, SafeError> {
+        let value = done?;
+        if self.writes.fetch_add(1, AtomicOrdering::SeqCst) == self.fault {
+            return Err(SafeError::new(ErrorCode::GithubFailed));
+        }
+        Ok(value)
+    }
+}
+
+#[async_trait]
+impl Forge for FaultyForge {
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError> {
+        self.inner.branch_head(branch).await
+    }
+    async fn paths_changed(
+        &self,
+        from: &str,
+        to: &str,
+        paths: &[String],
+    ) -> Result<bool, SafeError> {
+        self.inner.paths_changed(from, to, paths).await
+    }
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError> {
+        self.after_write(self.inner.create_commit(spec).await)
+    }
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError> {
+        self.after_write(self.inner.create_branch(branch, commit).await)
+    }
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError> {
+        self.inner.find_pull_request(head).await
+    }
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError> {
+        self.after_write(self.inner.open_pull_request(spec).await)
+    }
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
+        self.inner.pull_request(number).await
+    }
+}
+
 struct Harness {
     storage: Arc<dyn Storage>,
     admin: Administrator,
@@ -124,6 +177,7 @@ struct Harness {
     pauses: Arc<RecordedPauses>,
     probe: Arc<Probe>,
     repository: TestRepository,
+    local: Arc<LocalGit>,
     objects: Arc<dyn ObjectStore>,
     scratch: tempfile::TempDir,
     _artifact_folder: tempfile::TempDir,
@@ -144,6 +198,17 @@ async fn administrator(storage: &dyn Storage, id: &str, name: &str) -> Administr
 }
 
 async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
+    harness_publishing(source, fault, review_window, None).await
+}
+
+/// A harness whose forge fails the publication write numbered `publication_fault` (from 0),
+/// once, after doing it: the write happened and its answer was lost.
+async fn harness_publishing(
+    source: SourceSettings,
+    fault: Fault,
+    review_window: Duration,
+    publication_fault: Option<u32>,
+) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
             .open(StoreOptions::default())
@@ -163,6 +228,15 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
     let artifacts = ArtifactStore::new(Arc::clone(&objects), keys);
     let scratch = tempfile::tempdir().unwrap();
     let package = PackageSettings::new(repository.path(), "main");
+    let local = Arc::new(LocalGit::new(repository.path()));
+    let forge: Arc<dyn Forge> = match publication_fault {
+        Some(fault) => Arc::new(FaultyForge {
+            inner: Arc::clone(&local),
+            fault,
+            writes: AtomicU32::new(0),
+        }),
+        None => Arc::clone(&local) as Arc<dyn Forge>,
+    };
     let probe = Arc::new(Probe {
         fault,
         folders: Mutex::default(),
@@ -177,6 +251,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
             source: Some(source.clone()),
             workspace: Some(workspace),
             package: Some(package.clone()),
+            forge: Some(Arc::clone(&forge)),
             artifacts: artifacts.clone(),
             scratch: scratch.path().to_owned(),
             review_window,
@@ -189,7 +264,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
         .register(InventoryWorkflow::new(Arc::clone(&storage), Some(source)))
         .register(refresh);
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
-    let operations = Operations::new(Arc::clone(&storage), workflows.clone());
+    let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
     let reviews = Reviews::new(Arc::clone(&storage), workflows, artifacts, Some(package));
     let worker = engine.worker("refresh-test-worker", WorkerSettings::default());
     Harness {
@@ -203,6 +278,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
         pauses,
         probe,
         repository,
+        local,
         objects,
         scratch,
         _artifact_folder: artifact_folder,
@@ -302,6 +378,22 @@ impl Harness {
             .unwrap()
             .unwrap_or_else(|| panic!("no step {key}"));
         (step.state, step.attempts)
+    }
+
+    /// Every file on `branch` of the package repository.
+    fn branch_files(&self, branch: &str) -> BTreeMap<String, Vec<u8>> {
+        self.repository.files_at(branch)
+    }
+
+    /// Runs a refresh of `databases` to its review, approves it and runs it to its end.
+    async fn approved(&self, inventory: InventoryId, databases: &[&str]) -> OperationReport {
+        let id = self.refresh(inventory, databases).await;
+        self.awaiting_review(id).await;
+        self.reviews
+            .decide(&self.admin, id, Verdict::Approve)
+            .await
+            .unwrap();
+        self.run_until(id, |state| state.is_terminal()).await
     }
 
     /// Every object the store holds, by location.
@@ -474,7 +566,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     let new = &diff.databases[0];
     assert_eq!(new.database.as_str(), b);
     assert!(!new.registered);
-    let paths: Vec<&str> = new.files.iter().map(|file| file.path.as_str()).collect();
+    let paths: Vec<String> = new.files.iter().map(|file| file.path.clone()).collect();
     assert_eq!(
         paths,
         [
@@ -541,10 +633,39 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(review.actor, Some(UserId("u-admin".to_owned())));
     assert!(review.decided_at.is_some());
     let artifact = schema.artifact(id).await.unwrap().unwrap();
+    assert_eq!(artifact.state, ArtifactState::Consumed, "published from");
+
+    // Published: one pull request from the operation's branch onto main, whose tree holds the
+    // candidate files of the changed database and the registry with both databases.
+    let pull = report
+        .operation
+        .pull_request
+        .clone()
+        .expect("a pull request");
+    assert_eq!((pull.number, pull.base.as_str()), (1, "main"));
+    assert_eq!(pull.head, format!("fermata/refresh-{id}"));
+    let tree = harness.branch_files(&pull.head);
+    let registry = Registry::parse(&tree["schemas/registry.json"]).unwrap();
+    let registered: Vec<&str> = registry
+        .databases()
+        .keys()
+        .map(DatabaseName::as_str)
+        .collect();
+    assert_eq!(registered, [a.as_str(), b.as_str()]);
+    let entry = registry
+        .get(&DatabaseName::new(b.clone()).unwrap())
+        .unwrap();
+    assert_eq!(Some(&entry.snapshot_hash), changed.snapshot_hash.as_ref());
+    assert_eq!(entry.operation_id, id);
+    let folder_b = format!("schemas/{}/", names::file_name(&b).unwrap());
+    let published: Vec<&str> = tree
+        .keys()
+        .filter_map(|path| path.strip_prefix(&folder_b))
+        .collect();
+    assert_eq!(published, paths);
     assert_eq!(
-        artifact.state,
-        ArtifactState::Consumed,
-        "kept for publication"
+        harness.local.pull_request(1).await.unwrap().unwrap().state,
+        PullState::Open
     );
     harness.assert_no_step_folder_left();
     assert!(
@@ -1067,6 +1188,249 @@ async fn a_worker_lost_mid_step_is_replaced_and_nothing_is_done_twice() {
     );
     assert_eq!(harness.objects().await, [artifact_location(id)]);
     harness.assert_no_step_folder_left();
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn publication_survives_a_lost_answer_at_every_write() {
+    // The writes: the commit (0), the branch (1), the pull request (2).
+    for fault in 0..3 {
+        let (mut admin, [a, b], source) = two_databases().await;
+        let harness =
+            harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
+        let inventory = harness.inventory().await;
+        let base = harness.repository.head("main");
+        let report = harness.approved(inventory, &[&a, &b]).await;
+        assert_eq!(
+            report.operation.state,
+            OperationState::Succeeded,
+            "fault {fault}"
+        );
+        let id = report.operation.id;
+        // Exactly one branch, one commit on the base, one pull request.
+        assert_eq!(
+            harness.repository.branches("fermata/"),
+            [format!("fermata/refresh-{id}")]
+        );
+        let head = harness.repository.head(&format!("fermata/refresh-{id}"));
+        let commit = harness.repository.repository.find_commit(head).unwrap();
+        assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [base]);
+        let pull = harness
+            .local
+            .find_pull_request(&format!("fermata/refresh-{id}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pull.number, 1, "fault {fault}: one pull request");
+        assert!(harness.local.pull_request(2).await.unwrap().is_none());
+        assert_eq!(report.operation.pull_request.unwrap().number, 1);
+        assert_eq!(
+            *harness.pauses.0.lock().unwrap(),
+            [Duration::from_secs(1)],
+            "fault {fault}"
+        );
+        for name in [&a, &b] {
+            drop_database(&mut admin, name).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let first = harness.approved(inventory, &[&a, &b]).await;
+    let first_pull = first.operation.pull_request.clone().unwrap();
+
+    // While it is open: refreshes are refused, inventories are not.
+    let refused = harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("blocked"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::PullRequestOpen);
+    assert_eq!(
+        refused.subject(),
+        Some(&fermata_store::schema::Subject::Operation(
+            first.operation.id.0
+        ))
+    );
+    let inventory = harness.inventory().await;
+
+    // Merged (a real fast-forward of main onto the pull request's branch): allowed, and with
+    // no schema change nothing is published.
+    harness
+        .repository
+        .fast_forward("main", harness.repository.head(&first_pull.head));
+    assert_eq!(
+        harness
+            .local
+            .pull_request(first_pull.number)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        PullState::Merged
+    );
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert!(
+        report.operation.pull_request.is_none(),
+        "nothing changed, nothing published"
+    );
+    for row in &report.databases {
+        assert_eq!(row.report.as_ref().unwrap().outcome, Outcome::Unchanged);
+    }
+
+    // A changed schema: a second pull request that touches only that database and the registry.
+    admin
+        .execute(
+            format!(
+                "ALTER TABLE {}.customer ADD COLUMN phone varchar(20)",
+                quoted(&b)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let second = harness.approved(inventory, &[&a, &b]).await;
+    let second_pull = second.operation.pull_request.clone().unwrap();
+    assert_eq!(second_pull.number, 2);
+    let before = harness.branch_files("main");
+    let after = harness.branch_files(&second_pull.head);
+    let mut touched: Vec<&str> = after
+        .iter()
+        .filter(|(path, content)| before.get(*path) != Some(content))
+        .map(|(path, _)| path.as_str())
+        .collect();
+    touched.extend(
+        before
+            .keys()
+            .filter(|path| !after.contains_key(*path))
+            .map(String::as_str),
+    );
+    let folder_b = format!("schemas/{}/", names::file_name(&b).unwrap());
+    assert!(!touched.is_empty());
+    for path in &touched {
+        assert!(
+            path.starts_with(&folder_b) || *path == "schemas/registry.json",
+            "{path} was touched"
+        );
+    }
+
+    // Closed: allowed again.
+    assert!(harness.local.close(second_pull.number).await.unwrap());
+    let inventory = harness.inventory().await;
+    harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("after-close"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap();
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+
+    // The base moves after the review by a change elsewhere: the commit goes onto the new head.
+    let id = harness.refresh(inventory, &[&a]).await;
+    harness.awaiting_review(id).await;
+    let mut moved = harness.branch_files("main");
+    moved.insert("README.md".to_owned(), b"Schemas, reviewed.\n".to_vec());
+    let new_head = harness.repository.commit("main", &moved);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let head = harness
+        .repository
+        .head(&report.operation.pull_request.unwrap().head);
+    let parents: Vec<_> = harness
+        .repository
+        .repository
+        .find_commit(head)
+        .unwrap()
+        .parent_ids()
+        .collect();
+    assert_eq!(parents, [new_head]);
+
+    // Merged; then a refresh whose base branch changes the registry meanwhile is refused and
+    // keeps its artifact.
+    harness.repository.fast_forward("main", head);
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&b]).await;
+    harness.awaiting_review(id).await;
+    let mut moved = harness.branch_files("main");
+    moved.insert(
+        "schemas/registry.json".to_owned(),
+        Registry::default().to_canonical_json(),
+    );
+    harness.repository.commit("main", &moved);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    let error = report.operation.error.unwrap();
+    assert_eq!(error.code(), ErrorCode::BaseChanged);
+    assert!(!error.retryable());
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        artifact.state,
+        ArtifactState::Stored,
+        "kept for a new refresh"
+    );
+    assert!(
+        harness
+            .storage
+            .schema()
+            .schema_lease()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        harness
+            .repository
+            .branches(&format!("fermata/refresh-{id}"))
+            .is_empty()
+    );
     for name in [&a, &b] {
         drop_database(&mut admin, name).await;
     }

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_accounts::KeyringHandle;
+use fermata_forge::Forge;
+use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::{
     EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow, Reviews,
@@ -89,12 +91,18 @@ impl SchemaRuntime {
             Failure::runtime(format!("preparing the schema folders failed: {error}"))
         })??;
 
+        // The package's repository is the forge approved refreshes are published to.
+        let forge = settings
+            .package
+            .as_ref()
+            .map(|package| Arc::new(LocalGit::new(&package.repository)) as Arc<dyn Forge>);
         let refresh = RefreshWorkflow::new(
             Arc::clone(&storage),
             RefreshSettings {
                 source: settings.source.clone(),
                 workspace: settings.workspace.clone(),
                 package: settings.package.clone(),
+                forge: forge.clone(),
                 artifacts: artifacts.clone(),
                 scratch: scratch.clone(),
                 review_window: settings.review_window,
@@ -109,6 +117,10 @@ impl SchemaRuntime {
             .register(refresh);
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
         let operations = Operations::new(Arc::clone(&storage), workflows.clone());
+        let operations = match forge {
+            Some(forge) => operations.with_forge(forge),
+            None => operations,
+        };
         let reviews = Reviews::new(storage, workflows, artifacts, settings.package.clone());
         Ok(SchemaRuntime {
             engine,

@@ -481,8 +481,37 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
     assert_eq!(approved["state"], "succeeded", "{output}");
     assert_eq!(approved["review"]["state"], "approved");
     assert!(approved.get("lease").is_none(), "{approved}");
+    // Published as the package's first pull request, from the operation's own branch.
+    let head = format!("fermata/refresh-{id}");
+    assert_eq!(approved["pull_request"]["number"], 1, "{approved}");
+    assert_eq!(approved["pull_request"]["head"], head.as_str());
+    assert_eq!(approved["pull_request"]["base"], "main");
+    // While it is open, another refresh is refused; a real merge lifts the block.
+    let (ok, _, output) = refresh("refresh-while-open");
+    assert!(!ok && output.contains("PULL_REQUEST_OPEN"), "{output}");
+    let merged = std::process::Command::new("git")
+        .args(["merge", "--ff-only", "--quiet", &head])
+        .current_dir(&repository)
+        .status()
+        .unwrap();
+    assert!(merged.success());
+    // With nothing changed since the merge, a refresh publishes nothing.
+    let (ok, unchanged, output) = refresh("refresh-unchanged");
+    assert!(ok, "{output}");
+    assert_eq!(unchanged["state"], "succeeded", "{output}");
+    assert!(unchanged.get("pull_request").is_none(), "{unchanged}");
 
-    // Another refresh, rejected.
+    // A schema change, refreshed again, and rejected.
+    mariadb
+        .execute(
+            format!(
+                "ALTER TABLE {}.orders ADD COLUMN added text",
+                mysql::quoted(&databases[0])
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
     let (ok, second, output) = refresh("refresh-rejected");
     assert!(ok, "{output}");
     assert_eq!(second["state"], "awaiting_review", "{output}");

@@ -46,6 +46,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             source: None,
             workspace: None,
             package: None,
+            forge: None,
             artifacts: artifacts.clone(),
             scratch: std::env::temp_dir(),
             review_window: DEFAULT_REVIEW_WINDOW,

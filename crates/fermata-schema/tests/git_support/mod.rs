@@ -101,4 +101,57 @@ impl TestRepository {
         }
         builder.write().unwrap()
     }
+
+    /// Every file of the tree at the head of `branch`, by path.
+    pub fn files_at(&self, branch: &str) -> BTreeMap<String, Vec<u8>> {
+        let commit = self
+            .repository
+            .find_reference(&format!("refs/heads/{branch}"))
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let mut files = BTreeMap::new();
+        commit
+            .tree()
+            .unwrap()
+            .walk(git2::TreeWalkMode::PreOrder, |folder, entry| {
+                if entry.kind() == Some(git2::ObjectType::Blob) {
+                    let blob = self.repository.find_blob(entry.id()).unwrap();
+                    files.insert(
+                        format!("{folder}{}", entry.name().unwrap()),
+                        blob.content().to_vec(),
+                    );
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .unwrap();
+        files
+    }
+
+    /// The commit at the head of `branch`.
+    pub fn head(&self, branch: &str) -> Oid {
+        self.repository
+            .find_reference(&format!("refs/heads/{branch}"))
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+    }
+
+    /// Moves `branch` to `commit`, as a merge that fast-forwards does.
+    pub fn fast_forward(&self, branch: &str, commit: Oid) {
+        self.repository
+            .reference(&format!("refs/heads/{branch}"), commit, true, "merge")
+            .unwrap();
+    }
+
+    /// The branches whose names start with `prefix`.
+    pub fn branches(&self, prefix: &str) -> Vec<String> {
+        self.repository
+            .branches(Some(git2::BranchType::Local))
+            .unwrap()
+            .map(|branch| branch.unwrap().0.name().unwrap().unwrap().to_owned())
+            .filter(|name| name.starts_with(prefix))
+            .collect()
+    }
 }

@@ -13,8 +13,9 @@ use fermata_store::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
     ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
     Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
-    NewOperation, Operation, OperationId, OperationStep, RequestKey, Reservation, Review,
-    ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState, Transition,
+    NewOperation, Operation, OperationId, OperationStep, PullRequest, RequestKey, Reservation,
+    Review, ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState,
+    Transition,
 };
 use fermata_store::{SecretHash, StoreError, StoreResult, UnixMillis, UserId};
 use sqlx::any::AnyRow;
@@ -275,6 +276,33 @@ impl SchemaStore for SqlStorage {
             .await
             .map_err(|e| map(e, action))?;
         Ok(current.flatten().as_deref() == Some(commit))
+    }
+
+    async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool> {
+        let action = "recording a published pull request";
+        let sql = self.schema_sql();
+        let json = serde_json::to_string(pull)
+            .map_err(|_| StoreError::invalid("pull-request data does not serialize"))?;
+        let recorded = sqlx::query(&sql.record_pull_request)
+            .bind(id.to_string())
+            .bind(&json)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        if recorded.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let current: Option<Option<String>> = sqlx::query_scalar(&sql.pull_request)
+            .bind(id.to_string())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        let current = current
+            .flatten()
+            .map(|text| serde_json::from_str::<PullRequest>(&text))
+            .transpose()
+            .map_err(|_| StoreError::corrupt("stored pull-request data does not parse"))?;
+        Ok(current.as_ref() == Some(pull))
     }
 
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {

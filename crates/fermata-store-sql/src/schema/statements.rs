@@ -25,6 +25,8 @@ pub(crate) struct Statements {
     pub(super) bound_run: String,
     pub(super) record_reviewed_base: String,
     pub(super) reviewed_base: String,
+    pub(super) record_pull_request: String,
+    pub(super) pull_request: String,
     pub(super) insert_inventory: String,
     pub(super) insert_inventory_database: String,
     pub(super) inventory: String,
@@ -115,6 +117,11 @@ impl Statements {
             reviewed_base: render(
                 "SELECT reviewed_base_commit FROM schema_operation WHERE id = $1",
             ),
+            record_pull_request: render(
+                "UPDATE schema_operation SET pull_request = $2, updated_at = {now} \
+                 WHERE id = $1 AND pull_request IS NULL AND state = 'publishing'",
+            ),
+            pull_request: render("SELECT pull_request FROM schema_operation WHERE id = $1"),
             insert_inventory: render(
                 "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
                                                discovered_at, expires_at) \

@@ -116,6 +116,7 @@ macro_rules! contract_suite {
             schema_transitions_are_conditional_and_terminal_states_never_change,
             the_first_bound_run_stays_bound,
             a_refresh_records_its_reviewed_base_once,
+            a_publishing_refresh_records_its_pull_request_once,
             inventories_are_immutable_and_keep_their_order,
             database_results_become_immutable_when_terminal,
             steps_count_attempts_and_never_change_once_terminal,

@@ -14,8 +14,8 @@ use crate::schema::{
     ArtifactState, AuditAction, CleanupKind, CleanupResult, ClearOutcome, DatabaseName,
     DatabaseReport, Decided, Decision, ErrorCode, Freshness, InventoryId, LeaseClearing,
     NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation, OperationId,
-    OperationKind, OperationState, Outcome, RequestKey, Reservation, ReviewState, SafeError,
-    SchemaLeaseStatus, StepKey, StepProgress, StepState, Subject, Transition,
+    OperationKind, OperationState, Outcome, PullRequest, RequestKey, Reservation, ReviewState,
+    SafeError, SchemaLeaseStatus, StepKey, StepProgress, StepState, Subject, Transition,
 };
 use crate::session::SecretHash;
 use crate::user::UserId;
@@ -434,6 +434,50 @@ pub async fn a_refresh_records_its_reviewed_base_once(harness: &dyn Harness) {
     );
     let read = schema.operation(other.id).await.unwrap().unwrap();
     assert_eq!(read.reviewed_base_commit, None);
+}
+
+pub async fn a_publishing_refresh_records_its_pull_request_once(harness: &dyn Harness) {
+    use OperationState::*;
+    let store = plain(harness).await;
+    let schema = store.schema();
+    let id = created(refresh(&*store, "browser-1", LONG).await).id;
+    let pull = PullRequest {
+        number: 7,
+        url: "https://github.example/acme/schemas/pull/7".to_owned(),
+        head: "fermata/refresh".to_owned(),
+        base: "main".to_owned(),
+    };
+    // Not publishing yet: nothing is recorded.
+    assert!(!schema.record_pull_request(id, &pull).await.unwrap());
+    for (from, to) in [
+        (Reserved, Starting),
+        (Starting, Running),
+        (Running, AwaitingReview),
+        (AwaitingReview, Publishing),
+    ] {
+        schema
+            .transition(id, &Transition::new(from, to))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert!(schema.record_pull_request(id, &pull).await.unwrap());
+    // The same pull request again (a retried step) is fine; another is refused.
+    assert!(schema.record_pull_request(id, &pull).await.unwrap());
+    let other = PullRequest {
+        number: 8,
+        ..pull.clone()
+    };
+    assert!(!schema.record_pull_request(id, &other).await.unwrap());
+    let done = schema
+        .transition(
+            id,
+            &Transition::new(Publishing, Succeeded).releasing_lease(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.pull_request, Some(pull));
 }
 
 pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harness) {

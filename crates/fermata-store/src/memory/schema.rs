@@ -12,9 +12,9 @@ use crate::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
     ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
     Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
-    NewOperation, Operation, OperationId, OperationState, OperationStep, RequestKey, Reservation,
-    Review, ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore, StepKey,
-    StepProgress, StepState, Transition,
+    NewOperation, Operation, OperationId, OperationState, OperationStep, PullRequest, RequestKey,
+    Reservation, Review, ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore,
+    StepKey, StepProgress, StepState, Transition,
 };
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
@@ -263,6 +263,22 @@ impl SchemaStore for MemoryStorage {
             None if operation.state.is_terminal() => Ok(false),
             None => {
                 operation.reviewed_base_commit = Some(commit.to_owned());
+                operation.updated_at = UnixMillis::now();
+                Ok(true)
+            }
+        }
+    }
+
+    async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool> {
+        let mut state = self.inner.state();
+        let Some(operation) = state.schema.operation_mut(id) else {
+            return Ok(false);
+        };
+        match &operation.pull_request {
+            Some(recorded) => Ok(recorded == pull),
+            None if operation.state != OperationState::Publishing => Ok(false),
+            None => {
+                operation.pull_request = Some(pull.clone());
                 operation.updated_at = UnixMillis::now();
                 Ok(true)
             }

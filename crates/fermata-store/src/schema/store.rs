@@ -9,7 +9,8 @@ use crate::schema::{
     Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, CleanupResult, ClearOutcome,
     DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, Inventory, InventoryId,
     LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation,
-    OperationId, OperationStep, RequestKey, Review, SchemaLease, StepKey, StepProgress, Transition,
+    OperationId, OperationStep, PullRequest, RequestKey, Review, SchemaLease, StepKey,
+    StepProgress, Transition,
 };
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
@@ -76,6 +77,11 @@ pub trait SchemaStore: Send + Sync {
     /// the operation records `commit` afterwards (recording the same commit again changes
     /// nothing); false when it recorded another commit before, or has ended.
     async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool>;
+
+    /// Records the pull request a `publishing` operation published, once. True when the
+    /// operation records `pull` afterwards (the same pull request again changes nothing); false
+    /// when it recorded another one before, or is not publishing.
+    async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool>;
 
     // Inventories.
 

@@ -90,7 +90,8 @@ pub struct PullRequest {
     pub state: PullState,
 }
 
-/// The forge port.
+/// The forge port. Reads name commits by their full ID, so what is read at a reviewed base stays
+/// what it was whatever the branches do since.
 #[async_trait]
 pub trait Forge: Send + Sync + std::fmt::Debug {
     /// The commit `branch` points at, or `None` when there is no such branch.
@@ -120,4 +121,18 @@ pub trait Forge: Send + Sync + std::fmt::Debug {
 
     /// Pull request `number` as it stands now, or `None` when the forge knows no such number.
     async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError>;
+
+    /// The regular file at `path` in commit `commit` (a full commit ID), or `None` when nothing
+    /// is there. A folder, a symbolic link or a submodule at `path`, or a file where one of its
+    /// folders should be, is refused.
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError>;
+
+    /// Every file under the folder `path` in commit `commit`, by its path inside the folder, or
+    /// `None` when nothing is there. Anything but a folder at `path`, and a symbolic link, a
+    /// submodule or a name that is not UTF-8 inside it, is refused.
+    async fn read_folder(
+        &self,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError>;
 }

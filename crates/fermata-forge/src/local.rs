@@ -52,6 +52,12 @@ impl LocalGit {
         }
     }
 
+    /// Checks that the repository opens (at exactly that path, never one above it).
+    pub async fn check(&self) -> Result<(), SafeError> {
+        let repository = self.repository.clone();
+        blocking(move || open(&repository).map(drop)).await
+    }
+
     /// Marks pull request `number` closed (the local counterpart of closing it on a web forge).
     /// False when there is no such pull request.
     pub async fn close(&self, number: u64) -> Result<bool, SafeError> {
@@ -252,6 +258,123 @@ impl Forge for LocalGit {
         })
         .await
     }
+
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+        let repository = self.repository.clone();
+        let (commit, path) = (commit.to_owned(), path.to_owned());
+        blocking(move || {
+            let repo = open(&repository)?;
+            let root = commit_tree(&repo, &commit)?;
+            let Some(entry) = entry_at(&root, &path)? else {
+                return Ok(None);
+            };
+            if !is_regular_file(entry.filemode()) {
+                warn!("a package path names something other than a regular file");
+                return Err(SafeError::new(ErrorCode::GithubFailed));
+            }
+            let blob = repo
+                .find_blob(entry.id())
+                .map_err(|error| failed(&error, "read a file"))?;
+            Ok(Some(blob.content().to_vec()))
+        })
+        .await
+    }
+
+    async fn read_folder(
+        &self,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+        let repository = self.repository.clone();
+        let (commit, path) = (commit.to_owned(), path.to_owned());
+        blocking(move || {
+            let repo = open(&repository)?;
+            let root = commit_tree(&repo, &commit)?;
+            let Some(entry) = entry_at(&root, &path)? else {
+                return Ok(None);
+            };
+            if entry.filemode() != i32::from(FileMode::Tree) {
+                warn!("a package path names something other than a folder");
+                return Err(SafeError::new(ErrorCode::GithubFailed));
+            }
+            let tree = repo
+                .find_tree(entry.id())
+                .map_err(|error| failed(&error, "read a folder"))?;
+            let mut files = BTreeMap::new();
+            read_tree(&repo, &tree, "", &mut files)?;
+            Ok(Some(files))
+        })
+        .await
+    }
+}
+
+/// The entry at `path` (`/`-separated) below `root`: `None` when a component is missing;
+/// refused when a component before the last is not a folder.
+fn entry_at(
+    root: &git2::Tree<'_>,
+    path: &str,
+) -> Result<Option<git2::TreeEntry<'static>>, SafeError> {
+    match root.get_path(Path::new(path)) {
+        Ok(entry) => Ok(Some(entry)),
+        Err(error) if error.code() == GitErrorCode::NotFound => {
+            // libgit2 also says "not found" when a component is a file: tell the two apart.
+            let mut components: Vec<&str> = path.split('/').collect();
+            components.pop();
+            let mut walked = String::new();
+            for component in components {
+                if !walked.is_empty() {
+                    walked.push('/');
+                }
+                walked.push_str(component);
+                match root.get_path(Path::new(&walked)) {
+                    Ok(entry) if entry.filemode() != i32::from(FileMode::Tree) => {
+                        warn!("a package path runs through something other than a folder");
+                        return Err(SafeError::new(ErrorCode::GithubFailed));
+                    }
+                    Ok(_) => {}
+                    Err(_) => return Ok(None),
+                }
+            }
+            Ok(None)
+        }
+        Err(error) => Err(failed(&error, "look up a path")),
+    }
+}
+
+fn is_regular_file(mode: i32) -> bool {
+    mode == i32::from(FileMode::Blob) || mode == i32::from(FileMode::BlobExecutable)
+}
+
+/// Adds every file under `tree` to `files`, keyed by `prefix` and its path below.
+fn read_tree(
+    repo: &Repository,
+    tree: &git2::Tree<'_>,
+    prefix: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), SafeError> {
+    for entry in tree {
+        let Ok(name) = std::str::from_utf8(entry.name_bytes()) else {
+            warn!("a package folder holds a name that is not UTF-8");
+            return Err(SafeError::new(ErrorCode::GithubFailed));
+        };
+        let path = format!("{prefix}{name}");
+        let mode = entry.filemode();
+        if mode == i32::from(FileMode::Tree) {
+            let subtree = repo
+                .find_tree(entry.id())
+                .map_err(|error| failed(&error, "read a folder"))?;
+            read_tree(repo, &subtree, &format!("{path}/"), files)?;
+        } else if is_regular_file(mode) {
+            let blob = repo
+                .find_blob(entry.id())
+                .map_err(|error| failed(&error, "read a file"))?;
+            files.insert(path, blob.content().to_vec());
+        } else {
+            warn!("a package folder holds a symbolic link or a submodule");
+            return Err(SafeError::new(ErrorCode::GithubFailed));
+        }
+    }
+    Ok(())
 }
 
 /// The pull request a record describes, with its state read from the repository now.
@@ -393,11 +516,19 @@ fn commit_tree<'repo>(
         .map_err(|error| failed(&error, "read a commit's tree"))
 }
 
+/// A commit named by its full lowercase hexadecimal ID (libgit2 would take a prefix too).
 fn parse_oid(text: &str) -> Result<Oid, SafeError> {
-    Oid::from_str(text).map_err(|_| {
-        warn!("a commit ID is not hexadecimal");
-        SafeError::new(ErrorCode::GithubFailed)
-    })
+    let is_full_id = text.len() == 40
+        && text
+            .bytes()
+            .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+    Oid::from_str(text)
+        .ok()
+        .filter(|_| is_full_id)
+        .ok_or_else(|| {
+            warn!("a commit ID is not a full lowercase hexadecimal ID");
+            SafeError::new(ErrorCode::GithubFailed)
+        })
 }
 
 /// The safe error for a libgit2 failure: logged with the action and libgit2's class and code,

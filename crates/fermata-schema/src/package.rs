@@ -4,18 +4,20 @@
 //! current commit and records that commit as the reviewed base; publication writes the package
 //! later.
 //!
-//! Everything is read from commits, never from a work tree or an index, so a bare repository and
-//! a checked-out one read the same. The git work is blocking and runs on tokio's blocking
-//! threads. Every failure to read the repository is the `github`-stage [`SafeError`], logged
-//! once with fixed words; nothing libgit2 says reaches the error.
+//! Everything is read through the [`Forge`] at commits, never from a work tree or an index, so a
+//! bare repository and a checked-out one read the same, and so does a repository on GitHub.
+//! Every failure to read the package is the `github`-stage [`SafeError`], logged once with fixed
+//! words; nothing the forge says reaches the error.
 
 mod registry;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use fermata_forge::Forge;
+use fermata_forge::local::LocalGit;
 use fermata_store::schema::{DatabaseName, ErrorCode, SafeError};
-use git2::{BranchType, ErrorCode as GitErrorCode, FileMode, ObjectType, Oid, Repository, Tree};
 use tracing::warn;
 
 pub use registry::{REGISTRY_FILE, REGISTRY_FORMAT, RegisteredSnapshot, Registry};
@@ -85,76 +87,73 @@ pub struct BaseSnapshot {
     pub registry: Registry,
 }
 
-/// A package in a local git repository. Each read opens the repository afresh, so a `Package`
-/// holds no libgit2 handle and can be shared between tasks.
+/// A package on a forge: the package folder of `settings.path` in the repository the forge
+/// serves, read at commits by their full ID.
 #[derive(Debug, Clone)]
 pub struct Package {
     settings: PackageSettings,
+    forge: Arc<dyn Forge>,
 }
 
 impl Package {
-    /// Validates the settings and checks that the repository opens.
+    /// The package in the local git repository of `settings`: validates the settings and checks
+    /// that the repository opens.
     pub async fn open(settings: &PackageSettings) -> Result<Package, SafeError> {
-        let settings = settings.clone();
+        let checked = settings.clone();
         blocking(move || {
             // Validation looks at the file system too.
-            if let Err(problem) = settings.validate() {
+            checked.validate().map_err(|problem| {
                 warn!(problem, "the package settings cannot be used");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
-            }
-            open_repository(&settings.repository)?;
-            Ok(Package { settings })
+                SafeError::new(ErrorCode::GithubFailed)
+            })
         })
-        .await
+        .await?;
+        let local = LocalGit::new(&settings.repository);
+        local.check().await?;
+        Ok(Package::on(settings, Arc::new(local)))
+    }
+
+    /// The package `settings` names (its base branch and folder) on `forge`.
+    pub fn on(settings: &PackageSettings, forge: Arc<dyn Forge>) -> Package {
+        Package {
+            settings: settings.clone(),
+            forge,
+        }
+    }
+
+    pub fn settings(&self) -> &PackageSettings {
+        &self.settings
+    }
+
+    /// The forge the package is on, which publication writes to.
+    pub fn forge(&self) -> &dyn Forge {
+        &*self.forge
+    }
+
+    /// The forge, shared (for the open pull-request check of new refreshes).
+    pub fn forge_handle(&self) -> Arc<dyn Forge> {
+        Arc::clone(&self.forge)
     }
 
     /// Reads the base branch's current commit and the registry at it. A missing base branch is an
     /// error; a missing package folder or `registry.json` is an empty registry.
     pub async fn base_snapshot(&self) -> Result<BaseSnapshot, SafeError> {
-        let settings = self.settings.clone();
-        blocking(move || {
-            let repository = open_repository(&settings.repository)?;
-            let branch = match repository.find_branch(&settings.base_branch, BranchType::Local) {
-                Ok(branch) => branch,
-                Err(error) if error.code() == GitErrorCode::NotFound => {
-                    warn!("the package's base branch does not exist");
-                    return Err(SafeError::new(ErrorCode::GithubFailed));
-                }
-                Err(error) => return Err(git_failed(&error, "read the base branch")),
-            };
-            let commit = branch
-                .get()
-                .peel_to_commit()
-                .map_err(|error| git_failed(&error, "read the base branch's commit"))?;
-            let root = commit
-                .tree()
-                .map_err(|error| git_failed(&error, "read the base commit's tree"))?;
-            let registry = match package_tree(&repository, &root, &settings.path)? {
-                Some(package) => read_registry(&repository, &package)?,
-                None => Registry::default(),
-            };
-            Ok(BaseSnapshot {
-                commit: commit.id().to_string(),
-                registry,
-            })
-        })
-        .await
+        let Some(commit) = self.forge.branch_head(&self.settings.base_branch).await? else {
+            warn!("the package's base branch does not exist");
+            return Err(SafeError::new(ErrorCode::GithubFailed));
+        };
+        let registry = self.registry_at(&commit).await?;
+        Ok(BaseSnapshot { commit, registry })
     }
 
     /// Reads the registry at `commit` (a reviewed base that is no longer the branch's head); a
     /// commit without the package folder or `registry.json` has an empty registry.
     pub async fn registry_at(&self, commit: &str) -> Result<Registry, SafeError> {
-        let settings = self.settings.clone();
-        let commit = commit.to_owned();
-        blocking(move || {
-            let repository = open_repository(&settings.repository)?;
-            let root = commit_tree(&repository, &commit)?;
-            match package_tree(&repository, &root, &settings.path)? {
-                Some(package) => read_registry(&repository, &package),
-                None => Ok(Registry::default()),
-            }
-        })
-        .await
+        let path = format!("{}/{REGISTRY_FILE}", self.settings.path);
+        match self.forge.read_file(commit, &path).await? {
+            Some(bytes) => Registry::parse(&bytes),
+            None => Ok(Registry::default()),
+        }
     }
 
     /// Reads a database's merged files at a commit (normally [`BaseSnapshot::commit`]), keyed by
@@ -166,43 +165,26 @@ impl Package {
         commit: &str,
         database: &DatabaseName,
     ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
-        let settings = self.settings.clone();
-        let commit = commit.to_owned();
-        let database = database.clone();
-        blocking(move || {
-            let repository = open_repository(&settings.repository)?;
-            let root = commit_tree(&repository, &commit)?;
-            let Some(package) = package_tree(&repository, &root, &settings.path)? else {
-                return Ok(None);
-            };
-            if read_registry(&repository, &package)?
-                .get(&database)
-                .is_none()
-            {
-                return Ok(None);
-            }
-            // The registry checked that the name has a file name.
-            let folder = names::file_name(database.as_str())?;
-            let Some(entry) = package.get_name(&folder) else {
+        if self.registry_at(commit).await?.get(database).is_none() {
+            return Ok(None);
+        }
+        // The registry checked that the name has a file name.
+        let folder = format!(
+            "{}/{}",
+            self.settings.path,
+            names::file_name(database.as_str())?
+        );
+        match self.forge.read_folder(commit, &folder).await? {
+            Some(files) => Ok(Some(files)),
+            None => {
                 warn!("a registered database has no folder in the package");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
-            };
-            if entry.kind() != Some(ObjectType::Tree) {
-                warn!("a registered database's folder in the package is not a folder");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                Err(SafeError::new(ErrorCode::GithubFailed))
             }
-            let tree = repository
-                .find_tree(entry.id())
-                .map_err(|error| git_failed(&error, "read a database folder"))?;
-            let mut files = BTreeMap::new();
-            read_folder(&repository, &tree, "", &mut files)?;
-            Ok(Some(files))
-        })
-        .await
+        }
     }
 }
 
-/// Runs git work on a blocking thread. A panic there is a bug and goes on unwinding here.
+/// Runs file-system work on a blocking thread. A panic there is a bug and goes on unwinding here.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, SafeError> + Send + 'static,
 ) -> Result<T, SafeError> {
@@ -214,113 +196,4 @@ async fn blocking<T: Send + 'static>(
             Err(SafeError::new(ErrorCode::GithubFailed))
         }
     }
-}
-
-/// Logs a libgit2 failure by its code and class only (its message may hold paths) and returns
-/// the forge's safe error.
-fn git_failed(error: &git2::Error, action: &'static str) -> SafeError {
-    warn!(
-        action,
-        code = ?error.code(),
-        class = ?error.class(),
-        "the package repository could not be read"
-    );
-    SafeError::new(ErrorCode::GithubFailed)
-}
-
-/// Opens the repository at exactly that path (a work tree or a git folder), never one above it.
-fn open_repository(path: &Path) -> Result<Repository, SafeError> {
-    Repository::open(path).map_err(|error| git_failed(&error, "open the repository"))
-}
-
-/// The root tree of a commit named by its full hexadecimal ID.
-fn commit_tree<'repository>(
-    repository: &'repository Repository,
-    commit: &str,
-) -> Result<Tree<'repository>, SafeError> {
-    let is_full_id = commit.len() == 40
-        && commit
-            .bytes()
-            .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
-    let id = Oid::from_str(commit).ok().filter(|_| is_full_id);
-    let Some(id) = id else {
-        warn!("a package commit is not a full lowercase hexadecimal ID");
-        return Err(SafeError::new(ErrorCode::GithubFailed));
-    };
-    repository
-        .find_commit(id)
-        .and_then(|commit| commit.tree())
-        .map_err(|error| git_failed(&error, "read a package commit"))
-}
-
-/// The package folder's tree, or `None` when the commit has no such folder.
-fn package_tree<'repository>(
-    repository: &'repository Repository,
-    root: &Tree<'_>,
-    path: &str,
-) -> Result<Option<Tree<'repository>>, SafeError> {
-    let entry = match root.get_path(Path::new(path)) {
-        Ok(entry) => entry,
-        Err(error) if error.code() == GitErrorCode::NotFound => return Ok(None),
-        Err(error) => return Err(git_failed(&error, "find the package folder")),
-    };
-    if entry.kind() != Some(ObjectType::Tree) {
-        warn!("the package path names something other than a folder");
-        return Err(SafeError::new(ErrorCode::GithubFailed));
-    }
-    repository
-        .find_tree(entry.id())
-        .map(Some)
-        .map_err(|error| git_failed(&error, "read the package folder"))
-}
-
-/// The registry in a package folder; empty when the folder has no `registry.json`.
-fn read_registry(repository: &Repository, package: &Tree<'_>) -> Result<Registry, SafeError> {
-    let Some(entry) = package.get_name(REGISTRY_FILE) else {
-        return Ok(Registry::default());
-    };
-    if !is_regular_file(entry.filemode()) {
-        warn!("the package registry is not a regular file");
-        return Err(SafeError::new(ErrorCode::GithubFailed));
-    }
-    let blob = repository
-        .find_blob(entry.id())
-        .map_err(|error| git_failed(&error, "read the package registry"))?;
-    Registry::parse(blob.content())
-}
-
-fn is_regular_file(mode: i32) -> bool {
-    mode == i32::from(FileMode::Blob) || mode == i32::from(FileMode::BlobExecutable)
-}
-
-/// Adds every file under `tree` to `files`, keyed by `prefix` and its path below.
-fn read_folder(
-    repository: &Repository,
-    tree: &Tree<'_>,
-    prefix: &str,
-    files: &mut BTreeMap<String, Vec<u8>>,
-) -> Result<(), SafeError> {
-    for entry in tree {
-        let Ok(name) = std::str::from_utf8(entry.name_bytes()) else {
-            warn!("a database folder in the package holds a name that is not UTF-8");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
-        };
-        let path = format!("{prefix}{name}");
-        let mode = entry.filemode();
-        if mode == i32::from(FileMode::Tree) {
-            let subtree = repository
-                .find_tree(entry.id())
-                .map_err(|error| git_failed(&error, "read a database folder"))?;
-            read_folder(repository, &subtree, &format!("{path}/"), files)?;
-        } else if is_regular_file(mode) {
-            let blob = repository
-                .find_blob(entry.id())
-                .map_err(|error| git_failed(&error, "read a merged file"))?;
-            files.insert(path, blob.content().to_vec());
-        } else {
-            warn!("a database folder in the package holds a symbolic link or a submodule");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
-        }
-    }
-    Ok(())
 }

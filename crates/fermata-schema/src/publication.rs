@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, Signature, TreeChange};
+use fermata_forge::{CommitSpec, PullRequest, PullRequestSpec, Signature, TreeChange};
 use fermata_store::Storage;
 use fermata_store::schema::{
     DatabaseResult, ErrorCode, Freshness, OperationId, Outcome, SafeError, Subject,
@@ -27,7 +27,7 @@ use serde::Deserialize;
 
 use crate::artifact::ArtifactStore;
 use crate::operations::storage_error;
-use crate::package::{Package, PackageSettings, REGISTRY_FILE, RegisteredSnapshot};
+use crate::package::{Package, REGISTRY_FILE, RegisteredSnapshot};
 
 /// Who publication commits as.
 const COMMITTER_NAME: &str = "Fermata";
@@ -52,9 +52,8 @@ struct ManifestEntry {
 /// One approved refresh's publication.
 pub(crate) struct Publication<'a> {
     pub(crate) storage: &'a dyn Storage,
-    pub(crate) forge: &'a dyn Forge,
     pub(crate) artifacts: &'a ArtifactStore,
-    pub(crate) package: &'a PackageSettings,
+    pub(crate) package: &'a Package,
     pub(crate) operation: OperationId,
 }
 
@@ -74,10 +73,7 @@ impl Publication<'_> {
             .database_results(self.operation)
             .await
             .map_err(|e| storage_error(&e))?;
-        let mut registry = Package::open(self.package)
-            .await?
-            .registry_at(base_commit)
-            .await?;
+        let mut registry = self.package.registry_at(base_commit).await?;
         let mut change = TreeChange::default();
         for (name, entry) in manifest.databases {
             let result = results
@@ -105,12 +101,13 @@ impl Publication<'_> {
                     operation_id: self.operation,
                 },
             )?;
-            change
-                .folders
-                .insert(format!("{}/{}", self.package.path, entry.folder), files);
+            change.folders.insert(
+                format!("{}/{}", self.package.settings().path, entry.folder),
+                files,
+            );
         }
         change.files.insert(
-            format!("{}/{REGISTRY_FILE}", self.package.path),
+            format!("{}/{REGISTRY_FILE}", self.package.settings().path),
             registry.to_canonical_json(),
         );
         Ok(change)
@@ -125,15 +122,17 @@ impl Publication<'_> {
         change: &TreeChange,
     ) -> Result<String, SafeError> {
         let head = self
-            .forge
-            .branch_head(&self.package.base_branch)
+            .package
+            .forge()
+            .branch_head(&self.package.settings().base_branch)
             .await?
             .ok_or_else(|| SafeError::new(ErrorCode::GithubFailed))?;
         if head == base_commit {
             return Ok(head);
         }
         if self
-            .forge
+            .package
+            .forge()
             .paths_changed(base_commit, &head, &change.touched_paths())
             .await?
         {
@@ -167,11 +166,12 @@ impl Publication<'_> {
                 time: decided_at,
             },
         };
-        self.forge.create_commit(&spec).await
+        self.package.forge().create_commit(&spec).await
     }
 
     pub(crate) async fn branch(&self, commit: &str) -> Result<(), SafeError> {
-        self.forge
+        self.package
+            .forge()
             .create_branch(&branch_name(self.operation), commit)
             .await
     }
@@ -179,7 +179,7 @@ impl Publication<'_> {
     /// The operation's pull request: the one its branch already has, else a new one.
     pub(crate) async fn pull_request(&self) -> Result<PullRequest, SafeError> {
         let head = branch_name(self.operation);
-        if let Some(existing) = self.forge.find_pull_request(&head).await? {
+        if let Some(existing) = self.package.forge().find_pull_request(&head).await? {
             return Ok(existing);
         }
         let results = self
@@ -194,14 +194,14 @@ impl Publication<'_> {
             .count();
         let spec = PullRequestSpec {
             head,
-            base: self.package.base_branch.clone(),
+            base: self.package.settings().base_branch.clone(),
             title: format!(
                 "Schema snapshots: {changed} database{} changed",
                 if changed == 1 { "" } else { "s" }
             ),
             body: description(self.operation, &results),
         };
-        self.forge.open_pull_request(&spec).await
+        self.package.forge().open_pull_request(&spec).await
     }
 }
 

@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fermata_forge::Forge;
 use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
     ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
@@ -51,7 +50,7 @@ use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
 use crate::inventory_run::fail_operation;
 use crate::operations::{begin_run, storage_error};
-use crate::package::{Package, PackageSettings, Registry};
+use crate::package::{Package, Registry};
 use crate::publication::Publication;
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
@@ -76,10 +75,7 @@ pub struct RefreshSettings {
     /// a scratch schema and snapshot back to the same model.
     pub workspace: Option<SourceSettings>,
     /// The target repository; without it every refresh fails with `PACKAGE_NOT_CONFIGURED`.
-    pub package: Option<PackageSettings>,
-    /// Where approved refreshes are published (the package's repository, or GitHub); without
-    /// it an approved refresh fails with `PACKAGE_NOT_CONFIGURED`.
-    pub forge: Option<Arc<dyn Forge>>,
+    pub package: Option<Package>,
     /// Where staged candidates and review artifacts are kept.
     pub artifacts: ArtifactStore,
     /// The folder in which each database step makes its own temporary folder.
@@ -325,11 +321,9 @@ impl RefreshWorkflow {
     ) -> Result<PullRequest, RunError> {
         let schema = self.storage.schema();
         let not_configured = || RunError::Failed(SafeError::new(ErrorCode::PackageNotConfigured));
-        let forge = self.settings.forge.as_deref().ok_or_else(not_configured)?;
         let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
         let publication = Publication {
             storage: &*self.storage,
-            forge,
             artifacts: &self.settings.artifacts,
             package,
             operation: id,
@@ -449,12 +443,12 @@ impl RefreshWorkflow {
 
     /// The package's base commit and registry, the commit recorded as the reviewed base.
     async fn base(&self, id: OperationId) -> Result<Base, SafeError> {
-        let settings = self
+        let package = self
             .settings
             .package
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
-        let base = Package::open(settings).await?.base_snapshot().await?;
+        let base = package.base_snapshot().await?;
         let schema = self.storage.schema();
         let recorded = schema
             .operation(id)
@@ -479,7 +473,7 @@ impl RefreshWorkflow {
         let registry = if commit == base.commit {
             base.registry
         } else {
-            Package::open(settings).await?.registry_at(&commit).await?
+            package.registry_at(&commit).await?
         };
         Ok(Base {
             commit,

@@ -24,7 +24,7 @@ use similar::TextDiff;
 use crate::admin::Administrator;
 use crate::artifact::ArtifactStore;
 use crate::operations::{Workflows, storage_error};
-use crate::package::{Package, PackageSettings};
+use crate::package::Package;
 use crate::refresh_run::REVIEW_HOOK;
 
 /// What the reviewer decided.
@@ -87,7 +87,7 @@ pub struct Reviews {
     storage: Arc<dyn Storage>,
     workflows: Arc<dyn Workflows>,
     artifacts: ArtifactStore,
-    package: Option<PackageSettings>,
+    package: Option<Package>,
 }
 
 impl std::fmt::Debug for Reviews {
@@ -101,7 +101,7 @@ impl Reviews {
         storage: Arc<dyn Storage>,
         workflows: Arc<dyn Workflows>,
         artifacts: ArtifactStore,
-        package: Option<PackageSettings>,
+        package: Option<Package>,
     ) -> Self {
         Reviews {
             storage,
@@ -237,14 +237,13 @@ impl Reviews {
         let base_commit = operation
             .reviewed_base_commit
             .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
-        let package_settings = self
+        let package = self
             .package
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
         let contents = self.artifacts.open(&artifact.meta).await?;
         let manifest: Manifest = serde_json::from_str(&contents.manifest)
             .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
-        let package = Package::open(package_settings).await?;
         let mut databases = Vec::with_capacity(manifest.databases.len());
         for (name, entry) in manifest.databases {
             let database = DatabaseName::new(name)

@@ -22,7 +22,9 @@ use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
 use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
-use fermata_schema::package::{PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry};
+use fermata_schema::package::{
+    Package, PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry,
+};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
 use fermata_schema::snapshot::{prepare, snapshot};
 use fermata_schema::{
@@ -164,6 +166,16 @@ impl Forge for FaultyForge {
     async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
         self.inner.pull_request(number).await
     }
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+        self.inner.read_file(commit, path).await
+    }
+    async fn read_folder(
+        &self,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+        self.inner.read_folder(commit, path).await
+    }
 }
 
 struct Harness {
@@ -250,8 +262,7 @@ async fn harness_publishing(
         RefreshSettings {
             source: Some(source.clone()),
             workspace: Some(workspace),
-            package: Some(package.clone()),
-            forge: Some(Arc::clone(&forge)),
+            package: Some(Package::on(&package, Arc::clone(&forge))),
             artifacts: artifacts.clone(),
             scratch: scratch.path().to_owned(),
             review_window,
@@ -265,7 +276,12 @@ async fn harness_publishing(
         .register(refresh);
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
-    let reviews = Reviews::new(Arc::clone(&storage), workflows, artifacts, Some(package));
+    let reviews = Reviews::new(
+        Arc::clone(&storage),
+        workflows,
+        artifacts,
+        Some(Package::on(&package, Arc::clone(&local) as Arc<dyn Forge>)),
+    );
     let worker = engine.worker("refresh-test-worker", WorkerSettings::default());
     Harness {
         storage,

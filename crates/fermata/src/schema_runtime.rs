@@ -18,6 +18,7 @@ use fermata_accounts::KeyringHandle;
 use fermata_forge::Forge;
 use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
+use fermata_schema::package::Package;
 use fermata_schema::{
     EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow, Reviews,
 };
@@ -91,18 +92,17 @@ impl SchemaRuntime {
             Failure::runtime(format!("preparing the schema folders failed: {error}"))
         })??;
 
-        // The package's repository is the forge approved refreshes are published to.
-        let forge = settings
-            .package
-            .as_ref()
-            .map(|package| Arc::new(LocalGit::new(&package.repository)) as Arc<dyn Forge>);
+        // The package's repository is the forge refreshes read it from and publish to.
+        let package = settings.package.as_ref().map(|package| {
+            let forge: Arc<dyn Forge> = Arc::new(LocalGit::new(&package.repository));
+            Package::on(package, forge)
+        });
         let refresh = RefreshWorkflow::new(
             Arc::clone(&storage),
             RefreshSettings {
                 source: settings.source.clone(),
                 workspace: settings.workspace.clone(),
-                package: settings.package.clone(),
-                forge: forge.clone(),
+                package: package.clone(),
                 artifacts: artifacts.clone(),
                 scratch: scratch.clone(),
                 review_window: settings.review_window,
@@ -117,11 +117,11 @@ impl SchemaRuntime {
             .register(refresh);
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
         let operations = Operations::new(Arc::clone(&storage), workflows.clone());
-        let operations = match forge {
-            Some(forge) => operations.with_forge(forge),
+        let operations = match &package {
+            Some(package) => operations.with_forge(package.forge_handle()),
             None => operations,
         };
-        let reviews = Reviews::new(storage, workflows, artifacts, settings.package.clone());
+        let reviews = Reviews::new(storage, workflows, artifacts, package);
         Ok(SchemaRuntime {
             engine,
             operations,

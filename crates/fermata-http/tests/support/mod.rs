@@ -46,7 +46,6 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             source: None,
             workspace: None,
             package: None,
-            forge: None,
             artifacts: artifacts.clone(),
             scratch: std::env::temp_dir(),
             review_window: DEFAULT_REVIEW_WINDOW,

@@ -1,6 +1,7 @@
 //! The forge: where approved schema snapshots are published as one pull request. [`Forge`] is
 //! the port; [`local::LocalGit`] is the embedded default (a git repository on disk, with pull
-//! requests recorded beside it), and the GitHub REST API is the other adapter.
+//! requests recorded beside it), and [`github::GitHub`] is the other adapter (a repository on
+//! GitHub, through its REST API).
 //!
 //! Publication must survive a crash between any two of its writes, so every write is
 //! idempotent and every adapter answers reads from the forge's current state:
@@ -10,6 +11,7 @@
 //! pull request is looked up by its head branch ([`Forge::find_pull_request`]) before one is
 //! opened. Every failure is a `github`-stage [`SafeError`]: nothing a forge says reaches it.
 
+pub mod github;
 pub mod local;
 
 use std::collections::BTreeMap;

@@ -48,8 +48,8 @@ impl PackageSettings {
         }
     }
 
-    /// Checks what can be checked before opening the repository; the problem is named without
-    /// any value.
+    /// Checks what can be checked before opening the local repository; the problem is named
+    /// without any value.
     pub fn validate(&self) -> Result<(), String> {
         if self.repository.as_os_str().is_empty() {
             return Err("`repository` is empty".to_owned());
@@ -57,6 +57,11 @@ impl PackageSettings {
         if !self.repository.is_dir() {
             return Err("`repository` is not a folder".to_owned());
         }
+        self.validate_layout()
+    }
+
+    /// Checks the base branch's name and the package folder, wherever the repository is.
+    pub fn validate_layout(&self) -> Result<(), String> {
         if !git2::Branch::name_is_valid(&self.base_branch).unwrap_or(false) {
             return Err("`base_branch` is not a valid git branch name".to_owned());
         }

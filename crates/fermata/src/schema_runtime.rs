@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_accounts::KeyringHandle;
-use fermata_forge::Forge;
+use fermata_forge::github::GitHub;
 use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
@@ -92,11 +92,21 @@ impl SchemaRuntime {
             Failure::runtime(format!("preparing the schema folders failed: {error}"))
         })??;
 
-        // The package's repository is the forge refreshes read it from and publish to.
-        let package = settings.package.as_ref().map(|package| {
-            let forge: Arc<dyn Forge> = Arc::new(LocalGit::new(&package.repository));
-            Package::on(package, forge)
-        });
+        // The package's repository (or its GitHub repository) is the forge refreshes read it
+        // from and publish to.
+        let package = match (&settings.package, &settings.github) {
+            (None, _) => None,
+            (Some(package), None) => Some(Package::on(
+                package,
+                Arc::new(LocalGit::new(&package.repository)),
+            )),
+            (Some(package), Some(github)) => {
+                let forge = GitHub::new(github.clone()).map_err(|error| {
+                    Failure::runtime(format!("cannot use the GitHub package: {error}"))
+                })?;
+                Some(Package::on(package, Arc::new(forge)))
+            }
+        };
         let refresh = RefreshWorkflow::new(
             Arc::clone(&storage),
             RefreshSettings {

@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
 use fermata_schema::SourceSettings;
 use fermata_schema::artifact::S3Settings;
 use fermata_schema::package::PackageSettings;
@@ -45,9 +46,16 @@ pub(super) struct FileSchema {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FilePackage {
+    /// `local` (the default) or `github`.
+    forge: Option<String>,
     repository: Option<PathBuf>,
     base_branch: Option<String>,
     path: Option<String>,
+    /// For `github`: `OWNER/NAME`, the REST API's URL, and the token's file or variable.
+    github_repository: Option<String>,
+    api_url: Option<String>,
+    token_file: Option<PathBuf>,
+    token_env: Option<String>,
 }
 
 /// The `[schema.artifacts]` table, as written.
@@ -72,6 +80,9 @@ pub struct SchemaSettings {
     pub workspace: Option<SourceSettings>,
     /// The target repository; without it refreshes fail with `PACKAGE_NOT_CONFIGURED`.
     pub package: Option<PackageSettings>,
+    /// When set, the package is on GitHub, read and published through its REST API, and
+    /// `package.repository` is not used.
+    pub github: Option<GitHubSettings>,
     /// The bucket of review artifacts; `None` keeps them in the data folder.
     pub artifacts: Option<S3Settings>,
     /// How long a review stays open before the refresh expires.
@@ -86,6 +97,7 @@ impl Default for SchemaSettings {
             source: None,
             workspace: None,
             package: None,
+            github: None,
             artifacts: None,
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
@@ -124,14 +136,18 @@ pub(super) fn schema_settings(
                 )
             })?,
     };
+    let (package, github) = match &file.package {
+        None => (None, None),
+        Some(package) => {
+            let (settings, github) = package_settings(package, origin)?;
+            (Some(settings), github)
+        }
+    };
     Ok(SchemaSettings {
         source: source_settings(file.source.as_ref(), "schema.source", origin)?,
         workspace: source_settings(file.workspace.as_ref(), "schema.workspace", origin)?,
-        package: file
-            .package
-            .as_ref()
-            .map(|package| package_settings(package, origin))
-            .transpose()?,
+        package,
+        github,
         artifacts: file
             .artifacts
             .as_ref()
@@ -142,14 +158,34 @@ pub(super) fn schema_settings(
     })
 }
 
-fn package_settings(file: &FilePackage, origin: &Origin) -> Result<PackageSettings, ConfigError> {
-    let repository = file.repository.clone().ok_or_else(|| {
-        ConfigError::new(
-            "schema.package.repository",
-            origin.clone(),
-            "the path of the target git repository is required",
-        )
-    })?;
+fn package_settings(
+    file: &FilePackage,
+    origin: &Origin,
+) -> Result<(PackageSettings, Option<GitHubSettings>), ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.package.{key}"), origin.clone(), problem)
+    };
+    let on_github = match file.forge.as_deref() {
+        None | Some("local") => false,
+        Some("github") => true,
+        Some(_) => return Err(refuse("forge", "expected local or github")),
+    };
+    let repository = match (&file.repository, on_github) {
+        (Some(repository), false) => repository.clone(),
+        (None, false) => {
+            return Err(refuse(
+                "repository",
+                "the path of the target git repository is required",
+            ));
+        }
+        (Some(_), true) => {
+            return Err(refuse(
+                "repository",
+                "a GitHub package names its repository in `github_repository`",
+            ));
+        }
+        (None, true) => PathBuf::new(),
+    };
     let settings = PackageSettings {
         repository,
         base_branch: file
@@ -161,10 +197,50 @@ fn package_settings(file: &FilePackage, origin: &Origin) -> Result<PackageSettin
             .clone()
             .unwrap_or_else(|| PackageSettings::DEFAULT_PATH.to_owned()),
     };
-    settings
-        .validate()
-        .map_err(|problem| ConfigError::new("schema.package", origin.clone(), problem))?;
-    Ok(settings)
+    let checked = if on_github {
+        settings.validate_layout()
+    } else {
+        settings.validate()
+    };
+    checked.map_err(|problem| ConfigError::new("schema.package", origin.clone(), problem))?;
+    if !on_github {
+        let github_only = [
+            ("github_repository", file.github_repository.is_some()),
+            ("api_url", file.api_url.is_some()),
+            ("token_file", file.token_file.is_some()),
+            ("token_env", file.token_env.is_some()),
+        ];
+        if let Some((key, _)) = github_only.iter().find(|(_, given)| *given) {
+            return Err(refuse(key, "is only read with `forge = \"github\"`"));
+        }
+        return Ok((settings, None));
+    }
+    let (owner, name) = file
+        .github_repository
+        .as_deref()
+        .and_then(|full| full.split_once('/'))
+        .ok_or_else(|| refuse("github_repository", "give the repository as OWNER/NAME"))?;
+    let token = secret(
+        file.token_file.as_deref(),
+        file.token_env.as_deref(),
+        ("token_file", "token_env"),
+        &refuse,
+    )?;
+    let mut github = GitHubSettings::new(owner, name, GitHubToken::new(token.as_str()));
+    if let Some(api_url) = &file.api_url {
+        github.api_url.clone_from(api_url);
+    }
+    // Everything the adapter checks (URL, names, token) is checked now, before anything starts.
+    GitHub::new(github.clone()).map_err(|error| {
+        let key = match error {
+            GitHubSettingsError::ApiUrl => "api_url",
+            GitHubSettingsError::Name => "github_repository",
+            GitHubSettingsError::Token => "token_file",
+            GitHubSettingsError::Client(_) => "forge",
+        };
+        refuse(key, &error.to_string())
+    })?;
+    Ok((settings, Some(github)))
 }
 
 fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings, ConfigError> {
@@ -387,6 +463,70 @@ mod tests {
                     "[artifacts]\nendpoint = \"https://s3\"\n{base}secret_access_key_env = \"FERMATA_TEST_UNSET_SECRET\"\n"
                 ),
                 "schema.artifacts.secret_access_key_env",
+            ),
+        ] {
+            let error = parse(&text).unwrap_err();
+            assert_eq!(error.setting, setting, "{text}");
+            assert!(!format!("{error} {error:?}").contains("s3cret"));
+        }
+    }
+
+    #[test]
+    fn a_github_package_reads_its_token_and_names_each_wrong_setting() {
+        let folder = tempfile::tempdir().unwrap();
+        let token = private_file(folder.path(), "ghp_s3cret\n");
+        let settings = parse(&format!(
+            "[package]\nforge = \"github\"\ngithub_repository = \"acme/schemas\"\n\
+             base_branch = \"trunk\"\ntoken_file = {token:?}\n"
+        ))
+        .unwrap();
+        let github = settings.github.unwrap();
+        assert_eq!(
+            (github.owner.as_str(), github.repository.as_str()),
+            ("acme", "schemas")
+        );
+        assert_eq!(github.api_url, "https://api.github.com");
+        assert_eq!(settings.package.unwrap().base_branch, "trunk");
+        assert!(!format!("{github:?}").contains("s3cret"));
+
+        let base = format!("forge = \"github\"\ntoken_file = {token:?}\n");
+        for (text, setting) in [
+            (
+                format!("[package]\n{base}"),
+                "schema.package.github_repository",
+            ),
+            (
+                format!("[package]\n{base}github_repository = \"no-slash\"\n"),
+                "schema.package.github_repository",
+            ),
+            (
+                format!("[package]\n{base}github_repository = \"acme/bad name\"\n"),
+                "schema.package.github_repository",
+            ),
+            (
+                format!(
+                    "[package]\n{base}github_repository = \"acme/schemas\"\napi_url = \"ftp://x\"\n"
+                ),
+                "schema.package.api_url",
+            ),
+            (
+                "[package]\nforge = \"github\"\ngithub_repository = \"acme/schemas\"\n".to_owned(),
+                "schema.package.token_file",
+            ),
+            (
+                format!("[package]\n{base}github_repository = \"a/b\"\nrepository = \"/tmp\"\n"),
+                "schema.package.repository",
+            ),
+            (
+                "[package]\nforge = \"gitlab\"\n".to_owned(),
+                "schema.package.forge",
+            ),
+            (
+                format!(
+                    "[package]\nrepository = {:?}\ntoken_env = \"X\"\n",
+                    folder.path()
+                ),
+                "schema.package.token_env",
             ),
         ] {
             let error = parse(&text).unwrap_err();

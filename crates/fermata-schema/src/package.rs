@@ -104,15 +104,11 @@ impl Package {
     /// The package in the local git repository of `settings`: validates the settings and checks
     /// that the repository opens.
     pub async fn open(settings: &PackageSettings) -> Result<Package, SafeError> {
-        let checked = settings.clone();
-        blocking(move || {
-            // Validation looks at the file system too.
-            checked.validate().map_err(|problem| {
-                warn!(problem, "the package settings cannot be used");
-                SafeError::new(ErrorCode::GithubFailed)
-            })
-        })
-        .await?;
+        settings.validate_layout().map_err(|problem| {
+            warn!(problem, "the package settings cannot be used");
+            SafeError::new(ErrorCode::GithubFailed)
+        })?;
+        // Opening the repository is the check of its path.
         let local = LocalGit::new(&settings.repository);
         local.check().await?;
         Ok(Package::on(settings, Arc::new(local)))
@@ -185,20 +181,6 @@ impl Package {
                 warn!("a registered database has no folder in the package");
                 Err(SafeError::new(ErrorCode::GithubFailed))
             }
-        }
-    }
-}
-
-/// Runs file-system work on a blocking thread. A panic there is a bug and goes on unwinding here.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, SafeError> + Send + 'static,
-) -> Result<T, SafeError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result,
-        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(_) => {
-            warn!("a package read was cancelled");
-            Err(SafeError::new(ErrorCode::GithubFailed))
         }
     }
 }

@@ -9,8 +9,9 @@
 
 mod git_support;
 mod support;
+mod workflow_support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,19 +20,18 @@ use async_trait::async_trait;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
-use fermata_schema::package::{PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry};
+use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
-use fermata_schema::snapshot::{prepare, snapshot};
 use fermata_schema::{
-    Administrator, EngineWorkflows, InventoryWorkflow, OperationReport, OperationRequest,
-    Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
+    Administrator, EngineWorkflows, InventoryWorkflow, OperationReport, Operations,
+    RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
     NewInventory, OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState,
     SafeError, SchemaLeaseStatus, StepKey, StepState,
 };
-use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
+use fermata_store::{Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
 use fermata_workflow::{Attempt, Engine, RetryPause, Worker, WorkerSettings};
 use git_support::TestRepository;
@@ -40,20 +40,7 @@ use object_store::local::LocalFileSystem;
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 use support::{admin, quoted, settings, snapshot_account, unique};
-
-/// More executions than any refresh needs to reach the state a test waits for.
-const MAX_EXECUTIONS: usize = 40;
-
-/// Records every retry delay and returns at once: the injected clock.
-#[derive(Debug, Default)]
-struct RecordedPauses(Mutex<Vec<Duration>>);
-
-#[async_trait]
-impl RetryPause for RecordedPauses {
-    async fn pause(&self, delay: Duration) {
-        self.0.lock().unwrap().push(delay);
-    }
-}
+use workflow_support::{MAX_EXECUTIONS, RecordedPauses, administrator, request, run_until};
 
 /// What the probe does once, in the first database step's first attempt, once the candidate is
 /// written.
@@ -129,20 +116,6 @@ struct Harness {
     _artifact_folder: tempfile::TempDir,
 }
 
-async fn administrator(storage: &dyn Storage, id: &str, name: &str) -> Administrator {
-    let user = storage
-        .users()
-        .create_user(&NewUser {
-            id: UserId(id.to_owned()),
-            name: UserName::new(name).unwrap(),
-            password_hash: "$argon2id$unused".to_owned(),
-            roles: BTreeSet::from([Role::SystemAdmin]),
-        })
-        .await
-        .unwrap();
-    Administrator::from_user(&user, true).unwrap()
-}
-
 async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
@@ -209,20 +182,6 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
     }
 }
 
-fn request(
-    kind: OperationKind,
-    key: &str,
-    inventory: Option<InventoryId>,
-    databases: &[&str],
-) -> OperationRequest {
-    OperationRequest {
-        kind,
-        request_key: RequestKey::new(key).unwrap(),
-        inventory,
-        databases: databases.iter().map(|name| (*name).to_owned()).collect(),
-    }
-}
-
 impl Harness {
     /// Runs an inventory to its end and returns its ID.
     async fn inventory(&self) -> InventoryId {
@@ -263,19 +222,7 @@ impl Harness {
         id: OperationId,
         done: impl Fn(OperationState) -> bool,
     ) -> OperationReport {
-        for _ in 0..MAX_EXECUTIONS {
-            let report = self.operations.report(id).await.unwrap();
-            if done(report.operation.state) {
-                return report;
-            }
-            if self.worker.run_once().await.unwrap().is_none() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        panic!(
-            "operation {id} did not get there: {:?}",
-            self.operations.report(id).await.unwrap().operation
-        );
+        run_until(&self.operations, &self.worker, id, done).await
     }
 
     async fn awaiting_review(&self, id: OperationId) -> OperationReport {
@@ -332,39 +279,8 @@ impl Harness {
 
     /// Registers `database` in the package with its current snapshot, as a merge would.
     async fn register(&self, database: &str) {
-        let mut connection = admin().await;
-        prepare(&mut connection).await.unwrap();
-        let name = DatabaseName::new(database).unwrap();
-        let snapshot = snapshot(std::slice::from_mut(&mut connection), &name, "test")
-            .await
-            .unwrap();
-        let counts = serde_json::from_slice::<serde_json::Value>(&snapshot.files["manifest.json"])
-            .unwrap()["counts"]
-            .clone();
-        let mut registry = Registry::default();
-        registry
-            .register(
-                name.clone(),
-                RegisteredSnapshot {
-                    snapshot_hash: snapshot.snapshot_hash.clone(),
-                    object_counts: serde_json::from_value(counts).unwrap(),
-                    generator_version: env!("CARGO_PKG_VERSION").to_owned(),
-                    operation_id: OperationId::generate(),
-                },
-            )
-            .unwrap();
-        let folder = names::file_name(database).unwrap();
-        let mut tree = BTreeMap::from([
-            ("README.md".to_owned(), b"Schemas.\n".to_vec()),
-            (
-                format!("schemas/{REGISTRY_FILE}"),
-                registry.to_canonical_json(),
-            ),
-        ]);
-        for (path, bytes) in snapshot.files {
-            tree.insert(format!("schemas/{folder}/{path}"), bytes);
-        }
-        self.repository.commit("main", &tree);
+        let snapshot = support::take(database, 1).await.unwrap();
+        self.repository.commit_package("main", &[snapshot]);
     }
 }
 

@@ -1,5 +1,5 @@
 //! What the workflows over a selection of databases, the refresh and the verification, share:
-//! the bodies of their `load` and `base` steps, the `database:<position>` steps themselves (one
+//! their first steps (`bind`, `load`, `base`), the `database:<position>` steps (one
 //! durable step per selected database, one after another, a failure recorded as that database's
 //! result while the next one runs), the live snapshot a database step takes and checks again, and
 //! the conditional end of the operation that releases the global lease.
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::inventory::discover;
-use crate::operations::storage_error;
+use crate::operations::{begin_run, storage_error};
 use crate::package::{Package, PackageSettings, Registry};
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
@@ -32,13 +32,75 @@ pub(crate) struct Base {
     pub(crate) registry: String,
 }
 
+/// What the first steps found: the selection, and the package it is compared with.
+pub(crate) struct Selected {
+    pub(crate) databases: Vec<DatabaseName>,
+    pub(crate) base: Base,
+    pub(crate) registry: Registry,
+}
+
+/// The first steps of a run over a selection, each recorded with `progress`: `bind` binds the
+/// run and moves the operation to `running`, `load` loads the selection ([`load_selection`]) and
+/// `base` the package at the base branch's head ([`read_base`]).
+pub(crate) async fn first_steps(
+    progress: &Progress<'_>,
+    ctx: &mut RunContext,
+    source: &Option<SourceSettings>,
+    package: &Option<PackageSettings>,
+) -> Result<Selected, RunError> {
+    let (storage, id) = (progress.storage, progress.operation);
+    let (source, package) = (source.as_ref(), package.as_ref());
+    let run_id = ctx.run_id().0.clone();
+    progress
+        .step(ctx, "bind", |_| {
+            let run_id = run_id.clone();
+            async move { begin_run(storage, id, &run_id).await.map(|_| ()) }
+        })
+        .await?;
+    let databases: Vec<DatabaseName> = progress
+        .step(ctx, "load", |_| load_selection(storage, source, id))
+        .await?;
+    let base: Base = progress
+        .step(ctx, "base", |_| read_base(storage, package, id))
+        .await?;
+    let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+    Ok(Selected {
+        databases,
+        base,
+        registry,
+    })
+}
+
+/// Step `finish` of a run that succeeded without a review: the operation moves from `running`
+/// to `succeeded`, releasing the lease (so the step's own boundary heartbeats none).
+pub(crate) async fn finish_succeeded(
+    progress: &Progress<'_>,
+    ctx: &mut RunContext,
+) -> Result<(), RunError> {
+    let unleased = Progress {
+        lease_ttl: None,
+        ..*progress
+    };
+    unleased
+        .step(ctx, "finish", |_| {
+            end_operation(
+                unleased.storage,
+                unleased.operation,
+                OperationState::Running,
+                OperationState::Succeeded,
+                None,
+            )
+        })
+        .await
+}
+
 /// What one database step decided.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct StepOutcome {
     pub(crate) outcome: Outcome,
 }
 
-/// The `load` step: the selection, checked again against the inventory, which is loaded first.
+/// The `load` step's body: the selection, checked again against the inventory, which is loaded first.
 /// Without a source nothing can run, which fails the operation here rather than every database.
 pub(crate) async fn load_selection(
     storage: &dyn Storage,
@@ -73,7 +135,7 @@ pub(crate) async fn load_selection(
     selection::resolve(&inventory, now, &requested)
 }
 
-/// The `base` step: the package's base commit and registry, the commit recorded on the
+/// The `base` step's body: the package's base commit and registry, the commit recorded on the
 /// operation once (a refresh's reviewed base).
 pub(crate) async fn read_base(
     storage: &dyn Storage,

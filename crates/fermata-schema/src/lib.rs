@@ -1,9 +1,11 @@
 //! Schema snapshots over a MySQL or MariaDB server: how Fermata connects to the source as the
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
-//! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as durable workflows
-//! ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how their candidates are sealed for review
-//! ([`artifact`]) and reviewed ([`review`]), and how they are shown ([`view`]).
+//! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
+//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
+//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
+//! registry says of each registered database ([`registry_view`]), and how they are shown
+//! ([`view`]).
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].

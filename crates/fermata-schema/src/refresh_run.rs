@@ -46,13 +46,13 @@ use serde_json::Value;
 
 use crate::artifact::ArtifactStore;
 use crate::database_run::{
-    Base, LiveSnapshot, StepOutcome, database_steps, end_operation, load_selection, read_base,
-    recorded_outcome, require_state,
+    LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
+    first_steps, recorded_outcome, require_state,
 };
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::names;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::storage_error;
 use crate::package::{PackageSettings, Registry};
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
@@ -155,25 +155,12 @@ impl RefreshWorkflow {
             operation: id,
             lease_ttl: Some(SCHEMA_LEASE_TTL),
         };
-        let run_id = ctx.run_id().0.clone();
-        leased
-            .step(ctx, "bind", |_| {
-                let run_id = run_id.clone();
-                async move { begin_run(storage, id, &run_id).await.map(|_| ()) }
-            })
-            .await?;
         let settings = &*self.settings;
-        let selected: Vec<DatabaseName> = leased
-            .step(ctx, "load", |_| {
-                load_selection(storage, settings.source.as_ref(), id)
-            })
-            .await?;
-        let base: Base = leased
-            .step(ctx, "base", |_| {
-                read_base(storage, settings.package.as_ref(), id)
-            })
-            .await?;
-        let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+        let Selected {
+            databases: selected,
+            base,
+            registry,
+        } = first_steps(&leased, ctx, &settings.source, &settings.package).await?;
 
         let changed = database_steps(
             &leased,
@@ -189,17 +176,7 @@ impl RefreshWorkflow {
             ..leased
         };
         if changed.is_empty() {
-            unleased
-                .step(ctx, "finish", |_| {
-                    end_operation(
-                        storage,
-                        id,
-                        OperationState::Running,
-                        OperationState::Succeeded,
-                        None,
-                    )
-                })
-                .await?;
+            finish_succeeded(&leased, ctx).await?;
             tracing::info!(operation = %id, "refresh found no change; nothing to review");
             return Ok(serde_json::json!({ "changed": 0 }));
         }

@@ -1,6 +1,6 @@
 //! The verification workflow: whether each selected database's live schema still matches its
 //! merged snapshot in the package. It holds the global lease from its start to its end and,
-//! like the refresh whose first steps it shares ([`crate::database_run`]), runs:
+//! like the refresh whose first steps it shares (`database_run.rs`), runs:
 //!
 //! 1. `bind`, `load` (the inventory first, then the selection checked against it again) and
 //!    `base` (the registry at the base branch's current commit, recorded on the operation).
@@ -28,19 +28,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fermata_store::Storage;
 use fermata_store::schema::{
-    DatabaseName, DatabaseReport, ErrorCode, Freshness, OperationId, OperationKind, OperationState,
-    Outcome, SCHEMA_LEASE_TTL, SafeError, Subject,
+    DatabaseName, DatabaseReport, ErrorCode, Freshness, OperationId, OperationKind, Outcome,
+    SCHEMA_LEASE_TTL, SafeError, Subject,
 };
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde_json::Value;
 
 use crate::database_run::{
-    Base, LiveSnapshot, StepOutcome, database_steps, end_operation, load_selection, read_base,
+    LiveSnapshot, Selected, StepOutcome, database_steps, finish_succeeded, first_steps,
     recorded_outcome,
 };
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::storage_error;
 use crate::package::{Package, PackageSettings, Registry};
 use crate::review::differing_files;
 use crate::source::SourceSettings;
@@ -120,24 +120,11 @@ impl VerificationWorkflow {
             operation: id,
             lease_ttl: Some(SCHEMA_LEASE_TTL),
         };
-        let run_id = ctx.run_id().0.clone();
-        leased
-            .step(ctx, "bind", |_| {
-                let run_id = run_id.clone();
-                async move { begin_run(storage, id, &run_id).await.map(|_| ()) }
-            })
-            .await?;
-        let selected: Vec<DatabaseName> = leased
-            .step(ctx, "load", |_| {
-                load_selection(storage, settings.source.as_ref(), id)
-            })
-            .await?;
-        let base: Base = leased
-            .step(ctx, "base", |_| {
-                read_base(storage, settings.package.as_ref(), id)
-            })
-            .await?;
-        let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+        let Selected {
+            databases: selected,
+            base,
+            registry,
+        } = first_steps(&leased, ctx, &settings.source, &settings.package).await?;
         let changed = database_steps(
             &leased,
             ctx,
@@ -148,22 +135,7 @@ impl VerificationWorkflow {
             },
         )
         .await?;
-        // This step releases the lease: its own boundary has none left to heartbeat.
-        let unleased = Progress {
-            lease_ttl: None,
-            ..leased
-        };
-        unleased
-            .step(ctx, "finish", |_| {
-                end_operation(
-                    storage,
-                    id,
-                    OperationState::Running,
-                    OperationState::Succeeded,
-                    None,
-                )
-            })
-            .await?;
+        finish_succeeded(&leased, ctx).await?;
         tracing::info!(operation = %id, databases = selected.len(), changed = changed.len(), "verification ended");
         Ok(serde_json::json!({ "changed": changed.len() }))
     }

@@ -23,8 +23,8 @@ use fermata_schema::artifact::{ArtifactStore, artifact_location};
 use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
 use fermata_schema::{
-    Administrator, EngineWorkflows, InventoryWorkflow, OperationReport, Operations,
-    RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict,
+    Administrator, EngineWorkflows, OperationReport, Operations, RefreshSettings, RefreshWorkflow,
+    Reviews, SourceSettings, Verdict,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
@@ -33,7 +33,7 @@ use fermata_store::schema::{
 };
 use fermata_store::{Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
-use fermata_workflow::{Attempt, Engine, RetryPause, Worker, WorkerSettings};
+use fermata_workflow::{Attempt, Engine, Worker, WorkerSettings};
 use git_support::TestRepository;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
@@ -157,10 +157,7 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);
-    let engine = Engine::new(Arc::clone(&storage))
-        .with_retry_pause(Arc::clone(&pauses) as Arc<dyn RetryPause>)
-        .register(InventoryWorkflow::new(Arc::clone(&storage), Some(source)))
-        .register(refresh);
+    let engine = workflow_support::engine(&storage, &pauses, source, refresh);
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     let operations = Operations::new(Arc::clone(&storage), workflows.clone());
     let reviews = Reviews::new(Arc::clone(&storage), workflows, artifacts, Some(package));
@@ -185,35 +182,12 @@ async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) 
 impl Harness {
     /// Runs an inventory to its end and returns its ID.
     async fn inventory(&self) -> InventoryId {
-        let operation = self
-            .operations
-            .request(
-                &self.admin,
-                &request(OperationKind::Inventory, &unique("inv"), None, &[]),
-            )
-            .await
-            .unwrap();
-        let report = self
-            .run_until(operation.id, |state| state.is_terminal())
-            .await;
-        assert_eq!(report.operation.state, OperationState::Succeeded);
-        report.inventory.unwrap().id
+        workflow_support::inventory(&self.operations, &self.worker, &self.admin).await
     }
 
     async fn refresh(&self, inventory: InventoryId, databases: &[&str]) -> OperationId {
-        self.operations
-            .request(
-                &self.admin,
-                &request(
-                    OperationKind::Refresh,
-                    &unique("ref"),
-                    Some(inventory),
-                    databases,
-                ),
-            )
-            .await
-            .unwrap()
-            .id
+        let kind = OperationKind::Refresh;
+        workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
     }
 
     /// Executes runs until operation `id` is in a state `done` accepts.
@@ -241,14 +215,7 @@ impl Harness {
     }
 
     async fn step_attempts(&self, id: OperationId, key: &str) -> (StepState, u32) {
-        let step = self
-            .storage
-            .schema()
-            .step(id, &StepKey::new(key).unwrap())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("no step {key}"));
-        (step.state, step.attempts)
+        workflow_support::step_attempts(&*self.storage, id, key).await
     }
 
     /// Every object the store holds, by location.

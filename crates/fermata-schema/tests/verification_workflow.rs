@@ -20,17 +20,16 @@ use fermata_schema::refresh_run::DEFAULT_CONNECTIONS;
 use fermata_schema::registry_view::RegistryFreshness;
 use fermata_schema::verification_run::SnapshotProbe;
 use fermata_schema::{
-    Administrator, EngineWorkflows, InventoryWorkflow, OperationReport, Operations,
-    RegistryReports, SourceSettings, VerificationSettings, VerificationWorkflow,
+    Administrator, EngineWorkflows, OperationReport, Operations, RegistryReports, SourceSettings,
+    VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, FileChange, FileDifference, Freshness, InventoryId, OperationId,
-    OperationKind, OperationState, Outcome, SafeError, SchemaLease, SchemaLeaseStatus, StepKey,
-    StepState,
+    OperationKind, OperationState, Outcome, SafeError, SchemaLease, SchemaLeaseStatus, StepState,
 };
 use fermata_store::{Storage, StoreOptions};
 use fermata_store_sql::testing::ScratchDatabase;
-use fermata_workflow::{Attempt, Engine, RetryPause, Worker, WorkerSettings};
+use fermata_workflow::{Attempt, Worker, WorkerSettings};
 use git_support::TestRepository;
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
@@ -116,10 +115,7 @@ async fn harness(source: SourceSettings, fault: Fault) -> Harness {
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>);
-    let engine = Engine::new(Arc::clone(&storage))
-        .with_retry_pause(Arc::clone(&pauses) as Arc<dyn RetryPause>)
-        .register(InventoryWorkflow::new(Arc::clone(&storage), Some(source)))
-        .register(verification);
+    let engine = workflow_support::engine(&storage, &pauses, source, verification);
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     Harness {
         operations: Operations::new(Arc::clone(&storage), workflows),
@@ -145,31 +141,12 @@ impl Harness {
     }
 
     async fn inventory(&self) -> InventoryId {
-        let operation = self
-            .operations
-            .request(
-                &self.admin,
-                &request(OperationKind::Inventory, &unique("inv"), None, &[]),
-            )
-            .await
-            .unwrap();
-        self.run_to_end(operation.id).await.inventory.unwrap().id
+        workflow_support::inventory(&self.operations, &self.worker, &self.admin).await
     }
 
     async fn verify(&self, inventory: InventoryId, databases: &[&str]) -> OperationId {
-        self.operations
-            .request(
-                &self.admin,
-                &request(
-                    OperationKind::Verification,
-                    &unique("ver"),
-                    Some(inventory),
-                    databases,
-                ),
-            )
-            .await
-            .unwrap()
-            .id
+        let kind = OperationKind::Verification;
+        workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
     }
 
     /// Registers `databases` in the package with their current snapshots, as a merge would.
@@ -181,15 +158,12 @@ impl Harness {
         self.repository.commit_package("main", &snapshots);
     }
 
+    async fn lease(&self) -> Option<SchemaLease> {
+        self.storage.schema().schema_lease().await.unwrap()
+    }
+
     async fn step(&self, id: OperationId, key: &str) -> (StepState, u32) {
-        let step = self
-            .storage
-            .schema()
-            .step(id, &StepKey::new(key).unwrap())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("no step {key}"));
-        (step.state, step.attempts)
+        workflow_support::step_attempts(&*self.storage, id, key).await
     }
 }
 
@@ -293,15 +267,7 @@ async fn drift_is_reported_with_the_files_that_differ_and_an_untouched_database_
             .is_empty()
     );
     // It published nothing and ended the lease.
-    assert!(
-        harness
-            .storage
-            .schema()
-            .schema_lease()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(harness.lease().await.is_none());
     assert!(
         harness
             .storage
@@ -434,15 +400,7 @@ async fn an_unregistered_database_fails_and_the_next_one_still_runs() {
         report.operation.error.as_ref().map(SafeError::code),
         Some(ErrorCode::DatabaseNotRegistered)
     );
-    assert!(
-        harness
-            .storage
-            .schema()
-            .schema_lease()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(harness.lease().await.is_none());
     drop_databases(&mut admin, &names).await;
 }
 
@@ -456,11 +414,8 @@ async fn the_lease_is_held_while_the_steps_run_and_released_at_the_end() {
 
     let id = harness.verify(inventory, &[database]).await;
     let lease = harness
-        .storage
-        .schema()
-        .schema_lease()
+        .lease()
         .await
-        .unwrap()
         .expect("the verification takes the lease when it is requested");
     assert_eq!(
         (lease.operation, lease.kind),
@@ -501,15 +456,7 @@ async fn the_lease_is_held_while_the_steps_run_and_released_at_the_end() {
     }
     // Released at the end: the next verification may start.
     assert!(report.lease.is_none());
-    assert!(
-        harness
-            .storage
-            .schema()
-            .schema_lease()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(harness.lease().await.is_none());
     let next = harness.verify(inventory, &[database]).await;
     assert_eq!(
         harness.run_to_end(next).await.operation.state,

@@ -65,12 +65,8 @@ enum SchemaCommand {
     Inventory {
         #[command(flatten)]
         storage: StorageArgs,
-        /// The system administrator the operation is recorded for.
-        #[arg(long = "as", value_name = "NAME")]
-        actor: String,
-        /// A key that makes repeating the command return the same operation.
-        #[arg(long, value_name = "KEY")]
-        request_key: Option<String>,
+        #[command(flatten)]
+        requester: RequesterArgs,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
@@ -194,15 +190,22 @@ struct SelectionArgs {
     /// Every database of the inventory, in its order.
     #[arg(long)]
     all: bool,
+    #[command(flatten)]
+    requester: RequesterArgs,
+    /// Print the final report as JSON for scripts, without progress bars.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Who starts an operation, and the key that makes repeating the command return it.
+#[derive(Debug, Args)]
+struct RequesterArgs {
     /// The system administrator the operation is recorded for.
     #[arg(long = "as", value_name = "NAME")]
     actor: String,
     /// A key that makes repeating the command return the same operation.
     #[arg(long, value_name = "KEY")]
     request_key: Option<String>,
-    /// Print the final report as JSON for scripts, without progress bars.
-    #[arg(long)]
-    json: bool,
 }
 
 impl SelectionArgs {
@@ -214,8 +217,8 @@ impl SelectionArgs {
             } else {
                 schema_commands::Selection::Named(&self.databases)
             },
-            actor: &self.actor,
-            request_key: self.request_key.as_deref(),
+            actor: &self.requester.actor,
+            request_key: self.requester.request_key.as_deref(),
         }
     }
 }
@@ -518,11 +521,14 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
                     storage: storage.clone(),
                 };
                 match schema {
-                    SchemaCommand::Inventory {
-                        actor, request_key, ..
-                    } => {
-                        schema_commands::inventory(&setup, actor, request_key.as_deref(), format)
-                            .await
+                    SchemaCommand::Inventory { requester, .. } => {
+                        schema_commands::inventory(
+                            &setup,
+                            &requester.actor,
+                            requester.request_key.as_deref(),
+                            format,
+                        )
+                        .await
                     }
                     SchemaCommand::Refresh { selection, .. } => {
                         schema_commands::refresh(&setup, &selection.request(), format).await

@@ -4,8 +4,8 @@
 //! Freshness comes from the latest finished result of the database, in a refresh or a
 //! verification, that holds a snapshot hash to compare with the registry's current one (a failed
 //! result has none): `fresh` when that check's live snapshot had the registered hash, `stale`
-//! when it had another, `unknown` when no such result is among the database's latest
-//! [`HISTORY`] results. A snapshot merged after a refresh reads fresh from that refresh's own
+//! when it had another, `unknown` when no such result is among the database's latest hundred
+//! results. A snapshot merged after a refresh reads fresh from that refresh's own
 //! result, since the live snapshot it took is the one that was merged.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::operations::storage_error;
 use crate::package::{Package, PackageSettings, RegisteredSnapshot};
 
 /// How many of a database's latest results are looked at.
-pub const HISTORY: u32 = 100;
+const HISTORY: u32 = 100;
 
 /// Whether a registered snapshot still matches the live schema, as far as is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

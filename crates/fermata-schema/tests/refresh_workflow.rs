@@ -317,15 +317,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(unchanged.snapshot_hash, unchanged.merged_hash);
 
     // The reviewed base is the branch's head when the refresh read it.
-    let head = harness
-        .repository
-        .repository
-        .find_reference("refs/heads/main")
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let head = harness.repository.head("main");
     assert_eq!(
         report.operation.reviewed_base_commit.as_deref(),
         Some(head.as_str())

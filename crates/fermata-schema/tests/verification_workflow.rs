@@ -289,15 +289,7 @@ async fn drift_is_reported_with_the_files_that_differ_and_an_untouched_database_
 
     // The registry reads each database's freshness from its latest check.
     let registry = harness.registry.registry_view().await.unwrap();
-    let head = harness
-        .repository
-        .repository
-        .find_reference("refs/heads/main")
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let head = harness.repository.head("main");
     assert_eq!(registry.base_commit, head);
     let listed: Vec<_> = registry
         .databases

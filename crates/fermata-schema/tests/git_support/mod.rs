@@ -47,6 +47,17 @@ impl TestRepository {
         self.commit_entries(branch, &with_modes)
     }
 
+    /// The commit `branch` points at, as lowercase hexadecimal.
+    pub fn head(&self, branch: &str) -> String {
+        self.repository
+            .find_reference(&format!("refs/heads/{branch}"))
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string()
+    }
+
     /// Commits on `branch` a package (`schemas/`, with `README.md` beside it) in which each of
     /// `snapshots` is registered with its files, as a merged pull request leaves it.
     pub fn commit_package(&self, branch: &str, snapshots: &[DatabaseSnapshot]) -> Oid {

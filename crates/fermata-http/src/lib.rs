@@ -49,6 +49,8 @@ pub struct HttpState {
     pub schema: fermata_schema::Operations,
     /// Reviews of refreshes: their diffs and decisions.
     pub reviews: fermata_schema::Reviews,
+    /// The package registry with each database's last verification and freshness.
+    pub registry: fermata_schema::RegistryReports,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
     /// proxy that terminates it).
     pub secure_cookies: bool,

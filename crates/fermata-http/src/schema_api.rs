@@ -1,7 +1,7 @@
-//! The schema operations JSON API under `/api/v1/schema`: start an inventory or a refresh, list
-//! operations, read one operation (the route the administrator page polls), read a refresh's
-//! review with its diffs and approve or reject it, read the latest inventory and the lease, and
-//! clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
+//! The schema operations JSON API under `/api/v1/schema`: start an inventory, a refresh or a
+//! verification, list operations, read one operation (the route the administrator page polls),
+//! read a refresh's review with its diffs and approve or reject it, read the latest inventory,
+//! the package registry and the lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
 //! refuses is its safe error `{stage, code, retryable, message}`; authentication and malformed
 //! bodies are refused as by the rest of the API. The decisions and the clear action need a fresh
 //! session.
@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use fermata_accounts::Principal;
 use fermata_schema::view::{
-    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, ReviewView,
+    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView, ReviewView,
 };
 use fermata_schema::{Administrator, OperationRequest, Verdict};
 use fermata_store::schema::{
@@ -31,6 +31,8 @@ pub(crate) fn routes() -> Router<HttpState> {
             get(latest_inventory).post(start_inventory),
         )
         .route("/api/v1/schema/refresh", post(start_refresh))
+        .route("/api/v1/schema/verification", post(start_verification))
+        .route("/api/v1/schema/registry", get(registry))
         .route("/api/v1/schema/operations", get(list_operations))
         .route("/api/v1/schema/operations/{id}", get(operation))
         .route("/api/v1/schema/operations/{id}/review", get(review))
@@ -114,9 +116,10 @@ async fn start_inventory(
     start(&state, &principal, &request).await
 }
 
+/// A refresh or a verification request.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StartRefresh {
+struct StartSelection {
     /// The browser's key for this request; repeating it returns the same operation.
     request_key: String,
     /// The inventory the databases are selected from.
@@ -129,19 +132,37 @@ struct StartRefresh {
 async fn start_refresh(
     State(state): State<HttpState>,
     SystemAdmin(principal): SystemAdmin,
-    Json(body): Json<StartRefresh>,
+    Json(body): Json<StartSelection>,
+) -> Result<Response, SchemaError> {
+    start_selected(&state, &principal, OperationKind::Refresh, body).await
+}
+
+async fn start_verification(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Json(body): Json<StartSelection>,
+) -> Result<Response, SchemaError> {
+    start_selected(&state, &principal, OperationKind::Verification, body).await
+}
+
+/// Starts an operation of `kind` over the selection `body` names.
+async fn start_selected(
+    state: &HttpState,
+    principal: &Principal,
+    kind: OperationKind,
+    body: StartSelection,
 ) -> Result<Response, SchemaError> {
     let inventory = body
         .inventory
         .parse::<InventoryId>()
         .map_err(|_| SafeError::new(ErrorCode::InventoryMissing))?;
     let request = OperationRequest {
-        kind: OperationKind::Refresh,
+        kind,
         request_key: request_key(body.request_key)?,
         inventory: Some(inventory),
         databases: body.databases,
     };
-    start(&state, &principal, &request).await
+    start(state, principal, &request).await
 }
 
 fn request_key(key: String) -> Result<RequestKey, SchemaError> {
@@ -244,6 +265,15 @@ async fn latest_inventory(
         Some(inventory) => Ok(json(StatusCode::OK, InventoryView::from(&inventory))),
         None => Err(SchemaError(SafeError::new(ErrorCode::InventoryMissing))),
     }
+}
+
+/// Every registered database with its merged snapshot, last verification and freshness.
+async fn registry(
+    State(state): State<HttpState>,
+    SystemAdmin(_): SystemAdmin,
+) -> Result<Response, SchemaError> {
+    let report = state.registry.registry_view().await?;
+    Ok(json(StatusCode::OK, RegistryView::from(&report)))
 }
 
 async fn lease(

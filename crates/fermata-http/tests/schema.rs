@@ -1,8 +1,9 @@
-//! The refresh and review routes of the schema API, called through the router without a socket,
-//! on a real SQLite database: who may call them (401 without a login, 403 without the role,
-//! 403 `reauthentication_required` for a decision on a stale session), `no-store` on every
-//! answer, a refresh started from an inventory with its selection checked, and the review of
-//! an operation with and without a review. No worker runs here; the refresh's runs stay queued.
+//! The refresh, review, verification and registry routes of the schema API, called through the
+//! router without a socket, on a real SQLite database: who may call them (401 without a login,
+//! 403 without the role, 403 `reauthentication_required` for a decision on a stale session),
+//! `no-store` on every answer, a refresh and a verification started from an inventory with their
+//! selections checked, the review of an operation with and without a review, and the registry
+//! without a package. No worker runs here; the runs stay queued.
 
 use std::time::Duration;
 
@@ -103,13 +104,23 @@ impl App {
     }
 
     async fn refresh(&self, caller: &Caller, key: &str, databases: &[&str]) -> Answer {
+        self.start(caller, "/api/v1/schema/refresh", key, databases)
+            .await
+    }
+
+    async fn verification(&self, caller: &Caller, key: &str, databases: &[&str]) -> Answer {
+        self.start(caller, "/api/v1/schema/verification", key, databases)
+            .await
+    }
+
+    /// `POST uri` with a selection from the inventory.
+    async fn start(&self, caller: &Caller, uri: &str, key: &str, databases: &[&str]) -> Answer {
         let body = json!({
             "request_key": key,
             "inventory": self.inventory.to_string(),
             "databases": databases,
         });
-        self.call(caller, "POST", "/api/v1/schema/refresh", Some(body))
-            .await
+        self.call(caller, "POST", uri, Some(body)).await
     }
 }
 
@@ -126,11 +137,13 @@ fn error(answer: &Answer) -> (StatusCode, String) {
 }
 
 #[tokio::test]
-async fn refresh_and_review_routes_need_a_system_administrator() {
+async fn refresh_review_verification_and_registry_routes_need_a_system_administrator() {
     let app = App::new().await;
     let some = OperationId::generate();
     let routes = [
         ("POST", "/api/v1/schema/refresh".to_owned()),
+        ("POST", "/api/v1/schema/verification".to_owned()),
+        ("GET", "/api/v1/schema/registry".to_owned()),
         ("GET", format!("/api/v1/schema/operations/{some}/review")),
         ("POST", format!("/api/v1/schema/operations/{some}/approve")),
         ("POST", format!("/api/v1/schema/operations/{some}/reject")),
@@ -237,6 +250,72 @@ async fn a_refresh_starts_from_a_checked_selection() {
         error(&held),
         (StatusCode::CONFLICT, "LEASE_HELD".to_owned())
     );
+}
+
+#[tokio::test]
+async fn a_verification_starts_from_a_checked_selection_and_holds_the_lease() {
+    let app = App::new().await;
+    let empty = app.verification(&app.ada, "empty", &[]).await;
+    assert_eq!(
+        error(&empty),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "EMPTY_SELECTION".to_owned()
+        )
+    );
+    let unknown = app.verification(&app.ada, "unknown", &["nowhere"]).await;
+    assert_eq!(
+        error(&unknown),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "DATABASE_NOT_IN_INVENTORY".to_owned()
+        )
+    );
+
+    let started = app
+        .verification(&app.ada, "verify-1", &["crm", "app"])
+        .await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    let view = started.json();
+    assert_eq!(view["kind"], "verification");
+    // Registered now: the start protocol's `start()` is answered and the run waits for a worker.
+    assert_eq!(view["state"], "starting", "{view}");
+    assert!(view["run_id"].is_string(), "{view}");
+    assert_eq!(view["lease"]["operation_id"], view["id"]);
+    assert_eq!(view["lease"]["kind"], "verification");
+    let names: Vec<&str> = view["databases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|database| database["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "crm"]);
+    let again = app
+        .verification(&app.ada, "verify-1", &["crm", "app"])
+        .await;
+    assert_eq!(id_of(&again), id_of(&started));
+    for held in [
+        app.verification(&app.ada, "verify-2", &["billing"]).await,
+        app.refresh(&app.ada, "refresh-1", &["billing"]).await,
+    ] {
+        assert_eq!(
+            error(&held),
+            (StatusCode::CONFLICT, "LEASE_HELD".to_owned())
+        );
+    }
+
+    // The registry needs a package to read, and says so.
+    let registry = app
+        .call(&app.ada, "GET", "/api/v1/schema/registry", None)
+        .await;
+    assert_eq!(
+        error(&registry),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "PACKAGE_NOT_CONFIGURED".to_owned()
+        )
+    );
+    assert_eq!(registry.json()["error"]["stage"], "configuration");
 }
 
 #[tokio::test]

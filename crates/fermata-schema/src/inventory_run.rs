@@ -1,8 +1,10 @@
 //! The inventory workflow: binds its run to the operation, discovers the databases the snapshot
 //! account can see, records the immutable inventory (header and ordered names) and ends the
 //! operation. It never takes the global lease. A failure that is not retried, or that outlived
-//! its retries, ends the operation `failed` with its safe error.
+//! its retries, ends the operation `failed` with its safe error; [`run_operation`] does that for
+//! every schema workflow.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -147,28 +149,38 @@ impl Workflow for InventoryWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        let input: RunInput = serde_json::from_value(input)
-            .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
-        let run_id = ctx.run_id().0.clone();
-        match self.execute(ctx, input.operation).await {
-            Err(RunError::Failed(error)) => {
-                fail_operation(&*self.storage, input.operation, &run_id, &error).await;
-                Err(RunError::Failed(error))
-            }
-            other => other,
+        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+    }
+}
+
+/// A schema workflow's `run`: reads the operation ID from the run's input and runs `execute`
+/// for it; a failure that ends the run ends the operation `failed` with its safe error.
+pub(crate) async fn run_operation<'c, F, Fut>(
+    storage: &dyn Storage,
+    ctx: &'c mut RunContext,
+    input: Value,
+    execute: F,
+) -> Result<Value, RunError>
+where
+    F: FnOnce(&'c mut RunContext, OperationId) -> Fut,
+    Fut: Future<Output = Result<Value, RunError>>,
+{
+    let input: RunInput = serde_json::from_value(input)
+        .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+    let run_id = ctx.run_id().0.clone();
+    match execute(ctx, input.operation).await {
+        Err(RunError::Failed(error)) => {
+            fail_operation(storage, input.operation, &run_id, &error).await;
+            Err(RunError::Failed(error))
         }
+        other => other,
     }
 }
 
 /// Ends operation `id` `failed` with `error` on behalf of run `run_id`, releasing the lease when
 /// its kind holds one: only while it is live and not bound to another run. An operation that
 /// ended keeps its state.
-pub(crate) async fn fail_operation(
-    storage: &dyn Storage,
-    id: OperationId,
-    run_id: &str,
-    error: &SafeError,
-) {
+async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, error: &SafeError) {
     let schema = storage.schema();
     let Ok(Some(operation)) = schema.operation(id).await else {
         return;

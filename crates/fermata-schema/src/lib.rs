@@ -1,9 +1,11 @@
 //! Schema snapshots over a MySQL or MariaDB server: how Fermata connects to the source as the
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
-//! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as durable workflows
-//! ([`engine`], [`inventory_run`], [`refresh_run`]), how their candidates are sealed for review
-//! ([`artifact`]) and reviewed ([`review`]), and how they are shown ([`view`]).
+//! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
+//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
+//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
+//! registry says of each registered database ([`registry_view`]), and how they are shown
+//! ([`view`]).
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].
@@ -12,6 +14,7 @@
 
 pub mod admin;
 pub mod artifact;
+mod database_run;
 pub mod engine;
 pub mod inventory;
 pub mod inventory_run;
@@ -21,11 +24,13 @@ pub mod package;
 mod pool;
 pub mod publication;
 pub mod refresh_run;
+pub mod registry_view;
 pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
 mod tracked;
+pub mod verification_run;
 pub mod view;
 
 pub use admin::Administrator;
@@ -36,5 +41,7 @@ pub use operations::{
     OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
 };
 pub use refresh_run::{RefreshSettings, RefreshWorkflow};
+pub use registry_view::RegistryReports;
 pub use review::{Reviews, Verdict};
 pub use source::{SourceSettings, TlsMode};
+pub use verification_run::{VerificationSettings, VerificationWorkflow};

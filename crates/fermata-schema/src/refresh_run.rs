@@ -38,24 +38,27 @@ use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
     ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
     ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
-    ReviewState, SCHEMA_LEASE_TTL, SafeError, Subject, Transition,
+    ReviewState, SCHEMA_LEASE_TTL, SafeError, Transition,
 };
 use fermata_store::{SecretHash, Storage, UnixMillis};
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::artifact::ArtifactStore;
-use crate::engine::{RunInput, workflow_name};
-use crate::inventory::discover;
-use crate::inventory_run::fail_operation;
-use crate::operations::{begin_run, storage_error};
+use crate::database_run::{
+    LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
+    first_steps, recorded_outcome, require_state,
+};
+use crate::engine::workflow_name;
+use crate::inventory_run::run_operation;
+use crate::names;
+use crate::operations::storage_error;
 use crate::package::{Package, Registry};
 use crate::publication::Publication;
-use crate::snapshot::{self, DatabaseSnapshot};
+use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
 use crate::tracked::Progress;
-use crate::{names, pool, selection};
 
 /// How many introspection connections a database step opens when nothing else is configured.
 pub const DEFAULT_CONNECTIONS: usize = 8;
@@ -114,20 +117,6 @@ impl CandidateProbe for NoProbe {
     }
 }
 
-/// The base a refresh compares with, as its journal keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Base {
-    commit: String,
-    /// The registry's canonical JSON.
-    registry: String,
-}
-
-/// What one database step decided.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct StepOutcome {
-    outcome: Outcome,
-}
-
 /// The refresh workflow.
 #[derive(Clone)]
 pub struct RefreshWorkflow {
@@ -168,77 +157,28 @@ impl RefreshWorkflow {
             operation: id,
             lease_ttl: Some(SCHEMA_LEASE_TTL),
         };
-        let run_id = ctx.run_id().0.clone();
-        leased
-            .step(ctx, "bind", |_| {
-                let run_id = run_id.clone();
-                async move { begin_run(storage, id, &run_id).await.map(|_| ()) }
-            })
-            .await?;
-        let selected: Vec<DatabaseName> = leased
-            .step(ctx, "load", |_| async { self.load(id).await })
-            .await?;
-        let base: Base = leased
-            .step(ctx, "base", |_| async { self.base(id).await })
-            .await?;
-        let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+        let settings = &*self.settings;
+        let Selected {
+            databases: selected,
+            base,
+            registry,
+        } = first_steps(&leased, ctx, &settings.source, &settings.package).await?;
 
-        let mut changed = Vec::new();
-        let mut failures = Vec::new();
-        for (position, database) in selected.iter().enumerate() {
-            let position = u32::try_from(position).unwrap_or(u32::MAX);
-            let registered = registry.get(database).is_some();
-            let stepped = leased
-                .step(ctx, &format!("database:{position}"), |attempt| {
-                    self.database(id, position, database, &registry, attempt)
-                })
-                .await;
-            match stepped {
-                Ok(StepOutcome {
-                    outcome: Outcome::Changed,
-                }) => changed.push(position),
-                Ok(_) => {}
-                // Without the lease no later step can run either.
-                Err(RunError::Failed(error))
-                    if matches!(
-                        error.code(),
-                        ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
-                    ) =>
-                {
-                    return Err(RunError::Failed(error));
-                }
-                Err(RunError::Failed(error)) => {
-                    // Recorded once; a replay finds it recorded and changes nothing.
-                    schema
-                        .finish_database(
-                            id,
-                            database,
-                            &DatabaseReport::failed(error.clone(), registered),
-                        )
-                        .await
-                        .map_err(RunError::Lost)?;
-                    failures.push(error);
-                }
-                Err(other) => return Err(other),
-            }
-        }
+        let changed = database_steps(
+            &leased,
+            ctx,
+            &selected,
+            &registry,
+            |position, database, attempt| self.database(id, position, database, &registry, attempt),
+        )
+        .await?;
 
         let unleased = Progress {
             lease_ttl: None,
             ..leased
         };
-        if failures.len() == selected.len() {
-            // Every database failed: so does the operation, with the first database's error
-            // (each result keeps its own).
-            return Err(RunError::Failed(failures.swap_remove(0)));
-        }
         if changed.is_empty() {
-            unleased
-                .step(ctx, "finish", |_| async {
-                    self.end(id, OperationState::Running, OperationState::Succeeded, None)
-                        .await
-                })
-                .await?;
+            finish_succeeded(&leased, ctx).await?;
             tracing::info!(operation = %id, "refresh found no change; nothing to review");
             return Ok(serde_json::json!({ "changed": 0 }));
         }
@@ -299,8 +239,14 @@ impl RefreshWorkflow {
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Discarded)
                     .await
                     .map_err(|e| storage_error(&e))?;
-                self.end(id, OperationState::AwaitingReview, to, error.clone())
-                    .await
+                end_operation(
+                    storage,
+                    id,
+                    OperationState::AwaitingReview,
+                    to,
+                    error.clone(),
+                )
+                .await
             })
             .await?;
         unleased
@@ -338,7 +284,7 @@ impl RefreshWorkflow {
                     .map_err(|e| storage_error(&e))?
                     .is_none()
                 {
-                    self.require_state(id, OperationState::Publishing).await?;
+                    require_state(&*self.storage, id, OperationState::Publishing).await?;
                 }
                 let review = schema
                     .review(id)
@@ -389,14 +335,15 @@ impl RefreshWorkflow {
                     .await
                     .map_err(|e| storage_error(&e))?
                 {
-                    self.require_state(id, OperationState::Publishing).await?;
+                    require_state(&*self.storage, id, OperationState::Publishing).await?;
                     return Err(SafeError::new(ErrorCode::PublicationConflict));
                 }
                 schema
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Consumed)
                     .await
                     .map_err(|e| storage_error(&e))?;
-                self.end(
+                end_operation(
+                    &*self.storage,
                     id,
                     OperationState::Publishing,
                     OperationState::Succeeded,
@@ -406,80 +353,6 @@ impl RefreshWorkflow {
             })
             .await?;
         Ok(pull)
-    }
-
-    /// The selection, checked again against the inventory, which is loaded first. Without a
-    /// source nothing can run, which fails the operation here rather than every database.
-    async fn load(&self, id: OperationId) -> Result<Vec<DatabaseName>, SafeError> {
-        if self.settings.source.is_none() {
-            return Err(SafeError::new(ErrorCode::SourceNotConfigured));
-        }
-        let schema = self.storage.schema();
-        let operation = schema
-            .operation(id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .ok_or_else(|| {
-                SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0))
-            })?;
-        let inventory_id = operation
-            .inventory
-            .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
-        let inventory = schema
-            .inventory(inventory_id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
-        let now = schema.clock().await.map_err(|e| storage_error(&e))?;
-        let requested: Vec<String> = schema
-            .database_results(id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .into_iter()
-            .map(|row| row.database.as_str().to_owned())
-            .collect();
-        selection::resolve(&inventory, now, &requested)
-    }
-
-    /// The package's base commit and registry, the commit recorded as the reviewed base.
-    async fn base(&self, id: OperationId) -> Result<Base, SafeError> {
-        let package = self
-            .settings
-            .package
-            .as_ref()
-            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
-        let base = package.base_snapshot().await?;
-        let schema = self.storage.schema();
-        let recorded = schema
-            .operation(id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .and_then(|operation| operation.reviewed_base_commit);
-        // A retry after the commit was recorded compares with that commit, whatever the branch
-        // says now.
-        let commit = match recorded {
-            Some(commit) => commit,
-            None => {
-                if !schema
-                    .record_reviewed_base(id, &base.commit)
-                    .await
-                    .map_err(|e| storage_error(&e))?
-                {
-                    return Err(SafeError::new(ErrorCode::RunLost));
-                }
-                base.commit.clone()
-            }
-        };
-        let registry = if commit == base.commit {
-            base.registry
-        } else {
-            package.registry_at(&commit).await?
-        };
-        Ok(Base {
-            commit,
-            registry: String::from_utf8(registry.to_canonical_json())
-                .map_err(|_| SafeError::new(ErrorCode::GithubFailed))?,
-        })
     }
 
     /// One database's step body.
@@ -498,7 +371,7 @@ impl RefreshWorkflow {
             .map_err(|e| storage_error(&e))?
         {
             // An earlier attempt recorded the result and died before the journal did.
-            return self.recorded_outcome(id, database).await;
+            return recorded_outcome(&*self.storage, id, database).await;
         }
         let source = self
             .settings
@@ -511,34 +384,16 @@ impl RefreshWorkflow {
             .prefix("refresh-")
             .tempdir_in(&self.settings.scratch)
             .map_err(|_| scratch_unavailable())?;
-        let mut first = source.connect().await?;
-        let discovery = discover(&mut first).await?;
-        if !discovery.databases.contains(database) {
-            return Err(SafeError::about(
-                ErrorCode::DatabaseNoLongerVisible,
-                Subject::Database(database.clone()),
-            ));
-        }
-        let mut connections = pool::open(source, first, self.settings.connections).await?;
-        let candidate =
-            snapshot::snapshot(&mut connections, database, &discovery.server_version).await?;
-        drop(connections);
-        write_candidate(folder.path(), &candidate).await?;
+        let live = LiveSnapshot::take(source, database, self.settings.connections).await?;
+        let candidate = &live.snapshot;
+        write_candidate(folder.path(), candidate).await?;
         self.probe
             .candidate_written(database, folder.path(), attempt)
             .await?;
-
-        // The verifier's connection is a new one, opened after the others closed.
-        let mut verifier = source.connect().await?;
-        snapshot::prepare(&mut verifier).await?;
-        snapshot::verify_live(
-            &mut verifier,
-            database,
-            &candidate,
-            &discovery.server_version,
-        )
-        .await?;
-        drop(verifier);
+        live.verify_again(source, database).await?;
+        if let Some(workspace) = &self.settings.workspace {
+            live.verify_in_workspace(workspace).await?;
+        }
 
         let merged = registry
             .get(database)
@@ -549,15 +404,16 @@ impl RefreshWorkflow {
             Outcome::Changed
         };
         if outcome == Outcome::Changed {
-            let files = read_candidate(folder.path(), &candidate).await?;
+            let files = read_candidate(folder.path(), candidate).await?;
             self.settings.artifacts.stage(id, position, files).await?;
         }
         let report = DatabaseReport {
             outcome,
             freshness: Freshness::Fresh,
-            object_counts: object_counts(&candidate),
+            object_counts: live.object_counts(),
             snapshot_hash: Some(candidate.snapshot_hash.clone()),
             merged_hash: merged,
+            differences: Vec::new(),
             error: None,
         };
         schema
@@ -567,30 +423,6 @@ impl RefreshWorkflow {
         drop(folder);
         tracing::info!(operation = %id, position, outcome = outcome.as_str(), "database snapshotted");
         Ok(StepOutcome { outcome })
-    }
-
-    /// The outcome a database's result row already holds; a failed one fails the step again.
-    async fn recorded_outcome(
-        &self,
-        id: OperationId,
-        database: &DatabaseName,
-    ) -> Result<StepOutcome, SafeError> {
-        let report = self
-            .storage
-            .schema()
-            .database_results(id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .into_iter()
-            .find(|row| &row.database == database)
-            .and_then(|row| row.report)
-            .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
-        match report.error {
-            Some(error) => Err(error),
-            None => Ok(StepOutcome {
-                outcome: report.outcome,
-            }),
-        }
     }
 
     /// Seals every staged candidate into the one review artifact and records its row; a retry
@@ -676,8 +508,7 @@ impl RefreshWorkflow {
             .map_err(|e| storage_error(&e))?
             .is_none()
         {
-            self.require_state(id, OperationState::AwaitingReview)
-                .await?;
+            require_state(&*self.storage, id, OperationState::AwaitingReview).await?;
         }
         tracing::info!(operation = %id, "refresh awaits its review");
         Ok(())
@@ -706,50 +537,6 @@ impl RefreshWorkflow {
             }
             // Woken before the window closed without a decision: not a state a hook leaves.
             _ => Err(SafeError::new(ErrorCode::RunUnreadable)),
-        }
-    }
-
-    /// Moves the operation from `from` to `to`, releasing the lease; already there is fine.
-    async fn end(
-        &self,
-        id: OperationId,
-        from: OperationState,
-        to: OperationState,
-        error: Option<SafeError>,
-    ) -> Result<(), SafeError> {
-        let ended = Transition {
-            error,
-            ..Transition::new(from, to).releasing_lease()
-        };
-        if self
-            .storage
-            .schema()
-            .transition(id, &ended)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .is_none()
-        {
-            self.require_state(id, to).await?;
-        }
-        Ok(())
-    }
-
-    /// Succeeds when the operation is in `state` (a retry after the move), else fails with the
-    /// error the operation ended with (an administrator's clear, say).
-    async fn require_state(&self, id: OperationId, state: OperationState) -> Result<(), SafeError> {
-        let operation = self
-            .storage
-            .schema()
-            .operation(id)
-            .await
-            .map_err(|e| storage_error(&e))?
-            .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
-        if operation.state == state {
-            Ok(())
-        } else {
-            Err(operation
-                .error
-                .unwrap_or_else(|| SafeError::new(ErrorCode::RunLost)))
         }
     }
 
@@ -827,18 +614,6 @@ struct ManifestEntry {
     snapshot_hash: String,
 }
 
-/// The candidate's object counts, from its manifest.
-fn object_counts(candidate: &DatabaseSnapshot) -> BTreeMap<String, u64> {
-    candidate
-        .files
-        .get("manifest.json")
-        .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
-        .and_then(|manifest| {
-            serde_json::from_value::<BTreeMap<String, u64>>(manifest["counts"].clone()).ok()
-        })
-        .unwrap_or_default()
-}
-
 fn scratch_unavailable() -> SafeError {
     tracing::warn!("a refresh step could not make its temporary folder");
     SafeError::new(ErrorCode::StorageUnavailable)
@@ -888,15 +663,6 @@ impl Workflow for RefreshWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        let input: RunInput = serde_json::from_value(input)
-            .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
-        let run_id = ctx.run_id().0.clone();
-        match self.execute(ctx, input.operation).await {
-            Err(RunError::Failed(error)) => {
-                fail_operation(&*self.storage, input.operation, &run_id, &error).await;
-                Err(RunError::Failed(error))
-            }
-            other => other,
-        }
+        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
     }
 }

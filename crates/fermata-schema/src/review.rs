@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fermata_store::Storage;
+pub use fermata_store::schema::FileChange;
 use fermata_store::schema::{
-    DatabaseName, Decided, Decision, ErrorCode, Operation, OperationId, OperationState, Review,
-    ReviewState, SafeError, Subject,
+    DatabaseName, Decided, Decision, ErrorCode, FileDifference, Operation, OperationId,
+    OperationState, Review, ReviewState, SafeError, Subject,
 };
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
@@ -33,15 +34,6 @@ use crate::refresh_run::REVIEW_HOOK;
 pub enum Verdict {
     Approve,
     Reject,
-}
-
-/// How a candidate file differs from the merged one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileChange {
-    Added,
-    Removed,
-    Modified,
 }
 
 /// One file that differs, with its unified diff (`a/` is merged, `b/` the candidate).
@@ -282,11 +274,11 @@ impl Reviews {
     }
 }
 
-/// The files that differ between `merged` and `candidate`, in path order.
-fn file_diffs(
+/// The files that differ between `merged` and `candidate`, in path order, and how.
+pub(crate) fn differing_files(
     merged: &BTreeMap<String, Vec<u8>>,
     candidate: &BTreeMap<&str, &[u8]>,
-) -> Vec<FileDiff> {
+) -> Vec<FileDifference> {
     let mut paths: Vec<&str> = merged.keys().map(String::as_str).collect();
     paths.extend(candidate.keys().copied());
     paths.sort_unstable();
@@ -294,26 +286,39 @@ fn file_diffs(
     paths
         .into_iter()
         .filter_map(|path| {
-            let old = merged.get(path).map(Vec::as_slice);
-            let new = candidate.get(path).copied();
-            let change = match (old, new) {
-                (Some(old), Some(new)) if old == new => return None,
+            let change = match (merged.get(path), candidate.get(path)) {
+                (Some(old), Some(new)) if old.as_slice() == *new => return None,
                 (Some(_), Some(_)) => FileChange::Modified,
                 (None, _) => FileChange::Added,
                 (_, None) => FileChange::Removed,
             };
-            let old = String::from_utf8_lossy(old.unwrap_or_default());
-            let new = String::from_utf8_lossy(new.unwrap_or_default());
-            let diff = TextDiff::from_lines(old.as_ref(), new.as_ref())
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{path}"), &format!("b/{path}"))
-                .to_string();
-            Some(FileDiff {
+            Some(FileDifference {
                 path: path.to_owned(),
                 change,
-                diff,
             })
+        })
+        .collect()
+}
+
+/// The files that differ between `merged` and `candidate`, in path order, with their diffs.
+fn file_diffs(
+    merged: &BTreeMap<String, Vec<u8>>,
+    candidate: &BTreeMap<&str, &[u8]>,
+) -> Vec<FileDiff> {
+    differing_files(merged, candidate)
+        .into_iter()
+        .map(|FileDifference { path, change }| {
+            let old = merged.get(&path).map(Vec::as_slice).unwrap_or_default();
+            let new = candidate.get(path.as_str()).copied().unwrap_or_default();
+            let diff = TextDiff::from_lines(
+                String::from_utf8_lossy(old).as_ref(),
+                String::from_utf8_lossy(new).as_ref(),
+            )
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{path}"), &format!("b/{path}"))
+            .to_string();
+            FileDiff { path, change, diff }
         })
         .collect()
 }

@@ -1,5 +1,5 @@
-//! Operations and reviews as people and scripts read them: the JSON of the no-store routes and of
-//! the command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on
+//! Operations, reviews and the registry as people and scripts read them: the JSON of the no-store
+//! routes and of the command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on
 //! the database's clock; errors are the safe error's four fields and nothing else.
 
 use std::collections::BTreeMap;
@@ -7,12 +7,13 @@ use std::fmt::Write as _;
 
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
-    DatabaseResult, ErrorCode, ErrorStage, Inventory, Operation, OperationStep, PullRequest,
-    Review, SafeError, SchemaLease,
+    DatabaseCheck, DatabaseResult, ErrorCode, ErrorStage, FileDifference, Inventory, Operation,
+    OperationStep, PullRequest, Review, SafeError, SchemaLease,
 };
 use serde::Serialize;
 
 use crate::operations::OperationReport;
+use crate::registry_view::{RegisteredDatabase, RegistryReport};
 use crate::review::{DatabaseDiff, ReviewDiff};
 
 /// The safe error: `{stage, code, retryable, message}`.
@@ -102,6 +103,10 @@ pub struct DatabaseView {
     /// The merged snapshot's hash it was compared with (registered databases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merged_hash: Option<String>,
+    /// The files in which a verification found the live schema differing from the merged
+    /// snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<FileDifference>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +131,7 @@ impl From<&DatabaseResult> for DatabaseView {
             object_counts: report.map(|r| r.object_counts.clone()).unwrap_or_default(),
             snapshot_hash: report.and_then(|r| r.snapshot_hash.clone()),
             merged_hash: report.and_then(|r| r.merged_hash.clone()),
+            differences: report.map(|r| r.differences.clone()).unwrap_or_default(),
             started_at: result.started_at.map(instant),
             finished_at: result.finished_at.map(instant),
             error: report.and_then(|r| r.error.as_ref()).map(ErrorView::from),
@@ -426,6 +432,148 @@ impl OperationView {
                 );
             }
             text.push('\n');
+            for difference in &database.differences {
+                let _ = writeln!(
+                    text,
+                    "    {:<8}  {}",
+                    difference.change.as_str(),
+                    printable(&difference.path)
+                );
+            }
+        }
+        text
+    }
+}
+
+/// A result in a database's history: the operation, its kind, when the result was recorded,
+/// and what it found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckView {
+    pub operation_id: String,
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_hash: Option<String>,
+}
+
+impl From<&DatabaseCheck> for CheckView {
+    fn from(check: &DatabaseCheck) -> Self {
+        let report = check.result.report.as_ref();
+        CheckView {
+            operation_id: check.result.operation.to_string(),
+            kind: check.kind.as_str(),
+            finished_at: check.result.finished_at.map(instant),
+            outcome: report.map(|r| r.outcome.as_str()),
+            freshness: report.map(|r| r.freshness.as_str()),
+            snapshot_hash: report.and_then(|r| r.snapshot_hash.clone()),
+        }
+    }
+}
+
+/// A registered database's merged snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergedSnapshotView {
+    pub snapshot_hash: String,
+    pub object_counts: BTreeMap<String, u64>,
+    pub generator_version: String,
+    /// The operation whose pull request merged it.
+    pub operation_id: String,
+}
+
+/// One registered database: its merged snapshot, its last verification, and its freshness with
+/// the result it was read from.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisteredDatabaseView {
+    pub name: String,
+    pub merged: MergedSnapshotView,
+    pub freshness: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_verification: Option<CheckView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked: Option<CheckView>,
+}
+
+impl From<&RegisteredDatabase> for RegisteredDatabaseView {
+    fn from(registered: &RegisteredDatabase) -> Self {
+        let snapshot = &registered.snapshot;
+        RegisteredDatabaseView {
+            name: registered.database.to_string(),
+            merged: MergedSnapshotView {
+                snapshot_hash: snapshot.snapshot_hash.clone(),
+                object_counts: snapshot.object_counts.clone(),
+                generator_version: snapshot.generator_version.clone(),
+                operation_id: snapshot.operation_id.to_string(),
+            },
+            freshness: registered.freshness.as_str(),
+            last_verification: registered.last_verification.as_ref().map(CheckView::from),
+            checked: registered.checked.as_ref().map(CheckView::from),
+        }
+    }
+}
+
+/// The package registry at the base branch's head.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegistryView {
+    pub base_commit: String,
+    pub databases: Vec<RegisteredDatabaseView>,
+}
+
+impl From<&RegistryReport> for RegistryView {
+    fn from(report: &RegistryReport) -> Self {
+        RegistryView {
+            base_commit: report.base_commit.clone(),
+            databases: report
+                .databases
+                .iter()
+                .map(RegisteredDatabaseView::from)
+                .collect(),
+        }
+    }
+}
+
+impl RegistryView {
+    /// The registry as the command line prints it: a line per database with its freshness,
+    /// counts and merged snapshot, and one for its last verification.
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "registry at {}: {} database(s)\n",
+            self.base_commit,
+            self.databases.len()
+        );
+        for database in &self.databases {
+            let merged = &database.merged;
+            let counts = merged
+                .object_counts
+                .iter()
+                .map(|(category, count)| format!("{count} {category}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                text,
+                "  {}  {}  {counts}\n    merged    {} by operation {} ({})",
+                printable(&database.name),
+                database.freshness,
+                merged.snapshot_hash,
+                merged.operation_id,
+                printable(&merged.generator_version),
+            );
+            match &database.last_verification {
+                Some(check) => {
+                    let _ = writeln!(
+                        text,
+                        "    verified  {} by operation {}: {}",
+                        check.finished_at.as_deref().unwrap_or("-"),
+                        check.operation_id,
+                        check.outcome.unwrap_or("-"),
+                    );
+                }
+                None => text.push_str("    verified  never\n"),
+            }
         }
         text
     }

@@ -9,8 +9,9 @@
 
 mod git_support;
 mod support;
+mod workflow_support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
@@ -22,43 +23,27 @@ use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
 use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
-use fermata_schema::package::{
-    Package, PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry,
-};
+use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
-use fermata_schema::snapshot::{prepare, snapshot};
 use fermata_schema::{
-    Administrator, EngineWorkflows, InventoryWorkflow, OperationReport, OperationRequest,
-    Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
+    Administrator, EngineWorkflows, OperationReport, Operations, RefreshSettings, RefreshWorkflow,
+    Reviews, SourceSettings, Verdict, names,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
     NewInventory, OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState,
     SafeError, SchemaLeaseStatus, StepKey, StepState,
 };
-use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
+use fermata_store::{Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
-use fermata_workflow::{Attempt, Engine, RetryPause, Worker, WorkerSettings};
+use fermata_workflow::{Attempt, Engine, Worker, WorkerSettings};
 use git_support::TestRepository;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 use support::{admin, quoted, settings, snapshot_account, unique};
-
-/// More executions than any refresh needs to reach the state a test waits for.
-const MAX_EXECUTIONS: usize = 40;
-
-/// Records every retry delay and returns at once: the injected clock.
-#[derive(Debug, Default)]
-struct RecordedPauses(Mutex<Vec<Duration>>);
-
-#[async_trait]
-impl RetryPause for RecordedPauses {
-    async fn pause(&self, delay: Duration) {
-        self.0.lock().unwrap().push(delay);
-    }
-}
+use workflow_support::{MAX_EXECUTIONS, RecordedPauses, administrator, request, run_until};
 
 /// What the probe does once, in the first database step's first attempt, once the candidate is
 /// written.
@@ -73,6 +58,8 @@ enum Fault {
     PanicFirst,
     /// Never return from the first attempt: its worker is taken away there.
     HangFirst,
+    /// Nothing in the step; the verification workspace's account may not create schemas.
+    WorkspaceRefused,
 }
 
 #[derive(Debug)]
@@ -114,6 +101,7 @@ impl CandidateProbe for Probe {
             }
             Fault::PanicFirst => panic!("an injected panic in a database step"),
             Fault::HangFirst => std::future::pending().await,
+            Fault::WorkspaceRefused => Ok(()),
         }
     }
 }
@@ -195,20 +183,6 @@ struct Harness {
     _artifact_folder: tempfile::TempDir,
 }
 
-async fn administrator(storage: &dyn Storage, id: &str, name: &str) -> Administrator {
-    let user = storage
-        .users()
-        .create_user(&NewUser {
-            id: UserId(id.to_owned()),
-            name: UserName::new(name).unwrap(),
-            password_hash: "$argon2id$unused".to_owned(),
-            roles: BTreeSet::from([Role::SystemAdmin]),
-        })
-        .await
-        .unwrap();
-    Administrator::from_user(&user, true).unwrap()
-}
-
 async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
     harness_publishing(source, fault, review_window, None).await
 }
@@ -255,7 +229,12 @@ async fn harness_publishing(
         fired: std::sync::atomic::AtomicBool::new(false),
     });
     let pauses = Arc::new(RecordedPauses::default());
-    let (user, password) = support::workspace_account(&mut support::admin().await).await;
+    let mut server = support::admin().await;
+    let (user, password) = if matches!(probe.fault, Fault::WorkspaceRefused) {
+        support::snapshot_account_named(&mut server, "nows").await
+    } else {
+        support::workspace_account(&mut server).await
+    };
     let workspace = settings(&user, &password);
     let refresh = RefreshWorkflow::new(
         Arc::clone(&storage),
@@ -270,10 +249,7 @@ async fn harness_publishing(
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);
-    let engine = Engine::new(Arc::clone(&storage))
-        .with_retry_pause(Arc::clone(&pauses) as Arc<dyn RetryPause>)
-        .register(InventoryWorkflow::new(Arc::clone(&storage), Some(source)))
-        .register(refresh);
+    let engine = workflow_support::engine(&storage, &pauses, source, refresh);
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
     let reviews = Reviews::new(
@@ -301,52 +277,15 @@ async fn harness_publishing(
     }
 }
 
-fn request(
-    kind: OperationKind,
-    key: &str,
-    inventory: Option<InventoryId>,
-    databases: &[&str],
-) -> OperationRequest {
-    OperationRequest {
-        kind,
-        request_key: RequestKey::new(key).unwrap(),
-        inventory,
-        databases: databases.iter().map(|name| (*name).to_owned()).collect(),
-    }
-}
-
 impl Harness {
     /// Runs an inventory to its end and returns its ID.
     async fn inventory(&self) -> InventoryId {
-        let operation = self
-            .operations
-            .request(
-                &self.admin,
-                &request(OperationKind::Inventory, &unique("inv"), None, &[]),
-            )
-            .await
-            .unwrap();
-        let report = self
-            .run_until(operation.id, |state| state.is_terminal())
-            .await;
-        assert_eq!(report.operation.state, OperationState::Succeeded);
-        report.inventory.unwrap().id
+        workflow_support::inventory(&self.operations, &self.worker, &self.admin).await
     }
 
     async fn refresh(&self, inventory: InventoryId, databases: &[&str]) -> OperationId {
-        self.operations
-            .request(
-                &self.admin,
-                &request(
-                    OperationKind::Refresh,
-                    &unique("ref"),
-                    Some(inventory),
-                    databases,
-                ),
-            )
-            .await
-            .unwrap()
-            .id
+        let kind = OperationKind::Refresh;
+        workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
     }
 
     /// Executes runs until operation `id` is in a state `done` accepts.
@@ -355,19 +294,7 @@ impl Harness {
         id: OperationId,
         done: impl Fn(OperationState) -> bool,
     ) -> OperationReport {
-        for _ in 0..MAX_EXECUTIONS {
-            let report = self.operations.report(id).await.unwrap();
-            if done(report.operation.state) {
-                return report;
-            }
-            if self.worker.run_once().await.unwrap().is_none() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        panic!(
-            "operation {id} did not get there: {:?}",
-            self.operations.report(id).await.unwrap().operation
-        );
+        run_until(&self.operations, &self.worker, id, done).await
     }
 
     async fn awaiting_review(&self, id: OperationId) -> OperationReport {
@@ -386,14 +313,7 @@ impl Harness {
     }
 
     async fn step_attempts(&self, id: OperationId, key: &str) -> (StepState, u32) {
-        let step = self
-            .storage
-            .schema()
-            .step(id, &StepKey::new(key).unwrap())
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("no step {key}"));
-        (step.state, step.attempts)
+        workflow_support::step_attempts(&*self.storage, id, key).await
     }
 
     /// Every file on `branch` of the package repository.
@@ -440,39 +360,8 @@ impl Harness {
 
     /// Registers `database` in the package with its current snapshot, as a merge would.
     async fn register(&self, database: &str) {
-        let mut connection = admin().await;
-        prepare(&mut connection).await.unwrap();
-        let name = DatabaseName::new(database).unwrap();
-        let snapshot = snapshot(std::slice::from_mut(&mut connection), &name, "test")
-            .await
-            .unwrap();
-        let counts = serde_json::from_slice::<serde_json::Value>(&snapshot.files["manifest.json"])
-            .unwrap()["counts"]
-            .clone();
-        let mut registry = Registry::default();
-        registry
-            .register(
-                name.clone(),
-                RegisteredSnapshot {
-                    snapshot_hash: snapshot.snapshot_hash.clone(),
-                    object_counts: serde_json::from_value(counts).unwrap(),
-                    generator_version: env!("CARGO_PKG_VERSION").to_owned(),
-                    operation_id: OperationId::generate(),
-                },
-            )
-            .unwrap();
-        let folder = names::file_name(database).unwrap();
-        let mut tree = BTreeMap::from([
-            ("README.md".to_owned(), b"Schemas.\n".to_vec()),
-            (
-                format!("schemas/{REGISTRY_FILE}"),
-                registry.to_canonical_json(),
-            ),
-        ]);
-        for (path, bytes) in snapshot.files {
-            tree.insert(format!("schemas/{folder}/{path}"), bytes);
-        }
-        self.repository.commit("main", &tree);
+        let snapshot = support::take(database, 1).await.unwrap();
+        self.repository.commit_package("main", &[snapshot]);
     }
 }
 
@@ -542,15 +431,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(unchanged.snapshot_hash, unchanged.merged_hash);
 
     // The reviewed base is the branch's head when the refresh read it.
-    let head = harness
-        .repository
-        .repository
-        .find_reference("refs/heads/main")
-        .unwrap()
-        .peel_to_commit()
-        .unwrap()
-        .id()
-        .to_string();
+    let head = harness.repository.head("main");
     assert_eq!(
         report.operation.reviewed_base_commit.as_deref(),
         Some(head.as_str())
@@ -1217,7 +1098,7 @@ async fn publication_survives_a_lost_answer_at_every_write() {
         let harness =
             harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
         let inventory = harness.inventory().await;
-        let base = harness.repository.head("main");
+        let base = harness.repository.head_id("main");
         let report = harness.approved(inventory, &[&a, &b]).await;
         assert_eq!(
             report.operation.state,
@@ -1230,7 +1111,7 @@ async fn publication_survives_a_lost_answer_at_every_write() {
             harness.repository.branches("fermata/"),
             [format!("fermata/refresh-{id}")]
         );
-        let head = harness.repository.head(&format!("fermata/refresh-{id}"));
+        let head = harness.repository.head_id(&format!("fermata/refresh-{id}"));
         let commit = harness.repository.repository.find_commit(head).unwrap();
         assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [base]);
         let pull = harness
@@ -1288,7 +1169,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
     // no schema change nothing is published.
     harness
         .repository
-        .fast_forward("main", harness.repository.head(&first_pull.head));
+        .fast_forward("main", harness.repository.head_id(&first_pull.head));
     assert_eq!(
         harness
             .local
@@ -1388,7 +1269,7 @@ async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
     assert_eq!(report.operation.state, OperationState::Succeeded);
     let head = harness
         .repository
-        .head(&report.operation.pull_request.unwrap().head);
+        .head_id(&report.operation.pull_request.unwrap().head);
     let parents: Vec<_> = harness
         .repository
         .repository
@@ -1447,6 +1328,27 @@ async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
             .branches(&format!("fermata/refresh-{id}"))
             .is_empty()
     );
+    for name in [&a, &b] {
+        drop_database(&mut admin, name).await;
+    }
+}
+
+#[tokio::test]
+async fn every_candidate_is_also_verified_in_the_workspace() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::WorkspaceRefused, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    let result = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(
+        result.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::PermissionDenied),
+        "the workspace refused the scratch schema"
+    );
+    assert_eq!(report.operation.state, OperationState::Failed);
+    harness.assert_no_step_folder_left();
     for name in [&a, &b] {
         drop_database(&mut admin, name).await;
     }

@@ -52,7 +52,8 @@ enum Command {
     /// Manage the encryption keys that seal stored credentials.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Schema snapshots of the MySQL source: inventories, refreshes, reviews and operations.
+    /// Schema snapshots of the MySQL source: inventories, refreshes, reviews, verifications, the
+    /// registry and operations.
     #[command(subcommand)]
     Schema(SchemaCommand),
 }
@@ -64,12 +65,8 @@ enum SchemaCommand {
     Inventory {
         #[command(flatten)]
         storage: StorageArgs,
-        /// The system administrator the operation is recorded for.
-        #[arg(long = "as", value_name = "NAME")]
-        actor: String,
-        /// A key that makes repeating the command return the same operation.
-        #[arg(long, value_name = "KEY")]
-        request_key: Option<String>,
+        #[command(flatten)]
+        requester: RequesterArgs,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
@@ -80,22 +77,25 @@ enum SchemaCommand {
     Refresh {
         #[command(flatten)]
         storage: StorageArgs,
-        /// The inventory the databases are selected from.
-        #[arg(long, value_name = "ID")]
-        inventory: String,
-        /// The databases to refresh, exactly as the inventory names them.
-        #[arg(value_name = "DB", conflicts_with = "all")]
-        databases: Vec<String>,
-        /// Refresh every database of the inventory, in its order.
-        #[arg(long)]
-        all: bool,
-        /// The system administrator the operation is recorded for.
-        #[arg(long = "as", value_name = "NAME")]
-        actor: String,
-        /// A key that makes repeating the command return the same operation.
-        #[arg(long, value_name = "KEY")]
-        request_key: Option<String>,
-        /// Print the final report as JSON for scripts, without progress bars.
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Compare databases of an inventory with their merged snapshots in the package and follow
+    /// the verification to its end, with a progress bar per database: `unchanged` and `fresh`,
+    /// or `changed` and `stale` with the files that differ, or `failed`. A running server
+    /// executes it; without one, this command does.
+    Verify {
+        #[command(flatten)]
+        storage: StorageArgs,
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Show the package registry at the base branch's head: every registered database with its
+    /// merged snapshot, its last verification and its freshness.
+    Registry {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -178,11 +178,59 @@ enum SchemaCommand {
     },
 }
 
+/// The databases a refresh or a verification selects from an inventory, and who asks.
+#[derive(Debug, Args)]
+struct SelectionArgs {
+    /// The inventory the databases are selected from.
+    #[arg(long, value_name = "ID")]
+    inventory: String,
+    /// The databases, exactly as the inventory names them.
+    #[arg(value_name = "DB", conflicts_with = "all")]
+    databases: Vec<String>,
+    /// Every database of the inventory, in its order.
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    requester: RequesterArgs,
+    /// Print the final report as JSON for scripts, without progress bars.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Who starts an operation, and the key that makes repeating the command return it.
+#[derive(Debug, Args)]
+struct RequesterArgs {
+    /// The system administrator the operation is recorded for.
+    #[arg(long = "as", value_name = "NAME")]
+    actor: String,
+    /// A key that makes repeating the command return the same operation.
+    #[arg(long, value_name = "KEY")]
+    request_key: Option<String>,
+}
+
+impl SelectionArgs {
+    fn request(&self) -> schema_commands::SelectionRequest<'_> {
+        schema_commands::SelectionRequest {
+            inventory: &self.inventory,
+            selection: if self.all {
+                schema_commands::Selection::All
+            } else {
+                schema_commands::Selection::Named(&self.databases)
+            },
+            actor: &self.requester.actor,
+            request_key: self.requester.request_key.as_deref(),
+        }
+    }
+}
+
 impl SchemaCommand {
     fn format(&self) -> schema_commands::Format {
         let json = match self {
+            SchemaCommand::Refresh { selection, .. } | SchemaCommand::Verify { selection, .. } => {
+                selection.json
+            }
             SchemaCommand::Inventory { json, .. }
-            | SchemaCommand::Refresh { json, .. }
+            | SchemaCommand::Registry { json, .. }
             | SchemaCommand::Review { json, .. }
             | SchemaCommand::Approve { json, .. }
             | SchemaCommand::Reject { json, .. }
@@ -306,6 +354,8 @@ impl Command {
             | Command::Schema(
                 SchemaCommand::Inventory { storage, .. }
                 | SchemaCommand::Refresh { storage, .. }
+                | SchemaCommand::Verify { storage, .. }
+                | SchemaCommand::Registry { storage, .. }
                 | SchemaCommand::Review { storage, .. }
                 | SchemaCommand::Approve { storage, .. }
                 | SchemaCommand::Reject { storage, .. }
@@ -471,34 +521,23 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
                     storage: storage.clone(),
                 };
                 match schema {
-                    SchemaCommand::Inventory {
-                        actor, request_key, ..
-                    } => {
-                        schema_commands::inventory(&setup, actor, request_key.as_deref(), format)
-                            .await
-                    }
-                    SchemaCommand::Refresh {
-                        inventory,
-                        databases,
-                        all,
-                        actor,
-                        request_key,
-                        ..
-                    } => {
-                        let selection = if *all {
-                            schema_commands::Selection::All
-                        } else {
-                            schema_commands::Selection::Named(databases)
-                        };
-                        schema_commands::refresh(
+                    SchemaCommand::Inventory { requester, .. } => {
+                        schema_commands::inventory(
                             &setup,
-                            inventory,
-                            selection,
-                            actor,
-                            request_key.as_deref(),
+                            &requester.actor,
+                            requester.request_key.as_deref(),
                             format,
                         )
                         .await
+                    }
+                    SchemaCommand::Refresh { selection, .. } => {
+                        schema_commands::refresh(&setup, &selection.request(), format).await
+                    }
+                    SchemaCommand::Verify { selection, .. } => {
+                        schema_commands::verify(&setup, &selection.request(), format).await
+                    }
+                    SchemaCommand::Registry { .. } => {
+                        schema_commands::registry(&setup, format).await
                     }
                     SchemaCommand::Review { id, actor, .. } => {
                         schema_commands::review(&setup, id, actor, format).await

@@ -3,15 +3,15 @@
 //!
 //! The operator names the system administrator the command acts as (`--as NAME`); the clear
 //! action and the review decisions also take that user's password on standard input, which
-//! makes the action fresh. A started inventory or refresh, and a decided review, are executed by
-//! the serving process when one holds the writer lease, and by this command otherwise; either
-//! way the command follows the operation: an inventory and a decision until the operation ends,
-//! a refresh until it awaits review or ends.
+//! makes the action fresh. A started inventory, refresh or verification, and a decided review,
+//! are executed by the serving process when one holds the writer lease, and by this command
+//! otherwise; either way the command follows the operation: an inventory, a verification and a
+//! decision until the operation ends, a refresh until it awaits review or ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_schema::view::{OperationSummary, OperationView, ReviewView, printable};
+use fermata_schema::view::{OperationSummary, OperationView, RegistryView, ReviewView, printable};
 use fermata_schema::{Administrator, OperationReport, OperationRequest, Verdict};
 use fermata_store::schema::{
     ErrorCode, ErrorStage, InventoryId, OperationId, OperationKind, OperationState, RequestKey,
@@ -173,32 +173,90 @@ pub(crate) async fn inventory(
     conclude(&report, format, !report.operation.state.is_failure())
 }
 
-/// What `fermata schema refresh` selects: the named databases, or the whole inventory.
+/// What `fermata schema refresh` and `verify` select: the named databases, or the whole
+/// inventory.
 #[derive(Debug)]
 pub(crate) enum Selection<'a> {
     Named(&'a [String]),
     All,
 }
 
+/// A refresh or a verification as the command line asks for it.
+#[derive(Debug)]
+pub(crate) struct SelectionRequest<'a> {
+    /// The inventory's ID, as typed.
+    pub(crate) inventory: &'a str,
+    pub(crate) selection: Selection<'a>,
+    /// The system administrator the operation is recorded for.
+    pub(crate) actor: &'a str,
+    pub(crate) request_key: Option<&'a str>,
+}
+
 /// `fermata schema refresh`: starts a refresh of the selected databases of an inventory and
 /// follows it until it awaits review or ends, with a bar per database (none with `--json`).
 pub(crate) async fn refresh(
     setup: &Setup,
-    inventory: &str,
-    selection: Selection<'_>,
-    actor: &str,
-    request_key: Option<&str>,
+    request: &SelectionRequest<'_>,
     format: Format,
 ) -> Result<String, Failure> {
-    if matches!(selection, Selection::Named([])) {
+    let report = start_selected(
+        setup,
+        OperationKind::Refresh,
+        request,
+        format,
+        awaits_review_or_ended,
+    )
+    .await?;
+    let state = report.operation.state;
+    conclude(
+        &report,
+        format,
+        matches!(
+            state,
+            OperationState::AwaitingReview | OperationState::Succeeded
+        ),
+    )
+}
+
+/// `fermata schema verify`: starts a verification of the selected databases of an inventory
+/// and follows it to its end, with a bar per database (none with `--json`). It succeeds when
+/// the verification did, whatever it found.
+pub(crate) async fn verify(
+    setup: &Setup,
+    request: &SelectionRequest<'_>,
+    format: Format,
+) -> Result<String, Failure> {
+    let report = start_selected(
+        setup,
+        OperationKind::Verification,
+        request,
+        format,
+        OperationState::is_terminal,
+    )
+    .await?;
+    let succeeded = report.operation.state == OperationState::Succeeded;
+    conclude(&report, format, succeeded)
+}
+
+/// Starts an operation of `kind` over `request`'s selection and follows it until `done`, with a
+/// bar per database on a terminal.
+async fn start_selected(
+    setup: &Setup,
+    kind: OperationKind,
+    request: &SelectionRequest<'_>,
+    format: Format,
+    done: fn(OperationState) -> bool,
+) -> Result<OperationReport, Failure> {
+    if matches!(request.selection, Selection::Named([])) {
         return Err(SafeError::new(ErrorCode::EmptySelection).into());
     }
-    let inventory = inventory
+    let typed = request.inventory;
+    let inventory = typed
         .parse::<InventoryId>()
-        .map_err(|_| Failure::config(format!("`{inventory}` is not an inventory ID")))?;
+        .map_err(|_| Failure::config(format!("`{typed}` is not an inventory ID")))?;
     let opened = open(setup).await?;
-    let admin = administrator(&*opened.storage, actor, false).await?;
-    let databases = match selection {
+    let admin = administrator(&*opened.storage, request.actor, false).await?;
+    let databases = match request.selection {
         Selection::Named(names) => names.to_vec(),
         Selection::All => opened
             .runtime
@@ -211,30 +269,25 @@ pub(crate) async fn refresh(
             .map(ToString::to_string)
             .collect(),
     };
-    let request = OperationRequest {
-        kind: OperationKind::Refresh,
-        request_key: request_key_or_new(request_key)?,
+    let operation_request = OperationRequest {
+        kind,
+        request_key: request_key_or_new(request.request_key)?,
         inventory: Some(inventory),
         databases,
     };
-    let operation = opened.runtime.operations.request(&admin, &request).await?;
+    let operation = opened
+        .runtime
+        .operations
+        .request(&admin, &operation_request)
+        .await?;
     let started = opened.runtime.operations.report(operation.id).await?;
     let mut watcher: Box<dyn Watcher> = match format {
         Format::Json => Box::new(Silent),
         Format::Text => Box::new(DatabaseBars::new(&started)),
     };
-    let report = follow(&opened, operation.id, awaits_review_or_ended, &mut *watcher).await;
+    let report = follow(&opened, operation.id, done, &mut *watcher).await;
     drop(watcher);
-    let report = report?;
-    let state = report.operation.state;
-    conclude(
-        &report,
-        format,
-        matches!(
-            state,
-            OperationState::AwaitingReview | OperationState::Succeeded
-        ),
-    )
+    report
 }
 
 fn awaits_review_or_ended(state: OperationState) -> bool {
@@ -296,6 +349,18 @@ async fn watch(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// `fermata schema registry`: the package registry with each database's last verification and
+/// freshness.
+pub(crate) async fn registry(setup: &Setup, format: Format) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let report = opened.runtime.registry.registry_view().await?;
+    let view = RegistryView::from(&report);
+    Ok(match format {
+        Format::Json => json(&view),
+        Format::Text => view.to_text(),
+    })
 }
 
 /// `fermata schema operations`: the latest operations, newest first.

@@ -1,7 +1,7 @@
 //! What `fermata schema` shows on standard error while it follows an operation: each step's
 //! progress as a line ([`StepLines`], for inventories and decisions), or one progress bar per
 //! selected database in selection order plus the operation's state ([`DatabaseBars`], for
-//! refreshes). Both show only the safe view of the report: states, outcomes, counts and safe
+//! refreshes and verifications). Both show only the safe view of the report: states, outcomes, counts and safe
 //! errors, with names made printable.
 
 use std::collections::BTreeMap;
@@ -132,14 +132,17 @@ impl Drop for DatabaseBars {
     }
 }
 
-/// A database's bar line: pending, running, or its outcome and freshness with its object counts
-/// or its safe error.
+/// A database's bar line: pending, running, or its outcome and freshness with its object counts,
+/// the number of files a verification found differing, or its safe error.
 fn database_line(database: &DatabaseView) -> String {
     let (Some(outcome), Some(freshness)) = (database.outcome, database.freshness) else {
         return database.state.to_owned();
     };
     let detail = match &database.error {
         Some(error) => error_line(error),
+        None if !database.differences.is_empty() => {
+            format!("{} file(s) differ", database.differences.len())
+        }
         None => database
             .object_counts
             .iter()

@@ -1,5 +1,6 @@
 //! Schema operations at run time: the workflow engine with the schema workflows registered
-//! (inventory and refresh), the operations and review services over it, the data folder's schema
+//! (inventory, refresh and verification), the operations, review and registry services over it,
+//! the data folder's schema
 //! folders, and the background work of a serving process (a workflow worker and the retention of
 //! ended runs).
 //!
@@ -20,7 +21,8 @@ use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
-    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow, Reviews,
+    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
+    RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::Storage;
 use fermata_workflow::{Engine, WorkerSettings};
@@ -51,6 +53,8 @@ pub(crate) struct SchemaRuntime {
     pub(crate) operations: Operations,
     /// Review diffs and decisions of refreshes.
     pub(crate) reviews: Reviews,
+    /// The package registry with each database's last verification and freshness.
+    pub(crate) registry: RegistryReports,
     /// The data folder's scratch folder, swept before this process executes runs.
     scratch: PathBuf,
 }
@@ -119,23 +123,34 @@ impl SchemaRuntime {
                 connections: settings.connections,
             },
         );
+        let verification = VerificationWorkflow::new(
+            Arc::clone(&storage),
+            VerificationSettings {
+                source: settings.source.clone(),
+                package: package.clone(),
+                connections: settings.connections,
+            },
+        );
         let engine = Engine::new(Arc::clone(&storage))
             .register(InventoryWorkflow::new(
                 Arc::clone(&storage),
                 settings.source.clone(),
             ))
-            .register(refresh);
+            .register(refresh)
+            .register(verification);
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
         let operations = Operations::new(Arc::clone(&storage), workflows.clone());
         let operations = match &package {
             Some(package) => operations.with_forge(package.forge_handle()),
             None => operations,
         };
+        let registry = RegistryReports::new(Arc::clone(&storage), package.clone());
         let reviews = Reviews::new(storage, workflows, artifacts, package);
         Ok(SchemaRuntime {
             engine,
             operations,
             reviews,
+            registry,
             scratch,
         })
     }

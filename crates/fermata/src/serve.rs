@@ -63,6 +63,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         documents,
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
+        registry: schema.registry.clone(),
         secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();

@@ -3,12 +3,16 @@
 //! itself) and with one (the server runs it), `operations` and `show` with `--json`, and the HTTP
 //! API (start an inventory, a repeated request, the no-store status route, a non-administrator
 //! refused). A refresh of a whole inventory into a package repository the test creates, followed
-//! to its review, its diff shown, then approved; another rejected. Then a source whose driver
+//! to its review, its diff shown, then approved; another rejected. Verifications of a package of
+//! merged snapshots, one database drifted, with `verify` and `registry` in text and JSON. Then a
+//! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
 //! stored row, an API answer or a log line.
 
 mod support;
 
+#[path = "../../fermata-schema/tests/git_support/mod.rs"]
+mod git_support;
 #[path = "../../fermata-schema/tests/support/mod.rs"]
 mod mysql;
 
@@ -541,7 +545,16 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
         .collect();
     assert_eq!(artifacts, [format!("{id}.bin")]);
 
-    for database in &databases {
+    drop_databases_and_account(&mut mariadb, &databases, &user).await;
+}
+
+/// Drops the test's databases and its snapshot account.
+async fn drop_databases_and_account(
+    mariadb: &mut sqlx::mysql::MySqlConnection,
+    databases: &[String],
+    user: &str,
+) {
+    for database in databases {
         mariadb
             .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
             .await
@@ -551,6 +564,203 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
         .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
         .await
         .unwrap();
+}
+
+/// `fermata schema WORDS...` for people: the exit status and standard output.
+fn schema_text(target: &Target, words: &[&str]) -> (bool, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    let output = target.command_words(&all).output().unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let err = String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), format!("{out}{err}"))
+}
+
+/// The `(name, freshness, last verification's operation)` of every database of a registry view.
+fn registry_entries(view: &Value) -> Vec<(String, String, Option<String>)> {
+    view["databases"]
+        .as_array()
+        .expect("databases")
+        .iter()
+        .map(|database| {
+            (
+                database["name"].as_str().unwrap().to_owned(),
+                database["freshness"].as_str().unwrap().to_owned(),
+                database["last_verification"]["operation_id"]
+                    .as_str()
+                    .map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn verifications_and_the_registry_from_the_command_line() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("vf");
+    let [drifting, steady] = [format!("{prefix}app"), format!("{prefix}crm")];
+    for database in [&drifting, &steady] {
+        mysql::create_database(
+            &mut mariadb,
+            database,
+            &[
+                "CREATE TABLE orders (id int NOT NULL PRIMARY KEY, note varchar(20) NULL)",
+                "CREATE VIEW recent AS SELECT id FROM orders",
+            ],
+        )
+        .await;
+    }
+    let (user, password) =
+        mysql::snapshot_account(&mut mariadb, &[drifting.clone(), steady.clone()]).await;
+    // The package has both merged, as their current schemas.
+    let package = git_support::TestRepository::new(true);
+    package.commit_package(
+        "main",
+        &[
+            mysql::take(&drifting, 1).await.unwrap(),
+            mysql::take(&steady, 1).await.unwrap(),
+        ],
+    );
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::String(package.path().display().to_string())
+        ),
+    );
+    add_user(&target, "ada", true);
+
+    // Never checked: freshness unknown.
+    let (ok, registry, output) = schema_json(&target, &["registry"]);
+    assert!(ok, "{output}");
+    let mut expected = vec![
+        (drifting.clone(), "unknown".to_owned(), None),
+        (steady.clone(), "unknown".to_owned(), None),
+    ];
+    assert_eq!(registry_entries(&registry), expected);
+    assert_eq!(
+        registry["databases"][0]["merged"]["object_counts"]["tables"],
+        1
+    );
+
+    let (ok, inventory, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let inventory_id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+    let (ok, _, output) = schema_json(
+        &target,
+        &["verify", "--inventory", &inventory_id, "--as", "ada"],
+    );
+    assert!(!ok && output.contains("EMPTY_SELECTION"), "{output}");
+
+    mariadb
+        .execute(
+            format!(
+                "ALTER TABLE {}.orders ADD COLUMN placed date NULL",
+                mysql::quoted(&drifting)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let (ok, verified, output) = schema_json(
+        &target,
+        &[
+            "verify",
+            "--inventory",
+            &inventory_id,
+            "--all",
+            "--as",
+            "ada",
+        ],
+    );
+    assert!(ok, "{output}");
+    assert_eq!(verified["kind"], "verification");
+    assert_eq!(verified["state"], "succeeded", "{output}");
+    assert!(verified.get("lease").is_none(), "{verified}");
+    let results = database_results(&verified);
+    assert_eq!(
+        results,
+        [
+            (
+                drifting.clone(),
+                "done".to_owned(),
+                "changed".to_owned(),
+                "stale".to_owned()
+            ),
+            (
+                steady.clone(),
+                "done".to_owned(),
+                "unchanged".to_owned(),
+                "fresh".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(
+        verified["databases"][0]["differences"],
+        json!([
+            {"path": "schema.json", "change": "modified"},
+            {"path": "tables/orders.sql", "change": "modified"},
+        ])
+    );
+    assert!(verified["databases"][1].get("differences").is_none());
+    let first = verified["id"].as_str().unwrap().to_owned();
+
+    // For people: the differing files under their database, and the registry's freshness.
+    let (ok, text) = schema_text(
+        &target,
+        &[
+            "verify",
+            "--inventory",
+            &inventory_id,
+            &steady,
+            &drifting,
+            "--as",
+            "ada",
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("kind      verification"), "{text}");
+    assert!(text.contains("changed/stale"), "{text}");
+    assert!(text.contains("modified  tables/orders.sql"), "{text}");
+    assert!(text.contains("unchanged/fresh"), "{text}");
+    let (ok, registry, output) = schema_json(&target, &["registry"]);
+    assert!(ok, "{output}");
+    let second = registry["databases"][0]["last_verification"]["operation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(second, first, "the latest verification is listed");
+    expected = vec![
+        (drifting.clone(), "stale".to_owned(), Some(second.clone())),
+        (steady.clone(), "fresh".to_owned(), Some(second.clone())),
+    ];
+    assert_eq!(registry_entries(&registry), expected);
+    assert_eq!(
+        registry["databases"][0]["checked"]["kind"], "verification",
+        "{registry}"
+    );
+    let (ok, text) = schema_text(&target, &["registry"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("2 database(s)"), "{text}");
+    assert!(text.contains(&format!("{drifting}  stale")), "{text}");
+    assert!(text.contains(&format!("{steady}  fresh")), "{text}");
+    assert!(
+        text.contains(&format!("by operation {second}: changed")),
+        "{text}"
+    );
+
+    // The report keeps the differing files after the command ended.
+    let (ok, shown, output) = schema_json(&target, &["show", &first]);
+    assert!(ok, "{output}");
+    assert_eq!(
+        shown["databases"][0]["differences"],
+        verified["databases"][0]["differences"]
+    );
+
+    drop_databases_and_account(&mut mariadb, &[drifting, steady], &user).await;
 }
 
 #[tokio::test]

@@ -15,7 +15,8 @@ use fermata_http::{HttpState, Metrics, Readiness, router};
 use fermata_schema::artifact::ArtifactStore;
 use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
 use fermata_schema::{
-    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow, Reviews,
+    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
+    RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::Storage;
 use fermata_store_sql::testing::ScratchStorage;
@@ -52,12 +53,22 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             connections: DEFAULT_CONNECTIONS,
         },
     );
+    let verification = VerificationWorkflow::new(
+        Arc::clone(&shared),
+        VerificationSettings {
+            source: None,
+            package: None,
+            connections: DEFAULT_CONNECTIONS,
+        },
+    );
     let engine = fermata_workflow::Engine::new(Arc::clone(&shared))
         .register(InventoryWorkflow::new(Arc::clone(&shared), None))
-        .register(refresh);
+        .register(refresh)
+        .register(verification);
     let workflows = Arc::new(EngineWorkflows::new(engine));
     let schema = Operations::new(Arc::clone(&shared), workflows.clone());
     let reviews = Reviews::new(Arc::clone(&shared), workflows, artifacts, None);
+    let registry = RegistryReports::new(Arc::clone(&shared), None);
     HttpState {
         readiness: Readiness::default(),
         metrics: Arc::new(Metrics::new("test")),
@@ -65,6 +76,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         documents: Documents::new(shared, fence, rooms),
         schema,
         reviews,
+        registry,
         secure_cookies: false,
     }
 }

@@ -1,12 +1,15 @@
 #![allow(dead_code, unreachable_pub)]
 
-//! Git repositories made in temporary folders for the package and refresh tests: commits of
-//! exact trees on a branch, with fixed signatures.
+//! Git repositories made in temporary folders for the package, refresh and verification tests:
+//! commits of exact trees on a branch, with fixed signatures, and packages of merged snapshots.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use fermata_schema::package::PackageSettings;
+use fermata_schema::names;
+use fermata_schema::package::{PackageSettings, REGISTRY_FILE, RegisteredSnapshot, Registry};
+use fermata_schema::snapshot::DatabaseSnapshot;
+use fermata_store::schema::{DatabaseName, OperationId};
 use git2::{FileMode, Oid, Repository, Signature, Time};
 use tempfile::TempDir;
 
@@ -42,6 +45,49 @@ impl TestRepository {
             .map(|(path, content)| (path.clone(), (FileMode::Blob, content.clone())))
             .collect();
         self.commit_entries(branch, &with_modes)
+    }
+
+    /// The commit `branch` points at, as lowercase hexadecimal.
+    pub fn head(&self, branch: &str) -> String {
+        self.repository
+            .find_reference(&format!("refs/heads/{branch}"))
+            .unwrap()
+            .peel_to_commit()
+            .unwrap()
+            .id()
+            .to_string()
+    }
+
+    /// Commits on `branch` a package (`schemas/`, with `README.md` beside it) in which each of
+    /// `snapshots` is registered with its files, as a merged pull request leaves it.
+    pub fn commit_package(&self, branch: &str, snapshots: &[DatabaseSnapshot]) -> Oid {
+        let mut registry = Registry::default();
+        let mut tree = BTreeMap::from([("README.md".to_owned(), b"Schemas.\n".to_vec())]);
+        for snapshot in snapshots {
+            let name = &snapshot.model.name;
+            let manifest: serde_json::Value =
+                serde_json::from_slice(&snapshot.files["manifest.json"]).unwrap();
+            registry
+                .register(
+                    DatabaseName::new(name.clone()).unwrap(),
+                    RegisteredSnapshot {
+                        snapshot_hash: snapshot.snapshot_hash.clone(),
+                        object_counts: serde_json::from_value(manifest["counts"].clone()).unwrap(),
+                        generator_version: env!("CARGO_PKG_VERSION").to_owned(),
+                        operation_id: OperationId::generate(),
+                    },
+                )
+                .unwrap();
+            let folder = names::file_name(name).unwrap();
+            for (path, bytes) in &snapshot.files {
+                tree.insert(format!("schemas/{folder}/{path}"), bytes.clone());
+            }
+        }
+        tree.insert(
+            format!("schemas/{REGISTRY_FILE}"),
+            registry.to_canonical_json(),
+        );
+        self.commit(branch, &tree)
     }
 
     /// Commits exactly these entries, each with its mode, on `branch`.
@@ -128,8 +174,8 @@ impl TestRepository {
         files
     }
 
-    /// The commit at the head of `branch`.
-    pub fn head(&self, branch: &str) -> Oid {
+    /// The commit at the head of `branch`, as an object ID.
+    pub fn head_id(&self, branch: &str) -> Oid {
         self.repository
             .find_reference(&format!("refs/heads/{branch}"))
             .unwrap()

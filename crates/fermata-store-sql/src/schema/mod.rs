@@ -11,8 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fermata_store::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
-    ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
-    Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
+    ClearOutcome, DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision,
+    ErrorCode, Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
     NewOperation, Operation, OperationId, OperationStep, PullRequest, RequestKey, Reservation,
     Review, ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState,
     Transition,
@@ -410,6 +410,7 @@ impl SchemaStore for SqlStorage {
             .bind(report.snapshot_hash.clone())
             .bind(report.merged_hash.clone())
             .bind(rows::error_text(report.error.as_ref()))
+            .bind(rows::differences_text(report))
             .execute(&self.inner.pool)
             .await
             .map_err(|e| map(e, action))?;
@@ -418,6 +419,23 @@ impl SchemaStore for SqlStorage {
         }
         self.require_result(id, database, action).await?;
         Ok(false)
+    }
+
+    async fn database_history(
+        &self,
+        database: &DatabaseName,
+        limit: u32,
+    ) -> StoreResult<Vec<DatabaseCheck>> {
+        let action = "reading a database's history";
+        let rows = sqlx::query(&self.schema_sql().database_history)
+            .bind(database.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        rows.iter()
+            .map(|row| rows::database_check(row, action))
+            .collect()
     }
 
     async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>> {

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
 use fermata_store::schema::{
-    Artifact, AuditEvent, CleanupGrant, CleanupKind, DatabaseName, DatabaseReport, DatabaseResult,
-    Inventory, NewArtifact, Operation, OperationId, OperationStep, PullRequest, RequestKey, Review,
-    SafeError, SchemaLease, StepKey,
+    Artifact, AuditEvent, CleanupGrant, CleanupKind, DatabaseCheck, DatabaseName, DatabaseReport,
+    DatabaseResult, FileDifference, Inventory, NewArtifact, Operation, OperationId, OperationStep,
+    PullRequest, RequestKey, Review, SafeError, SchemaLease, StepKey,
 };
 use fermata_store::{StoreError, StoreResult, UserId};
 use sqlx::any::AnyRow;
@@ -98,7 +98,8 @@ pub(super) fn inventory(row: &AnyRow, names: &[AnyRow], action: &str) -> StoreRe
 }
 
 pub(super) const RESULT_COLUMNS: &str = "operation_id, database_name, position, outcome, \
-     freshness, object_counts, snapshot_hash, merged_hash, error, started_at, finished_at";
+     freshness, object_counts, snapshot_hash, merged_hash, error, started_at, finished_at, \
+     differences";
 
 pub(super) fn database_result(row: &AnyRow, action: &str) -> StoreResult<DatabaseResult> {
     let outcome = optional_text(row, 3, action)?;
@@ -113,6 +114,11 @@ pub(super) fn database_result(row: &AnyRow, action: &str) -> StoreResult<Databas
                     .map_err(|_| StoreError::corrupt("stored object counts do not parse"))?,
                 snapshot_hash: optional_text(row, 6, action)?,
                 merged_hash: optional_text(row, 7, action)?,
+                differences: match optional_text(row, 11, action)? {
+                    Some(json) => serde_json::from_str::<Vec<FileDifference>>(&json)
+                        .map_err(|_| StoreError::corrupt("stored file differences do not parse"))?,
+                    None => Vec::new(),
+                },
                 error: optional_error(row, 8, action)?,
             })
         }
@@ -129,8 +135,22 @@ pub(super) fn database_result(row: &AnyRow, action: &str) -> StoreResult<Databas
     })
 }
 
+/// A result row with its operation's kind after [`RESULT_COLUMNS`].
+pub(super) fn database_check(row: &AnyRow, action: &str) -> StoreResult<DatabaseCheck> {
+    Ok(DatabaseCheck {
+        kind: parsed(&text(row, 12, action)?, "operation kind")?,
+        result: database_result(row, action)?,
+    })
+}
+
 pub(super) fn counts_text(report: &DatabaseReport) -> String {
     serde_json::to_string(&report.object_counts).expect("object counts serialize")
+}
+
+/// The differing files as JSON, or nothing when there are none.
+pub(super) fn differences_text(report: &DatabaseReport) -> Option<String> {
+    (!report.differences.is_empty())
+        .then(|| serde_json::to_string(&report.differences).expect("file differences serialize"))
 }
 
 pub(super) const STEP_COLUMNS: &str =

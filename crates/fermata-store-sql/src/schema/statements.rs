@@ -37,6 +37,7 @@ pub(crate) struct Statements {
     pub(super) result_exists: String,
     pub(super) begin_database: String,
     pub(super) finish_database: String,
+    pub(super) database_history: String,
     pub(super) step: String,
     pub(super) steps: String,
     pub(super) upsert_step: String,
@@ -161,10 +162,17 @@ impl Statements {
             finish_database: render(
                 "UPDATE schema_operation_database \
                  SET outcome = $3, freshness = $4, object_counts = $5, snapshot_hash = $6, \
-                     merged_hash = $7, error = $8, started_at = COALESCE(started_at, {now}), \
-                     finished_at = {now} \
+                     merged_hash = $7, error = $8, differences = $9, \
+                     started_at = COALESCE(started_at, {now}), finished_at = {now} \
                  WHERE operation_id = $1 AND database_name = $2 AND finished_at IS NULL",
             ),
+            database_history: render(&format!(
+                "SELECT {RESULT_COLUMNS}, \
+                        (SELECT o.kind FROM schema_operation o WHERE o.id = d.operation_id) \
+                 FROM schema_operation_database d \
+                 WHERE d.database_name = $1 AND d.finished_at IS NOT NULL \
+                 ORDER BY d.finished_at DESC, d.operation_id DESC LIMIT $2"
+            )),
             step: render(&format!(
                 "SELECT {STEP_COLUMNS} FROM schema_operation_step \
                  WHERE operation_id = $1 AND step_key = $2"

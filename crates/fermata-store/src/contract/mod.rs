@@ -119,6 +119,7 @@ macro_rules! contract_suite {
             a_publishing_refresh_records_its_pull_request_once,
             inventories_are_immutable_and_keep_their_order,
             database_results_become_immutable_when_terminal,
+            a_database_history_lists_its_finished_results_latest_first,
             steps_count_attempts_and_never_change_once_terminal,
             the_schema_lease_heartbeats_expires_and_is_released_conditionally,
             clearing_removes_only_an_expired_lease_of_the_named_operation,

@@ -12,10 +12,11 @@ use crate::Storage;
 use crate::error::ErrorKind;
 use crate::schema::{
     ArtifactState, AuditAction, CleanupKind, CleanupResult, ClearOutcome, DatabaseName,
-    DatabaseReport, Decided, Decision, ErrorCode, Freshness, InventoryId, LeaseClearing,
-    NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation, OperationId,
-    OperationKind, OperationState, Outcome, PullRequest, RequestKey, Reservation, ReviewState,
-    SafeError, SchemaLeaseStatus, StepKey, StepProgress, StepState, Subject, Transition,
+    DatabaseReport, Decided, Decision, ErrorCode, FileChange, FileDifference, Freshness,
+    InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation,
+    Operation, OperationId, OperationKind, OperationState, Outcome, PullRequest, RequestKey,
+    Reservation, ReviewState, SafeError, SchemaLeaseStatus, StepKey, StepProgress, StepState,
+    Subject, Transition,
 };
 use crate::session::SecretHash;
 use crate::user::UserId;
@@ -595,6 +596,7 @@ pub async fn database_results_become_immutable_when_terminal(harness: &dyn Harne
         object_counts: BTreeMap::from([("tables".to_owned(), 12), ("views".to_owned(), 2)]),
         snapshot_hash: Some("a".repeat(64)),
         merged_hash: Some("b".repeat(64)),
+        differences: Vec::new(),
         error: None,
     };
     assert!(
@@ -658,6 +660,135 @@ pub async fn database_results_become_immutable_when_terminal(harness: &dyn Harne
             .unwrap_err()
             .kind(),
         ErrorKind::Invalid
+    );
+}
+
+pub async fn a_database_history_lists_its_finished_results_latest_first(harness: &dyn Harness) {
+    let store = plain(harness).await;
+    let schema = store.schema();
+    let [app, billing] = <[DatabaseName; 2]>::try_from(names(&["app", "billing"])).unwrap();
+    let refreshed = created(refresh(&*store, "refresh-1", LONG).await);
+    let unchanged = DatabaseReport {
+        outcome: Outcome::Unchanged,
+        freshness: Freshness::Fresh,
+        object_counts: BTreeMap::from([("tables".to_owned(), 2)]),
+        snapshot_hash: Some("a".repeat(64)),
+        merged_hash: Some("a".repeat(64)),
+        differences: Vec::new(),
+        error: None,
+    };
+    assert!(
+        schema
+            .finish_database(refreshed.id, &app, &unchanged)
+            .await
+            .unwrap()
+    );
+    assert!(schema.release_lease(refreshed.id).await.unwrap());
+    let first_finished = schema.database_results(refreshed.id).await.unwrap()[0]
+        .finished_at
+        .unwrap();
+    eventually("the clock passes the first result", || async {
+        schema.clock().await.unwrap() > first_finished
+    })
+    .await;
+
+    let verification = created(
+        schema
+            .reserve_operation(
+                &new_operation(
+                    OperationKind::Verification,
+                    "verify-1",
+                    refreshed.inventory,
+                    &["app"],
+                ),
+                LONG,
+            )
+            .await
+            .unwrap(),
+    );
+    // Only a changed database lists the files that differ, and they are kept as listed.
+    let differences = vec![
+        FileDifference {
+            path: "tables/orders.sql".to_owned(),
+            change: FileChange::Modified,
+        },
+        FileDifference {
+            path: "views/recent.sql".to_owned(),
+            change: FileChange::Removed,
+        },
+    ];
+    let listed_but_unchanged = DatabaseReport {
+        differences: differences.clone(),
+        ..unchanged.clone()
+    };
+    assert_eq!(
+        schema
+            .finish_database(verification.id, &app, &listed_but_unchanged)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Invalid
+    );
+    let drifted = DatabaseReport {
+        outcome: Outcome::Changed,
+        freshness: Freshness::Stale,
+        snapshot_hash: Some("c".repeat(64)),
+        differences,
+        ..unchanged.clone()
+    };
+    assert!(
+        schema
+            .finish_database(verification.id, &app, &drifted)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        schema.database_results(verification.id).await.unwrap()[0]
+            .report
+            .as_ref(),
+        Some(&drifted)
+    );
+
+    let history = schema.database_history(&app, 10).await.unwrap();
+    let listed: Vec<_> = history
+        .iter()
+        .map(|check| {
+            (
+                check.kind,
+                check.result.operation,
+                check.result.report.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                OperationKind::Verification,
+                verification.id,
+                Some(drifted.clone())
+            ),
+            (OperationKind::Refresh, refreshed.id, Some(unchanged)),
+        ]
+    );
+    let latest = schema.database_history(&app, 1).await.unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].result.operation, verification.id);
+    // A result still pending is no part of the history, nor is another database's.
+    assert!(
+        schema
+            .database_history(&billing, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stranger = DatabaseName::new("stranger").unwrap();
+    assert!(
+        schema
+            .database_history(&stranger, 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 

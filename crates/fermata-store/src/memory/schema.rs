@@ -10,8 +10,8 @@ use super::MemoryStorage;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
-    ClearOutcome, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, ErrorCode,
-    Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
+    ClearOutcome, DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision,
+    ErrorCode, Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
     NewOperation, Operation, OperationId, OperationState, OperationStep, PullRequest, RequestKey,
     Reservation, Review, ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore,
     StepKey, StepProgress, StepState, Transition,
@@ -380,6 +380,37 @@ impl SchemaStore for MemoryStorage {
         row.finished_at = Some(now);
         row.report = Some(report.clone());
         Ok(true)
+    }
+
+    async fn database_history(
+        &self,
+        database: &DatabaseName,
+        limit: u32,
+    ) -> StoreResult<Vec<DatabaseCheck>> {
+        let state = self.inner.state();
+        let tables = &state.schema;
+        let mut history = tables
+            .results
+            .values()
+            .filter(|row| &row.database == database && row.finished_at.is_some())
+            .map(|row| {
+                let operation = tables
+                    .operations
+                    .iter()
+                    .find(|op| op.id == row.operation)
+                    .ok_or_else(|| StoreError::corrupt("a database result names no operation"))?;
+                Ok(DatabaseCheck {
+                    kind: operation.kind,
+                    result: row.clone(),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        history.sort_by(|a, b| {
+            (b.result.finished_at, b.result.operation)
+                .cmp(&(a.result.finished_at, a.result.operation))
+        });
+        history.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok(history)
     }
 
     async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>> {

@@ -76,6 +76,8 @@ pub enum ErrorCode {
     DatabaseNotInInventory,
     /// A selected database is no longer visible to the snapshot account (subject: the name).
     DatabaseNoLongerVisible,
+    /// A database to verify has no merged snapshot in the package (subject: the name).
+    DatabaseNotRegistered,
     /// The selection names no database.
     EmptySelection,
     /// A name is not a valid MySQL identifier.
@@ -150,7 +152,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 44] = [
+    pub const ALL: [ErrorCode; 45] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -169,6 +171,7 @@ impl ErrorCode {
         ErrorCode::InventoryMissing,
         ErrorCode::DatabaseNotInInventory,
         ErrorCode::DatabaseNoLongerVisible,
+        ErrorCode::DatabaseNotRegistered,
         ErrorCode::EmptySelection,
         ErrorCode::InvalidIdentifier,
         ErrorCode::SourceNotConfigured,
@@ -212,6 +215,7 @@ impl ErrorCode {
             InventoryExpired
             | InventoryMissing
             | DatabaseNotInInventory
+            | DatabaseNotRegistered
             | EmptySelection
             | OperationMissing
             | InvalidRequestKey
@@ -273,6 +277,9 @@ impl ErrorCode {
             InventoryMissing => "the inventory does not exist",
             DatabaseNotInInventory => "database {} is not in the inventory",
             DatabaseNoLongerVisible => "database {} is no longer visible to the snapshot account",
+            DatabaseNotRegistered => {
+                "database {} has no merged snapshot in the package to verify against"
+            }
             EmptySelection => "select at least one database",
             InvalidIdentifier => "a database name is not a valid identifier",
             SourceNotConfigured => "no MySQL source is configured",

@@ -19,8 +19,8 @@ pub use operation::{
     Transition,
 };
 pub use results::{
-    DatabaseReport, DatabaseResult, Freshness, OperationStep, Outcome, StepKey, StepProgress,
-    StepState,
+    DatabaseCheck, DatabaseReport, DatabaseResult, FileChange, FileDifference, Freshness,
+    OperationStep, Outcome, StepKey, StepProgress, StepState,
 };
 pub use review::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,

@@ -1,7 +1,9 @@
 //! Per-database results of an operation and the operation's step rows.
 //!
 //! A database result has two independent fields, `outcome` and `freshness`, plus object counts,
-//! hashes, timings and a safe error; it becomes immutable when its database's work is terminal.
+//! hashes, the files a verification found changed, timings and a safe error; it becomes immutable
+//! when its database's work is terminal. A database's history is its terminal results across
+//! operations, each with its operation's kind.
 //! A step row, keyed by a stable step key, records state, attempts, heartbeat, safe error and
 //! terminal time, and is read by a retry before it repeats an external write.
 
@@ -12,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{StoreError, StoreResult};
 use crate::schema::operation::parse_stored;
-use crate::schema::{DatabaseName, OperationId, SafeError};
+use crate::schema::{DatabaseName, OperationId, OperationKind, SafeError};
 use crate::time::UnixMillis;
 
 /// Whether a database's snapshot changed.
@@ -78,6 +80,32 @@ impl FromStr for Freshness {
     }
 }
 
+/// How a file of a database's live snapshot differs from its merged snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileChange {
+    Added,
+    Removed,
+    Modified,
+}
+
+impl FileChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileChange::Added => "added",
+            FileChange::Removed => "removed",
+            FileChange::Modified => "modified",
+        }
+    }
+}
+
+/// One file that differs, by its path inside the database's folder (`tables/orders.sql`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDifference {
+    pub path: String,
+    pub change: FileChange,
+}
+
 /// The terminal result of one database's work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseReport {
@@ -89,6 +117,10 @@ pub struct DatabaseReport {
     pub snapshot_hash: Option<String>,
     /// The merged snapshot's hash it was compared with, when the database is registered.
     pub merged_hash: Option<String>,
+    /// The files in which the live schema differs from the merged snapshot, in path order: what
+    /// a verification that found the database changed reports (a refresh's review shows its
+    /// diff instead, and lists none here).
+    pub differences: Vec<FileDifference>,
     pub error: Option<SafeError>,
 }
 
@@ -105,6 +137,7 @@ impl DatabaseReport {
             object_counts: BTreeMap::new(),
             snapshot_hash: None,
             merged_hash: None,
+            differences: Vec::new(),
             error: Some(error),
         }
     }
@@ -119,6 +152,11 @@ impl DatabaseReport {
         }
         if failed && self.freshness == Freshness::Fresh {
             return Err(StoreError::invalid("a failed database is never fresh"));
+        }
+        if !self.differences.is_empty() && self.outcome != Outcome::Changed {
+            return Err(StoreError::invalid(
+                "only a changed database lists the files that differ",
+            ));
         }
         Ok(())
     }
@@ -135,6 +173,13 @@ pub struct DatabaseResult {
     /// Set when the database's work is terminal; the row never changes after.
     pub finished_at: Option<UnixMillis>,
     pub report: Option<DatabaseReport>,
+}
+
+/// One terminal result in a database's history: what an operation of `kind` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseCheck {
+    pub kind: OperationKind,
+    pub result: DatabaseResult,
 }
 
 /// Where a step is.

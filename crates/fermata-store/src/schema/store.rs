@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use crate::error::StoreResult;
 use crate::schema::{
     Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, CleanupResult, ClearOutcome,
-    DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, Inventory, InventoryId,
-    LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation, Operation,
-    OperationId, OperationStep, PullRequest, RequestKey, Review, SchemaLease, StepKey,
+    DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, Inventory,
+    InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation,
+    Operation, OperationId, OperationStep, PullRequest, RequestKey, Review, SchemaLease, StepKey,
     StepProgress, Transition,
 };
 use crate::session::SecretHash;
@@ -112,6 +112,14 @@ pub trait SchemaStore: Send + Sync {
         database: &DatabaseName,
         report: &DatabaseReport,
     ) -> StoreResult<bool>;
+
+    /// `database`'s terminal results in every operation, the latest to finish first, at most
+    /// `limit`, each with its operation's kind.
+    async fn database_history(
+        &self,
+        database: &DatabaseName,
+        limit: u32,
+    ) -> StoreResult<Vec<DatabaseCheck>>;
 
     async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>>;
 

@@ -1,0 +1,242 @@
+//! The verification workflow: whether each selected database's live schema still matches its
+//! merged snapshot in the package. It holds the global lease from its start to its end and,
+//! like the refresh whose first steps it shares (`database_run.rs`), runs:
+//!
+//! 1. `bind`, `load` (the inventory first, then the selection checked against it again) and
+//!    `base` (the registry at the base branch's current commit, recorded on the operation).
+//! 2. `database:<position>`, one durable step per selected database, one after another. A
+//!    database the registry does not list fails as `unregistered` with
+//!    `DATABASE_NOT_REGISTERED`. Otherwise the database must still be visible; it is snapshotted
+//!    over a bounded set of connections and snapshotted again over a new connection (a schema
+//!    that changed meanwhile is the retried `SCHEMA_CHANGED`), and the snapshot hash is compared
+//!    with the registry's: the same hash is `unchanged` and `fresh`; another is `changed` and
+//!    `stale`, the result listing every file of the live snapshot that differs from the merged
+//!    files at the base commit (added, removed or modified; `manifest.json`, which holds only
+//!    the others' hashes, is left out). A database that could not be checked is `failed` and
+//!    `stale`, and the next one runs; transient errors are retried by the runner's schedule,
+//!    permanent ones are not.
+//! 3. `finish` ends the operation `succeeded` and releases the lease; when every database
+//!    failed, the operation fails with the first one's error instead.
+//!
+//! Nothing is written anywhere but the application database: no file, no artifact, no
+//! publication. The results, differing files included, are the operation's own rows, which
+//! outlive the workflow run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use fermata_store::Storage;
+use fermata_store::schema::{
+    DatabaseName, DatabaseReport, ErrorCode, Freshness, OperationId, OperationKind, Outcome,
+    SCHEMA_LEASE_TTL, SafeError, Subject,
+};
+use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
+use serde_json::Value;
+
+use crate::database_run::{
+    LiveSnapshot, Selected, StepOutcome, database_steps, finish_succeeded, first_steps,
+    recorded_outcome,
+};
+use crate::engine::workflow_name;
+use crate::inventory_run::run_operation;
+use crate::operations::storage_error;
+use crate::package::{Package, Registry};
+use crate::review::differing_files;
+use crate::source::SourceSettings;
+use crate::tracked::Progress;
+
+/// The snapshot file that is not compared: it holds the other files' hashes.
+const MANIFEST: &str = "manifest.json";
+
+/// What a verification works with.
+#[derive(Debug, Clone)]
+pub struct VerificationSettings {
+    /// The MySQL source; without it every verification fails with `SOURCE_NOT_CONFIGURED`.
+    pub source: Option<SourceSettings>,
+    /// The target repository; without it every verification fails with
+    /// `PACKAGE_NOT_CONFIGURED`.
+    pub package: Option<Package>,
+    /// The most introspection connections a database step opens.
+    pub connections: usize,
+}
+
+/// A seam for fault injection: called in every database step once the live snapshot is taken
+/// and before it is checked again. Tests fail, delay or alter the schema here, or look at the
+/// lease; the default does nothing.
+#[async_trait]
+pub trait SnapshotProbe: Send + Sync + std::fmt::Debug {
+    async fn snapshot_taken(
+        &self,
+        _database: &DatabaseName,
+        _attempt: Attempt,
+    ) -> Result<(), SafeError> {
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct NoProbe;
+
+impl SnapshotProbe for NoProbe {}
+
+/// The verification workflow.
+#[derive(Clone)]
+pub struct VerificationWorkflow {
+    storage: Arc<dyn Storage>,
+    settings: Arc<VerificationSettings>,
+    probe: Arc<dyn SnapshotProbe>,
+}
+
+impl std::fmt::Debug for VerificationWorkflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerificationWorkflow")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VerificationWorkflow {
+    pub fn new(storage: Arc<dyn Storage>, settings: VerificationSettings) -> Self {
+        VerificationWorkflow {
+            storage,
+            settings: Arc::new(settings),
+            probe: Arc::new(NoProbe),
+        }
+    }
+
+    /// Calls `probe` in every database step (fault injection).
+    #[must_use]
+    pub fn with_probe(mut self, probe: Arc<dyn SnapshotProbe>) -> Self {
+        self.probe = probe;
+        self
+    }
+
+    async fn execute(&self, ctx: &mut RunContext, id: OperationId) -> Result<Value, RunError> {
+        let storage = &*self.storage;
+        let settings = &*self.settings;
+        let leased = Progress {
+            storage,
+            operation: id,
+            lease_ttl: Some(SCHEMA_LEASE_TTL),
+        };
+        let Selected {
+            databases: selected,
+            base,
+            registry,
+        } = first_steps(&leased, ctx, &settings.source, &settings.package).await?;
+        let changed = database_steps(
+            &leased,
+            ctx,
+            &selected,
+            &registry,
+            |position, database, attempt| {
+                self.database(id, position, database, &base.commit, &registry, attempt)
+            },
+        )
+        .await?;
+        finish_succeeded(&leased, ctx).await?;
+        tracing::info!(operation = %id, databases = selected.len(), changed = changed.len(), "verification ended");
+        Ok(serde_json::json!({ "changed": changed.len() }))
+    }
+
+    /// One database's step body.
+    async fn database(
+        &self,
+        id: OperationId,
+        position: u32,
+        database: &DatabaseName,
+        commit: &str,
+        registry: &Registry,
+        attempt: Attempt,
+    ) -> Result<StepOutcome, SafeError> {
+        let schema = self.storage.schema();
+        if !schema
+            .begin_database(id, database)
+            .await
+            .map_err(|e| storage_error(&e))?
+        {
+            // An earlier attempt recorded the result and died before the journal did.
+            return recorded_outcome(&*self.storage, id, database).await;
+        }
+        let merged = registry.get(database).ok_or_else(|| {
+            SafeError::about(
+                ErrorCode::DatabaseNotRegistered,
+                Subject::Database(database.clone()),
+            )
+        })?;
+        let source = self
+            .settings
+            .source
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
+        let live = LiveSnapshot::take(source, database, self.settings.connections).await?;
+        self.probe.snapshot_taken(database, attempt).await?;
+        live.verify_again(source, database).await?;
+
+        let (outcome, freshness, differences) =
+            if live.snapshot.snapshot_hash == merged.snapshot_hash {
+                (Outcome::Unchanged, Freshness::Fresh, Vec::new())
+            } else {
+                let merged_files = self.merged_files(commit, database).await?;
+                let candidate: BTreeMap<&str, &[u8]> = live
+                    .snapshot
+                    .files
+                    .iter()
+                    .filter(|(path, _)| path.as_str() != MANIFEST)
+                    .map(|(path, bytes)| (path.as_str(), bytes.as_slice()))
+                    .collect();
+                (
+                    Outcome::Changed,
+                    Freshness::Stale,
+                    differing_files(&merged_files, &candidate),
+                )
+            };
+        let report = DatabaseReport {
+            outcome,
+            freshness,
+            object_counts: live.object_counts(),
+            snapshot_hash: Some(live.snapshot.snapshot_hash.clone()),
+            merged_hash: Some(merged.snapshot_hash.clone()),
+            differences,
+            error: None,
+        };
+        schema
+            .finish_database(id, database, &report)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        tracing::info!(operation = %id, position, outcome = outcome.as_str(), differing = report.differences.len(), "database verified");
+        Ok(StepOutcome { outcome })
+    }
+
+    /// The database's merged files at `commit`, without the manifest.
+    async fn merged_files(
+        &self,
+        commit: &str,
+        database: &DatabaseName,
+    ) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+        let package = self
+            .settings
+            .package
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
+        let mut files = package
+            .merged_files(commit, database)
+            .await?
+            // The registry at this commit listed it: the same commit cannot say otherwise.
+            .ok_or_else(|| SafeError::new(ErrorCode::GithubFailed))?;
+        files.remove(MANIFEST);
+        Ok(files)
+    }
+}
+
+#[async_trait]
+impl Workflow for VerificationWorkflow {
+    fn name(&self) -> &'static str {
+        workflow_name(OperationKind::Verification)
+    }
+
+    async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
+        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+    }
+}

@@ -358,6 +358,14 @@ impl Forge for GitHub {
         Ok(Some(pull.into_pull_request()))
     }
 
+    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+        const ACTION: &str = "close a pull request";
+        let url = self.url(&format!("pulls/{number}"));
+        let request = self.client.patch(url).json(&json!({ "state": "closed" }));
+        let response = self.send(ACTION, request, &[StatusCode::NOT_FOUND]).await?;
+        Ok(response.status() != StatusCode::NOT_FOUND)
+    }
+
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
         match self.read_entry(commit, path).await? {
             Some(entry) => self.file_content(&entry).await.map(Some),

@@ -124,6 +124,10 @@ pub trait Forge: Send + Sync + std::fmt::Debug {
     /// Pull request `number` as it stands now, or `None` when the forge knows no such number.
     async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError>;
 
+    /// Closes pull request `number` without merging it (closing a closed one changes nothing).
+    /// False when the forge knows no such number.
+    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError>;
+
     /// The regular file at `path` in commit `commit` (a full commit ID), or `None` when nothing
     /// is there. A folder, a symbolic link or a submodule at `path`, or a file where one of its
     /// folders should be, is refused.

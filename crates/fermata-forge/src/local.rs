@@ -6,7 +6,8 @@
 //! (number, title, description, head, base, head commit, closed), written whole to a temporary
 //! file and renamed, so a crash leaves the old record or the new one. Its state is read from the
 //! repository every time: merged when its head commit is reachable from the base branch's head,
-//! closed when its head branch no longer exists or it was closed ([`LocalGit::close`]), open
+//! closed when its head branch no longer exists or it was closed
+//! ([`Forge::close_pull_request`]), open
 //! otherwise. Every git failure is the retryable `GITHUB_FAILED`, logged with fixed words only.
 
 use std::collections::BTreeMap;
@@ -56,25 +57,6 @@ impl LocalGit {
     pub async fn check(&self) -> Result<(), SafeError> {
         let repository = self.repository.clone();
         blocking(move || open(&repository).map(drop)).await
-    }
-
-    /// Marks pull request `number` closed (the local counterpart of closing it on a web forge).
-    /// False when there is no such pull request.
-    pub async fn close(&self, number: u64) -> Result<bool, SafeError> {
-        let repository = self.repository.clone();
-        blocking(move || {
-            let repo = open(&repository)?;
-            let Some(mut record) = read_records(&repo)?
-                .into_iter()
-                .find(|record| record.number == number)
-            else {
-                return Ok(false);
-            };
-            record.closed = true;
-            write_record(&repo, &record)?;
-            Ok(true)
-        })
-        .await
     }
 }
 
@@ -255,6 +237,23 @@ impl Forge for LocalGit {
                 .find(|record| record.number == number)
                 .map(|record| pull_request(&repo, &record))
                 .transpose()
+        })
+        .await
+    }
+
+    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+        let repository = self.repository.clone();
+        blocking(move || {
+            let repo = open(&repository)?;
+            let Some(mut record) = read_records(&repo)?
+                .into_iter()
+                .find(|record| record.number == number)
+            else {
+                return Ok(false);
+            };
+            record.closed = true;
+            write_record(&repo, &record)?;
+            Ok(true)
         })
         .await
     }

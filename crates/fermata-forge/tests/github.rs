@@ -821,3 +821,25 @@ async fn files_and_folders_read_the_same_on_both_forges() {
         );
     }
 }
+
+#[tokio::test]
+async fn closing_a_pull_request_closes_it_on_github() {
+    let fake = FakeGitHub::start().await;
+    let seed = fake.commit_on(BASE, SEED);
+    let github = fake.forge();
+    let commit = github.create_commit(&publication(&seed)).await.unwrap();
+    github.create_branch(HEAD, &commit).await.unwrap();
+    let pull = github.open_pull_request(&pull_spec()).await.unwrap();
+    assert!(github.close_pull_request(pull.number).await.unwrap());
+    assert_eq!(
+        github
+            .pull_request(pull.number)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        PullState::Closed
+    );
+    assert!(github.close_pull_request(pull.number).await.unwrap());
+    assert!(!github.close_pull_request(999).await.unwrap());
+}

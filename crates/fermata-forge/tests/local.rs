@@ -248,12 +248,12 @@ async fn pull_requests_are_found_by_head_and_their_state_read_from_the_repositor
         forge.pull_request(2).await.unwrap().unwrap().state,
         PullState::Closed
     );
-    assert!(forge.close(3).await.unwrap());
+    assert!(forge.close_pull_request(3).await.unwrap());
     assert_eq!(
         forge.pull_request(3).await.unwrap().unwrap().state,
         PullState::Closed
     );
-    assert!(!forge.close(9).await.unwrap());
+    assert!(!forge.close_pull_request(9).await.unwrap());
     assert!(forge.pull_request(9).await.unwrap().is_none());
 
     // A head branch that does not exist cannot be proposed.

@@ -221,6 +221,28 @@ impl Operations {
         }
     }
 
+    /// Closes, without merging, the pull request operation `typed` (its exact ID) published, as a
+    /// fresh administrator: the way to lift the open pull-request block when the change is not
+    /// wanted. Returns the operation.
+    pub async fn close_pull_request(
+        &self,
+        admin: &Administrator,
+        typed: &str,
+    ) -> Result<Operation, SafeError> {
+        admin.require_fresh()?;
+        let id = exact_operation_id(typed)?;
+        let operation = self.current(id).await?;
+        let about = Subject::Operation(id.0);
+        let (Some(forge), Some(pull)) = (&self.forge, &operation.pull_request) else {
+            return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
+        };
+        if !forge.close_pull_request(pull.number).await? {
+            return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
+        }
+        tracing::info!(operation = %id, actor = %admin.user(), pull_request = pull.number, "an administrator closed a pull request");
+        Ok(operation)
+    }
+
     /// The answer to a request whose key made `existing`: that operation, moved on if the first
     /// request never got past its reservation, or a refusal when the key came with a different
     /// request.

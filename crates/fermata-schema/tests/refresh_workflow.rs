@@ -154,6 +154,9 @@ impl Forge for FaultyForge {
     async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
         self.inner.pull_request(number).await
     }
+    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+        self.inner.close_pull_request(number).await
+    }
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
         self.inner.read_file(commit, path).await
     }
@@ -1228,7 +1231,40 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
     }
 
     // Closed: allowed again.
-    assert!(harness.local.close(second_pull.number).await.unwrap());
+    // Closed by an administrator through Fermata (a stale session may not).
+    let stale = Administrator::from_user(
+        &harness
+            .storage
+            .users()
+            .user_by_name(&UserName::new("ada").unwrap())
+            .await
+            .unwrap()
+            .unwrap(),
+        false,
+    )
+    .unwrap();
+    let second_id = second.operation.id.to_string();
+    let refused = harness
+        .operations
+        .close_pull_request(&stale, &second_id)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::AccessDenied);
+    harness
+        .operations
+        .close_pull_request(&harness.admin, &second_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        harness
+            .local
+            .pull_request(second_pull.number)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        PullState::Closed
+    );
     let inventory = harness.inventory().await;
     harness
         .operations

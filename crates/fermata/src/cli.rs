@@ -162,6 +162,21 @@ enum SchemaCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Close, without merging, the pull request an operation published (which lifts the block
+    /// on new refreshes). The `--as` user's password is read from the first line of standard
+    /// input.
+    ClosePullRequest {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The exact ID of the operation whose pull request is closed.
+        id: String,
+        /// The system administrator who closes it.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Clear the expired lease of an operation whose workflow run is over, marking it failed.
     /// The `--as` user's password is read from the first line of standard input.
     ClearLease {
@@ -236,6 +251,7 @@ impl SchemaCommand {
             | SchemaCommand::Reject { json, .. }
             | SchemaCommand::Operations { json, .. }
             | SchemaCommand::Show { json, .. }
+            | SchemaCommand::ClosePullRequest { json, .. }
             | SchemaCommand::ClearLease { json, .. } => *json,
         };
         if json {
@@ -361,6 +377,7 @@ impl Command {
                 | SchemaCommand::Reject { storage, .. }
                 | SchemaCommand::Operations { storage, .. }
                 | SchemaCommand::Show { storage, .. }
+                | SchemaCommand::ClosePullRequest { storage, .. }
                 | SchemaCommand::ClearLease { storage, .. },
             ) => storage,
         }
@@ -556,6 +573,9 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
                     }
                     SchemaCommand::ClearLease { id, actor, .. } => {
                         schema_commands::clear_lease(&setup, id, actor, format).await
+                    }
+                    SchemaCommand::ClosePullRequest { id, actor, .. } => {
+                        schema_commands::close_pull_request(&setup, id, actor, format).await
                     }
                 }
             }

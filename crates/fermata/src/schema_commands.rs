@@ -420,6 +420,25 @@ pub(crate) async fn clear_lease(
     Ok(render(&report, format))
 }
 
+/// `fermata schema close-pull-request ID`: closes the operation's pull request, as `actor` with
+/// the password on standard input.
+pub(crate) async fn close_pull_request(
+    setup: &Setup,
+    id: &str,
+    actor: &str,
+    format: Format,
+) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, true).await?;
+    let closed = opened
+        .runtime
+        .operations
+        .close_pull_request(&admin, id)
+        .await?;
+    let report = opened.runtime.operations.report(closed.id).await?;
+    Ok(render(&report, format))
+}
+
 /// `fermata schema review ID`: the refresh's review and the diff of every changed database.
 pub(crate) async fn review(
     setup: &Setup,

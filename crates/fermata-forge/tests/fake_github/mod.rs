@@ -171,7 +171,7 @@ impl FakeGitHub {
             .route("/git/trees", post(create_tree))
             .route("/git/trees/{sha}", get(get_tree))
             .route("/pulls", get(list_pulls).post(create_pull))
-            .route("/pulls/{number}", get(get_pull));
+            .route("/pulls/{number}", get(get_pull).patch(update_pull));
         let app = Router::new()
             .nest(PREFIX, repository)
             .fallback(|| async { not_found() })
@@ -886,6 +886,29 @@ async fn create_pull(State(hub): State<Shared>, Json(body): Json<CreatePull>) ->
     let answer = hub.pull(&pull);
     hub.pulls.push(pull);
     created(answer)
+}
+
+/// `PATCH pulls/{number}` with `{"state": "closed"}`: closes an open pull request.
+async fn update_pull(
+    State(hub): State<Shared>,
+    Path(number): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut hub = lock(&hub);
+    let number = number.parse::<u64>().ok();
+    let Some(pull) = hub
+        .pulls
+        .iter_mut()
+        .find(|pull| Some(pull.number) == number)
+    else {
+        return not_found();
+    };
+    if body["state"] == "closed" && pull.status == PullStatus::Open {
+        pull.status = PullStatus::Closed;
+    }
+    let number = pull.number;
+    let pull = hub.pulls.iter().find(|pull| pull.number == number).unwrap();
+    Json(hub.pull(pull)).into_response()
 }
 
 async fn get_pull(State(hub): State<Shared>, Path(number): Path<String>) -> Response {

@@ -68,6 +68,8 @@ pub enum ErrorCode {
     RunUnreadable,
     /// A refresh waits while an earlier pull request is open (subject: that operation).
     PullRequestOpen,
+    /// The operation published no pull request the forge knows (subject: the operation).
+    PullRequestMissing,
     /// The inventory a request names is older than 24 hours.
     InventoryExpired,
     /// The inventory a request names does not exist.
@@ -152,7 +154,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 45] = [
+    pub const ALL: [ErrorCode; 46] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -167,6 +169,7 @@ impl ErrorCode {
         ErrorCode::RunLost,
         ErrorCode::RunUnreadable,
         ErrorCode::PullRequestOpen,
+        ErrorCode::PullRequestMissing,
         ErrorCode::InventoryExpired,
         ErrorCode::InventoryMissing,
         ErrorCode::DatabaseNotInInventory,
@@ -212,6 +215,7 @@ impl ErrorCode {
             AccessDenied => ErrorStage::Authorization,
             LeaseHeld | LeaseCleared | LeaseExpired | LeaseNeedsClearing | LeaseNotHeld
             | LeaseNotExpired | RunStillActive | PullRequestOpen => ErrorStage::Lock,
+            PullRequestMissing => ErrorStage::Github,
             InventoryExpired
             | InventoryMissing
             | DatabaseNotInInventory
@@ -273,6 +277,7 @@ impl ErrorCode {
                 "operation {} left an expired lease; an administrator must clear it"
             }
             PullRequestOpen => "the pull request of operation {} is still open",
+            PullRequestMissing => "operation {} has no pull request on the forge",
             InventoryExpired => "the inventory is older than 24 hours; discover databases again",
             InventoryMissing => "the inventory does not exist",
             DatabaseNotInInventory => "database {} is not in the inventory",

@@ -564,3 +564,311 @@ pub(crate) fn unavailable_page(error: &ErrorView) -> Markup {
     };
     styled_page("Schema snapshots", ADMIN_STYLE, None, &body)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every state of the page rendered from fixed data, compared with its stored snapshot.
+
+    use std::collections::BTreeMap;
+
+    use fermata_schema::review::{DatabaseDiff, FileChange, FileDiff};
+    use fermata_schema::view::{
+        CheckView, MergedSnapshotView, ReviewStateView, StepView as Step,
+    };
+    use fermata_store::schema::{DatabaseName, Subject};
+
+    use super::*;
+
+    const OPERATION: &str = "0b6f3c1e-5a2d-4c8e-9f10-2a3b4c5d6e7f";
+    const OTHER: &str = "7d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6";
+    const INVENTORY: &str = "c3d4e5f6-a7b8-4c9d-8e0f-112233445566";
+
+    fn empty_page() -> SchemaPage {
+        SchemaPage {
+            user: "ada".to_owned(),
+            csrf: "csrf-token".to_owned(),
+            fresh: true,
+            request_key: "request-key-1".to_owned(),
+            setup: SchemaSetup {
+                source: true,
+                package: true,
+            },
+            flash: None,
+            inventory: None,
+            registry_error: None,
+            lease: None,
+            current: None,
+            review: None,
+            open_pull: None,
+            recent: Vec::new(),
+        }
+    }
+
+    fn summary(id: &str, kind: &'static str, state: &'static str) -> OperationSummary {
+        OperationSummary {
+            id: id.to_owned(),
+            kind,
+            state,
+            terminal: matches!(state, "succeeded" | "failed" | "rejected" | "expired"),
+            actor: "user-1".to_owned(),
+            inventory_id: None,
+            run_id: None,
+            created_at: "2026-01-02T03:04:05.000Z".to_owned(),
+            updated_at: "2026-01-02T03:04:06.000Z".to_owned(),
+            finished_at: None,
+            error: None,
+            reviewed_base_commit: None,
+            pull_request: None,
+        }
+    }
+
+    fn registered(name: &str) -> RegisteredDatabaseView {
+        RegisteredDatabaseView {
+            name: name.to_owned(),
+            merged: MergedSnapshotView {
+                snapshot_hash: "sha256-0123456789abcdef".to_owned(),
+                object_counts: BTreeMap::from([("tables".to_owned(), 3)]),
+                generator_version: "fermata 0.1.0".to_owned(),
+                operation_id: OTHER.to_owned(),
+            },
+            freshness: "fresh",
+            last_verification: Some(CheckView {
+                operation_id: OTHER.to_owned(),
+                kind: "verification",
+                finished_at: Some("2026-01-01T00:00:00.000Z".to_owned()),
+                outcome: Some("unchanged"),
+                freshness: Some("fresh"),
+                snapshot_hash: Some("sha256-0123456789abcdef".to_owned()),
+            }),
+            checked: None,
+        }
+    }
+
+    fn inventory(expired: bool) -> InventoryPanel {
+        InventoryPanel {
+            view: InventoryView {
+                id: INVENTORY.to_owned(),
+                operation_id: OTHER.to_owned(),
+                actor: "user-1".to_owned(),
+                server_version: "11.4.2-MariaDB".to_owned(),
+                discovered_at: "2026-01-02T03:00:00.000Z".to_owned(),
+                expires_at: "2026-01-03T03:00:00.000Z".to_owned(),
+                databases: vec!["app".to_owned(), "billing <&>".to_owned()],
+            },
+            age: "4 minutes".to_owned(),
+            expiry: if expired { "2 hours" } else { "23 hours" }.to_owned(),
+            expired,
+            rows: vec![
+                InventoryRow {
+                    name: "app".to_owned(),
+                    registered: Some(registered("app")),
+                },
+                InventoryRow {
+                    name: "billing <&>".to_owned(),
+                    registered: None,
+                },
+            ],
+        }
+    }
+
+    fn database(name: &str, state: &'static str, error: Option<SafeError>) -> DatabaseView {
+        DatabaseView {
+            name: name.to_owned(),
+            state,
+            outcome: (state == "done").then_some(if error.is_some() { "failed" } else { "changed" }),
+            freshness: (state == "done").then_some("stale"),
+            object_counts: BTreeMap::from([("tables".to_owned(), 4), ("views".to_owned(), 1)]),
+            snapshot_hash: None,
+            merged_hash: None,
+            differences: Vec::new(),
+            started_at: None,
+            finished_at: None,
+            error: error.as_ref().map(ErrorView::from),
+        }
+    }
+
+    fn lease(expired: bool) -> LeasePanel {
+        LeasePanel {
+            view: LeaseView {
+                operation_id: OPERATION.to_owned(),
+                kind: "refresh",
+                status: "active",
+                acquired_at: "2026-01-02T03:04:05.000Z".to_owned(),
+                heartbeat_at: "2026-01-02T03:05:05.000Z".to_owned(),
+                expires_at: "2026-01-02T03:35:05.000Z".to_owned(),
+            },
+            expired,
+        }
+    }
+
+    fn running_refresh() -> OperationView {
+        OperationView {
+            summary: summary(OPERATION, "refresh", "running"),
+            databases: vec![
+                database("app", "done", None),
+                database(
+                    "billing <&>",
+                    "running",
+                    None,
+                ),
+            ],
+            inventory: None,
+            lease: Some(lease(false).view),
+            steps: vec![Step {
+                key: "database:app".to_owned(),
+                state: "retrying",
+                attempts: 2,
+                started_at: "2026-01-02T03:04:05.000Z".to_owned(),
+                heartbeat_at: "2026-01-02T03:04:07.000Z".to_owned(),
+                finished_at: None,
+                error: Some(ErrorView::from(&SafeError::new(ErrorCode::StorageUnavailable))),
+            }],
+            actor_name: Some("ada".to_owned()),
+            review: None,
+        }
+    }
+
+    fn review() -> ReviewPanel {
+        ReviewPanel::Diff(ReviewView {
+            operation_id: OPERATION.to_owned(),
+            base_commit: "abc123".to_owned(),
+            review: ReviewStateView {
+                state: "pending",
+                actor: None,
+                decided_at: None,
+                created_at: "2026-01-02T03:10:00.000Z".to_owned(),
+                expires_at: "2026-01-03T03:10:00.000Z".to_owned(),
+            },
+            databases: vec![DatabaseDiff {
+                database: DatabaseName::new("app").unwrap(),
+                registered: true,
+                files: vec![FileDiff {
+                    path: "tables/users.sql".to_owned(),
+                    change: FileChange::Modified,
+                    diff: "--- a/tables/users.sql\n+++ b/tables/users.sql\n@@ -1,2 +1,3 @@\n CREATE TABLE users (\n-  id int\n+  id int,\n+  name text\n".to_owned(),
+                }],
+            }],
+        })
+    }
+
+    fn check(name: &str, markup: &Markup) {
+        insta::assert_snapshot!(name, markup.clone().into_string().replace("><", ">\n<"));
+    }
+
+    #[test]
+    fn nothing_configured_and_no_inventory() {
+        let page = SchemaPage {
+            setup: SchemaSetup::default(),
+            ..empty_page()
+        };
+        check("nothing_configured", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_inventory_to_select_from_with_an_empty_selection_refused() {
+        let page = SchemaPage {
+            inventory: Some(inventory(false)),
+            flash: Some(Flash::Error(
+                Place::Start,
+                ErrorView::from(&SafeError::new(ErrorCode::EmptySelection)),
+            )),
+            ..empty_page()
+        };
+        check("inventory_selection_refused", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_expired_inventory() {
+        let page = SchemaPage {
+            inventory: Some(inventory(true)),
+            ..empty_page()
+        };
+        check("inventory_expired", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_running_refresh_holding_the_lease() {
+        let page = SchemaPage {
+            inventory: Some(inventory(false)),
+            flash: Some(Flash::Notice(Place::Start, Notice::RefreshStarted)),
+            lease: Some(lease(false)),
+            current: Some(running_refresh()),
+            recent: vec![summary(OPERATION, "refresh", "running")],
+            ..empty_page()
+        };
+        check("refresh_running", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_review_on_a_fresh_and_on_a_stale_session() {
+        let mut awaiting = running_refresh();
+        awaiting.summary.state = "awaiting_review";
+        let page = SchemaPage {
+            current: Some(awaiting),
+            review: Some(review()),
+            lease: Some(lease(false)),
+            ..empty_page()
+        };
+        check("review_fresh", &schema_page(&page));
+        let stale = SchemaPage {
+            fresh: false,
+            ..page
+        };
+        check("review_stale", &schema_page(&stale));
+    }
+
+    #[test]
+    fn an_expired_lease_with_a_wrong_id_refused() {
+        let page = SchemaPage {
+            lease: Some(lease(true)),
+            flash: Some(Flash::Error(
+                Place::Lease,
+                ErrorView::from(&SafeError::new(ErrorCode::OperationMissing)),
+            )),
+            ..empty_page()
+        };
+        check("lease_expired", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_open_pull_request_and_recent_operations() {
+        let pull = PullRequest {
+            number: 7,
+            url: "https://forge.example/pulls/7".to_owned(),
+            head: "fermata/refresh-1".to_owned(),
+            base: "main".to_owned(),
+        };
+        let mut published = summary(OPERATION, "refresh", "succeeded");
+        published.pull_request = Some(pull.clone());
+        published.finished_at = Some("2026-01-02T04:00:00.000Z".to_owned());
+        let mut failed = summary(OTHER, "verification", "failed");
+        failed.error = Some(ErrorView::from(&SafeError::about(
+            ErrorCode::LeaseHeld,
+            Subject::Operation(OPERATION.parse().unwrap()),
+        )));
+        let page = SchemaPage {
+            open_pull: Some((OPERATION.to_owned(), pull)),
+            flash: Some(Flash::Notice(Place::Review, Notice::Approved)),
+            recent: vec![published, failed],
+            ..empty_page()
+        };
+        check("pull_request_open", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_report_and_the_refusal_page() {
+        let mut done = running_refresh();
+        done.summary.state = "failed";
+        done.summary.terminal = true;
+        done.summary.finished_at = Some("2026-01-02T04:00:00.000Z".to_owned());
+        done.summary.error = Some(ErrorView::from(&SafeError::new(ErrorCode::LeaseCleared)));
+        done.lease = None;
+        done.databases[1] = database(
+            "billing <&>",
+            "done",
+            Some(SafeError::new(ErrorCode::SourceNotConfigured)),
+        );
+        check("report", &report_page(&done));
+        check("forbidden", &forbidden_page("bob"));
+    }
+}

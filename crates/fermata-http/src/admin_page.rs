@@ -26,10 +26,10 @@ use fermata_schema::view::{
     RegistryView, ReviewView,
 };
 use fermata_schema::{Administrator, OperationRequest, Verdict};
+use fermata_store::Role;
 use fermata_store::schema::{
     ErrorCode, InventoryId, OperationId, OperationKind, OperationState, RequestKey, SafeError,
 };
-use fermata_store::Role;
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
@@ -117,7 +117,11 @@ fn encode_flash(flash: &StoredFlash) -> String {
 fn decode_flash(value: &str) -> Option<Flash> {
     let bytes: Option<Vec<u8>> = (0..value.len())
         .step_by(2)
-        .map(|i| value.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            value
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect();
     let stored: StoredFlash = serde_json::from_slice(&bytes?).ok()?;
     match (stored.notice, stored.error) {
@@ -187,7 +191,9 @@ async fn schema_page(
     } else {
         jar
     };
-    let chosen = query.operation.and_then(|id| id.parse::<OperationId>().ok());
+    let chosen = query
+        .operation
+        .and_then(|id| id.parse::<OperationId>().ok());
     match gather(&state, &principal, flash, chosen).await {
         Ok(page) => (jar, admin_render::schema_page(&page)).into_response(),
         Err(error) => (
@@ -211,7 +217,13 @@ async fn gather(
     let recent = schema.recent(RECENT).await?;
     let lease = schema.lease().await?;
     let registry = if state.schema_setup.package {
-        Some(state.registry.registry_view().await.map(|r| RegistryView::from(&r)))
+        Some(
+            state
+                .registry
+                .registry_view()
+                .await
+                .map(|r| RegistryView::from(&r)),
+        )
     } else {
         None
     };
@@ -448,7 +460,9 @@ async fn clear_lease(
     if !principal.is_fresh() {
         return reauthenticate("/admin/schema#lease");
     }
-    let typed = field(&fields, "operation_id").unwrap_or_default().to_owned();
+    let typed = field(&fields, "operation_id")
+        .unwrap_or_default()
+        .to_owned();
     let cleared = async {
         let admin = Administrator::from_principal(&principal)?;
         state.schema.clear_lease(&admin, &typed).await
@@ -482,7 +496,11 @@ async fn report(
             } else {
                 StatusCode::SERVICE_UNAVAILABLE
             };
-            (status, admin_render::unavailable_page(&ErrorView::from(&error))).into_response()
+            (
+                status,
+                admin_render::unavailable_page(&ErrorView::from(&error)),
+            )
+                .into_response()
         }
     }
 }

@@ -572,9 +572,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use fermata_schema::review::{DatabaseDiff, FileChange, FileDiff};
-    use fermata_schema::view::{
-        CheckView, MergedSnapshotView, ReviewStateView, StepView as Step,
-    };
+    use fermata_schema::view::{CheckView, MergedSnapshotView, ReviewStateView, StepView as Step};
     use fermata_store::schema::{DatabaseName, Subject};
 
     use super::*;
@@ -671,11 +669,15 @@ mod tests {
         }
     }
 
-    fn database(name: &str, state: &'static str, error: Option<SafeError>) -> DatabaseView {
+    fn database(name: &str, state: &'static str, error: Option<&SafeError>) -> DatabaseView {
         DatabaseView {
             name: name.to_owned(),
             state,
-            outcome: (state == "done").then_some(if error.is_some() { "failed" } else { "changed" }),
+            outcome: (state == "done").then_some(if error.is_some() {
+                "failed"
+            } else {
+                "changed"
+            }),
             freshness: (state == "done").then_some("stale"),
             object_counts: BTreeMap::from([("tables".to_owned(), 4), ("views".to_owned(), 1)]),
             snapshot_hash: None,
@@ -683,7 +685,7 @@ mod tests {
             differences: Vec::new(),
             started_at: None,
             finished_at: None,
-            error: error.as_ref().map(ErrorView::from),
+            error: error.map(ErrorView::from),
         }
     }
 
@@ -706,11 +708,7 @@ mod tests {
             summary: summary(OPERATION, "refresh", "running"),
             databases: vec![
                 database("app", "done", None),
-                database(
-                    "billing <&>",
-                    "running",
-                    None,
-                ),
+                database("billing <&>", "running", None),
             ],
             inventory: None,
             lease: Some(lease(false).view),
@@ -721,7 +719,9 @@ mod tests {
                 started_at: "2026-01-02T03:04:05.000Z".to_owned(),
                 heartbeat_at: "2026-01-02T03:04:07.000Z".to_owned(),
                 finished_at: None,
-                error: Some(ErrorView::from(&SafeError::new(ErrorCode::StorageUnavailable))),
+                error: Some(ErrorView::from(&SafeError::new(
+                    ErrorCode::StorageUnavailable,
+                ))),
             }],
             actor_name: Some("ada".to_owned()),
             review: None,
@@ -866,7 +866,7 @@ mod tests {
         done.databases[1] = database(
             "billing <&>",
             "done",
-            Some(SafeError::new(ErrorCode::SourceNotConfigured)),
+            Some(&SafeError::new(ErrorCode::SourceNotConfigured)),
         );
         check("report", &report_page(&done));
         check("forbidden", &forbidden_page("bob"));

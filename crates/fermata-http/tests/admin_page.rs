@@ -33,7 +33,10 @@ impl App {
             .open(StoreOptions::default())
             .await;
         let state = support::state(&storage, WriterFence::default());
-        for (name, roles) in [("ada", [Role::SystemAdmin].into()), ("bob", Default::default())] {
+        for (name, roles) in [
+            ("ada", [Role::SystemAdmin].into()),
+            ("bob", Default::default()),
+        ] {
             state
                 .accounts
                 .add_user(name, Some(SecretToken::from_given(PASSWORD)), roles)
@@ -66,7 +69,13 @@ impl App {
     }
 
     /// Posts `fields` as a form, with the caller's CSRF token unless `csrf` is false.
-    async fn post(&self, caller: &Caller, uri: &str, fields: &[(&str, &str)], csrf: bool) -> Answer {
+    async fn post(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        fields: &[(&str, &str)],
+        csrf: bool,
+    ) -> Answer {
         let mut all: Vec<(&str, &str)> = fields.to_vec();
         if csrf {
             all.push(("csrf", caller.csrf.as_deref().unwrap()));
@@ -111,9 +120,19 @@ async fn only_a_system_administrator_sees_the_page() {
 
     let bob = app.get(&app.bob, "/admin/schema", None).await;
     assert_eq!(bob.status, StatusCode::FORBIDDEN);
-    assert!(bob.body.contains("needs the <code>system_admin</code> role"), "{}", bob.body);
+    assert!(
+        bob.body
+            .contains("needs the <code>system_admin</code> role"),
+        "{}",
+        bob.body
+    );
     let bob_posts = app
-        .post(&app.bob, "/admin/schema/inventory", &[("request_key", "k")], true)
+        .post(
+            &app.bob,
+            "/admin/schema/inventory",
+            &[("request_key", "k")],
+            true,
+        )
         .await;
     assert_eq!(bob_posts.status, StatusCode::FORBIDDEN);
 
@@ -121,20 +140,38 @@ async fn only_a_system_administrator_sees_the_page() {
     assert_eq!(ada.status, StatusCode::OK, "{}", ada.body);
     assert_eq!(ada.headers[header::CACHE_CONTROL], "no-store");
     assert!(ada.body.contains("No inventory yet."), "{}", ada.body);
-    assert!(ada.body.contains("no MySQL source is configured"), "{}", ada.body);
-    assert!(ada.body.contains("No operation holds the lease."), "{}", ada.body);
+    assert!(
+        ada.body.contains("no MySQL source is configured"),
+        "{}",
+        ada.body
+    );
+    assert!(
+        ada.body.contains("No operation holds the lease."),
+        "{}",
+        ada.body
+    );
 }
 
 #[tokio::test]
 async fn forms_need_the_csrf_token_and_redirect_with_a_flash_shown_once() {
     let app = App::new().await;
     let forged = app
-        .post(&app.ada, "/admin/schema/inventory", &[("request_key", "k1")], false)
+        .post(
+            &app.ada,
+            "/admin/schema/inventory",
+            &[("request_key", "k1")],
+            false,
+        )
         .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
 
     let started = app
-        .post(&app.ada, "/admin/schema/inventory", &[("request_key", "k1")], true)
+        .post(
+            &app.ada,
+            "/admin/schema/inventory",
+            &[("request_key", "k1")],
+            true,
+        )
         .await;
     assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
     let to = location(&started).to_owned();
@@ -142,7 +179,12 @@ async fn forms_need_the_csrf_token_and_redirect_with_a_flash_shown_once() {
     let flash = flash_of(&started);
     let page = app.get(&app.ada, &to, Some(&flash)).await;
     assert!(page.body.contains("Discovery started."), "{}", page.body);
-    assert!(page.body.contains("data-state=\"starting\"") || page.body.contains("data-state=\"running\""), "{}", page.body);
+    assert!(
+        page.body.contains("data-state=\"starting\"")
+            || page.body.contains("data-state=\"running\""),
+        "{}",
+        page.body
+    );
     // The page removes the cookie: reloading shows the notice no more.
     assert!(
         page.headers
@@ -157,7 +199,9 @@ async fn forms_need_the_csrf_token_and_redirect_with_a_flash_shown_once() {
 
     // A report page for the operation, and a missing one.
     let id = to.rsplit('=').next().unwrap();
-    let report = app.get(&app.ada, &format!("/admin/schema/operations/{id}"), None).await;
+    let report = app
+        .get(&app.ada, &format!("/admin/schema/operations/{id}"), None)
+        .await;
     assert_eq!(report.status, StatusCode::OK);
     assert!(report.body.contains(id));
     let missing = app
@@ -170,9 +214,19 @@ async fn forms_need_the_csrf_token_and_redirect_with_a_flash_shown_once() {
 async fn refusals_show_the_safe_error_next_to_their_control() {
     let app = App::new().await;
     let started = app
-        .post(&app.ada, "/admin/schema/inventory", &[("request_key", "k1")], true)
+        .post(
+            &app.ada,
+            "/admin/schema/inventory",
+            &[("request_key", "k1")],
+            true,
+        )
         .await;
-    let operation: OperationId = location(&started).rsplit('=').next().unwrap().parse().unwrap();
+    let operation: OperationId = location(&started)
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let ada = app.state.accounts.user_named("ada").await.unwrap();
     let inventory = app
         .storage
@@ -188,7 +242,11 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
         .await
         .unwrap();
     let page = app.get(&app.ada, "/admin/schema", None).await;
-    assert!(page.body.contains("name=\"databases\" value=\"app\""), "{}", page.body);
+    assert!(
+        page.body.contains("name=\"databases\" value=\"app\""),
+        "{}",
+        page.body
+    );
     let empty = app
         .post(
             &app.ada,
@@ -202,25 +260,40 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
         )
         .await;
     assert_eq!(empty.status, StatusCode::SEE_OTHER);
-    let page = app.get(&app.ada, "/admin/schema", Some(&flash_of(&empty))).await;
+    let page = app
+        .get(&app.ada, "/admin/schema", Some(&flash_of(&empty)))
+        .await;
     assert!(
-        page.body.contains("id=\"error-start\">select at least one database<"),
+        page.body
+            .contains("id=\"error-start\">select at least one database<"),
         "{}",
         page.body
     );
 
     let wrong = app
-        .post(&app.ada, "/admin/schema/lease/clear", &[("operation_id", "WRONG")], true)
+        .post(
+            &app.ada,
+            "/admin/schema/lease/clear",
+            &[("operation_id", "WRONG")],
+            true,
+        )
         .await;
     assert_eq!(wrong.status, StatusCode::SEE_OTHER);
-    let page = app.get(&app.ada, "/admin/schema", Some(&flash_of(&wrong))).await;
+    let page = app
+        .get(&app.ada, "/admin/schema", Some(&flash_of(&wrong)))
+        .await;
     assert!(page.body.contains("id=\"error-lease\""), "{}", page.body);
 
     // A stale session is sent to confirm its password, then back to the page.
     support::age_sessions(&app.storage).await;
     let id = "0b6f3c1e-5a2d-4c8e-9f10-2a3b4c5d6e7f";
     let stale = app
-        .post(&app.ada, &format!("/admin/schema/operations/{id}/approve"), &[], true)
+        .post(
+            &app.ada,
+            &format!("/admin/schema/operations/{id}/approve"),
+            &[],
+            true,
+        )
         .await;
     assert_eq!(stale.status, StatusCode::SEE_OTHER);
     assert_eq!(

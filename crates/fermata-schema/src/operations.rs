@@ -18,8 +18,7 @@ use fermata_forge::{Forge, PullState};
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
     Operation, OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
-    Reservation,
-    Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
+    Reservation, Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
 };
 use fermata_store::{Storage, StoreError, UnixMillis};
 
@@ -213,9 +212,7 @@ impl Operations {
 
     /// The latest published refresh and its pull request, while the forge says it is open
     /// (asked now, never cached); `None` without a forge.
-    pub async fn open_pull_request(
-        &self,
-    ) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
+    pub async fn open_pull_request(&self) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
         let Some(forge) = &self.forge else {
             return Ok(None);
         };

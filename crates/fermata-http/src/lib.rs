@@ -1,11 +1,13 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
-//! out and re-authenticate (pages and JSON); the account page; the accounts API; the documents
+//! out and re-authenticate (pages and JSON); the account page; the schema administrator page; the accounts API; the documents
 //! API; the schema operations API; and the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
 //! port 0 or call the router directly without a socket. Every handler reaches storage through
 //! [`fermata_accounts::Accounts`], never a driver.
 
+mod admin_page;
+mod admin_render;
 mod api;
 pub mod auth;
 mod cookies;
@@ -51,9 +53,21 @@ pub struct HttpState {
     pub reviews: fermata_schema::Reviews,
     /// The package registry with each database's last verification and freshness.
     pub registry: fermata_schema::RegistryReports,
+    /// Which parts of the schema setup are configured, for the administrator page's empty states.
+    pub schema_setup: SchemaSetup,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
     /// proxy that terminates it).
     pub secure_cookies: bool,
+}
+
+/// Which parts of the schema operations are configured: the page says what is missing before
+/// an administrator starts an operation that would fail for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchemaSetup {
+    /// A `[schema.source]` MySQL server: without it inventories and refreshes fail.
+    pub source: bool,
+    /// A `[schema.package]` repository: without it refreshes fail and there is no registry.
+    pub package: bool,
 }
 
 /// Every route.
@@ -67,6 +81,7 @@ pub fn router(state: HttpState) -> Router {
         .merge(schema_api::routes())
         .route("/sync/{*room}", get(sync::sync))
         .merge(pages::routes())
+        .merge(admin_page::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
         .with_state(state)
 }

@@ -51,6 +51,17 @@ code{font-size:.95em}
 ";
 
 fn page(title: &str, body: &Markup) -> Markup {
+    styled_page(title, "", None, body)
+}
+
+/// A page with the shared style, `extra_style` after it, and `script` (progressive: the page
+/// works without it) at the end of the body.
+pub(crate) fn styled_page(
+    title: &str,
+    extra_style: &str,
+    script: Option<&str>,
+    body: &Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -58,9 +69,12 @@ fn page(title: &str, body: &Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Fermata" }
-                style { (maud::PreEscaped(STYLE)) }
+                style { (maud::PreEscaped(STYLE)) (maud::PreEscaped(extra_style)) }
             }
-            body { main { (*body) } }
+            body {
+                main { (*body) }
+                @if let Some(script) = script { script { (maud::PreEscaped(script)) } }
+            }
         }
     }
 }

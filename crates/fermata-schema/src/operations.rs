@@ -17,10 +17,10 @@ use async_trait::async_trait;
 use fermata_forge::{Forge, PullState};
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
-    Operation, OperationId, OperationKind, OperationState, OperationStep, RequestKey, Reservation,
-    Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
+    Operation, OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
+    Reservation, Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
 };
-use fermata_store::{Storage, StoreError};
+use fermata_store::{Storage, StoreError, UnixMillis};
 
 use crate::admin::Administrator;
 use crate::selection;
@@ -201,8 +201,20 @@ impl Operations {
     /// request is open on the forge. Only the latest can be open: a refresh is refused until it
     /// is merged or closed.
     async fn refuse_while_a_pull_request_is_open(&self) -> Result<(), SafeError> {
+        match self.open_pull_request().await? {
+            Some((published, _)) => Err(SafeError::about(
+                ErrorCode::PullRequestOpen,
+                Subject::Operation(published.0),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The latest published refresh and its pull request, while the forge says it is open
+    /// (asked now, never cached); `None` without a forge.
+    pub async fn open_pull_request(&self) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
         let Some(forge) = &self.forge else {
-            return Ok(());
+            return Ok(None);
         };
         let latest = self
             .recent(SETTLE_SCAN)
@@ -210,15 +222,21 @@ impl Operations {
             .into_iter()
             .find_map(|operation| Some((operation.id, operation.pull_request?)));
         let Some((published, pull)) = latest else {
-            return Ok(());
+            return Ok(None);
         };
-        match forge.pull_request(pull.number).await? {
-            Some(current) if current.state == PullState::Open => Err(SafeError::about(
-                ErrorCode::PullRequestOpen,
-                Subject::Operation(published.0),
-            )),
-            _ => Ok(()),
-        }
+        Ok(match forge.pull_request(pull.number).await? {
+            Some(current) if current.state == PullState::Open => Some((published, pull)),
+            _ => None,
+        })
+    }
+
+    /// The application database's clock, which every expiry is measured on.
+    pub async fn now(&self) -> Result<UnixMillis, SafeError> {
+        self.storage
+            .schema()
+            .clock()
+            .await
+            .map_err(|e| storage_error(&e))
     }
 
     /// Closes, without merging, the pull request operation `typed` (its exact ID) published, as a

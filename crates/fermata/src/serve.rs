@@ -64,6 +64,10 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
         registry: schema.registry.clone(),
+        schema_setup: fermata_http::SchemaSetup {
+            source: settings.schema.source.is_some(),
+            package: settings.schema.package.is_some() || settings.schema.github.is_some(),
+        },
         secure_cookies: settings.secure_cookies,
     };
     let http_stop = CancellationToken::new();

@@ -77,6 +77,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         schema,
         reviews,
         registry,
+        schema_setup: Default::default(),
         secure_cookies: false,
     }
 }

@@ -1,0 +1,506 @@
+//! The schema administrator page, `/admin/schema`, and its forms: discover databases, start a
+//! refresh or a verification with a selection, approve or reject a review, clear an expired
+//! lease; and the report page of one operation, `/admin/schema/operations/{id}`.
+//!
+//! The forms call the same services as the JSON API (`crate::schema_api`) and the same start
+//! protocol, with a request key the page renders. Each post answers with a redirect to the page
+//! (POST-redirect-GET); what it came to travels in a short-lived cookie holding only a fixed
+//! notice or a safe error's code and subject, so no free text ever reaches the page through it.
+//! The CSRF middleware checks every form. A stale session is sent to `/reauth` and back before a
+//! decision or the clear action.
+
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use axum_extra::extract::CookieJar;
+use axum_extra::extract::cookie::{Cookie, SameSite};
+use fermata_accounts::Principal;
+use fermata_crypto::csrf_token;
+use fermata_schema::view::{
+    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegisteredDatabaseView,
+    RegistryView, ReviewView,
+};
+use fermata_schema::{Administrator, OperationRequest, Verdict};
+use fermata_store::Role;
+use fermata_store::schema::{
+    ErrorCode, InventoryId, OperationId, OperationKind, OperationState, RequestKey, SafeError,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::HttpState;
+use crate::admin_render::{
+    self, Flash, InventoryPanel, InventoryRow, LeasePanel, Notice, Place, ReviewPanel, SchemaPage,
+};
+use crate::auth::{AuthRejection, Authenticated};
+
+/// The cookie carrying what the last form came to, to the page it redirected to.
+const FLASH_COOKIE: &str = "fermata_admin_flash";
+/// How many recent operations the page lists.
+const RECENT: u32 = 20;
+
+pub(crate) fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/admin/schema", get(schema_page))
+        .route("/admin/schema/inventory", post(discover))
+        .route("/admin/schema/start", post(start_selected))
+        .route("/admin/schema/operations/{id}", get(report))
+        .route("/admin/schema/operations/{id}/approve", post(approve))
+        .route("/admin/schema/operations/{id}/reject", post(reject))
+        .route("/admin/schema/lease/clear", post(clear_lease))
+        .layer(axum::middleware::map_response(never_cached))
+}
+
+/// The pages show live state and carry CSRF tokens: never cached.
+async fn never_cached(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A signed-in `system_admin`; anyone else signed in gets the 403 page, and a visitor who is
+/// not signed in is sent to the login form and back.
+struct PageAdmin(Principal);
+
+impl FromRequestParts<HttpState> for PageAdmin {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &HttpState,
+    ) -> Result<Self, Self::Rejection> {
+        let Authenticated(principal) = Authenticated::from_request_parts(parts, state)
+            .await
+            .map_err(AuthRejection::into_response)?;
+        if !principal.user.has_role(Role::SystemAdmin) {
+            let page = admin_render::forbidden_page(&principal.user.name.to_string());
+            return Err((StatusCode::FORBIDDEN, page).into_response());
+        }
+        Ok(PageAdmin(principal))
+    }
+}
+
+/// What the flash cookie holds: a place and either a fixed notice or a safe error, stored as its
+/// code and subject and rendered again when read.
+#[derive(Serialize, Deserialize)]
+struct StoredFlash {
+    at: Place,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notice: Option<Notice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn flash_cookie(value: String) -> Cookie<'static> {
+    Cookie::build((FLASH_COOKIE, value))
+        .path("/admin/schema")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .max_age(cookie::time::Duration::seconds(60))
+        .build()
+}
+
+fn encode_flash(flash: &StoredFlash) -> String {
+    let json = serde_json::to_string(flash).unwrap_or_default();
+    let mut out = String::with_capacity(json.len() * 2);
+    for byte in json.bytes() {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+fn decode_flash(value: &str) -> Option<Flash> {
+    let bytes: Option<Vec<u8>> = (0..value.len())
+        .step_by(2)
+        .map(|i| {
+            value
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect();
+    let stored: StoredFlash = serde_json::from_slice(&bytes?).ok()?;
+    match (stored.notice, stored.error) {
+        (Some(notice), _) => Some(Flash::Notice(stored.at, notice)),
+        (None, Some(error)) => SafeError::from_json(&error)
+            .ok()
+            .map(|error| Flash::Error(stored.at, ErrorView::from(&error))),
+        (None, None) => None,
+    }
+}
+
+/// A redirect to `to` that leaves `flash` for the page.
+fn redirect(jar: CookieJar, to: &str, at: Place, outcome: Result<Notice, SafeError>) -> Response {
+    let stored = match outcome {
+        Ok(notice) => StoredFlash {
+            at,
+            notice: Some(notice),
+            error: None,
+        },
+        Err(error) => StoredFlash {
+            at,
+            notice: None,
+            error: Some(error.to_json()),
+        },
+    };
+    (
+        jar.add(flash_cookie(encode_flash(&stored))),
+        Redirect::to(to),
+    )
+        .into_response()
+}
+
+fn page_of(operation: OperationId) -> String {
+    format!("/admin/schema?operation={operation}")
+}
+
+/// Words for a span of time: the largest whole unit.
+pub(crate) fn span(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    let (count, unit) = match seconds {
+        0..60 => (seconds, "second"),
+        60..3600 => (seconds / 60, "minute"),
+        3600..86400 => (seconds / 3600, "hour"),
+        _ => (seconds / 86400, "day"),
+    };
+    if count == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{count} {unit}s")
+    }
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    operation: Option<String>,
+}
+
+async fn schema_page(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let flash = jar.get(FLASH_COOKIE).and_then(|c| decode_flash(c.value()));
+    let jar = if jar.get(FLASH_COOKIE).is_some() {
+        jar.remove(Cookie::build(FLASH_COOKIE).path("/admin/schema"))
+    } else {
+        jar
+    };
+    let chosen = query
+        .operation
+        .and_then(|id| id.parse::<OperationId>().ok());
+    match gather(&state, &principal, flash, chosen).await {
+        Ok(page) => (jar, admin_render::schema_page(&page)).into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            jar,
+            admin_render::unavailable_page(&ErrorView::from(&error)),
+        )
+            .into_response(),
+    }
+}
+
+/// Reads everything the page shows.
+async fn gather(
+    state: &HttpState,
+    principal: &Principal,
+    flash: Option<Flash>,
+    chosen: Option<OperationId>,
+) -> Result<SchemaPage, SafeError> {
+    let schema = &state.schema;
+    let now = schema.now().await?;
+    let recent = schema.recent(RECENT).await?;
+    let lease = schema.lease().await?;
+    let registry = if state.schema_setup.package {
+        Some(
+            state
+                .registry
+                .registry_view()
+                .await
+                .map(|r| RegistryView::from(&r)),
+        )
+    } else {
+        None
+    };
+    let (registered, registry_error): (Vec<RegisteredDatabaseView>, _) = match registry {
+        Some(Ok(view)) => (view.databases, None),
+        Some(Err(error)) => (Vec::new(), Some(ErrorView::from(&error))),
+        None => (Vec::new(), None),
+    };
+    let inventory = schema.latest_inventory().await?.map(|inventory| {
+        let expired = inventory.is_expired(now);
+        let expiry = if expired {
+            now.since(inventory.expires_at)
+        } else {
+            inventory.expires_at.since(now)
+        };
+        let view = InventoryView::from(&inventory);
+        let rows = view
+            .databases
+            .iter()
+            .map(|name| InventoryRow {
+                name: name.clone(),
+                registered: registered.iter().find(|r| &r.name == name).cloned(),
+            })
+            .collect();
+        InventoryPanel {
+            age: span(now.since(inventory.discovered_at)),
+            expiry: span(expiry),
+            expired,
+            rows,
+            view,
+        }
+    });
+    // The current operation: the one the page was sent to, else the lease holder, else the
+    // newest that has not ended.
+    let current_id = chosen
+        .or(lease.as_ref().map(|lease| lease.operation))
+        .or_else(|| {
+            recent
+                .iter()
+                .find(|operation| !operation.state.is_terminal())
+                .map(|operation| operation.id)
+        });
+    let current = match current_id {
+        Some(id) => match schema.report(id).await {
+            Ok(report) => Some(OperationView::from(&report)),
+            Err(error) if error.code() == ErrorCode::OperationMissing => None,
+            Err(error) => return Err(error),
+        },
+        None => None,
+    };
+    let admin = Administrator::from_principal(principal)?;
+    let awaiting = recent.iter().find(|operation| {
+        operation.kind == OperationKind::Refresh
+            && operation.state == OperationState::AwaitingReview
+    });
+    let review = match awaiting {
+        Some(operation) => Some(match state.reviews.diff(&admin, operation.id).await {
+            Ok(diff) => ReviewPanel::Diff(ReviewView::from(&diff)),
+            Err(error) => ReviewPanel::Unavailable {
+                operation_id: operation.id.to_string(),
+                error: ErrorView::from(&error),
+            },
+        }),
+        None => None,
+    };
+    let open_pull = schema
+        .open_pull_request()
+        .await
+        .ok()
+        .flatten()
+        .map(|(operation, pull)| (operation.to_string(), pull));
+    Ok(SchemaPage {
+        user: principal.user.name.to_string(),
+        csrf: principal
+            .session()
+            .map(|c| csrf_token(&c.secret))
+            .unwrap_or_default(),
+        fresh: principal.is_fresh(),
+        request_key: uuid::Uuid::new_v4().to_string(),
+        setup: state.schema_setup,
+        flash,
+        inventory,
+        registry_error,
+        lease: lease.as_ref().map(|lease| LeasePanel {
+            view: LeaseView::from(lease),
+            expired: lease.is_expired(now),
+        }),
+        current,
+        review,
+        open_pull,
+        recent: recent.iter().map(OperationSummary::from).collect(),
+    })
+}
+
+/// The value of the first field `name` of a form.
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+fn request_key(fields: &[(String, String)]) -> Result<RequestKey, SafeError> {
+    RequestKey::new(field(fields, "request_key").unwrap_or_default().to_owned())
+        .map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))
+}
+
+async fn discover(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    let started = async {
+        let request = OperationRequest {
+            kind: OperationKind::Inventory,
+            request_key: request_key(&fields)?,
+            inventory: None,
+            databases: Vec::new(),
+        };
+        let admin = Administrator::from_principal(&principal)?;
+        state.schema.request(&admin, &request).await
+    }
+    .await;
+    match started {
+        Ok(operation) => redirect(
+            jar,
+            &page_of(operation.id),
+            Place::Discover,
+            Ok(Notice::InventoryStarted),
+        ),
+        Err(error) => redirect(jar, "/admin/schema", Place::Discover, Err(error)),
+    }
+}
+
+async fn start_selected(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    let (kind, notice) = match field(&fields, "action") {
+        Some("verification") => (OperationKind::Verification, Notice::VerificationStarted),
+        _ => (OperationKind::Refresh, Notice::RefreshStarted),
+    };
+    let started = async {
+        let inventory = field(&fields, "inventory")
+            .unwrap_or_default()
+            .parse::<InventoryId>()
+            .map_err(|_| SafeError::new(ErrorCode::InventoryMissing))?;
+        let request = OperationRequest {
+            kind,
+            request_key: request_key(&fields)?,
+            inventory: Some(inventory),
+            databases: fields
+                .iter()
+                .filter(|(key, _)| key == "databases")
+                .map(|(_, name)| name.clone())
+                .collect(),
+        };
+        let admin = Administrator::from_principal(&principal)?;
+        state.schema.request(&admin, &request).await
+    }
+    .await;
+    match started {
+        Ok(operation) => redirect(jar, &page_of(operation.id), Place::Start, Ok(notice)),
+        Err(error) => redirect(jar, "/admin/schema#inventory", Place::Start, Err(error)),
+    }
+}
+
+/// Sends a stale session to re-authenticate and come back to `back`.
+fn reauthenticate(back: &str) -> Response {
+    AuthRejection::Reauthenticate {
+        api: false,
+        next: back.to_owned(),
+    }
+    .into_response()
+}
+
+async fn approve(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Path(id): Path<String>,
+) -> Response {
+    decide(&state, &principal, jar, &id, Verdict::Approve).await
+}
+
+async fn reject(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Path(id): Path<String>,
+) -> Response {
+    decide(&state, &principal, jar, &id, Verdict::Reject).await
+}
+
+async fn decide(
+    state: &HttpState,
+    principal: &Principal,
+    jar: CookieJar,
+    id: &str,
+    verdict: Verdict,
+) -> Response {
+    let Ok(id) = id.parse::<OperationId>() else {
+        return redirect(
+            jar,
+            "/admin/schema",
+            Place::Review,
+            Err(SafeError::new(ErrorCode::OperationMissing)),
+        );
+    };
+    if !principal.is_fresh() {
+        return reauthenticate(&page_of(id));
+    }
+    let decided = async {
+        let admin = Administrator::from_principal(principal)?;
+        state.reviews.decide(&admin, id, verdict).await
+    }
+    .await;
+    let notice = match verdict {
+        Verdict::Approve => Notice::Approved,
+        Verdict::Reject => Notice::Rejected,
+    };
+    redirect(jar, &page_of(id), Place::Review, decided.map(|_| notice))
+}
+
+async fn clear_lease(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    if !principal.is_fresh() {
+        return reauthenticate("/admin/schema#lease");
+    }
+    let typed = field(&fields, "operation_id")
+        .unwrap_or_default()
+        .to_owned();
+    let cleared = async {
+        let admin = Administrator::from_principal(&principal)?;
+        state.schema.clear_lease(&admin, &typed).await
+    }
+    .await;
+    match cleared {
+        Ok(operation) => redirect(
+            jar,
+            &page_of(operation.id),
+            Place::Lease,
+            Ok(Notice::LeaseCleared),
+        ),
+        Err(error) => redirect(jar, "/admin/schema#lease", Place::Lease, Err(error)),
+    }
+}
+
+async fn report(
+    State(state): State<HttpState>,
+    PageAdmin(_): PageAdmin,
+    Path(id): Path<String>,
+) -> Response {
+    let report = match id.parse::<OperationId>() {
+        Ok(id) => state.schema.report(id).await,
+        Err(_) => Err(SafeError::new(ErrorCode::OperationMissing)),
+    };
+    match report {
+        Ok(report) => admin_render::report_page(&OperationView::from(&report)).into_response(),
+        Err(error) => {
+            let status = if error.code() == ErrorCode::OperationMissing {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            (
+                status,
+                admin_render::unavailable_page(&ErrorView::from(&error)),
+            )
+                .into_response()
+        }
+    }
+}

@@ -1,0 +1,874 @@
+//! The schema administrator page and the operation report page as markup: pure functions of the
+//! data the handlers in [`crate::admin_page`] gather, so every state renders the same way in a
+//! snapshot test as in the server. Times, IDs and the request key are inputs, never read here.
+//!
+//! Every error shown is a safe error's message ([`ErrorView`]); every form posts with the
+//! session's CSRF token. The page works without JavaScript; the script only adds Select all /
+//! Select none, the client-side empty-selection check and the live polling of the current
+//! operation.
+
+use fermata_schema::view::{
+    DatabaseView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
+    RegisteredDatabaseView, ReviewView, StepView,
+};
+use fermata_store::schema::{ErrorCode, PullRequest, SafeError};
+use maud::{Markup, html};
+
+use crate::SchemaSetup;
+use crate::pages::styled_page;
+
+/// Where a message is shown: next to the control whose form caused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Place {
+    Discover,
+    Start,
+    Review,
+    Lease,
+}
+
+/// What a form's action came to, shown once after its redirect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Notice {
+    InventoryStarted,
+    RefreshStarted,
+    VerificationStarted,
+    Approved,
+    Rejected,
+    LeaseCleared,
+}
+
+impl Notice {
+    fn text(self) -> &'static str {
+        match self {
+            Notice::InventoryStarted => "Discovery started.",
+            Notice::RefreshStarted => "Refresh started.",
+            Notice::VerificationStarted => "Verification started.",
+            Notice::Approved => "Approved: the refresh publishes its pull request.",
+            Notice::Rejected => "Rejected: nothing is published.",
+            Notice::LeaseCleared => "The expired lease was cleared.",
+        }
+    }
+}
+
+/// A message for one place on the page.
+#[derive(Debug, Clone)]
+pub(crate) enum Flash {
+    Notice(Place, Notice),
+    Error(Place, ErrorView),
+}
+
+impl Flash {
+    fn at(&self, place: Place) -> Markup {
+        html! {
+            @match self {
+                Flash::Notice(at, notice) if *at == place => {
+                    p.notice role="status" { (notice.text()) }
+                }
+                Flash::Error(at, error) if *at == place => {
+                    p.error role="alert" id={ "error-" (place_name(place)) } { (error.message) }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn place_name(place: Place) -> &'static str {
+    match place {
+        Place::Discover => "discover",
+        Place::Start => "start",
+        Place::Review => "review",
+        Place::Lease => "lease",
+    }
+}
+
+/// One database of the latest inventory, with what the registry says of it.
+#[derive(Debug, Clone)]
+pub(crate) struct InventoryRow {
+    pub(crate) name: String,
+    /// Its registry entry, when it has a merged snapshot.
+    pub(crate) registered: Option<RegisteredDatabaseView>,
+}
+
+/// The latest inventory.
+#[derive(Debug, Clone)]
+pub(crate) struct InventoryPanel {
+    pub(crate) view: InventoryView,
+    /// How long ago it was discovered, in words.
+    pub(crate) age: String,
+    /// How long until it expires (or since it expired), in words.
+    pub(crate) expiry: String,
+    pub(crate) expired: bool,
+    pub(crate) rows: Vec<InventoryRow>,
+}
+
+/// The global lease.
+#[derive(Debug, Clone)]
+pub(crate) struct LeasePanel {
+    pub(crate) view: LeaseView,
+    pub(crate) expired: bool,
+}
+
+/// The review of the refresh that awaits one.
+#[derive(Debug, Clone)]
+pub(crate) enum ReviewPanel {
+    Diff(ReviewView),
+    /// The diff could not be read; the decision forms are still shown.
+    Unavailable {
+        operation_id: String,
+        error: ErrorView,
+    },
+}
+
+/// Everything the administrator page shows.
+#[derive(Debug, Clone)]
+pub(crate) struct SchemaPage {
+    pub(crate) user: String,
+    pub(crate) csrf: String,
+    /// Whether the session entered its password recently enough to decide and clear.
+    pub(crate) fresh: bool,
+    /// The key the start forms send, new for every rendering.
+    pub(crate) request_key: String,
+    pub(crate) setup: SchemaSetup,
+    pub(crate) flash: Option<Flash>,
+    pub(crate) inventory: Option<InventoryPanel>,
+    /// Why the registry could not be read, when it could not.
+    pub(crate) registry_error: Option<ErrorView>,
+    pub(crate) lease: Option<LeasePanel>,
+    pub(crate) current: Option<OperationView>,
+    pub(crate) review: Option<ReviewPanel>,
+    /// The latest published pull request, while it is open: the operation and the request.
+    pub(crate) open_pull: Option<(String, PullRequest)>,
+    pub(crate) recent: Vec<OperationSummary>,
+}
+
+const ADMIN_STYLE: &str = "
+body{max-width:72rem}
+section{border-top:1px solid #d9dee4;margin-top:1.5rem}
+.scroll{overflow-x:auto}
+.notice{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem}
+.warning{background:#fff6e0;border:1px solid #e5c77a;padding:.6rem}
+.actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center}
+.actions button{margin-top:0}
+fieldset{border:1px solid #d9dee4;padding:.6rem}
+fieldset label{display:flex;gap:.5rem;align-items:flex-start;margin:.35rem 0}
+pre.diff{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
+.diff .add{color:#116329}.diff .del{color:#a40e26}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.facts dd{margin:0}
+@media (max-width:40rem){body{margin:1rem auto}td,th{padding:.25rem;font-size:.9rem}dl.facts{grid-template-columns:1fr}}
+";
+
+const ADMIN_SCRIPT: &str = include_str!("admin_page.js");
+
+fn error_line(error: &ErrorView) -> Markup {
+    html! { span.code { (error.code.name()) } ": " (error.message) }
+}
+
+/// The administrator page.
+pub(crate) fn schema_page(page: &SchemaPage) -> Markup {
+    let flash = |place| page.flash.as_ref().map(|f| f.at(place));
+    let body = html! {
+        h1 { "Schema snapshots" }
+        p.note { "Signed in as " strong { (page.user) } ". "
+            a href="/account" { "Account" } }
+        @if !page.setup.source {
+            p.warning role="status" { (SafeError::new(ErrorCode::SourceNotConfigured).message())
+                ": add a " code { "[schema.source]" } " to the configuration to discover databases." }
+        }
+        @if !page.setup.package {
+            p.warning role="status" { (SafeError::new(ErrorCode::PackageNotConfigured).message())
+                ": add a " code { "[schema.package]" } " to refresh and publish." }
+        }
+        @if let Some((operation, pull)) = &page.open_pull {
+            p.warning role="status" #pull-request {
+                "Pull request " a href=(pull.url) { "#" (pull.number) } " (" (pull.head) " onto " (pull.base)
+                ") of operation " a href={ "/admin/schema/operations/" (operation) } { code { (operation) } }
+                " is open: a new refresh waits until it is merged or closed." }
+        }
+
+        section #discover aria-labelledby="discover-title" {
+            h2 #discover-title { "Discover databases" }
+            p.note { "An inventory lists the databases the snapshot account can see. It never takes the lease." }
+            form method="post" action="/admin/schema/inventory" {
+                input type="hidden" name="csrf" value=(page.csrf);
+                input type="hidden" name="request_key" value=(page.request_key);
+                button type="submit" { "Discover databases" }
+            }
+            (flash(Place::Discover).unwrap_or_default())
+        }
+
+        section #inventory aria-labelledby="inventory-title" {
+            h2 #inventory-title { "Latest inventory" }
+            @match &page.inventory {
+                None => { p.note #no-inventory { "No inventory yet. Discover databases to choose from." } }
+                Some(inventory) => { (inventory_panel(page, inventory)) }
+            }
+            (flash(Place::Start).unwrap_or_default())
+        }
+
+        section #current aria-labelledby="current-title" aria-live="polite" {
+            h2 #current-title { "Current operation" }
+            @match &page.current {
+                None => { p.note #no-operation { "No operation is running." } }
+                Some(operation) => { (operation_panel(operation, true)) }
+            }
+        }
+
+        section #review aria-labelledby="review-title" {
+            h2 #review-title { "Review" }
+            (flash(Place::Review).unwrap_or_default())
+            @match &page.review {
+                None => { p.note #no-review { "No refresh awaits review." } }
+                Some(review) => { (review_panel(page, review)) }
+            }
+        }
+
+        section #lease aria-labelledby="lease-title" {
+            h2 #lease-title { "Lease" }
+            (flash(Place::Lease).unwrap_or_default())
+            (lease_panel(page))
+        }
+
+        section #recent aria-labelledby="recent-title" {
+            h2 #recent-title { "Recent operations" }
+            @if page.recent.is_empty() { p.note { "No operations yet." } }
+            @else { (recent_table(&page.recent)) }
+        }
+    };
+    styled_page("Schema snapshots", ADMIN_STYLE, Some(ADMIN_SCRIPT), &body)
+}
+
+fn inventory_panel(page: &SchemaPage, inventory: &InventoryPanel) -> Markup {
+    let view = &inventory.view;
+    let empty = SafeError::new(ErrorCode::EmptySelection).message();
+    html! {
+        dl.facts {
+            dt { "Inventory" } dd { code #inventory-id { (view.id) } }
+            dt { "Server" } dd { (view.server_version) }
+            dt { "Discovered" } dd { (inventory.age) " ago (" (view.discovered_at) ")" }
+            @if inventory.expired {
+                dt { "Expired" } dd { (inventory.expiry) " ago (" (view.expires_at) ")" }
+            } @else {
+                dt { "Expires" } dd { "in " (inventory.expiry) " (" (view.expires_at) ")" }
+            }
+        }
+        @if let Some(error) = &page.registry_error {
+            p.note { "Registry: " (error.message) }
+        }
+        @if inventory.expired {
+            p.warning #inventory-expired role="status" { (SafeError::new(ErrorCode::InventoryExpired).message())
+                ". Discover databases again to select from a current inventory." }
+        } @else if inventory.rows.is_empty() {
+            p.note { "The snapshot account sees no databases." }
+        } @else {
+            form #selection method="post" action="/admin/schema/start" data-empty-message=(empty) {
+                input type="hidden" name="csrf" value=(page.csrf);
+                input type="hidden" name="request_key" value=(page.request_key);
+                input type="hidden" name="inventory" value=(view.id);
+                fieldset {
+                    legend { "Databases (" (inventory.rows.len()) ")" }
+                    div.actions.selectors hidden {
+                        button type="button" #select-all { "Select all" }
+                        button type="button" #select-none { "Select none" }
+                    }
+                    @for (index, row) in inventory.rows.iter().enumerate() {
+                        label for={ "db-" (index) } {
+                            input type="checkbox" name="databases" value=(row.name) id={ "db-" (index) };
+                            span {
+                                code { (row.name) }
+                                " — "
+                                @match &row.registered {
+                                    None => { "not registered" }
+                                    Some(registered) => {
+                                        "registered, merged " code { (short(&registered.merged.snapshot_hash)) }
+                                        " (" (registered.freshness) "); last verification: "
+                                        @match &registered.last_verification {
+                                            None => { "never" }
+                                            Some(check) => {
+                                                (check.outcome.unwrap_or("-")) " at "
+                                                (check.finished_at.as_deref().unwrap_or("-"))
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                div.actions {
+                    button type="submit" name="action" value="refresh" { "Start refresh" }
+                    button type="submit" name="action" value="verification" { "Start verification" }
+                    span #selection-message.error role="alert" hidden {}
+                }
+            }
+        }
+    }
+}
+
+/// The first twelve characters of a hash, enough to tell snapshots apart.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+fn counts(database: &DatabaseView) -> String {
+    database
+        .object_counts
+        .iter()
+        .map(|(category, count)| format!("{count} {category}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An operation's state, databases, steps and lease. `live` marks it for polling.
+fn operation_panel(operation: &OperationView, live: bool) -> Markup {
+    let summary = &operation.summary;
+    html! {
+        div #operation data-operation=(summary.id) data-state=(summary.state)
+            data-terminal=(summary.terminal) data-live=(live) {
+            dl.facts {
+                dt { "Operation" } dd { a href={ "/admin/schema/operations/" (summary.id) } { code { (summary.id) } } }
+                dt { "Kind" } dd { (summary.kind) }
+                dt { "State" } dd { strong data-field="state" { (summary.state) } }
+                dt { "By" } dd { (operation.actor_name.as_deref().unwrap_or(&summary.actor)) }
+                dt { "Started" } dd { (summary.created_at) }
+                @if let Some(finished) = &summary.finished_at { dt { "Finished" } dd { (finished) } }
+                dt { "Lease" } dd data-field="lease" {
+                    @match &operation.lease {
+                        Some(lease) => { (lease.status) " until " (lease.expires_at) }
+                        None => { "not held" }
+                    }
+                }
+                @if let Some(pull) = &summary.pull_request {
+                    dt { "Pull request" } dd { a.pull href=(pull.url) { "#" (pull.number) } " " (pull.head) " onto " (pull.base) }
+                }
+            }
+            p.error role="alert" data-field="error" hidden[summary.error.is_none()] {
+                @if let Some(error) = &summary.error { (error_line(error)) }
+            }
+            @if summary.kind == "inventory" {
+                @if let Some(inventory) = &operation.inventory {
+                    p { "Found " (inventory.databases.len()) " database(s)." }
+                }
+            }
+            @if !operation.databases.is_empty() {
+                div.scroll {
+                    table {
+                        caption.note { "Databases" }
+                        thead { tr { th { "Database" } th { "Progress" } th { "Outcome" } th { "Freshness" } th { "Objects" } th { "Error" } } }
+                        tbody data-field="databases" {
+                            @for database in &operation.databases {
+                                tr {
+                                    td { code { (database.name) } }
+                                    td { (database.state) }
+                                    td { (database.outcome.unwrap_or("")) }
+                                    td { (database.freshness.unwrap_or("")) }
+                                    td { (counts(database)) }
+                                    td { @if let Some(error) = &database.error { (error.message) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !operation.steps.is_empty() {
+                div.scroll {
+                    table {
+                        caption.note { "Steps and retries" }
+                        thead { tr { th { "Step" } th { "State" } th { "Attempts" } th { "Latest error" } } }
+                        tbody data-field="steps" {
+                            @for step in &operation.steps { (step_row(step)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn step_row(step: &StepView) -> Markup {
+    html! {
+        tr {
+            td { code { (step.key) } }
+            td { (step.state) }
+            td { (step.attempts) }
+            td { @if let Some(error) = &step.error { (error.message) } }
+        }
+    }
+}
+
+fn decision_forms(page: &SchemaPage, operation_id: &str) -> Markup {
+    html! {
+        @if page.fresh {
+            div.actions {
+                form.inline method="post" action={ "/admin/schema/operations/" (operation_id) "/approve" } {
+                    input type="hidden" name="csrf" value=(page.csrf);
+                    button type="submit" #approve { "Approve" }
+                }
+                form.inline method="post" action={ "/admin/schema/operations/" (operation_id) "/reject" } {
+                    input type="hidden" name="csrf" value=(page.csrf);
+                    button type="submit" #reject { "Reject" }
+                }
+            }
+        } @else {
+            p.note { "Approving or rejecting needs your password again." }
+            form method="get" action="/reauth" {
+                input type="hidden" name="next" value={ "/admin/schema?operation=" (operation_id) };
+                button type="submit" #reauth-review { "Confirm your password to decide" }
+            }
+        }
+    }
+}
+
+fn review_panel(page: &SchemaPage, review: &ReviewPanel) -> Markup {
+    match review {
+        ReviewPanel::Unavailable {
+            operation_id,
+            error,
+        } => html! {
+            p { "Operation " code { (operation_id) } " awaits review." }
+            p.error role="alert" { (error.message) }
+            (decision_forms(page, operation_id))
+        },
+        ReviewPanel::Diff(view) => html! {
+            dl.facts {
+                dt { "Operation" } dd { code #review-operation { (view.operation_id) } }
+                dt { "Base commit" } dd { code { (view.base_commit) } }
+                dt { "Review" } dd { (view.review.state) ", window closes " (view.review.expires_at) }
+            }
+            @if view.databases.is_empty() { p.note { "No database changed." } }
+            @for database in &view.databases {
+                details open {
+                    summary {
+                        code { (database.database.as_str()) }
+                        @if database.registered { " (registered)" } @else { " (not registered: every file is new)" }
+                        ": " (database.files.len()) " file(s) differ"
+                    }
+                    @for file in &database.files {
+                        h3 { code { (file.path) } " " span.note { (file.change.as_str()) } }
+                        pre.diff { code {
+                            @for line in file.diff.lines() {
+                                @if line.starts_with('+') && !line.starts_with("+++") { span.add { (line) } "\n" }
+                                @else if line.starts_with('-') && !line.starts_with("---") { span.del { (line) } "\n" }
+                                @else { (line) "\n" }
+                            }
+                        } }
+                    }
+                }
+            }
+            (decision_forms(page, &view.operation_id))
+        },
+    }
+}
+
+fn lease_panel(page: &SchemaPage) -> Markup {
+    html! {
+        @match &page.lease {
+            None => { p.note #lease-free { "No operation holds the lease." } }
+            Some(lease) => {
+                p #lease-holder {
+                    "Held by " (lease.view.kind) " operation "
+                    a href={ "/admin/schema/operations/" (lease.view.operation_id) } { code { (lease.view.operation_id) } }
+                    " (" (lease.view.status) "), "
+                    @if lease.expired { "expired at " } @else { "until " }
+                    (lease.view.expires_at) "."
+                }
+                @if !lease.expired {
+                    p.note { "A refresh or verification waits until this operation ends." }
+                } @else if page.fresh {
+                    form #clear-lease method="post" action="/admin/schema/lease/clear" {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        label for="clear-id" { "Type the exact operation ID to clear its expired lease" }
+                        input #clear-id type="text" name="operation_id" required autocomplete="off" spellcheck="false";
+                        div { button type="submit" { "Clear the expired lease" } }
+                    }
+                } @else {
+                    p.note { "Clearing the expired lease needs your password again." }
+                    form method="get" action="/reauth" {
+                        input type="hidden" name="next" value="/admin/schema#lease";
+                        button type="submit" #reauth-lease { "Confirm your password to clear" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn recent_table(recent: &[OperationSummary]) -> Markup {
+    html! {
+        div.scroll {
+            table {
+                thead { tr { th { "Operation" } th { "Kind" } th { "State" } th { "Started" } th { "Finished" } th { "Error" } } }
+                tbody {
+                    @for operation in recent {
+                        tr {
+                            td { a href={ "/admin/schema/operations/" (operation.id) } { code { (short(&operation.id)) "…" } } }
+                            td { (operation.kind) }
+                            td { (operation.state) }
+                            td { (operation.created_at) }
+                            td { (operation.finished_at.as_deref().unwrap_or("")) }
+                            td { @if let Some(error) = &operation.error { (error.message) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The report page of one operation, from its stored rows alone (readable after its workflow
+/// run is purged).
+pub(crate) fn report_page(operation: &OperationView) -> Markup {
+    let body = html! {
+        p { a href="/admin/schema" { "← Schema snapshots" } }
+        h1 { "Operation report" }
+        (operation_panel(operation, false))
+        @if let Some(review) = &operation.review {
+            h2 { "Review" }
+            p { (review.state)
+                @if let (Some(actor), Some(at)) = (&review.actor, &review.decided_at) { " by " code { (actor) } " at " (at) }
+                "; window closed or closes " (review.expires_at) "." }
+        }
+        @if operation.summary.kind == "inventory" {
+            @if let Some(inventory) = &operation.inventory {
+                h2 { "Databases found" }
+                ul { @for name in &inventory.databases { li { code { (name) } } } }
+            }
+        }
+        @for database in &operation.databases {
+            @if !database.differences.is_empty() {
+                h2 { "Drift in " code { (database.name) } }
+                ul { @for difference in &database.differences { li { (difference.change.as_str()) " " code { (difference.path) } } } }
+            }
+        }
+    };
+    styled_page("Operation report", ADMIN_STYLE, None, &body)
+}
+
+/// The page a signed-in user without the role sees.
+pub(crate) fn forbidden_page(user: &str) -> Markup {
+    let body = html! {
+        h1 { "Not allowed" }
+        p role="alert" { "Signed in as " strong { (user) } ": this page needs the " code { "system_admin" } " role." }
+        p { a href="/account" { "Your account" } }
+    };
+    styled_page("Not allowed", ADMIN_STYLE, None, &body)
+}
+
+/// The page shown when the page's data cannot be read.
+pub(crate) fn unavailable_page(error: &ErrorView) -> Markup {
+    let body = html! {
+        h1 { "Schema snapshots" }
+        p.error role="alert" { (error.message) }
+    };
+    styled_page("Schema snapshots", ADMIN_STYLE, None, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every state of the page rendered from fixed data, compared with its stored snapshot.
+
+    use std::collections::BTreeMap;
+
+    use fermata_schema::review::{DatabaseDiff, FileChange, FileDiff};
+    use fermata_schema::view::{CheckView, MergedSnapshotView, ReviewStateView, StepView as Step};
+    use fermata_store::schema::{DatabaseName, Subject};
+
+    use super::*;
+
+    const OPERATION: &str = "0b6f3c1e-5a2d-4c8e-9f10-2a3b4c5d6e7f";
+    const OTHER: &str = "7d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6";
+    const INVENTORY: &str = "c3d4e5f6-a7b8-4c9d-8e0f-112233445566";
+
+    fn empty_page() -> SchemaPage {
+        SchemaPage {
+            user: "ada".to_owned(),
+            csrf: "csrf-token".to_owned(),
+            fresh: true,
+            request_key: "request-key-1".to_owned(),
+            setup: SchemaSetup {
+                source: true,
+                package: true,
+            },
+            flash: None,
+            inventory: None,
+            registry_error: None,
+            lease: None,
+            current: None,
+            review: None,
+            open_pull: None,
+            recent: Vec::new(),
+        }
+    }
+
+    fn summary(id: &str, kind: &'static str, state: &'static str) -> OperationSummary {
+        OperationSummary {
+            id: id.to_owned(),
+            kind,
+            state,
+            terminal: matches!(state, "succeeded" | "failed" | "rejected" | "expired"),
+            actor: "user-1".to_owned(),
+            inventory_id: None,
+            run_id: None,
+            created_at: "2026-01-02T03:04:05.000Z".to_owned(),
+            updated_at: "2026-01-02T03:04:06.000Z".to_owned(),
+            finished_at: None,
+            error: None,
+            reviewed_base_commit: None,
+            pull_request: None,
+        }
+    }
+
+    fn registered(name: &str) -> RegisteredDatabaseView {
+        RegisteredDatabaseView {
+            name: name.to_owned(),
+            merged: MergedSnapshotView {
+                snapshot_hash: "sha256-0123456789abcdef".to_owned(),
+                object_counts: BTreeMap::from([("tables".to_owned(), 3)]),
+                generator_version: "fermata 0.1.0".to_owned(),
+                operation_id: OTHER.to_owned(),
+            },
+            freshness: "fresh",
+            last_verification: Some(CheckView {
+                operation_id: OTHER.to_owned(),
+                kind: "verification",
+                finished_at: Some("2026-01-01T00:00:00.000Z".to_owned()),
+                outcome: Some("unchanged"),
+                freshness: Some("fresh"),
+                snapshot_hash: Some("sha256-0123456789abcdef".to_owned()),
+            }),
+            checked: None,
+        }
+    }
+
+    fn inventory(expired: bool) -> InventoryPanel {
+        InventoryPanel {
+            view: InventoryView {
+                id: INVENTORY.to_owned(),
+                operation_id: OTHER.to_owned(),
+                actor: "user-1".to_owned(),
+                server_version: "11.4.2-MariaDB".to_owned(),
+                discovered_at: "2026-01-02T03:00:00.000Z".to_owned(),
+                expires_at: "2026-01-03T03:00:00.000Z".to_owned(),
+                databases: vec!["app".to_owned(), "billing <&>".to_owned()],
+            },
+            age: "4 minutes".to_owned(),
+            expiry: if expired { "2 hours" } else { "23 hours" }.to_owned(),
+            expired,
+            rows: vec![
+                InventoryRow {
+                    name: "app".to_owned(),
+                    registered: Some(registered("app")),
+                },
+                InventoryRow {
+                    name: "billing <&>".to_owned(),
+                    registered: None,
+                },
+            ],
+        }
+    }
+
+    fn database(name: &str, state: &'static str, error: Option<&SafeError>) -> DatabaseView {
+        DatabaseView {
+            name: name.to_owned(),
+            state,
+            outcome: (state == "done").then_some(if error.is_some() {
+                "failed"
+            } else {
+                "changed"
+            }),
+            freshness: (state == "done").then_some("stale"),
+            object_counts: BTreeMap::from([("tables".to_owned(), 4), ("views".to_owned(), 1)]),
+            snapshot_hash: None,
+            merged_hash: None,
+            differences: Vec::new(),
+            started_at: None,
+            finished_at: None,
+            error: error.map(ErrorView::from),
+        }
+    }
+
+    fn lease(expired: bool) -> LeasePanel {
+        LeasePanel {
+            view: LeaseView {
+                operation_id: OPERATION.to_owned(),
+                kind: "refresh",
+                status: "active",
+                acquired_at: "2026-01-02T03:04:05.000Z".to_owned(),
+                heartbeat_at: "2026-01-02T03:05:05.000Z".to_owned(),
+                expires_at: "2026-01-02T03:35:05.000Z".to_owned(),
+            },
+            expired,
+        }
+    }
+
+    fn running_refresh() -> OperationView {
+        OperationView {
+            summary: summary(OPERATION, "refresh", "running"),
+            databases: vec![
+                database("app", "done", None),
+                database("billing <&>", "running", None),
+            ],
+            inventory: None,
+            lease: Some(lease(false).view),
+            steps: vec![Step {
+                key: "database:app".to_owned(),
+                state: "retrying",
+                attempts: 2,
+                started_at: "2026-01-02T03:04:05.000Z".to_owned(),
+                heartbeat_at: "2026-01-02T03:04:07.000Z".to_owned(),
+                finished_at: None,
+                error: Some(ErrorView::from(&SafeError::new(
+                    ErrorCode::StorageUnavailable,
+                ))),
+            }],
+            actor_name: Some("ada".to_owned()),
+            review: None,
+        }
+    }
+
+    fn review() -> ReviewPanel {
+        ReviewPanel::Diff(ReviewView {
+            operation_id: OPERATION.to_owned(),
+            base_commit: "abc123".to_owned(),
+            review: ReviewStateView {
+                state: "pending",
+                actor: None,
+                decided_at: None,
+                created_at: "2026-01-02T03:10:00.000Z".to_owned(),
+                expires_at: "2026-01-03T03:10:00.000Z".to_owned(),
+            },
+            databases: vec![DatabaseDiff {
+                database: DatabaseName::new("app").unwrap(),
+                registered: true,
+                files: vec![FileDiff {
+                    path: "tables/users.sql".to_owned(),
+                    change: FileChange::Modified,
+                    diff: "--- a/tables/users.sql\n+++ b/tables/users.sql\n@@ -1,2 +1,3 @@\n CREATE TABLE users (\n-  id int\n+  id int,\n+  name text\n".to_owned(),
+                }],
+            }],
+        })
+    }
+
+    fn check(name: &str, markup: &Markup) {
+        insta::assert_snapshot!(name, markup.clone().into_string().replace("><", ">\n<"));
+    }
+
+    #[test]
+    fn nothing_configured_and_no_inventory() {
+        let page = SchemaPage {
+            setup: SchemaSetup::default(),
+            ..empty_page()
+        };
+        check("nothing_configured", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_inventory_to_select_from_with_an_empty_selection_refused() {
+        let page = SchemaPage {
+            inventory: Some(inventory(false)),
+            flash: Some(Flash::Error(
+                Place::Start,
+                ErrorView::from(&SafeError::new(ErrorCode::EmptySelection)),
+            )),
+            ..empty_page()
+        };
+        check("inventory_selection_refused", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_expired_inventory() {
+        let page = SchemaPage {
+            inventory: Some(inventory(true)),
+            ..empty_page()
+        };
+        check("inventory_expired", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_running_refresh_holding_the_lease() {
+        let page = SchemaPage {
+            inventory: Some(inventory(false)),
+            flash: Some(Flash::Notice(Place::Start, Notice::RefreshStarted)),
+            lease: Some(lease(false)),
+            current: Some(running_refresh()),
+            recent: vec![summary(OPERATION, "refresh", "running")],
+            ..empty_page()
+        };
+        check("refresh_running", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_review_on_a_fresh_and_on_a_stale_session() {
+        let mut awaiting = running_refresh();
+        awaiting.summary.state = "awaiting_review";
+        let page = SchemaPage {
+            current: Some(awaiting),
+            review: Some(review()),
+            lease: Some(lease(false)),
+            ..empty_page()
+        };
+        check("review_fresh", &schema_page(&page));
+        let stale = SchemaPage {
+            fresh: false,
+            ..page
+        };
+        check("review_stale", &schema_page(&stale));
+    }
+
+    #[test]
+    fn an_expired_lease_with_a_wrong_id_refused() {
+        let page = SchemaPage {
+            lease: Some(lease(true)),
+            flash: Some(Flash::Error(
+                Place::Lease,
+                ErrorView::from(&SafeError::new(ErrorCode::OperationMissing)),
+            )),
+            ..empty_page()
+        };
+        check("lease_expired", &schema_page(&page));
+    }
+
+    #[test]
+    fn an_open_pull_request_and_recent_operations() {
+        let pull = PullRequest {
+            number: 7,
+            url: "https://forge.example/pulls/7".to_owned(),
+            head: "fermata/refresh-1".to_owned(),
+            base: "main".to_owned(),
+        };
+        let mut published = summary(OPERATION, "refresh", "succeeded");
+        published.pull_request = Some(pull.clone());
+        published.finished_at = Some("2026-01-02T04:00:00.000Z".to_owned());
+        let mut failed = summary(OTHER, "verification", "failed");
+        failed.error = Some(ErrorView::from(&SafeError::about(
+            ErrorCode::LeaseHeld,
+            Subject::Operation(OPERATION.parse().unwrap()),
+        )));
+        let page = SchemaPage {
+            open_pull: Some((OPERATION.to_owned(), pull)),
+            flash: Some(Flash::Notice(Place::Review, Notice::Approved)),
+            recent: vec![published, failed],
+            ..empty_page()
+        };
+        check("pull_request_open", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_report_and_the_refusal_page() {
+        let mut done = running_refresh();
+        done.summary.state = "failed";
+        done.summary.terminal = true;
+        done.summary.finished_at = Some("2026-01-02T04:00:00.000Z".to_owned());
+        done.summary.error = Some(ErrorView::from(&SafeError::new(ErrorCode::LeaseCleared)));
+        done.lease = None;
+        done.databases[1] = database(
+            "billing <&>",
+            "done",
+            Some(&SafeError::new(ErrorCode::SourceNotConfigured)),
+        );
+        check("report", &report_page(&done));
+        check("forbidden", &forbidden_page("bob"));
+    }
+}

@@ -38,10 +38,11 @@
 //!
 //! Every failure is a `github`-stage [`SafeError`]. A 403 or 429 that says the rate limit is
 //! spent (`x-ratelimit-remaining: 0`, a `retry-after` header, or any 429) is the retryable
-//! `GITHUB_RATE_LIMITED`, logged with the seconds to wait and the reset time; anything else
-//! (network errors, timeouts, 5xx, 401, other refusals, a resource that must exist and does
-//! not, an answer that does not parse) is the retryable `GITHUB_FAILED`, logged with fixed
-//! words, the action and the status. No log line or error carries a URL, a response body or
+//! `GITHUB_RATE_LIMITED`, logged with the seconds to wait and the reset time; any other 4xx
+//! but a timeout (401, other 403s, a resource that must exist and does not, a 422 the adapter
+//! does not resolve by reading) is the permanent `GITHUB_REFUSED`, which is not retried; the
+//! rest (network errors, timeouts, 5xx, an answer that does not parse) is the retryable
+//! `GITHUB_FAILED`. Both are logged with fixed words, the action and the status. No log line or error carries a URL, a response body or
 //! the token: the token lives in a [`GitHubToken`] until it becomes a header marked sensitive.
 
 use std::collections::{BTreeMap, HashMap};
@@ -452,7 +453,14 @@ impl GitHub {
             return Err(SafeError::new(ErrorCode::GithubRateLimited));
         }
         warn!(action, status = status.as_u16(), "GitHub refused a request");
-        Err(SafeError::new(ErrorCode::GithubFailed))
+        // A 4xx other than a timeout says the request itself is refused: repeating it unchanged
+        // cannot succeed, so it is not retried. Server errors may pass.
+        let refused = status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT;
+        Err(SafeError::new(if refused {
+            ErrorCode::GithubRefused
+        } else {
+            ErrorCode::GithubFailed
+        }))
     }
 
     /// POSTs `body` to the endpoint at `path`, which creates a git object, and returns its SHA.
@@ -704,10 +712,11 @@ fn git_date(seconds: i64) -> Result<String, SafeError> {
 
 /// A commit ID goes into a URL path, so it must be what it claims: hexadecimal.
 fn check_commit_id(id: &str) -> Result<(), SafeError> {
-    if !id.is_empty() && id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+    // A full ID, as the port requires: GitHub would resolve a prefix.
+    if id.len() == 40 && id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         Ok(())
     } else {
-        warn!("a commit ID is not hexadecimal");
+        warn!("a commit ID is not a full hexadecimal ID");
         Err(SafeError::new(ErrorCode::GithubFailed))
     }
 }

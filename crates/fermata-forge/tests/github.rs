@@ -468,7 +468,8 @@ async fn rate_limits_are_retryable_and_logged_with_numbers_only() {
     assert!(secondary.retryable());
     // A 403 with requests left is a refusal, not a rate limit.
     fake.answer_next(Method::GET, "git/ref/heads/main", Canned::Forbidden);
-    assert_code(github.branch_head(BASE).await, ErrorCode::GithubFailed);
+    let refused = assert_code(github.branch_head(BASE).await, ErrorCode::GithubRefused);
+    assert!(!refused.retryable());
     // Rate limits pass: the same call goes through.
     assert!(github.branch_head(BASE).await.unwrap().is_some());
 
@@ -513,14 +514,14 @@ async fn what_github_does_not_have_is_none_or_a_failure() {
     let missing = "89abcdef0123456789abcdef0123456789abcdef";
     let error = assert_code(
         github.create_commit(&publication(missing)).await,
-        ErrorCode::GithubFailed,
+        ErrorCode::GithubRefused,
     );
-    assert!(error.retryable());
+    assert!(!error.retryable(), "a missing commit stays missing");
     assert_code(
         github
             .paths_changed(&seed, missing, &["README.md".to_owned()])
             .await,
-        ErrorCode::GithubFailed,
+        ErrorCode::GithubRefused,
     );
     assert_code(
         github.create_commit(&publication("not/a/commit")).await,
@@ -582,7 +583,7 @@ async fn the_token_reaches_no_log_line_and_no_error() {
     errors.push(github.create_branch(HEAD, &seed).await.unwrap_err());
     errors.push(assert_code(
         wrong.branch_head(BASE).await,
-        ErrorCode::GithubFailed,
+        ErrorCode::GithubRefused,
     ));
     errors.push(wrong.create_commit(&publication(&seed)).await.unwrap_err());
 

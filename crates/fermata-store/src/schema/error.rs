@@ -121,6 +121,9 @@ pub enum ErrorCode {
     GithubFailed,
     /// The forge asked to wait (rate limit).
     GithubRateLimited,
+    /// The forge refused a request for good (credentials, permissions, a missing object, an
+    /// invalid request); trying again unchanged will not help.
+    GithubRefused,
     /// The forge holds a branch or pull request of this operation that is not the one
     /// publication would write.
     PublicationConflict,
@@ -154,7 +157,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (the README's table lists them all).
-    pub const ALL: [ErrorCode; 46] = [
+    pub const ALL: [ErrorCode; 47] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -195,6 +198,7 @@ impl ErrorCode {
         ErrorCode::ReviewNotPending,
         ErrorCode::GithubFailed,
         ErrorCode::GithubRateLimited,
+        ErrorCode::GithubRefused,
         ErrorCode::PublicationConflict,
         ErrorCode::BaseChanged,
         ErrorCode::StartFailed,
@@ -238,9 +242,8 @@ impl ErrorCode {
             VerificationFailed | SchemaChanged => ErrorStage::Verification,
             ArtifactUnavailable => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
-            GithubFailed | GithubRateLimited | PublicationConflict | BaseChanged => {
-                ErrorStage::Github
-            }
+            GithubFailed | GithubRateLimited | GithubRefused | PublicationConflict
+            | BaseChanged => ErrorStage::Github,
             StepTimedOut | RunLost => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
         }
@@ -305,6 +308,9 @@ impl ErrorCode {
             ReviewNotPending => "operation {} is not awaiting a review decision",
             GithubFailed => "the pull request could not be published",
             GithubRateLimited => "the forge asked to wait before more requests",
+            GithubRefused => {
+                "the forge refused the request (credentials, permissions or a missing object)"
+            }
             PublicationConflict => {
                 "the forge holds a branch or pull request of this operation that differs from what would be published"
             }

@@ -152,6 +152,19 @@ impl Browser {
         std::fs::write(folder.join(format!("{name}.png")), png).unwrap();
     }
 
+    /// Scrolls the element matching `css` to the top of the window, then saves a screenshot.
+    async fn screenshot_at(&self, css: &str, name: &str) {
+        let element = self.wait(css).await;
+        self.client
+            .execute(
+                "arguments[0].scrollIntoView({block: 'start'});",
+                vec![serde_json::to_value(&element).unwrap()],
+            )
+            .await
+            .unwrap();
+        self.screenshot(name).await;
+    }
+
     /// Logs in at `/login` and lands on `next`.
     async fn login(&self, base: &str, name: &str, next: &str) {
         self.goto(base, &format!("/login?next={next}")).await;
@@ -375,7 +388,7 @@ async fn an_administrator_refreshes_and_approves_in_the_browser() {
 
     let states = refresh_to_review(&browser, &served).await;
     assert!(states.len() >= 2, "the live panel showed only {states:?}");
-    browser.screenshot("03-review").await;
+    browser.screenshot_at("#review", "03-review").await;
     let review = browser.wait("#review").await.text().await.unwrap();
     for database in &served.databases {
         assert!(review.contains(database.as_str()), "{review}");
@@ -401,7 +414,7 @@ async fn an_administrator_refreshes_and_approves_in_the_browser() {
         .unwrap();
     assert_eq!(state, "succeeded");
     browser.wait("#pull-request").await;
-    browser.screenshot("04-approved").await;
+    browser.screenshot_at("#current", "04-approved").await;
     browser.close().await;
     served.finish().await;
 }
@@ -425,7 +438,7 @@ async fn an_empty_selection_is_refused_next_to_the_buttons() {
         "/admin/schema"
     );
     assert!(!browser.has("#operation[data-state=reserved]").await);
-    browser.screenshot("05-empty-selection").await;
+    browser.screenshot_at("#inventory", "05-empty-selection").await;
     browser.close().await;
     served.finish().await;
 }
@@ -454,7 +467,7 @@ async fn a_rejected_refresh_ends_rejected() {
     assert!(error.starts_with("REVIEW_REJECTED"), "{error}");
     assert!(browser.has("#no-review").await);
     assert!(!browser.has("#pull-request").await);
-    browser.screenshot("06-rejected").await;
+    browser.screenshot_at("#current", "06-rejected").await;
     browser.close().await;
     served.finish().await;
 }
@@ -577,14 +590,14 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
     let error = browser.wait("#error-lease").await.text().await.unwrap();
     assert!(!error.is_empty());
     assert!(browser.has("#lease-holder").await);
-    browser.screenshot("08-lease-wrong-id").await;
+    browser.screenshot_at("#lease", "08-lease-wrong-id").await;
 
     browser.type_into("#clear-id", &id).await;
     browser.click("#clear-lease button[type=submit]").await;
     browser.wait("#lease-free").await;
     let page = browser.wait("body").await.text().await.unwrap();
     assert!(page.contains("The expired lease was cleared."), "{page}");
-    browser.screenshot("09-lease-cleared").await;
+    browser.screenshot_at("#lease", "09-lease-cleared").await;
     browser.close().await;
     served.finish().await;
 }

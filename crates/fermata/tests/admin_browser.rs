@@ -357,9 +357,7 @@ async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
             checkbox.click().await.unwrap();
         }
     }
-    browser
-        .click("button[name=action][value=refresh]")
-        .await;
+    browser.click("button[name=action][value=refresh]").await;
     browser.wait("#operation[data-live=true]").await;
     let states = browser
         .watch_text("#operation [data-field=state]", |state| {
@@ -427,18 +425,21 @@ async fn an_empty_selection_is_refused_next_to_the_buttons() {
     discover(&browser, &served).await;
     browser.click("#select-all").await;
     browser.click("#select-none").await;
-    browser
-        .click("button[name=action][value=refresh]")
-        .await;
+    browser.click("button[name=action][value=refresh]").await;
     let message = browser.wait("#selection-message").await;
-    assert_eq!(message.text().await.unwrap(), "select at least one database");
+    assert_eq!(
+        message.text().await.unwrap(),
+        "select at least one database"
+    );
     // Refused in the page: no refresh started.
     assert_eq!(
         browser.client.current_url().await.unwrap().path(),
         "/admin/schema"
     );
     assert!(!browser.has("#operation[data-state=reserved]").await);
-    browser.screenshot_at("#inventory", "05-empty-selection").await;
+    browser
+        .screenshot_at("#inventory", "05-empty-selection")
+        .await;
     browser.close().await;
     served.finish().await;
 }
@@ -573,12 +574,18 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
     // The lease expires by the database's clock: reload until the page offers to clear it.
     let deadline = Instant::now() + PATIENCE;
     while !browser.has("#clear-lease").await && !browser.has("#reauth-lease").await {
-        assert!(Instant::now() < deadline, "the lease never showed as expired");
+        assert!(
+            Instant::now() < deadline,
+            "the lease never showed as expired"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         browser.client.refresh().await.unwrap();
     }
     let holder = browser.wait("#lease-holder").await.text().await.unwrap();
-    assert!(holder.contains(&id) && holder.contains("expired at"), "{holder}");
+    assert!(
+        holder.contains(&id) && holder.contains("expired at"),
+        "{holder}"
+    );
     if browser.has("#reauth-lease").await {
         browser.click("#reauth-lease").await;
         browser.reauth_if_asked().await;

@@ -144,13 +144,15 @@ PY
 }
 
 # start_webdriver: chromedriver (Debian's chromium-driver, driving /usr/bin/chromium) on a free
-# loopback port for the browser tests; sets WD_ROOT, WD_PID and FERMATA_TEST_WEBDRIVER_URL.
+# loopback port for the browser tests; sets WD_ROOT, WD_PID (also its process group) and
+# FERMATA_TEST_WEBDRIVER_URL.
 start_webdriver() {
   WD_ROOT=$(mktemp -d /tmp/fermata-wd.XXXXXX)
   local port
   port=$(free_port)
-  chromedriver --port="$port" --allowed-ips=127.0.0.1 --log-path="$WD_ROOT/chromedriver.log" \
-    >"$WD_ROOT/server.log" 2>&1 &
+  # In a process group of its own, so stopping it also stops any browser a failed test left.
+  setsid chromedriver --port="$port" --allowed-ips=127.0.0.1 \
+    --log-path="$WD_ROOT/chromedriver.log" >"$WD_ROOT/server.log" 2>&1 &
   WD_PID=$!
   local i
   for i in $(seq 1 300); do
@@ -164,7 +166,7 @@ start_webdriver() {
 
 stop_servers() {
   if [ -n "${WD_PID:-}" ]; then
-    kill "$WD_PID" 2>/dev/null || true
+    kill -- "-$WD_PID" 2>/dev/null || kill "$WD_PID" 2>/dev/null || true
     wait "$WD_PID" 2>/dev/null || true
     rm -rf "${WD_ROOT:-}"
   fi

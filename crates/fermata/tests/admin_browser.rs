@@ -55,12 +55,7 @@ struct Browser {
 
 impl Browser {
     async fn open() -> Self {
-        let url = std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
-            panic!(
-                "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
-                 which installs Chromium and starts chromedriver"
-            )
-        });
+        let url = webdriver_url();
         let profile = tempfile::tempdir().unwrap();
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
         args.push(format!("--user-data-dir={}", profile.path().display()));
@@ -193,6 +188,16 @@ impl Browser {
     }
 }
 
+/// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
+fn webdriver_url() -> String {
+    std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
+        panic!(
+            "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
+             which installs Chromium and starts chromedriver"
+        )
+    })
+}
+
 /// `admin-screenshots/` in the cargo target folder (the binary is in `target/debug/`).
 fn screenshot_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_fermata"))
@@ -223,6 +228,7 @@ impl Served {
         F: FnOnce(Arc<dyn Storage>) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
+        webdriver_url();
         let mut mariadb = mysql::admin().await;
         let prefix = mysql::unique(tag);
         let databases = vec![format!("{prefix}app"), format!("{prefix}crm")];
@@ -413,6 +419,15 @@ async fn an_administrator_refreshes_and_approves_in_the_browser() {
     assert_eq!(state, "succeeded");
     browser.wait("#pull-request").await;
     browser.screenshot_at("#current", "04-approved").await;
+
+    // A second refresh with nothing selected is refused next to the buttons.
+    browser.click("#select-none").await;
+    browser.click("button[name=action][value=refresh]").await;
+    let message = browser.wait("#selection-message").await;
+    assert_eq!(
+        message.text().await.unwrap(),
+        "select at least one database"
+    );
     browser.close().await;
     served.finish().await;
 }

@@ -7,6 +7,8 @@ ensure_server_packages() {
   local missing=()
   ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || missing+=(postgresql postgresql-client)
   command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server mariadb-client)
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}" >&2
     local sudo=""
@@ -141,7 +143,33 @@ PY
   echo "S3 (moto) on 127.0.0.1:$port" >&2
 }
 
+# start_webdriver: chromedriver (Debian's chromium-driver, driving /usr/bin/chromium) on a free
+# loopback port for the browser tests; sets WD_ROOT, WD_PID (also its process group) and
+# FERMATA_TEST_WEBDRIVER_URL.
+start_webdriver() {
+  WD_ROOT=$(mktemp -d /tmp/fermata-wd.XXXXXX)
+  local port
+  port=$(free_port)
+  # In a process group of its own, so stopping it also stops any browser a failed test left.
+  setsid chromedriver --port="$port" --allowed-ips=127.0.0.1 \
+    --log-path="$WD_ROOT/chromedriver.log" >"$WD_ROOT/server.log" 2>&1 &
+  WD_PID=$!
+  local i
+  for i in $(seq 1 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    kill -0 "$WD_PID" 2>/dev/null || { cat "$WD_ROOT/server.log" >&2; return 1; }
+    sleep 0.1
+  done
+  export FERMATA_TEST_WEBDRIVER_URL="http://127.0.0.1:$port"
+  echo "chromedriver on 127.0.0.1:$port" >&2
+}
+
 stop_servers() {
+  if [ -n "${WD_PID:-}" ]; then
+    kill -- "-$WD_PID" 2>/dev/null || kill "$WD_PID" 2>/dev/null || true
+    wait "$WD_PID" 2>/dev/null || true
+    rm -rf "${WD_ROOT:-}"
+  fi
   if [ -n "${S3_PID:-}" ]; then
     kill "$S3_PID" 2>/dev/null || true
     wait "$S3_PID" 2>/dev/null || true

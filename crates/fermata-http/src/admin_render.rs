@@ -156,6 +156,8 @@ fieldset{border:1px solid #d9dee4;padding:.6rem}
 fieldset label{display:flex;gap:.5rem;align-items:flex-start;margin:.35rem 0}
 pre.diff{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
 .diff .add{color:#116329}.diff .del{color:#a40e26}
+h3 .note{font-size:.85rem;font-weight:normal}
+td code,#recent td:not(:last-child){white-space:nowrap}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.facts dd{margin:0}
 @media (max-width:40rem){body{margin:1rem auto}td,th{padding:.25rem;font-size:.9rem}dl.facts{grid-template-columns:1fr}}
 ";

@@ -319,6 +319,18 @@ impl Harness {
         workflow_support::step_attempts(&*self.storage, id, key).await
     }
 
+    /// Ada as an administrator whose session is not fresh.
+    async fn stale_admin(&self) -> Administrator {
+        let ada = self
+            .storage
+            .users()
+            .user_by_name(&UserName::new("ada").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        Administrator::from_user(&ada, false).unwrap()
+    }
+
     /// Every file on `branch` of the package repository.
     fn branch_files(&self, branch: &str) -> BTreeMap<String, Vec<u8>> {
         self.repository.files_at(branch)
@@ -388,6 +400,12 @@ async fn drop_database(admin: &mut MySqlConnection, database: &str) {
         .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
         .await
         .unwrap();
+}
+
+async fn drop_databases(admin: &mut MySqlConnection, databases: &[&str]) {
+    for database in databases {
+        drop_database(admin, database).await;
+    }
 }
 
 /// Two databases (`…a` registered and unchanged, `…b` new) and an account that sees both.
@@ -484,17 +502,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     );
 
     // A stale session may not decide.
-    let stale = Administrator::from_user(
-        &harness
-            .storage
-            .users()
-            .user_by_name(&UserName::new("ada").unwrap())
-            .await
-            .unwrap()
-            .unwrap(),
-        false,
-    )
-    .unwrap();
+    let stale = harness.stale_admin().await;
     let refused = harness
         .reviews
         .decide(&stale, id, Verdict::Approve)
@@ -573,9 +581,7 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
         "nothing was retried"
     );
 
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -637,9 +643,7 @@ async fn a_rejected_refresh_ends_rejected_and_its_artifact_is_deleted_under_a_gr
         );
     }
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -675,9 +679,7 @@ async fn an_undecided_review_expires_and_releases_the_lease() {
         .await
         .unwrap_err();
     assert_eq!(late.code(), ErrorCode::ReviewExpired);
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -699,9 +701,7 @@ async fn a_refresh_with_no_change_ends_with_its_report_and_no_review() {
     assert!(schema.schema_lease().await.unwrap().is_none());
     assert!(harness.objects().await.is_empty());
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -778,9 +778,7 @@ async fn requests_outside_the_inventory_are_refused_before_anything_runs() {
         schema.schema_lease().await.unwrap().is_none(),
         "nothing took the lease"
     );
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -888,9 +886,7 @@ async fn a_transient_failure_recovers_on_the_second_attempt_after_one_second() {
     );
     assert_eq!(*harness.pauses.0.lock().unwrap(), [Duration::from_secs(1)]);
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -927,9 +923,7 @@ async fn drift_between_generation_and_verification_is_caught_and_retried() {
         .unwrap();
     assert!(customer.diff.contains("`added` int"), "{}", customer.diff);
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -961,9 +955,7 @@ async fn a_panicking_step_leaves_no_folder_behind() {
             .state
             .is_terminal()
     );
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -996,9 +988,7 @@ async fn the_connections_stay_within_the_accounts_limit() {
             "no attempt met the limit"
         );
     }
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1023,9 +1013,7 @@ async fn a_decision_whose_hook_was_lost_is_delivered_again() {
     let report = harness.run_until(id, |state| state.is_terminal()).await;
     assert_eq!(report.operation.state, OperationState::Succeeded);
     assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 0);
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1088,9 +1076,7 @@ async fn a_worker_lost_mid_step_is_replaced_and_nothing_is_done_twice() {
     );
     assert_eq!(harness.objects().await, [artifact_location(id)]);
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1131,9 +1117,7 @@ async fn publication_survives_a_lost_answer_at_every_write() {
             [Duration::from_secs(1)],
             "fault {fault}"
         );
-        for name in [&a, &b] {
-            drop_database(&mut admin, name).await;
-        }
+        drop_databases(&mut admin, &[&a, &b]).await;
     }
 }
 
@@ -1232,17 +1216,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
 
     // Closed: allowed again.
     // Closed by an administrator through Fermata (a stale session may not).
-    let stale = Administrator::from_user(
-        &harness
-            .storage
-            .users()
-            .user_by_name(&UserName::new("ada").unwrap())
-            .await
-            .unwrap()
-            .unwrap(),
-        false,
-    )
-    .unwrap();
+    let stale = harness.stale_admin().await;
     let second_id = second.operation.id.to_string();
     let refused = harness
         .operations
@@ -1279,9 +1253,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
         )
         .await
         .unwrap();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1364,9 +1336,7 @@ async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
             .branches(&format!("fermata/refresh-{id}"))
             .is_empty()
     );
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1385,7 +1355,5 @@ async fn every_candidate_is_also_verified_in_the_workspace() {
     );
     assert_eq!(report.operation.state, OperationState::Failed);
     harness.assert_no_step_folder_left();
-    for name in [&a, &b] {
-        drop_database(&mut admin, name).await;
-    }
+    drop_databases(&mut admin, &[&a, &b]).await;
 }

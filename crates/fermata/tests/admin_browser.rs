@@ -29,11 +29,11 @@ use fermata_store::schema::{
 use fermata_store::{Storage, UserName};
 use serde_json::{Value, json};
 use sqlx::Executor;
-use support::{Fermata, PATIENCE, Target};
+use support::{Fermata, PATIENCE, Target, add_user, empty_package};
 use tempfile::TempDir;
 use tokio::time::Instant;
 
-const PASSWORD: &str = "ada's long password";
+const PASSWORD: &str = support::USER_PASSWORD;
 
 /// The Chromium flags the test servers need (run as root, no network beyond the page).
 const CHROMIUM_FLAGS: &[&str] = &[
@@ -301,37 +301,6 @@ impl Served {
         drop(self.fermata);
         drop(self.target);
     }
-}
-
-/// A git repository at `path` whose branch `main` has one empty commit.
-fn empty_package(path: &Path) -> PathBuf {
-    let mut options = git2::RepositoryInitOptions::new();
-    options.initial_head("main");
-    let repository = git2::Repository::init_opts(path, &options).unwrap();
-    let signature = git2::Signature::now("Fermata tests", "tests@fermata.invalid").unwrap();
-    let tree = repository
-        .find_tree(repository.index().unwrap().write_tree().unwrap())
-        .unwrap();
-    repository
-        .commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            "An empty package",
-            &tree,
-            &[],
-        )
-        .unwrap();
-    path.to_owned()
-}
-
-fn add_user(target: &Target, name: &str, admin: bool) {
-    let mut words = vec!["user", "add", name, "--password-stdin"];
-    if admin {
-        words.extend(["--role", "system_admin"]);
-    }
-    let (status, out, err) = target.run_with_input(&words, &format!("{PASSWORD}\n"));
-    assert!(status.success(), "{out}{err}");
 }
 
 /// Discovers the databases from the page and waits for the inventory's checkboxes.

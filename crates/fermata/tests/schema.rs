@@ -18,14 +18,15 @@ mod mysql;
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::Executor;
-use support::{Target, assert_absent, every_cell, request, session_headers};
+use support::{
+    Target, add_user, assert_absent, empty_package, every_cell, request, session_headers,
+};
 
-const PASSWORD: &str = "ada's long password";
+const PASSWORD: &str = support::USER_PASSWORD;
 
 /// Adds a `[schema.source]` for `user` and `password` to the target's configuration.
 fn configure_source(target: &Target, user: &str, password: &str) {
@@ -55,39 +56,6 @@ fn configure(target: &Target, text: &str) {
         .open(target.config())
         .unwrap();
     config.write_all(text.as_bytes()).unwrap();
-}
-
-/// A git repository at `path` whose branch `main` has one empty commit: a package with nothing
-/// merged yet.
-fn empty_package(path: &Path) -> PathBuf {
-    let mut options = git2::RepositoryInitOptions::new();
-    options.initial_head("main");
-    let repository = git2::Repository::init_opts(path, &options).unwrap();
-    let signature = git2::Signature::now("Fermata tests", "tests@fermata.invalid").unwrap();
-    let tree = repository
-        .find_tree(repository.index().unwrap().write_tree().unwrap())
-        .unwrap();
-    repository
-        .commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            "An empty package",
-            &tree,
-            &[],
-        )
-        .unwrap();
-    path.to_owned()
-}
-
-fn add_user(target: &Target, name: &str, admin: bool) -> String {
-    let mut words = vec!["user", "add", name, "--password-stdin"];
-    if admin {
-        words.extend(["--role", "system_admin"]);
-    }
-    let (status, out, err) = target.run_with_input(&words, &format!("{PASSWORD}\n"));
-    assert!(status.success(), "{out}{err}");
-    format!("{out}{err}")
 }
 
 /// `fermata schema WORDS... --json`: the exit status, the JSON printed and standard error.

@@ -515,3 +515,41 @@ pub fn session_headers<'a>(cookie: &'a str, csrf: &'a str) -> [(&'static str, St
         ("X-CSRF-Token", csrf.to_owned()),
     ]
 }
+
+/// The password the schema tests give the users they add.
+pub const USER_PASSWORD: &str = "ada's long password";
+
+/// Adds user `name` with [`USER_PASSWORD`] (a `system_admin` when `admin`) through the binary, and
+/// returns what it printed.
+pub fn add_user(target: &Target, name: &str, admin: bool) -> String {
+    let mut words = vec!["user", "add", name, "--password-stdin"];
+    if admin {
+        words.extend(["--role", "system_admin"]);
+    }
+    let (status, out, err) = target.run_with_input(&words, &format!("{USER_PASSWORD}\n"));
+    assert!(status.success(), "{out}{err}");
+    format!("{out}{err}")
+}
+
+/// A git repository at `path` whose branch `main` has one empty commit: a package with nothing
+/// merged yet.
+pub fn empty_package(path: &std::path::Path) -> PathBuf {
+    let mut options = git2::RepositoryInitOptions::new();
+    options.initial_head("main");
+    let repository = git2::Repository::init_opts(path, &options).unwrap();
+    let signature = git2::Signature::now("Fermata tests", "tests@fermata.invalid").unwrap();
+    let tree = repository
+        .find_tree(repository.index().unwrap().write_tree().unwrap())
+        .unwrap();
+    repository
+        .commit(
+            Some("HEAD"),
+            &signature,
+            &signature,
+            "An empty package",
+            &tree,
+            &[],
+        )
+        .unwrap();
+    path.to_owned()
+}

@@ -79,10 +79,13 @@ impl Statements {
                 "INSERT INTO schema_operation_database (operation_id, database_name, position) \
                  VALUES ($1, $2, $3)",
             ),
+            // Each instant and the expiry derived from it come from one reading of the clock
+            // (`WHERE true` lets SQLite parse the upsert after a SELECT).
             insert_lease: render(
                 "INSERT INTO schema_lease (lease_key, operation_id, kind, acquired_at, heartbeat_at, \
                                            expires_at, status) \
-                 VALUES ('schema-mutation', $1, $2, {now}, {now}, {now} + $3, 'active') \
+                 SELECT 'schema-mutation', $1, $2, clock.now, clock.now, clock.now + $3, 'active' \
+                 FROM (SELECT {now} AS now) AS clock WHERE true \
                  ON CONFLICT (lease_key) DO NOTHING",
             ),
             insert_audit: render(
@@ -126,7 +129,8 @@ impl Statements {
             insert_inventory: render(
                 "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
                                                discovered_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, {now}, {now} + $5) \
+                 SELECT $1, $2, $3, $4, clock.now, clock.now + $5 \
+                 FROM (SELECT {now} AS now) AS clock WHERE true \
                  ON CONFLICT (operation_id) DO NOTHING",
             ),
             insert_inventory_database: render(
@@ -219,7 +223,9 @@ impl Statements {
             )),
             open_review: render(
                 "INSERT INTO schema_review (operation_id, state, created_at, expires_at) \
-                 VALUES ($1, 'pending', {now}, {now} + $2) ON CONFLICT (operation_id) DO NOTHING",
+                 SELECT $1, 'pending', clock.now, clock.now + $2 \
+                 FROM (SELECT {now} AS now) AS clock WHERE true \
+                 ON CONFLICT (operation_id) DO NOTHING",
             ),
             review: render(&format!(
                 "SELECT {REVIEW_COLUMNS} FROM schema_review WHERE operation_id = $1"

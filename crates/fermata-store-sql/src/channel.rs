@@ -417,12 +417,13 @@ impl SqlStorage {
                 "a document with children cannot be deleted",
             ));
         }
-        // Foreign keys cascade to every row the channel owns and clear navigation references.
+        // Foreign keys cascade to every row the channel owns and clear navigation references;
+        // a research request's link to its published child restricts the deletion.
         sqlx::query(&sql.delete)
             .bind(&id.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .map_err(|e| crate::research::deletion_error(e, action))?;
         tx.commit(action).await
     }
 

@@ -269,6 +269,39 @@ impl SqlStorage {
             .collect())
     }
 
+    /// Creates a program's channel with its revision-zero checkpoint on `conn`, inside the
+    /// caller's fenced transaction, or returns the channel its creation key already names:
+    /// `create_published`, and the research store's publication.
+    pub(crate) async fn create_published_on(
+        &self,
+        conn: &mut AnyConnection,
+        channel: &PublishedChannel,
+        now: UnixMillis,
+        action: &str,
+    ) -> StoreResult<Channel> {
+        let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
+        if let Some(existing) = self
+            .channel_on(conn, &self.inner.channel_sql.lock, &id, action)
+            .await?
+        {
+            return Ok(existing);
+        }
+        check_initial_checkpoint(&channel.checkpoint)?;
+        let new = NewChannel {
+            id: id.clone(),
+            repository: channel.repository.clone(),
+            title: channel.title.clone(),
+            parent: channel.parent.clone(),
+        };
+        let created = self.insert_channel(conn, &new, now, action).await?;
+        self.install_checkpoint(conn, &id, &channel.checkpoint, now, action)
+            .await?;
+        if let Some(sidecar) = &channel.checkpoint.sidecar {
+            self.write_state(conn, &id, sidecar, action).await?;
+        }
+        Ok(created)
+    }
+
     async fn commit_on(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
         let action = "committing to a document";
         let sql = &self.inner.collaboration_sql;
@@ -376,28 +409,11 @@ impl CollaborationStore for SqlStorage {
         channel: &PublishedChannel,
     ) -> StoreResult<Channel> {
         let action = "creating a document";
-        let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
-        if let Some(existing) = self
-            .channel_on(tx.conn(), &self.inner.channel_sql.lock, &id, action)
-            .await?
-        {
-            return Ok(existing);
-        }
-        check_initial_checkpoint(&channel.checkpoint)?;
-        let new = NewChannel {
-            id: id.clone(),
-            repository: channel.repository.clone(),
-            title: channel.title.clone(),
-            parent: channel.parent.clone(),
-        };
-        let created = self.insert_channel(tx.conn(), &new, now, action).await?;
-        self.install_checkpoint(tx.conn(), &id, &channel.checkpoint, now, action)
+        let created = self
+            .create_published_on(tx.conn(), channel, now, action)
             .await?;
-        if let Some(sidecar) = &channel.checkpoint.sidecar {
-            self.write_state(tx.conn(), &id, sidecar, action).await?;
-        }
         tx.commit(action).await?;
         Ok(created)
     }

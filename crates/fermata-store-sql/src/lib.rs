@@ -20,6 +20,10 @@ mod session;
 mod tenure;
 mod user;
 mod workflow;
+// background jobs and research
+mod claim;
+mod jobs;
+mod research;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -32,6 +36,8 @@ use fermata_store::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
     StoreOptions, StoreResult, TenureStore, UserStore, WorkflowStore,
 };
+// background jobs and research
+use fermata_store::{JobStore, ResearchStore};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
@@ -96,6 +102,9 @@ struct Inner {
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
+    // background jobs and research
+    jobs_sql: jobs::Statements,
+    research_sql: research::Statements,
 }
 
 impl SqlStorage {
@@ -134,6 +143,9 @@ impl SqlStorage {
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
+                // background jobs and research
+                jobs_sql: jobs::Statements::new(dialect),
+                research_sql: research::Statements::new(dialect),
             }),
         })
     }
@@ -284,6 +296,15 @@ impl Storage for SqlStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // background jobs and research
+    fn jobs(&self) -> &dyn JobStore {
+        self
+    }
+
+    fn research(&self) -> &dyn ResearchStore {
         self
     }
 }

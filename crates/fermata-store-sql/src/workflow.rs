@@ -1,8 +1,6 @@
 //! The SQL workflow store: the run queue, claims, the step journal, hooks and retention.
 //!
-//! A claim selects the first ready run `FOR UPDATE SKIP LOCKED` on PostgreSQL, so workers racing
-//! for work each take a different run and never wait for one another; SQLite's `BEGIN IMMEDIATE`
-//! runs claims one at a time. Every write made under a claim begins with one conditional UPDATE
+//! Claims go through the claim machinery of `claim.rs`, which the job store shares. Every write made under a claim begins with one conditional UPDATE
 //! of the run row (`WHERE claim_generation = $2 AND state = 'running'`) that also takes the row's
 //! lock, so a claim taken over since is refused before anything is written, and a takeover waits
 //! for a write in flight. Step and hook rows change only through conditional statements, so a
@@ -12,6 +10,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_store::claim::{millis, ttl_millis};
 use fermata_store::schema::SafeError;
 use fermata_store::workflow::check_step_update;
 use fermata_store::{
@@ -24,6 +23,7 @@ use sqlx::query::Query;
 use sqlx::{Any, AnyConnection};
 
 use crate::SqlStorage;
+use crate::claim::{ClaimStatements, HELD};
 use crate::dialect::Dialect;
 use crate::error::map;
 use crate::row::{column, instant, optional_instant};
@@ -33,9 +33,7 @@ use crate::row::{column, instant, optional_instant};
 pub(crate) struct Statements {
     insert_run: String,
     run: String,
-    /// Has a `{workflows}` list of placeholders, filled in per call.
-    ready_candidate: String,
-    claim: String,
+    claim: ClaimStatements,
     touch: String,
     heartbeat: String,
     heartbeat_steps: String,
@@ -62,8 +60,6 @@ const RUN_COLUMNS: &str = "id, workflow, input, state, claim_generation, claim_w
                            created_at, updated_at, finished_at, output, error";
 const STEP_COLUMNS: &str =
     "run_id, step_key, state, attempts, output, error, started_at, heartbeat_at, terminal_at";
-/// A claimed run's row, updated and locked: the guard every write under a claim starts with.
-const HELD: &str = "id = $1 AND claim_generation = $2 AND state = 'running'";
 
 impl Statements {
     pub(crate) fn new(dialect: Dialect) -> Self {
@@ -91,18 +87,13 @@ impl Statements {
             run: dialect.render(&format!(
                 "SELECT {RUN_COLUMNS} FROM workflow_runs WHERE id = $1"
             )),
-            ready_candidate: dialect.render(
-                "SELECT id FROM workflow_runs \
-                 WHERE ready_at <= {now} AND workflow IN ({workflows}) \
-                 ORDER BY ready_at, id LIMIT 1{for_update}{skip_locked}",
+            claim: ClaimStatements::new(
+                dialect,
+                "workflow_runs",
+                "workflow",
+                "hook_arrived_at = NULL",
+                RUN_COLUMNS,
             ),
-            claim: dialect.render(&format!(
-                "WITH clock AS (SELECT {{now}} AS now) \
-                 UPDATE workflow_runs SET state = 'running', \
-                     claim_generation = claim_generation + 1, claim_worker = $2, \
-                     ready_at = clock.now + $3, hook_arrived_at = NULL, updated_at = clock.now \
-                 FROM clock WHERE id = $1 RETURNING {RUN_COLUMNS}"
-            )),
             touch: dialect.render(&format!(
                 "WITH clock AS (SELECT {{now}} AS now) \
                  UPDATE workflow_runs SET updated_at = clock.now \
@@ -192,19 +183,6 @@ impl Statements {
             ),
         }
     }
-}
-
-/// `duration` in whole milliseconds.
-fn millis(duration: Duration) -> StoreResult<i64> {
-    i64::try_from(duration.as_millis())
-        .map_err(|_| StoreError::invalid("a duration is at most i64::MAX ms"))
-}
-
-/// A claim time-to-live in milliseconds: at least 1.
-fn ttl_millis(ttl: Duration) -> StoreResult<i64> {
-    Some(millis(ttl)?)
-        .filter(|ms| *ms > 0)
-        .ok_or_else(|| StoreError::invalid("a claim time-to-live is at least 1 ms"))
 }
 
 fn fenced(claim: &Claim) -> StoreError {
@@ -410,31 +388,17 @@ impl WorkflowStore for SqlStorage {
         if workflows.is_empty() {
             return Ok(None);
         }
-        let sql = &self.inner.workflow_sql;
-        let placeholders: Vec<String> = (1..=workflows.len()).map(|i| format!("${i}")).collect();
-        let candidate = sql
-            .ready_candidate
-            .replace("{workflows}", &placeholders.join(", "));
         let mut tx = self.inner.begin_write(action).await?;
-        let mut query = sqlx::query_scalar::<_, String>(&candidate);
-        for workflow in workflows {
-            query = query.bind(workflow);
-        }
-        let Some(id) = query
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| map(e, action))?
-        else {
+        let claimed = self
+            .inner
+            .workflow_sql
+            .claim
+            .claim(&mut tx, workflows, worker, ttl, None, action)
+            .await?;
+        let Some(row) = claimed else {
             tx.rollback().await.map_err(|e| map(e, action))?;
             return Ok(None);
         };
-        let row = sqlx::query(&sql.claim)
-            .bind(&id)
-            .bind(worker)
-            .bind(ttl)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| map(e, action))?;
         let run = run_from(&row, action)?;
         tx.commit().await.map_err(|e| map(e, action))?;
         Ok(Some(ClaimedRun {

@@ -20,6 +20,10 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
+// background jobs and research
+pub mod claim;
+pub mod jobs;
+pub mod research;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -49,6 +53,14 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
+// background jobs and research
+pub use jobs::{
+    ClaimedJob, Job, JobClaim, JobFailure, JobHolder, JobId, JobKind, JobState, JobStore, NewJob,
+    Settlement,
+};
+pub use research::{
+    JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
+};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -72,6 +84,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn schema(&self) -> &dyn schema::SchemaStore;
 
     fn workflows(&self) -> &dyn WorkflowStore;
+
+    // background jobs and research
+    fn jobs(&self) -> &dyn JobStore;
+
+    fn research(&self) -> &dyn ResearchStore;
 }
 
 /// Options every adapter takes when it is opened.

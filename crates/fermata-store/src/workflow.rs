@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use crate::claim::ClaimGeneration;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::SafeError;
 use crate::time::UnixMillis;
@@ -94,16 +95,6 @@ pub struct NewRun {
     pub workflow: String,
     /// The input, as JSON text.
     pub input: String,
-}
-
-/// Raised by one on every claim of a run; a worker's writes name the generation it was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClaimGeneration(pub i64);
-
-impl fmt::Display for ClaimGeneration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
 }
 
 /// The claim a running run is under, as stored.

@@ -154,6 +154,15 @@ impl Storage for ScratchStorage {
     fn workflows(&self) -> &dyn WorkflowStore {
         &self.storage
     }
+
+    // background jobs and research
+    fn jobs(&self) -> &dyn fermata_store::JobStore {
+        &self.storage
+    }
+
+    fn research(&self) -> &dyn fermata_store::ResearchStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

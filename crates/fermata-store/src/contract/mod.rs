@@ -12,6 +12,9 @@ mod pause;
 mod schema;
 mod tenure;
 mod workflow;
+// background jobs and research
+mod jobs;
+mod research;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,6 +31,9 @@ pub use pause::PausedWrites;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
+// background jobs and research
+pub use jobs::*;
+pub use research::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -139,7 +145,23 @@ macro_rules! contract_suite {
             a_hook_delivery_is_idempotent_and_wakes_the_run,
             a_hook_delivered_while_running_is_not_slept_through,
             a_hook_wait_times_out_for_good,
-            purge_removes_old_terminal_runs_with_their_steps_and_hooks
+            purge_removes_old_terminal_runs_with_their_steps_and_hooks,
+            // background jobs and research
+            jobs_are_enqueued_per_document_and_repeat_by_id,
+            only_one_of_racing_workers_claims_a_job,
+            racing_workers_claim_distinct_jobs,
+            an_expired_job_claim_is_taken_over_and_the_old_claim_is_fenced,
+            job_writes_under_a_lost_lease_are_fenced,
+            job_settlement_is_idempotent_and_a_different_one_conflicts,
+            a_newer_target_supersedes_an_older_job,
+            every_job_change_raises_the_documents_job_revision,
+            jobs_go_with_their_document,
+            research_staging_is_idempotent_by_request_key,
+            research_links_refuse_jobs_of_another_document,
+            completed_evidence_is_reconciled_into_one_answer_job,
+            publication_creates_one_initialized_child_and_repeats_return_it,
+            a_failed_publication_leaves_neither_the_child_nor_the_link,
+            a_published_child_cannot_be_deleted
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -154,6 +154,44 @@ impl Documents {
     }
 }
 
+impl Documents {
+    pub(super) fn contains(&self, id: &ChannelId) -> bool {
+        self.channels.contains_key(id)
+    }
+
+    pub(super) fn get(&self, id: &ChannelId) -> Option<Channel> {
+        self.channels.get(id).cloned()
+    }
+
+    /// Creates a program's channel with its revision-zero checkpoint, or returns the channel its
+    /// creation key already names: `create_published`, and the research store's publication.
+    pub(super) fn publish(
+        &mut self,
+        channel: &PublishedChannel,
+        now: UnixMillis,
+    ) -> StoreResult<Channel> {
+        let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
+        if let Some(existing) = self.channels.get(&id) {
+            return Ok(existing.clone());
+        }
+        check_initial_checkpoint(&channel.checkpoint)?;
+        let created = self.insert_channel(
+            &NewChannel {
+                id: id.clone(),
+                repository: channel.repository.clone(),
+                title: channel.title.clone(),
+                parent: channel.parent.clone(),
+            },
+            now,
+        )?;
+        self.install_checkpoint(&id, &channel.checkpoint, now);
+        if let Some(sidecar) = &channel.checkpoint.sidecar {
+            self.sidecars.insert(id.clone(), sidecar.clone());
+        }
+        Ok(created)
+    }
+}
+
 fn docs(state: &mut State) -> &mut Documents {
     &mut state.documents
 }
@@ -171,29 +209,8 @@ impl CollaborationStore for MemoryStorage {
         fence: &Fence,
         channel: &PublishedChannel,
     ) -> StoreResult<Channel> {
-        let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
         self.inner
-            .fenced(fence, |state, now| {
-                let docs = docs(state);
-                if let Some(existing) = docs.channels.get(&id) {
-                    return Ok(existing.clone());
-                }
-                check_initial_checkpoint(&channel.checkpoint)?;
-                let created = docs.insert_channel(
-                    &NewChannel {
-                        id: id.clone(),
-                        repository: channel.repository.clone(),
-                        title: channel.title.clone(),
-                        parent: channel.parent.clone(),
-                    },
-                    now,
-                )?;
-                docs.install_checkpoint(&id, &channel.checkpoint, now);
-                if let Some(sidecar) = &channel.checkpoint.sidecar {
-                    docs.sidecars.insert(id.clone(), sidecar.clone());
-                }
-                Ok(created)
-            })
+            .fenced(fence, |state, now| docs(state).publish(channel, now))
             .await
     }
 
@@ -493,6 +510,8 @@ impl CollaborationStore for MemoryStorage {
     async fn delete_archived(&self, fence: &Fence, id: &ChannelId) -> StoreResult<()> {
         self.inner
             .fenced(fence, |state, _now| {
+                // background jobs and research
+                state.research.refuse_published_child(id)?;
                 let docs = docs(state);
                 let channel = docs.channels.get(id).ok_or_else(|| unavailable(id))?;
                 if channel.archived_at.is_none() {
@@ -517,6 +536,9 @@ impl CollaborationStore for MemoryStorage {
                 docs.operations.retain(|(channel, _), _| channel != id);
                 docs.checkpoints.remove(id);
                 docs.navigation.retain(|_, channel| channel != id);
+                // background jobs and research
+                state.jobs.forget_channel(id);
+                state.research.forget_channel(id);
                 Ok(())
             })
             .await

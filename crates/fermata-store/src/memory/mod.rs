@@ -11,6 +11,9 @@ mod lease;
 mod schema;
 mod tenure;
 mod workflow;
+// background jobs and research
+mod jobs;
+mod research;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +30,8 @@ use crate::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
     StoreOptions, TenureStore, UserStore, WorkflowStore,
 };
+// background jobs and research
+use crate::{JobStore, ResearchStore};
 
 /// All stores, in memory.
 #[derive(Debug, Clone)]
@@ -55,6 +60,9 @@ struct State {
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
     workflows: workflow::Workflows,
+    // background jobs and research
+    jobs: jobs::Jobs,
+    research: research::Research,
 }
 
 impl MemoryStorage {
@@ -156,6 +164,15 @@ impl Storage for MemoryStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // background jobs and research
+    fn jobs(&self) -> &dyn JobStore {
+        self
+    }
+
+    fn research(&self) -> &dyn ResearchStore {
         self
     }
 }

@@ -7,12 +7,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::MemoryStorage;
+use crate::claim::{QueueSlot, check_ttl, next_ready};
 use crate::error::{StoreError, StoreResult};
 use crate::schema::SafeError;
 use crate::time::UnixMillis;
 use crate::workflow::{
-    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
-    RunState, StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
+    Claim, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId, RunState,
+    StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
 };
 
 /// Everything the workflow store keeps, in memory.
@@ -27,9 +28,9 @@ pub(super) struct Workflows {
 #[derive(Debug, Clone)]
 struct RunRow {
     run: Run,
-    generation: ClaimGeneration,
-    /// From when a worker may claim the run: see `ready_at` in the SQL migration.
-    ready_at: Option<UnixMillis>,
+    /// The claim generation, and from when a worker may claim the run: see `ready_at` in the
+    /// SQL migration.
+    slot: QueueSlot,
     /// A hook arrived while the run was `running`; see [`WorkflowStore::suspend`].
     hook_arrived: bool,
 }
@@ -40,13 +41,6 @@ struct HookRow {
     deadline: Option<UnixMillis>,
     timed_out: bool,
     delivered: Option<Hook>,
-}
-
-fn check_ttl(ttl: Duration) -> StoreResult<Duration> {
-    if ttl.is_zero() {
-        return Err(StoreError::invalid("a claim time-to-live is at least 1 ms"));
-    }
-    Ok(ttl)
 }
 
 fn fenced(claim: &Claim) -> StoreError {
@@ -60,7 +54,7 @@ impl RunRow {
     /// The run as read: claim and wake time derived from the queue fields.
     fn read(&self) -> Run {
         let mut run = self.run.clone();
-        run.claim = match (&run.state, &self.run.claim, self.ready_at) {
+        run.claim = match (&run.state, &self.run.claim, self.slot.ready_at) {
             (RunState::Running, Some(claim), Some(expires_at)) => Some(RunClaim {
                 expires_at,
                 ..claim.clone()
@@ -68,7 +62,7 @@ impl RunRow {
             _ => None,
         };
         run.wake_at = match run.state {
-            RunState::Waiting => self.ready_at,
+            RunState::Waiting => self.slot.ready_at,
             _ => None,
         };
         run
@@ -85,7 +79,7 @@ impl Workflows {
     /// Whether `claim` is the claim the run is held under.
     fn holds(&self, claim: &Claim) -> bool {
         self.runs.get(&claim.run).is_some_and(|row| {
-            row.run.state == RunState::Running && row.generation == claim.generation
+            row.run.state == RunState::Running && row.slot.generation == claim.generation
         })
     }
 
@@ -93,7 +87,8 @@ impl Workflows {
     fn claimed(&mut self, claim: &Claim, now: UnixMillis) -> StoreResult<&mut RunRow> {
         match self.runs.get_mut(&claim.run) {
             Some(row)
-                if row.run.state == RunState::Running && row.generation == claim.generation =>
+                if row.run.state == RunState::Running
+                    && row.slot.generation == claim.generation =>
             {
                 row.run.updated_at = now;
                 Ok(row)
@@ -216,8 +211,8 @@ impl Workflows {
             delivered_at: now,
         });
         match row.run.state {
-            RunState::Waiting if row.ready_at.is_none_or(|ready| ready > now) => {
-                row.ready_at = Some(now);
+            RunState::Waiting if row.slot.ready_at.is_none_or(|ready| ready > now) => {
+                row.slot.ready_at = Some(now);
             }
             RunState::Running => row.hook_arrived = true,
             _ => {}
@@ -250,8 +245,7 @@ impl WorkflowStore for MemoryStorage {
                 output: None,
                 error: None,
             },
-            generation: ClaimGeneration(0),
-            ready_at: Some(now),
+            slot: QueueSlot::ready(now),
             hook_arrived: false,
         };
         let run = row.read();
@@ -272,30 +266,30 @@ impl WorkflowStore for MemoryStorage {
         let ttl = check_ttl(ttl)?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
-        let candidate = state
-            .workflows
-            .runs
-            .values()
-            .filter(|row| row.ready_at.is_some_and(|ready| ready <= now))
-            .filter(|row| workflows.contains(&row.run.workflow))
-            .min_by_key(|row| (row.ready_at, row.run.id.clone()))
-            .map(|row| row.run.id.clone());
+        let candidate = next_ready(
+            state
+                .workflows
+                .runs
+                .iter()
+                .filter(|(_, row)| workflows.contains(&row.run.workflow))
+                .map(|(id, row)| (id, &row.slot)),
+            now,
+        );
         let Some(id) = candidate else {
             return Ok(None);
         };
         let Some(row) = state.workflows.runs.get_mut(&id) else {
             return Ok(None);
         };
-        row.generation = ClaimGeneration(row.generation.0 + 1);
-        row.ready_at = Some(now.plus(ttl));
+        let expires_at = row.slot.claim(now, ttl);
         row.hook_arrived = false;
         row.run.state = RunState::Running;
         row.run.updated_at = now;
         let claim = Claim {
             run: id,
             worker: worker.to_owned(),
-            generation: row.generation,
-            expires_at: now.plus(ttl),
+            generation: row.slot.generation,
+            expires_at,
         };
         row.run.claim = Some(RunClaim {
             worker: claim.worker.clone(),
@@ -314,7 +308,7 @@ impl WorkflowStore for MemoryStorage {
         let now = UnixMillis::now();
         let workflows = &mut state.workflows;
         let row = workflows.claimed(claim, now)?;
-        row.ready_at = Some(now.plus(ttl));
+        row.slot.ready_at = Some(now.plus(ttl));
         for record in workflows.steps.values_mut() {
             if record.run == claim.run && record.state == StepState::Running {
                 record.heartbeat_at = now;
@@ -360,7 +354,7 @@ impl WorkflowStore for MemoryStorage {
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;
-        row.ready_at = if row.hook_arrived {
+        row.slot.ready_at = if row.hook_arrived {
             Some(now)
         } else {
             wake_after.map(|delay| now.plus(delay))
@@ -374,7 +368,7 @@ impl WorkflowStore for MemoryStorage {
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;
-        row.ready_at = Some(now);
+        row.slot.ready_at = Some(now);
         row.run.state = RunState::Waiting;
         row.end_claim(now);
         Ok(row.read())
@@ -394,7 +388,7 @@ impl WorkflowStore for MemoryStorage {
                 row.run.error = Some(error);
             }
         }
-        row.ready_at = None;
+        row.slot.ready_at = None;
         row.run.finished_at = Some(now);
         row.end_claim(now);
         Ok(row.read())
@@ -429,7 +423,7 @@ impl WorkflowStore for MemoryStorage {
         match state.workflows.runs.get_mut(id) {
             Some(row) if !row.run.state.is_terminal() => {
                 row.run.state = RunState::Cancelled;
-                row.ready_at = None;
+                row.slot.ready_at = None;
                 row.run.finished_at = Some(now);
                 row.end_claim(now);
                 Ok(true)

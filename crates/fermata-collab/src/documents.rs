@@ -30,6 +30,23 @@ pub struct Page {
     pub next: Option<String>,
 }
 
+/// The complete revision-zero checkpoint of a document created with `text`: its Yjs state,
+/// canonical text and hash, and an empty sidecar. Program creation and research publication
+/// both start a document from one.
+pub(crate) fn initial_checkpoint(text: &str) -> NewCheckpoint {
+    let mut doc = SourceDoc::new();
+    doc.replace_all(text);
+    NewCheckpoint {
+        epoch: 1,
+        through_sequence: 0,
+        revision: 0,
+        canonical_text: doc.text(),
+        source_hash: doc.source_hash(),
+        state: doc.encode_state(),
+        sidecar: Some(Sidecar::default().to_state()),
+    }
+}
+
 /// The documents service.
 #[derive(Debug, Clone)]
 pub struct Documents {
@@ -95,17 +112,7 @@ impl Documents {
         if let Some(existing) = self.storage.collaboration().channel(&id).await? {
             return Ok((existing, false));
         }
-        let mut doc = SourceDoc::new();
-        doc.replace_all(text);
-        let checkpoint = NewCheckpoint {
-            epoch: 1,
-            through_sequence: 0,
-            revision: 0,
-            canonical_text: doc.text(),
-            source_hash: doc.source_hash(),
-            state: doc.encode_state(),
-            sidecar: Some(Sidecar::default().to_state()),
-        };
+        let checkpoint = initial_checkpoint(text);
         let channel = self
             .storage
             .collaboration()

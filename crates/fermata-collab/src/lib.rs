@@ -12,9 +12,15 @@ pub mod protocol;
 mod room;
 mod rooms;
 mod settings;
+// background jobs and research
+pub mod descriptions;
+pub mod research;
 
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;
 pub use room::{Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};
 pub use settings::CollabSettings;
+// background jobs and research
+pub use descriptions::Descriptions;
+pub use research::Research;

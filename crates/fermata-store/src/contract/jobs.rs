@@ -91,6 +91,34 @@ impl Rig {
         self.store.jobs().job(id).await.unwrap().unwrap()
     }
 
+    /// Releases the writer lease this rig's fence names, so the fence is stale from now on.
+    pub(super) async fn release_the_lease(&self) {
+        let record = self
+            .store
+            .leases()
+            .peek(&name())
+            .await
+            .unwrap()
+            .record
+            .unwrap();
+        let held = crate::Lease {
+            name: record.name,
+            token: record.token,
+            holder: record.holder,
+            expires_at: record.expires_at,
+        };
+        self.store.leases().release(&held).await.unwrap();
+    }
+
+    /// The document's children, archived ones included.
+    pub(super) async fn children(&self) -> Vec<Channel> {
+        self.store
+            .collaboration()
+            .children_of(&self.doc.id, true)
+            .await
+            .unwrap()
+    }
+
     async fn revision(&self, channel: &Channel) -> i64 {
         self.store
             .jobs()
@@ -296,21 +324,7 @@ pub async fn job_writes_under_a_lost_lease_are_fenced(harness: &dyn Harness) {
     let queued = rig.enqueue(&rig.doc, &summary()).await;
     rig.enqueue(&rig.doc, &summary()).await;
     let claimed = rig.claim("worker", &summary(), LONG).await;
-    let record = rig
-        .store
-        .leases()
-        .peek(&name())
-        .await
-        .unwrap()
-        .record
-        .unwrap();
-    let held = crate::Lease {
-        name: record.name,
-        token: record.token,
-        holder: record.holder,
-        expires_at: record.expires_at,
-    };
-    rig.store.leases().release(&held).await.unwrap();
+    rig.release_the_lease().await;
     let successor = grant(&*rig.store, "successor", LONG).await.fence();
     let jobs = rig.store.jobs();
     let stale = &rig.fence;

@@ -161,7 +161,8 @@ macro_rules! contract_suite {
             completed_evidence_is_reconciled_into_one_answer_job,
             publication_creates_one_initialized_child_and_repeats_return_it,
             a_failed_publication_leaves_neither_the_child_nor_the_link,
-            a_published_child_cannot_be_deleted
+            a_published_child_cannot_be_deleted,
+            research_writes_under_a_lost_lease_are_fenced
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

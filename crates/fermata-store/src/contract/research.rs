@@ -322,14 +322,7 @@ pub async fn publication_creates_one_initialized_child_and_repeats_return_it(
             .kind(),
         ErrorKind::Conflict
     );
-    assert!(
-        rig.store
-            .collaboration()
-            .children_of(&rig.doc.id, true)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(rig.children().await.is_empty());
 
     let child = research
         .publish(&rig.fence, &rig.publication(&request))
@@ -366,14 +359,7 @@ pub async fn publication_creates_one_initialized_child_and_repeats_return_it(
         .await
         .unwrap();
     assert_eq!(again, child);
-    assert_eq!(
-        rig.store
-            .collaboration()
-            .children_of(&rig.doc.id, true)
-            .await
-            .unwrap(),
-        vec![child]
-    );
+    assert_eq!(rig.children().await, vec![child]);
 }
 
 pub async fn a_failed_publication_leaves_neither_the_child_nor_the_link(harness: &dyn Harness) {
@@ -395,36 +381,12 @@ pub async fn a_failed_publication_leaves_neither_the_child_nor_the_link(harness:
             .kind(),
         ErrorKind::Invalid
     );
-    let record = rig
-        .store
-        .leases()
-        .peek(&super::lease::name())
-        .await
-        .unwrap()
-        .record
-        .unwrap();
-    rig.store
-        .leases()
-        .release(&crate::Lease {
-            name: record.name,
-            token: record.token,
-            holder: record.holder,
-            expires_at: record.expires_at,
-        })
-        .await
-        .unwrap();
+    rig.release_the_lease().await;
     let fenced = research
         .publish(&rig.fence, &rig.publication(&request))
         .await;
     assert_eq!(fenced.unwrap_err().kind(), ErrorKind::Fenced);
-    assert!(
-        rig.store
-            .collaboration()
-            .children_of(&rig.doc.id, true)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(rig.children().await.is_empty());
     let unlinked = research
         .request(&rig.doc.id, &key("req"))
         .await
@@ -470,4 +432,39 @@ pub async fn a_published_child_cannot_be_deleted(harness: &dyn Harness) {
         .delete_archived(&rig.fence, &plain.id)
         .await
         .unwrap();
+}
+
+pub async fn research_writes_under_a_lost_lease_are_fenced(harness: &dyn Harness) {
+    let rig = Rig::open(harness).await;
+    let research = rig.store.research();
+    let staged = rig.stage("req").await;
+    let job = rig.enqueue(&rig.doc.clone(), &evidence()).await;
+    rig.release_the_lease().await;
+    let outcomes = [
+        research
+            .stage(&rig.fence, &draft(&rig.doc, "other", "why"))
+            .await
+            .map(|_| ()),
+        research
+            .link(
+                &rig.fence,
+                &rig.doc.id,
+                &key("req"),
+                JobLink::Evidence,
+                &job.id,
+            )
+            .await
+            .map(|_| ()),
+        research
+            .reconcile_evidence(&rig.fence, &rig.doc.id, &key("req"), &rig.answer_of("req"))
+            .await
+            .map(|_| ()),
+    ];
+    for outcome in outcomes {
+        assert_eq!(outcome.unwrap_err().kind(), ErrorKind::Fenced);
+    }
+    assert_eq!(
+        research.requests_of(&rig.doc.id).await.unwrap(),
+        vec![staged]
+    );
 }

@@ -16,8 +16,8 @@ use fermata_store::research::{
 };
 use fermata_store::{
     Channel, ChannelId, ErrorKind, Fence, FencingToken, JobId, JobLink, NewJob, Publication,
-    PublishedChannel, RequestKey, ResearchDraft, ResearchRequest, ResearchStore, StoreError,
-    StoreResult, UnixMillis,
+    PublishedChannel, Repository, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
+    StoreError, StoreResult, UnixMillis,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
@@ -34,6 +34,7 @@ pub(crate) struct Statements {
     by_key: String,
     lock: String,
     of_parent: String,
+    in_repository: String,
     insert: String,
     set_links: String,
     set_published: String,
@@ -56,6 +57,16 @@ impl Statements {
             of_parent: dialect.render(&format!(
                 "SELECT {REQUEST_COLUMNS} FROM research_workspaces WHERE channel_id = $1 \
                  ORDER BY created_at, request_key"
+            )),
+            in_repository: dialect.render(&format!(
+                "SELECT {} FROM research_workspaces r JOIN channels c ON c.id = r.channel_id \
+                 WHERE c.repository = $1 AND ($2 = 1 OR c.archived_at IS NULL) \
+                 ORDER BY r.created_at, r.channel_id, r.request_key",
+                REQUEST_COLUMNS
+                    .split(", ")
+                    .map(|column| format!("r.{column}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             insert: dialect.render(&format!(
                 "INSERT INTO research_workspaces (channel_id, request_key, payload, \
@@ -212,6 +223,21 @@ impl ResearchStore for SqlStorage {
         let action = "listing research requests";
         let rows = sqlx::query(&self.inner.research_sql.of_parent)
             .bind(&parent.0)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| map(e, action))?;
+        rows.iter().map(|row| request_from(row, action)).collect()
+    }
+
+    async fn requests_in(
+        &self,
+        repository: &Repository,
+        include_archived: bool,
+    ) -> StoreResult<Vec<ResearchRequest>> {
+        let action = "listing a repository's research requests";
+        let rows = sqlx::query(&self.inner.research_sql.in_repository)
+            .bind(repository.as_str())
+            .bind(i64::from(include_archived))
             .fetch_all(&self.inner.pool)
             .await
             .map_err(|e| map(e, action))?;

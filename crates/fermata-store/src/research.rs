@@ -19,7 +19,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use crate::channel::{Channel, ChannelId, CreationKey, check_title};
+use crate::channel::{Channel, ChannelId, CreationKey, Repository, check_title};
 use crate::collaboration::NewCheckpoint;
 use crate::error::{StoreError, StoreResult};
 use crate::jobs::{Job, JobId, JobState, NewJob};
@@ -249,6 +249,14 @@ pub trait ResearchStore: Send + Sync {
 
     /// A parent's requests, oldest first.
     async fn requests_of(&self, parent: &ChannelId) -> StoreResult<Vec<ResearchRequest>>;
+
+    /// The requests of every parent in `repository`, oldest first: the repository-level
+    /// listing, which leaves out requests of archived parents unless `include_archived`.
+    async fn requests_in(
+        &self,
+        repository: &Repository,
+        include_archived: bool,
+    ) -> StoreResult<Vec<ResearchRequest>>;
 
     /// Links job `job` of the parent to the request; see [`linked`]. A job of another document is
     /// `Invalid`.

@@ -162,7 +162,9 @@ macro_rules! contract_suite {
             publication_creates_one_initialized_child_and_repeats_return_it,
             a_failed_publication_leaves_neither_the_child_nor_the_link,
             a_published_child_cannot_be_deleted,
-            research_writes_under_a_lost_lease_are_fenced
+            research_writes_under_a_lost_lease_are_fenced,
+            the_repository_listing_leaves_out_archived_parents_unless_asked,
+            research_requests_go_with_their_parent
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -468,3 +468,68 @@ pub async fn research_writes_under_a_lost_lease_are_fenced(harness: &dyn Harness
         vec![staged]
     );
 }
+
+pub async fn the_repository_listing_leaves_out_archived_parents_unless_asked(
+    harness: &dyn Harness,
+) {
+    let rig = Rig::open(harness).await;
+    let research = rig.store.research();
+    let active = rig.stage("active").await;
+    let archived_parent = rig.another_doc(None).await;
+    let archived = research
+        .stage(&rig.fence, &draft(&archived_parent, "archived", "why"))
+        .await
+        .unwrap();
+    rig.store
+        .collaboration()
+        .archive(&rig.fence, &archived_parent.id)
+        .await
+        .unwrap();
+    let repository = rig.doc.repository.clone();
+    assert_eq!(
+        research.requests_in(&repository, false).await.unwrap(),
+        vec![active.clone()]
+    );
+    let all = research.requests_in(&repository, true).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all.contains(&active) && all.contains(&archived));
+    let elsewhere = crate::channel::Repository::new("acme/other").unwrap();
+    assert!(
+        research
+            .requests_in(&elsewhere, true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn research_requests_go_with_their_parent(harness: &dyn Harness) {
+    let rig = Rig::open(harness).await;
+    rig.with_answer_job("req").await;
+    let collaboration = rig.store.collaboration();
+    collaboration
+        .archive(&rig.fence, &rig.doc.id)
+        .await
+        .unwrap();
+    collaboration
+        .delete_archived(&rig.fence, &rig.doc.id)
+        .await
+        .unwrap();
+    let research = rig.store.research();
+    assert!(
+        research
+            .request(&rig.doc.id, &key("req"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(research.requests_of(&rig.doc.id).await.unwrap().is_empty());
+    assert!(
+        rig.store
+            .jobs()
+            .jobs_of(&rig.doc.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

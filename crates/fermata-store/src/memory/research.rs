@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::jobs::enqueue_on;
 use super::{MemoryStorage, State};
-use crate::channel::{Channel, ChannelId};
+use crate::channel::{Channel, ChannelId, Repository};
 use crate::collaboration::PublishedChannel;
 use crate::error::{StoreError, StoreResult};
 use crate::jobs::{JobId, NewJob};
@@ -130,6 +130,30 @@ impl ResearchStore for MemoryStorage {
             .cloned()
             .collect();
         requests.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+        Ok(requests)
+    }
+
+    async fn requests_in(
+        &self,
+        repository: &Repository,
+        include_archived: bool,
+    ) -> StoreResult<Vec<ResearchRequest>> {
+        let state = self.inner.state();
+        let mut requests: Vec<ResearchRequest> = state
+            .research
+            .requests
+            .values()
+            .filter(|r| {
+                state.documents.get(&r.parent).is_some_and(|parent| {
+                    &parent.repository == repository
+                        && (include_archived || parent.archived_at.is_none())
+                })
+            })
+            .cloned()
+            .collect();
+        requests.sort_by(|a, b| {
+            (a.created_at, &a.parent, &a.key).cmp(&(b.created_at, &b.parent, &b.key))
+        });
         Ok(requests)
     }
 

@@ -20,6 +20,9 @@ mod session;
 mod tenure;
 mod user;
 mod workflow;
+// history and chat
+mod chat;
+mod history;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -96,6 +99,9 @@ struct Inner {
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
+    // history and chat
+    history_sql: history::Statements,
+    chat_sql: chat::Statements,
 }
 
 impl SqlStorage {
@@ -134,6 +140,9 @@ impl SqlStorage {
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
+                // history and chat
+                history_sql: history::Statements::new(dialect),
+                chat_sql: chat::Statements::new(dialect),
             }),
         })
     }
@@ -284,6 +293,15 @@ impl Storage for SqlStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // history and chat
+    fn history(&self) -> &dyn fermata_store::HistoryStore {
+        self
+    }
+
+    fn chat(&self) -> &dyn fermata_store::ChatStore {
         self
     }
 }

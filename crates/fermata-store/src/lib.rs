@@ -20,6 +20,9 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
+// history and chat
+pub mod chat;
+pub mod history;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -49,6 +52,11 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
+// history and chat
+pub use chat::{
+    ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
+};
+pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -72,6 +80,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn schema(&self) -> &dyn schema::SchemaStore;
 
     fn workflows(&self) -> &dyn WorkflowStore;
+
+    // history and chat
+    fn history(&self) -> &dyn HistoryStore;
+
+    fn chat(&self) -> &dyn ChatStore;
 }
 
 /// Options every adapter takes when it is opened.

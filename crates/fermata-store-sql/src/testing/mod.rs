@@ -154,6 +154,15 @@ impl Storage for ScratchStorage {
     fn workflows(&self) -> &dyn WorkflowStore {
         &self.storage
     }
+
+    // history and chat
+    fn history(&self) -> &dyn fermata_store::HistoryStore {
+        &self.storage
+    }
+
+    fn chat(&self) -> &dyn fermata_store::ChatStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

@@ -154,6 +154,13 @@ impl Documents {
     }
 }
 
+impl Documents {
+    /// Whether the document exists (for the stores whose rows go with it).
+    pub(super) fn contains(&self, id: &ChannelId) -> bool {
+        self.channels.contains_key(id)
+    }
+}
+
 fn docs(state: &mut State) -> &mut Documents {
     &mut state.documents
 }
@@ -517,6 +524,7 @@ impl CollaborationStore for MemoryStorage {
                 docs.operations.retain(|(channel, _), _| channel != id);
                 docs.checkpoints.remove(id);
                 docs.navigation.retain(|_, channel| channel != id);
+                super::history::forget_channel(state, id);
                 Ok(())
             })
             .await

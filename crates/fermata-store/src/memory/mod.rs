@@ -11,6 +11,9 @@ mod lease;
 mod schema;
 mod tenure;
 mod workflow;
+// history and chat
+mod chat;
+mod history;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,6 +58,9 @@ struct State {
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
     workflows: workflow::Workflows,
+    // history and chat
+    history: history::Versions,
+    chat: chat::ChatTables,
 }
 
 impl MemoryStorage {
@@ -156,6 +162,15 @@ impl Storage for MemoryStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // history and chat
+    fn history(&self) -> &dyn crate::HistoryStore {
+        self
+    }
+
+    fn chat(&self) -> &dyn crate::ChatStore {
         self
     }
 }

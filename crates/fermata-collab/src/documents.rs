@@ -1,14 +1,15 @@
 //! The documents service: what the HTTP API does with documents. Creation (browser style, or a
 //! program's with an idempotency key and its first text), reads by ID or slug with the canonical
 //! text, renames and rewrites (through the document's room, so clients see them only once
-//! saved), archive, restore, delete, lists and children.
+//! saved), archive, restore, delete, lists and children; and activity history: its sessions,
+//! and restoring one through the same rewrite, credited to whoever restored it.
 
 use std::sync::Arc;
 
 use fermata_docs::{Sidecar, SourceDoc, recover};
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, CreationKey, NewChannel, NewCheckpoint, PublishedChannel,
-    Repository, Slug, Storage, StoreError,
+    Repository, Slug, Storage, StoreError, UserId, Version,
 };
 
 use crate::fence::WriterFence;
@@ -174,10 +175,40 @@ impl Documents {
         self.channel(id).await
     }
 
-    /// Replaces the canonical text (the program update path).
-    pub async fn rewrite(&self, id: &ChannelId, text: String) -> Result<Channel, StoreError> {
-        self.rooms.rewrite(id, text).await?;
+    /// Replaces the canonical text (the program update path), credited in history to `author`
+    /// (the calling user; `None` for a server edit).
+    pub async fn rewrite(
+        &self,
+        id: &ChannelId,
+        text: String,
+        author: Option<UserId>,
+    ) -> Result<Channel, StoreError> {
+        self.rooms.rewrite(id, text, author).await?;
         self.channel(id).await
+    }
+
+    /// A document's activity history, newest session first, at most `limit`.
+    pub async fn versions(&self, id: &ChannelId, limit: usize) -> Result<Vec<Version>, StoreError> {
+        self.channel(id).await?;
+        self.storage.history().versions(id, limit).await
+    }
+
+    /// Restores a session's text through the same fenced rewrite as a program update, credited
+    /// to `by`. Only the text changes: the sidecar (decisions, questionnaires, research and
+    /// investigations) is carried across as it is today.
+    pub async fn restore_version(
+        &self,
+        id: &ChannelId,
+        number: i64,
+        by: UserId,
+    ) -> Result<Channel, StoreError> {
+        let version = self
+            .storage
+            .history()
+            .version(id, number)
+            .await?
+            .ok_or_else(|| StoreError::missing("no such version of this document"))?;
+        self.rewrite(id, version.text, Some(by)).await
     }
 
     /// Archives first, then closes the room: a room that opens meanwhile refuses the archived

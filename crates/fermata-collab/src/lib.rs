@@ -1,13 +1,15 @@
 //! Live collaboration on documents: rooms that speak the y-websocket protocol to real Yjs
 //! clients, with persistence before publication (an update is committed before anyone sees it),
 //! batching, a checkpoint policy, limits, and closing on a lost writer lease; and the documents
-//! service the HTTP API uses.
+//! service the HTTP API uses, with each document's activity history (recorded after
+//! acknowledgement, restored through the ordinary rewrite).
 //!
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
 
 mod documents;
 mod fence;
+mod history;
 pub mod protocol;
 mod room;
 mod rooms;

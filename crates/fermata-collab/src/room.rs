@@ -5,18 +5,22 @@
 //! that arrive within the batch window, committed as one fenced, revision-checked commit under a
 //! fresh operation ID, and only then broadcast. If the commit fails the room reloads its document
 //! from storage, so nothing unsaved is ever served, and the clients whose updates were lost are
-//! told to resync. Presence is relayed and never stored.
+//! told to resync. Presence is relayed and never stored. Once a commit that changed the text is
+//! acknowledged, the room hands the text to its history recorder (see `history.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_docs::{OpenDocument, recover};
-use fermata_store::{ChannelId, Commit, Committed, ErrorKind, OperationId, Storage, StoreError};
+use fermata_store::{
+    ChannelId, Commit, Committed, ErrorKind, OperationId, Storage, StoreError, UserId,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::fence::WriterFence;
+use crate::history::Recorder;
 use crate::protocol::{self, ClientMessage};
 use crate::settings::CollabSettings;
 
@@ -49,6 +53,8 @@ pub enum Outbound {
 pub(crate) enum Inbound {
     Join {
         conn: ConnId,
+        /// The authenticated member the connection edits as.
+        member: UserId,
         outbound: mpsc::Sender<Outbound>,
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
@@ -61,6 +67,8 @@ pub(crate) enum Inbound {
     },
     Rewrite {
         text: String,
+        /// Who history credits: the calling user, or no one for a server edit.
+        author: Option<UserId>,
         reply: oneshot::Sender<Result<Committed, StoreError>>,
     },
     Rename {
@@ -110,6 +118,8 @@ const COMMIT_ATTEMPTS: u32 = 3;
 
 struct Conn {
     outbound: mpsc::Sender<Outbound>,
+    /// Whom history credits for this connection's edits.
+    member: UserId,
     /// The client's last presence message, for clients who join later.
     presence: Option<Vec<u8>>,
 }
@@ -131,6 +141,7 @@ pub(crate) struct Room {
     /// The state vector of what the clients have been sent (everything committed and broadcast),
     /// so a reload sends them what storage holds beyond it.
     published: Vec<u8>,
+    history: Recorder,
 }
 
 impl Room {
@@ -142,7 +153,14 @@ impl Room {
         id: &ChannelId,
     ) -> Result<Room, Refusal> {
         let doc = load(&*storage, id).await?;
+        let history = Recorder::start(
+            Arc::clone(&storage),
+            fence.clone(),
+            id.clone(),
+            doc.doc.source_hash(),
+        );
         Ok(Room {
+            history,
             id: id.clone(),
             size_estimate: doc.doc.state_size(),
             presence_owners: HashMap::new(),
@@ -201,10 +219,11 @@ impl Room {
         match message {
             Inbound::Join {
                 conn,
+                member,
                 outbound,
                 reply,
             } => {
-                let _ = reply.send(self.join(conn, outbound));
+                let _ = reply.send(self.join(conn, member, outbound));
                 true
             }
             Inbound::Leave { conn } => {
@@ -212,10 +231,19 @@ impl Room {
                 true
             }
             Inbound::Message { conn, bytes } => self.client_message(conn, &bytes, inbox).await,
-            Inbound::Rewrite { text, reply } => {
+            Inbound::Rewrite {
+                text,
+                author,
+                reply,
+            } => {
                 let result = self.rewrite(&text).await;
                 let lost = matches!(&result, Err(e) if e.kind() == ErrorKind::Fenced);
+                let saved = result.is_ok();
                 let _ = reply.send(result);
+                if saved {
+                    self.history
+                        .changed(self.doc.doc.text(), self.doc.revision, author);
+                }
                 !lost || !self.end_for_lease_loss()
             }
             Inbound::Rename { title, reply } => {
@@ -238,7 +266,12 @@ impl Room {
         }
     }
 
-    fn join(&mut self, conn: ConnId, outbound: mpsc::Sender<Outbound>) -> Result<(), Refusal> {
+    fn join(
+        &mut self,
+        conn: ConnId,
+        member: UserId,
+        outbound: mpsc::Sender<Outbound>,
+    ) -> Result<(), Refusal> {
         if self.conns.len() >= self.settings.max_clients_per_room {
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
@@ -255,6 +288,7 @@ impl Room {
             conn,
             Conn {
                 outbound,
+                member,
                 presence: None,
             },
         );
@@ -437,11 +471,18 @@ impl Room {
             }
             return self.reload_with(&[]).await;
         }
+        // The batch is credited to the member whose update came last in it.
+        let author = accepted
+            .last()
+            .and_then(|(conn, _)| self.conns.get(conn))
+            .map(|c| c.member.clone());
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {
             Ok(_) => {
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
+                self.history
+                    .changed(self.doc.doc.text(), self.doc.revision, author);
                 true
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
@@ -581,6 +622,7 @@ impl Room {
         match load(&*self.storage, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
+                self.history.reset(self.doc.doc.source_hash());
                 self.size_estimate = self.doc.doc.state_size();
                 if let Ok(missing) = self.doc.doc.diff_since(&self.published)
                     && !fermata_docs::is_empty_update(&missing)

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fermata_store::{ChannelId, Committed, Storage, StoreError};
+use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::fence::WriterFence;
@@ -137,8 +137,8 @@ impl RoomManager {
         Ok(inbox)
     }
 
-    /// Joins a client to a document's room.
-    pub async fn join(&self, id: &ChannelId) -> Result<Connection, Refusal> {
+    /// Joins a client to a document's room, editing as `member` (whom history credits).
+    pub async fn join(&self, id: &ChannelId, member: &UserId) -> Result<Connection, Refusal> {
         // A room that closed between the lookup and the join is replaced by a new one, once.
         for _ in 0..2 {
             let inbox = self.room(id).await?;
@@ -147,6 +147,7 @@ impl RoomManager {
             let (reply, answer) = oneshot::channel();
             let join = Inbound::Join {
                 conn,
+                member: member.clone(),
                 outbound: outbound_sender,
                 reply,
             };
@@ -193,10 +194,19 @@ impl RoomManager {
     }
 
     /// Replaces a document's whole text through its room, so connected clients see it only
-    /// after it is saved.
-    pub async fn rewrite(&self, id: &ChannelId, text: String) -> Result<Committed, StoreError> {
-        self.ask(id, |reply| Inbound::Rewrite { text, reply })
-            .await?
+    /// after it is saved. History credits `author` (`None` for a server edit).
+    pub async fn rewrite(
+        &self,
+        id: &ChannelId,
+        text: String,
+        author: Option<UserId>,
+    ) -> Result<Committed, StoreError> {
+        self.ask(id, |reply| Inbound::Rewrite {
+            text,
+            author,
+            reply,
+        })
+        .await?
     }
 
     /// Renames a document through its room (the title and slug change in one fenced commit).

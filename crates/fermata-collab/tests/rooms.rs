@@ -9,7 +9,7 @@ use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFe
 use fermata_docs::SourceDoc;
 use fermata_store::contract::PausedWrites;
 use fermata_store::{
-    Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions,
+    Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions, UserId,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use tokio::time::timeout;
@@ -61,6 +61,11 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
     }
 }
 
+/// The member every client here edits as.
+fn member() -> UserId {
+    UserId("member".to_owned())
+}
+
 /// A client: its own copy of the document and its place in the room.
 struct Client {
     doc: SourceDoc,
@@ -69,7 +74,11 @@ struct Client {
 
 impl Client {
     async fn join(rig: &Rig) -> Client {
-        let connection = rig.rooms.join(&rig.document).await.expect("join");
+        let connection = rig
+            .rooms
+            .join(&rig.document, &member())
+            .await
+            .expect("join");
         let mut client = Client {
             doc: SourceDoc::new(),
             connection,
@@ -270,7 +279,7 @@ async fn limits_are_enforced_with_clear_refusals() {
     let rig = rig(settings, StoreOptions::default()).await;
     let mut first = Client::join(&rig).await;
     let mut second = Client::join(&rig).await;
-    let refusal = rig.rooms.join(&rig.document).await.unwrap_err();
+    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
     assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
 
     first
@@ -436,11 +445,11 @@ async fn hears(client: &mut Client, message: &[u8], within: Duration) -> bool {
 async fn no_room_opens_without_the_writer_lease() {
     let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
     rig.fence.set(None);
-    let refusal = rig.rooms.join(&rig.document).await.unwrap_err();
+    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
     assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
     let error = rig
         .rooms
-        .rewrite(&rig.document, "text".to_owned())
+        .rewrite(&rig.document, "text".to_owned(), None)
         .await
         .unwrap_err();
     assert!(error.is_retryable(), "{error}");

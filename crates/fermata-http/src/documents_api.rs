@@ -6,7 +6,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use fermata_collab::DocumentView;
-use fermata_store::{Channel, ChannelFilter, ChannelId, CreationKey, Repository, Slug};
+use std::collections::HashMap;
+
+use fermata_store::{
+    Channel, ChannelFilter, ChannelId, CreationKey, Repository, Slug, UserId, Version,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
@@ -25,6 +29,11 @@ pub(crate) fn routes() -> Router<HttpState> {
         .route("/api/v1/documents/{id}/archive", post(archive))
         .route("/api/v1/documents/{id}/restore", post(restore))
         .route("/api/v1/documents/{id}/children", get(children))
+        .route("/api/v1/documents/{id}/versions", get(versions))
+        .route(
+            "/api/v1/documents/{id}/versions/{version}/restore",
+            post(restore_version),
+        )
         .route("/api/v1/openapi.json", get(openapi))
 }
 
@@ -326,13 +335,16 @@ struct TextBody {
 
 async fn rewrite(
     State(state): State<HttpState>,
-    _caller: Authenticated,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     request: Request,
 ) -> Result<Json<DocumentBody>, ApiError> {
     let id = parse_id(&id)?;
     let body: TextBody = json_body(request).await?;
-    state.documents.rewrite(&id, body.text).await?;
+    state
+        .documents
+        .rewrite(&id, body.text, Some(caller.user.id))
+        .await?;
     Ok(Json(DocumentBody::from(&state.documents.read(&id).await?)))
 }
 
@@ -383,4 +395,87 @@ async fn children(
     let id = parse_id(&id)?;
     let children = state.documents.children(&id, query.archived).await?;
     Ok(Json(children.iter().map(ChannelView::from).collect()))
+}
+
+#[derive(Deserialize)]
+struct VersionsQuery {
+    limit: Option<usize>,
+}
+
+/// One editing session of a document's activity history.
+#[derive(Serialize)]
+struct VersionView {
+    number: i64,
+    /// The name of the member credited; absent for server and Planner edits.
+    author: Option<String>,
+    revision: i64,
+    source_hash: String,
+    started_at: String,
+    ended_at: String,
+    /// Shown only while it still describes the session's source.
+    summary: Option<String>,
+    /// The complete canonical text the session left.
+    text: String,
+}
+
+impl VersionView {
+    fn new(version: &Version, names: &HashMap<UserId, String>) -> Self {
+        VersionView {
+            number: version.number,
+            author: version.author.as_ref().and_then(|a| names.get(a).cloned()),
+            revision: version.revision,
+            source_hash: version.source_hash.clone(),
+            started_at: version.started_at.to_string(),
+            ended_at: version.ended_at.to_string(),
+            summary: version.current_summary().map(str::to_owned),
+            text: version.text.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct VersionsBody {
+    versions: Vec<VersionView>,
+}
+
+async fn versions(
+    State(state): State<HttpState>,
+    _caller: Authenticated,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<VersionsQuery>,
+) -> Result<Json<VersionsBody>, ApiError> {
+    let id = parse_id(&id)?;
+    let limit = query.limit.unwrap_or(20).clamp(1, 100);
+    let versions = state.documents.versions(&id, limit).await?;
+    let names: HashMap<UserId, String> = state
+        .accounts
+        .users()
+        .await?
+        .into_iter()
+        .map(|user| (user.id, user.name.to_string()))
+        .collect();
+    Ok(Json(VersionsBody {
+        versions: versions
+            .iter()
+            .map(|v| VersionView::new(v, &names))
+            .collect(),
+    }))
+}
+
+async fn restore_version(
+    State(state): State<HttpState>,
+    Authenticated(caller): Authenticated,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Json<DocumentBody>, ApiError> {
+    let id = parse_id(&id)?;
+    let number: i64 = version
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such version"))?;
+    state
+        .documents
+        .restore_version(&id, number, caller.user.id)
+        .await?;
+    Ok(Json(DocumentBody::from(&state.documents.read(&id).await?)))
 }

@@ -3,7 +3,8 @@
 //! `OWNER/NAME/SLUG`). The caller is authenticated before the upgrade, by the `token` query
 //! parameter (an API token or a session secret) or the session cookie; a cookie-authenticated
 //! upgrade must come from this server's own origin. After the upgrade this handler only shuttles
-//! binary messages between the socket and the document's room.
+//! binary messages between the socket and the document's room, as the authenticated member
+//! (whom activity history credits for the connection's edits).
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
@@ -11,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fermata_collab::{Outbound, RoomManager, close};
 use fermata_crypto::SecretToken;
-use fermata_store::{ChannelId, Repository, Slug};
+use fermata_store::{ChannelId, Repository, Slug, UserId};
 use serde::Deserialize;
 
 use crate::HttpState;
@@ -61,11 +62,11 @@ pub(crate) async fn sync(
             }
         }
     };
-    match authenticated {
-        Ok(Some(_)) => {}
+    let member = match authenticated {
+        Ok(Some(principal)) => principal.user.id,
         Ok(None) => return ApiError::unauthenticated().into_response(),
         Err(error) => return ApiError::from(error).into_response(),
-    }
+    };
     let id = match resolve(&state, &room).await {
         Ok(id) => id,
         Err(error) => return error.into_response(),
@@ -73,7 +74,7 @@ pub(crate) async fn sync(
     let rooms = state.documents.rooms().clone();
     upgrade
         .max_message_size(rooms.settings().max_message_bytes + FRAME_ALLOWANCE)
-        .on_upgrade(move |socket| serve(socket, rooms, id))
+        .on_upgrade(move |socket| serve(socket, rooms, id, member))
 }
 
 /// A room name: a document ID, or `OWNER/NAME/SLUG` (a canonical or former slug). A missing or
@@ -132,8 +133,8 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
-async fn serve(mut socket: WebSocket, rooms: RoomManager, id: ChannelId) {
-    let mut connection = match rooms.join(&id).await {
+async fn serve(mut socket: WebSocket, rooms: RoomManager, id: ChannelId, member: UserId) {
+    let mut connection = match rooms.join(&id, &member).await {
         Ok(connection) => connection,
         Err(refusal) => {
             close_with(&mut socket, refusal.code, refusal.reason).await;

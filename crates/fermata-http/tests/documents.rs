@@ -1,7 +1,7 @@
 //! The documents HTTP API, called through the router without a socket, on a real SQLite
 //! database: creation (browser and program style), slugs, reads, rewrites, archive, restore,
-//! delete, children, pages, refused input, writes without the writer lease, and the OpenAPI
-//! description.
+//! delete, children, pages, refused input, writes without the writer lease, activity history
+//! and restoring a session, and the OpenAPI description.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,6 +37,11 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/api/v1/documents/{id}/archive", &["post"]),
     ("/api/v1/documents/{id}/restore", &["post"]),
     ("/api/v1/documents/{id}/children", &["get"]),
+    ("/api/v1/documents/{id}/versions", &["get"]),
+    (
+        "/api/v1/documents/{id}/versions/{version}/restore",
+        &["post"],
+    ),
 ];
 
 struct App {
@@ -241,7 +246,7 @@ fn plausible_body(path: &str, method: &str) -> Option<Value> {
 }
 
 fn concrete(path: &str, id: &str) -> String {
-    let uri = path.replace("{id}", id);
+    let uri = path.replace("{id}", id).replace("{version}", "1");
     if uri.ends_with("/by-slug") {
         format!("{uri}?repository=acme/app&slug=plan")
     } else {
@@ -1434,4 +1439,145 @@ async fn a_malformed_parent_id_is_bad_input() {
         answer.body
     );
     assert!(app.listed("/api/v1/documents").await.is_empty());
+}
+
+/// Polls a document's history until it lists `count` sessions, and returns them.
+async fn sessions(app: &App, id: &str, count: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = app.get(&format!("/api/v1/documents/{id}/versions")).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        let versions = answer.json()["versions"].as_array().unwrap().clone();
+        if versions.len() == count {
+            return versions;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "history never listed {count} sessions: {versions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn history_lists_sessions_newest_first_and_restores_one_for_the_caller() {
+    let app = App::new().await;
+    let accounts = &app.state.accounts;
+    let (bob, _) = accounts
+        .add_user("bob", None, BTreeSet::new())
+        .await
+        .unwrap();
+    let (_, bob_token) = accounts.create_api_token(&bob, "tests").await.unwrap();
+    let as_bob = |method: &str, uri: &str, body: Option<Value>| {
+        let request = Request::builder().method(method).uri(uri).header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", bob_token.expose()),
+        );
+        match body {
+            Some(value) => request
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(value.to_string())),
+            None => request.body(Body::empty()),
+        }
+        .unwrap()
+    };
+    let id = id_of(&app.create("acme/app", "Plan").await);
+    let text = format!("/api/v1/documents/{id}/text");
+    // Opening a document's history before any edit lists nothing.
+    assert!(sessions(&app, &id, 0).await.is_empty());
+
+    app.call("PUT", &text, Some(json!({"text": "# One\n"})))
+        .await;
+    app.call("PUT", &text, Some(json!({"text": "# One, again\n"})))
+        .await;
+    sessions(&app, &id, 1).await;
+    let by_bob = app
+        .send(as_bob("PUT", &text, Some(json!({"text": "# Two\n"}))))
+        .await;
+    assert_eq!(by_bob.status, StatusCode::OK, "{}", by_bob.body);
+    let listed = sessions(&app, &id, 2).await;
+    assert_eq!(listed[0]["number"], 2);
+    assert_eq!(listed[0]["author"], "bob");
+    assert_eq!(listed[0]["text"], "# Two\n");
+    assert_eq!(listed[0]["source_hash"], sha256_hex("# Two\n"));
+    assert_eq!(listed[0]["revision"], by_bob.json()["revision"]);
+    assert!(listed[0]["summary"].is_null());
+    assert_eq!(listed[1]["number"], 1);
+    assert_eq!(listed[1]["author"], "ada");
+    assert_eq!(listed[1]["text"], "# One, again\n");
+    assert!(listed[1]["started_at"].as_str().unwrap() <= listed[1]["ended_at"].as_str().unwrap());
+    let newest = app
+        .get(&format!("/api/v1/documents/{id}/versions?limit=1"))
+        .await
+        .json();
+    assert_eq!(newest["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(newest["versions"][0]["number"], 2);
+
+    // Restoring session 1, as ada: the text comes back through the rewrite path, and history
+    // credits her with a new session.
+    let restored = app
+        .call(
+            "POST",
+            &format!("/api/v1/documents/{id}/versions/1/restore"),
+            None,
+        )
+        .await;
+    assert_eq!(restored.status, StatusCode::OK, "{}", restored.body);
+    assert_eq!(restored.json()["text"], "# One, again\n");
+    assert_eq!(app.document(&id).await.json()["text"], "# One, again\n");
+    let listed = sessions(&app, &id, 3).await;
+    assert_eq!(listed[0]["author"], "ada");
+    assert_eq!(listed[0]["text"], "# One, again\n");
+
+    for bad in ["99", "0", "-1", "one"] {
+        let answer = app
+            .call(
+                "POST",
+                &format!("/api/v1/documents/{id}/versions/{bad}/restore"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            answer.error(),
+            (StatusCode::NOT_FOUND, "not_found".to_owned()),
+            "{bad}"
+        );
+    }
+    let unknown = app
+        .get(&format!("/api/v1/documents/{UNKNOWN_ID}/versions"))
+        .await;
+    assert_eq!(
+        unknown.error(),
+        (StatusCode::NOT_FOUND, "not_found".to_owned())
+    );
+    let malformed = app
+        .get(&format!("/api/v1/documents/{id}/versions?limit=many"))
+        .await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+
+    // A browser session restores only with its CSRF token.
+    let login = app
+        .send(anonymous(
+            "POST",
+            "/api/v1/session",
+            Some(json!({"name": "ada", "password": PASSWORD})),
+        ))
+        .await;
+    let cookie = login
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("fermata_session="))
+        .map(|rest| rest.split(';').next().unwrap().to_owned())
+        .expect("a session cookie");
+    let restore = Request::post(format!("/api/v1/documents/{id}/versions/2/restore"))
+        .header(header::COOKIE, format!("fermata_session={cookie}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.send(restore).await.error(),
+        (StatusCode::FORBIDDEN, "csrf".to_owned())
+    );
+    assert_eq!(app.document(&id).await.json()["text"], "# One, again\n");
 }

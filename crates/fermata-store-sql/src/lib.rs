@@ -24,6 +24,9 @@ mod workflow;
 mod claim;
 mod jobs;
 mod research;
+// history and chat
+mod chat;
+mod history;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -105,6 +108,9 @@ struct Inner {
     // background jobs and research
     jobs_sql: jobs::Statements,
     research_sql: research::Statements,
+    // history and chat
+    history_sql: history::Statements,
+    chat_sql: chat::Statements,
 }
 
 impl SqlStorage {
@@ -146,6 +152,9 @@ impl SqlStorage {
                 // background jobs and research
                 jobs_sql: jobs::Statements::new(dialect),
                 research_sql: research::Statements::new(dialect),
+                // history and chat
+                history_sql: history::Statements::new(dialect),
+                chat_sql: chat::Statements::new(dialect),
             }),
         })
     }
@@ -305,6 +314,15 @@ impl Storage for SqlStorage {
     }
 
     fn research(&self) -> &dyn ResearchStore {
+        self
+    }
+
+    // history and chat
+    fn history(&self) -> &dyn fermata_store::HistoryStore {
+        self
+    }
+
+    fn chat(&self) -> &dyn fermata_store::ChatStore {
         self
     }
 }

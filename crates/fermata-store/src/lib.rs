@@ -24,6 +24,9 @@ pub mod workflow;
 pub mod claim;
 pub mod jobs;
 pub mod research;
+// history and chat
+pub mod chat;
+pub mod history;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -61,6 +64,11 @@ pub use jobs::{
 pub use research::{
     JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
 };
+// history and chat
+pub use chat::{
+    ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
+};
+pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -89,6 +97,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn jobs(&self) -> &dyn JobStore;
 
     fn research(&self) -> &dyn ResearchStore;
+
+    // history and chat
+    fn history(&self) -> &dyn HistoryStore;
+
+    fn chat(&self) -> &dyn ChatStore;
 }
 
 /// Options every adapter takes when it is opened.

@@ -163,6 +163,15 @@ impl Storage for ScratchStorage {
     fn research(&self) -> &dyn fermata_store::ResearchStore {
         &self.storage
     }
+
+    // history and chat
+    fn history(&self) -> &dyn fermata_store::HistoryStore {
+        &self.storage
+    }
+
+    fn chat(&self) -> &dyn fermata_store::ChatStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

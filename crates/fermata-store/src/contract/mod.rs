@@ -15,6 +15,9 @@ mod workflow;
 // background jobs and research
 mod jobs;
 mod research;
+// history and chat
+mod chat;
+mod history;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,6 +37,9 @@ pub use workflow::*;
 // background jobs and research
 pub use jobs::*;
 pub use research::*;
+// history and chat
+pub use chat::*;
+pub use history::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -164,7 +170,20 @@ macro_rules! contract_suite {
             a_published_child_cannot_be_deleted,
             research_writes_under_a_lost_lease_are_fenced,
             the_repository_listing_leaves_out_archived_parents_unless_asked,
-            research_requests_go_with_their_parent
+            research_requests_go_with_their_parent,
+            // history and chat
+            history_extends_an_authors_session_for_changes_under_ten_minutes_apart,
+            history_gives_authorless_changes_sessions_of_their_own,
+            history_lists_newest_first_within_a_bound_and_reads_one,
+            history_moves_only_forward_and_checks_its_values,
+            history_writes_under_a_lost_lease_are_fenced,
+            history_and_chat_rows_go_with_their_document,
+            chat_threads_are_replaced_whole_read_and_listed,
+            chat_session_state_is_one_row_per_document,
+            chat_writes_under_a_lost_lease_are_fenced_and_record_their_token,
+            chat_values_are_checked_at_the_boundary,
+            run_stages_are_bounded_per_stage_not_per_run,
+            removing_a_run_removes_only_its_stages,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

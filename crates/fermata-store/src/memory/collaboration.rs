@@ -539,6 +539,7 @@ impl CollaborationStore for MemoryStorage {
                 // background jobs and research
                 state.jobs.forget_channel(id);
                 state.research.forget_channel(id);
+                super::history::forget_channel(state, id);
                 Ok(())
             })
             .await

@@ -14,6 +14,9 @@ mod workflow;
 // background jobs and research
 mod jobs;
 mod research;
+// history and chat
+mod chat;
+mod history;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -63,6 +66,9 @@ struct State {
     // background jobs and research
     jobs: jobs::Jobs,
     research: research::Research,
+    // history and chat
+    history: history::Versions,
+    chat: chat::ChatTables,
 }
 
 impl MemoryStorage {
@@ -173,6 +179,15 @@ impl Storage for MemoryStorage {
     }
 
     fn research(&self) -> &dyn ResearchStore {
+        self
+    }
+
+    // history and chat
+    fn history(&self) -> &dyn crate::HistoryStore {
+        self
+    }
+
+    fn chat(&self) -> &dyn crate::ChatStore {
         self
     }
 }

@@ -20,6 +20,10 @@ mod session;
 mod tenure;
 mod user;
 mod workflow;
+// planner
+mod machine_choice;
+mod mcp_session;
+mod planner;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -96,6 +100,10 @@ struct Inner {
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
+    // planner
+    planner_sql: planner::Statements,
+    machine_choice_sql: machine_choice::Statements,
+    mcp_session_sql: mcp_session::Statements,
 }
 
 impl SqlStorage {
@@ -134,6 +142,10 @@ impl SqlStorage {
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
+                // planner
+                planner_sql: planner::Statements::new(dialect),
+                machine_choice_sql: machine_choice::Statements::new(dialect),
+                mcp_session_sql: mcp_session::Statements::new(dialect),
             }),
         })
     }
@@ -284,6 +296,19 @@ impl Storage for SqlStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // planner
+    fn planner(&self) -> &dyn fermata_store::PlannerStore {
+        self
+    }
+
+    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
+        self
+    }
+
+    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
         self
     }
 }

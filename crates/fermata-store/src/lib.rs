@@ -20,6 +20,10 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
+// planner
+pub mod machine_choice;
+pub mod mcp_session;
+pub mod planner;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -49,6 +53,15 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
+// planner
+pub use machine_choice::MachineChoiceStore;
+pub use mcp_session::{McpClient, McpSession, McpSessionId, McpSessionStore};
+pub use planner::{
+    AgentState, ChildConversation, ChoiceName, ClearedChild, DecisionAnswer, DeferredTurn,
+    DeferredTurnRetirement, DeferredTurnState, HeldSessions, HoldOwner, LinkHold, ModelChoice,
+    NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
+    PlannerStatus, PlannerStore,
+};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -72,6 +85,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn schema(&self) -> &dyn schema::SchemaStore;
 
     fn workflows(&self) -> &dyn WorkflowStore;
+
+    // planner
+    fn planner(&self) -> &dyn PlannerStore;
+
+    fn machine_choices(&self) -> &dyn MachineChoiceStore;
+
+    fn mcp_sessions(&self) -> &dyn McpSessionStore;
 }
 
 /// Options every adapter takes when it is opened.

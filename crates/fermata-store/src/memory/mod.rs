@@ -11,6 +11,8 @@ mod lease;
 mod schema;
 mod tenure;
 mod workflow;
+// planner
+mod planner;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,6 +57,8 @@ struct State {
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
     workflows: workflow::Workflows,
+    // planner
+    planner: planner::PlannerTables,
 }
 
 impl MemoryStorage {
@@ -156,6 +160,19 @@ impl Storage for MemoryStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    // planner
+    fn planner(&self) -> &dyn crate::PlannerStore {
+        self
+    }
+
+    fn machine_choices(&self) -> &dyn crate::MachineChoiceStore {
+        self
+    }
+
+    fn mcp_sessions(&self) -> &dyn crate::McpSessionStore {
         self
     }
 }

@@ -12,6 +12,8 @@ pub mod protocol;
 mod room;
 mod rooms;
 mod settings;
+// planner
+pub mod startup;
 
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;

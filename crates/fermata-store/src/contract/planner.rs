@@ -1009,6 +1009,22 @@ pub async fn a_delivered_decision_answer_never_runs_twice(harness: &dyn Harness)
             .collect::<Vec<_>>(),
         ["d1", "d2"]
     );
+    // A newer answer to a delivered decision is a new answer: it waits again.
+    assert!(
+        planner
+            .save_decision_answer(&world.fence, &doc, &key("d1"), 2)
+            .await
+            .unwrap()
+    );
+    let renewed = planner
+        .claim_decision_answers(&world.fence, &doc, &key("turn-3"))
+        .await
+        .unwrap();
+    let renewed: Vec<_> = renewed
+        .iter()
+        .map(|a| (a.decision.as_str(), a.generation))
+        .collect();
+    assert_eq!(renewed, [("d1", 2)]);
 }
 
 pub async fn people_choose_and_favor_their_own_or_shared_machines(harness: &dyn Harness) {

@@ -10,6 +10,7 @@ mod credentials;
 mod error;
 mod keyring_handle;
 mod machines;
+mod planner_credentials;
 mod revision;
 mod rotation;
 mod sessions;
@@ -37,6 +38,7 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
 pub const SESSION_SECRET_PREFIX: &str = "fmts_";
 pub const API_TOKEN_PREFIX: &str = "fmta_";
 pub const MACHINE_TOKEN_PREFIX: &str = "fmtm_";
+pub const PLANNER_CREDENTIAL_PREFIX: &str = "fmtp_";
 
 /// Settings of the account layer.
 #[derive(Debug, Clone, Copy)]

@@ -1,9 +1,7 @@
-//! Re-encrypting stored credentials under the current key, and the startup sweep of sessions.
+//! Re-encrypting stored credentials under the current key.
 
 use fermata_crypto::{Aad, Keyring, Purpose};
-use fermata_store::{
-    ErrorKind, Fence, Machine, MachineId, Session, SessionId, SessionSweep, StoreResult,
-};
+use fermata_store::{ErrorKind, Machine, MachineId, Session, SessionId, StoreResult};
 
 use crate::{AccountError, Accounts};
 
@@ -132,10 +130,5 @@ impl Accounts {
             }
         }
         Ok(pass)
-    }
-
-    /// Removes expired and metadata-only sessions, under the writer lease. Idempotent.
-    pub async fn startup_sweep(&self, fence: &Fence) -> Result<SessionSweep, AccountError> {
-        Ok(self.storage.sessions().sweep_sessions(fence).await?)
     }
 }

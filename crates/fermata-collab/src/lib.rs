@@ -17,6 +17,8 @@ mod settings;
 // background jobs and research
 pub mod descriptions;
 pub mod research;
+// planner
+pub mod startup;
 
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;

@@ -112,6 +112,15 @@ impl Storage for Wrapped {
     fn research(&self) -> &dyn fermata_store::ResearchStore {
         self.0.real.research()
     }
+    fn planner(&self) -> &dyn fermata_store::PlannerStore {
+        self.0.real.planner()
+    }
+    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
+        self.0.real.machine_choices()
+    }
+    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
+        self.0.real.mcp_sessions()
+    }
 }
 
 struct Rig {

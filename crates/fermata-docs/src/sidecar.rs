@@ -43,6 +43,13 @@
 //!   the comment is kept, marked detached, with no anchor; the old offsets stay in its
 //!   `legacyAnchor` field;
 //! - there were no `mcpResults` and no `lifecycle`; both start empty.
+//!
+//! # Delivery marks of an earlier release
+//!
+//! An earlier release marked a transcript entry that waited for a Planner with `deliveryState`
+//! and `deliveryFailure`. Nothing waits now: restoration drops both fields from every transcript
+//! entry (of either version), so the message shows as an ordinary posted one and the sidecar
+//! written back no longer carries them.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -357,6 +364,7 @@ pub(crate) fn convert(checked: Checked, doc: &SourceDoc) -> Result<Converted, Si
             }
         }
     }
+    drop_delivery_marks(&mut fields);
     fields.insert("version".to_owned(), Value::from(SIDECAR_VERSION));
     let sidecar = serde_json::from_value(Value::Object(fields)).map_err(SidecarError::Shape)?;
     Ok(Converted {
@@ -364,6 +372,19 @@ pub(crate) fn convert(checked: Checked, doc: &SourceDoc) -> Result<Converted, Si
         warnings,
         detached,
     })
+}
+
+/// The transcript fields an earlier release used to mark an entry waiting for a Planner.
+const DELIVERY_MARKS: [&str; 2] = ["deliveryState", "deliveryFailure"];
+
+fn drop_delivery_marks(fields: &mut Map<String, Value>) {
+    if let Some(Value::Array(transcript)) = fields.get_mut("transcript") {
+        for entry in transcript.iter_mut().filter_map(Value::as_object_mut) {
+            for mark in DELIVERY_MARKS {
+                entry.remove(mark);
+            }
+        }
+    }
 }
 
 /// Replaces a version 1 anchor by a sticky one; returns a warning when the comment had to be
@@ -511,6 +532,39 @@ fn malformed(field: impl Into<String>, problem: &'static str) -> SidecarError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restoring_drops_an_earlier_releases_delivery_marks() {
+        let doc = SourceDoc::new();
+        for version in [1, 2] {
+            let (sequence, revision) = if version == 1 {
+                ("docSeq", "planRev")
+            } else {
+                ("documentSequence", "planRevision")
+            };
+            let stored = json!({
+                "version": version, sequence: 1, revision: 1,
+                "transcript": [
+                    { "id": "m1", "text": "waited", "deliveryState": "waiting",
+                      "deliveryFailure": { "reason": "machine away" }, "author": "ana" },
+                    { "id": "m2", "text": "plain" },
+                    "free-form"
+                ]
+            });
+            let restored = restore(version, &stored.to_string(), &doc).unwrap();
+            assert_eq!(
+                Value::Array(restored.sidecar.transcript.clone()),
+                json!([
+                    { "id": "m1", "text": "waited", "author": "ana" },
+                    { "id": "m2", "text": "plain" },
+                    "free-form"
+                ]),
+                "version {version}"
+            );
+            let written = restored.sidecar.to_state().json;
+            assert!(!written.contains("deliveryState") && !written.contains("deliveryFailure"));
+        }
+    }
 
     fn v2_json() -> Value {
         json!({

@@ -27,6 +27,10 @@ mod research;
 // history and chat
 mod chat;
 mod history;
+// planner
+mod machine_choice;
+mod mcp_session;
+mod planner;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -111,6 +115,10 @@ struct Inner {
     // history and chat
     history_sql: history::Statements,
     chat_sql: chat::Statements,
+    // planner
+    planner_sql: planner::Statements,
+    machine_choice_sql: machine_choice::Statements,
+    mcp_session_sql: mcp_session::Statements,
 }
 
 impl SqlStorage {
@@ -155,6 +163,10 @@ impl SqlStorage {
                 // history and chat
                 history_sql: history::Statements::new(dialect),
                 chat_sql: chat::Statements::new(dialect),
+                // planner
+                planner_sql: planner::Statements::new(dialect),
+                machine_choice_sql: machine_choice::Statements::new(dialect),
+                mcp_session_sql: mcp_session::Statements::new(dialect),
             }),
         })
     }
@@ -323,6 +335,19 @@ impl Storage for SqlStorage {
     }
 
     fn chat(&self) -> &dyn fermata_store::ChatStore {
+        self
+    }
+
+    // planner
+    fn planner(&self) -> &dyn fermata_store::PlannerStore {
+        self
+    }
+
+    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
+        self
+    }
+
+    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
         self
     }
 }

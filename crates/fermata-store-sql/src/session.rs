@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use fermata_store::{
     Fence, NewSession, SecretHash, Session, SessionId, SessionLookup, SessionStore, SessionSweep,
-    StoreError, StoreResult, UserId,
+    StoreError, StoreResult, UnixMillis, UserId,
 };
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
@@ -243,23 +244,34 @@ impl SessionStore for SqlStorage {
         let sql = &self.inner.session_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
-        let expired = sqlx::query(&sql.delete_expired)
-            .bind(now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
-        let metadata_only = sqlx::query(&sql.delete_metadata_only)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let sweep = sweep_in(tx.conn(), sql, now, action).await?;
         tx.commit(action).await?;
-        Ok(SessionSweep {
-            expired,
-            metadata_only,
-        })
+        Ok(sweep)
     }
+}
+
+/// Removes expired (at `now`) and metadata-only sessions inside the caller's fenced transaction.
+pub(crate) async fn sweep_in(
+    conn: &mut AnyConnection,
+    sql: &Statements,
+    now: UnixMillis,
+    action: &str,
+) -> StoreResult<SessionSweep> {
+    let expired = sqlx::query(&sql.delete_expired)
+        .bind(now.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| map(e, action))?
+        .rows_affected();
+    let metadata_only = sqlx::query(&sql.delete_metadata_only)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| map(e, action))?
+        .rows_affected();
+    Ok(SessionSweep {
+        expired,
+        metadata_only,
+    })
 }
 
 fn password_changed() -> StoreError {

@@ -3,17 +3,40 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use fermata_store::contract::Harness;
-use fermata_store::{Storage, StoreOptions};
-use fermata_store_sql::testing::ScratchDatabase;
+use fermata_store::contract::{Harness, Opened};
+use fermata_store::{ChannelId, DeferredTurn, Storage, StoreOptions};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner};
 
-struct Sqlite;
+#[derive(Default)]
+struct Sqlite {
+    opened: Opened<ScratchStorage>,
+}
 
 #[async_trait]
 impl Harness for Sqlite {
     async fn open(&self, options: StoreOptions) -> Arc<dyn Storage> {
-        Arc::new(ScratchDatabase::sqlite().open(options).await)
+        self.opened
+            .keep(ScratchDatabase::sqlite().open(options).await)
+    }
+
+    async fn seed_deferred_turns(&self, store: &dyn Storage, turns: &[DeferredTurn]) {
+        planner::seed_deferred_turns(&self.opened.find(store).storage, turns).await;
+    }
+
+    async fn deferred_turns(&self, store: &dyn Storage) -> Vec<DeferredTurn> {
+        planner::deferred_turns(&self.opened.find(store).storage).await
+    }
+
+    async fn seed_reserved_context(
+        &self,
+        store: &dyn Storage,
+        channel: &ChannelId,
+        summary: &str,
+        cursor: i64,
+    ) {
+        planner::seed_reserved_context(&self.opened.find(store).storage, channel, summary, cursor)
+            .await;
     }
 }
 
-fermata_store::contract_suite!(Sqlite);
+fermata_store::contract_suite!(Sqlite::default());

@@ -27,6 +27,10 @@ pub mod research;
 // history and chat
 pub mod chat;
 pub mod history;
+// planner
+pub mod machine_choice;
+pub mod mcp_session;
+pub mod planner;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -69,6 +73,15 @@ pub use chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
 };
 pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
+// planner
+pub use machine_choice::MachineChoiceStore;
+pub use mcp_session::{McpClient, McpSession, McpSessionId, McpSessionStore};
+pub use planner::{
+    AgentState, ChildConversation, ChoiceName, ClearedChild, DecisionAnswer, DeferredTurn,
+    DeferredTurnRetirement, DeferredTurnState, HeldSessions, HoldOwner, LinkHold, ModelChoice,
+    NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
+    PlannerStatus, PlannerStore,
+};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -102,6 +115,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn history(&self) -> &dyn HistoryStore;
 
     fn chat(&self) -> &dyn ChatStore;
+
+    // planner
+    fn planner(&self) -> &dyn PlannerStore;
+
+    fn machine_choices(&self) -> &dyn MachineChoiceStore;
+
+    fn mcp_sessions(&self) -> &dyn McpSessionStore;
 }
 
 /// Options every adapter takes when it is opened.

@@ -123,7 +123,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
             &error,
         ));
     }
-    startup_cleanup(&accounts, &lease).await;
+    startup_cleanup(&store, &accounts, &lease).await;
     fence.set(Some(lease.fence()));
     readiness.set(Phase::Serving);
     tracing::info!(
@@ -231,18 +231,13 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     }
 }
 
-/// Under the new writer lease and before serving: removes expired and metadata-only sessions,
-/// and tells the operator how to create the first administrator when there is none. A failure
-/// here is logged and does not stop the server: the sweep runs again at the next start.
-async fn startup_cleanup(accounts: &Accounts, lease: &Lease) {
-    match accounts.startup_sweep(&lease.fence()).await {
-        Ok(sweep) => tracing::info!(
-            expired = sweep.expired,
-            metadata_only = sweep.metadata_only,
-            "removed sessions a restart cannot keep"
-        ),
-        Err(error) => tracing::warn!(error = %error, "could not sweep sessions at start"),
-    }
+/// Under the new writer lease and before any room opens: runs the startup sequence (sessions a
+/// restart cannot keep and Planner owners, child conversations, deferred turns; see
+/// [`fermata_collab::startup`]), and tells the operator how to create the first administrator
+/// when there is none. A failure here is logged and does not stop the server: the sequence runs
+/// again at the next start.
+async fn startup_cleanup(store: &dyn Storage, accounts: &Accounts, lease: &Lease) {
+    fermata_collab::startup::run(store, &lease.fence()).await;
     match accounts.has_system_admin().await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(

@@ -259,7 +259,9 @@ async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
     let mut first = target.serve(&[]);
     first.wait_ready().await;
     first
-        .wait_for_output("removed sessions a restart cannot keep expired=1 metadata_only=1")
+        .wait_for_output(
+            "startup reset under the writer lease expired_sessions=1 metadata_only_sessions=1",
+        )
         .await;
     assert!(
         !first.output().contains("no administrator yet"),
@@ -276,7 +278,9 @@ async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
     // The next start finds nothing more to remove.
     let mut second = target.serve(&[]);
     second
-        .wait_for_output("removed sessions a restart cannot keep expired=0 metadata_only=0")
+        .wait_for_output(
+            "startup reset under the writer lease expired_sessions=0 metadata_only_sessions=0",
+        )
         .await;
     second.terminate();
     assert_eq!(second.wait_exit().await.code(), Some(0));

@@ -16,6 +16,8 @@ use tempfile::TempDir;
 use crate::{Database, SqlStorage};
 
 pub mod bench;
+// planner
+pub mod planner;
 
 /// The variable the test command sets to the throwaway PostgreSQL server's admin URL.
 pub const POSTGRES_URL_VAR: &str = "FERMATA_TEST_POSTGRES_URL";
@@ -170,6 +172,19 @@ impl Storage for ScratchStorage {
     }
 
     fn chat(&self) -> &dyn fermata_store::ChatStore {
+        &self.storage
+    }
+
+    // planner
+    fn planner(&self) -> &dyn fermata_store::PlannerStore {
+        &self.storage
+    }
+
+    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
+        &self.storage
+    }
+
+    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
         &self.storage
     }
 }

@@ -18,6 +18,8 @@ mod research;
 // history and chat
 mod chat;
 mod history;
+// planner
+mod planner;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +28,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{Storage, StoreOptions};
+// planner
+use crate::{ChannelId, DeferredTurn};
 
 pub use accounts::*;
 pub use collaboration::*;
@@ -40,6 +44,8 @@ pub use research::*;
 // history and chat
 pub use chat::*;
 pub use history::*;
+// planner
+pub use planner::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -47,6 +53,24 @@ pub trait Harness: Send + Sync {
     /// A new, empty, migrated store opened with `options`, isolated from every other store this
     /// harness opened.
     async fn open(&self, options: StoreOptions) -> Arc<dyn Storage>;
+
+    // planner
+    /// Stores deferred turns in `store` (one this harness opened) as an earlier release left
+    /// them, with plain writes: this release's port never creates one.
+    async fn seed_deferred_turns(&self, store: &dyn Storage, turns: &[DeferredTurn]);
+
+    /// Every deferred turn in `store`, by ID.
+    async fn deferred_turns(&self, store: &dyn Storage) -> Vec<DeferredTurn>;
+
+    /// Sets a document's reserved summary and transcript cursor, which this release never
+    /// advances, creating its Planner state (no owner, unavailable, generation 0) if needed.
+    async fn seed_reserved_context(
+        &self,
+        store: &dyn Storage,
+        channel: &ChannelId,
+        summary: &str,
+        cursor: i64,
+    );
 }
 
 /// The longest any case waits for a condition before it fails.
@@ -184,6 +208,26 @@ macro_rules! contract_suite {
             chat_values_are_checked_at_the_boundary,
             run_stages_are_bounded_per_stage_not_per_run,
             removing_a_run_removes_only_its_stages,
+            // planner
+            a_planner_claim_raises_the_generation_and_only_its_holder_changes_it,
+            concurrent_planner_claims_let_exactly_one_win,
+            an_owner_whose_session_ends_is_cleared_and_the_generation_stays,
+            planner_writes_under_a_lost_lease_are_fenced,
+            link_holds_are_replaced_whole_under_their_fencing_token,
+            a_link_hold_goes_with_its_session_its_machine_or_its_document,
+            the_next_process_is_given_the_handover_window_once,
+            planner_credentials_keep_a_digest_until_they_expire,
+            planner_credentials_go_with_withdrawal_the_machine_and_the_document,
+            model_choices_are_replaced_whole_and_neither_removes_the_row,
+            mcp_sessions_are_touched_and_swept_when_idle,
+            a_newer_decision_answer_replaces_the_row_and_waits_again,
+            a_delivered_decision_answer_never_runs_twice,
+            people_choose_and_favor_their_own_or_shared_machines,
+            unsharing_removes_teammates_favorites_and_revoking_removes_all,
+            deleting_a_document_removes_its_planner_rows_and_machine_choices,
+            retiring_deferred_turns_closes_the_open_ones_once,
+            the_owner_reset_keeps_only_owners_whose_hold_names_a_kept_session,
+            child_sidecars_are_read_and_replaced_without_moving_a_counter
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 
-use super::MemoryStorage;
+use super::{MemoryStorage, State};
 use crate::api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
 use crate::error::{StoreError, StoreResult};
 use crate::lease::Fence;
@@ -68,7 +68,16 @@ impl UserStore for MemoryStorage {
         user.password_hash = password_hash.to_owned();
         user.updated_at = UnixMillis::now();
         let user = user.clone();
-        state.sessions.retain(|_, row| row.session.user != *id);
+        let ended: Vec<SessionId> = state
+            .sessions
+            .values()
+            .filter(|row| row.session.user == *id)
+            .map(|row| row.session.id.clone())
+            .collect();
+        for session in &ended {
+            state.sessions.remove(session);
+            state.planner.forget_session(session);
+        }
         Ok(user)
     }
 
@@ -201,7 +210,9 @@ impl SessionStore for MemoryStorage {
     }
 
     async fn delete_session(&self, id: &SessionId) -> StoreResult<bool> {
-        Ok(self.inner.state().sessions.remove(id).is_some())
+        let mut state = self.inner.state();
+        state.planner.forget_session(id);
+        Ok(state.sessions.remove(id).is_some())
     }
 
     async fn sessions_with_credentials(&self) -> StoreResult<Vec<Session>> {
@@ -219,23 +230,40 @@ impl SessionStore for MemoryStorage {
 
     async fn sweep_sessions(&self, fence: &Fence) -> StoreResult<SessionSweep> {
         self.inner
-            .fenced(fence, |state, now| {
-                let mut sweep = SessionSweep::default();
-                state.sessions.retain(|_, row| {
-                    if row.session.expires_at <= now {
-                        sweep.expired += 1;
-                        false
-                    } else if row.secret_hash.is_none() {
-                        sweep.metadata_only += 1;
-                        false
-                    } else {
-                        true
-                    }
-                });
-                Ok(sweep)
-            })
+            .fenced(fence, |state, now| Ok(sweep(state, now)))
             .await
     }
+}
+
+impl SessionRow {
+    /// Whether the startup reset keeps this session's Planner ownership: unexpired, not
+    /// metadata-only, with credentials.
+    pub(super) fn keeps_planner(&self, now: UnixMillis) -> bool {
+        self.session.expires_at > now
+            && self.secret_hash.is_some()
+            && self.session.credentials.is_some()
+    }
+}
+
+/// Removes expired and metadata-only sessions and what goes with them.
+pub(super) fn sweep(state: &mut State, now: UnixMillis) -> SessionSweep {
+    let mut sweep = SessionSweep::default();
+    let mut ended = Vec::new();
+    for row in state.sessions.values() {
+        if row.session.expires_at <= now {
+            sweep.expired += 1;
+        } else if row.secret_hash.is_none() {
+            sweep.metadata_only += 1;
+        } else {
+            continue;
+        }
+        ended.push(row.session.id.clone());
+    }
+    for session in &ended {
+        state.sessions.remove(session);
+        state.planner.forget_session(session);
+    }
+    sweep
 }
 
 #[async_trait]
@@ -442,6 +470,7 @@ impl MachineStore for MemoryStorage {
             return Err(StoreError::missing("no such machine of this owner"));
         }
         state.machines.remove(id);
+        state.planner.forget_machine(id);
         Ok(())
     }
 

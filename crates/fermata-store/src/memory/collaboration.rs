@@ -540,6 +540,7 @@ impl CollaborationStore for MemoryStorage {
                 state.jobs.forget_channel(id);
                 state.research.forget_channel(id);
                 super::history::forget_channel(state, id);
+                state.planner.forget_channel(id);
                 Ok(())
             })
             .await
@@ -602,4 +603,47 @@ fn events_after(docs: &Documents, id: &ChannelId, after: i64) -> Vec<Event> {
         .take_while(|((channel, _, _), _)| channel == id)
         .map(|(_, event)| event.clone())
         .collect()
+}
+
+// planner: what the Planner store reads and rewrites of the documents.
+impl Documents {
+    pub(super) fn exists(&self, id: &ChannelId) -> bool {
+        self.channels.contains_key(id)
+    }
+
+    /// Whether the document is a child; `None` when there is no such document.
+    pub(super) fn is_child(&self, id: &ChannelId) -> Option<bool> {
+        self.channels
+            .get(id)
+            .map(|channel| channel.parent.is_some())
+    }
+
+    /// Every child's ID with its state sidecar and its checkpoint's sidecar.
+    pub(super) fn child_sidecars(
+        &self,
+    ) -> Vec<(ChannelId, Option<SidecarState>, Option<SidecarState>)> {
+        self.channels
+            .values()
+            .filter(|channel| channel.parent.is_some())
+            .map(|channel| {
+                (
+                    channel.id.clone(),
+                    self.sidecars.get(&channel.id).cloned(),
+                    self.checkpoints
+                        .get(&channel.id)
+                        .and_then(|checkpoint| checkpoint.sidecar.clone()),
+                )
+            })
+            .collect()
+    }
+
+    pub(super) fn state_sidecar_mut(&mut self, id: &ChannelId) -> Option<&mut SidecarState> {
+        self.sidecars.get_mut(id)
+    }
+
+    pub(super) fn snapshot_sidecar_mut(&mut self, id: &ChannelId) -> Option<&mut SidecarState> {
+        self.checkpoints
+            .get_mut(id)
+            .and_then(|checkpoint| checkpoint.sidecar.as_mut())
+    }
 }

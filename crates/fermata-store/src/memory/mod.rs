@@ -17,6 +17,8 @@ mod research;
 // history and chat
 mod chat;
 mod history;
+// planner
+mod planner;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,6 +71,8 @@ struct State {
     // history and chat
     history: history::Versions,
     chat: chat::ChatTables,
+    // planner
+    planner: planner::PlannerTables,
 }
 
 impl MemoryStorage {
@@ -188,6 +192,19 @@ impl Storage for MemoryStorage {
     }
 
     fn chat(&self) -> &dyn crate::ChatStore {
+        self
+    }
+
+    // planner
+    fn planner(&self) -> &dyn crate::PlannerStore {
+        self
+    }
+
+    fn machine_choices(&self) -> &dyn crate::MachineChoiceStore {
+        self
+    }
+
+    fn mcp_sessions(&self) -> &dyn crate::McpSessionStore {
         self
     }
 }

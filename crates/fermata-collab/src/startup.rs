@@ -1,0 +1,151 @@
+//! The startup sequence, run under the writer lease before any room opens, in this order:
+//!
+//! 1. remove expired and metadata-only sessions and clear every Planner owner reference, except
+//!    that of a document whose link hold names the owning session, which the reset keeps (one
+//!    fenced transaction: [`fermata_store::PlannerStore::reset_owners`]);
+//! 2. clear child documents' conversations from both the state and the latest snapshot, and
+//!    reset their reserved summary and transcript cursor; a child whose decision records cite the
+//!    Chat is left unchanged and its ID logged ([`fermata_docs::clear_child_conversation`]);
+//! 3. close the deferred turns an earlier release left open.
+//!
+//! Every step is idempotent, so it runs at every start and a second run finds nothing to do. A
+//! step that fails is logged and the next one still runs; the next start tries again. The counts
+//! are logged once, in one report.
+
+use fermata_docs::{ChildClearing, clear_child_conversation};
+use fermata_store::{
+    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, Fence, OwnerReset,
+    SidecarState, Storage, StoreResult,
+};
+
+/// What the startup sequence did; a step that failed is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartupReport {
+    pub owners: Option<OwnerReset>,
+    pub children: Option<ChildrenCleared>,
+    pub deferred_turns: Option<DeferredTurnRetirement>,
+}
+
+/// What clearing children's conversations did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildrenCleared {
+    /// Children whose sidecars or reserved context were rewritten.
+    pub cleared: u64,
+    /// Children left unchanged because a decision record cites the Chat.
+    pub citing_chat: Vec<ChannelId>,
+    /// Children left unchanged because a sidecar could not be read.
+    pub unreadable: Vec<ChannelId>,
+}
+
+/// Runs the startup sequence under `fence` and logs its report.
+pub async fn run(storage: &dyn Storage, fence: &Fence) -> StartupReport {
+    let owners = storage
+        .planner()
+        .reset_owners(fence)
+        .await
+        .inspect_err(|error| tracing::warn!(%error, "could not reset Planner owners at start"))
+        .ok();
+    let children = clear_children(storage, fence)
+        .await
+        .inspect_err(|error| {
+            tracing::warn!(%error, "could not clear child conversations at start");
+        })
+        .ok();
+    let deferred_turns = storage
+        .planner()
+        .retire_deferred_turns(fence)
+        .await
+        .inspect_err(|error| tracing::warn!(%error, "could not retire deferred Planner turns"))
+        .ok();
+    let report = StartupReport {
+        owners,
+        children,
+        deferred_turns,
+    };
+    log(&report);
+    report
+}
+
+fn log(report: &StartupReport) {
+    let owners = report.owners.unwrap_or_default();
+    let children = report.children.clone().unwrap_or_default();
+    let turns = report.deferred_turns.unwrap_or_default();
+    tracing::info!(
+        expired_sessions = owners.sessions.expired,
+        metadata_only_sessions = owners.sessions.metadata_only,
+        planner_owners_cleared = owners.owners_cleared,
+        planner_owners_kept = owners.owners_kept,
+        child_conversations_cleared = children.cleared,
+        children_citing_chat = children.citing_chat.len(),
+        deferred_turns_cancelled = turns.cancelled,
+        deferred_turns_interrupted = turns.interrupted,
+        "startup reset under the writer lease"
+    );
+}
+
+async fn clear_children(storage: &dyn Storage, fence: &Fence) -> StoreResult<ChildrenCleared> {
+    let planner = storage.planner();
+    let mut report = ChildrenCleared::default();
+    for child in planner.child_conversations().await? {
+        match plan(&child) {
+            Plan::Unchanged => {}
+            Plan::CitesChat => {
+                tracing::warn!(
+                    document = %child.channel,
+                    "a child document's decisions cite its Chat: its conversation is kept"
+                );
+                report.citing_chat.push(child.channel);
+            }
+            Plan::Unreadable(problem) => {
+                tracing::warn!(
+                    document = %child.channel,
+                    %problem,
+                    "a child document's sidecar does not read: its conversation is kept"
+                );
+                report.unreadable.push(child.channel);
+            }
+            Plan::Rewrite(cleared) => {
+                planner.replace_child_sidecars(fence, &cleared).await?;
+                report.cleared += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+enum Plan {
+    Unchanged,
+    CitesChat,
+    Unreadable(String),
+    Rewrite(ClearedChild),
+}
+
+/// What to do with one child: both sidecars are judged before either is written.
+fn plan(child: &ChildConversation) -> Plan {
+    let judge = |sidecar: &Option<SidecarState>| {
+        sidecar
+            .as_ref()
+            .map_or(Ok(ChildClearing::Nothing), clear_child_conversation)
+    };
+    let (state, snapshot) = match (judge(&child.state), judge(&child.snapshot)) {
+        (Ok(state), Ok(snapshot)) => (state, snapshot),
+        (Err(error), _) | (_, Err(error)) => return Plan::Unreadable(error.to_string()),
+    };
+    if state == ChildClearing::CitesChat || snapshot == ChildClearing::CitesChat {
+        return Plan::CitesChat;
+    }
+    let cleared = |clearing| match clearing {
+        ChildClearing::Cleared(sidecar) => Some(sidecar),
+        ChildClearing::Nothing | ChildClearing::CitesChat => None,
+    };
+    let rewrite = ClearedChild {
+        channel: child.channel.clone(),
+        state: cleared(state),
+        snapshot: cleared(snapshot),
+    };
+    if rewrite.state.is_none() && rewrite.snapshot.is_none() && !child.has_reserved_context {
+        Plan::Unchanged
+    } else {
+        Plan::Rewrite(rewrite)
+    }
+}

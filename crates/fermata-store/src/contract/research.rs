@@ -506,15 +506,7 @@ pub async fn the_repository_listing_leaves_out_archived_parents_unless_asked(
 pub async fn research_requests_go_with_their_parent(harness: &dyn Harness) {
     let rig = Rig::open(harness).await;
     rig.with_answer_job("req").await;
-    let collaboration = rig.store.collaboration();
-    collaboration
-        .archive(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
-    collaboration
-        .delete_archived(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
+    rig.delete_the_document().await;
     let research = rig.store.research();
     assert!(
         research

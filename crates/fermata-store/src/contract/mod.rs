@@ -164,7 +164,8 @@ macro_rules! contract_suite {
             a_published_child_cannot_be_deleted,
             research_writes_under_a_lost_lease_are_fenced,
             the_repository_listing_leaves_out_archived_parents_unless_asked,
-            research_requests_go_with_their_parent
+            research_requests_go_with_their_parent,
+            racing_publications_create_one_child
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

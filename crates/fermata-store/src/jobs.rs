@@ -223,8 +223,8 @@ pub struct ClaimedJob {
 pub enum Settlement {
     /// Completed with an artifact (JSON text).
     Complete { artifact: String },
-    /// The attempt failed; the job is queued again `after` from now, or fails for good when
-    /// `retry_after` is `None`.
+    /// The attempt failed; the job is queued again `retry_after` from now, or fails for good
+    /// when it is `None`.
     Fail {
         failure: JobFailure,
         retry_after: Option<Duration>,

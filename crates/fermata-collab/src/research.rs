@@ -205,3 +205,36 @@ impl Research {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_marked_answers_with_a_title_and_bounded_mdx_publish() {
+        let answer = answer_of(
+            r##"{"artifact":"research-answer@1","title":"Why","mdx":"# Why\n"}"##,
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            (answer.title.as_str(), answer.mdx.as_str()),
+            ("Why", "# Why\n")
+        );
+        for refused in [
+            r##"{"title":"Why","mdx":"# Why\n"}"##,
+            r##"{"artifact":"research-answer@2","title":"Why","mdx":"x"}"##,
+            r##"{"artifact":"research-answer@1","title":"","mdx":"x"}"##,
+            r##"{"artifact":"research-answer@1","title":"a\u0007b","mdx":"x"}"##,
+            r##"{"artifact":"research-answer@1","title":"Why"}"##,
+            r##"{"artifact":"research-answer@1","title":"Why","mdx":"too long for the limit"}"##,
+            "not json",
+        ] {
+            assert_eq!(
+                answer_of(refused, 10).unwrap_err().kind(),
+                fermata_store::ErrorKind::Invalid,
+                "{refused}"
+            );
+        }
+    }
+}

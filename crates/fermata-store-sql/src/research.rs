@@ -321,7 +321,7 @@ impl ResearchStore for SqlStorage {
                 tx.conn(),
                 &PublishedChannel {
                     repository: parent.repository.clone(),
-                    key: child_key(&parent.id, &request.key),
+                    key: child_key(&parent.id, &request.key)?,
                     title: publication.title.clone(),
                     parent: Some(parent.id.clone()),
                     checkpoint: publication.checkpoint.clone(),

@@ -174,7 +174,7 @@ async fn answered_request(store: &SqlStorage, fence: &Fence) -> (Channel, JobId)
 async fn neither_half(store: &SqlStorage, parent: &Channel) {
     let child = ChannelId::for_creation_key(
         &parent.repository,
-        &fermata_store::research::child_key(&parent.id, &RequestKey::new(KEY).unwrap()),
+        &fermata_store::research::child_key(&parent.id, &RequestKey::new(KEY).unwrap()).unwrap(),
     );
     assert!(
         store

@@ -39,12 +39,6 @@ impl JobId {
     pub fn derived(parts: &[&str]) -> Self {
         JobId(uuid::Uuid::new_v5(&JOB_NAMESPACE, parts.join("\u{0}").as_bytes()).to_string())
     }
-
-    pub fn parse(text: &str) -> StoreResult<Self> {
-        uuid::Uuid::parse_str(text)
-            .map(|id| JobId(id.to_string()))
-            .map_err(|_| StoreError::invalid("a job ID is a UUID"))
-    }
 }
 
 const JOB_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x0b5c_2f2e_77d1_4f0a_9c39_5e8a_41d6_b1c3);
@@ -107,16 +101,6 @@ impl JobState {
         )
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
     pub fn parse(text: &str) -> Option<Self> {
         Some(match text {
             "queued" => JobState::Queued,
@@ -129,8 +113,8 @@ impl JobState {
     }
 }
 
-/// Why a job's attempt failed: a fixed code with a fixed message, so no driver text, model
-/// output or secret can be stored as a failure.
+/// Why a job's attempt failed: a fixed code, so no driver text, model output or secret can be
+/// stored as a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobFailure {
     /// The generator (a model or another service) failed or refused.
@@ -165,16 +149,6 @@ impl JobFailure {
             "storage_unavailable" => JobFailure::StorageUnavailable,
             _ => return None,
         })
-    }
-
-    pub fn message(self) -> &'static str {
-        match self {
-            JobFailure::GeneratorFailed => "The generator failed.",
-            JobFailure::TimedOut => "The attempt ran out of time.",
-            JobFailure::InvalidArtifact => "The attempt produced an unusable result.",
-            JobFailure::InvalidInput => "The job's input could not be used.",
-            JobFailure::StorageUnavailable => "Storage was unavailable.",
-        }
     }
 }
 
@@ -249,8 +223,8 @@ pub struct ClaimedJob {
 pub enum Settlement {
     /// Completed with an artifact (JSON text).
     Complete { artifact: String },
-    /// The attempt failed; the job is queued again `after` from now, or fails for good when
-    /// `retry_after` is `None`.
+    /// The attempt failed; the job is queued again `retry_after` from now, or fails for good
+    /// when it is `None`.
     Fail {
         failure: JobFailure,
         retry_after: Option<Duration>,

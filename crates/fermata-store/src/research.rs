@@ -54,9 +54,8 @@ impl fmt::Display for RequestKey {
 
 /// The creation key of the child a request publishes, so its ID is
 /// `ChannelId::for_creation_key(parent's repository, child_key(..))` and a repeat finds it.
-pub fn child_key(parent: &ChannelId, key: &RequestKey) -> CreationKey {
+pub fn child_key(parent: &ChannelId, key: &RequestKey) -> StoreResult<CreationKey> {
     CreationKey::new(format!("research:{parent}:{key}"))
-        .unwrap_or_else(|_| unreachable!("a UUID and a request key always make a creation key"))
 }
 
 /// A research request to stage.

@@ -110,6 +110,19 @@ impl Rig {
         self.store.leases().release(&held).await.unwrap();
     }
 
+    /// Archives and deletes the rig's document.
+    pub(super) async fn delete_the_document(&self) {
+        let collaboration = self.store.collaboration();
+        collaboration
+            .archive(&self.fence, &self.doc.id)
+            .await
+            .unwrap();
+        collaboration
+            .delete_archived(&self.fence, &self.doc.id)
+            .await
+            .unwrap();
+    }
+
     /// The document's children, archived ones included.
     pub(super) async fn children(&self) -> Vec<Channel> {
         self.store
@@ -527,15 +540,7 @@ pub async fn every_job_change_raises_the_documents_job_revision(harness: &dyn Ha
 pub async fn jobs_go_with_their_document(harness: &dyn Harness) {
     let rig = Rig::open(harness).await;
     let job = rig.enqueue(&rig.doc, &summary()).await;
-    let collaboration = rig.store.collaboration();
-    collaboration
-        .archive(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
-    collaboration
-        .delete_archived(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
+    rig.delete_the_document().await;
     assert!(rig.store.jobs().job(&job.id).await.unwrap().is_none());
     assert!(
         rig.store

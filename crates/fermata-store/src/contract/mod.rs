@@ -227,7 +227,8 @@ macro_rules! contract_suite {
             deleting_a_document_removes_its_planner_rows_and_machine_choices,
             retiring_deferred_turns_closes_the_open_ones_once,
             the_owner_reset_keeps_only_owners_whose_hold_names_a_kept_session,
-            child_sidecars_are_read_and_replaced_without_moving_a_counter
+            child_sidecars_are_read_and_replaced_without_moving_a_counter,
+            racing_publications_create_one_child
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -328,8 +328,10 @@ pub async fn publication_creates_one_initialized_child_and_repeats_return_it(
         .publish(&rig.fence, &rig.publication(&request))
         .await
         .unwrap();
-    let expected =
-        ChannelId::for_creation_key(&rig.doc.repository, &child_key(&rig.doc.id, &request.key));
+    let expected = ChannelId::for_creation_key(
+        &rig.doc.repository,
+        &child_key(&rig.doc.id, &request.key).unwrap(),
+    );
     assert_eq!(child.id, expected);
     assert_eq!(child.parent.as_ref(), Some(&rig.doc.id));
     assert_eq!(child.repository, rig.doc.repository);
@@ -506,15 +508,7 @@ pub async fn the_repository_listing_leaves_out_archived_parents_unless_asked(
 pub async fn research_requests_go_with_their_parent(harness: &dyn Harness) {
     let rig = Rig::open(harness).await;
     rig.with_answer_job("req").await;
-    let collaboration = rig.store.collaboration();
-    collaboration
-        .archive(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
-    collaboration
-        .delete_archived(&rig.fence, &rig.doc.id)
-        .await
-        .unwrap();
+    rig.delete_the_document().await;
     let research = rig.store.research();
     assert!(
         research
@@ -532,4 +526,34 @@ pub async fn research_requests_go_with_their_parent(harness: &dyn Harness) {
             .unwrap()
             .is_empty()
     );
+}
+
+pub async fn racing_publications_create_one_child(harness: &dyn Harness) {
+    let rig = Rig::open(harness).await;
+    let request = rig.answered("req").await;
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let store = std::sync::Arc::clone(&rig.store);
+        let fence = rig.fence.clone();
+        let publication = rig.publication(&request);
+        let start = std::sync::Arc::clone(&start);
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            store
+                .research()
+                .publish(&fence, &publication)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut children = Vec::new();
+    for task in tasks {
+        children.push(task.await.unwrap());
+    }
+    assert!(
+        children.windows(2).all(|pair| pair[0] == pair[1]),
+        "{children:?}"
+    );
+    assert_eq!(rig.children().await, vec![children[0].clone()]);
 }

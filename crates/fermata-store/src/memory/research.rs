@@ -218,7 +218,7 @@ impl ResearchStore for MemoryStorage {
                 let child = state.documents.publish(
                     &PublishedChannel {
                         repository: parent.repository.clone(),
-                        key: child_key(&parent.id, &request.key),
+                        key: child_key(&parent.id, &request.key)?,
                         title: publication.title.clone(),
                         parent: Some(parent.id.clone()),
                         checkpoint: publication.checkpoint.clone(),

@@ -157,7 +157,7 @@ impl Room {
             Arc::clone(&storage),
             fence.clone(),
             id.clone(),
-            doc.doc.source_hash(),
+            doc.doc.text(),
         );
         Ok(Room {
             history,
@@ -622,7 +622,7 @@ impl Room {
         match load(&*self.storage, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
-                self.history.reset(self.doc.doc.source_hash());
+                self.history.reset(self.doc.doc.text());
                 self.size_estimate = self.doc.doc.state_size();
                 if let Ok(missing) = self.doc.doc.diff_since(&self.published)
                     && !fermata_docs::is_empty_update(&missing)

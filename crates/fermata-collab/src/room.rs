@@ -471,10 +471,12 @@ impl Room {
             }
             return self.reload_with(&[]).await;
         }
-        // The batch is credited to the member whose update came last in it.
+        // The batch is credited to the member whose update came last in it (of the connections
+        // still here: one refused after its update was accepted is gone from `conns`).
         let author = accepted
-            .last()
-            .and_then(|(conn, _)| self.conns.get(conn))
+            .iter()
+            .rev()
+            .find_map(|(conn, _)| self.conns.get(conn))
             .map(|c| c.member.clone());
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {

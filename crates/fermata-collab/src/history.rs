@@ -17,67 +17,100 @@ use tokio::sync::mpsc;
 
 use crate::fence::WriterFence;
 
-/// How many acknowledged changes wait for their history write before new ones are dropped.
-const QUEUE: usize = 256;
+/// How many entries wait for the recording task before new ones are dropped. Each holds a
+/// complete text, so the queue is short: it only fills while the history store is stalled.
+const QUEUE: usize = 32;
 
-/// A room's recorder: the sending end of its history queue. The recording task ends once the
-/// room (and so this) is gone and the queue is drained.
+/// What a room hands its recorder.
+#[derive(Debug)]
+enum Entry {
+    /// The document's text as the room (re)loaded it: the baseline later changes are compared
+    /// with. A commit that landed although its answer was lost is not recorded.
+    Baseline(String),
+    /// The text an acknowledged commit left.
+    Change {
+        text: String,
+        revision: i64,
+        author: Option<UserId>,
+        at: UnixMillis,
+    },
+}
+
+/// A room's recorder: the sending end of its history queue. The recording task hashes each text
+/// (off the room's task), skips a text equal to the previous one, and ends once the room (and so
+/// this) is gone and the queue is drained.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     channel: ChannelId,
-    queue: mpsc::Sender<Change>,
-    /// The source hash of the text last handed over (or loaded), to record only real changes.
-    recorded_hash: String,
+    queue: mpsc::Sender<Entry>,
 }
 
 impl Recorder {
-    /// Starts the recording task of one document's room, whose text now has `source_hash`.
+    /// Starts the recording task of one document's room, whose text is now `text`.
     pub(crate) fn start(
         storage: Arc<dyn Storage>,
         fence: WriterFence,
         channel: ChannelId,
-        source_hash: String,
+        text: String,
     ) -> Recorder {
-        let (queue, mut changes) = mpsc::channel::<Change>(QUEUE);
+        let (queue, mut entries) = mpsc::channel::<Entry>(QUEUE);
+        let document = channel.clone();
         tokio::spawn(async move {
-            while let Some(change) = changes.recv().await {
-                record(&*storage, &fence, &change).await;
+            let mut last_hash = None;
+            while let Some(entry) = entries.recv().await {
+                match entry {
+                    Entry::Baseline(text) => last_hash = Some(fermata_docs::source_hash(&text)),
+                    Entry::Change {
+                        text,
+                        revision,
+                        author,
+                        at,
+                    } => {
+                        let source_hash = fermata_docs::source_hash(&text);
+                        if last_hash.as_ref() == Some(&source_hash) {
+                            continue;
+                        }
+                        last_hash = Some(source_hash.clone());
+                        let change = Change {
+                            channel: document.clone(),
+                            author,
+                            text,
+                            revision,
+                            source_hash,
+                            at,
+                        };
+                        record(&*storage, &fence, &change).await;
+                    }
+                }
             }
         });
-        Recorder {
-            channel,
-            queue,
-            recorded_hash: source_hash,
-        }
+        let recorder = Recorder { channel, queue };
+        recorder.submit(Entry::Baseline(text));
+        recorder
     }
 
-    /// The room reloaded its document: its text is the baseline from now on. A commit that landed
-    /// although its answer was lost is not recorded.
-    pub(crate) fn reset(&mut self, source_hash: String) {
-        self.recorded_hash = source_hash;
+    /// The room reloaded its document: its text is the baseline from now on.
+    pub(crate) fn reset(&self, text: String) {
+        self.submit(Entry::Baseline(text));
     }
 
-    /// Hands over the text an acknowledged commit left, when it differs from the last one.
-    pub(crate) fn changed(&mut self, text: String, revision: i64, author: Option<UserId>) {
-        let source_hash = fermata_docs::source_hash(&text);
-        if source_hash == self.recorded_hash {
-            return;
-        }
-        self.recorded_hash.clone_from(&source_hash);
-        let change = Change {
-            channel: self.channel.clone(),
-            author,
+    /// Hands over the text an acknowledged commit left; it is recorded when it differs from the
+    /// previous one.
+    pub(crate) fn changed(&self, text: String, revision: i64, author: Option<UserId>) {
+        self.submit(Entry::Change {
             text,
             revision,
-            source_hash,
+            author,
             at: UnixMillis::now(),
-        };
-        if self.queue.try_send(change).is_err() {
-            tracing::warn!(document = %self.channel, revision, "history missed a change: its queue is full");
+        });
+    }
+
+    fn submit(&self, entry: Entry) {
+        if self.queue.try_send(entry).is_err() {
+            tracing::warn!(document = %self.channel, "history missed a change: its queue is full");
         }
     }
 }
-
 async fn record(storage: &dyn Storage, fence: &WriterFence, change: &Change) {
     let result = match fence.current() {
         Ok(fence) => storage.history().record(&fence, change).await,

@@ -157,7 +157,7 @@ impl Room {
             Arc::clone(&storage),
             fence.clone(),
             id.clone(),
-            doc.doc.source_hash(),
+            doc.doc.text(),
         );
         Ok(Room {
             history,
@@ -471,10 +471,12 @@ impl Room {
             }
             return self.reload_with(&[]).await;
         }
-        // The batch is credited to the member whose update came last in it.
+        // The batch is credited to the member whose update came last in it (of the connections
+        // still here: one refused after its update was accepted is gone from `conns`).
         let author = accepted
-            .last()
-            .and_then(|(conn, _)| self.conns.get(conn))
+            .iter()
+            .rev()
+            .find_map(|(conn, _)| self.conns.get(conn))
             .map(|c| c.member.clone());
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {
@@ -622,7 +624,7 @@ impl Room {
         match load(&*self.storage, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
-                self.history.reset(self.doc.doc.source_hash());
+                self.history.reset(self.doc.doc.text());
                 self.size_estimate = self.doc.doc.state_size();
                 if let Ok(missing) = self.doc.doc.diff_since(&self.published)
                     && !fermata_docs::is_empty_update(&missing)

@@ -133,6 +133,10 @@ struct Rig {
 
 impl Rig {
     async fn open(mode: Mode) -> Rig {
+        Rig::with_settings(mode, CollabSettings::default()).await
+    }
+
+    async fn with_settings(mode: Mode, settings: CollabSettings) -> Rig {
         let real = Arc::new(
             ScratchDatabase::sqlite()
                 .open(StoreOptions::default())
@@ -171,11 +175,7 @@ impl Rig {
         let writer = WriterFence::default();
         writer.set(Some(fence.clone()));
         let shared: Arc<dyn Storage> = store.clone();
-        let rooms = RoomManager::new(
-            Arc::clone(&shared),
-            writer.clone(),
-            CollabSettings::default(),
-        );
+        let rooms = RoomManager::new(Arc::clone(&shared), writer.clone(), settings);
         let documents = Documents::new(shared, writer, rooms.clone());
         Rig {
             store,
@@ -330,6 +330,37 @@ async fn browser_edits_are_credited_to_their_member_and_recorded_only_after_ackn
     assert_eq!(versions[0].author, Some(user("bob")));
     assert_eq!(versions[0].text, "Hello world!");
     assert_eq!(versions[1].author, Some(user("ann")));
+}
+
+#[tokio::test]
+async fn a_batch_mixing_members_is_credited_to_the_member_whose_update_came_last() {
+    // A wide batch window, so both members' updates go into one commit.
+    let settings = CollabSettings {
+        batch_window: Duration::from_millis(500),
+        ..CollabSettings::default()
+    };
+    let rig = Rig::with_settings(Mode::Gated, settings).await;
+    let mut ann = Client::join(&rig, "ann").await;
+    let mut bob = Client::join(&rig, "bob").await;
+    ann.type_text("ann ").await;
+    bob.type_text("bob ").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let (text, revision) = loop {
+        let stored = rig.stored().await;
+        if stored.0.len() == 8 {
+            break stored;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never saved: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(revision, 1, "the two updates were not one commit");
+    let versions = rig.history_reaches(1, revision).await;
+    assert_eq!(versions[0].author, Some(user("bob")));
+    assert_eq!(versions[0].text, text);
+    ann.sees(&text).await;
 }
 
 #[tokio::test]

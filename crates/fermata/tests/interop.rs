@@ -1,7 +1,8 @@
 //! Interoperability with the real npm clients (`yjs` + `y-websocket` under Node.js) through
 //! `fermata serve`, on SQLite and PostgreSQL: concurrent editing converges, a late client gets the
 //! whole document, acknowledged updates survive a restart and `kill -9`, abusive clients are
-//! refused while the room keeps serving, and a server that lost its lease acknowledges nothing.
+//! refused while the room keeps serving, a server that lost its lease acknowledges nothing, and
+//! a client's edits reach activity history credited to the user it connected as.
 
 mod support;
 
@@ -334,6 +335,50 @@ async fn a_server_that_lost_its_lease_acknowledges_nothing(target: Target) {
     drop(new);
 }
 
+async fn a_clients_edits_reach_history_credited_to_its_user(target: Target) {
+    let token = token(&target);
+    let session = start(&target, &token, "History").await;
+    let (ok, out) = node(
+        "client.mjs",
+        &client_args(
+            session.address,
+            &session.document,
+            &token,
+            &["--insert", "first\n", "--insert", "second\n"],
+        ),
+    );
+    assert!(ok, "{out}");
+    // Recorded after acknowledgement, on its own task: poll for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let versions = loop {
+        let answer = request(
+            session.address,
+            "GET",
+            &format!("/api/v1/documents/{}/versions", session.document),
+            &[("Authorization", &format!("Bearer {token}"))],
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let versions = answer.json()["versions"].clone();
+        if versions[0]["text"] == "first\nsecond\n" {
+            break versions;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "history never caught up: {versions}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // Both edits are one session of the same user, less than ten minutes apart.
+    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    assert_eq!(versions[0]["author"], "ada");
+    assert_eq!(
+        json!(text_of(session.address, &token, &session.document)),
+        versions[0]["text"]
+    );
+    drop(session);
+}
+
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -360,4 +405,5 @@ on_both!(
     acknowledged_updates_survive_a_restart_and_a_kill,
     abusive_clients_are_refused_and_the_room_keeps_serving,
     a_server_that_lost_its_lease_acknowledges_nothing,
+    a_clients_edits_reach_history_credited_to_its_user,
 );

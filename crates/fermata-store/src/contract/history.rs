@@ -292,7 +292,7 @@ pub async fn history_and_chat_rows_go_with_their_document(harness: &dyn Harness)
                 order: 0,
                 status: "running".to_owned(),
                 name: "Plan".to_owned(),
-                kind: "agent".to_owned(),
+                kind: "review".to_owned(),
                 parents: Vec::new(),
                 started_at: Some(1),
                 ended_at: None,

@@ -13,6 +13,8 @@ mod error;
 mod fence;
 mod lease;
 mod machine;
+// images
+mod media;
 pub mod migrations;
 mod row;
 mod schema;
@@ -96,6 +98,8 @@ struct Inner {
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
+    // images
+    media_sql: media::Statements,
 }
 
 impl SqlStorage {
@@ -134,6 +138,7 @@ impl SqlStorage {
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
+                media_sql: media::Statements::new(dialect),
             }),
         })
     }
@@ -284,6 +289,14 @@ impl Storage for SqlStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    fn images(&self) -> &dyn fermata_store::ImageStore {
+        self
+    }
+
+    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
         self
     }
 }

@@ -20,6 +20,9 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
+// images
+pub mod attachments;
+pub mod images;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -49,6 +52,12 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
+// images
+pub use attachments::{
+    AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
+    NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,
+};
+pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -72,6 +81,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn schema(&self) -> &dyn schema::SchemaStore;
 
     fn workflows(&self) -> &dyn WorkflowStore;
+
+    /// A document's images (`plan_images`).
+    fn images(&self) -> &dyn ImageStore;
+
+    /// Files sent with Chat messages (`chat_attachments`).
+    fn attachments(&self) -> &dyn AttachmentStore;
 }
 
 /// Options every adapter takes when it is opened.

@@ -154,6 +154,14 @@ impl Storage for ScratchStorage {
     fn workflows(&self) -> &dyn WorkflowStore {
         &self.storage
     }
+
+    fn images(&self) -> &dyn fermata_store::ImageStore {
+        &self.storage
+    }
+
+    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

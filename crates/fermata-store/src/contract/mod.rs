@@ -12,6 +12,8 @@ mod pause;
 mod schema;
 mod tenure;
 mod workflow;
+// images
+mod media;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub use pause::PausedWrites;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
+// images
+pub use media::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -139,7 +143,18 @@ macro_rules! contract_suite {
             a_hook_delivery_is_idempotent_and_wakes_the_run,
             a_hook_delivered_while_running_is_not_slept_through,
             a_hook_wait_times_out_for_good,
-            purge_removes_old_terminal_runs_with_their_steps_and_hooks
+            purge_removes_old_terminal_runs_with_their_steps_and_hooks,
+            // images
+            images_are_stored_once_per_document_and_hash,
+            every_listed_type_is_stored_and_read_back,
+            images_and_attachments_need_their_document,
+            attachments_keep_the_original_of_a_smaller_copy,
+            unsent_attachments_are_read_only_by_their_uploader,
+            attachments_are_sent_once_by_their_uploader,
+            the_sweep_forgets_unsent_attachments_a_day_old,
+            deleting_a_message_removes_its_attachments,
+            images_and_attachments_go_with_their_document,
+            image_and_attachment_writes_are_fenced
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

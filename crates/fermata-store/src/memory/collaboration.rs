@@ -50,6 +50,11 @@ fn unavailable(id: &ChannelId) -> StoreError {
 }
 
 impl Documents {
+    /// Whether the channel exists, for the stores whose rows reference it.
+    pub(super) fn contains(&self, id: &ChannelId) -> bool {
+        self.channels.contains_key(id)
+    }
+
     fn channel_mut(&mut self, id: &ChannelId) -> StoreResult<&mut Channel> {
         self.channels.get_mut(id).ok_or_else(|| unavailable(id))
     }
@@ -517,6 +522,7 @@ impl CollaborationStore for MemoryStorage {
                 docs.operations.retain(|(channel, _), _| channel != id);
                 docs.checkpoints.remove(id);
                 docs.navigation.retain(|_, channel| channel != id);
+                state.media.forget_channel(id);
                 Ok(())
             })
             .await

@@ -8,6 +8,8 @@
 mod accounts;
 mod collaboration;
 mod lease;
+// images
+mod media;
 mod schema;
 mod tenure;
 mod workflow;
@@ -55,6 +57,8 @@ struct State {
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
     workflows: workflow::Workflows,
+    // images
+    media: media::Media,
 }
 
 impl MemoryStorage {
@@ -156,6 +160,14 @@ impl Storage for MemoryStorage {
     }
 
     fn workflows(&self) -> &dyn WorkflowStore {
+        self
+    }
+
+    fn images(&self) -> &dyn crate::ImageStore {
+        self
+    }
+
+    fn attachments(&self) -> &dyn crate::AttachmentStore {
         self
     }
 }

@@ -150,8 +150,9 @@ fn webp(bytes: &[u8]) -> Option<()> {
     (at == bytes.len() && chunks > 0).then_some(())
 }
 
-/// AVIF: ISO boxes that cover the file exactly, the first an `ftyp` naming an AVIF brand.
-/// Nothing here decodes AVIF (that needs native libraries), so this is its whole check.
+/// AVIF: ISO boxes that cover the file exactly, the first an `ftyp` naming an AVIF brand, with
+/// the image's description (`meta`, or `moov` for a sequence) and its data (`mdat`). Nothing
+/// here decodes AVIF (that needs native libraries), so this is its whole check.
 fn avif(bytes: &[u8]) -> Result<(), MediaError> {
     let malformed = MediaError::Malformed {
         kind: MediaType::Avif,
@@ -169,8 +170,14 @@ fn avif(bytes: &[u8]) -> Result<(), MediaError> {
         });
     }
     let mut at = 0usize;
+    let (mut described, mut data) = (false, false);
     while at < bytes.len() {
         let size = be32(bytes, at).ok_or(malformed.clone())?;
+        match bytes.get(at + 4..at + 8) {
+            Some(b"meta" | b"moov") => described = true,
+            Some(b"mdat") => data = true,
+            _ => {}
+        }
         let length = match size {
             0 => bytes.len() - at,
             1 => {
@@ -186,7 +193,7 @@ fn avif(bytes: &[u8]) -> Result<(), MediaError> {
         }
         at = at.checked_add(length).ok_or(malformed.clone())?;
     }
-    if at == bytes.len() {
+    if at == bytes.len() && described && data {
         Ok(())
     } else {
         Err(malformed)

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use fermata_accounts::{AccountSettings, Accounts};
-use fermata_collab::{Documents, Media, MediaSettings, RoomManager, WriterFence};
+use fermata_collab::{Documents, Media, RoomManager, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{Lease, Storage, TenureStart};
 use tokio::net::TcpListener;
@@ -56,11 +56,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let fence = WriterFence::default();
     let rooms = RoomManager::new(Arc::new(store.clone()), fence.clone(), settings.collab);
     let documents = Documents::new(Arc::new(store.clone()), fence.clone(), rooms.clone());
-    let media = Media::new(
-        Arc::new(store.clone()),
-        fence.clone(),
-        MediaSettings::default(),
-    );
+    let media = Media::new(Arc::new(store.clone()), fence.clone(), settings.media);
     let state = HttpState {
         readiness: readiness.clone(),
         metrics: Arc::clone(&metrics),

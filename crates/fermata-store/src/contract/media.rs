@@ -647,3 +647,38 @@ pub async fn image_and_attachment_writes_are_fenced(harness: &dyn Harness) {
         "the fenced send attached nothing"
     );
 }
+
+pub async fn racing_sends_let_exactly_one_win(harness: &dyn Harness) {
+    let media = Arc::new(Media::open(harness).await);
+    let plan = media.document("Plan").await;
+    // One file sent with two messages at once, and two files sent with one new message at once.
+    let shared = media.upload(&plan, "alice", b"shared").await;
+    let first = media.upload(&plan, "alice", b"first").await;
+    let second = media.upload(&plan, "alice", b"second").await;
+    for round in [
+        [("req-a", shared.clone()), ("req-b", shared.clone())],
+        [("req-c", first.clone()), ("req-c", second.clone())],
+    ] {
+        let sends = round.map(|(request, file)| {
+            let media = Arc::clone(&media);
+            let plan = plan.clone();
+            tokio::spawn(async move { media.send(&plan, "alice", request, &[&file]).await })
+        });
+        let mut outcomes = Vec::new();
+        for send in sends {
+            outcomes.push(send.await.unwrap());
+        }
+        let won = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        assert_eq!(won, 1, "{outcomes:?}");
+        for lost in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
+            assert_eq!(lost.kind(), ErrorKind::Conflict, "{lost}");
+        }
+    }
+    let sent_c = media
+        .store
+        .attachments()
+        .of_message(&plan.id, &message("req-c"))
+        .await
+        .unwrap();
+    assert_eq!(sent_c.len(), 1, "the losing file stayed unsent");
+}

@@ -154,7 +154,8 @@ macro_rules! contract_suite {
             the_sweep_forgets_unsent_attachments_a_day_old,
             deleting_a_message_removes_its_attachments,
             images_and_attachments_go_with_their_document,
-            image_and_attachment_writes_are_fenced
+            image_and_attachment_writes_are_fenced,
+            racing_sends_let_exactly_one_win
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -24,6 +24,9 @@ struct App {
     /// API tokens of `ada` and `bob`.
     ada: String,
     bob: String,
+    /// What the state was made with, to make a media service with other settings.
+    shared: Arc<dyn Storage>,
+    fence: WriterFence,
     _storage: ScratchStorage,
 }
 
@@ -89,6 +92,8 @@ impl App {
             state,
             ada,
             bob,
+            shared,
+            fence,
             _storage: storage,
         }
     }
@@ -569,4 +574,58 @@ async fn every_route_needs_a_login_and_an_existing_document() {
         let reply = app.upload(&app.ada, &uri, b"text".to_vec()).await;
         assert_eq!(reply.status, StatusCode::NOT_FOUND, "{uri}");
     }
+}
+
+#[tokio::test]
+async fn an_attachment_keeps_what_the_original_was() {
+    let mut app = App::new().await;
+    let id = app.document().await;
+    // The browser made the copy: it says what the sender's file was.
+    let reply = app
+        .upload(
+            &app.ada,
+            &format!(
+                "/api/v1/documents/{id}/attachments?name=p.png&original_size=9000000&original_width=4000&original_height=3000"
+            ),
+            png(40, 30),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(
+        reply.json()["original"],
+        json!({"size": 9_000_000, "width": 4000, "height": 3000})
+    );
+    let partial = app
+        .upload(
+            &app.ada,
+            &format!("/api/v1/documents/{id}/attachments?name=p.png&original_size=9"),
+            png(40, 30),
+        )
+        .await;
+    assert_eq!(partial.status, StatusCode::BAD_REQUEST);
+
+    // The server made the copy: an attachment limit below the file's size.
+    app.state.media = fermata_collab::Media::new(
+        Arc::clone(&app.shared),
+        app.fence.clone(),
+        fermata_collab::MediaSettings {
+            attachment_bytes: 200_000,
+            ..fermata_collab::MediaSettings::default()
+        },
+    );
+    let bytes = large_png();
+    let reply = app
+        .upload(
+            &app.ada,
+            &format!("/api/v1/documents/{id}/attachments?name=big.png"),
+            bytes.clone(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    let body = reply.json();
+    assert!(body["size"].as_u64().unwrap() <= 200_000, "{body}");
+    assert_eq!(
+        body["original"],
+        json!({"size": bytes.len(), "width": 640, "height": 640})
+    );
 }

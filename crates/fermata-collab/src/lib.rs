@@ -1,8 +1,9 @@
 //! Live collaboration on documents: rooms that speak the y-websocket protocol to real Yjs
 //! clients, with persistence before publication (an update is committed before anyone sees it),
 //! batching, a checkpoint policy, limits, and closing on a lost writer lease; and the documents
-//! service the HTTP API uses, with each document's activity history (recorded after
-//! acknowledgement, restored through the ordinary rewrite).
+//! service, with each document's activity history (recorded after acknowledgement, restored
+//! through the ordinary rewrite), and the media service (a document's images, Chat attachments)
+//! the HTTP API uses.
 //!
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
@@ -10,6 +11,7 @@
 mod documents;
 mod fence;
 mod history;
+mod media;
 pub mod protocol;
 mod room;
 mod rooms;
@@ -22,6 +24,7 @@ pub mod startup;
 
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;
+pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload};
 pub use room::{Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};
 pub use settings::CollabSettings;

@@ -121,6 +121,12 @@ impl Storage for Wrapped {
     fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
         self.0.real.mcp_sessions()
     }
+    fn images(&self) -> &dyn fermata_store::ImageStore {
+        self.0.real.images()
+    }
+    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
+        self.0.real.attachments()
+    }
 }
 
 struct Rig {

@@ -116,7 +116,7 @@ impl From<&DocumentView> for DocumentBody {
 }
 
 /// Query parameters, with a malformed query answered as a JSON error like every other.
-struct ApiQuery<T>(T);
+pub(crate) struct ApiQuery<T>(pub(crate) T);
 
 impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S>
     for ApiQuery<T>
@@ -139,12 +139,14 @@ fn parse_body_id(id: &str) -> Result<ChannelId, ApiError> {
     ChannelId::parse(id).map_err(|_| ApiError::bad_request("a document ID is a UUID"))
 }
 
-fn parse_id(id: &str) -> Result<ChannelId, ApiError> {
+pub(crate) fn parse_id(id: &str) -> Result<ChannelId, ApiError> {
     ChannelId::parse(id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document"))
 }
 
-async fn json_body<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, ApiError> {
+pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
+    request: Request,
+) -> Result<T, ApiError> {
     let json = request
         .headers()
         .get(header::CONTENT_TYPE)

@@ -1,6 +1,6 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
 //! out and re-authenticate (pages and JSON); the account page; the schema administrator page; the accounts API; the documents
-//! API; the schema operations API; and the `/sync` WebSocket endpoint for live collaboration.
+//! API with a document's images and Chat attachments; the schema operations API; and the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
 //! port 0 or call the router directly without a socket. Every handler reaches storage through
@@ -14,6 +14,8 @@ mod cookies;
 pub mod csrf;
 mod documents_api;
 mod error;
+// images
+mod images_api;
 mod metrics;
 mod pages;
 mod readiness;
@@ -47,6 +49,8 @@ pub struct HttpState {
     pub accounts: Arc<fermata_accounts::Accounts>,
     /// Documents and their live rooms.
     pub documents: fermata_collab::Documents,
+    /// A document's images and Chat attachments.
+    pub media: fermata_collab::Media,
     /// Schema operations.
     pub schema: fermata_schema::Operations,
     /// Reviews of refreshes: their diffs and decisions.
@@ -78,6 +82,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .merge(api::routes())
         .merge(documents_api::routes())
+        .merge(images_api::routes())
         .merge(schema_api::routes())
         .route("/sync/{*room}", get(sync::sync))
         .merge(pages::routes())

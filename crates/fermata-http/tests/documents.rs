@@ -44,6 +44,15 @@ const ROUTES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The routes of a document's images and attachments, tested in `images.rs`.
+const MEDIA_ROUTES: &[&str] = &[
+    "/api/v1/documents/{id}/images",
+    "/api/v1/documents/{id}/images/{sha256}",
+    "/api/v1/documents/{id}/attachments",
+    "/api/v1/documents/{id}/attachments/{attachment}",
+    "/api/v1/documents/{id}/messages/{request_id}/attachments",
+];
+
 struct App {
     state: HttpState,
     fence: WriterFence,
@@ -246,7 +255,12 @@ fn plausible_body(path: &str, method: &str) -> Option<Value> {
 }
 
 fn concrete(path: &str, id: &str) -> String {
-    let uri = path.replace("{id}", id).replace("{version}", "1");
+    let uri = path
+        .replace("{id}", id)
+        .replace("{version}", "1")
+        .replace("{sha256}", EMPTY_HASH)
+        .replace("{attachment}", UNKNOWN_ID)
+        .replace("{request_id}", "req-1");
     if uri.ends_with("/by-slug") {
         format!("{uri}?repository=acme/app&slug=plan")
     } else {
@@ -1378,7 +1392,11 @@ async fn the_openapi_description_lists_every_documents_route() {
 
     // And everything it describes under /api/v1/documents is served: without a login, each
     // answers 401 rather than 404 or 405.
-    let served: BTreeSet<&str> = ROUTES.iter().map(|(path, _)| *path).collect();
+    let served: BTreeSet<&str> = ROUTES
+        .iter()
+        .map(|(path, _)| *path)
+        .chain(MEDIA_ROUTES.iter().copied())
+        .collect();
     let methods = ["get", "put", "post", "delete", "patch"];
     for (path, item) in paths {
         if !path.starts_with("/api/v1/documents") {

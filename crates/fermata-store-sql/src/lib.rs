@@ -13,6 +13,8 @@ mod error;
 mod fence;
 mod lease;
 mod machine;
+// images
+mod media;
 pub mod migrations;
 mod row;
 mod schema;
@@ -119,6 +121,8 @@ struct Inner {
     planner_sql: planner::Statements,
     machine_choice_sql: machine_choice::Statements,
     mcp_session_sql: mcp_session::Statements,
+    // images
+    media_sql: media::Statements,
 }
 
 impl SqlStorage {
@@ -167,6 +171,7 @@ impl SqlStorage {
                 planner_sql: planner::Statements::new(dialect),
                 machine_choice_sql: machine_choice::Statements::new(dialect),
                 mcp_session_sql: mcp_session::Statements::new(dialect),
+                media_sql: media::Statements::new(dialect),
             }),
         })
     }
@@ -348,6 +353,15 @@ impl Storage for SqlStorage {
     }
 
     fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
+        self
+    }
+
+    // images
+    fn images(&self) -> &dyn fermata_store::ImageStore {
+        self
+    }
+
+    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
         self
     }
 }

@@ -31,6 +31,9 @@ pub mod history;
 pub mod machine_choice;
 pub mod mcp_session;
 pub mod planner;
+// images
+pub mod attachments;
+pub mod images;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -82,6 +85,12 @@ pub use planner::{
     NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
     PlannerStatus, PlannerStore,
 };
+// images
+pub use attachments::{
+    AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
+    NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,
+};
+pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -122,6 +131,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn machine_choices(&self) -> &dyn MachineChoiceStore;
 
     fn mcp_sessions(&self) -> &dyn McpSessionStore;
+
+    // images
+    /// A document's images (`plan_images`).
+    fn images(&self) -> &dyn ImageStore;
+
+    /// Files sent with Chat messages (`chat_attachments`).
+    fn attachments(&self) -> &dyn AttachmentStore;
 }
 
 /// Options every adapter takes when it is opened.

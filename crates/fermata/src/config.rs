@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod media;
 mod schema;
 mod schema_source;
 
@@ -124,6 +125,9 @@ pub struct ServeSettings {
     /// Schema operations: the source, the verification workspace, the package and the refresh
     /// settings (`[schema]`).
     pub schema: SchemaSettings,
+    /// A document's images and Chat attachments: byte limits and the thumbnail cache
+    /// (`[media]`).
+    pub media: fermata_collab::MediaSettings,
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -161,6 +165,7 @@ pub struct FileConfig {
     writer_lease: Option<FileLeaseTimings>,
     documents: Option<FileDocuments>,
     schema: Option<schema::FileSchema>,
+    media: Option<media::FileMedia>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -417,6 +422,7 @@ impl Sources {
             session_ttl,
             collab: self.collab_settings()?,
             schema: self.schema()?,
+            media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
         })
     }
 
@@ -682,6 +688,37 @@ mod tests {
         );
         assert!(!settings.secure_cookies);
         assert_eq!(settings.session_ttl, DEFAULT_SESSION_TTL);
+        assert_eq!(settings.media, fermata_collab::MediaSettings::default());
+    }
+
+    #[test]
+    fn media_limits_are_read_and_bounded_by_the_input_limit() {
+        let settings = from_file(
+            "[media]\nmax_stored_image_bytes = 2097152\nattachment_max_bytes = 1048576\n",
+        )
+        .unwrap()
+        .serve()
+        .unwrap();
+        assert_eq!(settings.media.max_stored_image_bytes, 2 << 20);
+        assert_eq!(settings.media.attachment_bytes, 1 << 20);
+        assert_eq!(settings.media.upload_image_bytes, 1 << 20);
+        for (text, key) in [
+            (
+                "[media]\nmax_stored_image_bytes = 0\n",
+                "media.max_stored_image_bytes",
+            ),
+            (
+                "[media]\nmax_input_bytes = 2097152\nmax_stored_image_bytes = 1048576\nattachment_max_bytes = 4194304\n",
+                "media.attachment_max_bytes",
+            ),
+            (
+                "[media]\nmax_input_bytes = 4096\nmax_stored_image_bytes = 4096\nattachment_max_bytes = 4096\n",
+                "media.max_input_bytes",
+            ),
+        ] {
+            let error = from_file(text).unwrap().serve().unwrap_err();
+            assert_eq!(error.setting, key, "{text}");
+        }
     }
 
     #[test]

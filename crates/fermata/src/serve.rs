@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use fermata_accounts::{AccountSettings, Accounts};
-use fermata_collab::{Documents, RoomManager, WriterFence};
+use fermata_collab::{Documents, Media, RoomManager, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{Lease, Storage, TenureStart};
 use tokio::net::TcpListener;
@@ -56,11 +56,13 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let fence = WriterFence::default();
     let rooms = RoomManager::new(Arc::new(store.clone()), fence.clone(), settings.collab);
     let documents = Documents::new(Arc::new(store.clone()), fence.clone(), rooms.clone());
+    let media = Media::new(Arc::new(store.clone()), fence.clone(), settings.media);
     let state = HttpState {
         readiness: readiness.clone(),
         metrics: Arc::clone(&metrics),
         accounts: Arc::clone(&accounts),
         documents,
+        media: media.clone(),
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
         registry: schema.registry.clone(),
@@ -125,6 +127,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     }
     startup_cleanup(&store, &accounts, &lease).await;
     fence.set(Some(lease.fence()));
+    sweep_unsent_attachments(&media).await;
     readiness.set(Phase::Serving);
     tracing::info!(
         holder = %holder,
@@ -143,6 +146,14 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         let name = holder.clone();
         let stop = worker_stop.clone();
         async move { schema.work(name, stop).await }
+    });
+
+    // Chat files nobody sent within a day are forgotten while this process holds the lease.
+    let sweep_stop = CancellationToken::new();
+    let sweeper = tokio::spawn({
+        let media = media.clone();
+        let stop = sweep_stop.clone().cancelled_owned();
+        async move { media.sweep_periodically(ATTACHMENT_SWEEP_EVERY, stop).await }
     });
 
     let keeper_stop = CancellationToken::new();
@@ -171,6 +182,8 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     rooms
         .shutdown("the server is stopping; reconnect shortly")
         .await;
+    sweep_stop.cancel();
+    let _ = sweeper.await;
     // A run in flight gives its claim back; another process resumes it from its journal.
     worker_stop.cancel();
     if tokio::time::timeout(settings.lease.drain_timeout, &mut worker)
@@ -228,6 +241,18 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         Err(join) => Err(Failure::runtime(format!(
             "the writer lease keeper failed: {join}"
         ))),
+    }
+}
+
+/// How often unsent Chat files are swept while serving (they are forgotten a day after upload).
+const ATTACHMENT_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// At start, under the writer lease: forgets the Chat files nobody sent within a day. A failure
+/// is logged; the periodic sweep tries again.
+async fn sweep_unsent_attachments(media: &Media) {
+    match media.sweep_unsent().await {
+        Ok(forgotten) => tracing::info!(forgotten, "forgot attachments nobody sent within a day"),
+        Err(error) => tracing::warn!(error = %error, "could not sweep unsent attachments at start"),
     }
 }
 

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
-use fermata_collab::{CollabSettings, Documents, RoomManager, WriterFence};
+use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManager, WriterFence};
 use fermata_crypto::Keyring;
 use fermata_http::{HttpState, Metrics, Readiness, router};
 use fermata_schema::artifact::ArtifactStore;
@@ -73,6 +73,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         readiness: Readiness::default(),
         metrics: Arc::new(Metrics::new("test")),
         accounts: Arc::new(accounts),
+        media: Media::new(Arc::clone(&shared), fence.clone(), MediaSettings::default()),
         documents: Documents::new(shared, fence, rooms),
         schema,
         reviews,

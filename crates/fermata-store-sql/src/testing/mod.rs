@@ -187,6 +187,15 @@ impl Storage for ScratchStorage {
     fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
         &self.storage
     }
+
+    // images
+    fn images(&self) -> &dyn fermata_store::ImageStore {
+        &self.storage
+    }
+
+    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

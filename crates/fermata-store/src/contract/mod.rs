@@ -20,6 +20,8 @@ mod chat;
 mod history;
 // planner
 mod planner;
+// images
+mod media;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +48,8 @@ pub use chat::*;
 pub use history::*;
 // planner
 pub use planner::*;
+// images
+pub use media::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -228,7 +232,19 @@ macro_rules! contract_suite {
             retiring_deferred_turns_closes_the_open_ones_once,
             the_owner_reset_keeps_only_owners_whose_hold_names_a_kept_session,
             child_sidecars_are_read_and_replaced_without_moving_a_counter,
-            racing_publications_create_one_child
+            racing_publications_create_one_child,
+            // images
+            images_are_stored_once_per_document_and_hash,
+            every_listed_type_is_stored_and_read_back,
+            images_and_attachments_need_their_document,
+            attachments_keep_the_original_of_a_smaller_copy,
+            unsent_attachments_are_read_only_by_their_uploader,
+            attachments_are_sent_once_by_their_uploader,
+            the_sweep_forgets_unsent_attachments_a_day_old,
+            deleting_a_message_removes_its_attachments,
+            images_and_attachments_go_with_their_document,
+            image_and_attachment_writes_are_fenced,
+            racing_sends_let_exactly_one_win
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::MemoryStorage;
-use super::history::check_document;
 use crate::channel::ChannelId;
 use crate::chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
@@ -35,7 +34,7 @@ impl ChatStore for MemoryStorage {
         thread.check()?;
         self.inner
             .fenced(fence, |state, now| {
-                check_document(state, &thread.channel)?;
+                state.documents.require(&thread.channel)?;
                 let stored = ChatThread {
                     thread: thread.clone(),
                     updated_at: now,
@@ -95,7 +94,7 @@ impl ChatStore for MemoryStorage {
         draft.check()?;
         self.inner
             .fenced(fence, |state, now| {
-                check_document(state, &draft.channel)?;
+                state.documents.require(&draft.channel)?;
                 let stored = SessionState {
                     state: draft.clone(),
                     updated_at: now,
@@ -118,7 +117,7 @@ impl ChatStore for MemoryStorage {
         stage.check()?;
         self.inner
             .fenced(fence, |state, _now| {
-                check_document(state, &stage.channel)?;
+                state.documents.require(&stage.channel)?;
                 state.chat.stages.insert(
                     (
                         stage.channel.clone(),

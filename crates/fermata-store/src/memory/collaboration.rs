@@ -50,6 +50,15 @@ fn unavailable(id: &ChannelId) -> StoreError {
 }
 
 impl Documents {
+    /// `Missing` unless the document exists: the check of every store whose rows go with it.
+    pub(super) fn require(&self, id: &ChannelId) -> StoreResult<()> {
+        if self.channels.contains_key(id) {
+            Ok(())
+        } else {
+            Err(unavailable(id))
+        }
+    }
+
     fn channel_mut(&mut self, id: &ChannelId) -> StoreResult<&mut Channel> {
         self.channels.get_mut(id).ok_or_else(|| unavailable(id))
     }
@@ -541,6 +550,7 @@ impl CollaborationStore for MemoryStorage {
                 state.research.forget_channel(id);
                 super::history::forget_channel(state, id);
                 state.planner.forget_channel(id);
+                state.media.forget_channel(id);
                 Ok(())
             })
             .await

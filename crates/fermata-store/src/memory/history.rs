@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{MemoryStorage, State};
 use crate::channel::ChannelId;
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 use crate::history::{Change, HistoryStore, MAX_VERSIONS_LISTED, Recorded, Version, next_session};
 use crate::lease::Fence;
 
@@ -31,22 +31,13 @@ pub(super) fn forget_channel(state: &mut State, id: &ChannelId) {
     state.chat.forget(id);
 }
 
-/// A write on a document that does not exist.
-pub(super) fn check_document(state: &State, id: &ChannelId) -> StoreResult<()> {
-    if state.documents.contains(id) {
-        Ok(())
-    } else {
-        Err(StoreError::missing(format!("document {id} is unavailable")))
-    }
-}
-
 #[async_trait]
 impl HistoryStore for MemoryStorage {
     async fn record(&self, fence: &Fence, change: &Change) -> StoreResult<Recorded> {
         change.check()?;
         self.inner
             .fenced(fence, |state, _now| {
-                check_document(state, &change.channel)?;
+                state.documents.require(&change.channel)?;
                 let latest = state.history.of(&change.channel).next_back();
                 let recorded = next_session(latest, change)?;
                 let version = &recorded.version;

@@ -195,14 +195,6 @@ impl Jobs {
     }
 }
 
-fn document_exists(state: &State, id: &ChannelId) -> StoreResult<()> {
-    if state.documents.contains(id) {
-        Ok(())
-    } else {
-        Err(StoreError::missing(format!("document {id} is unavailable")))
-    }
-}
-
 /// Enqueues a job on `state` for a document that exists: shared with the research store.
 pub(super) fn enqueue_on(
     state: &mut State,
@@ -210,7 +202,7 @@ pub(super) fn enqueue_on(
     now: UnixMillis,
     token: FencingToken,
 ) -> StoreResult<Job> {
-    document_exists(state, &job.channel)?;
+    state.documents.require(&job.channel)?;
     state.jobs.enqueue(job, now, token)
 }
 

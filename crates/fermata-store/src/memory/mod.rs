@@ -8,6 +8,8 @@
 mod accounts;
 mod collaboration;
 mod lease;
+// images
+mod media;
 mod schema;
 mod tenure;
 mod workflow;
@@ -73,6 +75,8 @@ struct State {
     chat: chat::ChatTables,
     // planner
     planner: planner::PlannerTables,
+    // images
+    media: media::Media,
 }
 
 impl MemoryStorage {
@@ -205,6 +209,15 @@ impl Storage for MemoryStorage {
     }
 
     fn mcp_sessions(&self) -> &dyn crate::McpSessionStore {
+        self
+    }
+
+    // images
+    fn images(&self) -> &dyn crate::ImageStore {
+        self
+    }
+
+    fn attachments(&self) -> &dyn crate::AttachmentStore {
         self
     }
 }

@@ -1,0 +1,414 @@
+//! The media service behind the HTTP API: a document's images and the files sent with Chat
+//! messages. It ties `fermata-media` (what a file is, smaller copies, thumbnails) to the image
+//! and attachment stores, under the writer fence.
+//!
+//! Every file is bounded twice. [`MediaSettings::max_input_bytes`] bounds what may be sent at
+//! all: anything larger is refused before it is decoded. Within that, each source has the
+//! limit of what may be stored (1 MiB for `upload_image`, `MAX_STORED_IMAGE_BYTES` for an image
+//! a tool made, the attachment limit for a Chat file); an image over it is stored as a smaller
+//! copy of itself, so the tables never hold anything larger. Decoding, copying and resizing
+//! run on the blocking pool.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fermata_media::{
+    DecodeLimits, Fitted, Inspected, MediaError, MediaType, Served, Thumbnails, Width, fit,
+    inspect_attachment, inspect_document_image,
+};
+use fermata_store::{
+    AttachmentId, AttachmentInfo, AttachmentType, ChannelId, ImageHash, ImageInfo, ImageStored,
+    ImageType, MessageRequestId, NewAttachment, NewImage, OriginalFile, Storage, StoreError,
+    UNSENT_ATTACHMENT_LIFETIME, UserId,
+};
+
+use crate::fence::WriterFence;
+
+/// The limits of what is accepted and stored, and the thumbnail cache's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MediaSettings {
+    /// Nothing larger is accepted from any source; it is refused before it is decoded.
+    pub max_input_bytes: usize,
+    /// The most an image uploaded with `upload_image` (the HTTP upload) is stored as.
+    pub upload_image_bytes: usize,
+    /// `MAX_STORED_IMAGE_BYTES`: the most an image a tool made is stored as.
+    pub max_stored_image_bytes: usize,
+    /// `CHAT_ATTACHMENT_MAX_BYTES`: the most a Chat attachment is stored as.
+    pub attachment_bytes: usize,
+    /// The bytes of thumbnails kept in memory.
+    pub thumbnail_cache_bytes: usize,
+    pub decode: DecodeLimits,
+}
+
+impl Default for MediaSettings {
+    fn default() -> Self {
+        MediaSettings {
+            max_input_bytes: 32 << 20,
+            upload_image_bytes: 1 << 20,
+            max_stored_image_bytes: 10 << 20,
+            attachment_bytes: 5 << 20,
+            thumbnail_cache_bytes: 64 << 20,
+            decode: DecodeLimits::default(),
+        }
+    }
+}
+
+/// Where a document's image comes from, which decides how large it may be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageSource {
+    /// `upload_image`: a person's upload.
+    Upload,
+    /// An image a tool made.
+    Tool,
+}
+
+/// Why a media request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaFailure {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Refused(#[from] MediaError),
+    /// The blocking work panicked or was cancelled.
+    #[error("the file could not be processed")]
+    Interrupted,
+}
+
+/// Bytes to serve and their type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedFile {
+    pub bytes: Vec<u8>,
+    pub media_type: MediaType,
+}
+
+/// A document's image as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredImageUpload {
+    pub stored: ImageStored,
+    /// Present when what was stored is a smaller copy of what was sent.
+    pub original: Option<fermata_media::Original>,
+}
+
+/// The media service.
+#[derive(Debug, Clone)]
+pub struct Media {
+    storage: Arc<dyn Storage>,
+    fence: WriterFence,
+    thumbnails: Arc<Thumbnails>,
+    settings: MediaSettings,
+}
+
+impl Media {
+    pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, settings: MediaSettings) -> Self {
+        Media {
+            storage,
+            fence,
+            thumbnails: Arc::new(Thumbnails::new(
+                settings.thumbnail_cache_bytes,
+                settings.decode,
+            )),
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &MediaSettings {
+        &self.settings
+    }
+
+    /// The thumbnail cache, for its statistics.
+    pub fn thumbnails(&self) -> &Thumbnails {
+        &self.thumbnails
+    }
+
+    /// Stores an image in a document: its type sniffed from the bytes, decoded under limits,
+    /// made smaller when over its source's limit; once per document and hash.
+    pub async fn store_image(
+        &self,
+        channel: &ChannelId,
+        source: ImageSource,
+        stored_by: String,
+        bytes: Vec<u8>,
+    ) -> Result<StoredImageUpload, MediaFailure> {
+        let limit = match source {
+            ImageSource::Upload => self.settings.upload_image_bytes,
+            ImageSource::Tool => self.settings.max_stored_image_bytes,
+        };
+        self.require_document(channel).await?;
+        let fitted = self.accept(bytes, limit, inspect_document_image).await?;
+        let image_type = image_type(fitted.media_type)?;
+        let image = NewImage::new(channel.clone(), image_type, fitted.bytes, stored_by)?;
+        let fence = self.fence.current()?;
+        let stored = self.storage.images().store(&fence, &image).await?;
+        Ok(StoredImageUpload {
+            stored,
+            original: fitted.original,
+        })
+    }
+
+    /// A document's image, whole or at `width`.
+    pub async fn image(
+        &self,
+        channel: &ChannelId,
+        sha256: &ImageHash,
+        width: Option<Width>,
+    ) -> Result<Option<ServedFile>, MediaFailure> {
+        let Some(image) = self.storage.images().image(channel, sha256).await? else {
+            return Ok(None);
+        };
+        let media_type = media_type_of_image(image.info.image_type);
+        let key = format!("image:{channel}:{sha256}");
+        self.serve(key, image.bytes, media_type, width)
+            .await
+            .map(Some)
+    }
+
+    /// A document's images, oldest first, without their bytes.
+    pub async fn images_of(&self, channel: &ChannelId) -> Result<Vec<ImageInfo>, StoreError> {
+        self.storage.images().images_of(channel).await
+    }
+
+    /// Uploads a Chat file. `original` is what the sender's file was where the browser made
+    /// the copy; where this server makes it, its own record of the original replaces it.
+    pub async fn upload_attachment(
+        &self,
+        channel: &ChannelId,
+        uploader: &UserId,
+        name: String,
+        bytes: Vec<u8>,
+        original: Option<OriginalFile>,
+    ) -> Result<AttachmentInfo, MediaFailure> {
+        self.require_document(channel).await?;
+        let fitted = self
+            .accept(bytes, self.settings.attachment_bytes, inspect_attachment)
+            .await?;
+        let attachment_type = attachment_type(fitted.media_type)?;
+        let original = fitted
+            .original
+            .map(|made| OriginalFile {
+                size: i64::try_from(made.size).unwrap_or(i64::MAX),
+                width: i64::from(made.width),
+                height: i64::from(made.height),
+            })
+            .or(original);
+        let file = NewAttachment::new(
+            channel.clone(),
+            attachment_type,
+            name,
+            fitted.bytes,
+            uploader.clone(),
+            original,
+        )?;
+        let fence = self.fence.current()?;
+        Ok(self.storage.attachments().upload(&fence, &file).await?)
+    }
+
+    /// A Chat file as `reader` may see it, an image whole or at `width` (text is always whole).
+    /// Absent when it is not in `channel` or `reader` may not read it yet.
+    pub async fn attachment(
+        &self,
+        channel: &ChannelId,
+        id: &AttachmentId,
+        reader: &UserId,
+        width: Option<Width>,
+    ) -> Result<Option<(AttachmentInfo, ServedFile)>, MediaFailure> {
+        let Some(file) = self.storage.attachments().attachment(id, reader).await? else {
+            return Ok(None);
+        };
+        if &file.info.channel != channel {
+            return Ok(None);
+        }
+        let media_type = media_type_of_attachment(file.info.attachment_type);
+        let key = format!("attachment:{id}");
+        let served = self.serve(key, file.bytes, media_type, width).await?;
+        Ok(Some((file.info, served)))
+    }
+
+    /// Attaches the sender's uploaded files to a message, in order, once.
+    pub async fn send(
+        &self,
+        channel: &ChannelId,
+        sender: &UserId,
+        request_id: &MessageRequestId,
+        attachments: &[AttachmentId],
+    ) -> Result<Vec<AttachmentInfo>, StoreError> {
+        let fence = self.fence.current()?;
+        self.storage
+            .attachments()
+            .send(&fence, channel, sender, request_id, attachments)
+            .await
+    }
+
+    /// The files sent with a message.
+    pub async fn of_message(
+        &self,
+        channel: &ChannelId,
+        request_id: &MessageRequestId,
+    ) -> Result<Vec<AttachmentInfo>, StoreError> {
+        self.storage
+            .attachments()
+            .of_message(channel, request_id)
+            .await
+    }
+
+    /// Removes the files of a deleted message.
+    pub async fn delete_message(
+        &self,
+        channel: &ChannelId,
+        request_id: &MessageRequestId,
+    ) -> Result<u64, StoreError> {
+        let fence = self.fence.current()?;
+        self.storage
+            .attachments()
+            .delete_message(&fence, channel, request_id)
+            .await
+    }
+
+    /// Forgets the files nobody sent within a day of their upload.
+    pub async fn sweep_unsent(&self) -> Result<u64, StoreError> {
+        let fence = self.fence.current()?;
+        self.storage
+            .attachments()
+            .sweep_unsent(&fence, UNSENT_ATTACHMENT_LIFETIME)
+            .await
+    }
+
+    /// Sweeps every `every` until `stop` completes, logging what each sweep forgot.
+    pub async fn sweep_periodically(
+        &self,
+        every: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick completes at once; the start's sweep has just run.
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticks.tick() => match self.sweep_unsent().await {
+                    Ok(0) => {}
+                    Ok(forgotten) => tracing::info!(forgotten, "forgot attachments nobody sent within a day"),
+                    Err(error) => tracing::warn!(error = %error, "could not sweep unsent attachments"),
+                },
+            }
+        }
+    }
+
+    /// Refuses a file for a document that does not exist before any work on it (the store
+    /// checks again when it writes).
+    async fn require_document(&self, channel: &ChannelId) -> Result<(), StoreError> {
+        match self.storage.collaboration().channel(channel).await? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::missing(format!(
+                "document {channel} is unavailable"
+            ))),
+        }
+    }
+
+    /// Checks what `bytes` are and fits them in `store_limit`, refusing anything over the
+    /// input bound before it is decoded.
+    async fn accept(
+        &self,
+        bytes: Vec<u8>,
+        store_limit: usize,
+        inspect: fn(&[u8], DecodeLimits) -> Result<Inspected, MediaError>,
+    ) -> Result<Fitted, MediaFailure> {
+        if bytes.len() > self.settings.max_input_bytes {
+            return Err(MediaError::TooLarge {
+                size: bytes.len(),
+                limit: self.settings.max_input_bytes,
+            }
+            .into());
+        }
+        let limits = self.settings.decode;
+        let fitted = tokio::task::spawn_blocking(move || {
+            let inspected = inspect(&bytes, limits)?;
+            fit(bytes, inspected, store_limit, limits)
+        })
+        .await
+        .map_err(|_| MediaFailure::Interrupted)??;
+        Ok(fitted)
+    }
+
+    async fn serve(
+        &self,
+        key: String,
+        bytes: Vec<u8>,
+        media_type: MediaType,
+        width: Option<Width>,
+    ) -> Result<ServedFile, MediaFailure> {
+        let original = move |bytes| ServedFile { bytes, media_type };
+        let Some(width) = width else {
+            return Ok(original(bytes));
+        };
+        let thumbnails = Arc::clone(&self.thumbnails);
+        tokio::task::spawn_blocking(move || {
+            match thumbnails.serve(&key, &bytes, media_type, width)? {
+                Served::Original => Ok(original(bytes)),
+                Served::Thumbnail(thumbnail) => Ok(ServedFile {
+                    bytes: thumbnail.bytes.clone(),
+                    media_type: thumbnail.media_type,
+                }),
+            }
+        })
+        .await
+        .map_err(|_| MediaFailure::Interrupted)?
+    }
+}
+
+fn image_type(media_type: MediaType) -> Result<ImageType, MediaFailure> {
+    Ok(match media_type {
+        MediaType::Png => ImageType::Png,
+        MediaType::Jpeg => ImageType::Jpeg,
+        MediaType::Webp => ImageType::Webp,
+        MediaType::Gif => ImageType::Gif,
+        MediaType::Avif => ImageType::Avif,
+        MediaType::Bmp => ImageType::Bmp,
+        MediaType::Ico => ImageType::Ico,
+        MediaType::Text => {
+            return Err(MediaError::Unsupported {
+                accepted: "an image",
+            }
+            .into());
+        }
+    })
+}
+
+fn attachment_type(media_type: MediaType) -> Result<AttachmentType, MediaFailure> {
+    Ok(match media_type {
+        MediaType::Png => AttachmentType::Png,
+        MediaType::Jpeg => AttachmentType::Jpeg,
+        MediaType::Webp => AttachmentType::Webp,
+        MediaType::Gif => AttachmentType::Gif,
+        MediaType::Text => AttachmentType::Text,
+        MediaType::Avif | MediaType::Bmp | MediaType::Ico => {
+            return Err(MediaError::Unsupported {
+                accepted: "PNG, JPEG, WebP, GIF or plain text",
+            }
+            .into());
+        }
+    })
+}
+
+fn media_type_of_image(image_type: ImageType) -> MediaType {
+    match image_type {
+        ImageType::Png => MediaType::Png,
+        ImageType::Jpeg => MediaType::Jpeg,
+        ImageType::Webp => MediaType::Webp,
+        ImageType::Gif => MediaType::Gif,
+        ImageType::Avif => MediaType::Avif,
+        ImageType::Bmp => MediaType::Bmp,
+        ImageType::Ico => MediaType::Ico,
+    }
+}
+
+fn media_type_of_attachment(attachment_type: AttachmentType) -> MediaType {
+    match attachment_type {
+        AttachmentType::Png => MediaType::Png,
+        AttachmentType::Jpeg => MediaType::Jpeg,
+        AttachmentType::Webp => MediaType::Webp,
+        AttachmentType::Gif => MediaType::Gif,
+        AttachmentType::Text => MediaType::Text,
+    }
+}

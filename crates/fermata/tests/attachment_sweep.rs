@@ -1,0 +1,120 @@
+//! `fermata serve` forgets the Chat files nobody sent within a day, at start under the writer
+//! lease, with the real binary on SQLite and on PostgreSQL. The day is made to have passed by
+//! moving an upload's time back a day, never by waiting.
+
+mod support;
+
+use std::time::Duration;
+
+use fermata_store::{
+    Acquisition, AttachmentId, AttachmentType, ChannelId, LeaseName, MessageRequestId,
+    NewAttachment, NewChannel, Repository, Storage, UserId,
+};
+use support::Target;
+
+async fn start_forgets_files_nobody_sent_within_a_day(target: Target) {
+    let (status, output) = target.run("migrate");
+    assert!(status.success(), "{output}");
+    let store = target.store().await;
+    // Setup writes under a lease of their own, so the server's writer lease stays free.
+    let Acquisition::Granted(setup) = store
+        .leases()
+        .acquire(
+            &LeaseName::new("test:setup").unwrap(),
+            "setup",
+            Duration::from_secs(300),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the setup lease is free");
+    };
+    let fence = setup.fence();
+    let channel = ChannelId::random();
+    store
+        .collaboration()
+        .create_channel(
+            &fence,
+            &NewChannel {
+                id: channel.clone(),
+                repository: Repository::new("acme/app").unwrap(),
+                title: "Plan".to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap();
+    let ada = UserId("ada".to_owned());
+    let upload = async |name: &str| -> AttachmentId {
+        let file = NewAttachment::new(
+            channel.clone(),
+            AttachmentType::Text,
+            name,
+            name.as_bytes().to_vec(),
+            ada.clone(),
+            None,
+        )
+        .unwrap();
+        store.attachments().upload(&fence, &file).await.unwrap();
+        file.id().clone()
+    };
+    let stale = upload("stale.txt").await;
+    let fresh = upload("fresh.txt").await;
+    let sent = upload("sent.txt").await;
+    store
+        .attachments()
+        .send(
+            &fence,
+            &channel,
+            &ada,
+            &MessageRequestId::new("req-1").unwrap(),
+            std::slice::from_ref(&sent),
+        )
+        .await
+        .unwrap();
+    // A day and a minute ago, for the unsent one and the sent one alike.
+    for id in [&stale, &sent] {
+        sqlx::query(
+            "UPDATE chat_attachments SET uploaded_at = uploaded_at - 86460000 WHERE id = $1",
+        )
+        .bind(id.0.clone())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
+    let mut server = target.serve(&[]);
+    server.wait_ready().await;
+    server
+        .wait_for_output("forgot attachments nobody sent within a day forgotten=1")
+        .await;
+    let readable = async |id: &AttachmentId| {
+        store
+            .attachments()
+            .attachment(id, &ada)
+            .await
+            .unwrap()
+            .is_some()
+    };
+    assert!(
+        !readable(&stale).await,
+        "the day-old unsent file is forgotten"
+    );
+    assert!(
+        readable(&fresh).await,
+        "a file uploaded today waits for its message"
+    );
+    assert!(readable(&sent).await, "a sent file is never swept");
+    server.terminate();
+    assert_eq!(server.wait_exit().await.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_start_forgets_files_nobody_sent_within_a_day() {
+    start_forgets_files_nobody_sent_within_a_day(Target::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_start_forgets_files_nobody_sent_within_a_day() {
+    start_forgets_files_nobody_sent_within_a_day(Target::postgres().await).await;
+}

@@ -3,7 +3,9 @@
 //! batching, a checkpoint policy, limits, and closing on a lost writer lease; and the documents
 //! service, with each document's activity history (recorded after acknowledgement, restored
 //! through the ordinary rewrite), and the media service (a document's images, Chat attachments)
-//! the HTTP API uses.
+//! the HTTP API uses; the background-job services (generated descriptions, research
+//! publication); the startup sequence and the periodic sweeps a serving process runs under the
+//! writer lease.
 //!
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
@@ -16,11 +18,10 @@ pub mod protocol;
 mod room;
 mod rooms;
 mod settings;
-// background jobs and research
 pub mod descriptions;
 pub mod research;
-// planner
 pub mod startup;
+pub mod sweeps;
 
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;
@@ -28,6 +29,6 @@ pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, Sto
 pub use room::{Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};
 pub use settings::CollabSettings;
-// background jobs and research
 pub use descriptions::Descriptions;
 pub use research::Research;
+pub use sweeps::{SWEEP_EVERY, Sweeps};

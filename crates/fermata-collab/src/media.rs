@@ -263,38 +263,6 @@ impl Media {
             .await
     }
 
-    /// Forgets the files nobody sent within a day of their upload.
-    pub async fn sweep_unsent(&self) -> Result<u64, StoreError> {
-        let fence = self.fence.current()?;
-        self.storage
-            .attachments()
-            .sweep_unsent(&fence, UNSENT_ATTACHMENT_LIFETIME)
-            .await
-    }
-
-    /// Sweeps every `every` until `stop` completes, logging what each sweep forgot.
-    pub async fn sweep_periodically(
-        &self,
-        every: Duration,
-        stop: impl std::future::Future<Output = ()>,
-    ) {
-        tokio::pin!(stop);
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick completes at once; the start's sweep has just run.
-        ticks.tick().await;
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                _ = ticks.tick() => match self.sweep_unsent().await {
-                    Ok(0) => {}
-                    Ok(forgotten) => tracing::info!(forgotten, "forgot attachments nobody sent within a day"),
-                    Err(error) => tracing::warn!(error = %error, "could not sweep unsent attachments"),
-                },
-            }
-        }
-    }
-
     /// Refuses a file for a document that does not exist before any work on it (the store
     /// checks again when it writes).
     async fn require_document(&self, channel: &ChannelId) -> Result<(), StoreError> {

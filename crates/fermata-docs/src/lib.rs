@@ -8,13 +8,11 @@
 //! beside the bytes (canonical text, source hash, sidecar version, unanswered-decision count) for
 //! checkpoints and commits. It never touches a database, a socket or a file.
 
-// planner
 mod child_conversation;
 mod recovery;
 mod sidecar;
 mod source;
 
-// planner
 pub use child_conversation::{
     CHAT_CITATION_FIELDS, CHILD_CONVERSATION_FIELDS, ChildClearing, clear_child_conversation,
 };

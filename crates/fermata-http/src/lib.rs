@@ -14,7 +14,6 @@ mod cookies;
 pub mod csrf;
 mod documents_api;
 mod error;
-// images
 mod images_api;
 mod metrics;
 mod pages;

@@ -13,7 +13,6 @@ mod error;
 mod fence;
 mod lease;
 mod machine;
-// images
 mod media;
 pub mod migrations;
 mod row;
@@ -22,14 +21,11 @@ mod session;
 mod tenure;
 mod user;
 mod workflow;
-// background jobs and research
 mod claim;
 mod jobs;
 mod research;
-// history and chat
 mod chat;
 mod history;
-// planner
 mod machine_choice;
 mod mcp_session;
 mod planner;
@@ -45,7 +41,6 @@ use fermata_store::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
     StoreOptions, StoreResult, TenureStore, UserStore, WorkflowStore,
 };
-// background jobs and research
 use fermata_store::{JobStore, ResearchStore};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
@@ -111,17 +106,13 @@ struct Inner {
     collaboration_sql: collaboration::Statements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
-    // background jobs and research
     jobs_sql: jobs::Statements,
     research_sql: research::Statements,
-    // history and chat
     history_sql: history::Statements,
     chat_sql: chat::Statements,
-    // planner
     planner_sql: planner::Statements,
     machine_choice_sql: machine_choice::Statements,
     mcp_session_sql: mcp_session::Statements,
-    // images
     media_sql: media::Statements,
 }
 
@@ -161,13 +152,10 @@ impl SqlStorage {
                 collaboration_sql: collaboration::Statements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
-                // background jobs and research
                 jobs_sql: jobs::Statements::new(dialect),
                 research_sql: research::Statements::new(dialect),
-                // history and chat
                 history_sql: history::Statements::new(dialect),
                 chat_sql: chat::Statements::new(dialect),
-                // planner
                 planner_sql: planner::Statements::new(dialect),
                 machine_choice_sql: machine_choice::Statements::new(dialect),
                 mcp_session_sql: mcp_session::Statements::new(dialect),
@@ -325,7 +313,6 @@ impl Storage for SqlStorage {
         self
     }
 
-    // background jobs and research
     fn jobs(&self) -> &dyn JobStore {
         self
     }
@@ -334,7 +321,6 @@ impl Storage for SqlStorage {
         self
     }
 
-    // history and chat
     fn history(&self) -> &dyn fermata_store::HistoryStore {
         self
     }
@@ -343,7 +329,6 @@ impl Storage for SqlStorage {
         self
     }
 
-    // planner
     fn planner(&self) -> &dyn fermata_store::PlannerStore {
         self
     }
@@ -356,7 +341,6 @@ impl Storage for SqlStorage {
         self
     }
 
-    // images
     fn images(&self) -> &dyn fermata_store::ImageStore {
         self
     }

@@ -20,18 +20,14 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
-// background jobs and research
 pub mod claim;
 pub mod jobs;
 pub mod research;
-// history and chat
 pub mod chat;
 pub mod history;
-// planner
 pub mod machine_choice;
 pub mod mcp_session;
 pub mod planner;
-// images
 pub mod attachments;
 pub mod images;
 
@@ -63,7 +59,6 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
-// background jobs and research
 pub use jobs::{
     ClaimedJob, Job, JobClaim, JobFailure, JobHolder, JobId, JobKind, JobState, JobStore, NewJob,
     Settlement,
@@ -71,12 +66,10 @@ pub use jobs::{
 pub use research::{
     JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
 };
-// history and chat
 pub use chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
 };
 pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
-// planner
 pub use machine_choice::MachineChoiceStore;
 pub use mcp_session::{McpClient, McpSession, McpSessionId, McpSessionStore};
 pub use planner::{
@@ -85,7 +78,6 @@ pub use planner::{
     NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
     PlannerStatus, PlannerStore,
 };
-// images
 pub use attachments::{
     AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
     NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,
@@ -115,24 +107,20 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     fn workflows(&self) -> &dyn WorkflowStore;
 
-    // background jobs and research
     fn jobs(&self) -> &dyn JobStore;
 
     fn research(&self) -> &dyn ResearchStore;
 
-    // history and chat
     fn history(&self) -> &dyn HistoryStore;
 
     fn chat(&self) -> &dyn ChatStore;
 
-    // planner
     fn planner(&self) -> &dyn PlannerStore;
 
     fn machine_choices(&self) -> &dyn MachineChoiceStore;
 
     fn mcp_sessions(&self) -> &dyn McpSessionStore;
 
-    // images
     /// A document's images (`plan_images`).
     fn images(&self) -> &dyn ImageStore;
 

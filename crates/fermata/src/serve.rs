@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use fermata_accounts::{AccountSettings, Accounts};
-use fermata_collab::{Documents, Media, RoomManager, WriterFence};
+use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{Lease, Storage, TenureStart};
 use tokio::net::TcpListener;
@@ -127,7 +127,6 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     }
     startup_cleanup(&store, &accounts, &lease).await;
     fence.set(Some(lease.fence()));
-    sweep_unsent_attachments(&media).await;
     readiness.set(Phase::Serving);
     tracing::info!(
         holder = %holder,
@@ -148,12 +147,13 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         async move { schema.work(name, stop).await }
     });
 
-    // Chat files nobody sent within a day are forgotten while this process holds the lease.
+    // Rows nobody needs any more (unsent Chat files, expired Planner credentials, idle MCP
+    // sessions) are swept now and then periodically while this process holds the lease.
     let sweep_stop = CancellationToken::new();
     let sweeper = tokio::spawn({
-        let media = media.clone();
+        let sweeps = Sweeps::new(Arc::new(store.clone()), fence.clone());
         let stop = sweep_stop.clone().cancelled_owned();
-        async move { media.sweep_periodically(ATTACHMENT_SWEEP_EVERY, stop).await }
+        async move { sweeps.run(SWEEP_EVERY, stop).await }
     });
 
     let keeper_stop = CancellationToken::new();
@@ -241,18 +241,6 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         Err(join) => Err(Failure::runtime(format!(
             "the writer lease keeper failed: {join}"
         ))),
-    }
-}
-
-/// How often unsent Chat files are swept while serving (they are forgotten a day after upload).
-const ATTACHMENT_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
-/// At start, under the writer lease: forgets the Chat files nobody sent within a day. A failure
-/// is logged; the periodic sweep tries again.
-async fn sweep_unsent_attachments(media: &Media) {
-    match media.sweep_unsent().await {
-        Ok(forgotten) => tracing::info!(forgotten, "forgot attachments nobody sent within a day"),
-        Err(error) => tracing::warn!(error = %error, "could not sweep unsent attachments at start"),
     }
 }
 

@@ -16,7 +16,6 @@ use tempfile::TempDir;
 use crate::{Database, SqlStorage};
 
 pub mod bench;
-// planner
 pub mod planner;
 
 /// The variable the test command sets to the throwaway PostgreSQL server's admin URL.
@@ -157,7 +156,6 @@ impl Storage for ScratchStorage {
         &self.storage
     }
 
-    // background jobs and research
     fn jobs(&self) -> &dyn fermata_store::JobStore {
         &self.storage
     }
@@ -166,7 +164,6 @@ impl Storage for ScratchStorage {
         &self.storage
     }
 
-    // history and chat
     fn history(&self) -> &dyn fermata_store::HistoryStore {
         &self.storage
     }
@@ -175,7 +172,6 @@ impl Storage for ScratchStorage {
         &self.storage
     }
 
-    // planner
     fn planner(&self) -> &dyn fermata_store::PlannerStore {
         &self.storage
     }
@@ -188,7 +184,6 @@ impl Storage for ScratchStorage {
         &self.storage
     }
 
-    // images
     fn images(&self) -> &dyn fermata_store::ImageStore {
         &self.storage
     }

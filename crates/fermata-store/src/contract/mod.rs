@@ -12,15 +12,11 @@ mod pause;
 mod schema;
 mod tenure;
 mod workflow;
-// background jobs and research
 mod jobs;
 mod research;
-// history and chat
 mod chat;
 mod history;
-// planner
 mod planner;
-// images
 mod media;
 
 use std::future::Future;
@@ -30,7 +26,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{Storage, StoreOptions};
-// planner
 use crate::{ChannelId, DeferredTurn};
 
 pub use accounts::*;
@@ -40,15 +35,11 @@ pub use pause::PausedWrites;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
-// background jobs and research
 pub use jobs::*;
 pub use research::*;
-// history and chat
 pub use chat::*;
 pub use history::*;
-// planner
 pub use planner::*;
-// images
 pub use media::*;
 
 /// What the suite needs from an adapter under test.
@@ -58,7 +49,6 @@ pub trait Harness: Send + Sync {
     /// harness opened.
     async fn open(&self, options: StoreOptions) -> Arc<dyn Storage>;
 
-    // planner
     /// Stores deferred turns in `store` (one this harness opened) as an earlier release left
     /// them, with plain writes: this release's port never creates one.
     async fn seed_deferred_turns(&self, store: &dyn Storage, turns: &[DeferredTurn]);
@@ -180,7 +170,6 @@ macro_rules! contract_suite {
             a_hook_delivered_while_running_is_not_slept_through,
             a_hook_wait_times_out_for_good,
             purge_removes_old_terminal_runs_with_their_steps_and_hooks,
-            // background jobs and research
             jobs_are_enqueued_per_document_and_repeat_by_id,
             only_one_of_racing_workers_claims_a_job,
             racing_workers_claim_distinct_jobs,
@@ -199,7 +188,6 @@ macro_rules! contract_suite {
             research_writes_under_a_lost_lease_are_fenced,
             the_repository_listing_leaves_out_archived_parents_unless_asked,
             research_requests_go_with_their_parent,
-            // history and chat
             history_extends_an_authors_session_for_changes_under_ten_minutes_apart,
             history_gives_authorless_changes_sessions_of_their_own,
             history_lists_newest_first_within_a_bound_and_reads_one,
@@ -212,7 +200,6 @@ macro_rules! contract_suite {
             chat_values_are_checked_at_the_boundary,
             run_stages_are_bounded_per_stage_not_per_run,
             removing_a_run_removes_only_its_stages,
-            // planner
             a_planner_claim_raises_the_generation_and_only_its_holder_changes_it,
             concurrent_planner_claims_let_exactly_one_win,
             an_owner_whose_session_ends_is_cleared_and_the_generation_stays,
@@ -233,7 +220,6 @@ macro_rules! contract_suite {
             the_owner_reset_keeps_only_owners_whose_hold_names_a_kept_session,
             child_sidecars_are_read_and_replaced_without_moving_a_counter,
             racing_publications_create_one_child,
-            // images
             images_are_stored_once_per_document_and_hash,
             every_listed_type_is_stored_and_read_back,
             images_and_attachments_need_their_document,

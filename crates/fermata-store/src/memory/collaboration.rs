@@ -519,7 +519,6 @@ impl CollaborationStore for MemoryStorage {
     async fn delete_archived(&self, fence: &Fence, id: &ChannelId) -> StoreResult<()> {
         self.inner
             .fenced(fence, |state, _now| {
-                // background jobs and research
                 state.research.refuse_published_child(id)?;
                 let docs = docs(state);
                 let channel = docs.channels.get(id).ok_or_else(|| unavailable(id))?;
@@ -545,7 +544,6 @@ impl CollaborationStore for MemoryStorage {
                 docs.operations.retain(|(channel, _), _| channel != id);
                 docs.checkpoints.remove(id);
                 docs.navigation.retain(|_, channel| channel != id);
-                // background jobs and research
                 state.jobs.forget_channel(id);
                 state.research.forget_channel(id);
                 super::history::forget_channel(state, id);

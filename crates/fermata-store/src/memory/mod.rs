@@ -8,18 +8,14 @@
 mod accounts;
 mod collaboration;
 mod lease;
-// images
 mod media;
 mod schema;
 mod tenure;
 mod workflow;
-// background jobs and research
 mod jobs;
 mod research;
-// history and chat
 mod chat;
 mod history;
-// planner
 mod planner;
 
 use std::collections::{BTreeMap, HashMap};
@@ -37,7 +33,6 @@ use crate::{
     ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
     StoreOptions, TenureStore, UserStore, WorkflowStore,
 };
-// background jobs and research
 use crate::{JobStore, ResearchStore};
 
 /// All stores, in memory.
@@ -67,15 +62,11 @@ struct State {
     documents: collaboration::Documents,
     schema: schema::SchemaTables,
     workflows: workflow::Workflows,
-    // background jobs and research
     jobs: jobs::Jobs,
     research: research::Research,
-    // history and chat
     history: history::Versions,
     chat: chat::ChatTables,
-    // planner
     planner: planner::PlannerTables,
-    // images
     media: media::Media,
 }
 
@@ -181,7 +172,6 @@ impl Storage for MemoryStorage {
         self
     }
 
-    // background jobs and research
     fn jobs(&self) -> &dyn JobStore {
         self
     }
@@ -190,7 +180,6 @@ impl Storage for MemoryStorage {
         self
     }
 
-    // history and chat
     fn history(&self) -> &dyn crate::HistoryStore {
         self
     }
@@ -199,7 +188,6 @@ impl Storage for MemoryStorage {
         self
     }
 
-    // planner
     fn planner(&self) -> &dyn crate::PlannerStore {
         self
     }
@@ -212,7 +200,6 @@ impl Storage for MemoryStorage {
         self
     }
 
-    // images
     fn images(&self) -> &dyn crate::ImageStore {
         self
     }

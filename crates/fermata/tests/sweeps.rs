@@ -1,18 +1,20 @@
-//! `fermata serve` forgets the Chat files nobody sent within a day, at start under the writer
-//! lease, with the real binary on SQLite and on PostgreSQL. The day is made to have passed by
-//! moving an upload's time back a day, never by waiting.
+//! `fermata serve` sweeps, at start under the writer lease, the Chat files nobody sent within a
+//! day and the MCP sessions idle for longer than a day, with the real binary on SQLite and on
+//! PostgreSQL. The day is made to have passed by moving the stored times back, never by waiting.
 
 mod support;
 
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
 use fermata_store::{
-    Acquisition, AttachmentId, AttachmentType, ChannelId, LeaseName, MessageRequestId,
-    NewAttachment, NewChannel, Repository, Storage, UserId,
+    Acquisition, AttachmentId, AttachmentType, ChannelId, LeaseName, McpClient, McpSessionId,
+    MessageRequestId, NewAttachment, NewChannel, NewUser, Repository, Storage, UserId, UserName,
 };
 use support::Target;
 
-async fn start_forgets_files_nobody_sent_within_a_day(target: Target) {
+async fn start_sweeps_what_nobody_needs_any_more(target: Target) {
     let (status, output) = target.run("migrate");
     assert!(status.success(), "{output}");
     let store = target.store().await;
@@ -45,6 +47,28 @@ async fn start_forgets_files_nobody_sent_within_a_day(target: Target) {
         .await
         .unwrap();
     let ada = UserId("ada".to_owned());
+    store
+        .users()
+        .create_user(&NewUser {
+            id: ada.clone(),
+            name: UserName::new("ada").unwrap(),
+            password_hash: "unused".to_owned(),
+            roles: BTreeSet::new(),
+        })
+        .await
+        .unwrap();
+    let client = McpClient::new("editor", "1.0").unwrap();
+    let mcp = async |id: &str| -> McpSessionId {
+        let id = McpSessionId::new(id).unwrap();
+        store
+            .mcp_sessions()
+            .create_mcp_session(&fence, &id, &ada, &client)
+            .await
+            .unwrap();
+        id
+    };
+    let idle = mcp("idle").await;
+    let active = mcp("active").await;
     let upload = async |name: &str| -> AttachmentId {
         let file = NewAttachment::new(
             channel.clone(),
@@ -82,11 +106,16 @@ async fn start_forgets_files_nobody_sent_within_a_day(target: Target) {
         .await
         .unwrap();
     }
+    sqlx::query("UPDATE mcp_sessions SET last_seen_at = last_seen_at - 86460000 WHERE id = $1")
+        .bind(idle.as_str().to_owned())
+        .execute(store.pool())
+        .await
+        .unwrap();
 
     let mut server = target.serve(&[]);
     server.wait_ready().await;
     server
-        .wait_for_output("forgot attachments nobody sent within a day forgotten=1")
+        .wait_for_output("unsent_attachments=1 expired_planner_credentials=0 idle_mcp_sessions=1")
         .await;
     let readable = async |id: &AttachmentId| {
         store
@@ -105,16 +134,19 @@ async fn start_forgets_files_nobody_sent_within_a_day(target: Target) {
         "a file uploaded today waits for its message"
     );
     assert!(readable(&sent).await, "a sent file is never swept");
+    let seen = async |id: &McpSessionId| store.mcp_sessions().mcp_session(id).await.unwrap();
+    assert!(seen(&idle).await.is_none(), "the idle MCP session is swept");
+    assert!(seen(&active).await.is_some(), "an MCP session seen today stays");
     server.terminate();
     assert_eq!(server.wait_exit().await.code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_start_forgets_files_nobody_sent_within_a_day() {
-    start_forgets_files_nobody_sent_within_a_day(Target::sqlite()).await;
+async fn sqlite_start_sweeps_what_nobody_needs_any_more() {
+    start_sweeps_what_nobody_needs_any_more(Target::sqlite()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_start_forgets_files_nobody_sent_within_a_day() {
-    start_forgets_files_nobody_sent_within_a_day(Target::postgres().await).await;
+async fn postgres_start_sweeps_what_nobody_needs_any_more() {
+    start_sweeps_what_nobody_needs_any_more(Target::postgres().await).await;
 }

@@ -3,9 +3,12 @@
 //! thumbnails at fixed widths, kept in a bounded cache in memory.
 //!
 //! Nothing here trusts a file's name or the type a sender claims. A file is refused unless its
-//! bytes are wholly one of the accepted types: an image must be well formed to its last byte and
-//! decode under [`DecodeLimits`], and plain text must be UTF-8 without control characters that
-//! does not begin like markup. Everything is CPU work; callers run it on a blocking thread.
+//! bytes are wholly one of the accepted types: an image must be well formed to its last byte,
+//! hold no markup (HTML, SVG, XML, script) in the parts of its container where text can hide
+//! (metadata chunks, segments, extensions and boxes: every byte but its pixel data, which is
+//! never searched), and decode under [`DecodeLimits`]; and plain text must be UTF-8 without
+//! control characters that does not begin like markup. Everything is CPU work; callers run it
+//! on a blocking thread.
 
 mod decode;
 mod shrink;
@@ -97,7 +100,8 @@ pub enum MediaError {
     /// Not one of the accepted types (HTML and SVG never are).
     #[error("the file is not one of the accepted types ({accepted})")]
     Unsupported { accepted: &'static str },
-    /// Markup (HTML, SVG, XML, script), as a whole or hidden inside another type.
+    /// Markup (HTML, SVG, XML, script), as a whole or hidden in an image's metadata (any part
+    /// of its container but its pixel data).
     #[error("the file holds markup, which is never accepted")]
     Markup,
     /// It begins like an accepted image but is not one to its end: truncated, damaged, or with

@@ -58,15 +58,16 @@ pub fn inspect_document_image(bytes: &[u8], limits: DecodeLimits) -> Result<Insp
     }
 }
 
-/// The whole check of a file whose signature claims `kind`: its container, no markup inside,
-/// and (for every type but AVIF) a full decode under `limits`.
+/// The whole check of a file whose signature claims `kind`: its container, no markup in the
+/// parts of it where text can hide (everything but its pixel data), and (for every type but
+/// AVIF) a full decode under `limits`.
 fn inspect_image(
     bytes: &[u8],
     kind: MediaType,
     limits: DecodeLimits,
 ) -> Result<Inspected, MediaError> {
-    structure::check(bytes, kind)?;
-    if structure::holds_markup(bytes) {
+    let text = structure::check(bytes, kind)?;
+    if structure::holds_markup(bytes, &text) {
         return Err(MediaError::Markup);
     }
     if kind == MediaType::Avif {

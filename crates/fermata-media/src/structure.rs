@@ -1,6 +1,30 @@
 //! Container checks: an image is accepted only when its container is well formed from its
 //! first byte to its last, so a truncated file and one with bytes after its end (a GIF with
 //! HTML behind its trailer, say) are refused before any decoder sees them.
+//!
+//! The same walk tells where text can hide, which is all that [`holds_markup`] searches:
+//! every byte of the file except its pixel data. Pixel data is, per container:
+//! - PNG: the data of `IDAT` chunks (and APNG's `fdAT`); every other chunk is searched whole.
+//! - JPEG: the entropy-coded data after each start-of-scan segment; every marker segment
+//!   (APPn, COM, tables, frame and scan headers) is searched.
+//! - GIF: each image's data sub-blocks; extensions (comment, application, plain text,
+//!   graphic control), descriptors and colour tables are searched.
+//! - WebP: the data of `VP8 `, `VP8L` and `ALPH` chunks, and of `ANMF` chunks after their
+//!   frame header; `EXIF`, `XMP `, `ICCP` and unknown chunks are searched.
+//! - BMP: the pixel array, from the header's offset for the size its bitmap header gives; the
+//!   headers, the palette and any other bytes are searched.
+//! - ICO: each embedded PNG's pixel data by the PNG rule, and each embedded bitmap's colour
+//!   and mask arrays; the directory and the bitmaps' headers and palettes are searched.
+//! - AVIF: the payload of `mdat` boxes; every other box is searched.
+//!
+//! What the walk does not recognise (a bitmap header it does not know, an ICO entry that is
+//! not a whole PNG) has no pixel data, so it is searched whole. Compressed pixel data spells a
+//! markup needle by chance about once in 10^9 bytes, so searching it would refuse about one
+//! honest 10 MiB photo in a hundred. Markup that a crafted file hides inside its pixel data
+//! (a PNG whose deflate blocks are stored, say) is therefore not found; that is the price of
+//! not refusing honest photos.
+
+use std::ops::Range;
 
 use crate::{MediaError, MediaType};
 
@@ -28,19 +52,45 @@ pub(crate) fn claimed_type(bytes: &[u8]) -> Option<MediaType> {
     }
 }
 
-/// Checks the container of a file whose signature claimed `kind` ends exactly at its last byte.
-pub(crate) fn check(bytes: &[u8], kind: MediaType) -> Result<(), MediaError> {
+/// Checks the container of a file whose signature claimed `kind` ends exactly at its last byte,
+/// and returns where text can hide in it: every byte but the image's compressed or raw pixel
+/// data, as ranges in file order for [`holds_markup`].
+pub(crate) fn check(bytes: &[u8], kind: MediaType) -> Result<Vec<Range<usize>>, MediaError> {
+    let mut pixels = Vec::new();
     let well_formed = match kind {
-        MediaType::Png => png(bytes),
-        MediaType::Jpeg => jpeg(bytes),
-        MediaType::Gif => gif(bytes),
-        MediaType::Webp => webp(bytes),
-        MediaType::Avif => return avif(bytes),
-        MediaType::Bmp => bmp(bytes),
-        MediaType::Ico => ico(bytes),
+        MediaType::Png => png(bytes, &mut pixels),
+        MediaType::Jpeg => jpeg(bytes, &mut pixels),
+        MediaType::Gif => gif(bytes, &mut pixels),
+        MediaType::Webp => webp(bytes, &mut pixels),
+        MediaType::Avif => {
+            avif(bytes, &mut pixels)?;
+            Some(())
+        }
+        MediaType::Bmp => bmp(bytes, &mut pixels),
+        MediaType::Ico => ico(bytes, &mut pixels),
         MediaType::Text => Some(()),
     };
-    well_formed.ok_or(MediaError::Malformed { kind })
+    well_formed.ok_or(MediaError::Malformed { kind })?;
+    Ok(text_ranges(bytes.len(), pixels))
+}
+
+/// The bytes of a file of `len` bytes outside every one of `pixels`: what is not known to be
+/// pixel data is where text can hide.
+fn text_ranges(len: usize, mut pixels: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    pixels.sort_by_key(|range| range.start);
+    let mut text = Vec::new();
+    let mut at = 0;
+    for range in pixels {
+        let (start, end) = (range.start.min(len), range.end.min(len));
+        if start > at {
+            text.push(at..start);
+        }
+        at = at.max(end);
+    }
+    if at < len {
+        text.push(at..len);
+    }
+    text
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -62,9 +112,14 @@ fn usize_of(n: u32) -> Option<usize> {
     usize::try_from(n).ok()
 }
 
+fn be16(bytes: &[u8], at: usize) -> Option<u16> {
+    let b = bytes.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
 /// PNG: the signature, then chunks (length, type, data, CRC) from `IHDR` to `IEND`, which must
-/// be the last bytes.
-fn png(bytes: &[u8]) -> Option<()> {
+/// be the last bytes. The data of `IDAT` (and APNG's `fdAT`) chunks is pixel data.
+fn png(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
     let mut at = 8;
     let mut first = true;
     loop {
@@ -75,6 +130,9 @@ fn png(bytes: &[u8]) -> Option<()> {
             return None;
         }
         first = false;
+        if kind == b"IDAT" || kind == b"fdAT" {
+            pixels.push(at + 8..end - 4);
+        }
         if kind == b"IEND" {
             return (end == bytes.len()).then_some(());
         }
@@ -82,15 +140,70 @@ fn png(bytes: &[u8]) -> Option<()> {
     }
 }
 
-/// JPEG: the start-of-image marker and, as its last two bytes, the end-of-image marker. (The
-/// segments between are the decoder's to check.)
-fn jpeg(bytes: &[u8]) -> Option<()> {
-    (bytes.len() >= 4 && bytes.ends_with(&[0xFF, 0xD9])).then_some(())
+/// JPEG: one or more streams back to back (a camera's multi-picture file holds its further
+/// pictures after the first one's end), each from its start-of-image marker to its
+/// end-of-image marker, the last of which must be the last two bytes. Each stream's marker
+/// segments chain by their lengths; the entropy-coded data after each start-of-scan segment,
+/// up to the next marker that is not a restart marker, is pixel data. Stray bytes before a
+/// marker, which decoders skip, are tolerated and are not pixel data.
+fn jpeg(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes.get(at..at + 2)? != [0xFF, 0xD8] {
+            return None;
+        }
+        at = jpeg_stream(bytes, at + 2, pixels)?;
+    }
+    (bytes.len() >= 4).then_some(())
+}
+
+/// Walks one JPEG stream's segments from just after its start-of-image marker; returns where
+/// the stream ends, just after its end-of-image marker.
+fn jpeg_stream(bytes: &[u8], mut at: usize, pixels: &mut Vec<Range<usize>>) -> Option<usize> {
+    loop {
+        while *bytes.get(at)? != 0xFF {
+            at += 1;
+        }
+        // Fill bytes before the marker.
+        while *bytes.get(at + 1)? == 0xFF {
+            at += 1;
+        }
+        let marker = *bytes.get(at + 1)?;
+        match marker {
+            0xD9 => return Some(at + 2),
+            // Markers without a length (a stray 0xFF 0x00 is no marker at all).
+            0x00 | 0x01 | 0xD0..=0xD7 => {
+                at += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let length = usize::from(be16(bytes, at + 2)?);
+        let end = at.checked_add(2)?.checked_add(length)?;
+        if length < 2 || end > bytes.len() {
+            return None;
+        }
+        at = end;
+        if marker == 0xDA {
+            let scan = at;
+            loop {
+                if *bytes.get(at)? == 0xFF
+                    && !matches!(*bytes.get(at + 1)?, 0x00 | 0xD0..=0xD7 | 0xFF)
+                {
+                    break;
+                }
+                at += 1;
+            }
+            pixels.push(scan..at);
+        }
+    }
 }
 
 /// GIF: header, logical screen, the global colour table, then extensions and images as
-/// sub-block chains up to the trailer `;`, which must be the last byte.
-fn gif(bytes: &[u8]) -> Option<()> {
+/// sub-block chains up to the trailer `;`, which must be the last byte. Each image's data
+/// sub-blocks (after its LZW minimum code size) are pixel data; extensions (comments,
+/// application and plain-text blocks) are not.
+fn gif(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
     let packed = *bytes.get(10)?;
     let mut at = 13 + color_table(packed);
     loop {
@@ -100,7 +213,9 @@ fn gif(bytes: &[u8]) -> Option<()> {
             0x2C => {
                 let packed = *bytes.get(at + 9)?;
                 // Descriptor, local colour table, LZW minimum code size, then the data.
-                at = sub_blocks(bytes, at + 10 + color_table(packed) + 1)?;
+                let data = at + 10 + color_table(packed) + 1;
+                at = sub_blocks(bytes, data)?;
+                pixels.push(data..at);
             }
             _ => return None,
         }
@@ -131,8 +246,10 @@ fn sub_blocks(bytes: &[u8], mut at: usize) -> Option<usize> {
 }
 
 /// WebP: a RIFF container whose size covers exactly the file, holding chunks (each padded to
-/// an even length) that end exactly at its end.
-fn webp(bytes: &[u8]) -> Option<()> {
+/// an even length) that end exactly at its end. The data of `VP8 `, `VP8L` and `ALPH` chunks,
+/// and of `ANMF` chunks after their 16-byte frame header, is pixel data; `EXIF`, `XMP `,
+/// `ICCP` and unknown chunks are not.
+fn webp(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
     let riff = usize_of(le32(bytes, 4)?)?;
     if riff.checked_add(8)? != bytes.len() || riff % 2 != 0 {
         return None;
@@ -141,19 +258,24 @@ fn webp(bytes: &[u8]) -> Option<()> {
     let mut chunks = 0;
     while at < bytes.len() {
         let size = usize_of(le32(bytes, at + 4)?)?;
-        at = at
-            .checked_add(8)?
-            .checked_add(size)?
-            .checked_add(size % 2)?;
+        let data = at + 8;
+        let data_end = data.checked_add(size)?;
+        match bytes.get(at..at + 4)? {
+            b"VP8 " | b"VP8L" | b"ALPH" => pixels.push(data..data_end),
+            b"ANMF" => pixels.push((data + 16).min(data_end)..data_end),
+            _ => {}
+        }
+        at = data_end.checked_add(size % 2)?;
         chunks += 1;
     }
     (at == bytes.len() && chunks > 0).then_some(())
 }
 
 /// AVIF: ISO boxes that cover the file exactly, the first an `ftyp` naming an AVIF brand, with
-/// the image's description (`meta`, or `moov` for a sequence) and its data (`mdat`). Nothing
-/// here decodes AVIF (that needs native libraries), so this is its whole check.
-fn avif(bytes: &[u8]) -> Result<(), MediaError> {
+/// the image's description (`meta`, or `moov` for a sequence) and its data (`mdat`, whose
+/// payload is pixel data). Nothing here decodes AVIF (that needs native libraries), so this is
+/// its whole check.
+fn avif(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Result<(), MediaError> {
     let malformed = MediaError::Malformed {
         kind: MediaType::Avif,
     };
@@ -173,25 +295,31 @@ fn avif(bytes: &[u8]) -> Result<(), MediaError> {
     let (mut described, mut data) = (false, false);
     while at < bytes.len() {
         let size = be32(bytes, at).ok_or(malformed.clone())?;
-        match bytes.get(at + 4..at + 8) {
+        let kind = bytes.get(at + 4..at + 8);
+        match kind {
             Some(b"meta" | b"moov") => described = true,
             Some(b"mdat") => data = true,
             _ => {}
         }
-        let length = match size {
-            0 => bytes.len() - at,
+        let (length, header) = match size {
+            0 => (bytes.len() - at, 8),
             1 => {
                 let high = be32(bytes, at + 8).ok_or(malformed.clone())?;
                 let low = be32(bytes, at + 12).ok_or(malformed.clone())?;
-                usize::try_from((u64::from(high) << 32) | u64::from(low))
-                    .map_err(|_| malformed.clone())?
+                let length = usize::try_from((u64::from(high) << 32) | u64::from(low))
+                    .map_err(|_| malformed.clone())?;
+                (length, 16)
             }
-            n => usize_of(n).ok_or(malformed.clone())?,
+            n => (usize_of(n).ok_or(malformed.clone())?, 8),
         };
-        if length < 8 {
+        if length < header {
             return Err(malformed);
         }
-        at = at.checked_add(length).ok_or(malformed.clone())?;
+        let end = at.checked_add(length).ok_or(malformed.clone())?;
+        if kind == Some(b"mdat") {
+            pixels.push(at + header..end);
+        }
+        at = end;
     }
     if at == bytes.len() && described && data {
         Ok(())
@@ -200,14 +328,66 @@ fn avif(bytes: &[u8]) -> Result<(), MediaError> {
     }
 }
 
-/// BMP: the file size in its header is the file's size.
-fn bmp(bytes: &[u8]) -> Option<()> {
-    (usize_of(le32(bytes, 2)?)? == bytes.len()).then_some(())
+/// BMP: the file size in its header is the file's size. The pixel array, from the offset the
+/// header gives for as many bytes as the bitmap header describes, is pixel data; the headers,
+/// the palette and any bytes outside the array are not. A bitmap header not understood here
+/// marks no pixel data, so the whole file is scanned.
+fn bmp(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
+    if usize_of(le32(bytes, 2)?)? != bytes.len() {
+        return None;
+    }
+    let offset = le32(bytes, 10).and_then(usize_of);
+    let size = bytes.get(14..).and_then(dib_pixel_bytes);
+    if let (Some(offset), Some(size)) = (offset, size) {
+        pixels.push(offset..offset.saturating_add(size));
+    }
+    Some(())
+}
+
+/// The size of the pixel array a device-independent bitmap header (at the start of `dib`)
+/// describes: rows padded to four bytes for uncompressed bitmaps, the header's image size for
+/// compressed ones.
+fn dib_pixel_bytes(dib: &[u8]) -> Option<usize> {
+    let header = le32(dib, 0)?;
+    let (width, height, bpp, compression, image_size) = if header == 12 {
+        let bpp = le16(dib, 10)?;
+        (
+            u64::from(le16(dib, 4)?),
+            u64::from(le16(dib, 6)?),
+            bpp,
+            0,
+            0,
+        )
+    } else if header >= 40 {
+        let height = le32(dib, 8)? as i32;
+        (
+            u64::from(le32(dib, 4)?),
+            u64::from(height.unsigned_abs()),
+            le16(dib, 14)?,
+            le32(dib, 16)?,
+            le32(dib, 20)?,
+        )
+    } else {
+        return None;
+    };
+    match compression {
+        // Uncompressed, or uncompressed with bit-field masks.
+        0 | 3 | 6 => usize::try_from(stride(width, bpp)?.checked_mul(height)?).ok(),
+        _ if image_size > 0 => usize_of(image_size),
+        _ => None,
+    }
+}
+
+/// The bytes of one row of `width` pixels at `bpp` bits, padded to four bytes.
+fn stride(width: u64, bpp: u16) -> Option<u64> {
+    Some(width.checked_mul(u64::from(bpp))?.checked_add(31)? / 32 * 4)
 }
 
 /// ICO: a directory of at least one entry, every entry's data inside the file, and the file
-/// ending where the last entry's data ends.
-fn ico(bytes: &[u8]) -> Option<()> {
+/// ending where the last entry's data ends. An entry holding a PNG has that PNG's pixel data
+/// (by the PNG rule); an entry holding a bitmap has its colour and mask arrays, after its
+/// header and palette. An entry not understood marks no pixel data, so it is scanned whole.
+fn ico(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
     let count = usize::from(le16(bytes, 4)?);
     if count == 0 {
         return None;
@@ -221,15 +401,67 @@ fn ico(bytes: &[u8]) -> Option<()> {
         if offset < directory_end {
             return None;
         }
-        end = end.max(offset.checked_add(size)?);
+        let entry_end = offset.checked_add(size)?;
+        end = end.max(entry_end);
+        if let Some(data) = bytes.get(offset..entry_end) {
+            pixels.extend(
+                ico_entry_pixels(data)
+                    .into_iter()
+                    .map(|range| offset + range.start..offset + range.end),
+            );
+        }
     }
     (end == bytes.len()).then_some(())
 }
 
-/// Markup hidden anywhere in an image (a PNG text chunk holding a page, say). Each needle is at
-/// least five bytes (`<svg` counts the space or `>` after it), so compressed pixel data matches
-/// one by chance about once in 10^10 bytes or less.
-pub(crate) fn holds_markup(bytes: &[u8]) -> bool {
+/// The pixel data of one ICO entry's `data`, relative to its start.
+fn ico_entry_pixels(data: &[u8]) -> Vec<Range<usize>> {
+    let mut pixels = Vec::new();
+    if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+        if png(data, &mut pixels).is_none() {
+            pixels.clear();
+        }
+        return pixels;
+    }
+    let masks = || -> Option<Range<usize>> {
+        let header = le32(data, 0)?;
+        if header < 40 {
+            return None;
+        }
+        let width = u64::from(le32(data, 4)?);
+        // The height counts the colour array and the mask array.
+        let height = u64::from((le32(data, 8)? as i32).unsigned_abs() / 2);
+        let bpp = le16(data, 14)?;
+        let compression = le32(data, 16)?;
+        let mut colors = u64::from(le32(data, 32)?);
+        if colors == 0 && bpp <= 8 {
+            colors = 1 << bpp;
+        }
+        let bit_fields = if compression == 3 && header == 40 {
+            12
+        } else {
+            0
+        };
+        let start = u64::from(header) + colors * 4 + bit_fields;
+        let arrays = (stride(width, bpp)? + stride(width, 1)?).checked_mul(height)?;
+        let start = usize::try_from(start).ok()?;
+        Some(start..start.saturating_add(usize::try_from(arrays).ok()?))
+    };
+    pixels.extend(masks());
+    pixels
+}
+
+/// Markup in the parts of an image where text can hide (a PNG text chunk holding a page, say):
+/// each of `text` (from [`check`]) is searched, case-insensitively, for `<html`, `<script`,
+/// `<!doctype`, `<iframe`, `<?xml` and `<svg` followed by a space or `>`. Pixel data is never
+/// searched: compressed pixels match a needle by chance about once in 10^9 bytes, which would
+/// refuse honest photos.
+pub(crate) fn holds_markup(bytes: &[u8], text: &[Range<usize>]) -> bool {
+    text.iter()
+        .any(|range| bytes.get(range.clone()).is_some_and(markup_in))
+}
+
+fn markup_in(bytes: &[u8]) -> bool {
     const NEEDLES: [&[u8]; 5] = [b"<html", b"<script", b"<!doctype", b"<iframe", b"<?xml"];
     bytes.iter().enumerate().any(|(at, &byte)| {
         if byte != b'<' {

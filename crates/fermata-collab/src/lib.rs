@@ -10,25 +10,25 @@
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
 
+pub mod descriptions;
 mod documents;
 mod fence;
 mod history;
 mod media;
 pub mod protocol;
+pub mod research;
 mod room;
 mod rooms;
 mod settings;
-pub mod descriptions;
-pub mod research;
 pub mod startup;
 pub mod sweeps;
 
+pub use descriptions::Descriptions;
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;
 pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload};
+pub use research::Research;
 pub use room::{Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};
 pub use settings::CollabSettings;
-pub use descriptions::Descriptions;
-pub use research::Research;
 pub use sweeps::{SWEEP_EVERY, Sweeps};

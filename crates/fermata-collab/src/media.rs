@@ -10,7 +10,6 @@
 //! run on the blocking pool.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use fermata_media::{
     DecodeLimits, Fitted, Inspected, MediaError, MediaType, Served, Thumbnails, Width, fit,
@@ -19,7 +18,7 @@ use fermata_media::{
 use fermata_store::{
     AttachmentId, AttachmentInfo, AttachmentType, ChannelId, ImageHash, ImageInfo, ImageStored,
     ImageType, MessageRequestId, NewAttachment, NewImage, OriginalFile, Storage, StoreError,
-    UNSENT_ATTACHMENT_LIFETIME, UserId,
+    UserId,
 };
 
 use crate::fence::WriterFence;

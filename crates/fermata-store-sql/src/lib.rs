@@ -7,28 +7,28 @@
 
 mod api_token;
 mod channel;
+mod chat;
+mod claim;
 mod collaboration;
 mod dialect;
 mod error;
 mod fence;
+mod history;
+mod jobs;
 mod lease;
 mod machine;
+mod machine_choice;
+mod mcp_session;
 mod media;
 pub mod migrations;
+mod planner;
+mod research;
 mod row;
 mod schema;
 mod session;
 mod tenure;
 mod user;
 mod workflow;
-mod claim;
-mod jobs;
-mod research;
-mod chat;
-mod history;
-mod machine_choice;
-mod mcp_session;
-mod planner;
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -7,48 +7,72 @@
 //! `contract`).
 
 pub mod api_token;
+pub mod attachments;
 pub mod channel;
+pub mod chat;
+pub mod claim;
 pub mod collaboration;
 pub mod collaboration_rules;
 pub mod error;
+pub mod history;
+pub mod images;
+pub mod jobs;
 pub mod lease;
 pub mod machine;
+pub mod machine_choice;
+pub mod mcp_session;
 pub mod memory;
+pub mod planner;
+pub mod research;
 pub mod schema;
 pub mod session;
 pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
-pub mod claim;
-pub mod jobs;
-pub mod research;
-pub mod chat;
-pub mod history;
-pub mod machine_choice;
-pub mod mcp_session;
-pub mod planner;
-pub mod attachments;
-pub mod images;
 
 #[cfg(feature = "contract")]
 pub mod contract;
 
 pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
+pub use attachments::{
+    AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
+    NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,
+};
 pub use channel::{
     Channel, ChannelFilter, ChannelId, CreationKey, Description, DescriptionDraft, NewChannel,
     Repository, Slug,
+};
+pub use chat::{
+    ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
 };
 pub use collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
     NewCheckpoint, OperationId, PublishedChannel, RecoverySnapshot, SidecarState,
 };
 pub use error::{ErrorKind, StoreError, StoreResult};
+pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
+pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
+pub use jobs::{
+    ClaimedJob, Job, JobClaim, JobFailure, JobHolder, JobId, JobKind, JobState, JobStore, NewJob,
+    Settlement,
+};
 pub use lease::{
     Acquisition, Fence, FencedWriteHook, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord,
     LeaseRenewal, LeaseStore,
 };
 pub use machine::{Machine, MachineId, MachineStore, NewMachine};
+pub use machine_choice::MachineChoiceStore;
+pub use mcp_session::{McpClient, McpSession, McpSessionId, McpSessionStore};
+pub use planner::{
+    AgentState, ChildConversation, ChoiceName, ClearedChild, DecisionAnswer, DeferredTurn,
+    DeferredTurnRetirement, DeferredTurnState, HeldSessions, HoldOwner, LinkHold, ModelChoice,
+    NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
+    PlannerStatus, PlannerStore,
+};
+pub use research::{
+    JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
+};
 pub use session::{
     NewSession, SecretHash, Session, SessionId, SessionLookup, SessionStore, SessionSweep,
 };
@@ -59,30 +83,6 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
     RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
-pub use jobs::{
-    ClaimedJob, Job, JobClaim, JobFailure, JobHolder, JobId, JobKind, JobState, JobStore, NewJob,
-    Settlement,
-};
-pub use research::{
-    JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
-};
-pub use chat::{
-    ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
-};
-pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
-pub use machine_choice::MachineChoiceStore;
-pub use mcp_session::{McpClient, McpSession, McpSessionId, McpSessionStore};
-pub use planner::{
-    AgentState, ChildConversation, ChoiceName, ClearedChild, DecisionAnswer, DeferredTurn,
-    DeferredTurnRetirement, DeferredTurnState, HeldSessions, HoldOwner, LinkHold, ModelChoice,
-    NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
-    PlannerStatus, PlannerStore,
-};
-pub use attachments::{
-    AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
-    NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,
-};
-pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {

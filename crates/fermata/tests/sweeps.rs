@@ -136,7 +136,10 @@ async fn start_sweeps_what_nobody_needs_any_more(target: Target) {
     assert!(readable(&sent).await, "a sent file is never swept");
     let seen = async |id: &McpSessionId| store.mcp_sessions().mcp_session(id).await.unwrap();
     assert!(seen(&idle).await.is_none(), "the idle MCP session is swept");
-    assert!(seen(&active).await.is_some(), "an MCP session seen today stays");
+    assert!(
+        seen(&active).await.is_some(),
+        "an MCP session seen today stays"
+    );
     server.terminate();
     assert_eq!(server.wait_exit().await.code(), Some(0));
 }

@@ -6,18 +6,18 @@
 //! sleeping for a guessed time.
 
 mod accounts;
+mod chat;
 mod collaboration;
+mod history;
+mod jobs;
 mod lease;
+mod media;
 mod pause;
+mod planner;
+mod research;
 mod schema;
 mod tenure;
 mod workflow;
-mod jobs;
-mod research;
-mod chat;
-mod history;
-mod planner;
-mod media;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,22 +25,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Storage, StoreOptions};
 use crate::{ChannelId, DeferredTurn};
+use crate::{Storage, StoreOptions};
 
 pub use accounts::*;
+pub use chat::*;
 pub use collaboration::*;
+pub use history::*;
+pub use jobs::*;
 pub use lease::*;
+pub use media::*;
 pub use pause::PausedWrites;
+pub use planner::*;
+pub use research::*;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
-pub use jobs::*;
-pub use research::*;
-pub use chat::*;
-pub use history::*;
-pub use planner::*;
-pub use media::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]

@@ -6,17 +6,17 @@
 //! renewal never wait for a write.
 
 mod accounts;
+mod chat;
 mod collaboration;
+mod history;
+mod jobs;
 mod lease;
 mod media;
+mod planner;
+mod research;
 mod schema;
 mod tenure;
 mod workflow;
-mod jobs;
-mod research;
-mod chat;
-mod history;
-mod planner;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -150,7 +150,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     // Rows nobody needs any more (unsent Chat files, expired Planner credentials, idle MCP
     // sessions) are swept now and then periodically while this process holds the lease.
     let sweep_stop = CancellationToken::new();
-    let sweeper = tokio::spawn({
+    let mut sweeper = tokio::spawn({
         let sweeps = Sweeps::new(Arc::new(store.clone()), fence.clone());
         let stop = sweep_stop.clone().cancelled_owned();
         async move { sweeps.run(SWEEP_EVERY, stop).await }
@@ -182,8 +182,16 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     rooms
         .shutdown("the server is stopping; reconnect shortly")
         .await;
+    // A sweep in flight may be waiting on a database that no longer answers (a lost lease):
+    // it gets the drain timeout, then is cut off, and its transaction rolls back.
     sweep_stop.cancel();
-    let _ = sweeper.await;
+    if tokio::time::timeout(settings.lease.drain_timeout, &mut sweeper)
+        .await
+        .is_err()
+    {
+        tracing::warn!("a sweep still in flight after the drain timeout was cut off");
+        sweeper.abort();
+    }
     // A run in flight gives its claim back; another process resumes it from its journal.
     worker_stop.cancel();
     if tokio::time::timeout(settings.lease.drain_timeout, &mut worker)

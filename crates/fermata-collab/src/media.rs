@@ -151,11 +151,28 @@ impl Media {
         sha256: &ImageHash,
         width: Option<Width>,
     ) -> Result<Option<ServedFile>, MediaFailure> {
+        let key = format!("image:{channel}:{sha256}");
+        // A thumbnail already made needs only the document to still exist (its images go with
+        // it), not the stored bytes.
+        if let Some(thumbnail) = width.and_then(|width| self.thumbnails.cached(&key, width)) {
+            if self
+                .storage
+                .collaboration()
+                .channel(channel)
+                .await?
+                .is_none()
+            {
+                return Ok(None);
+            }
+            return Ok(Some(ServedFile {
+                bytes: thumbnail.bytes.clone(),
+                media_type: thumbnail.media_type,
+            }));
+        }
         let Some(image) = self.storage.images().image(channel, sha256).await? else {
             return Ok(None);
         };
         let media_type = media_type_of_image(image.info.image_type);
-        let key = format!("image:{channel}:{sha256}");
         self.serve(key, image.bytes, media_type, width)
             .await
             .map(Some)
@@ -351,7 +368,7 @@ fn attachment_type(media_type: MediaType) -> Result<AttachmentType, MediaFailure
         MediaType::Text => AttachmentType::Text,
         MediaType::Avif | MediaType::Bmp | MediaType::Ico => {
             return Err(MediaError::Unsupported {
-                accepted: "PNG, JPEG, WebP, GIF or plain text",
+                accepted: fermata_media::ATTACHMENT_TYPES,
             }
             .into());
         }

@@ -77,6 +77,7 @@ fn log(report: &StartupReport) {
         planner_owners_kept = owners.owners_kept,
         child_conversations_cleared = children.cleared,
         children_citing_chat = children.citing_chat.len(),
+        children_unreadable = children.unreadable.len(),
         deferred_turns_cancelled = turns.cancelled,
         deferred_turns_interrupted = turns.interrupted,
         "startup reset under the writer lease"

@@ -19,7 +19,7 @@ mod thumbnail;
 
 pub use decode::DecodeLimits;
 pub use shrink::{Fitted, Original, fit};
-pub use sniff::{Inspected, inspect_attachment, inspect_document_image};
+pub use sniff::{ATTACHMENT_TYPES, Inspected, inspect_attachment, inspect_document_image};
 pub use thumbnail::{CacheStats, Served, Thumbnail, Thumbnails, WIDTHS, Width};
 
 use std::fmt;
@@ -70,6 +70,12 @@ impl MediaType {
     /// Whether this crate decodes it (AVIF would need native libraries; text is not an image).
     pub fn is_decodable_image(self) -> bool {
         self.image_format().is_some()
+    }
+
+    /// Whether a smaller copy or a thumbnail of it can be made: a decodable image but a GIF,
+    /// which is always served and kept whole so it keeps moving.
+    pub fn is_resizable(self) -> bool {
+        self.is_decodable_image() && self != MediaType::Gif
     }
 
     fn image_format(self) -> Option<image::ImageFormat> {

@@ -55,7 +55,7 @@ pub fn fit(
         limit: store_limit,
     };
     let kind = inspected.media_type;
-    if matches!(kind, MediaType::Text | MediaType::Gif | MediaType::Avif) {
+    if !kind.is_resizable() {
         return Err(cannot);
     }
     let image = decode(&bytes, kind, limits)?;

@@ -4,7 +4,8 @@
 use crate::decode::{DecodeLimits, decode};
 use crate::{MediaError, MediaType, structure, text};
 
-pub(crate) const ATTACHMENT_TYPES: &str = "PNG, JPEG, WebP, GIF or plain text";
+/// The types a Chat attachment may be, as errors name them.
+pub const ATTACHMENT_TYPES: &str = "PNG, JPEG, WebP, GIF or plain text";
 pub(crate) const DOCUMENT_IMAGE_TYPES: &str = "PNG, JPEG, WebP, GIF, AVIF, BMP or ICO";
 
 /// What a file was found to be.

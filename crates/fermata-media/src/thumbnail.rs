@@ -105,7 +105,7 @@ impl Thumbnails {
         media_type: MediaType,
         width: Width,
     ) -> Result<Served, MediaError> {
-        if !media_type.is_decodable_image() || media_type == MediaType::Gif {
+        if !media_type.is_resizable() {
             return Ok(Served::Original);
         }
         let entry = (key.to_owned(), width);
@@ -115,6 +115,15 @@ impl Thumbnails {
         let served = make(bytes, media_type, width, self.limits)?;
         self.lock().insert(entry, served.clone());
         Ok(served)
+    }
+
+    /// The copy at `width` of what is stored under `key`, when the cache holds it: a read that
+    /// finds one needs no stored bytes at all.
+    pub fn cached(&self, key: &str, width: Width) -> Option<Arc<Thumbnail>> {
+        match self.lock().lookup(&(key.to_owned(), width))? {
+            Served::Thumbnail(thumbnail) => Some(thumbnail),
+            Served::Original => None,
+        }
     }
 
     pub fn stats(&self) -> CacheStats {

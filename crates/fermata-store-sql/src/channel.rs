@@ -29,6 +29,7 @@ pub(crate) const CHANNEL_COLUMNS: &str = "c.id, c.repository, c.title, c.slug, c
 pub(crate) struct Statements {
     pub(crate) by_id: String,
     pub(crate) lock: String,
+    hold: String,
     list: String,
     children: String,
     count_children: String,
@@ -55,6 +56,7 @@ impl Statements {
         Statements {
             by_id: select("WHERE c.id = $1"),
             lock: select("WHERE c.id = $1{for_update}"),
+            hold: dialect.render("SELECT id FROM channels WHERE id = $1{for_key_share}"),
             list: select(
                 "WHERE ($1 = '' OR c.repository = $1) AND ($2 = 1 OR c.archived_at IS NULL) \
                  ORDER BY c.updated_at DESC, c.id",
@@ -146,6 +148,23 @@ pub(crate) fn unavailable(id: &ChannelId) -> StoreError {
 }
 
 impl SqlStorage {
+    /// Fails with `Missing` unless the document exists, holding its row against deletion until
+    /// `conn`'s transaction ends: the check of every store whose rows go with a document, so a
+    /// write on a deleted document says so rather than tripping a foreign key.
+    pub(crate) async fn require_document(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        action: &str,
+    ) -> StoreResult<()> {
+        let found = sqlx::query(&self.inner.channel_sql.hold)
+            .bind(&id.0)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| map(e, action))?;
+        found.map(|_| ()).ok_or_else(|| unavailable(id))
+    }
+
     /// The channel, read over `conn` with the given statement (plain or locking).
     pub(crate) async fn channel_on(
         &self,

@@ -150,21 +150,22 @@ impl ChatStore for SqlStorage {
         let now = tx.now;
         self.require_document(tx.conn(), &thread.channel, action)
             .await?;
-        sqlx::query(&self.inner.chat_sql.upsert_thread)
-            .bind(&thread.channel.0)
-            .bind(thread.root_id.as_str())
-            .bind(&thread.root_message_json)
-            .bind(thread.forked_at.0)
-            .bind(thread.creator.as_ref().map(|c| c.0.clone()))
-            .bind(&thread.replies_json)
-            .bind(&thread.compactions_json)
-            .bind(thread.context_usage_json.clone())
-            .bind(thread.provenance_json.clone())
-            .bind(now.0)
-            .bind(fence.token.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&self.inner.chat_sql.upsert_thread)
+                .bind(&thread.channel.0)
+                .bind(thread.root_id.as_str())
+                .bind(&thread.root_message_json)
+                .bind(thread.forked_at.0)
+                .bind(thread.creator.as_ref().map(|c| c.0.clone()))
+                .bind(&thread.replies_json)
+                .bind(&thread.compactions_json)
+                .bind(thread.context_usage_json.clone())
+                .bind(thread.provenance_json.clone())
+                .bind(now.0)
+                .bind(fence.token.0),
+            action,
+        )
+        .await?;
         tx.commit(action).await?;
         Ok(ChatThread {
             thread: thread.clone(),
@@ -203,13 +204,14 @@ impl ChatStore for SqlStorage {
     ) -> StoreResult<bool> {
         let action = "removing a Chat thread";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        let removed = sqlx::query(&self.inner.chat_sql.remove_thread)
-            .bind(&channel.0)
-            .bind(root.as_str())
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let removed = tx
+            .execute(
+                sqlx::query(&self.inner.chat_sql.remove_thread)
+                    .bind(&channel.0)
+                    .bind(root.as_str()),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
         Ok(removed > 0)
     }
@@ -225,18 +227,19 @@ impl ChatStore for SqlStorage {
         let now: UnixMillis = tx.now;
         self.require_document(tx.conn(), &state.channel, action)
             .await?;
-        sqlx::query(&self.inner.chat_sql.upsert_session)
-            .bind(&state.channel.0)
-            .bind(&state.compactions_json)
-            .bind(state.context_usage_json.clone())
-            .bind(&state.entries_json)
-            .bind(state.leaf_id.as_ref().map(|l| l.as_str().to_owned()))
-            .bind(&state.entry_forks_json)
-            .bind(now.0)
-            .bind(fence.token.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&self.inner.chat_sql.upsert_session)
+                .bind(&state.channel.0)
+                .bind(&state.compactions_json)
+                .bind(state.context_usage_json.clone())
+                .bind(&state.entries_json)
+                .bind(state.leaf_id.as_ref().map(|l| l.as_str().to_owned()))
+                .bind(&state.entry_forks_json)
+                .bind(now.0)
+                .bind(fence.token.0),
+            action,
+        )
+        .await?;
         tx.commit(action).await?;
         Ok(SessionState {
             state: state.clone(),
@@ -262,20 +265,21 @@ impl ChatStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         self.require_document(tx.conn(), &stage.channel, action)
             .await?;
-        sqlx::query(&self.inner.chat_sql.upsert_stage)
-            .bind(&stage.channel.0)
-            .bind(stage.run_id.as_str())
-            .bind(stage.stage_id.as_str())
-            .bind(stage.order)
-            .bind(&stage.status)
-            .bind(&stage.name)
-            .bind(&stage.kind)
-            .bind(stage.parents_json())
-            .bind(stage.started_at)
-            .bind(stage.ended_at)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&self.inner.chat_sql.upsert_stage)
+                .bind(&stage.channel.0)
+                .bind(stage.run_id.as_str())
+                .bind(stage.stage_id.as_str())
+                .bind(stage.order)
+                .bind(&stage.status)
+                .bind(&stage.name)
+                .bind(&stage.kind)
+                .bind(stage.parents_json())
+                .bind(stage.started_at)
+                .bind(stage.ended_at),
+            action,
+        )
+        .await?;
         tx.commit(action).await
     }
 
@@ -297,13 +301,14 @@ impl ChatStore for SqlStorage {
     ) -> StoreResult<u64> {
         let action = "removing a workflow run's stages";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        let removed = sqlx::query(&self.inner.chat_sql.remove_run)
-            .bind(&channel.0)
-            .bind(run.as_str())
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let removed = tx
+            .execute(
+                sqlx::query(&self.inner.chat_sql.remove_run)
+                    .bind(&channel.0)
+                    .bind(run.as_str()),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
         Ok(removed)
     }

@@ -54,6 +54,19 @@ impl FencedTransaction {
         &mut self.transaction
     }
 
+    /// Runs one statement in the transaction; returns how many rows it changed.
+    pub(crate) async fn execute<'q>(
+        &mut self,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+        action: &str,
+    ) -> StoreResult<u64> {
+        Ok(query
+            .execute(&mut *self.transaction)
+            .await
+            .map_err(|e| map(e, action))?
+            .rows_affected())
+    }
+
     pub(crate) async fn commit(self, action: &str) -> StoreResult<()> {
         self.transaction.commit().await.map_err(|e| map(e, action))
     }

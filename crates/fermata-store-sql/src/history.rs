@@ -7,7 +7,6 @@ use fermata_store::history::{MAX_VERSIONS_LISTED, next_session};
 use fermata_store::{
     Change, ChannelId, Fence, HistoryStore, Recorded, StoreResult, UserId, Version, VersionSummary,
 };
-use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
@@ -21,7 +20,6 @@ const COLUMNS: &str = "channel_id, number, author_id, canonical_text, revision, 
 /// The history statements, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    document_exists: String,
     latest: String,
     list: String,
     one: String,
@@ -32,7 +30,6 @@ pub(crate) struct Statements {
 impl Statements {
     pub(crate) fn new(dialect: Dialect) -> Self {
         Statements {
-            document_exists: dialect.render("SELECT count(*) FROM channels WHERE id = $1"),
             latest: dialect.render(&format!(
                 "SELECT {COLUMNS} FROM document_versions WHERE channel_id = $1 \
                  ORDER BY number DESC LIMIT 1"
@@ -73,27 +70,6 @@ fn version_from(row: &AnyRow, action: &str) -> StoreResult<Version> {
             .zip(summary_hash)
             .map(|(text, source_hash)| VersionSummary { text, source_hash }),
     })
-}
-
-impl SqlStorage {
-    /// Fails with `Missing` unless the document exists, so a write on a deleted document says so
-    /// rather than tripping a foreign key.
-    pub(crate) async fn require_document(
-        &self,
-        conn: &mut AnyConnection,
-        id: &ChannelId,
-        action: &str,
-    ) -> StoreResult<()> {
-        let count: i64 = sqlx::query_scalar(&self.inner.history_sql.document_exists)
-            .bind(&id.0)
-            .fetch_one(conn)
-            .await
-            .map_err(|e| map(e, action))?;
-        if count == 0 {
-            return Err(crate::channel::unavailable(id));
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]

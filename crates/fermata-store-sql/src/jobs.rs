@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_store::claim::{ClaimGeneration, millis, ttl_millis};
-use fermata_store::jobs::{check_new_job, check_settlement, fenced, repeated_settlement};
+use fermata_store::jobs::{
+    check_new_job, check_repeated_enqueue, check_settlement, fenced, repeated_settlement,
+};
 use fermata_store::{
     ChannelId, ClaimedJob, Fence, FencingToken, Job, JobClaim, JobFailure, JobHolder, JobId,
     JobKind, JobState, JobStore, NewJob, Settlement, StoreError, StoreResult, UnixMillis,
@@ -29,7 +31,6 @@ use crate::row::{column, flag, instant, optional_instant};
 /// The job statements, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    channel_exists: String,
     next_target: String,
     insert: String,
     by_id: String,
@@ -59,7 +60,6 @@ impl Statements {
             ))
         };
         Statements {
-            channel_exists: dialect.render("SELECT id FROM channels WHERE id = $1{for_key_share}"),
             next_target: dialect.render(
                 "SELECT COALESCE(MAX(target_generation), 0) + 1 FROM background_jobs \
                  WHERE channel_id = $1 AND kind = $2",
@@ -216,28 +216,11 @@ impl SqlStorage {
     ) -> StoreResult<Job> {
         check_new_job(new)?;
         let sql = &self.inner.jobs_sql;
-        let exists: Option<String> = sqlx::query_scalar(&sql.channel_exists)
-            .bind(&new.channel.0)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| map(e, action))?;
-        if exists.is_none() {
-            return Err(StoreError::missing(format!(
-                "document {} is unavailable",
-                new.channel
-            )));
-        }
+        self.require_document(&mut *conn, &new.channel, action)
+            .await?;
         if let Some(existing) = self.job_on(conn, &new.id, true, action).await? {
-            if existing.channel == new.channel
-                && existing.kind == new.kind
-                && existing.input == new.input
-            {
-                return Ok(existing);
-            }
-            return Err(StoreError::conflict(format!(
-                "job {} was enqueued with another document, kind or input",
-                new.id
-            )));
+            check_repeated_enqueue(&existing, new)?;
+            return Ok(existing);
         }
         let target: i64 = sqlx::query_scalar(&sql.next_target)
             .bind(&new.channel.0)
@@ -469,14 +452,16 @@ impl JobStore for SqlStorage {
         let Some(job) = self.job_on(tx.conn(), id, true, action).await? else {
             return Err(StoreError::missing(format!("job {id} does not exist")));
         };
-        let done = sqlx::query(&self.inner.jobs_sql.cancel)
-            .bind(&id.0)
-            .bind(now.0)
-            .bind(fence.token.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
-        if done.rows_affected() != 1 {
+        let done = tx
+            .execute(
+                sqlx::query(&self.inner.jobs_sql.cancel)
+                    .bind(&id.0)
+                    .bind(now.0)
+                    .bind(fence.token.0),
+                action,
+            )
+            .await?;
+        if done != 1 {
             return Ok(false);
         }
         self.bump(tx.conn(), &job.channel, action).await?;

@@ -75,7 +75,7 @@ fn machine_from(row: &AnyRow, action: &str) -> StoreResult<Machine> {
     })
 }
 
-fn no_such_machine() -> StoreError {
+pub(crate) fn no_such_machine() -> StoreError {
     StoreError::missing("no such machine of this owner")
 }
 

@@ -88,25 +88,25 @@ impl MachineChoiceStore for SqlStorage {
         let sql = &self.inner.machine_choice_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let update = if shared { &sql.share } else { &sql.unshare };
-        let changed = sqlx::query(update)
-            .bind(&machine.0)
-            .bind(&owner.0)
-            .bind(tx.now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let changed = tx
+            .execute(
+                sqlx::query(update)
+                    .bind(&machine.0)
+                    .bind(&owner.0)
+                    .bind(tx.now.0),
+                action,
+            )
+            .await?;
         if changed == 0 {
-            return Err(StoreError::missing("no such machine of this owner"));
+            return Err(crate::machine::no_such_machine());
         }
         if !shared {
             for statement in [&sql.drop_teammates_choices, &sql.drop_teammates_favorites] {
-                sqlx::query(statement)
-                    .bind(&machine.0)
-                    .bind(&owner.0)
-                    .execute(tx.conn())
-                    .await
-                    .map_err(|e| map(e, action))?;
+                tx.execute(
+                    sqlx::query(statement).bind(&machine.0).bind(&owner.0),
+                    action,
+                )
+                .await?;
             }
         }
         tx.commit(action).await

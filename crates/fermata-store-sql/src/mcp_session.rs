@@ -66,15 +66,16 @@ impl McpSessionStore for SqlStorage {
         let action = "creating an MCP session";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
-        sqlx::query(&self.inner.mcp_session_sql.insert)
-            .bind(id.as_str())
-            .bind(&user.0)
-            .bind(client.name())
-            .bind(client.version())
-            .bind(now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&self.inner.mcp_session_sql.insert)
+                .bind(id.as_str())
+                .bind(&user.0)
+                .bind(client.name())
+                .bind(client.version())
+                .bind(now.0),
+            action,
+        )
+        .await?;
         tx.commit(action).await?;
         Ok(McpSession {
             id: id.clone(),
@@ -99,12 +100,11 @@ impl McpSessionStore for SqlStorage {
         let action = "touching an MCP session";
         let sql = &self.inner.mcp_session_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        sqlx::query(&sql.touch)
-            .bind(id.as_str())
-            .bind(tx.now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&sql.touch).bind(id.as_str()).bind(tx.now.0),
+            action,
+        )
+        .await?;
         let row = sqlx::query(&sql.read)
             .bind(id.as_str())
             .fetch_optional(tx.conn())
@@ -119,28 +119,28 @@ impl McpSessionStore for SqlStorage {
     async fn delete_mcp_session(&self, fence: &Fence, id: &McpSessionId) -> StoreResult<bool> {
         let action = "deleting an MCP session";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        let removed = sqlx::query(&self.inner.mcp_session_sql.delete)
-            .bind(id.as_str())
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let removed = tx
+            .execute(
+                sqlx::query(&self.inner.mcp_session_sql.delete).bind(id.as_str()),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
         Ok(removed > 0)
     }
 
     async fn sweep_idle_mcp_sessions(&self, fence: &Fence, idle: Duration) -> StoreResult<u64> {
         let action = "sweeping idle MCP sessions";
-        let idle = i64::try_from(idle.as_millis())
-            .map_err(|_| StoreError::invalid("an idle time is too long"))?;
+        let idle = fermata_store::claim::millis(idle)?;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        let removed = sqlx::query(&self.inner.mcp_session_sql.sweep)
-            .bind(tx.now.0)
-            .bind(idle)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected();
+        let removed = tx
+            .execute(
+                sqlx::query(&self.inner.mcp_session_sql.sweep)
+                    .bind(tx.now.0)
+                    .bind(idle),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
         Ok(removed)
     }

@@ -19,7 +19,6 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
-use crate::channel::unavailable;
 use crate::dialect::Dialect;
 use crate::error::map;
 use crate::row::{column, instant};
@@ -33,7 +32,6 @@ const ATTACHMENT_COLUMNS: &str = "id, channel_id, attachment_type, name, size, o
 /// The image and attachment statements, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    channel_exists: String,
     insert_image: String,
     image_info: String,
     image: String,
@@ -50,7 +48,6 @@ pub(crate) struct Statements {
 impl Statements {
     pub(crate) fn new(dialect: Dialect) -> Self {
         Statements {
-            channel_exists: dialect.render("SELECT id FROM channels WHERE id = $1{for_key_share}"),
             insert_image: dialect.render(
                 "INSERT INTO plan_images (channel_id, sha256, image_type, bytes, size, stored_by, stored_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel_id, sha256) DO NOTHING",
@@ -162,21 +159,6 @@ impl SqlStorage {
         &self.inner.media_sql
     }
 
-    /// Fails with `Missing` unless the channel exists, holding its row against deletion.
-    async fn require_channel(
-        &self,
-        conn: &mut AnyConnection,
-        id: &ChannelId,
-        action: &str,
-    ) -> StoreResult<()> {
-        let found = sqlx::query(&self.media_sql().channel_exists)
-            .bind(&id.0)
-            .fetch_optional(conn)
-            .await
-            .map_err(|e| map(e, action))?;
-        found.map(|_| ()).ok_or_else(|| unavailable(id))
-    }
-
     async fn files_of_message(
         &self,
         conn: &mut AnyConnection,
@@ -202,19 +184,21 @@ impl ImageStore for SqlStorage {
         let action = "storing an image";
         let sql = self.media_sql();
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        self.require_channel(tx.conn(), image.channel(), action)
+        self.require_document(tx.conn(), image.channel(), action)
             .await?;
-        let inserted = sqlx::query(&sql.insert_image)
-            .bind(&image.channel().0)
-            .bind(image.sha256().as_str())
-            .bind(image.image_type().as_str())
-            .bind(image.bytes().to_vec())
-            .bind(image.size())
-            .bind(image.stored_by())
-            .bind(tx.now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        let inserted = tx
+            .execute(
+                sqlx::query(&sql.insert_image)
+                    .bind(&image.channel().0)
+                    .bind(image.sha256().as_str())
+                    .bind(image.image_type().as_str())
+                    .bind(image.bytes().to_vec())
+                    .bind(image.size())
+                    .bind(image.stored_by())
+                    .bind(tx.now.0),
+                action,
+            )
+            .await?;
         let row = sqlx::query(&sql.image_info)
             .bind(&image.channel().0)
             .bind(image.sha256().as_str())
@@ -225,7 +209,7 @@ impl ImageStore for SqlStorage {
         tx.commit(action).await?;
         Ok(ImageStored {
             info,
-            created: inserted.rows_affected() == 1,
+            created: inserted == 1,
         })
     }
 
@@ -272,24 +256,25 @@ impl AttachmentStore for SqlStorage {
     ) -> StoreResult<AttachmentInfo> {
         let action = "storing an attachment";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        self.require_channel(tx.conn(), attachment.channel(), action)
+        self.require_document(tx.conn(), attachment.channel(), action)
             .await?;
         let original = attachment.original();
-        sqlx::query(&self.media_sql().insert_attachment)
-            .bind(&attachment.id().0)
-            .bind(&attachment.channel().0)
-            .bind(attachment.bytes().to_vec())
-            .bind(attachment.attachment_type().as_str())
-            .bind(attachment.name())
-            .bind(attachment.size())
-            .bind(original.map(|o| o.size))
-            .bind(original.map(|o| o.width))
-            .bind(original.map(|o| o.height))
-            .bind(&attachment.uploaded_by().0)
-            .bind(tx.now.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        tx.execute(
+            sqlx::query(&self.media_sql().insert_attachment)
+                .bind(&attachment.id().0)
+                .bind(&attachment.channel().0)
+                .bind(attachment.bytes().to_vec())
+                .bind(attachment.attachment_type().as_str())
+                .bind(attachment.name())
+                .bind(attachment.size())
+                .bind(original.map(|o| o.size))
+                .bind(original.map(|o| o.width))
+                .bind(original.map(|o| o.height))
+                .bind(&attachment.uploaded_by().0)
+                .bind(tx.now.0),
+            action,
+        )
+        .await?;
         let info = attachment.info(tx.now);
         tx.commit(action).await?;
         Ok(info)
@@ -328,7 +313,7 @@ impl AttachmentStore for SqlStorage {
         let action = "sending attachments";
         let sql = self.media_sql();
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        self.require_channel(tx.conn(), channel, action).await?;
+        self.require_document(tx.conn(), channel, action).await?;
         let mut found = Vec::with_capacity(attachments.len());
         for id in attachments {
             let row = sqlx::query(&sql.lock_attachment)
@@ -356,13 +341,14 @@ impl AttachmentStore for SqlStorage {
             return Ok(existing);
         }
         for (place, id) in (0_i64..).zip(attachments) {
-            sqlx::query(&sql.attach)
-                .bind(&id.0)
-                .bind(request_id.as_str())
-                .bind(place)
-                .execute(tx.conn())
-                .await
-                .map_err(|e| map(e, action))?;
+            tx.execute(
+                sqlx::query(&sql.attach)
+                    .bind(&id.0)
+                    .bind(request_id.as_str())
+                    .bind(place),
+                action,
+            )
+            .await?;
         }
         let sent = self
             .files_of_message(tx.conn(), channel, request_id, action)
@@ -395,26 +381,29 @@ impl AttachmentStore for SqlStorage {
     ) -> StoreResult<u64> {
         let action = "removing a message's attachments";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        let deleted = sqlx::query(&self.media_sql().delete_message)
-            .bind(&channel.0)
-            .bind(request_id.as_str())
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        let deleted = tx
+            .execute(
+                sqlx::query(&self.media_sql().delete_message)
+                    .bind(&channel.0)
+                    .bind(request_id.as_str()),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
-        Ok(deleted.rows_affected())
+        Ok(deleted)
     }
 
     async fn sweep_unsent(&self, fence: &Fence, older_than: Duration) -> StoreResult<u64> {
         let action = "forgetting unsent attachments";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let cutoff = sweep_cutoff(tx.now, older_than);
-        let deleted = sqlx::query(&self.media_sql().sweep_unsent)
-            .bind(cutoff.0)
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        let deleted = tx
+            .execute(
+                sqlx::query(&self.media_sql().sweep_unsent).bind(cutoff.0),
+                action,
+            )
+            .await?;
         tx.commit(action).await?;
-        Ok(deleted.rows_affected())
+        Ok(deleted)
     }
 }

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_store::claim::millis;
 use fermata_store::{
     AgentState, ChannelId, ChildConversation, ChoiceName, ClearedChild, DecisionAnswer,
     DeferredTurnRetirement, Fence, FencingToken, HeldSessions, HoldOwner, LinkHold, MachineId,
@@ -326,10 +327,6 @@ fn sidecar_at(row: &AnyRow, first: usize, action: &str) -> StoreResult<Option<Si
     })
 }
 
-fn millis(duration: Duration) -> StoreResult<i64> {
-    i64::try_from(duration.as_millis()).map_err(|_| StoreError::invalid("a duration is too long"))
-}
-
 fn not_yours() -> StoreError {
     StoreError::conflict("the Planner is no longer held at this generation")
 }
@@ -369,18 +366,6 @@ impl SqlStorage {
         tx.commit(action).await?;
         Ok(agent)
     }
-
-    async fn execute<'q>(
-        tx: &mut FencedTransaction,
-        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-        action: &str,
-    ) -> StoreResult<u64> {
-        Ok(query
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?
-            .rows_affected())
-    }
 }
 
 #[async_trait]
@@ -415,12 +400,12 @@ impl PlannerStore for SqlStorage {
             return Err(StoreError::missing("no such document"));
         }
         let ensure = sqlx::query(&sql.ensure_agent).bind(&channel.0).bind(now.0);
-        Self::execute(&mut tx, ensure, action).await?;
+        tx.execute(ensure, action).await?;
         let claim = sqlx::query(&sql.claim)
             .bind(&channel.0)
             .bind(&session.0)
             .bind(now.0);
-        if Self::execute(&mut tx, claim, action).await? == 0 {
+        if tx.execute(claim, action).await? == 0 {
             return Err(StoreError::conflict("the document already has a Planner"));
         }
         let agent = Self::agent_on(tx.conn(), &sql.agent, channel, action)
@@ -444,7 +429,7 @@ impl PlannerStore for SqlStorage {
             .bind(generation)
             .bind(status.as_str())
             .bind(tx.now.0);
-        let changed = Self::execute(&mut tx, query, action).await?;
+        let changed = tx.execute(query, action).await?;
         self.held_outcome(tx, changed, channel, action).await
     }
 
@@ -462,7 +447,7 @@ impl PlannerStore for SqlStorage {
             .bind(generation)
             .bind(&session.0)
             .bind(tx.now.0);
-        let changed = Self::execute(&mut tx, query, action).await?;
+        let changed = tx.execute(query, action).await?;
         self.held_outcome(tx, changed, channel, action).await
     }
 
@@ -478,7 +463,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .bind(generation)
             .bind(tx.now.0);
-        let changed = Self::execute(&mut tx, query, action).await?;
+        let changed = tx.execute(query, action).await?;
         self.held_outcome(tx, changed, channel, action).await
     }
 
@@ -501,7 +486,7 @@ impl PlannerStore for SqlStorage {
             .bind(tx.now.0)
             .bind(handover)
             .bind(fence.token.0);
-        Self::execute(&mut tx, query, action).await?;
+        tx.execute(query, action).await?;
         let row = sqlx::query(&sql.hold)
             .bind(&hold.channel.0)
             .fetch_one(tx.conn())
@@ -516,7 +501,7 @@ impl PlannerStore for SqlStorage {
         let action = "removing a Planner link hold";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let query = sqlx::query(&self.inner.planner_sql.remove_hold).bind(&channel.0);
-        let removed = Self::execute(&mut tx, query, action).await?;
+        let removed = tx.execute(query, action).await?;
         tx.commit(action).await?;
         Ok(removed > 0)
     }
@@ -544,7 +529,7 @@ impl PlannerStore for SqlStorage {
             .map(|row| hold_from(row, action))
             .collect::<StoreResult<Vec<_>>>()?;
         let clear = sqlx::query(&sql.clear_windows).bind(fence.token.0);
-        Self::execute(&mut tx, clear, action).await?;
+        tx.execute(clear, action).await?;
         tx.commit(action).await?;
         Ok(holds)
     }
@@ -564,14 +549,14 @@ impl PlannerStore for SqlStorage {
             .bind(&credential.channel.0)
             .bind(now.0)
             .bind(ttl);
-        Self::execute(&mut tx, insert, action).await?;
+        tx.execute(insert, action).await?;
         tx.commit(action).await?;
         Ok(PlannerCredential {
             digest: credential.digest,
             machine: credential.machine.clone(),
             channel: credential.channel.clone(),
             created_at: now,
-            expires_at: fermata_store::UnixMillis(now.0.saturating_add(ttl)),
+            expires_at: now.plus(credential.ttl),
         })
     }
 
@@ -596,7 +581,7 @@ impl PlannerStore for SqlStorage {
         let action = "withdrawing Planner credentials";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let query = sqlx::query(&self.inner.planner_sql.withdraw_credentials).bind(&machine.0);
-        let removed = Self::execute(&mut tx, query, action).await?;
+        let removed = tx.execute(query, action).await?;
         tx.commit(action).await?;
         Ok(removed)
     }
@@ -605,7 +590,7 @@ impl PlannerStore for SqlStorage {
         let action = "sweeping Planner credentials";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let query = sqlx::query(&self.inner.planner_sql.sweep_credentials).bind(tx.now.0);
-        let removed = Self::execute(&mut tx, query, action).await?;
+        let removed = tx.execute(query, action).await?;
         tx.commit(action).await?;
         Ok(removed)
     }
@@ -620,7 +605,7 @@ impl PlannerStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         if choice.model.is_none() && choice.thinking_level.is_none() {
             let delete = sqlx::query(&sql.delete_model).bind(&choice.channel.0);
-            Self::execute(&mut tx, delete, action).await?;
+            tx.execute(delete, action).await?;
             tx.commit(action).await?;
             return Ok(None);
         }
@@ -631,7 +616,7 @@ impl PlannerStore for SqlStorage {
             .bind(&choice.chosen_by.0)
             .bind(tx.now.0)
             .bind(fence.token.0);
-        Self::execute(&mut tx, upsert, action).await?;
+        tx.execute(upsert, action).await?;
         let row = sqlx::query(&sql.model)
             .bind(&choice.channel.0)
             .fetch_one(tx.conn())
@@ -666,7 +651,7 @@ impl PlannerStore for SqlStorage {
             .bind(decision.as_str())
             .bind(generation)
             .bind(tx.now.0);
-        let stored = Self::execute(&mut tx, query, action).await?;
+        let stored = tx.execute(query, action).await?;
         tx.commit(action).await?;
         Ok(stored > 0)
     }
@@ -683,7 +668,7 @@ impl PlannerStore for SqlStorage {
         let claim = sqlx::query(&sql.claim_answers)
             .bind(&channel.0)
             .bind(turn.as_str());
-        Self::execute(&mut tx, claim, action).await?;
+        tx.execute(claim, action).await?;
         let rows = sqlx::query(&sql.claimed_answers)
             .bind(&channel.0)
             .bind(turn.as_str())
@@ -710,7 +695,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .bind(turn.as_str())
             .bind(tx.now.0);
-        let delivered = Self::execute(&mut tx, query, action).await?;
+        let delivered = tx.execute(query, action).await?;
         tx.commit(action).await?;
         Ok(delivered)
     }
@@ -752,13 +737,13 @@ impl PlannerStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let clear = sqlx::query(&sql.clear_owners).bind(now.0);
-        let owners_cleared = Self::execute(&mut tx, clear, action).await?;
+        let owners_cleared = tx.execute(clear, action).await?;
         let kept: i64 = sqlx::query_scalar(&sql.kept_owners)
             .fetch_one(tx.conn())
             .await
             .map_err(|e| map(e, action))?;
         let unavailable = sqlx::query(&sql.force_unavailable).bind(now.0);
-        Self::execute(&mut tx, unavailable, action).await?;
+        tx.execute(unavailable, action).await?;
         let sessions = sweep_in(tx.conn(), &self.inner.session_sql, now, action).await?;
         tx.commit(action).await?;
         Ok(OwnerReset {
@@ -810,12 +795,12 @@ impl PlannerStore for SqlStorage {
                 .bind(sidecar.version)
                 .bind(sidecar.json.as_str())
                 .bind(sidecar.unanswered_decisions);
-            if Self::execute(&mut tx, query, action).await? == 0 {
+            if tx.execute(query, action).await? == 0 {
                 return Err(StoreError::missing("the child has no such sidecar"));
             }
         }
         let reset = sqlx::query(&sql.reset_context).bind(&child.channel.0);
-        Self::execute(&mut tx, reset, action).await?;
+        tx.execute(reset, action).await?;
         tx.commit(action).await
     }
 }

@@ -233,6 +233,19 @@ pub enum Settlement {
 
 /// Whether `settlement` is what `job` already records for the claim generation it was settled
 /// under: the rule every adapter applies to a settlement that finds the job no longer running.
+/// Whether enqueueing `new` again under an ID already used by `existing` repeats it (the same
+/// document, kind and input: the existing job is the answer) or is a `Conflict`.
+pub fn check_repeated_enqueue(existing: &Job, new: &NewJob) -> StoreResult<()> {
+    if existing.channel == new.channel && existing.kind == new.kind && existing.input == new.input {
+        Ok(())
+    } else {
+        Err(StoreError::conflict(format!(
+            "job {} was enqueued with another document, kind or input",
+            new.id
+        )))
+    }
+}
+
 /// Answers the recorded job for the same settlement, `Fenced` for another claim generation, a
 /// job claimed again since or a cancelled job, and `Conflict` for a different settlement under
 /// the same claim.

@@ -38,7 +38,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     )
     .await?;
     let accounts = Arc::new(Accounts::new(
-        shared,
+        Arc::clone(&shared),
         keyring,
         AccountSettings {
             session_ttl: settings.session_ttl,
@@ -54,9 +54,9 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let metrics = Arc::new(Metrics::new(VERSION));
     let readiness = Readiness::default();
     let fence = WriterFence::default();
-    let rooms = RoomManager::new(Arc::new(store.clone()), fence.clone(), settings.collab);
-    let documents = Documents::new(Arc::new(store.clone()), fence.clone(), rooms.clone());
-    let media = Media::new(Arc::new(store.clone()), fence.clone(), settings.media);
+    let rooms = RoomManager::new(Arc::clone(&shared), fence.clone(), settings.collab);
+    let documents = Documents::new(Arc::clone(&shared), fence.clone(), rooms.clone());
+    let media = Media::new(Arc::clone(&shared), fence.clone(), settings.media);
     let state = HttpState {
         readiness: readiness.clone(),
         metrics: Arc::clone(&metrics),
@@ -151,7 +151,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     // sessions) are swept now and then periodically while this process holds the lease.
     let sweep_stop = CancellationToken::new();
     let mut sweeper = tokio::spawn({
-        let sweeps = Sweeps::new(Arc::new(store.clone()), fence.clone());
+        let sweeps = Sweeps::new(Arc::clone(&shared), fence.clone());
         let stop = sweep_stop.clone().cancelled_owned();
         async move { sweeps.run(SWEEP_EVERY, stop).await }
     });

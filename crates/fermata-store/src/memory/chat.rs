@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::MemoryStorage;
+use super::{MemoryStorage, remove_where};
 use crate::channel::ChannelId;
 use crate::chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
@@ -154,12 +154,9 @@ impl ChatStore for MemoryStorage {
     ) -> StoreResult<u64> {
         self.inner
             .fenced(fence, |state, _now| {
-                let before = state.chat.stages.len();
-                state
-                    .chat
-                    .stages
-                    .retain(|(c, r, _), _| !(c == channel && r == run));
-                Ok(u64::try_from(before - state.chat.stages.len()).unwrap_or(u64::MAX))
+                Ok(remove_where(&mut state.chat.stages, |(c, r, _), _| {
+                    c == channel && r == run
+                }))
             })
             .await
     }

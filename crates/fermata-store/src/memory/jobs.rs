@@ -12,7 +12,7 @@ use crate::claim::{QueueSlot, check_ttl, next_ready};
 use crate::error::{StoreError, StoreResult};
 use crate::jobs::{
     ClaimedJob, Job, JobClaim, JobHolder, JobId, JobKind, JobState, JobStore, NewJob, Settlement,
-    check_new_job, check_settlement, fenced, repeated_settlement,
+    check_new_job, check_repeated_enqueue, check_settlement, fenced, repeated_settlement,
 };
 use crate::lease::{Fence, FencingToken};
 use crate::time::UnixMillis;
@@ -82,14 +82,8 @@ impl Jobs {
     ) -> StoreResult<Job> {
         check_new_job(new)?;
         if let Some(existing) = self.rows.get(&new.id) {
-            let job = &existing.job;
-            if job.channel == new.channel && job.kind == new.kind && job.input == new.input {
-                return Ok(existing.read());
-            }
-            return Err(StoreError::conflict(format!(
-                "job {} was enqueued with another document, kind or input",
-                new.id
-            )));
+            check_repeated_enqueue(&existing.job, new)?;
+            return Ok(existing.read());
         }
         let target = self
             .targets

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::MemoryStorage;
+use super::{MemoryStorage, remove_where};
 use crate::attachments::{
     AttachmentId, AttachmentInfo, AttachmentStore, MessagePlace, MessageRequestId, NewAttachment,
     SendPlan, StoredAttachment, plan_send, sweep_cutoff, visible_to,
@@ -209,16 +209,14 @@ impl AttachmentStore for MemoryStorage {
     ) -> StoreResult<u64> {
         self.inner
             .fenced(fence, |state, _now| {
-                let before = state.media.attachments.len();
-                state.media.attachments.retain(|_, file| {
-                    &file.info.channel != channel
-                        || file
+                Ok(remove_where(&mut state.media.attachments, |_, file| {
+                    &file.info.channel == channel
+                        && file
                             .info
                             .message
                             .as_ref()
-                            .is_none_or(|at| &at.request_id != request_id)
-                });
-                Ok((before - state.media.attachments.len()) as u64)
+                            .is_some_and(|at| &at.request_id == request_id)
+                }))
             })
             .await
     }
@@ -227,11 +225,9 @@ impl AttachmentStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let cutoff = sweep_cutoff(now, older_than);
-                let before = state.media.attachments.len();
-                state.media.attachments.retain(|_, file| {
-                    file.info.message.is_some() || file.info.uploaded_at > cutoff
-                });
-                Ok((before - state.media.attachments.len()) as u64)
+                Ok(remove_where(&mut state.media.attachments, |_, file| {
+                    file.info.message.is_none() && file.info.uploaded_at <= cutoff
+                }))
             })
             .await
     }

@@ -115,6 +115,13 @@ impl Inner {
     }
 }
 
+/// Removes the rows `doomed` picks; returns how many went.
+fn remove_where<K: Ord, V>(rows: &mut BTreeMap<K, V>, doomed: impl Fn(&K, &V) -> bool) -> u64 {
+    let before = rows.len();
+    rows.retain(|key, row| !doomed(key, row));
+    (before - rows.len()) as u64
+}
+
 impl State {
     fn check_fence(&self, fence: &Fence, now: UnixMillis) -> StoreResult<()> {
         match self.leases.get(&fence.lease) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{MemoryStorage, State, accounts};
+use super::{MemoryStorage, State, accounts, remove_where};
 use crate::channel::ChannelId;
 use crate::error::{StoreError, StoreResult};
 use crate::lease::Fence;
@@ -339,7 +339,7 @@ impl PlannerStore for MemoryStorage {
             .fenced(fence, |state, _now| {
                 Ok(remove_where(
                     &mut planner(state).credentials,
-                    |credential| credential.machine == *machine,
+                    |_, credential| credential.machine == *machine,
                 ))
             })
             .await
@@ -350,7 +350,7 @@ impl PlannerStore for MemoryStorage {
             .fenced(fence, |state, now| {
                 Ok(remove_where(
                     &mut planner(state).credentials,
-                    |credential| credential.expires_at <= now,
+                    |_, credential| credential.expires_at <= now,
                 ))
             })
             .await
@@ -607,16 +607,6 @@ impl PlannerStore for MemoryStorage {
     }
 }
 
-/// Removes the credentials `doomed` picks; returns how many.
-fn remove_where(
-    credentials: &mut BTreeMap<[u8; 32], PlannerCredential>,
-    doomed: impl Fn(&PlannerCredential) -> bool,
-) -> u64 {
-    let before = credentials.len();
-    credentials.retain(|_, credential| !doomed(credential));
-    (before - credentials.len()) as u64
-}
-
 /// A duration as the SQL adapters store it: whole milliseconds.
 fn whole_millis(duration: Duration) -> Duration {
     Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
@@ -794,10 +784,9 @@ impl McpSessionStore for MemoryStorage {
     async fn sweep_idle_mcp_sessions(&self, fence: &Fence, idle: Duration) -> StoreResult<u64> {
         self.inner
             .fenced(fence, |state, now| {
-                let sessions = &mut planner(state).mcp;
-                let before = sessions.len();
-                sessions.retain(|_, session| now.since(session.last_seen_at) <= idle);
-                Ok((before - sessions.len()) as u64)
+                Ok(remove_where(&mut planner(state).mcp, |_, session| {
+                    now.since(session.last_seen_at) > idle
+                }))
             })
             .await
     }

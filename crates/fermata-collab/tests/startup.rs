@@ -54,6 +54,8 @@ struct Seeded {
     parent: ChannelId,
     child: ChannelId,
     citing: ChannelId,
+    /// A child whose current sidecar does not parse.
+    unreadable: ChannelId,
 }
 
 async fn session(store: &dyn Storage, id: &str, user: &UserId, secret: Option<u8>, ttl: Duration) {
@@ -129,6 +131,16 @@ async fn commit_sidecar(
     key: &str,
     value: &Value,
 ) {
+    commit_state(store, fence, id, key, state_of(value)).await;
+}
+
+async fn commit_state(
+    store: &dyn Storage,
+    fence: &Fence,
+    id: &ChannelId,
+    key: &str,
+    sidecar: SidecarState,
+) {
     let collaboration = store.collaboration();
     let channel = collaboration.channel(id).await.unwrap().unwrap();
     collaboration
@@ -139,7 +151,7 @@ async fn commit_sidecar(
                 operation: OperationId::new(format!("{key}-sidecar")).unwrap(),
                 expected_revision: channel.revision,
                 update: None,
-                sidecar: Some(state_of(value)),
+                sidecar: Some(sidecar),
                 events: Vec::new(),
                 title: None,
             },
@@ -268,6 +280,20 @@ async fn seeded(scratch: ScratchDatabase) -> Seeded {
     )
     .await;
     seed::seed_reserved_context(&store.storage, &citing, "citing summary", 4).await;
+    let unreadable = child(
+        &store,
+        &fence,
+        &parent,
+        "unreadable",
+        &conversation("lost", false),
+    )
+    .await;
+    let broken = SidecarState {
+        version: 2,
+        json: "{\"transcript\": [".to_owned(),
+        unanswered_decisions: 0,
+    };
+    commit_state(&store, &fence, &unreadable, "unreadable-broken", broken).await;
 
     let turn = |id: &str, state| DeferredTurn {
         id: id.to_owned(),
@@ -309,6 +335,7 @@ async fn seeded(scratch: ScratchDatabase) -> Seeded {
         parent,
         child: child_id,
         citing,
+        unreadable,
     }
 }
 
@@ -329,6 +356,10 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
         .recovery_snapshot(&seeded.citing)
         .await
         .unwrap();
+    let unreadable_before = collaboration
+        .recovery_snapshot(&seeded.unreadable)
+        .await
+        .unwrap();
 
     let first = startup::run(store, &seeded.fence).await;
     let owners = first.owners.expect("the owner reset ran");
@@ -345,7 +376,7 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
         Some(ChildrenCleared {
             cleared: 1,
             citing_chat: vec![seeded.citing.clone()],
-            unreadable: Vec::new(),
+            unreadable: vec![seeded.unreadable.clone()],
         })
     );
     assert_eq!(
@@ -414,13 +445,20 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
         (None, None)
     );
 
-    // The citing child and the parent are untouched.
+    // The citing child, the unreadable one and the parent are untouched.
     assert_eq!(
         collaboration
             .recovery_snapshot(&seeded.citing)
             .await
             .unwrap(),
         citing_before
+    );
+    assert_eq!(
+        collaboration
+            .recovery_snapshot(&seeded.unreadable)
+            .await
+            .unwrap(),
+        unreadable_before
     );
     let citing_state = planner.agent_state(&seeded.citing).await.unwrap().unwrap();
     assert_eq!(citing_state.transcript_cursor, Some(4));
@@ -458,7 +496,7 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
         Some(ChildrenCleared {
             cleared: 0,
             citing_chat: vec![seeded.citing.clone()],
-            unreadable: Vec::new(),
+            unreadable: vec![seeded.unreadable.clone()],
         })
     );
     assert_eq!(

@@ -85,7 +85,7 @@ pub struct ServedFile {
 pub struct StoredImageUpload {
     pub stored: ImageStored,
     /// Present when what was stored is a smaller copy of what was sent.
-    pub original: Option<fermata_media::Original>,
+    pub original: Option<OriginalFile>,
 }
 
 /// The media service.
@@ -140,7 +140,7 @@ impl Media {
         let stored = self.storage.images().store(&fence, &image).await?;
         Ok(StoredImageUpload {
             stored,
-            original: fitted.original,
+            original: fitted.original.map(original_file),
         })
     }
 
@@ -198,14 +198,7 @@ impl Media {
             .accept(bytes, self.settings.attachment_bytes, inspect_attachment)
             .await?;
         let attachment_type = attachment_type(fitted.media_type)?;
-        let original = fitted
-            .original
-            .map(|made| OriginalFile {
-                size: i64::try_from(made.size).unwrap_or(i64::MAX),
-                width: i64::from(made.width),
-                height: i64::from(made.height),
-            })
-            .or(original);
+        let original = fitted.original.map(original_file).or(original);
         let file = NewAttachment::new(
             channel.clone(),
             attachment_type,
@@ -338,6 +331,15 @@ impl Media {
         })
         .await
         .map_err(|_| MediaFailure::Interrupted)?
+    }
+}
+
+/// What a file was before this server stored a smaller copy of it, as the stores keep it.
+fn original_file(made: fermata_media::Original) -> OriginalFile {
+    OriginalFile {
+        size: i64::try_from(made.size).unwrap_or(i64::MAX),
+        width: i64::from(made.width),
+        height: i64::from(made.height),
     }
 }
 

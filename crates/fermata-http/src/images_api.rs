@@ -241,11 +241,7 @@ async fn upload_image(
     };
     let body = UploadedImage {
         image: ImageView::from(&upload.stored.info),
-        original: upload.original.map(|o| OriginalView {
-            size: i64::try_from(o.size).unwrap_or(i64::MAX),
-            width: i64::from(o.width),
-            height: i64::from(o.height),
-        }),
+        original: upload.original.map(OriginalView::from),
     };
     Ok((status, Json(body)).into_response())
 }

@@ -292,6 +292,18 @@ async fn a_document_image_is_stored_once_and_served_by_its_hash() {
         )
         .await;
     assert_eq!(malformed.status, StatusCode::NOT_FOUND);
+
+    // A cached thumbnail is served again without the stored bytes, but only while its
+    // document exists.
+    let hits = app.state.media.thumbnails().stats().hits;
+    let again = app.get(&app.bob, &format!("{address}?w=160")).await;
+    assert_eq!(again.bytes, thumbnail.bytes);
+    assert_eq!(app.state.media.thumbnails().stats().hits, hits + 1);
+    let channel = fermata_store::ChannelId::parse(&id).unwrap();
+    app.state.documents.archive(&channel).await.unwrap();
+    app.state.documents.delete(&channel).await.unwrap();
+    let gone = app.get(&app.bob, &format!("{address}?w=160")).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

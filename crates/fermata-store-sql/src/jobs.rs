@@ -450,7 +450,7 @@ impl JobStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let Some(job) = self.job_on(tx.conn(), id, true, action).await? else {
-            return Err(StoreError::missing(format!("job {id} does not exist")));
+            return Err(fermata_store::jobs::no_such_job(id));
         };
         let done = tx
             .execute(

@@ -75,10 +75,6 @@ fn machine_from(row: &AnyRow, action: &str) -> StoreResult<Machine> {
     })
 }
 
-pub(crate) fn no_such_machine() -> StoreError {
-    StoreError::missing("no such machine of this owner")
-}
-
 impl SqlStorage {
     /// After a conditional update matched nothing: `Conflict` when the machine (of `owner`, when
     /// given) still exists, so its revision moved; `Missing` otherwise.
@@ -94,7 +90,7 @@ impl SqlStorage {
             .fetch_one(&self.inner.pool)
             .await;
         match count {
-            Ok(0) => no_such_machine(),
+            Ok(0) => fermata_store::machine::not_owners_machine(),
             Ok(_) => StoreError::conflict("the machine changed meanwhile"),
             Err(error) => map(error, action),
         }
@@ -165,7 +161,9 @@ impl MachineStore for SqlStorage {
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, None).await);
         }
-        self.machine(id).await?.ok_or_else(no_such_machine)
+        self.machine(id)
+            .await?
+            .ok_or_else(fermata_store::machine::not_owners_machine)
     }
 
     async fn reauthorize_machine(
@@ -187,7 +185,9 @@ impl MachineStore for SqlStorage {
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, Some(owner)).await);
         }
-        self.machine(id).await?.ok_or_else(no_such_machine)
+        self.machine(id)
+            .await?
+            .ok_or_else(fermata_store::machine::not_owners_machine)
     }
 
     async fn revoke_machine(&self, id: &MachineId, owner: &UserId) -> StoreResult<()> {
@@ -198,7 +198,7 @@ impl MachineStore for SqlStorage {
             .await
             .map_err(|e| map(e, "revoking a machine"))?;
         if done.rows_affected() == 0 {
-            return Err(no_such_machine());
+            return Err(fermata_store::machine::not_owners_machine());
         }
         Ok(())
     }

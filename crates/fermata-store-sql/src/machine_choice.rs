@@ -3,9 +3,7 @@
 //! teammates' here, in the same fenced transaction.
 
 use async_trait::async_trait;
-use fermata_store::{
-    ChannelId, Fence, MachineChoiceStore, MachineId, StoreError, StoreResult, UserId,
-};
+use fermata_store::{ChannelId, Fence, MachineChoiceStore, MachineId, StoreResult, UserId};
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
@@ -71,10 +69,6 @@ impl Statements {
     }
 }
 
-fn no_usable_machine() -> StoreError {
-    StoreError::missing("no such machine of yours or shared with you")
-}
-
 #[async_trait]
 impl MachineChoiceStore for SqlStorage {
     async fn set_machine_shared(
@@ -98,7 +92,7 @@ impl MachineChoiceStore for SqlStorage {
             )
             .await?;
         if changed == 0 {
-            return Err(crate::machine::no_such_machine());
+            return Err(fermata_store::machine::not_owners_machine());
         }
         if !shared {
             for statement in [&sql.drop_teammates_choices, &sql.drop_teammates_favorites] {
@@ -121,7 +115,7 @@ impl MachineChoiceStore for SqlStorage {
             .map_err(|e| map(e, action))?;
         shared
             .map(|shared| shared == 1)
-            .ok_or_else(|| StoreError::missing("no such machine"))
+            .ok_or_else(fermata_store::machine_choice::unknown_machine)
     }
 
     async fn choose_machine(
@@ -148,7 +142,7 @@ impl MachineChoiceStore for SqlStorage {
             .map_err(|e| map(e, action))?
             .rows_affected();
         if machine.is_some() && changed == 0 {
-            return Err(no_usable_machine());
+            return Err(fermata_store::machine_choice::no_usable_machine());
         }
         tx.commit(action).await
     }
@@ -189,7 +183,7 @@ impl MachineChoiceStore for SqlStorage {
             .map_err(|e| map(e, action))?
             .rows_affected();
         if machine.is_some() && changed == 0 {
-            return Err(no_usable_machine());
+            return Err(fermata_store::machine_choice::no_usable_machine());
         }
         tx.commit(action).await
     }

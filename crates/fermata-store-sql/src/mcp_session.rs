@@ -110,7 +110,7 @@ impl McpSessionStore for SqlStorage {
             .fetch_optional(tx.conn())
             .await
             .map_err(|e| map(e, action))?
-            .ok_or_else(|| StoreError::missing("the MCP session has ended"))?;
+            .ok_or_else(fermata_store::mcp_session::session_ended)?;
         let session = session_from(&row, action)?;
         tx.commit(action).await?;
         Ok(session)

@@ -327,10 +327,6 @@ fn sidecar_at(row: &AnyRow, first: usize, action: &str) -> StoreResult<Option<Si
     })
 }
 
-fn not_yours() -> StoreError {
-    StoreError::conflict("the Planner is no longer held at this generation")
-}
-
 impl SqlStorage {
     async fn agent_on(
         conn: &mut AnyConnection,
@@ -361,7 +357,7 @@ impl SqlStorage {
             return Err(StoreError::missing("no such document"));
         };
         if changed == 0 {
-            return Err(not_yours());
+            return Err(fermata_store::planner::not_held());
         }
         tx.commit(action).await?;
         Ok(agent)
@@ -406,7 +402,7 @@ impl PlannerStore for SqlStorage {
             .bind(&session.0)
             .bind(now.0);
         if tx.execute(claim, action).await? == 0 {
-            return Err(StoreError::conflict("the document already has a Planner"));
+            return Err(fermata_store::planner::already_owned());
         }
         let agent = Self::agent_on(tx.conn(), &sql.agent, channel, action)
             .await?
@@ -782,7 +778,7 @@ impl PlannerStore for SqlStorage {
             .map_err(|e| map(e, action))?;
         match is_child {
             None => return Err(StoreError::missing("no such document")),
-            Some(0) => return Err(StoreError::invalid("the document is not a child")),
+            Some(0) => return Err(fermata_store::planner::not_a_child()),
             Some(_) => {}
         }
         for (statement, sidecar) in [

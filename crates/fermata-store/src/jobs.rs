@@ -369,3 +369,8 @@ pub trait JobStore: Send + Sync {
     /// Returns false, changing nothing, when it is terminal.
     async fn cancel(&self, fence: &Fence, id: &JobId) -> StoreResult<bool>;
 }
+
+/// The answer for a job that does not exist.
+pub fn no_such_job(id: &JobId) -> StoreError {
+    StoreError::missing(format!("job {id} does not exist"))
+}

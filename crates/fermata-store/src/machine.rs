@@ -5,7 +5,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
 use crate::user::UserId;
@@ -82,4 +82,9 @@ pub trait MachineStore: Send + Sync {
 
     /// Every machine holding credentials, for re-encryption under a new key.
     async fn machines_with_credentials(&self) -> StoreResult<Vec<Machine>>;
+}
+
+/// The refusal of an owner's change to a machine they do not own (or that is gone).
+pub fn not_owners_machine() -> StoreError {
+    StoreError::missing("no such machine of this owner")
 }

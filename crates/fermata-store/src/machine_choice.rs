@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 
 use crate::channel::ChannelId;
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::lease::Fence;
 use crate::machine::MachineId;
 use crate::user::UserId;
@@ -58,4 +58,14 @@ pub trait MachineChoiceStore: Send + Sync {
     ) -> StoreResult<()>;
 
     async fn favorite_machine(&self, user: &UserId) -> StoreResult<Option<MachineId>>;
+}
+
+/// The refusal of a choice or favorite of a machine that is neither the person's own nor shared.
+pub fn no_usable_machine() -> StoreError {
+    StoreError::missing("no such machine of yours or shared with you")
+}
+
+/// The refusal of a write naming a machine that does not exist.
+pub fn unknown_machine() -> StoreError {
+    StoreError::missing("no such machine")
 }

@@ -96,3 +96,8 @@ pub trait McpSessionStore: Send + Sync {
     /// Removes the sessions not seen for longer than `idle`. Returns how many went.
     async fn sweep_idle_mcp_sessions(&self, fence: &Fence, idle: Duration) -> StoreResult<u64>;
 }
+
+/// The answer for an MCP session that is gone (ended or swept).
+pub fn session_ended() -> StoreError {
+    StoreError::missing("the MCP session has ended")
+}

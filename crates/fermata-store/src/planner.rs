@@ -483,3 +483,18 @@ pub struct DeferredTurn {
     pub fencing_token: FencingToken,
     pub resolved_at: Option<UnixMillis>,
 }
+
+/// The refusal of a Planner write made under a generation that no longer holds the document.
+pub fn not_held() -> StoreError {
+    StoreError::conflict("the Planner is no longer held at this generation")
+}
+
+/// The refusal of a first-Planner claim on a document that already has one.
+pub fn already_owned() -> StoreError {
+    StoreError::conflict("the document already has a Planner")
+}
+
+/// The refusal of a child's sidecar rewrite on a document without a parent.
+pub fn not_a_child() -> StoreError {
+    StoreError::invalid("the document is not a child")
+}

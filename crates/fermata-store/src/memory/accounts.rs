@@ -450,7 +450,7 @@ impl MachineStore for MemoryStorage {
             .machines
             .get_mut(id)
             .filter(|(machine, _)| &machine.owner == owner)
-            .ok_or_else(|| StoreError::missing("no such machine of this owner"))?;
+            .ok_or_else(crate::machine::not_owners_machine)?;
         if machine.revision != expected_revision {
             return Err(StoreError::conflict("the machine changed meanwhile"));
         }
@@ -467,7 +467,7 @@ impl MachineStore for MemoryStorage {
             .get(id)
             .is_some_and(|(machine, _)| &machine.owner == owner);
         if !owned {
-            return Err(StoreError::missing("no such machine of this owner"));
+            return Err(crate::machine::not_owners_machine());
         }
         state.machines.remove(id);
         state.planner.forget_machine(id);

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use super::{MemoryStorage, State};
 use crate::channel::ChannelId;
 use crate::claim::{QueueSlot, check_ttl, next_ready};
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 use crate::jobs::{
     ClaimedJob, Job, JobClaim, JobHolder, JobId, JobKind, JobState, JobStore, NewJob, Settlement,
     check_new_job, check_repeated_enqueue, check_settlement, fenced, repeated_settlement,
@@ -331,7 +331,7 @@ impl JobStore for MemoryStorage {
             .fenced(fence, |state, now| {
                 let jobs = &mut state.jobs;
                 let Some(row) = jobs.rows.get_mut(id) else {
-                    return Err(StoreError::missing(format!("job {id} does not exist")));
+                    return Err(crate::jobs::no_such_job(id));
                 };
                 if row.job.state.is_terminal() {
                     return Ok(false);

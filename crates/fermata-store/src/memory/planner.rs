@@ -89,10 +89,6 @@ fn unknown(what: &str) -> StoreError {
     StoreError::invalid(format!("{what} does not exist"))
 }
 
-fn not_yours() -> StoreError {
-    StoreError::conflict("the Planner is no longer held at this generation")
-}
-
 impl State {
     fn require_document(&self, id: &ChannelId) -> StoreResult<()> {
         if self.documents.exists(id) {
@@ -121,7 +117,7 @@ impl State {
     fn held_agent(&mut self, id: &ChannelId, generation: i64) -> StoreResult<&mut AgentState> {
         let agent = self.planner.agents.get_mut(id).ok_or_else(no_document)?;
         if agent.owner.is_none() || agent.generation != generation {
-            return Err(not_yours());
+            return Err(crate::planner::not_held());
         }
         Ok(agent)
     }
@@ -160,7 +156,7 @@ impl PlannerStore for MemoryStorage {
                         updated_at: now,
                     });
                 if agent.owner.is_some() {
-                    return Err(StoreError::conflict("the document already has a Planner"));
+                    return Err(crate::planner::already_owned());
                 }
                 agent.owner = Some(session.clone());
                 agent.status = PlannerStatus::Starting;
@@ -576,7 +572,7 @@ impl PlannerStore for MemoryStorage {
             .fenced(fence, |state, _now| {
                 match state.documents.is_child(&child.channel) {
                     None => return Err(no_document()),
-                    Some(false) => return Err(StoreError::invalid("the document is not a child")),
+                    Some(false) => return Err(crate::planner::not_a_child()),
                     Some(true) => {}
                 }
                 let docs = &mut state.documents;
@@ -628,7 +624,7 @@ impl MachineChoiceStore for MemoryStorage {
                     .get(machine)
                     .is_some_and(|(row, _)| row.owner == *owner);
                 if !owned {
-                    return Err(StoreError::missing("no such machine of this owner"));
+                    return Err(crate::machine::not_owners_machine());
                 }
                 let tables = planner(state);
                 if shared {
@@ -650,7 +646,7 @@ impl MachineChoiceStore for MemoryStorage {
     async fn machine_shared(&self, machine: &MachineId) -> StoreResult<bool> {
         let state = self.inner.state();
         if !state.machines.contains_key(machine) {
-            return Err(StoreError::missing("no such machine"));
+            return Err(crate::machine_choice::unknown_machine());
         }
         Ok(state.planner.shared.contains_key(machine))
     }
@@ -672,7 +668,7 @@ impl MachineChoiceStore for MemoryStorage {
                 state.require_document(channel)?;
                 state.require_user(user)?;
                 if !state.usable_machine(user, machine) {
-                    return Err(no_usable_machine());
+                    return Err(crate::machine_choice::no_usable_machine());
                 }
                 planner(state).choices.insert(key, machine.clone());
                 Ok(())
@@ -708,7 +704,7 @@ impl MachineChoiceStore for MemoryStorage {
                 };
                 state.require_user(user)?;
                 if !state.usable_machine(user, machine) {
-                    return Err(no_usable_machine());
+                    return Err(crate::machine_choice::no_usable_machine());
                 }
                 planner(state)
                     .favorites
@@ -721,10 +717,6 @@ impl MachineChoiceStore for MemoryStorage {
     async fn favorite_machine(&self, user: &UserId) -> StoreResult<Option<MachineId>> {
         Ok(self.inner.state().planner.favorites.get(user).cloned())
     }
-}
-
-fn no_usable_machine() -> StoreError {
-    StoreError::missing("no such machine of yours or shared with you")
 }
 
 #[async_trait]
@@ -766,7 +758,7 @@ impl McpSessionStore for MemoryStorage {
                 let session = planner(state)
                     .mcp
                     .get_mut(id)
-                    .ok_or_else(|| StoreError::missing("the MCP session has ended"))?;
+                    .ok_or_else(crate::mcp_session::session_ended)?;
                 session.last_seen_at = now;
                 Ok(session.clone())
             })

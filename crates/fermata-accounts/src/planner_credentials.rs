@@ -46,11 +46,11 @@ mod tests {
     use std::sync::Arc;
 
     use fermata_crypto::Keyring;
-    use fermata_store::memory::MemoryStorage;
     use fermata_store::{
         Acquisition, ErrorKind, LeaseName, MachineId, NewChannel, NewMachine, NewUser, Repository,
         SecretHash, Storage, StoreOptions, UserId, UserName,
     };
+    use fermata_store_testkit::memory::MemoryStorage;
 
     use super::*;
     use crate::{AccountSettings, KeyringHandle};

@@ -7,12 +7,12 @@ use std::time::Duration;
 use fermata_collab::descriptions::SUMMARY_KIND;
 use fermata_collab::research::{ANSWER_KIND, EVIDENCE_KIND};
 use fermata_collab::{Descriptions, Research, WriterFence};
-use fermata_store::memory::MemoryStorage;
 use fermata_store::{
     Acquisition, Channel, ChannelId, Fence, JobFailure, JobId, JobKind, LeaseName, NewChannel,
     NewJob, Repository, RequestKey, Settlement, Storage, StoreOptions,
 };
 use fermata_store_sql::testing::ScratchDatabase;
+use fermata_store_testkit::memory::MemoryStorage;
 
 const LONG: Duration = Duration::from_secs(3600);
 const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

@@ -7,11 +7,11 @@ use std::time::Duration;
 use fermata_collab::protocol::{self, ClientMessage};
 use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFence, close};
 use fermata_docs::SourceDoc;
-use fermata_store::contract::PausedWrites;
 use fermata_store::{
     Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions, UserId,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use fermata_store_testkit::contract::PausedWrites;
 use tokio::time::timeout;
 
 const QUIET: Duration = Duration::from_millis(300);

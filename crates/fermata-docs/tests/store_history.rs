@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_docs::{SourceDoc, recover};
-use fermata_store::memory::MemoryStorage;
 use fermata_store::{
     Acquisition, Channel, ChannelId, Commit, EventDraft, Fence, LeaseName, NewChannel, OperationId,
     Repository, SidecarState, Storage, StoreOptions,
 };
 use fermata_store_sql::testing::ScratchDatabase;
+use fermata_store_testkit::memory::MemoryStorage;
 use proptest::prelude::*;
 use proptest::sample::Index;
 

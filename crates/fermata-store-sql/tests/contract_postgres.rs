@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use fermata_store::contract::{Harness, Opened};
 use fermata_store::{ChannelId, DeferredTurn, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner};
+use fermata_store_testkit::contract::{Harness, Opened};
 
 #[derive(Default)]
 struct Postgres {
@@ -40,4 +40,4 @@ impl Harness for Postgres {
     }
 }
 
-fermata_store::contract_suite!(Postgres::default());
+fermata_store_testkit::contract_suite!(Postgres::default());

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use fermata_store::contract::{Harness, Opened};
 use fermata_store::{ChannelId, DeferredTurn, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner};
+use fermata_store_testkit::contract::{Harness, Opened};
 
 #[derive(Default)]
 struct Sqlite {
@@ -39,4 +39,4 @@ impl Harness for Sqlite {
     }
 }
 
-fermata_store::contract_suite!(Sqlite::default());
+fermata_store_testkit::contract_suite!(Sqlite::default());

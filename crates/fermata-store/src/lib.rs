@@ -2,9 +2,9 @@
 //!
 //! Domain code depends on these traits, never on a database driver. Each store is its own trait
 //! ([`LeaseStore`], [`TenureStore`], [`UserStore`], [`SessionStore`], ...), reached through one [`Storage`] handle, so later stores
-//! are added beside the existing ones without touching them. Every adapter (the memory adapter
-//! here, the SQL adapters in `fermata-store-sql`) runs the same contract suite (feature
-//! `contract`).
+//! are added beside the existing ones without touching them. Every adapter (the SQL adapters in
+//! `fermata-store-sql`, the memory adapter in `fermata-store-testkit`) runs the same contract
+//! suite, which lives in `fermata-store-testkit` with the memory adapter.
 
 pub mod api_token;
 pub mod attachments;
@@ -21,7 +21,6 @@ pub mod lease;
 pub mod machine;
 pub mod machine_choice;
 pub mod mcp_session;
-pub mod memory;
 pub mod planner;
 pub mod research;
 pub mod schema;
@@ -30,9 +29,6 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
-
-#[cfg(feature = "contract")]
-pub mod contract;
 
 pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
 pub use attachments::{

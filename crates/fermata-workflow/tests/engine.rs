@@ -351,7 +351,7 @@ macro_rules! on_every_adapter {
     ($($scenario:ident),* $(,)?) => {
         mod memory {
             use fermata_store::StoreOptions;
-            use fermata_store::memory::MemoryStorage;
+            use fermata_store_testkit::memory::MemoryStorage;
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() {

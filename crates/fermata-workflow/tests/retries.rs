@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fermata_store::memory::MemoryStorage;
 use fermata_store::schema::{ErrorCode, SafeError};
 use fermata_store::{RunId, RunState, StepState, StepUpdate, Storage, StoreOptions};
+use fermata_store_testkit::memory::MemoryStorage;
 use fermata_workflow::{
     Engine, Execution, ExecutionEnd, RunContext, RunError, Worker, WorkerSettings, Workflow,
 };

@@ -1,0 +1,9 @@
+//! The storage port's test kit: the memory adapter and the contract suite.
+//!
+//! Every adapter of [`fermata_store`] runs the same contract suite: an adapter's tests provide a
+//! [`contract::Harness`] and expand [`contract_suite!`] with it. The memory adapter
+//! ([`memory::MemoryStorage`]) implements every store in process memory for unit and contract
+//! tests. This crate is only ever a dev-dependency, so no release build compiles either of them.
+
+pub mod contract;
+pub mod memory;

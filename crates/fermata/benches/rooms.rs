@@ -14,7 +14,7 @@
 //! (default 8) and `FERMATA_BENCH_UPDATES` sets M (default 200); each writer first does a few
 //! untimed warm-up writes.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::io::Write;

@@ -19,11 +19,11 @@ mod schema;
 mod tenure;
 mod workflow;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
+
+use crate::{PATIENCE, eventually};
 
 use fermata_store::{ChannelId, DeferredTurn};
 use fermata_store::{Storage, StoreOptions};
@@ -65,25 +65,6 @@ pub trait Harness: Send + Sync {
         summary: &str,
         cursor: i64,
     );
-}
-
-/// The longest any case waits for a condition before it fails.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-/// Polls `condition` until it holds, failing the case after [`PATIENCE`].
-async fn eventually<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !condition().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "gave up waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Expands to one `#[tokio::test]` per contract case, each running against the harness that

@@ -1,0 +1,450 @@
+//! Rooms on a real SQLite database: persistence before publication, batching, the checkpoint
+//! policy, idle closing, limits, refusals, presence, and a lost fence.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fermata_collab::protocol::{self, ClientMessage};
+use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFence, close};
+use fermata_docs::SourceDoc;
+use fermata_store::{
+    Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions, UserId,
+};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use fermata_store_testkit::contract::PausedWrites;
+use fermata_store_testkit::eventually_some;
+use tokio::time::timeout;
+
+const QUIET: Duration = Duration::from_millis(300);
+const PATIENCE: Duration = Duration::from_secs(10);
+
+struct Rig {
+    store: Arc<ScratchStorage>,
+    fence: WriterFence,
+    rooms: RoomManager,
+    document: ChannelId,
+}
+
+async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
+    let store = Arc::new(ScratchDatabase::sqlite().open(options).await);
+    let lease = match store
+        .leases()
+        .acquire(&LeaseName::WRITER, "rooms", Duration::from_secs(3600))
+        .await
+        .unwrap()
+    {
+        Acquisition::Granted(lease) => lease,
+        Acquisition::Held(record) => panic!("held by {record:?}"),
+    };
+    let fence = WriterFence::default();
+    fence.set(Some(lease.fence()));
+    let document = store
+        .collaboration()
+        .create_channel(
+            &lease.fence(),
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("acme/app").unwrap(),
+                title: "Room".to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    let shared: Arc<dyn Storage> = store.clone();
+    let rooms = RoomManager::new(shared, fence.clone(), settings);
+    Rig {
+        store,
+        fence,
+        rooms,
+        document,
+    }
+}
+
+/// The member every client here edits as.
+fn member() -> UserId {
+    UserId("member".to_owned())
+}
+
+/// A client: its own copy of the document and its place in the room.
+struct Client {
+    doc: SourceDoc,
+    connection: Connection,
+}
+
+impl Client {
+    async fn join(rig: &Rig) -> Client {
+        let connection = rig
+            .rooms
+            .join(&rig.document, &member())
+            .await
+            .expect("join");
+        let mut client = Client {
+            doc: SourceDoc::new(),
+            connection,
+        };
+        // The server opens with its state vector; answering it with ours brings the document.
+        let greeting = client.next().await.expect("a greeting");
+        assert!(matches!(
+            protocol::decode(&greeting),
+            Ok(ClientMessage::StateVector(_))
+        ));
+        let step1 = protocol::sync_step1(&client.doc.state_vector());
+        assert!(client.connection.receive(step1).await);
+        let reply = client.next().await.expect("sync step 2");
+        match protocol::decode(&reply) {
+            Ok(ClientMessage::Update(update)) => client.doc.apply_update(&update).unwrap(),
+            other => panic!("expected sync step 2, got {other:?}"),
+        }
+        client
+    }
+
+    /// The next message the room sends, or `None` when it closes the connection quietly.
+    async fn next(&mut self) -> Option<Vec<u8>> {
+        match timeout(PATIENCE, self.connection.outbound.recv())
+            .await
+            .expect("the room went quiet")
+        {
+            Some(Outbound::Message(bytes)) => Some(bytes),
+            Some(Outbound::Close { code, reason }) => panic!("closed: {code} {reason}"),
+            None => None,
+        }
+    }
+
+    /// The close the room sends next, skipping ordinary messages.
+    async fn closed(&mut self) -> (u16, String) {
+        loop {
+            match timeout(PATIENCE, self.connection.outbound.recv())
+                .await
+                .expect("no close came")
+            {
+                Some(Outbound::Close { code, reason }) => return (code, reason),
+                Some(Outbound::Message(_)) => {}
+                None => panic!("the connection ended without a close"),
+            }
+        }
+    }
+
+    /// Whether any update arrives within a quiet period.
+    async fn hears_update(&mut self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.connection.outbound.recv()).await {
+                Err(_) => return false,
+                Ok(Some(Outbound::Message(bytes))) => {
+                    if let Ok(ClientMessage::Update(update)) = protocol::decode(&bytes) {
+                        self.doc.apply_update(&update).unwrap();
+                        return true;
+                    }
+                }
+                Ok(other) => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    async fn type_text(&mut self, text: &str) {
+        let update = self.doc.insert(self.doc.len(), text).unwrap();
+        assert!(self.connection.receive(protocol::update(update)).await);
+    }
+}
+
+async fn stored_text(rig: &Rig) -> (String, i64) {
+    let snapshot = rig
+        .store
+        .collaboration()
+        .recovery_snapshot(&rig.document)
+        .await
+        .unwrap();
+    let open = fermata_docs::recover(&snapshot).unwrap();
+    (open.doc.text(), open.revision)
+}
+
+#[tokio::test]
+async fn nothing_is_published_before_it_is_saved() {
+    let pause = PausedWrites::default();
+    let rig = rig(
+        CollabSettings::default(),
+        StoreOptions {
+            fenced_write_hook: Some(pause.hook()),
+        },
+    )
+    .await;
+    let mut writer = Client::join(&rig).await;
+    let mut reader = Client::join(&rig).await;
+    pause.arm();
+    writer.type_text("saved first").await;
+    pause.entered().await;
+    assert!(
+        !reader.hears_update(QUIET).await,
+        "an update was broadcast before its commit finished"
+    );
+    assert_eq!(stored_text(&rig).await.0, "");
+    pause.release();
+    assert!(reader.hears_update(PATIENCE).await);
+    assert_eq!(reader.doc.text(), "saved first");
+    assert_eq!(stored_text(&rig).await, ("saved first".to_owned(), 1));
+}
+
+#[tokio::test]
+async fn updates_arriving_together_are_committed_together() {
+    let settings = CollabSettings {
+        batch_window: Duration::from_millis(200),
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut writer = Client::join(&rig).await;
+    for n in 0..10 {
+        writer.type_text(&format!("{n} ")).await;
+    }
+    let mut reader = Client::join(&rig).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while reader.doc.text() != "0 1 2 3 4 5 6 7 8 9 " {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reader has {:?}",
+            reader.doc.text()
+        );
+        reader.hears_update(Duration::from_millis(100)).await;
+    }
+    let (text, revision) = stored_text(&rig).await;
+    assert_eq!(text, "0 1 2 3 4 5 6 7 8 9 ");
+    assert!(revision < 10, "ten quick updates took {revision} commits");
+}
+
+#[tokio::test]
+async fn checkpoints_follow_the_policy_and_an_idle_room_closes_with_one() {
+    let settings = CollabSettings {
+        batch_window: Duration::from_millis(1),
+        checkpoint_every_commits: 3,
+        idle_close: Duration::from_millis(200),
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut writer = Client::join(&rig).await;
+    for n in 0..4 {
+        writer.type_text(&format!("line {n}\n")).await;
+        assert!(
+            writer.hears_update(PATIENCE).await,
+            "update {n} was not acknowledged"
+        );
+    }
+    let snapshot = rig
+        .store
+        .collaboration()
+        .recovery_snapshot(&rig.document)
+        .await
+        .unwrap();
+    let checkpoint = snapshot
+        .checkpoint
+        .expect("a checkpoint after three commits");
+    assert_eq!(checkpoint.through_sequence, 3);
+    assert_eq!(snapshot.updates.len(), 1);
+
+    writer.connection.leave().await;
+    let snapshot = eventually_some("the idle room's checkpoint", || async {
+        let snapshot = rig
+            .store
+            .collaboration()
+            .recovery_snapshot(&rig.document)
+            .await
+            .unwrap();
+        snapshot
+            .checkpoint
+            .as_ref()
+            .is_some_and(|c| c.through_sequence == 4)
+            .then_some(snapshot)
+    })
+    .await;
+    assert!(snapshot.updates.is_empty());
+    // The room has closed; a new client opens it again from the checkpoint.
+    let reader = Client::join(&rig).await;
+    assert_eq!(reader.doc.text(), "line 0\nline 1\nline 2\nline 3\n");
+}
+
+#[tokio::test]
+async fn limits_are_enforced_with_clear_refusals() {
+    let settings = CollabSettings {
+        max_clients_per_room: 2,
+        max_document_bytes: 16,
+        max_message_bytes: 4096,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut first = Client::join(&rig).await;
+    let mut second = Client::join(&rig).await;
+    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
+    assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
+
+    first
+        .type_text("this text is longer than sixteen bytes")
+        .await;
+    let (code, reason) = first.closed().await;
+    assert_eq!(code, close::TOO_BIG, "{reason}");
+    assert!(
+        !second.hears_update(QUIET).await,
+        "a refused update was broadcast"
+    );
+
+    assert!(second.connection.receive(vec![0u8; 5000]).await);
+    let (code, _) = second.closed().await;
+    assert_eq!(code, close::TOO_BIG);
+    assert_eq!(stored_text(&rig).await, (String::new(), 0));
+}
+
+#[tokio::test]
+async fn bad_messages_are_refused_and_the_room_keeps_serving() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut good = Client::join(&rig).await;
+    let mut garbage = Client::join(&rig).await;
+    assert!(garbage.connection.receive(vec![7, 7, 7, 7]).await);
+    assert_eq!(garbage.closed().await.0, close::POLICY);
+
+    // An update whose predecessors the document never saw.
+    let mut foreign = Client::join(&rig).await;
+    let mut elsewhere = SourceDoc::new();
+    elsewhere.insert(0, "hidden").unwrap();
+    let dependent = elsewhere.insert(6, " more").unwrap();
+    assert!(
+        foreign
+            .connection
+            .receive(protocol::update(dependent))
+            .await
+    );
+    assert_eq!(foreign.closed().await.0, close::POLICY);
+
+    good.type_text("still fine").await;
+    assert!(good.hears_update(PATIENCE).await);
+    assert_eq!(stored_text(&rig).await.0, "still fine");
+}
+
+#[tokio::test]
+async fn presence_is_relayed_and_cleared_but_never_stored() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let ada = Client::join(&rig).await;
+    let mut bob = Client::join(&rig).await;
+    let presence = presence_message(42, 1, r#"{"user":{"name":"ada"}}"#);
+    assert!(ada.connection.receive(presence.clone()).await);
+    let relayed = bob.next().await.unwrap();
+    assert_eq!(relayed, presence);
+    ada.connection.leave().await;
+    let removal = bob.next().await.unwrap();
+    match protocol::decode(&removal) {
+        Ok(ClientMessage::Awareness { clients, .. }) => assert_eq!(clients, [(42, 2)]),
+        other => panic!("expected a removal, got {other:?}"),
+    }
+    assert_eq!(
+        stored_text(&rig).await,
+        (String::new(), 0),
+        "presence reached storage"
+    );
+}
+
+/// A presence message for one client, as y-protocols encodes it.
+fn presence_message(client: u64, clock: u32, state: &str) -> Vec<u8> {
+    use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};
+    use yrs::updates::encoder::Encode;
+    let update = AwarenessUpdate {
+        clients: [(
+            yrs::block::ClientID::new(client),
+            AwarenessUpdateEntry {
+                clock,
+                json: state.into(),
+            },
+        )]
+        .into(),
+    };
+    yrs::sync::Message::Awareness(update).encode_v1()
+}
+
+#[tokio::test]
+async fn without_the_writer_fence_nothing_is_acknowledged() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut writer = Client::join(&rig).await;
+    let mut reader = Client::join(&rig).await;
+    rig.fence.set(None);
+    writer.type_text("too late").await;
+    let (code, _) = writer.closed().await;
+    assert_eq!(code, close::RESYNC);
+    assert!(!reader.hears_update(QUIET).await);
+    assert_eq!(stored_text(&rig).await, (String::new(), 0));
+}
+
+#[tokio::test]
+async fn a_client_with_nothing_new_writes_nothing() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut first = Client::join(&rig).await;
+    first.type_text("hello").await;
+    assert!(first.hears_update(PATIENCE).await);
+    // A client that already has everything answers with an empty update on every connect.
+    let second = Client::join(&rig).await;
+    let empty = second.doc.diff_since(&second.doc.state_vector()).unwrap();
+    assert!(second.connection.receive(protocol::sync_step2(empty)).await);
+    assert!(
+        !first.hears_update(QUIET).await,
+        "an empty update was broadcast"
+    );
+    assert_eq!(
+        stored_text(&rig).await,
+        ("hello".to_owned(), 1),
+        "an empty update was committed"
+    );
+}
+
+#[tokio::test]
+async fn only_a_clients_owner_clears_its_presence() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let ada = Client::join(&rig).await;
+    let mut bob = Client::join(&rig).await;
+    let mallory = Client::join(&rig).await;
+    let hello = presence_message(42, 1, r#"{"user":{"name":"ada"}}"#);
+    assert!(ada.connection.receive(hello).await);
+    let _ = bob.next().await.unwrap();
+    // Mallory speaks for ada's client (y-websocket clients relay others' presence), then leaves.
+    assert!(
+        mallory
+            .connection
+            .receive(presence_message(42, 5, "null"))
+            .await
+    );
+    let _ = bob.next().await.unwrap();
+    mallory.connection.leave().await;
+    let removal = protocol::awareness_removed(&[(42, 5)]);
+    assert!(
+        !hears(&mut bob, &removal, QUIET).await,
+        "mallory's leaving cleared ada's presence"
+    );
+    // Ada's leaving clears it, one clock past the last one seen.
+    ada.connection.leave().await;
+    assert!(
+        hears(&mut bob, &removal, PATIENCE).await,
+        "ada's leaving did not clear her presence"
+    );
+}
+
+/// Whether `client` is sent exactly `message` within `within`.
+async fn hears(client: &mut Client, message: &[u8], within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(Outbound::Message(bytes))) =
+        tokio::time::timeout_at(deadline, client.connection.outbound.recv()).await
+    {
+        if bytes == message {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn no_room_opens_without_the_writer_lease() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    rig.fence.set(None);
+    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
+    assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
+    let error = rig
+        .rooms
+        .rewrite(&rig.document, "text".to_owned(), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_retryable(), "{error}");
+}

@@ -1,0 +1,762 @@
+//! The accounts HTTP surface, called through the router without a socket, on a real SQLite
+//! database: who gets in, who is turned away with which status, CSRF, throttling, sessions,
+//! tokens, machines and credentials.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use fermata_accounts::AccountError;
+use fermata_collab::WriterFence;
+use fermata_crypto::SecretToken;
+use fermata_http::HttpState;
+use fermata_store::{Role, StoreOptions};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use serde_json::{Value, json};
+use support::{Answer, Caller};
+
+use crate::support;
+
+const ADMIN_PASSWORD: &str = "correct horse battery staple";
+const MEMBER_PASSWORD: &str = "members have passwords too";
+
+struct App {
+    state: HttpState,
+    storage: ScratchStorage,
+}
+
+impl App {
+    async fn new() -> Self {
+        let storage = ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await;
+        let state = support::state(&storage, WriterFence::default());
+        let accounts = &state.accounts;
+        accounts
+            .add_user(
+                "ada",
+                Some(SecretToken::from_given(ADMIN_PASSWORD)),
+                [Role::SystemAdmin].into(),
+            )
+            .await
+            .unwrap();
+        accounts
+            .add_user(
+                "bob",
+                Some(SecretToken::from_given(MEMBER_PASSWORD)),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        App { state, storage }
+    }
+
+    async fn send(&self, request: Request<Body>) -> Answer {
+        support::send(&self.state, request).await
+    }
+
+    async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {
+        support::call(&self.state, caller, method, uri, body).await
+    }
+
+    async fn form(&self, caller: &Caller, uri: &str, fields: &[(&str, &str)]) -> Answer {
+        let mut request =
+            Request::post(uri).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(cookie) = &caller.cookie {
+            request = request.header(header::COOKIE, format!("fermata_session={cookie}"));
+        }
+        let body = serde_urlencoded::to_string(fields).unwrap();
+        self.send(request.body(Body::from(body)).unwrap()).await
+    }
+
+    async fn login(&self, name: &str, password: &str) -> Caller {
+        support::login(&self.state, name, password).await
+    }
+
+    async fn age_sessions(&self) {
+        support::age_sessions(&self.storage).await;
+    }
+}
+
+#[tokio::test]
+async fn unauthenticated_callers_are_refused_or_sent_to_log_in() {
+    let app = App::new().await;
+    let nobody = Caller::default();
+    for uri in [
+        "/api/v1/me",
+        "/api/v1/tokens",
+        "/api/v1/users",
+        "/api/v1/machines",
+    ] {
+        let answer = app.call(&nobody, "GET", uri, None).await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (StatusCode::UNAUTHORIZED, "unauthenticated".to_owned()),
+            "{uri}"
+        );
+    }
+    let page = app.call(&nobody, "GET", "/account", None).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.headers[header::LOCATION], "/login?next=/account");
+
+    let forged = Caller {
+        cookie: Some("fmts_not-a-real-session".to_owned()),
+        ..Caller::default()
+    };
+    assert_eq!(
+        app.call(&forged, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let bad_token = Caller {
+        bearer: Some("fmta_not-a-real-token".to_owned()),
+        ..Caller::default()
+    };
+    assert_eq!(
+        app.call(&bad_token, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_password_and_an_unknown_name_look_the_same() {
+    let app = App::new().await;
+    let nobody = Caller::default();
+    let wrong = app
+        .call(
+            &nobody,
+            "POST",
+            "/api/v1/session",
+            Some(json!({"name": "ada", "password": "not the password"})),
+        )
+        .await;
+    let unknown = app
+        .call(
+            &nobody,
+            "POST",
+            "/api/v1/session",
+            Some(json!({"name": "zed", "password": "not the password"})),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert_eq!((wrong.status, &wrong.body), (unknown.status, &unknown.body));
+    assert!(wrong.session_cookie().is_none());
+}
+
+#[tokio::test]
+async fn failed_logins_are_throttled_per_account_whether_or_not_it_exists() {
+    let app = App::new().await;
+    let nobody = Caller::default();
+    for name in ["ada", "zed"] {
+        for _ in 0..5 {
+            let answer = app
+                .call(
+                    &nobody,
+                    "POST",
+                    "/api/v1/session",
+                    Some(json!({"name": name, "password": "guess guess guess"})),
+                )
+                .await;
+            assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+        }
+        let throttled = app
+            .call(
+                &nobody,
+                "POST",
+                "/api/v1/session",
+                Some(json!({"name": name, "password": ADMIN_PASSWORD})),
+            )
+            .await;
+        assert_eq!(
+            throttled.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{name}: {}",
+            throttled.body
+        );
+        assert!(throttled.headers.contains_key(header::RETRY_AFTER));
+    }
+    // Another account is not affected.
+    app.login("bob", MEMBER_PASSWORD).await;
+}
+
+#[tokio::test]
+async fn roles_and_freshness_are_enforced() {
+    let app = App::new().await;
+    let bob = app.login("bob", MEMBER_PASSWORD).await;
+    let answer = app.call(&bob, "GET", "/api/v1/users", None).await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::FORBIDDEN, "forbidden".to_owned())
+    );
+
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    assert_eq!(
+        app.call(&ada, "GET", "/api/v1/users", None).await.status,
+        StatusCode::OK
+    );
+    let new_user = json!({"name": "carol", "password": "carol has a long password"});
+    assert_eq!(
+        app.call(&ada, "POST", "/api/v1/users", Some(new_user))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+
+    app.age_sessions().await;
+    let stale = app
+        .call(&ada, "POST", "/api/v1/users", Some(json!({"name": "dave"})))
+        .await;
+    assert_eq!(
+        (stale.status, stale.code()),
+        (
+            StatusCode::FORBIDDEN,
+            "reauthentication_required".to_owned()
+        )
+    );
+    assert_eq!(
+        app.call(&ada, "GET", "/api/v1/me", None).await.json()["fresh"],
+        false
+    );
+
+    let wrong = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/session/reauth",
+            Some(json!({"password": "nope nope nope"})),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let reauth = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/session/reauth",
+            Some(json!({"password": ADMIN_PASSWORD})),
+        )
+        .await;
+    assert_eq!(reauth.status, StatusCode::OK, "{}", reauth.body);
+    assert_eq!(reauth.json()["fresh"], true);
+    let created = app
+        .call(&ada, "POST", "/api/v1/users", Some(json!({"name": "dave"})))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.json()["password"].as_str().map(str::len),
+        Some(43),
+        "a generated password is shown once"
+    );
+
+    // An API token is never fresh, even an administrator's.
+    let token = app
+        .call(&ada, "POST", "/api/v1/tokens", Some(json!({"label": "ci"})))
+        .await;
+    let program = Caller {
+        bearer: Some(token.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    assert_eq!(
+        app.call(&program, "GET", "/api/v1/users", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let refused = app
+        .call(
+            &program,
+            "PUT",
+            "/api/v1/users/bob/roles",
+            Some(json!({"roles": ["system_admin"]})),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn browser_writes_without_the_csrf_token_are_refused() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let without = Caller {
+        csrf: None,
+        ..ada.clone()
+    };
+    let answer = app
+        .call(
+            &without,
+            "POST",
+            "/api/v1/tokens",
+            Some(json!({"label": "x"})),
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::FORBIDDEN, "csrf".to_owned())
+    );
+    let other = Caller {
+        csrf: Some(app.login("bob", MEMBER_PASSWORD).await.csrf.unwrap()),
+        ..ada.clone()
+    };
+    let answer = app
+        .call(
+            &other,
+            "POST",
+            "/api/v1/tokens",
+            Some(json!({"label": "x"})),
+        )
+        .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::FORBIDDEN,
+        "another session's token was accepted"
+    );
+
+    // Pages: a form without its token, with a wrong one, and with the right one.
+    let page = app
+        .form(&ada, "/account/tokens", &[("label", "from a form")])
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    let page = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "from a form"), ("csrf", "forged")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    let csrf = ada.csrf.clone().unwrap();
+    let page = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "from a form"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("shown only once") && page.body.contains("fmta_"));
+
+    // A request from another site is refused even with the right token.
+    let request = Request::post("/api/v1/tokens")
+        .header(header::HOST, "fermata.example")
+        .header(header::ORIGIN, "https://evil.example")
+        .header(
+            header::COOKIE,
+            format!("fermata_session={}", ada.cookie.clone().unwrap()),
+        )
+        .header("x-csrf-token", &csrf)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"label":"x"}"#))
+        .unwrap();
+    assert_eq!(app.send(request).await.status, StatusCode::FORBIDDEN);
+
+    // The login form needs its own double-submit cookie.
+    let login = app
+        .form(
+            &Caller::default(),
+            "/login",
+            &[("name", "ada"), ("password", ADMIN_PASSWORD), ("csrf", "x")],
+        )
+        .await;
+    assert_eq!(login.status, StatusCode::FORBIDDEN);
+    assert!(login.session_cookie().is_none());
+}
+
+#[tokio::test]
+async fn the_login_form_logs_in_and_logout_ends_the_session() {
+    let app = App::new().await;
+    let form = app
+        .call(&Caller::default(), "GET", "/login?next=/account", None)
+        .await;
+    assert_eq!(form.status, StatusCode::OK);
+    let csrf_cookie = form
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("fermata_login_csrf="))
+        .map(|rest| rest.split(';').next().unwrap().to_owned())
+        .unwrap();
+    assert!(form.body.contains(&format!("value=\"{csrf_cookie}\"")));
+    let body = serde_urlencoded::to_string([
+        ("name", "ada"),
+        ("password", ADMIN_PASSWORD),
+        ("csrf", csrf_cookie.as_str()),
+        ("next", "/account"),
+    ])
+    .unwrap();
+    let request = Request::post("/login")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, format!("fermata_login_csrf={csrf_cookie}"))
+        .body(Body::from(body))
+        .unwrap();
+    let answer = app.send(request).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(answer.headers[header::LOCATION], "/account");
+    let set_cookie = answer
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("fermata_session="))
+        .unwrap()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(set_cookie.contains(attribute), "{set_cookie}");
+    }
+    let cookie = answer.session_cookie().unwrap();
+    let browser = Caller {
+        cookie: Some(cookie),
+        ..Caller::default()
+    };
+    let account = app.call(&browser, "GET", "/account", None).await;
+    assert_eq!(account.status, StatusCode::OK);
+    assert!(account.body.contains("Signed in as <strong>ada</strong>"));
+
+    let csrf = app.call(&browser, "GET", "/api/v1/me", None).await.json()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = app.form(&browser, "/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        app.call(&browser, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn tokens_and_machines_work_until_revoked_and_only_their_owner_revokes_machines() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let bob = app.login("bob", MEMBER_PASSWORD).await;
+
+    let token = app
+        .call(
+            &bob,
+            "POST",
+            "/api/v1/tokens",
+            Some(json!({"label": "script"})),
+        )
+        .await;
+    assert_eq!(token.status, StatusCode::CREATED);
+    let token_id = token.json()["id"].as_str().unwrap().to_owned();
+    let program = Caller {
+        bearer: Some(token.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    assert_eq!(
+        app.call(&program, "GET", "/api/v1/me", None).await.json()["via"],
+        "token"
+    );
+    let listed = app.call(&bob, "GET", "/api/v1/tokens", None).await.json();
+    assert!(
+        listed[0].get("token").is_none(),
+        "a listing shows a secret: {listed}"
+    );
+    assert_eq!(
+        app.call(&bob, "DELETE", &format!("/api/v1/tokens/{token_id}"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.call(&program, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let paired = app
+        .call(
+            &bob,
+            "POST",
+            "/api/v1/machines",
+            Some(json!({"name": "build box"})),
+        )
+        .await;
+    assert_eq!(paired.status, StatusCode::CREATED);
+    let machine_id = paired.json()["id"].as_str().unwrap().to_owned();
+    let machine = Caller {
+        bearer: Some(paired.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    let set = app
+        .call(
+            &machine,
+            "PUT",
+            "/api/v1/machine/credentials",
+            Some(json!({"credentials": {"github_token": "gho_machine"}})),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+    let me = app
+        .call(&machine, "GET", "/api/v1/machine", None)
+        .await
+        .json();
+    assert_eq!(me["credentials"], json!(["github_token"]));
+    assert_eq!(me["name"], "build box");
+
+    // A machine token is not a user's token, and a user's token is not a machine's.
+    assert_eq!(
+        app.call(&machine, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let renewed = app
+        .call(
+            &bob,
+            "POST",
+            &format!("/api/v1/machines/{machine_id}/reauthorize"),
+            None,
+        )
+        .await;
+    assert_eq!(renewed.status, StatusCode::OK);
+    assert_eq!(
+        app.call(&machine, "GET", "/api/v1/machine", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    let machine = Caller {
+        bearer: Some(renewed.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    assert_eq!(
+        app.call(&machine, "GET", "/api/v1/machine", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    // Even an administrator cannot revoke someone else's machine.
+    let answer = app
+        .call(
+            &ada,
+            "DELETE",
+            &format!("/api/v1/machines/{machine_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.call(&machine, "GET", "/api/v1/machine", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.call(
+            &bob,
+            "DELETE",
+            &format!("/api/v1/machines/{machine_id}"),
+            None
+        )
+        .await
+        .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.call(&machine, "GET", "/api/v1/machine", None)
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn tampered_credentials_fail_to_decrypt_and_change_nothing() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let set = app
+        .call(
+            &ada,
+            "PUT",
+            "/api/v1/session/credentials",
+            Some(json!({"credentials": {"github_token": "gho_session"}})),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+    let pool = app.storage.storage.pool();
+    let before: Vec<u8> =
+        sqlx::query_scalar("SELECT credentials FROM web_sessions WHERE credentials IS NOT NULL")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let mut tampered = before.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    sqlx::query("UPDATE web_sessions SET credentials = $1 WHERE credentials IS NOT NULL")
+        .bind(tampered.clone())
+        .execute(pool)
+        .await
+        .unwrap();
+
+    let answer = app
+        .call(&ada, "GET", "/api/v1/session/credentials", None)
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "undecryptable".to_owned()
+        )
+    );
+    assert!(
+        answer.body.contains("failed authentication"),
+        "{}",
+        answer.body
+    );
+    let after: Vec<u8> =
+        sqlx::query_scalar("SELECT credentials FROM web_sessions WHERE credentials IS NOT NULL")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(after, tampered, "reading tampered credentials changed them");
+
+    // The envelope of one session moved onto another session's row does not open there either.
+    let bob = app.login("bob", MEMBER_PASSWORD).await;
+    sqlx::query("UPDATE web_sessions SET credentials = $1 WHERE credentials IS NULL")
+        .bind(before)
+        .execute(pool)
+        .await
+        .unwrap();
+    let moved = app
+        .call(&bob, "GET", "/api/v1/session/credentials", None)
+        .await;
+    assert_eq!(moved.code(), "undecryptable");
+}
+
+#[tokio::test]
+async fn malformed_input_gets_a_clear_error() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let answer = app
+        .call(
+            &ada,
+            "PUT",
+            "/api/v1/session/credentials",
+            Some(json!({"credentials": {"Bad Name": "x"}})),
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::BAD_REQUEST, "invalid".to_owned())
+    );
+    let answer = app
+        .call(&ada, "POST", "/api/v1/tokens", Some(json!({"label": ""})))
+        .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    let answer = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/users",
+            Some(json!({"name": "Eve!", "password": "x"})),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    let answer = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/users",
+            Some(json!({"name": "eve", "password": "short"})),
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::BAD_REQUEST, "invalid".to_owned())
+    );
+    let answer = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/users",
+            Some(json!({"name": "ada", "password": "a long enough password"})),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::CONFLICT);
+    let request = Request::post("/api/v1/session")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from("name=ada"))
+        .unwrap();
+    assert_eq!(
+        app.send(request).await.status,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_still_answer() {
+    let app = App::new().await;
+    let nobody = Caller::default();
+    assert_eq!(
+        app.call(&nobody, "GET", "/healthz", None).await.body,
+        "ok\n"
+    );
+    let ready = app.call(&nobody, "GET", "/readyz", None).await;
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+    );
+    app.state.readiness.set(fermata_http::Phase::Serving);
+    assert_eq!(
+        app.call(&nobody, "GET", "/readyz", None).await.status,
+        StatusCode::OK
+    );
+    app.state.metrics.lease_granted(7, 1_700_000_000_000);
+    let metrics = app.call(&nobody, "GET", "/metrics", None).await.body;
+    for line in [
+        "fermata_build_info{version=\"test\"} 1",
+        "fermata_writer_lease_held 1",
+        "fermata_writer_lease_token 7",
+        "# EOF",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line:?} in:\n{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn credentials_added_at_once_are_all_kept() {
+    let app = App::new().await;
+    app.login("ada", ADMIN_PASSWORD).await;
+    let session: String = sqlx::query_scalar("SELECT id FROM web_sessions")
+        .fetch_one(app.storage.storage.pool())
+        .await
+        .unwrap();
+    let session = fermata_store::SessionId(session);
+    let additions: Vec<_> = (0..6)
+        .map(|i| {
+            let accounts = Arc::clone(&app.state.accounts);
+            let session = session.clone();
+            tokio::spawn(async move {
+                let name = format!("key_{i}");
+                let added = accounts
+                    .add_session_credential(&session, name.clone(), format!("value {i}"))
+                    .await;
+                (name, added)
+            })
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for addition in additions {
+        let (name, added) = addition.await.unwrap();
+        match added {
+            Ok(_) => kept.push(name),
+            Err(AccountError::Conflict(_)) => {}
+            Err(error) => panic!("adding {name}: {error}"),
+        }
+    }
+    assert!(!kept.is_empty());
+    let stored = app
+        .state
+        .accounts
+        .session_credentials(&session)
+        .await
+        .unwrap();
+    for name in &kept {
+        assert!(
+            stored.get(name).is_some(),
+            "{name} was acknowledged and lost"
+        );
+    }
+}

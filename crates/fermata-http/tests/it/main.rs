@@ -1,0 +1,10 @@
+//! The integration tests of `fermata-http`, as one test binary: one module per subject, the
+//! shared helpers beside them. One binary links once, where a binary per file linked each.
+
+mod support;
+
+mod admin_page;
+mod auth;
+mod documents;
+mod images;
+mod schema;

@@ -1,0 +1,25 @@
+//! The README's table of safe error codes is the documented list: it names every code with its
+//! stage and whether it is retried, exactly as the code says.
+
+use fermata_store::schema::ErrorCode;
+
+#[test]
+fn the_readme_documents_every_code_with_its_stage_and_retries() {
+    let readme = include_str!("../../../../README.md");
+    for code in ErrorCode::ALL {
+        let name = format!("`{}`", code.name());
+        let row = readme
+            .lines()
+            .find(|line| line.starts_with('|') && line.contains(&name))
+            .unwrap_or_else(|| panic!("README.md does not list {name}"));
+        let retried = if code.retryable() {
+            "| yes |"
+        } else {
+            "| no |"
+        };
+        assert!(
+            row.contains(&format!("| {} |", code.stage().name())) && row.contains(retried),
+            "README.md's row for {name} has the wrong stage or retry: {row}"
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! The integration tests of `fermata-schema`, as one test binary: one module per subject, the
+//! shared helpers beside them. One binary links once, where a binary per file linked each.
+
+mod git_support;
+mod support;
+mod workflow_support;
+
+mod artifact;
+mod artifact_s3;
+mod error_codes;
+mod inventory;
+mod inventory_workflow;
+mod mysql_output;
+mod operations;
+mod package;
+mod refresh_workflow;
+mod snapshot;
+mod verification_workflow;
+mod workspace;

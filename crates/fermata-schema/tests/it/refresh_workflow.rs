@@ -1,0 +1,1359 @@
+//! The refresh operation end to end on the real parts: a SQLite application database, the
+//! MariaDB server the test command provisions (`FERMATA_TEST_MYSQL_URL`), a local git package,
+//! an object store in a folder and the durable workflow engine. Inventory, refresh, review,
+//! approval, rejection and expiry; the refresh rules (expired inventory, empty selection, unknown
+//! names, duplicates, a database dropped after the inventory, a permission failure that is not
+//! retried, a transient failure that recovers on its second attempt under an injected clock,
+//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; and two
+//! concurrent decisions of which exactly one wins.
+
+use crate::git_support;
+use crate::support;
+use crate::workflow_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fermata_accounts::KeyringHandle;
+use fermata_crypto::Keyring;
+use fermata_forge::local::LocalGit;
+use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
+use fermata_schema::artifact::{ArtifactStore, artifact_location};
+use fermata_schema::package::{Package, PackageSettings, Registry};
+use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
+use fermata_schema::{
+    Administrator, EngineWorkflows, OperationReport, Operations, RefreshSettings, RefreshWorkflow,
+    Reviews, SourceSettings, Verdict, names,
+};
+use fermata_store::schema::{
+    ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
+    NewInventory, OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState,
+    SafeError, SchemaLeaseStatus, StepKey, StepState,
+};
+use fermata_store::{Storage, StoreOptions, UserId, UserName};
+use fermata_store_sql::testing::ScratchDatabase;
+use fermata_workflow::{Attempt, Engine, Worker, WorkerSettings};
+use git_support::TestRepository;
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use sqlx::Executor;
+use sqlx::mysql::MySqlConnection;
+use support::{admin, quoted, settings, snapshot_account, unique};
+use workflow_support::{MAX_EXECUTIONS, RecordedPauses, administrator, request, run_until};
+
+/// What the probe does once, in the first database step's first attempt, once the candidate is
+/// written.
+#[derive(Debug)]
+enum Fault {
+    None,
+    /// Fail the first attempt with this (transient) error.
+    FailFirst(ErrorCode),
+    /// Run this DDL in the database on the first attempt: the verifier must see it.
+    AlterFirst(String),
+    /// Panic on the first attempt.
+    PanicFirst,
+    /// Never return from the first attempt: its worker is taken away there.
+    HangFirst,
+    /// Nothing in the step; the verification workspace's account may not create schemas.
+    WorkspaceRefused,
+}
+
+#[derive(Debug)]
+struct Probe {
+    fault: Fault,
+    /// The step folders the probe saw, to check they are gone afterwards.
+    folders: Mutex<Vec<PathBuf>>,
+    /// Set once the fault happened.
+    fired: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl CandidateProbe for Probe {
+    async fn candidate_written(
+        &self,
+        database: &DatabaseName,
+        folder: &Path,
+        attempt: Attempt,
+    ) -> Result<(), SafeError> {
+        assert!(
+            folder.join("manifest.json").is_file(),
+            "the candidate is in the step's folder"
+        );
+        self.folders.lock().unwrap().push(folder.to_owned());
+        if attempt.number() > 1 || self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        match &self.fault {
+            Fault::None => Ok(()),
+            Fault::FailFirst(code) => Err(SafeError::new(*code)),
+            Fault::AlterFirst(ddl) => {
+                let mut admin = admin().await;
+                admin
+                    .execute(format!("USE {}", quoted(database.as_str())).as_str())
+                    .await
+                    .unwrap();
+                admin.execute(ddl.as_str()).await.unwrap();
+                Ok(())
+            }
+            Fault::PanicFirst => panic!("an injected panic in a database step"),
+            Fault::HangFirst => std::future::pending().await,
+            Fault::WorkspaceRefused => Ok(()),
+        }
+    }
+}
+
+/// The local forge, with one write (counted over `create_commit`, `create_branch` and
+/// `open_pull_request`) done and then answered with a retryable failure, as a lost response
+/// or a crash right after the write would leave it.
+#[derive(Debug)]
+struct FaultyForge {
+    inner: Arc<LocalGit>,
+    fault: u32,
+    writes: AtomicU32,
+}
+
+impl FaultyForge {
+    fn after_write<T>(&self, done: Result<T, SafeError>) -> Result<T, SafeError> {
+        let value = done?;
+        if self.writes.fetch_add(1, AtomicOrdering::SeqCst) == self.fault {
+            return Err(SafeError::new(ErrorCode::GithubFailed));
+        }
+        Ok(value)
+    }
+}
+
+#[async_trait]
+impl Forge for FaultyForge {
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError> {
+        self.inner.branch_head(branch).await
+    }
+    async fn paths_changed(
+        &self,
+        from: &str,
+        to: &str,
+        paths: &[String],
+    ) -> Result<bool, SafeError> {
+        self.inner.paths_changed(from, to, paths).await
+    }
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError> {
+        self.after_write(self.inner.create_commit(spec).await)
+    }
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError> {
+        self.after_write(self.inner.create_branch(branch, commit).await)
+    }
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError> {
+        self.inner.find_pull_request(head).await
+    }
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError> {
+        self.after_write(self.inner.open_pull_request(spec).await)
+    }
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
+        self.inner.pull_request(number).await
+    }
+    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+        self.inner.close_pull_request(number).await
+    }
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+        self.inner.read_file(commit, path).await
+    }
+    async fn read_folder(
+        &self,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+        self.inner.read_folder(commit, path).await
+    }
+}
+
+struct Harness {
+    storage: Arc<dyn Storage>,
+    admin: Administrator,
+    second_admin: Administrator,
+    operations: Operations,
+    reviews: Reviews,
+    worker: Worker,
+    engine: Engine,
+    pauses: Arc<RecordedPauses>,
+    probe: Arc<Probe>,
+    repository: TestRepository,
+    local: Arc<LocalGit>,
+    objects: Arc<dyn ObjectStore>,
+    scratch: tempfile::TempDir,
+    _artifact_folder: tempfile::TempDir,
+}
+
+async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
+    harness_publishing(source, fault, review_window, None).await
+}
+
+/// A harness whose forge fails the publication write numbered `publication_fault` (from 0),
+/// once, after doing it: the write happened and its answer was lost.
+async fn harness_publishing(
+    source: SourceSettings,
+    fault: Fault,
+    review_window: Duration,
+    publication_fault: Option<u32>,
+) -> Harness {
+    let storage: Arc<dyn Storage> = Arc::new(
+        ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await,
+    );
+    let admin = administrator(&*storage, "u-admin", "ada").await;
+    let second_admin = administrator(&*storage, "u-grace", "grace").await;
+    let repository = TestRepository::new(false);
+    repository.commit(
+        "main",
+        &BTreeMap::from([("README.md".to_owned(), b"Schemas.\n".to_vec())]),
+    );
+    let artifact_folder = tempfile::tempdir().unwrap();
+    let objects: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(artifact_folder.path()).unwrap());
+    let keys = Arc::new(KeyringHandle::new(Keyring::generate(), None));
+    let artifacts = ArtifactStore::new(Arc::clone(&objects), keys);
+    let scratch = tempfile::tempdir().unwrap();
+    let package = PackageSettings::new(repository.path(), "main");
+    let local = Arc::new(LocalGit::new(repository.path()));
+    let forge: Arc<dyn Forge> = match publication_fault {
+        Some(fault) => Arc::new(FaultyForge {
+            inner: Arc::clone(&local),
+            fault,
+            writes: AtomicU32::new(0),
+        }),
+        None => Arc::clone(&local) as Arc<dyn Forge>,
+    };
+    let probe = Arc::new(Probe {
+        fault,
+        folders: Mutex::default(),
+        fired: std::sync::atomic::AtomicBool::new(false),
+    });
+    let pauses = Arc::new(RecordedPauses::default());
+    let mut server = support::admin().await;
+    let (user, password) = if matches!(probe.fault, Fault::WorkspaceRefused) {
+        support::snapshot_account_named(&mut server, "nows").await
+    } else {
+        support::workspace_account(&mut server).await
+    };
+    let workspace = settings(&user, &password);
+    let refresh = RefreshWorkflow::new(
+        Arc::clone(&storage),
+        RefreshSettings {
+            source: Some(source.clone()),
+            workspace: Some(workspace),
+            package: Some(Package::on(&package, Arc::clone(&forge))),
+            artifacts: artifacts.clone(),
+            scratch: scratch.path().to_owned(),
+            review_window,
+            connections: DEFAULT_CONNECTIONS,
+        },
+    )
+    .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);
+    let engine = workflow_support::engine(&storage, &pauses, source, refresh);
+    let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
+    let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
+    let reviews = Reviews::new(
+        Arc::clone(&storage),
+        workflows,
+        artifacts,
+        Some(Package::on(&package, Arc::clone(&local) as Arc<dyn Forge>)),
+    );
+    let worker = engine.worker("refresh-test-worker", WorkerSettings::default());
+    Harness {
+        storage,
+        admin,
+        second_admin,
+        operations,
+        reviews,
+        worker,
+        engine,
+        pauses,
+        probe,
+        repository,
+        local,
+        objects,
+        scratch,
+        _artifact_folder: artifact_folder,
+    }
+}
+
+impl Harness {
+    /// Runs an inventory to its end and returns its ID.
+    async fn inventory(&self) -> InventoryId {
+        workflow_support::inventory(&self.operations, &self.worker, &self.admin).await
+    }
+
+    async fn refresh(&self, inventory: InventoryId, databases: &[&str]) -> OperationId {
+        let kind = OperationKind::Refresh;
+        workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
+    }
+
+    /// Executes runs until operation `id` is in a state `done` accepts.
+    async fn run_until(
+        &self,
+        id: OperationId,
+        done: impl Fn(OperationState) -> bool,
+    ) -> OperationReport {
+        run_until(&self.operations, &self.worker, id, done).await
+    }
+
+    async fn awaiting_review(&self, id: OperationId) -> OperationReport {
+        let report = self
+            .run_until(id, |state| {
+                state == OperationState::AwaitingReview || state.is_terminal()
+            })
+            .await;
+        assert_eq!(
+            report.operation.state,
+            OperationState::AwaitingReview,
+            "{:?}",
+            report.operation
+        );
+        report
+    }
+
+    async fn step_attempts(&self, id: OperationId, key: &str) -> (StepState, u32) {
+        workflow_support::step_attempts(&*self.storage, id, key).await
+    }
+
+    /// Ada as an administrator whose session is not fresh.
+    async fn stale_admin(&self) -> Administrator {
+        let ada = self
+            .storage
+            .users()
+            .user_by_name(&UserName::new("ada").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        Administrator::from_user(&ada, false).unwrap()
+    }
+
+    /// Every file on `branch` of the package repository.
+    fn branch_files(&self, branch: &str) -> BTreeMap<String, Vec<u8>> {
+        self.repository.files_at(branch)
+    }
+
+    /// Runs a refresh of `databases` to its review, approves it and runs it to its end.
+    async fn approved(&self, inventory: InventoryId, databases: &[&str]) -> OperationReport {
+        let id = self.refresh(inventory, databases).await;
+        self.awaiting_review(id).await;
+        self.reviews
+            .decide(&self.admin, id, Verdict::Approve)
+            .await
+            .unwrap();
+        self.run_until(id, |state| state.is_terminal()).await
+    }
+
+    /// Every object the store holds, by location.
+    async fn objects(&self) -> Vec<String> {
+        use futures::TryStreamExt;
+        let mut all: Vec<String> = self
+            .objects
+            .list(None)
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        all.sort();
+        all
+    }
+
+    /// Nothing is left in the scratch folder, and every step folder the probe saw is gone.
+    fn assert_no_step_folder_left(&self) {
+        let left: Vec<_> = std::fs::read_dir(self.scratch.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "step folders left behind: {left:?}");
+        for folder in self.probe.folders.lock().unwrap().iter() {
+            assert!(!folder.exists(), "{} is still there", folder.display());
+        }
+    }
+
+    /// Registers `database` in the package with its current snapshot, as a merge would.
+    async fn register(&self, database: &str) {
+        let snapshot = support::take(database, 1).await.unwrap();
+        self.repository.commit_package("main", &[snapshot]);
+    }
+}
+
+/// Creates `database` with a few tables and a view.
+async fn create_database(admin: &mut MySqlConnection, database: &str) {
+    for statement in [
+        format!("CREATE DATABASE {} CHARACTER SET utf8mb4", quoted(database)),
+        format!("USE {}", quoted(database)),
+        "CREATE TABLE customer (id int NOT NULL PRIMARY KEY, name varchar(50) NOT NULL)".to_owned(),
+        "CREATE TABLE `order` (id int NOT NULL PRIMARY KEY, customer int, \
+         CONSTRAINT fk_c FOREIGN KEY (customer) REFERENCES customer (id))"
+            .to_owned(),
+        "CREATE VIEW big_orders AS SELECT id FROM `order` WHERE id > 100".to_owned(),
+    ] {
+        admin.execute(statement.as_str()).await.unwrap();
+    }
+}
+
+async fn drop_database(admin: &mut MySqlConnection, database: &str) {
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+}
+
+async fn drop_databases(admin: &mut MySqlConnection, databases: &[&str]) {
+    for database in databases {
+        drop_database(admin, database).await;
+    }
+}
+
+/// Two databases (`…a` registered and unchanged, `…b` new) and an account that sees both.
+async fn two_databases() -> (MySqlConnection, [String; 2], SourceSettings) {
+    let mut admin = admin().await;
+    let names = [unique("a"), unique("b")];
+    for name in &names {
+        create_database(&mut admin, name).await;
+    }
+    let (user, password) = snapshot_account(&mut admin, &names).await;
+    (admin, names, settings(&user, &password))
+}
+
+#[tokio::test]
+async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    harness.register(&a).await;
+    let inventory = harness.inventory().await;
+    // Duplicates and any order: the selection keeps the inventory's order, each name once.
+    let id = harness.refresh(inventory, &[&b, &a, &b]).await;
+    let report = harness.awaiting_review(id).await;
+
+    let results: Vec<_> = report
+        .databases
+        .iter()
+        .map(|row| {
+            let report = row.report.as_ref().unwrap();
+            (row.database.as_str(), report.outcome, report.freshness)
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (a.as_str(), Outcome::Unchanged, Freshness::Fresh),
+            (b.as_str(), Outcome::Changed, Freshness::Fresh)
+        ]
+    );
+    let changed = report.databases[1].report.as_ref().unwrap();
+    assert_eq!(changed.object_counts["tables"], 2);
+    assert_eq!(changed.object_counts["views"], 1);
+    assert!(changed.merged_hash.is_none());
+    let unchanged = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(unchanged.snapshot_hash, unchanged.merged_hash);
+
+    // The reviewed base is the branch's head when the refresh read it.
+    let head = harness.repository.head("main");
+    assert_eq!(
+        report.operation.reviewed_base_commit.as_deref(),
+        Some(head.as_str())
+    );
+
+    // The lease is held to the review's expiry; the review is pending; the staged candidates
+    // are gone and only the artifact remains.
+    let schema = harness.storage.schema();
+    let review = schema.review(id).await.unwrap().unwrap();
+    assert_eq!(review.state, ReviewState::Pending);
+    let lease = report.lease.clone().expect("the refresh holds the lease");
+    assert_eq!(lease.expires_at, review.expires_at);
+    assert_eq!(lease.status, SchemaLeaseStatus::AwaitingReview);
+    let artifact = schema.artifact(id).await.unwrap().unwrap();
+    assert_eq!(artifact.state, ArtifactState::Stored);
+    assert_eq!(artifact.meta.decision_expires_at, review.expires_at);
+    assert_eq!(harness.objects().await, [artifact_location(id)]);
+    let manifest: serde_json::Value = serde_json::from_str(&artifact.meta.manifest).unwrap();
+    assert_eq!(manifest["base_commit"], head.as_str());
+    assert!(manifest["databases"].get(&b).is_some());
+    assert!(
+        manifest["databases"].get(&a).is_none(),
+        "an unchanged database is not reviewed"
+    );
+
+    // The diff: every file of the new database is added; the unchanged one is not listed.
+    let diff = harness.reviews.diff(&harness.admin, id).await.unwrap();
+    assert_eq!(diff.databases.len(), 1);
+    let new = &diff.databases[0];
+    assert_eq!(new.database.as_str(), b);
+    assert!(!new.registered);
+    let paths: Vec<String> = new.files.iter().map(|file| file.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "manifest.json",
+            "schema.json",
+            "tables/customer.sql",
+            "tables/order.sql",
+            "views/big_orders.sql"
+        ]
+    );
+    assert!(
+        new.files[2].diff.contains("+CREATE TABLE `customer`"),
+        "{}",
+        new.files[2].diff
+    );
+
+    // A stale session may not decide.
+    let stale = harness.stale_admin().await;
+    let refused = harness
+        .reviews
+        .decide(&stale, id, Verdict::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::AccessDenied);
+
+    let decided = harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    assert_eq!(decided.state, OperationState::AwaitingReview);
+    // Repeating the same decision is harmless; the other one is refused.
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let other = harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Reject)
+        .await
+        .unwrap_err();
+    assert_eq!(other.code(), ErrorCode::ReviewNotPending);
+
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert!(report.lease.is_none());
+    assert!(
+        schema.schema_lease().await.unwrap().is_none(),
+        "the lease is released"
+    );
+    let review = schema.review(id).await.unwrap().unwrap();
+    assert_eq!(review.state, ReviewState::Approved);
+    assert_eq!(review.actor, Some(UserId("u-admin".to_owned())));
+    assert!(review.decided_at.is_some());
+    let artifact = schema.artifact(id).await.unwrap().unwrap();
+    assert_eq!(artifact.state, ArtifactState::Consumed, "published from");
+
+    // Published: one pull request from the operation's branch onto main, whose tree holds the
+    // candidate files of the changed database and the registry with both databases.
+    let pull = report
+        .operation
+        .pull_request
+        .clone()
+        .expect("a pull request");
+    assert_eq!((pull.number, pull.base.as_str()), (1, "main"));
+    assert_eq!(pull.head, format!("fermata/refresh-{id}"));
+    let tree = harness.branch_files(&pull.head);
+    let registry = Registry::parse(&tree["schemas/registry.json"]).unwrap();
+    let registered: Vec<&str> = registry
+        .databases()
+        .keys()
+        .map(DatabaseName::as_str)
+        .collect();
+    assert_eq!(registered, [a.as_str(), b.as_str()]);
+    let entry = registry
+        .get(&DatabaseName::new(b.clone()).unwrap())
+        .unwrap();
+    assert_eq!(Some(&entry.snapshot_hash), changed.snapshot_hash.as_ref());
+    assert_eq!(entry.operation_id, id);
+    let folder_b = format!("schemas/{}/", names::file_name(&b).unwrap());
+    let published: Vec<&str> = tree
+        .keys()
+        .filter_map(|path| path.strip_prefix(&folder_b))
+        .collect();
+    assert_eq!(published, paths);
+    assert_eq!(
+        harness.local.pull_request(1).await.unwrap().unwrap().state,
+        PullState::Open
+    );
+    harness.assert_no_step_folder_left();
+    assert!(
+        harness.pauses.0.lock().unwrap().is_empty(),
+        "nothing was retried"
+    );
+
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_rejected_refresh_ends_rejected_and_its_artifact_is_deleted_under_a_grant() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    harness.awaiting_review(id).await;
+
+    // Two administrators decide at once: exactly one decision is recorded.
+    let (approve, reject) = tokio::join!(
+        harness.reviews.decide(&harness.admin, id, Verdict::Approve),
+        harness
+            .reviews
+            .decide(&harness.second_admin, id, Verdict::Reject),
+    );
+    assert_eq!(
+        usize::from(approve.is_ok()) + usize::from(reject.is_ok()),
+        1,
+        "{approve:?} {reject:?}"
+    );
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    let review = harness.storage.schema().review(id).await.unwrap().unwrap();
+    let expected = if approve.is_ok() {
+        (OperationState::Succeeded, ReviewState::Approved)
+    } else {
+        (OperationState::Rejected, ReviewState::Rejected)
+    };
+    assert_eq!((report.operation.state, review.state), expected);
+    assert!(
+        harness
+            .storage
+            .schema()
+            .schema_lease()
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    if approve.is_err() {
+        assert_eq!(
+            report.operation.error.as_ref().map(SafeError::code),
+            Some(ErrorCode::ReviewRejected)
+        );
+        let artifact = harness
+            .storage
+            .schema()
+            .artifact(id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(artifact.state, ArtifactState::Deleted);
+        assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
+        assert!(
+            harness.objects().await.is_empty(),
+            "{:?}",
+            harness.objects().await
+        );
+    }
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn an_undecided_review_expires_and_releases_the_lease() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(2)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let awaiting = harness.awaiting_review(id).await;
+    // Held at least to the review's expiry (a lease is never shortened).
+    let review = harness.storage.schema().review(id).await.unwrap().unwrap();
+    let lease = awaiting.lease.unwrap();
+    assert!(lease.expires_at >= review.expires_at);
+    assert_eq!(lease.status, SchemaLeaseStatus::AwaitingReview);
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Expired);
+    assert_eq!(
+        report.operation.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::ReviewExpired)
+    );
+    let schema = harness.storage.schema();
+    assert_eq!(
+        schema.review(id).await.unwrap().unwrap().state,
+        ReviewState::Expired
+    );
+    assert!(schema.schema_lease().await.unwrap().is_none());
+    let artifact = schema.artifact(id).await.unwrap().unwrap();
+    assert_eq!(artifact.state, ArtifactState::Deleted);
+    // A decision after the window is refused.
+    let late = harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), ErrorCode::ReviewExpired);
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_refresh_with_no_change_ends_with_its_report_and_no_review() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    harness.register(&a).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert_eq!(
+        report.databases[0].report.as_ref().unwrap().outcome,
+        Outcome::Unchanged
+    );
+    let schema = harness.storage.schema();
+    assert!(schema.review(id).await.unwrap().is_none());
+    assert!(schema.artifact(id).await.unwrap().is_none());
+    assert!(schema.schema_lease().await.unwrap().is_none());
+    assert!(harness.objects().await.is_empty());
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn requests_outside_the_inventory_are_refused_before_anything_runs() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let refused = |databases: &'static [&'static str]| {
+        let request = request(
+            OperationKind::Refresh,
+            &unique("bad"),
+            Some(inventory),
+            databases,
+        );
+        let operations = harness.operations.clone();
+        let admin = harness.admin.clone();
+        async move { operations.request(&admin, &request).await }
+    };
+    assert_eq!(
+        refused(&[]).await.unwrap_err().code(),
+        ErrorCode::EmptySelection
+    );
+    assert_eq!(
+        refused(&["not_there"]).await.unwrap_err().code(),
+        ErrorCode::DatabaseNotInInventory
+    );
+
+    // An expired inventory, recorded as discovery would have, a day old.
+    let schema = harness.storage.schema();
+    let old = schema
+        .reserve_operation(
+            &fermata_store::schema::NewOperation {
+                id: OperationId::generate(),
+                kind: OperationKind::Inventory,
+                actor: UserId("u-admin".to_owned()),
+                request_key: RequestKey::new(unique("old")).unwrap(),
+                inventory: None,
+                databases: Vec::new(),
+            },
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let fermata_store::schema::Reservation::Created(old) = old else {
+        panic!("{old:?}")
+    };
+    let expired = schema
+        .record_inventory(&NewInventory {
+            id: InventoryId::generate(),
+            operation: old.id,
+            actor: UserId("u-admin".to_owned()),
+            server_version: "test".to_owned(),
+            databases: vec![DatabaseName::new(a.clone()).unwrap()],
+            lifetime: Duration::from_millis(1),
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let error = harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("exp"),
+                Some(expired.id),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::InventoryExpired);
+    assert!(
+        schema.schema_lease().await.unwrap().is_none(),
+        "nothing took the lease"
+    );
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_database_dropped_after_the_inventory_fails_and_the_next_one_runs() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    drop_database(&mut admin, &a).await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.awaiting_review(id).await;
+    let first = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(first.outcome, Outcome::Failed);
+    assert_eq!(first.freshness, Freshness::Unregistered);
+    assert_eq!(
+        first.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::DatabaseNoLongerVisible)
+    );
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Failed, 1)
+    );
+    let second = report.databases[1].report.as_ref().unwrap();
+    assert_eq!(second.outcome, Outcome::Changed);
+    harness.assert_no_step_folder_left();
+    drop_database(&mut admin, &b).await;
+}
+
+#[tokio::test]
+async fn a_permission_failure_is_permanent_and_never_retried() {
+    let mut admin = admin().await;
+    let database = unique("perm");
+    create_database(&mut admin, &database).await;
+    // The account may read the tables but not view definitions.
+    let (user, password) = support::snapshot_account_named(&mut admin, "np").await;
+    admin
+        .execute(
+            format!(
+                "GRANT SELECT ON {}.* TO '{user}'@'127.0.0.1'",
+                support::grant_pattern(&database)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let harness = harness(
+        settings(&user, &password),
+        Fault::None,
+        Duration::from_secs(3600),
+    )
+    .await;
+    harness.register(&database).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&database]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    let result = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(
+        result.freshness,
+        Freshness::Stale,
+        "it has a merged snapshot"
+    );
+    let error = result.error.clone().unwrap();
+    assert_eq!(error.code(), ErrorCode::PermissionDenied);
+    assert!(!error.retryable());
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Failed, 1)
+    );
+    assert!(harness.pauses.0.lock().unwrap().is_empty());
+    // Its only database failed, so the operation failed with that error.
+    assert_eq!(report.operation.state, OperationState::Failed);
+    assert_eq!(report.operation.error, Some(error));
+    assert!(
+        harness
+            .storage
+            .schema()
+            .schema_lease()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    harness.assert_no_step_folder_left();
+    drop_database(&mut admin, &database).await;
+}
+
+#[tokio::test]
+async fn a_transient_failure_recovers_on_the_second_attempt_after_one_second() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(
+        source,
+        Fault::FailFirst(ErrorCode::ConnectionLost),
+        Duration::from_secs(3600),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    let report = harness.awaiting_review(id).await;
+    assert_eq!(
+        report.databases[0].report.as_ref().unwrap().outcome,
+        Outcome::Changed
+    );
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Succeeded, 2)
+    );
+    assert_eq!(*harness.pauses.0.lock().unwrap(), [Duration::from_secs(1)]);
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn drift_between_generation_and_verification_is_caught_and_retried() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(
+        source,
+        Fault::AlterFirst("ALTER TABLE customer ADD COLUMN added int".to_owned()),
+        Duration::from_secs(3600),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    harness.awaiting_review(id).await;
+    let step = harness
+        .storage
+        .schema()
+        .step(id, &StepKey::new("database:0").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((step.state, step.attempts), (StepState::Succeeded, 2));
+    assert_eq!(
+        step.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::SchemaChanged),
+        "the first attempt's failure is kept"
+    );
+    // The candidate under review has the column added during the first attempt.
+    let diff = harness.reviews.diff(&harness.admin, id).await.unwrap();
+    let customer = diff.databases[0]
+        .files
+        .iter()
+        .find(|file| file.path == "tables/customer.sql")
+        .unwrap();
+    assert!(customer.diff.contains("`added` int"), "{}", customer.diff);
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_panicking_step_leaves_no_folder_behind() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::PanicFirst, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    let worker = harness.worker.clone();
+    // The worker executing the step panics; its task ends with the panic.
+    let outcome = tokio::spawn(async move {
+        loop {
+            if worker.run_once().await.unwrap().is_none() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    })
+    .await;
+    assert!(outcome.unwrap_err().is_panic());
+    assert_eq!(harness.probe.folders.lock().unwrap().len(), 1);
+    harness.assert_no_step_folder_left();
+    assert!(
+        !harness
+            .operations
+            .report(id)
+            .await
+            .unwrap()
+            .operation
+            .state
+            .is_terminal()
+    );
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn the_connections_stay_within_the_accounts_limit() {
+    let (mut admin, [a, b], _) = two_databases().await;
+    // An account that may hold two connections at a time: a pool of eight would be refused.
+    let (user, password) = snapshot_account(&mut admin, &[a.clone(), b.clone()]).await;
+    admin
+        .execute(format!("ALTER USER '{user}'@'127.0.0.1' WITH MAX_USER_CONNECTIONS 2").as_str())
+        .await
+        .unwrap();
+    let harness = harness(
+        settings(&user, &password),
+        Fault::None,
+        Duration::from_secs(3600),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.awaiting_review(id).await;
+    for row in &report.databases {
+        assert_eq!(row.report.as_ref().unwrap().outcome, Outcome::Changed);
+    }
+    for position in 0..2 {
+        assert_eq!(
+            harness
+                .step_attempts(id, &format!("database:{position}"))
+                .await,
+            (StepState::Succeeded, 1),
+            "no attempt met the limit"
+        );
+    }
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_decision_whose_hook_was_lost_is_delivered_again() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    harness.awaiting_review(id).await;
+    // The deciding process stopped after recording the decision, before the hook.
+    harness
+        .storage
+        .schema()
+        .decide_review(id, &Decision::Approve(UserId("u-admin".to_owned())))
+        .await
+        .unwrap();
+    assert!(
+        harness.worker.run_once().await.unwrap().is_none(),
+        "the run still waits"
+    );
+    assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 1);
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert_eq!(harness.reviews.resume_decided(50).await.unwrap(), 0);
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_worker_lost_mid_step_is_replaced_and_nothing_is_done_twice() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::HangFirst, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let brief = WorkerSettings {
+        claim_ttl: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(50),
+    };
+    // The first worker hangs in the first database's step and is then taken away mid-step, as
+    // a process that died would be: it writes nothing more and its claim runs out.
+    let lost = harness.engine.worker("lost-worker", brief.clone());
+    let hanging = tokio::spawn(async move { lost.run_once().await });
+    for _ in 0..100 {
+        if !harness.probe.folders.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        harness.probe.folders.lock().unwrap().len(),
+        1,
+        "the first attempt began"
+    );
+    hanging.abort();
+    assert!(hanging.await.unwrap_err().is_cancelled());
+
+    let replacement = harness.engine.worker("replacement", brief);
+    let mut report = harness.operations.report(id).await.unwrap();
+    for _ in 0..MAX_EXECUTIONS {
+        if report.operation.state == OperationState::AwaitingReview {
+            break;
+        }
+        if replacement.run_once().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        report = harness.operations.report(id).await.unwrap();
+    }
+    assert_eq!(
+        report.operation.state,
+        OperationState::AwaitingReview,
+        "{:?}",
+        report.operation
+    );
+    // The interrupted attempt counts; the step ran once more, and every database once.
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Succeeded, 2)
+    );
+    assert_eq!(
+        harness.step_attempts(id, "database:1").await,
+        (StepState::Succeeded, 1)
+    );
+    assert_eq!(
+        harness.step_attempts(id, "bind").await,
+        (StepState::Succeeded, 1)
+    );
+    assert_eq!(harness.objects().await, [artifact_location(id)]);
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn publication_survives_a_lost_answer_at_every_write() {
+    // The writes: the commit (0), the branch (1), the pull request (2).
+    for fault in 0..3 {
+        let (mut admin, [a, b], source) = two_databases().await;
+        let harness =
+            harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
+        let inventory = harness.inventory().await;
+        let base = harness.repository.head_id("main");
+        let report = harness.approved(inventory, &[&a, &b]).await;
+        assert_eq!(
+            report.operation.state,
+            OperationState::Succeeded,
+            "fault {fault}"
+        );
+        let id = report.operation.id;
+        // Exactly one branch, one commit on the base, one pull request.
+        assert_eq!(
+            harness.repository.branches("fermata/"),
+            [format!("fermata/refresh-{id}")]
+        );
+        let head = harness.repository.head_id(&format!("fermata/refresh-{id}"));
+        let commit = harness.repository.repository.find_commit(head).unwrap();
+        assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [base]);
+        let pull = harness
+            .local
+            .find_pull_request(&format!("fermata/refresh-{id}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pull.number, 1, "fault {fault}: one pull request");
+        assert!(harness.local.pull_request(2).await.unwrap().is_none());
+        assert_eq!(report.operation.pull_request.unwrap().number, 1);
+        assert_eq!(
+            *harness.pauses.0.lock().unwrap(),
+            [Duration::from_secs(1)],
+            "fault {fault}"
+        );
+        drop_databases(&mut admin, &[&a, &b]).await;
+    }
+}
+
+#[tokio::test]
+async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let first = harness.approved(inventory, &[&a, &b]).await;
+    let first_pull = first.operation.pull_request.clone().unwrap();
+
+    // While it is open: refreshes are refused, inventories are not.
+    let refused = harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("blocked"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::PullRequestOpen);
+    assert_eq!(
+        refused.subject(),
+        Some(&fermata_store::schema::Subject::Operation(
+            first.operation.id.0
+        ))
+    );
+    let inventory = harness.inventory().await;
+
+    // Merged (a real fast-forward of main onto the pull request's branch): allowed, and with
+    // no schema change nothing is published.
+    harness
+        .repository
+        .fast_forward("main", harness.repository.head_id(&first_pull.head));
+    assert_eq!(
+        harness
+            .local
+            .pull_request(first_pull.number)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        PullState::Merged
+    );
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert!(
+        report.operation.pull_request.is_none(),
+        "nothing changed, nothing published"
+    );
+    for row in &report.databases {
+        assert_eq!(row.report.as_ref().unwrap().outcome, Outcome::Unchanged);
+    }
+
+    // A changed schema: a second pull request that touches only that database and the registry.
+    admin
+        .execute(
+            format!(
+                "ALTER TABLE {}.customer ADD COLUMN phone varchar(20)",
+                quoted(&b)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let second = harness.approved(inventory, &[&a, &b]).await;
+    let second_pull = second.operation.pull_request.clone().unwrap();
+    assert_eq!(second_pull.number, 2);
+    let before = harness.branch_files("main");
+    let after = harness.branch_files(&second_pull.head);
+    let mut touched: Vec<&str> = after
+        .iter()
+        .filter(|(path, content)| before.get(*path) != Some(content))
+        .map(|(path, _)| path.as_str())
+        .collect();
+    touched.extend(
+        before
+            .keys()
+            .filter(|path| !after.contains_key(*path))
+            .map(String::as_str),
+    );
+    let folder_b = format!("schemas/{}/", names::file_name(&b).unwrap());
+    assert!(!touched.is_empty());
+    for path in &touched {
+        assert!(
+            path.starts_with(&folder_b) || *path == "schemas/registry.json",
+            "{path} was touched"
+        );
+    }
+
+    // Closed: allowed again.
+    // Closed by an administrator through Fermata (a stale session may not).
+    let stale = harness.stale_admin().await;
+    let second_id = second.operation.id.to_string();
+    let refused = harness
+        .operations
+        .close_pull_request(&stale, &second_id)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::AccessDenied);
+    harness
+        .operations
+        .close_pull_request(&harness.admin, &second_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        harness
+            .local
+            .pull_request(second_pull.number)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        PullState::Closed
+    );
+    let inventory = harness.inventory().await;
+    harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("after-close"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+
+    // The base moves after the review by a change elsewhere: the commit goes onto the new head.
+    let id = harness.refresh(inventory, &[&a]).await;
+    harness.awaiting_review(id).await;
+    let mut moved = harness.branch_files("main");
+    moved.insert("README.md".to_owned(), b"Schemas, reviewed.\n".to_vec());
+    let new_head = harness.repository.commit("main", &moved);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let head = harness
+        .repository
+        .head_id(&report.operation.pull_request.unwrap().head);
+    let parents: Vec<_> = harness
+        .repository
+        .repository
+        .find_commit(head)
+        .unwrap()
+        .parent_ids()
+        .collect();
+    assert_eq!(parents, [new_head]);
+
+    // Merged; then a refresh whose base branch changes the registry meanwhile is refused and
+    // keeps its artifact.
+    harness.repository.fast_forward("main", head);
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&b]).await;
+    harness.awaiting_review(id).await;
+    let mut moved = harness.branch_files("main");
+    moved.insert(
+        "schemas/registry.json".to_owned(),
+        Registry::default().to_canonical_json(),
+    );
+    harness.repository.commit("main", &moved);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    let error = report.operation.error.unwrap();
+    assert_eq!(error.code(), ErrorCode::BaseChanged);
+    assert!(!error.retryable());
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        artifact.state,
+        ArtifactState::Stored,
+        "kept for a new refresh"
+    );
+    assert!(
+        harness
+            .storage
+            .schema()
+            .schema_lease()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        harness
+            .repository
+            .branches(&format!("fermata/refresh-{id}"))
+            .is_empty()
+    );
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn every_candidate_is_also_verified_in_the_workspace() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::WorkspaceRefused, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a]).await;
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    let result = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(
+        result.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::PermissionDenied),
+        "the workspace refused the scratch schema"
+    );
+    assert_eq!(report.operation.state, OperationState::Failed);
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}

@@ -1,0 +1,334 @@
+//! Snapshots against the MariaDB server the test command provisions: a corpus of every object
+//! kind (tables with most column, key, constraint, option and partitioning clauses, views,
+//! sequences, procedures and functions, triggers, events), odd names and reserved words renders
+//! to canonical files that match the server's own definitions (recorded with `insta`; that they
+//! rebuild the schema in an empty database is `tests/workspace.rs`'s); the same schema created in another
+//! order, with other counters, sequence values and session settings, gives byte-identical files
+//! and hash; a snapshot stays within its query budget; a change between a snapshot and its
+//! verification is caught as retryable; what the model still cannot represent fails the
+//! database as unsupported rather than being left out.
+
+use crate::support;
+
+use fermata_schema::snapshot::{DatabaseSnapshot, snapshot, verify_live};
+use fermata_store::schema::{DatabaseName, ErrorCode};
+use sqlx::Executor;
+use sqlx::mysql::MySqlConnection;
+use support::{
+    CORPUS, admin, connections, connections_after, create_database, quoted, take, text, unique,
+};
+
+/// The same schema, created differently: tables in another order, keys added afterwards in
+/// another order, other counters.
+const REORDERED: &[&str] = &[
+    "CREATE TABLE `parent` (id int NOT NULL AUTO_INCREMENT, code varchar(20) COLLATE utf8mb4_bin NOT NULL, \
+        PRIMARY KEY (id), UNIQUE KEY uc (code)) ENGINE=InnoDB AUTO_INCREMENT=900 DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE `We``ird Tåble` (a int NOT NULL, c int CHECK (c > 0), d datetime(3) NULL, \
+        e int NOT NULL DEFAULT (a + 1), f int INVISIBLE, g blob, h json, i float(7,3), \
+        j double, k bit(3) DEFAULT b'101', l set('x','y') NOT NULL DEFAULT 'x,y') \
+        ENGINE=InnoDB DEFAULT CHARSET=latin1 ROW_FORMAT=COMPRESSED",
+    "ALTER TABLE `We``ird Tåble` ADD CONSTRAINT f3 FOREIGN KEY (c) REFERENCES parent(id), \
+        ADD KEY `kk` (c), ADD UNIQUE KEY (a), \
+        ADD CONSTRAINT f2 FOREIGN KEY (a) REFERENCES parent(id) ON DELETE NO ACTION",
+    "CREATE TABLE `order` ( \
+        `select` bigint unsigned NOT NULL AUTO_INCREMENT, \
+        name varchar(100) DEFAULT NULL COMMENT 'the name, it''s quoted', \
+        price decimal(10,2) NOT NULL DEFAULT 0.00, \
+        created timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(), \
+        note text, \
+        flag tinyint(1) NOT NULL DEFAULT 1, \
+        kind enum('a','b''c') DEFAULT 'a', \
+        total int GENERATED ALWAYS AS (price*2) VIRTUAL, \
+        stored_total int GENERATED ALWAYS AS (price*3) STORED, \
+        pid int, \
+        `naïve col` char(3) CHARACTER SET latin1 NOT NULL DEFAULT '', \
+        FULLTEXT KEY ft (note), \
+        CONSTRAINT chk_price CHECK (price >= 0), \
+        KEY k2 (price DESC, name) COMMENT 'idx', \
+        PRIMARY KEY (`select`), \
+        KEY k_name (name(10)), \
+        CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES parent (id) ON DELETE SET NULL ON UPDATE CASCADE \
+     ) ENGINE=InnoDB AUTO_INCREMENT=77777 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci COMMENT='orders'",
+    "INSERT INTO `order` (name, price) VALUES ('x', 1.00)",
+    "CREATE OR REPLACE VIEW `cheap orders` AS SELECT `select`, name FROM `order` WHERE price < 10",
+    "CREATE VIEW `cheap names` AS SELECT name FROM `cheap orders`",
+    "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS SELECT o.name AS x, p.code \
+        FROM `order` o JOIN parent p ON p.id = o.pid WITH CASCADED CHECK OPTION",
+    "CREATE TABLE `parts by range` (a int NOT NULL, b date NOT NULL) \
+        PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10) COMMENT 'first', \
+        PARTITION `p 1` VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_list (a int, b varchar(5)) PARTITION BY LIST COLUMNS (a, b) \
+        (PARTITION p0 VALUES IN ((1,'a'),(2,'b')), PARTITION p1 VALUES IN ((3,'c')))",
+    "CREATE TABLE parts_hash (a int) PARTITION BY HASH (a) PARTITIONS 4",
+    "CREATE TABLE parts_key (a int PRIMARY KEY) PARTITION BY LINEAR KEY (a) PARTITIONS 3",
+    "CREATE TABLE parts_sub (a int, b date) PARTITION BY RANGE (year(b)) \
+        SUBPARTITION BY HASH (a) SUBPARTITIONS 2 \
+        (PARTITION p0 VALUES LESS THAN (2000), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE parts_named (a int, b date) PARTITION BY RANGE COLUMNS (b) SUBPARTITION BY KEY (a) \
+        (PARTITION p0 VALUES LESS THAN ('2000-01-01') (SUBPARTITION s0, SUBPARTITION s1), \
+        PARTITION p1 VALUES LESS THAN (MAXVALUE) (SUBPARTITION s2, SUBPARTITION s3))",
+    "CREATE TABLE parts_in (a int) PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1,2,NULL), \
+        PARTITION p1 VALUES IN (3))",
+    "CREATE TABLE `opts` (a int, ts timestamp NOT NULL DEFAULT '2020-01-01 00:00:00', \
+        s varchar(5) DEFAULT concat('a','b')) ENGINE=InnoDB ROW_FORMAT=COMPRESSED \
+        KEY_BLOCK_SIZE=8 STATS_PERSISTENT=1 STATS_AUTO_RECALC=0 STATS_SAMPLE_PAGES=25 PACK_KEYS=1 \
+        CHECKSUM=1 DELAY_KEY_WRITE=1 MAX_ROWS=1000 MIN_ROWS=10 AVG_ROW_LENGTH=100 COMMENT='c'",
+    "CREATE TABLE `page.compressed/x` (a int) ENGINE=InnoDB PAGE_COMPRESSED=1 \
+        PAGE_COMPRESSION_LEVEL=3 COMMENT='cc' STATS_PERSISTENT=0",
+    "CREATE TABLE `.aria` (a int) ENGINE=Aria TRANSACTIONAL=1 PAGE_CHECKSUM=1",
+    "CREATE TABLE `Mixed` (a int) ENGINE=MyISAM CHECKSUM=1 DELAY_KEY_WRITE=1 PACK_KEYS=0",
+    "CREATE TABLE `mixed` (a int)",
+    "CREATE TABLE `a_name_of_sixty_four_characters_which_is_the_longest_mysql_allow` (a int)",
+    "CREATE SEQUENCE `seq` START WITH 10 INCREMENT BY 5 MINVALUE 1 MAXVALUE 1000 CACHE 20 CYCLE",
+    "CREATE SEQUENCE `Seq Two` NOCACHE COMMENT='seq c'",
+    "CREATE PROCEDURE `p q`(IN a int, OUT b varchar(10) CHARSET latin1, INOUT c decimal(5,2)) \
+        DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER COMMENT 'it''s a proc' \
+        BEGIN\n  SELECT a INTO c;\n  SET b = 'x';\nEND",
+    "CREATE PROCEDURE `order`(  in   A   INTEGER ,  b BOOL, `c d` DEC(5,2)) MODIFIES SQL DATA \
+        BEGIN UPDATE `order` SET flag = b WHERE `select` = A; END",
+    "CREATE FUNCTION `order`(x int) RETURNS varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_bin \
+        NO SQL RETURN concat(x, 'é')",
+    "CREATE FUNCTION `naïve fn`() RETURNS INTEGER DETERMINISTIC RETURN 1",
+    "SELECT NEXTVAL(`seq`), NEXTVAL(`seq`), NEXTVAL(`Seq Two`)",
+    "create  trigger `tr.second` before insert on `order` for each row SET NEW.note = 'x'",
+    "CREATE DEFINER = CURRENT_USER TRIGGER first_set BEFORE INSERT ON `order` FOR EACH ROW \
+        FOLLOWS `tr.second` SET NEW.flag = 1",
+    "CREATE TRIGGER `Audit` AFTER DELETE ON parent FOR EACH ROW \
+        BEGIN\n  INSERT INTO `mixed` VALUES (OLD.id);\nEND",
+    "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
+        DISABLE ON SLAVE DO BEGIN SELECT 1; END",
+    "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
+    "CREATE EVENT `nightly` ON SCHEDULE EVERY 1 DAY STARTS '2030-01-01 00:00:00' \
+        ENDS '2031-01-01 00:00:00' ON COMPLETION PRESERVE DISABLE COMMENT 'ev' DO DELETE FROM `mixed`",
+];
+
+/// Session settings that would change `SHOW CREATE` output, were they left in place.
+const ODD_SESSION: &str = "SET SESSION sql_mode = 'ANSI_QUOTES,NO_FIELD_OPTIONS,NO_KEY_OPTIONS,NO_TABLE_OPTIONS', \
+     sql_quote_show_create = 0, time_zone = '+09:00', character_set_client = latin1, \
+     character_set_results = latin1";
+
+/// Every file of a snapshot but the manifest and the model, each after a header line with its
+/// path, for the `insta` snapshot.
+fn sql_files(snapshot: &DatabaseSnapshot) -> String {
+    snapshot
+        .files
+        .iter()
+        .filter(|(path, _)| path.ends_with(".sql"))
+        .map(|(path, content)| format!("-- {path}\n{}", String::from_utf8_lossy(content)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn drop_database(admin: &mut MySqlConnection, database: &str) {
+    admin
+        .execute(format!("DROP DATABASE {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_corpus_snapshots_and_matches_the_server() {
+    let mut admin = admin().await;
+    // A fixed name, used by this test only, so that the recorded files and hash are stable.
+    let database = "fm_corpus_files";
+    create_database(&mut admin, database, CORPUS).await;
+    let snapshot = take(database, 3).await.unwrap();
+    let paths: Vec<&str> = snapshot.files.keys().map(String::as_str).collect();
+    for expected in [
+        "events/every%2090.sql",
+        "routines/function.order.sql",
+        "routines/procedure.order.sql",
+        "sequences/^seq%20^two.sql",
+        "tables/%2Earia.sql",
+        "tables/^mixed.sql",
+        "tables/mixed.sql",
+        "tables/page%2Ecompressed%2Fx.sql",
+        "triggers/tr%2Esecond.sql",
+        "views/^wide.sql",
+    ] {
+        assert!(paths.contains(&expected), "no {expected} in {paths:?}");
+    }
+    assert_eq!(
+        text(&snapshot.files, "views/^wide.sql"),
+        "CREATE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW `Wide` AS select `o`.`name` AS `x`,\
+         `p`.`code` AS `code` from (`order` `o` join `parent` `p` on(`p`.`id` = `o`.`pid`)) \
+         WITH CASCADED CHECK OPTION\n"
+    );
+    let schema_json = text(&snapshot.files, "schema.json");
+    assert!(schema_json.contains("\"definer\""), "{schema_json}");
+    for (path, content) in snapshot
+        .files
+        .iter()
+        .filter(|(path, _)| path.ends_with(".sql"))
+    {
+        let content = String::from_utf8_lossy(content);
+        assert!(!content.contains("DEFINER="), "{path}: {content}");
+        assert!(!content.contains(database), "{path} names its database");
+    }
+    let order = text(&snapshot.files, "tables/order.sql");
+    assert!(!order.contains("AUTO_INCREMENT="), "{order}");
+    // The primary key first, then the others by name, whatever order the server keeps.
+    assert!(
+        order.contains(
+            "  PRIMARY KEY (`select`),\n  KEY `fk_p` (`pid`),\n  FULLTEXT KEY `ft` (`note`),\n  \
+             KEY `k2` (`price` DESC,`name`) COMMENT 'idx',\n  KEY `k_name` (`name`(10)),"
+        ),
+        "{order}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text(&snapshot.files, "manifest.json")).unwrap();
+    assert_eq!(manifest["snapshot_hash"], snapshot.snapshot_hash.as_str());
+    assert_eq!(manifest["counts"]["tables"], 16);
+    assert_eq!(manifest["counts"]["views"], 3);
+    assert_eq!(manifest["counts"]["sequences"], 2);
+    assert_eq!(manifest["counts"]["routines"], 4);
+    assert_eq!(manifest["counts"]["triggers"], 3);
+    assert_eq!(manifest["counts"]["events"], 3);
+    insta::assert_snapshot!("corpus_files", sql_files(&snapshot));
+    insta::assert_snapshot!("corpus_schema_json", schema_json);
+    insta::assert_snapshot!("corpus_manifest", text(&snapshot.files, "manifest.json"));
+    drop_database(&mut admin, database).await;
+}
+
+/// The statements a connection's session has run so far.
+async fn questions(connection: &mut MySqlConnection) -> u64 {
+    let row = sqlx::query("SHOW SESSION STATUS LIKE 'Questions'")
+        .fetch_one(&mut *connection)
+        .await
+        .unwrap();
+    let value: String = sqlx::Row::try_get(&row, 1).unwrap();
+    value.parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_snapshot_costs_at_most_its_objects_plus_ten_queries() {
+    let mut admin = admin().await;
+    let database = unique("budget");
+    create_database(&mut admin, &database, CORPUS).await;
+    let mut connections = connections(3).await;
+    let mut before = Vec::new();
+    for connection in &mut connections {
+        // Reading the counter is itself a statement: read it twice to know what one costs.
+        let first = questions(connection).await;
+        before.push((
+            questions(connection).await,
+            questions(connection).await - first,
+        ));
+    }
+    let taken = snapshot(
+        &mut connections,
+        &DatabaseName::new(database.clone()).unwrap(),
+        "test",
+    )
+    .await
+    .unwrap();
+    let mut used = 0;
+    for (connection, (count, reading)) in connections.iter_mut().zip(before) {
+        used += questions(connection).await - count - reading;
+    }
+    let model = &taken.model;
+    let objects = model.tables.len()
+        + model.views.len()
+        + model.sequences.len()
+        + model.routines.len()
+        + model.triggers.len()
+        + model.events.len();
+    let objects = u64::try_from(objects).unwrap();
+    assert!(used >= objects, "{used} queries for {objects} objects");
+    assert!(used <= objects + 10, "{used} queries for {objects} objects");
+    drop_database(&mut admin, &database).await;
+}
+
+#[tokio::test]
+async fn the_same_schema_made_differently_gives_identical_files() {
+    let mut admin = admin().await;
+    let database = unique("det");
+    create_database(&mut admin, &database, CORPUS).await;
+    let first = take(&database, 1).await.unwrap();
+    create_database(&mut admin, &database, REORDERED).await;
+    let mut odd = connections_after(4, Some(ODD_SESSION)).await;
+    let second = snapshot(
+        &mut odd,
+        &DatabaseName::new(database.clone()).unwrap(),
+        "test",
+    )
+    .await
+    .unwrap();
+    for (path, content) in &first.files {
+        assert_eq!(
+            Some(content),
+            second.files.get(path),
+            "{path} differs:\n{}\n---\n{}",
+            String::from_utf8_lossy(content),
+            second
+                .files
+                .get(path)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .unwrap_or_default()
+        );
+    }
+    assert_eq!(first.files.len(), second.files.len());
+    assert_eq!(first.snapshot_hash, second.snapshot_hash);
+    drop_database(&mut admin, &database).await;
+}
+
+#[tokio::test]
+async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes() {
+    let mut admin = admin().await;
+    let database = unique("drift");
+    create_database(&mut admin, &database, CORPUS).await;
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let mut candidate = take(&database, 2).await.unwrap();
+    let mut verifier = connections(1).await.pop().unwrap();
+    verify_live(&mut verifier, &name, &candidate, "test")
+        .await
+        .unwrap();
+
+    // Someone changes a table, a routine or a trigger after the candidate was taken; each is
+    // caught, and the retry takes a new candidate, which verifies.
+    for change in [
+        "ALTER TABLE parent ADD COLUMN added int",
+        "CREATE OR REPLACE PROCEDURE `p q`(IN a int, OUT b varchar(10) CHARSET latin1, \
+            INOUT c decimal(5,2)) DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER \
+            COMMENT 'it''s a proc' BEGIN SELECT a INTO c; END",
+        "CREATE OR REPLACE TRIGGER `Audit` AFTER DELETE ON parent FOR EACH ROW SET @deleted = 1",
+        "DROP TRIGGER first_set",
+        "ALTER EVENT once ON SCHEDULE AT '2036-01-01 00:00:00'",
+    ] {
+        admin.execute(change).await.unwrap();
+        let error = verify_live(&mut verifier, &name, &candidate, "test")
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SchemaChanged, "{change}");
+        assert!(error.retryable());
+        let retried = take(&database, 2).await.unwrap();
+        assert_ne!(retried.snapshot_hash, candidate.snapshot_hash, "{change}");
+        verify_live(&mut verifier, &name, &retried, "test")
+            .await
+            .unwrap();
+        candidate = retried;
+    }
+    drop_database(&mut admin, &database).await;
+}
+
+/// What the model still cannot represent fails the database: a system-versioned table (its
+/// history clauses are not in the model, so the catalog refuses it), and a `DEFAULT` partition
+/// of a `LIST` table, which `information_schema.PARTITIONS` describes exactly as a partition of
+/// `VALUES IN (0)`: the model would say `VALUES IN (0)`, the server says `DEFAULT`, and the
+/// cross-check refuses the database rather than write a file that means something else.
+#[tokio::test]
+async fn what_the_model_cannot_hold_is_unsupported() {
+    let mut admin = admin().await;
+    for extra in [
+        "CREATE TABLE versioned (a int) WITH SYSTEM VERSIONING",
+        "CREATE TABLE with_default (a int) PARTITION BY LIST (a) \
+            (PARTITION p0 VALUES IN (1), PARTITION pd DEFAULT)",
+    ] {
+        let database = unique("more");
+        create_database(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
+        let error = take(&database, 1).await.unwrap_err();
+        assert_eq!(error.code(), ErrorCode::UnsupportedSchemaOutput, "{extra}");
+        assert!(!error.retryable());
+        drop_database(&mut admin, &database).await;
+    }
+}

@@ -1,0 +1,8 @@
+//! The integration tests of `fermata-store-sql`, as one test binary: one module per subject, the
+//! shared helpers beside them. One binary links once, where a binary per file linked each.
+
+mod contract_postgres;
+mod contract_sqlite;
+mod media_checks;
+mod migrations;
+mod schema_immutability;

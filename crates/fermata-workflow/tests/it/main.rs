@@ -1,0 +1,6 @@
+//! The integration tests of `fermata-workflow`, as one test binary: one module per subject, the
+//! shared helpers beside them. One binary links once, where a binary per file linked each.
+
+mod crash;
+mod engine;
+mod retries;

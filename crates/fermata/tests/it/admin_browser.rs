@@ -1,0 +1,651 @@
+//! The schema administrator page in a real browser: Chromium driven through WebDriver against the
+//! real `fermata serve`, with a snapshot account on the throwaway MariaDB and a local package
+//! repository. One scenario per test: a refresh approved to its pull request, an empty selection
+//! refused, a refresh rejected, a non-administrator refused, an expired lease cleared, and the
+//! main controls at phone width. Each waits for what it expects with a bound, never a fixed
+//! sleep. Screenshots of the main states go to `admin-screenshots/` in the cargo target folder;
+//! they are kept to look at, not compared.
+//!
+//! `scripts/test` installs Chromium and its driver and starts `chromedriver`, exporting
+//! `FERMATA_TEST_WEBDRIVER_URL`; without it these tests fail, they never skip.
+
+use crate::support;
+
+use crate::mysql;
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fantoccini::{Client, ClientBuilder, Locator};
+use fermata_schema::{Administrator, OperationRequest, Operations, StartFailure, Workflows};
+use fermata_store::schema::{
+    DatabaseName, NewInventory, Operation, OperationKind, RequestKey, SafeError,
+};
+use fermata_store::{Storage, UserName};
+use serde_json::{Value, json};
+use sqlx::Executor;
+use support::{Fermata, PATIENCE, Target, add_user, empty_package};
+use tempfile::TempDir;
+use tokio::time::Instant;
+
+const PASSWORD: &str = support::USER_PASSWORD;
+
+/// The Chromium flags the test servers need (run as root, no network beyond the page).
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,900",
+];
+
+/// A browser session with its own profile folder, removed with it.
+struct Browser {
+    client: Client,
+    _profile: TempDir,
+}
+
+impl Browser {
+    async fn open() -> Self {
+        let url = webdriver_url();
+        let profile = tempfile::tempdir().unwrap();
+        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            json!({ "binary": "/usr/bin/chromium", "args": args }),
+        );
+        // WebDriver on the loopback interface: plain HTTP, no TLS.
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|error| panic!("no WebDriver session at {url}: {error}"));
+        Browser {
+            client,
+            _profile: profile,
+        }
+    }
+
+    async fn goto(&self, base: &str, path: &str) {
+        self.client.goto(&format!("{base}{path}")).await.unwrap();
+    }
+
+    /// The first element matching `css`, waited for (present and displayed) with a bound.
+    async fn wait(&self, css: &str) -> fantoccini::elements::Element {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && element.is_displayed().await.unwrap_or(false)
+            {
+                return element;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting for {css:?} on {}:\n{}",
+                self.client.current_url().await.unwrap(),
+                self.client.source().await.unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether an element matching `css` is on the page now.
+    async fn has(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.is_ok()
+    }
+
+    /// Waits until the text of the first element matching `css` satisfies `done`; returns every
+    /// distinct text seen on the way.
+    async fn watch_text(&self, css: &str, done: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = Instant::now() + PATIENCE;
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                if seen.last() != Some(&text) {
+                    seen.push(text.clone());
+                }
+                if done(&text) {
+                    return seen;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting on {css:?}; saw {seen:?}:\n{}",
+                self.client.source().await.unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn click(&self, css: &str) {
+        self.wait(css).await.click().await.unwrap();
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        self.wait(css).await.send_keys(text).await.unwrap();
+    }
+
+    /// Saves a PNG of the window as `name.png` in the screenshot folder.
+    async fn screenshot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        let folder = screenshot_dir();
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// Scrolls the element matching `css` to the top of the window, then saves a screenshot.
+    async fn screenshot_at(&self, css: &str, name: &str) {
+        let element = self.wait(css).await;
+        self.client
+            .execute(
+                "arguments[0].scrollIntoView({block: 'start'});",
+                vec![serde_json::to_value(&element).unwrap()],
+            )
+            .await
+            .unwrap();
+        self.screenshot(name).await;
+    }
+
+    /// Logs in at `/login` and lands on `next`.
+    async fn login(&self, base: &str, name: &str, next: &str) {
+        self.goto(base, &format!("/login?next={next}")).await;
+        self.type_into("#name", name).await;
+        self.type_into("#password", PASSWORD).await;
+        self.click("form[action='/login'] button[type=submit]")
+            .await;
+        let deadline = Instant::now() + PATIENCE;
+        while self.client.current_url().await.unwrap().path() == "/login" {
+            assert!(Instant::now() < deadline, "the login never went through");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Confirms the password at `/reauth` when the page sent us there.
+    async fn reauth_if_asked(&self) {
+        if self.client.current_url().await.unwrap().path() == "/reauth" {
+            self.type_into("#password", PASSWORD).await;
+            self.click("form[action='/reauth'] button[type=submit]")
+                .await;
+        }
+    }
+
+    async fn close(self) {
+        self.client.close().await.unwrap();
+    }
+}
+
+/// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
+fn webdriver_url() -> String {
+    std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
+        panic!(
+            "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
+             which installs Chromium and starts chromedriver"
+        )
+    })
+}
+
+/// `admin-screenshots/` in the cargo target folder (the binary is in `target/debug/`).
+fn screenshot_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_fermata"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary sits in the target folder")
+        .join("admin-screenshots")
+}
+
+/// A served Fermata with a snapshot source seeing two test databases and an empty package.
+struct Served {
+    target: Target,
+    fermata: Fermata,
+    base: String,
+    databases: Vec<String>,
+    user: String,
+    mariadb: sqlx::mysql::MySqlConnection,
+}
+
+impl Served {
+    /// `prepare` runs on the stored data before the server starts.
+    async fn start(tag: &str) -> Self {
+        Served::start_with(tag, |_| async {}).await
+    }
+
+    async fn start_with<F, Fut>(tag: &str, prepare: F) -> Self
+    where
+        F: FnOnce(Arc<dyn Storage>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        webdriver_url();
+        let mut mariadb = mysql::admin().await;
+        let prefix = mysql::unique(tag);
+        let databases = vec![format!("{prefix}app"), format!("{prefix}crm")];
+        for database in &databases {
+            let quoted = mysql::quoted(database);
+            for statement in [
+                format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"),
+                format!(
+                    "CREATE TABLE {quoted}.orders (id int NOT NULL, note varchar(20) DEFAULT \
+                     NULL, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+                ),
+            ] {
+                mariadb.execute(statement.as_str()).await.unwrap();
+            }
+        }
+        let (user, password) = mysql::snapshot_account(&mut mariadb, &databases).await;
+
+        let target = Target::sqlite();
+        let admin = mysql::admin_options();
+        let password_file = target.config().with_file_name("mysql-password");
+        std::fs::write(&password_file, format!("{password}\n")).unwrap();
+        std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let repository = empty_package(&target.config().with_file_name("package"));
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(target.config())
+            .unwrap();
+        write!(
+            config,
+            "\n[schema.source]\nhost = \"{}\"\nport = {}\nuser = {}\npassword_file = \"{}\"\n\
+             tls = \"disabled\"\n\n[schema.package]\nrepository = {}\n",
+            admin.get_host(),
+            admin.get_port(),
+            Value::String(user.clone()),
+            password_file.display(),
+            Value::String(repository.display().to_string()),
+        )
+        .unwrap();
+        add_user(&target, "ada", true);
+        add_user(&target, "bob", false);
+        {
+            let storage: Arc<dyn Storage> = Arc::new(target.store().await);
+            prepare(storage).await;
+        }
+
+        let fermata = target.serve(&[]);
+        fermata.wait_ready().await;
+        let base = format!("http://{}", fermata.address().await);
+        Served {
+            target,
+            fermata,
+            base,
+            databases,
+            user,
+            mariadb,
+        }
+    }
+
+    async fn finish(mut self) {
+        for database in &self.databases {
+            self.mariadb
+                .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
+                .await
+                .unwrap();
+        }
+        self.mariadb
+            .execute(format!("DROP USER '{}'@'127.0.0.1'", self.user).as_str())
+            .await
+            .unwrap();
+        drop(self.fermata);
+        drop(self.target);
+    }
+}
+
+/// Discovers the databases from the page and waits for the inventory's checkboxes.
+async fn discover(browser: &Browser, served: &Served) {
+    browser
+        .click("form[action='/admin/schema/inventory'] button[type=submit]")
+        .await;
+    browser.wait("#select-all").await;
+    for database in &served.databases {
+        browser
+            .wait(&format!("input[name=databases][value='{database}']"))
+            .await;
+    }
+}
+
+/// Selects every database, starts a refresh and watches the live panel until the page shows
+/// the review; returns the states the panel showed.
+async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
+    // Only this test's databases: the server is shared with other tests' databases.
+    browser.click("#select-all").await;
+    let boxes = browser
+        .client
+        .find_all(Locator::Css("input[name=databases]"))
+        .await
+        .unwrap();
+    for checkbox in boxes {
+        let value = checkbox.attr("value").await.unwrap().unwrap_or_default();
+        if !served.databases.contains(&value) {
+            checkbox.click().await.unwrap();
+        }
+    }
+    browser.click("button[name=action][value=refresh]").await;
+    browser.wait("#operation[data-live=true]").await;
+    let states = browser
+        .watch_text("#operation [data-field=state]", |state| {
+            state == "awaiting_review" || state == "failed"
+        })
+        .await;
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("awaiting_review"),
+        "{states:?}"
+    );
+    // The script reloads the page into its review.
+    browser.wait("#review-operation").await;
+    states
+}
+
+#[tokio::test]
+async fn an_administrator_refreshes_and_approves_in_the_browser() {
+    let served = Served::start("br").await;
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    browser.wait("#discover-title").await;
+    browser.screenshot("01-empty").await;
+    discover(&browser, &served).await;
+    browser.screenshot("02-inventory").await;
+
+    let states = refresh_to_review(&browser, &served).await;
+    assert!(states.len() >= 2, "the live panel showed only {states:?}");
+    browser.screenshot_at("#review", "03-review").await;
+    let review = browser.wait("#review").await.text().await.unwrap();
+    for database in &served.databases {
+        assert!(review.contains(database.as_str()), "{review}");
+    }
+    assert!(review.contains("tables/orders.sql"), "{review}");
+    assert!(review.contains("+CREATE TABLE `orders` ("), "{review}");
+    assert!(browser.has("pre.diff .add").await);
+
+    // Approve, confirming the password first when the session is not fresh.
+    if browser.has("#reauth-review").await {
+        browser.click("#reauth-review").await;
+        browser.reauth_if_asked().await;
+    }
+    browser.click("#approve").await;
+    browser.reauth_if_asked().await;
+    let link = browser.wait("#operation a.pull").await;
+    assert_eq!(link.text().await.unwrap(), "#1");
+    let state = browser
+        .wait("#operation [data-field=state]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(state, "succeeded");
+    browser.wait("#pull-request").await;
+    browser.screenshot_at("#current", "04-approved").await;
+
+    // A second refresh with nothing selected is refused next to the buttons.
+    browser.click("#select-none").await;
+    browser.click("button[name=action][value=refresh]").await;
+    let message = browser.wait("#selection-message").await;
+    assert_eq!(
+        message.text().await.unwrap(),
+        "select at least one database"
+    );
+    browser.close().await;
+    served.finish().await;
+}
+
+#[tokio::test]
+async fn an_empty_selection_is_refused_next_to_the_buttons() {
+    let served = Served::start("bn").await;
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    discover(&browser, &served).await;
+    browser.click("#select-all").await;
+    browser.click("#select-none").await;
+    browser.click("button[name=action][value=refresh]").await;
+    let message = browser.wait("#selection-message").await;
+    assert_eq!(
+        message.text().await.unwrap(),
+        "select at least one database"
+    );
+    // Refused in the page: no refresh started.
+    assert_eq!(
+        browser.client.current_url().await.unwrap().path(),
+        "/admin/schema"
+    );
+    assert!(!browser.has("#operation[data-state=reserved]").await);
+    browser
+        .screenshot_at("#inventory", "05-empty-selection")
+        .await;
+    browser.close().await;
+    served.finish().await;
+}
+
+#[tokio::test]
+async fn a_rejected_refresh_ends_rejected() {
+    let served = Served::start("bj").await;
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    discover(&browser, &served).await;
+    refresh_to_review(&browser, &served).await;
+    if browser.has("#reauth-review").await {
+        browser.click("#reauth-review").await;
+        browser.reauth_if_asked().await;
+    }
+    browser.click("#reject").await;
+    browser.reauth_if_asked().await;
+    // The notice shows once after the redirect; the live panel then reloads into the end state.
+    browser.wait("#operation[data-state=rejected]").await;
+    let error = browser
+        .wait("#operation [data-field=error]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(error.starts_with("REVIEW_REJECTED"), "{error}");
+    assert!(browser.has("#no-review").await);
+    assert!(!browser.has("#pull-request").await);
+    browser.screenshot_at("#current", "06-rejected").await;
+    browser.close().await;
+    served.finish().await;
+}
+
+#[tokio::test]
+async fn a_user_without_the_role_sees_the_403_page() {
+    let served = Served::start("bf").await;
+    let browser = Browser::open().await;
+    browser.login(&served.base, "bob", "/admin/schema").await;
+    let alert = browser.wait("p[role=alert]").await.text().await.unwrap();
+    assert!(alert.contains("system_admin"), "{alert}");
+    assert_eq!(
+        browser.wait("h1").await.text().await.unwrap(),
+        "Not allowed"
+    );
+    assert!(!browser.has("#discover").await);
+    browser.screenshot("07-forbidden").await;
+    browser.close().await;
+    served.finish().await;
+}
+
+/// A workflow service whose runs are never created: the operation's lease stays until it
+/// expires, and the server, which finds no such run, lets an administrator clear it.
+struct NoRuns;
+
+#[async_trait]
+impl Workflows for NoRuns {
+    async fn start(&self, operation: &Operation) -> Result<String, StartFailure> {
+        Ok(format!("never-created-{}", operation.id))
+    }
+
+    async fn run_is_over(&self, _run_id: &str) -> Result<bool, SafeError> {
+        Ok(true)
+    }
+
+    async fn resume(
+        &self,
+        _run_id: &str,
+        _hook: &str,
+        _idempotency_key: &str,
+        _payload: &Value,
+    ) -> Result<(), SafeError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_cleared_with_its_exact_id() {
+    let held = Arc::new(std::sync::Mutex::new(String::new()));
+    let holder = Arc::clone(&held);
+    let served = Served::start_with("bl", |storage| async move {
+        let user = storage
+            .users()
+            .user_by_name(&UserName::new("ada").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let admin = Administrator::from_user(&user, false).unwrap();
+        let operations = Operations::new(Arc::clone(&storage), Arc::new(NoRuns))
+            .with_lease_ttl(Duration::from_millis(500));
+        let discovery = operations
+            .request(
+                &admin,
+                &OperationRequest {
+                    kind: OperationKind::Inventory,
+                    request_key: RequestKey::new("browser-discover").unwrap(),
+                    inventory: None,
+                    databases: Vec::new(),
+                },
+            )
+            .await
+            .unwrap();
+        let inventory = storage
+            .schema()
+            .record_inventory(&NewInventory {
+                id: fermata_store::schema::InventoryId::generate(),
+                operation: discovery.id,
+                actor: user.id.clone(),
+                server_version: "11.4.2-MariaDB".to_owned(),
+                databases: vec![DatabaseName::new("held").unwrap()],
+                lifetime: Duration::from_secs(3600),
+            })
+            .await
+            .unwrap();
+        let refresh = operations
+            .request(
+                &admin,
+                &OperationRequest {
+                    kind: OperationKind::Refresh,
+                    request_key: RequestKey::new("browser-held").unwrap(),
+                    inventory: Some(inventory.id),
+                    databases: vec!["held".to_owned()],
+                },
+            )
+            .await
+            .unwrap();
+        *holder.lock().unwrap() = refresh.id.to_string();
+    })
+    .await;
+    let id = held.lock().unwrap().clone();
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    // The lease expires by the database's clock: reload until the page offers to clear it.
+    let deadline = Instant::now() + PATIENCE;
+    while !browser.has("#clear-lease").await && !browser.has("#reauth-lease").await {
+        assert!(
+            Instant::now() < deadline,
+            "the lease never showed as expired"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        browser.client.refresh().await.unwrap();
+    }
+    let holder = browser.wait("#lease-holder").await.text().await.unwrap();
+    assert!(
+        holder.contains(&id) && holder.contains("expired at"),
+        "{holder}"
+    );
+    if browser.has("#reauth-lease").await {
+        browser.click("#reauth-lease").await;
+        browser.reauth_if_asked().await;
+    }
+
+    // A wrong ID is refused next to the form; the lease stays.
+    browser.type_into("#clear-id", &id.to_uppercase()).await;
+    browser.click("#clear-lease button[type=submit]").await;
+    let error = browser.wait("#error-lease").await.text().await.unwrap();
+    assert!(!error.is_empty());
+    assert!(browser.has("#lease-holder").await);
+    browser.screenshot_at("#lease", "08-lease-wrong-id").await;
+
+    browser.type_into("#clear-id", &id).await;
+    browser.click("#clear-lease button[type=submit]").await;
+    browser.wait("#lease-free").await;
+    let page = browser.wait("body").await.text().await.unwrap();
+    assert!(page.contains("The expired lease was cleared."), "{page}");
+    browser.screenshot_at("#lease", "09-lease-cleared").await;
+    browser.close().await;
+    served.finish().await;
+}
+
+#[tokio::test]
+async fn the_main_controls_fit_a_phone() {
+    let served = Served::start("bp").await;
+    let browser = Browser::open().await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    discover(&browser, &served).await;
+    let width: f64 = browser
+        .client
+        .execute("return document.documentElement.clientWidth;", Vec::new())
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    for css in [
+        "form[action='/admin/schema/inventory'] button[type=submit]",
+        "#select-all",
+        "#select-none",
+        "button[name=action][value=refresh]",
+        "button[name=action][value=verification]",
+    ] {
+        let element = browser.wait(css).await;
+        let (x, _, w, _) = element.rectangle().await.unwrap();
+        assert!(
+            x >= 0.0 && x + w <= width + 0.5,
+            "{css} is outside the {width}px wide page: x={x}, width={w}"
+        );
+        // Clickable: the element itself is what is under its centre.
+        let on_top = browser
+            .client
+            .execute(
+                "const e = arguments[0]; e.scrollIntoView({block: 'center'}); \
+                 const r = e.getBoundingClientRect(); \
+                 const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2); \
+                 return top === e || e.contains(top);",
+                vec![serde_json::to_value(&element).unwrap()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(on_top, Value::Bool(true), "{css} is covered");
+    }
+    let scroll_width = browser
+        .client
+        .execute("return document.documentElement.scrollWidth;", Vec::new())
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    browser.screenshot("10-phone").await;
+    assert!(
+        scroll_width <= width + 0.5,
+        "the page scrolls sideways at phone width: {scroll_width}px for {width}px"
+    );
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    browser.close().await;
+    served.finish().await;
+}

@@ -1,0 +1,17 @@
+//! The integration tests of `fermata`, as one test binary: one module per subject, the
+//! shared helpers beside them. One binary links once, where a binary per file linked each.
+
+#[path = "../../../fermata-schema/tests/it/git_support/mod.rs"]
+mod git_support;
+#[path = "../../../fermata-schema/tests/it/support/mod.rs"]
+mod mysql;
+mod support;
+
+mod admin_browser;
+mod config;
+mod interop;
+mod lifecycle;
+mod schema;
+mod secrets;
+mod sweeps;
+mod tidy;

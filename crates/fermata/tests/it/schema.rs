@@ -1,0 +1,800 @@
+//! Schema operations through the real binary, against the MariaDB server the test command
+//! provisions: `fermata schema inventory` with no server running (the command runs the workflow
+//! itself) and with one (the server runs it), `operations` and `show` with `--json`, and the HTTP
+//! API (start an inventory, a repeated request, the no-store status route, a non-administrator
+//! refused). A refresh of a whole inventory into a package repository the test creates, followed
+//! to its review, its diff shown, then approved; another rejected. Verifications of a package of
+//! merged snapshots, one database drifted, with `verify` and `registry` in text and JSON. Then a
+//! source whose driver
+//! errors carry the account name and the password: neither, nor the driver's text, reaches a
+//! stored row, an API answer or a log line.
+
+use crate::support;
+
+use crate::git_support;
+use crate::mysql;
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::Executor;
+use support::{
+    Target, add_user, assert_absent, empty_package, every_cell, request, session_headers,
+};
+
+const PASSWORD: &str = support::USER_PASSWORD;
+
+/// Adds a `[schema.source]` for `user` and `password` to the target's configuration.
+fn configure_source(target: &Target, user: &str, password: &str) {
+    let admin = mysql::admin_options();
+    let password_file = target.config().with_file_name("mysql-password");
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    write!(
+        config,
+        "\n[schema.source]\nhost = \"{}\"\nport = {}\nuser = {}\npassword_file = \"{}\"\ntls = \"disabled\"\n",
+        admin.get_host(),
+        admin.get_port(),
+        Value::String(user.to_owned()),
+        password_file.display()
+    )
+    .unwrap();
+}
+
+/// Appends `text` to the target's configuration.
+fn configure(target: &Target, text: &str) {
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    config.write_all(text.as_bytes()).unwrap();
+}
+
+/// `fermata schema WORDS... --json`: the exit status, the JSON printed and standard error.
+fn schema_json(target: &Target, words: &[&str]) -> (bool, Value, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    all.push("--json");
+    let output = target.command_words(&all).output().unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let err = String::from_utf8_lossy(&output.stderr).into_owned();
+    let value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (output.status.success(), value, format!("{out}{err}"))
+}
+
+fn names_with_prefix(view: &Value, prefix: &str) -> Vec<String> {
+    view["inventory"]["databases"]
+        .as_array()
+        .expect("an inventory")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Logs in as `name` and returns the session's cookie and CSRF token.
+fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
+    let login = request(
+        address,
+        "POST",
+        "/api/v1/session",
+        &[],
+        Some(&json!({"name": name, "password": PASSWORD})),
+    );
+    assert_eq!(login.status, 200, "{}", login.body);
+    let cookie = login.cookie("fermata_session").unwrap();
+    let csrf = login.json()["csrf_token"].as_str().unwrap().to_owned();
+    (cookie, csrf)
+}
+
+/// `POST /api/v1/schema/inventory` with `request_key`, as `headers` say.
+fn start_inventory(
+    address: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    request_key: &str,
+) -> support::Answer {
+    request(
+        address,
+        "POST",
+        "/api/v1/schema/inventory",
+        headers,
+        Some(&json!({ "request_key": request_key })),
+    )
+}
+
+/// Polls the status route until the operation ends; returns every answer's body and the last.
+fn poll_until_terminal(
+    address: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    id: &str,
+) -> (Vec<String>, Value) {
+    let mut bodies = Vec::new();
+    for _ in 0..400 {
+        let answer = request(
+            address,
+            "GET",
+            &format!("/api/v1/schema/operations/{id}"),
+            headers,
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(
+            answer
+                .headers
+                .to_lowercase()
+                .contains("cache-control: no-store"),
+            "{}",
+            answer.headers
+        );
+        bodies.push(answer.body.clone());
+        let view = answer.json();
+        if view["terminal"] == true {
+            return (bodies, view);
+        }
+        // A bounded poll (400 tries) from a test thread that has no runtime to yield to.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a bounded poll outside any runtime"
+        )]
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("operation {id} never ended");
+}
+
+#[tokio::test]
+async fn inventories_run_from_the_command_line_and_the_api() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("e2e");
+    let visible: Vec<String> = ["Zeta", "with space", "back`tick", "naïve"]
+        .iter()
+        .map(|name| format!("{prefix}{name}"))
+        .collect();
+    let hidden = format!("{prefix}hidden");
+    for database in visible.iter().chain([&hidden]) {
+        mariadb
+            .execute(format!("CREATE DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    let (user, password) = mysql::snapshot_account(&mut mariadb, &visible).await;
+    let mut expected = visible.clone();
+    expected.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    add_user(&target, "ada", true);
+    add_user(&target, "bob", false);
+
+    // No server: the command runs the workflow itself and reports the inventory.
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(view["state"], "succeeded", "{output}");
+    assert_eq!(view["kind"], "inventory");
+    assert_eq!(view["actor_name"], "ada");
+    assert_eq!(names_with_prefix(&view, &prefix), expected);
+    let first = view["id"].as_str().unwrap().to_owned();
+    let (ok, _, output) = schema_json(&target, &["inventory", "--as", "bob"]);
+    assert!(!ok && output.contains("not a system_admin"), "{output}");
+
+    let (ok, list, output) = schema_json(&target, &["operations"]);
+    assert!(ok, "{output}");
+    assert_eq!(list[0]["id"], first.as_str());
+    let (ok, shown, output) = schema_json(&target, &["show", &first]);
+    assert!(ok, "{output}");
+    assert_eq!(shown["id"], first.as_str());
+    let steps: Vec<_> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            (
+                step["key"].as_str().unwrap(),
+                step["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("bind", "succeeded"),
+            ("discover", "succeeded"),
+            ("record", "succeeded"),
+            ("finish", "succeeded")
+        ]
+    );
+
+    // With a server: the API starts inventories that the server's worker runs.
+    let server = target.serve(&[]);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let (cookie, csrf) = login(address, "ada");
+    let [c, x] = session_headers(&cookie, &csrf);
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let started = start_inventory(address, &session, "browser-click-1");
+    assert_eq!(started.status, 202, "{}", started.body);
+    assert!(
+        started
+            .headers
+            .to_lowercase()
+            .contains("cache-control: no-store")
+    );
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let again = start_inventory(address, &session, "browser-click-1");
+    assert_eq!(
+        again.json()["id"],
+        id.as_str(),
+        "a repeated request made a new operation"
+    );
+    let (_, done) = poll_until_terminal(address, &session, &id);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(names_with_prefix(&done, &prefix), expected);
+
+    let latest = request(address, "GET", "/api/v1/schema/inventory", &session, None);
+    assert_eq!(latest.status, 200);
+    assert_eq!(latest.json()["operation_id"], id.as_str());
+    let listed = request(address, "GET", "/api/v1/schema/operations", &session, None);
+    assert!(
+        listed
+            .headers
+            .to_lowercase()
+            .contains("cache-control: no-store")
+    );
+    assert_eq!(listed.json().as_array().unwrap().len(), 2);
+    let missing = request(
+        address,
+        "GET",
+        "/api/v1/schema/operations/not-an-id",
+        &session,
+        None,
+    );
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["code"], "OPERATION_MISSING");
+
+    // A user without the role, and no one at all, are refused.
+    let (bob_cookie, bob_csrf) = login(address, "bob");
+    let [c, x] = session_headers(&bob_cookie, &bob_csrf);
+    let bob = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    for path in [
+        "/api/v1/schema/operations",
+        &format!("/api/v1/schema/operations/{id}"),
+    ] {
+        for (who, status) in [(&bob[..], 403), (&[][..], 401)] {
+            let refused = request(address, "GET", path, who, None);
+            assert_eq!(refused.status, status);
+            assert!(
+                refused
+                    .headers
+                    .to_lowercase()
+                    .contains("cache-control: no-store")
+            );
+        }
+    }
+    let refused = start_inventory(address, &bob, "bob-1");
+    assert_eq!(refused.status, 403);
+
+    // The command line, while the server serves, leaves the run to the server.
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert!(output.contains("the serving process runs it"), "{output}");
+    assert_eq!(view["state"], "succeeded");
+
+    // Clearing needs a fresh session: this one is fresh, but there is no lease to clear.
+    let clear = request(
+        address,
+        "POST",
+        "/api/v1/schema/lease/clear",
+        &session,
+        Some(&json!({"operation_id": id})),
+    );
+    assert_eq!(clear.status, 409, "{}", clear.body);
+    assert_eq!(clear.json()["error"]["code"], "LEASE_NOT_HELD");
+
+    drop(server);
+    for database in visible.iter().chain([&hidden]) {
+        mariadb
+            .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+}
+
+/// `fermata schema WORDS... --json` with `ada`'s password on standard input: the exit status,
+/// the JSON printed and everything printed.
+fn decide_json(target: &Target, words: &[&str]) -> (bool, Value, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    all.extend(["--as", "ada", "--json"]);
+    let (status, out, err) = target.run_with_input(&all, &format!("{PASSWORD}\n"));
+    let value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (status.success(), value, format!("{out}{err}"))
+}
+
+/// The `(name, state, outcome, freshness)` of every database of a report.
+fn database_results(view: &Value) -> Vec<(String, String, String, String)> {
+    view["databases"]
+        .as_array()
+        .expect("databases")
+        .iter()
+        .map(|database| {
+            let field = |key: &str| database[key].as_str().unwrap_or_default().to_owned();
+            (
+                field("name"),
+                field("state"),
+                field("outcome"),
+                field("freshness"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("rf");
+    let databases = [format!("{prefix}app"), format!("{prefix}crm")];
+    for database in &databases {
+        let quoted = mysql::quoted(database);
+        for statement in [
+            format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"),
+            format!(
+                "CREATE TABLE {quoted}.orders (id int NOT NULL, note varchar(20) DEFAULT NULL, \
+                 PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            ),
+            format!("CREATE VIEW {quoted}.recent AS SELECT id FROM {quoted}.orders"),
+        ] {
+            mariadb.execute(statement.as_str()).await.unwrap();
+        }
+    }
+    let (user, password) = mysql::snapshot_account(&mut mariadb, &databases).await;
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    let repository = empty_package(&target.config().with_file_name("package"));
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::String(repository.display().to_string())
+        ),
+    );
+    add_user(&target, "ada", true);
+    let (ok, inventory, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let inventory_id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(names_with_prefix(&inventory, &prefix), databases);
+
+    // Neither names nor --all: refused before anything starts.
+    let (ok, _, output) = schema_json(
+        &target,
+        &["refresh", "--inventory", &inventory_id, "--as", "ada"],
+    );
+    assert!(!ok && output.contains("EMPTY_SELECTION"), "{output}");
+
+    let refresh = |key: &str| {
+        schema_json(
+            &target,
+            &[
+                "refresh",
+                "--inventory",
+                &inventory_id,
+                "--all",
+                "--as",
+                "ada",
+                "--request-key",
+                key,
+            ],
+        )
+    };
+    let (ok, awaiting, output) = refresh("refresh-approved");
+    assert!(ok, "{output}");
+    assert_eq!(awaiting["state"], "awaiting_review", "{output}");
+    assert_eq!(awaiting["review"]["state"], "pending", "{awaiting}");
+    let expected: Vec<_> = databases
+        .iter()
+        .map(|name| {
+            (
+                name.clone(),
+                "done".to_owned(),
+                "changed".to_owned(),
+                "fresh".to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(database_results(&awaiting), expected);
+    for database in awaiting["databases"].as_array().unwrap() {
+        assert_eq!(database["object_counts"]["tables"], 1, "{database}");
+        assert_eq!(database["object_counts"]["views"], 1, "{database}");
+        assert_eq!(
+            database["snapshot_hash"].as_str().map(str::len),
+            Some(64),
+            "{database}"
+        );
+        assert!(database.get("merged_hash").is_none(), "{database}");
+    }
+    let id = awaiting["id"].as_str().unwrap().to_owned();
+
+    // The review: every file is new, since nothing is merged yet.
+    let output = target
+        .command_words(&["schema", "review", &id, "--as", "ada"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}");
+    for database in &databases {
+        assert!(
+            text.contains(&format!("database {database} (not registered)")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("+++ b/tables/orders.sql"), "{text}");
+    assert!(text.contains("+CREATE TABLE `orders` ("), "{text}");
+    assert!(text.contains("+++ b/views/recent.sql"), "{text}");
+    let (ok, review, output) = schema_json(&target, &["review", &id, "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(review["state"], "pending");
+    for database in review["databases"].as_array().unwrap() {
+        assert_eq!(database["registered"], false);
+        let files = database["files"].as_array().unwrap();
+        assert!(
+            files.iter().all(|file| file["change"] == "added"),
+            "{database}"
+        );
+        let paths: Vec<_> = files.iter().map(|file| file["path"].clone()).collect();
+        assert!(paths.contains(&json!("tables/orders.sql")), "{paths:?}");
+    }
+
+    // Approved from the command line, which runs the refresh to its end.
+    let (ok, approved, output) = decide_json(&target, &["approve", &id]);
+    assert!(ok, "{output}");
+    assert_eq!(approved["state"], "succeeded", "{output}");
+    assert_eq!(approved["review"]["state"], "approved");
+    assert!(approved.get("lease").is_none(), "{approved}");
+    // Published as the package's first pull request, from the operation's own branch.
+    let head = format!("fermata/refresh-{id}");
+    assert_eq!(approved["pull_request"]["number"], 1, "{approved}");
+    assert_eq!(approved["pull_request"]["head"], head.as_str());
+    assert_eq!(approved["pull_request"]["base"], "main");
+    // While it is open, another refresh is refused; a real merge lifts the block.
+    let (ok, _, output) = refresh("refresh-while-open");
+    assert!(!ok && output.contains("PULL_REQUEST_OPEN"), "{output}");
+    let merged = std::process::Command::new("git")
+        .args(["merge", "--ff-only", "--quiet", &head])
+        .current_dir(&repository)
+        .status()
+        .unwrap();
+    assert!(merged.success());
+    // With nothing changed since the merge, a refresh publishes nothing.
+    let (ok, unchanged, output) = refresh("refresh-unchanged");
+    assert!(ok, "{output}");
+    assert_eq!(unchanged["state"], "succeeded", "{output}");
+    assert!(unchanged.get("pull_request").is_none(), "{unchanged}");
+
+    // A schema change, refreshed again, and rejected.
+    mariadb
+        .execute(
+            format!(
+                "ALTER TABLE {}.orders ADD COLUMN added text",
+                mysql::quoted(&databases[0])
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let (ok, second, output) = refresh("refresh-rejected");
+    assert!(ok, "{output}");
+    assert_eq!(second["state"], "awaiting_review", "{output}");
+    let second_id = second["id"].as_str().unwrap().to_owned();
+    // The approved review has its one decision: a different one is refused, the same one
+    // answered again.
+    let (ok, _, output) = decide_json(&target, &["reject", &id]);
+    assert!(!ok && output.contains("REVIEW_NOT_PENDING"), "{output}");
+    let (ok, again, output) = decide_json(&target, &["approve", &id]);
+    assert!(ok && again["state"] == "succeeded", "{output}");
+    let (ok, rejected, output) = decide_json(&target, &["reject", &second_id]);
+    assert!(ok, "{output}");
+    assert_eq!(rejected["state"], "rejected", "{output}");
+    assert_eq!(rejected["error"]["code"], "REVIEW_REJECTED");
+    assert_eq!(rejected["review"]["state"], "rejected");
+    let (ok, _, output) = schema_json(&target, &["review", &second_id, "--as", "ada"]);
+    assert!(!ok, "the rejected artifact is deleted: {output}");
+
+    // Every step folder is gone; only the approved artifact is kept.
+    let scratch: Vec<_> = std::fs::read_dir(target.data_dir().join("tmp"))
+        .unwrap()
+        .collect();
+    assert!(scratch.is_empty(), "{scratch:?}");
+    let artifacts: Vec<_> = std::fs::read_dir(target.data_dir().join("schema-artifacts"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(artifacts, [format!("{id}.bin")]);
+
+    drop_databases_and_account(&mut mariadb, &databases, &user).await;
+}
+
+/// Drops the test's databases and its snapshot account.
+async fn drop_databases_and_account(
+    mariadb: &mut sqlx::mysql::MySqlConnection,
+    databases: &[String],
+    user: &str,
+) {
+    for database in databases {
+        mariadb
+            .execute(format!("DROP DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    mariadb
+        .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}
+
+/// `fermata schema WORDS...` for people: the exit status and standard output.
+fn schema_text(target: &Target, words: &[&str]) -> (bool, String) {
+    let mut all = vec!["schema"];
+    all.extend(words);
+    let output = target.command_words(&all).output().unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let err = String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), format!("{out}{err}"))
+}
+
+/// The `(name, freshness, last verification's operation)` of every database of a registry view.
+fn registry_entries(view: &Value) -> Vec<(String, String, Option<String>)> {
+    view["databases"]
+        .as_array()
+        .expect("databases")
+        .iter()
+        .map(|database| {
+            (
+                database["name"].as_str().unwrap().to_owned(),
+                database["freshness"].as_str().unwrap().to_owned(),
+                database["last_verification"]["operation_id"]
+                    .as_str()
+                    .map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn verifications_and_the_registry_from_the_command_line() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("vf");
+    let [drifting, steady] = [format!("{prefix}app"), format!("{prefix}crm")];
+    for database in [&drifting, &steady] {
+        mysql::create_database(
+            &mut mariadb,
+            database,
+            &[
+                "CREATE TABLE orders (id int NOT NULL PRIMARY KEY, note varchar(20) NULL)",
+                "CREATE VIEW recent AS SELECT id FROM orders",
+            ],
+        )
+        .await;
+    }
+    let (user, password) =
+        mysql::snapshot_account(&mut mariadb, &[drifting.clone(), steady.clone()]).await;
+    // The package has both merged, as their current schemas.
+    let package = git_support::TestRepository::new(true);
+    package.commit_package(
+        "main",
+        &[
+            mysql::take(&drifting, 1).await.unwrap(),
+            mysql::take(&steady, 1).await.unwrap(),
+        ],
+    );
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::String(package.path().display().to_string())
+        ),
+    );
+    add_user(&target, "ada", true);
+
+    // Never checked: freshness unknown.
+    let (ok, registry, output) = schema_json(&target, &["registry"]);
+    assert!(ok, "{output}");
+    let mut expected = vec![
+        (drifting.clone(), "unknown".to_owned(), None),
+        (steady.clone(), "unknown".to_owned(), None),
+    ];
+    assert_eq!(registry_entries(&registry), expected);
+    assert_eq!(
+        registry["databases"][0]["merged"]["object_counts"]["tables"],
+        1
+    );
+
+    let (ok, inventory, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let inventory_id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+    let (ok, _, output) = schema_json(
+        &target,
+        &["verify", "--inventory", &inventory_id, "--as", "ada"],
+    );
+    assert!(!ok && output.contains("EMPTY_SELECTION"), "{output}");
+
+    mariadb
+        .execute(
+            format!(
+                "ALTER TABLE {}.orders ADD COLUMN placed date NULL",
+                mysql::quoted(&drifting)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let (ok, verified, output) = schema_json(
+        &target,
+        &[
+            "verify",
+            "--inventory",
+            &inventory_id,
+            "--all",
+            "--as",
+            "ada",
+        ],
+    );
+    assert!(ok, "{output}");
+    assert_eq!(verified["kind"], "verification");
+    assert_eq!(verified["state"], "succeeded", "{output}");
+    assert!(verified.get("lease").is_none(), "{verified}");
+    let results = database_results(&verified);
+    assert_eq!(
+        results,
+        [
+            (
+                drifting.clone(),
+                "done".to_owned(),
+                "changed".to_owned(),
+                "stale".to_owned()
+            ),
+            (
+                steady.clone(),
+                "done".to_owned(),
+                "unchanged".to_owned(),
+                "fresh".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(
+        verified["databases"][0]["differences"],
+        json!([
+            {"path": "schema.json", "change": "modified"},
+            {"path": "tables/orders.sql", "change": "modified"},
+        ])
+    );
+    assert!(verified["databases"][1].get("differences").is_none());
+    let first = verified["id"].as_str().unwrap().to_owned();
+
+    // For people: the differing files under their database, and the registry's freshness.
+    let (ok, text) = schema_text(
+        &target,
+        &[
+            "verify",
+            "--inventory",
+            &inventory_id,
+            &steady,
+            &drifting,
+            "--as",
+            "ada",
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("kind      verification"), "{text}");
+    assert!(text.contains("changed/stale"), "{text}");
+    assert!(text.contains("modified  tables/orders.sql"), "{text}");
+    assert!(text.contains("unchanged/fresh"), "{text}");
+    let (ok, registry, output) = schema_json(&target, &["registry"]);
+    assert!(ok, "{output}");
+    let second = registry["databases"][0]["last_verification"]["operation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(second, first, "the latest verification is listed");
+    expected = vec![
+        (drifting.clone(), "stale".to_owned(), Some(second.clone())),
+        (steady.clone(), "fresh".to_owned(), Some(second.clone())),
+    ];
+    assert_eq!(registry_entries(&registry), expected);
+    assert_eq!(
+        registry["databases"][0]["checked"]["kind"], "verification",
+        "{registry}"
+    );
+    let (ok, text) = schema_text(&target, &["registry"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("2 database(s)"), "{text}");
+    assert!(text.contains(&format!("{drifting}  stale")), "{text}");
+    assert!(text.contains(&format!("{steady}  fresh")), "{text}");
+    assert!(
+        text.contains(&format!("by operation {second}: changed")),
+        "{text}"
+    );
+
+    // The report keeps the differing files after the command ended.
+    let (ok, shown, output) = schema_json(&target, &["show", &first]);
+    assert!(ok, "{output}");
+    assert_eq!(
+        shown["databases"][0]["differences"],
+        verified["databases"][0]["differences"]
+    );
+
+    drop_databases_and_account(&mut mariadb, &[drifting, steady], &user).await;
+}
+
+#[tokio::test]
+async fn driver_errors_never_reach_rows_answers_or_logs() {
+    let mut mariadb = mysql::admin().await;
+    // An account whose name carries a marker: MariaDB repeats the name in its refusal.
+    let marker = format!("leakmark{}", std::process::id());
+    let (user, password) = mysql::snapshot_account_named(&mut mariadb, &marker).await;
+    let wrong = format!("{password} but wrong, with 'quotes' and ; DROP TABLE x");
+
+    let target = Target::sqlite();
+    configure_source(&target, &user, &wrong);
+    let mut logs = add_user(&target, "ada", true);
+
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    logs.push_str(&output);
+    assert!(!ok, "{output}");
+    assert_eq!(view["state"], "failed");
+    assert_eq!(view["error"]["code"], "AUTHENTICATION_FAILED");
+    assert_eq!(view["error"]["stage"], "permission");
+    assert_eq!(view["error"]["retryable"], false);
+
+    let mut command = target.command("serve");
+    command
+        .args(["--listen", "127.0.0.1:0"])
+        .env("FERMATA_LOG", "debug");
+    let mut server = support::Fermata::spawn(command);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let (cookie, csrf) = login(address, "ada");
+    let [c, x] = session_headers(&cookie, &csrf);
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let started = start_inventory(address, &session, "leak-1");
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.json()["id"].as_str().unwrap().to_owned();
+    let (mut answers, done) = poll_until_terminal(address, &session, &id);
+    assert_eq!(done["error"]["code"], "AUTHENTICATION_FAILED");
+    answers.push(started.body);
+    for path in ["/api/v1/schema/operations", "/api/v1/schema/lease"] {
+        answers.push(request(address, "GET", path, &session, None).body);
+    }
+    server.terminate();
+    server.wait_exit().await;
+    logs.push_str(&server.output());
+    logs.push_str(&answers.join("\n"));
+    let cells = every_cell(&target).await;
+    let admin = mysql::admin_options();
+    let secrets = [
+        ("wrong password", wrong.clone()),
+        ("account name", marker.clone()),
+        ("driver text", "Access denied".to_owned()),
+        ("driver text", "using password".to_owned()),
+        ("SQL", "SHOW DATABASES".to_owned()),
+        ("SQL", "SELECT VERSION".to_owned()),
+        ("connection URL", format!("mysql://{user}")),
+        (
+            "server address",
+            format!("{}:{}", admin.get_host(), admin.get_port()),
+        ),
+    ];
+    assert_absent(&secrets, &cells, &logs);
+    mariadb
+        .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,284 @@
+//! The shape of the workspace, checked: the crate graph against the layering in ARCHITECTURE.md,
+//! a `//!` doc at the top of every source file, one module-file style (`name/mod.rs`, never
+//! `name.rs` beside a `name/` folder), no ignored or panic-expecting tests, and the contract
+//! suite's case list against the cases it defines.
+//!
+//! The layering speaks of what ships: normal dependencies. Tests may name a driver (to tamper
+//! with a stored row on purpose) or a web framework (to stand up a fake forge).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Each workspace crate and the workspace crates it may depend on. A new crate, or a new edge,
+/// is a decision to write down here and in ARCHITECTURE.md.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("fermata-crypto", &[]),
+    ("fermata-media", &[]),
+    ("fermata-store", &[]),
+    ("fermata-store-sql", &["fermata-store"]),
+    ("fermata-store-testkit", &["fermata-store"]),
+    ("fermata-docs", &["fermata-store"]),
+    ("fermata-workflow", &["fermata-store"]),
+    ("fermata-forge", &["fermata-store"]),
+    ("fermata-accounts", &["fermata-crypto", "fermata-store"]),
+    (
+        "fermata-collab",
+        &["fermata-docs", "fermata-media", "fermata-store"],
+    ),
+    (
+        "fermata-schema",
+        &[
+            "fermata-accounts",
+            "fermata-crypto",
+            "fermata-forge",
+            "fermata-store",
+            "fermata-workflow",
+        ],
+    ),
+    (
+        "fermata-http",
+        &[
+            "fermata-accounts",
+            "fermata-collab",
+            "fermata-crypto",
+            "fermata-media",
+            "fermata-schema",
+            "fermata-store",
+        ],
+    ),
+    (
+        "fermata",
+        &[
+            "fermata-accounts",
+            "fermata-collab",
+            "fermata-crypto",
+            "fermata-forge",
+            "fermata-http",
+            "fermata-schema",
+            "fermata-store",
+            "fermata-store-sql",
+            "fermata-workflow",
+        ],
+    ),
+];
+
+/// Outside crates that only some workspace crates may depend on, and which.
+const CONFINED: &[(&str, &[&str])] = &[
+    // The SQL adapter, and the MySQL source: the one reader of a database that is not ours.
+    ("sqlx", &["fermata-store-sql", "fermata-schema"]),
+    ("axum", &["fermata-http", "fermata"]),
+    ("axum-extra", &["fermata-http"]),
+    ("maud", &["fermata-http"]),
+];
+
+/// One declared dependency of a workspace crate.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    from: String,
+    to: String,
+    /// Only normal dependencies ship; dev- and build-dependencies are not checked.
+    normal: bool,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The workspace's crates and their declared dependencies, from `cargo metadata`.
+fn declared_edges() -> (BTreeSet<String>, Vec<Edge>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .arg("--manifest-path")
+        .arg(workspace_root().join("Cargo.toml"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let mut crates = BTreeSet::new();
+    let mut edges = Vec::new();
+    for package in metadata["packages"].as_array().expect("a package list") {
+        let from = package["name"].as_str().expect("a package name").to_owned();
+        for dependency in package["dependencies"].as_array().expect("dependencies") {
+            let to = dependency["name"].as_str().expect("a dependency name");
+            if to == from {
+                continue;
+            }
+            edges.push(Edge {
+                from: from.clone(),
+                to: to.to_owned(),
+                normal: dependency["kind"].is_null(),
+            });
+        }
+        crates.insert(from);
+    }
+    (crates, edges)
+}
+
+/// Every way `edges` breaks the layering, as sentences.
+fn layering_violations(crates: &BTreeSet<String>, edges: &[Edge]) -> Vec<String> {
+    let layers: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let mut violations = Vec::new();
+    for name in crates {
+        if !layers.contains_key(name.as_str()) {
+            violations.push(format!("crate {name} has no place in the layering"));
+        }
+    }
+    for edge in edges.iter().filter(|edge| edge.normal) {
+        let (from, to) = (edge.from.as_str(), edge.to.as_str());
+        if crates.contains(to) {
+            let allowed = layers.get(from).copied().unwrap_or_default();
+            if !allowed.contains(&to) {
+                violations.push(format!("{from} may not depend on {to}"));
+            }
+        }
+        for (confined, users) in CONFINED {
+            if to == *confined && !users.contains(&from) {
+                violations.push(format!("{from} may not depend on {to} (only {users:?})"));
+            }
+        }
+    }
+    violations
+}
+
+#[test]
+fn the_crate_graph_follows_the_layering() {
+    let (crates, edges) = declared_edges();
+    let violations = layering_violations(&crates, &edges);
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn a_forbidden_edge_is_reported() {
+    let (crates, mut edges) = declared_edges();
+    for (from, to) in [
+        ("fermata-store", "fermata-store-testkit"),
+        ("fermata-collab", "sqlx"),
+        ("fermata-schema", "axum"),
+        ("fermata-docs", "fermata-http"),
+    ] {
+        edges.push(Edge {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            normal: true,
+        });
+    }
+    let violations = layering_violations(&crates, &edges);
+    assert_eq!(violations.len(), 4, "{violations:#?}");
+    let mut unplaced = crates;
+    unplaced.insert("fermata-new".to_owned());
+    assert_eq!(
+        layering_violations(&unplaced, &[]),
+        ["crate fermata-new has no place in the layering"]
+    );
+}
+
+/// Every `.rs` file under `crates/`, sorted.
+fn source_files() -> Vec<PathBuf> {
+    fn walk(folder: &Path, files: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(folder).expect("read a source folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                walk(&path, files);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&workspace_root().join("crates"), &mut files);
+    files.sort();
+    files
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(workspace_root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn every_source_file_opens_with_a_module_doc() {
+    let undocumented: Vec<String> = source_files()
+        .iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("read a source file");
+            !text.starts_with("//!")
+        })
+        .map(|path| relative(path))
+        .collect();
+    assert!(undocumented.is_empty(), "{undocumented:#?}");
+}
+
+#[test]
+fn modules_with_submodules_live_in_mod_rs() {
+    let mixed: Vec<String> = source_files()
+        .iter()
+        .filter(|path| path.with_extension("").is_dir())
+        .map(|path| relative(path))
+        .collect();
+    assert!(mixed.is_empty(), "use `name/mod.rs` instead: {mixed:#?}");
+}
+
+#[test]
+fn no_test_is_ignored_or_expects_a_panic() {
+    let offenders: Vec<String> = source_files()
+        .iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("read a source file");
+            text.lines().any(|line| {
+                let line = line.trim_start();
+                line.starts_with("#[ignore") || line.starts_with("#[should_panic")
+            })
+        })
+        .map(|path| relative(path))
+        .collect();
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+#[test]
+fn the_contract_suite_runs_every_case_it_defines() {
+    let folder = workspace_root().join("crates/fermata-store-testkit/src/contract");
+    let suite = std::fs::read_to_string(folder.join("mod.rs")).expect("read the suite");
+    let (_, cases) = suite
+        .split_once("$crate::contract_suite!(@cases $harness;")
+        .expect("the suite's case list");
+    let (cases, _) = cases.split_once(");").expect("the end of the case list");
+    let listed: Vec<&str> = cases
+        .split(',')
+        .map(str::trim)
+        .filter(|case| !case.is_empty())
+        .collect();
+    let mut defined = BTreeSet::new();
+    for entry in std::fs::read_dir(&folder).expect("read the contract folder") {
+        let text = std::fs::read_to_string(entry.expect("an entry").path()).expect("read a case");
+        for definition in text.split("\npub async fn ").skip(1) {
+            if let Some((name, signature)) = definition.split_once('(')
+                && signature.trim_start().starts_with("harness: &dyn Harness")
+            {
+                defined.insert(name.to_owned());
+            }
+        }
+    }
+    let listed_set: BTreeSet<String> = listed.iter().map(|case| (*case).to_owned()).collect();
+    assert_eq!(listed.len(), listed_set.len(), "a case is listed twice");
+    let unlisted: Vec<_> = defined.difference(&listed_set).collect();
+    let undefined: Vec<_> = listed_set.difference(&defined).collect();
+    assert!(
+        unlisted.is_empty() && undefined.is_empty(),
+        "defined but never run: {unlisted:?}; listed but not defined: {undefined:?}"
+    );
+}

@@ -1,10 +1,13 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
-//! out and re-authenticate (pages and JSON); the account page; the schema administrator page; the accounts API; the documents
-//! API with a document's images and Chat attachments; the schema operations API; and the `/sync` WebSocket endpoint for live collaboration.
+//! out and re-authenticate (pages and JSON); the account page; the schema administrator page;
+//! the accounts API; the documents API with a document's images and Chat attachments; the schema
+//! operations API; and the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
-//! port 0 or call the router directly without a socket. Every handler reaches storage through
-//! [`fermata_accounts::Accounts`], never a driver.
+//! port 0 or call the router directly without a socket. Every handler reaches storage through a
+//! service ([`fermata_accounts::Accounts`], the documents and media services of
+//! `fermata-collab`, the schema operations of `fermata-schema`), never a store that holds
+//! secrets, a line of SQL or a driver.
 
 mod admin_page;
 mod admin_render;

@@ -21,12 +21,15 @@
 //!    review artifact, and `review:await` holds the lease to the review expiry and moves the
 //!    operation to `awaiting_review`.
 //! 6. The run waits for the decision hook until the review expires; `review:decision` reads the
-//!    one decision (recording the expiry when none came), and `finish` ends the operation
-//!    (`succeeded` when approved, `rejected`, or `expired`), releasing the lease in the same
-//!    transaction. A rejected or expired artifact is deleted by `cleanup`, under a cleanup grant.
-//!
-//! Publication of an approved artifact as a pull request is not part of this workflow yet: an
-//! approved refresh ends `succeeded` with its artifact `consumed`, kept for publication.
+//!    one decision (recording the expiry when none came). A rejected or expired review's
+//!    `finish` ends the operation `rejected` or `expired`, releasing the lease in the same
+//!    transaction, and `cleanup` deletes the artifact under a cleanup grant.
+//! 7. An approved review is published as one pull request (see [`crate::publication`]):
+//!    `publish:begin` moves the operation to `publishing`, `publish:parent` chooses the parent
+//!    commit once, `publish:commit` writes the deterministic commit, `publish:branch` creates the
+//!    branch only when absent, `publish:pull` finds or opens the pull request, and
+//!    `publish:finish` records it, marks the artifact `consumed` and ends the operation
+//!    `succeeded`, releasing the lease.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

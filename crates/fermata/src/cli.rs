@@ -10,8 +10,9 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 use fermata_schema::Verdict;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Given, Origin, Overrides, Sources};
+use crate::config::{Given, Origin, Overrides, Servers, Sources};
 use crate::failure::Failure;
+use crate::logging::Role;
 use crate::{account_commands, logging, schema_commands, serve, status};
 
 const AFTER_HELP: &str = "\
@@ -22,7 +23,9 @@ attempt_timeout (5s), abandon_after (6s), safety_deadline (25s) and drain_timeou
 Schema snapshots are set in the file's [schema] table: review_window (24h) and connections (8),
 with the tables [schema.source] (the MySQL server), [schema.workspace] (the verification server)
 and [schema.package] (repository, base_branch = \"main\", path = \"schemas\").
-Log verbosity follows FERMATA_LOG (e.g. `info`, `debug`, `fermata=debug`).
+`serve` logs at info; every other command prints its own progress and result and logs only
+warnings and errors. -v raises the level (-v info, -vv debug for a command; -v debug for serve);
+a filter in FERMATA_LOG, else RUST_LOG, wins over both (e.g. `info`, `debug`, `fermata=debug`).
 
 Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting or argument,
 3 another process holds the writer lease, 4 the writer lease was lost while serving.";
@@ -33,6 +36,10 @@ Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting o
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log more: -v info, -vv debug (for `serve`, which logs at info: -v debug). FERMATA_LOG or
+    /// RUST_LOG, when set, wins.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,6 +246,24 @@ impl SelectionArgs {
 }
 
 impl SchemaCommand {
+    /// Whether the command follows an operation and, when no server serves, executes its
+    /// workflow runs (which connect to the MySQL servers); the others only read.
+    fn executes_runs(&self) -> bool {
+        match self {
+            SchemaCommand::Inventory { .. }
+            | SchemaCommand::Refresh { .. }
+            | SchemaCommand::Verify { .. }
+            | SchemaCommand::Approve { .. }
+            | SchemaCommand::Reject { .. } => true,
+            SchemaCommand::Registry { .. }
+            | SchemaCommand::Review { .. }
+            | SchemaCommand::Operations { .. }
+            | SchemaCommand::Show { .. }
+            | SchemaCommand::ClosePullRequest { .. }
+            | SchemaCommand::ClearLease { .. } => false,
+        }
+    }
+
     fn format(&self) -> schema_commands::Format {
         let json = match self {
             SchemaCommand::Refresh { selection, .. } | SchemaCommand::Verify { selection, .. } => {
@@ -454,7 +479,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     while let Some((_, deeper)) = sub.subcommand() {
         sub = deeper;
     }
-    match run(&cli.command, sub) {
+    match run(&cli.command, sub, cli.verbose) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("fermata: {failure}");
@@ -463,7 +488,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
+fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failure> {
     let storage_args = command.storage_args();
     let serve_args = match command {
         Command::Serve(args) => Some(args),
@@ -485,14 +510,14 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
         .map_err(|error| Failure::runtime(format!("cannot start the async runtime: {error}")))?;
     if let Command::Serve(_) = command {
         let settings = sources.serve().map_err(invalid)?;
-        logging::init(log_format);
+        logging::init(log_format, Role::Server, verbose);
         return runtime.block_on(async {
             let shutdown = shutdown_on_signals();
             serve::serve(settings, shutdown).await
         });
     }
     let storage = sources.storage().map_err(invalid)?;
-    logging::init(log_format);
+    logging::init(log_format, Role::Command, verbose);
     let report = runtime.block_on(async {
         match command {
             Command::Serve(_) => unreachable!("served above"),
@@ -532,8 +557,13 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
             }
             Command::Schema(schema) => {
                 let format = schema.format();
+                let servers = if schema.executes_runs() {
+                    Servers::Connect
+                } else {
+                    Servers::Leave
+                };
                 let setup = schema_commands::Setup {
-                    schema: sources.schema().map_err(invalid)?,
+                    schema: sources.schema(servers).map_err(invalid)?,
                     keys: sources.keys(&storage).map_err(invalid)?,
                     storage: storage.clone(),
                 };

@@ -27,7 +27,9 @@ pub(crate) fn load(source: &KeySource) -> Result<Keyring, Failure> {
                     })?;
                 }
                 save(path, &keyring)?;
-                tracing::info!(file = %path.display(), "created a new encryption key file; back it up apart from the database");
+                // A warning, so that a command (which logs only warnings) shows it too: the
+                // operator must act on it.
+                tracing::warn!(file = %path.display(), "created a new encryption key file; back it up apart from the database");
                 return Ok(keyring);
             }
             read_file(path)

@@ -156,7 +156,7 @@ impl ErrorStage {
 }
 
 impl ErrorCode {
-    /// Every code, in declaration order (the README's table lists them all).
+    /// Every code, in declaration order (`docs/schema-operations.md`'s table lists them all).
     pub const ALL: [ErrorCode; 47] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,

@@ -16,7 +16,7 @@ mod media;
 mod schema;
 mod schema_source;
 
-pub use schema::SchemaSettings;
+pub use schema::{SchemaSettings, Servers};
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -421,14 +421,15 @@ impl Sources {
             secure_cookies,
             session_ttl,
             collab: self.collab_settings()?,
-            schema: self.schema()?,
+            schema: self.schema(Servers::Connect)?,
             media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
         })
     }
 
-    /// The `[schema]` table: source, workspace, package and refresh settings.
-    pub fn schema(&self) -> Result<SchemaSettings, ConfigError> {
-        schema::schema_settings(self.file.schema.as_ref(), &self.file_origin())
+    /// The `[schema]` table: source, workspace, package and refresh settings; the servers'
+    /// passwords are read only when the process may connect to them.
+    pub fn schema(&self, servers: Servers) -> Result<SchemaSettings, ConfigError> {
+        schema::schema_settings(self.file.schema.as_ref(), &self.file_origin(), servers)
     }
 
     fn collab_settings(&self) -> Result<fermata_collab::CollabSettings, ConfigError> {

@@ -70,13 +70,28 @@ struct FileArtifacts {
     secret_access_key_env: Option<String>,
 }
 
+/// Whether a process may connect to the MySQL servers of `[schema.source]` and
+/// `[schema.workspace]`, and so needs their passwords.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Servers {
+    /// A process that executes workflow runs, which connect to the servers: `serve`, and the
+    /// commands that follow an operation and run it when no server serves.
+    Connect,
+    /// A command that reads only the application database and the package (`schema show`,
+    /// `operations`, `registry`, ...). The server tables are still checked as written, but their
+    /// passwords are not read, so they need not be available, and the settings leave the
+    /// servers out.
+    Leave,
+}
+
 /// What schema operations work with.
 #[derive(Debug, Clone)]
 pub struct SchemaSettings {
     /// The server whose schemas are snapshotted; without it inventories and refreshes fail with
-    /// `SOURCE_NOT_CONFIGURED`.
+    /// `SOURCE_NOT_CONFIGURED`. Left out, though configured, under [`Servers::Leave`].
     pub source: Option<SourceSettings>,
-    /// The verification workspace server, validated here for the workspace verifier.
+    /// The verification workspace server, validated here for the workspace verifier. Left out,
+    /// though configured, under [`Servers::Leave`].
     pub workspace: Option<SourceSettings>,
     /// The target repository; without it refreshes fail with `PACKAGE_NOT_CONFIGURED`.
     pub package: Option<PackageSettings>,
@@ -109,6 +124,7 @@ impl Default for SchemaSettings {
 pub(super) fn schema_settings(
     file: Option<&FileSchema>,
     origin: &Origin,
+    servers: Servers,
 ) -> Result<SchemaSettings, ConfigError> {
     let Some(file) = file else {
         return Ok(SchemaSettings::default());
@@ -144,8 +160,8 @@ pub(super) fn schema_settings(
         }
     };
     Ok(SchemaSettings {
-        source: source_settings(file.source.as_ref(), "schema.source", origin)?,
-        workspace: source_settings(file.workspace.as_ref(), "schema.workspace", origin)?,
+        source: source_settings(file.source.as_ref(), "schema.source", origin, servers)?,
+        workspace: source_settings(file.workspace.as_ref(), "schema.workspace", origin, servers)?,
         package,
         github,
         artifacts: file
@@ -289,7 +305,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<SchemaSettings, ConfigError> {
         let file: FileSchema = toml::from_str(text).unwrap();
-        schema_settings(Some(&file), &Origin::Default)
+        schema_settings(Some(&file), &Origin::Default, Servers::Connect)
     }
 
     fn private_file(folder: &Path, content: &str) -> PathBuf {
@@ -305,7 +321,7 @@ mod tests {
 
     #[test]
     fn absent_tables_give_the_defaults() {
-        let settings = schema_settings(None, &Origin::Default).unwrap();
+        let settings = schema_settings(None, &Origin::Default, Servers::Connect).unwrap();
         assert!(settings.source.is_none() && settings.workspace.is_none());
         assert!(settings.package.is_none());
         assert_eq!(settings.review_window, DEFAULT_REVIEW_WINDOW);

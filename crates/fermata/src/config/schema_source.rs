@@ -10,6 +10,7 @@ use fermata_schema::{SourceSettings, TlsMode};
 use serde::Deserialize;
 use zeroize::Zeroizing;
 
+use super::schema::Servers;
 use super::{ConfigError, Origin};
 
 const DEFAULT_PORT: u16 = 3306;
@@ -28,10 +29,13 @@ pub(super) struct FileSource {
 }
 
 /// The validated server of the table `table` (`schema.source`, say), or none when it is absent.
+/// Under [`Servers::Leave`] the table is checked all the same, where its password comes from
+/// included, but the password is not read and no server is returned.
 pub(super) fn source_settings(
     file: Option<&FileSource>,
     table: &str,
     origin: &Origin,
+    servers: Servers,
 ) -> Result<Option<SourceSettings>, ConfigError> {
     let Some(file) = file else {
         return Ok(None);
@@ -59,12 +63,24 @@ pub(super) fn source_settings(
             .parse()
             .map_err(|_| refuse("tls", &format!("expected {}", TlsMode::NAMES)))?,
     };
-    let password = secret(
-        file.password_file.as_deref(),
-        file.password_env.as_deref(),
-        ("password_file", "password_env"),
-        &refuse,
-    )?;
+    let password_keys = ("password_file", "password_env");
+    let password = match servers {
+        Servers::Connect => secret(
+            file.password_file.as_deref(),
+            file.password_env.as_deref(),
+            password_keys,
+            &refuse,
+        )?,
+        Servers::Leave => {
+            secret_given(
+                file.password_file.as_deref(),
+                file.password_env.as_deref(),
+                password_keys,
+                &refuse,
+            )?;
+            Zeroizing::default()
+        }
+    };
     let settings = SourceSettings {
         host,
         port: file.port.unwrap_or(DEFAULT_PORT),
@@ -76,17 +92,23 @@ pub(super) fn source_settings(
     settings
         .validate()
         .map_err(|problem| ConfigError::new(table, origin.clone(), problem))?;
-    Ok(Some(settings))
+    Ok((servers == Servers::Connect).then_some(settings))
 }
 
-/// A secret given in a file (`keys.0`) or a named environment variable (`keys.1`), never in the
-/// configuration itself; exactly one of the two. `refuse` names the key that is wrong.
-pub(super) fn secret(
-    file: Option<&Path>,
-    env: Option<&str>,
+/// Where a secret is read from.
+enum SecretPlace<'a> {
+    File(&'a Path),
+    Env(&'a str),
+}
+
+/// Where a secret given in a file (`keys.0`) or a named environment variable (`keys.1`) is,
+/// exactly one of the two, without reading it. `refuse` names the key that is wrong.
+fn secret_given<'a>(
+    file: Option<&'a Path>,
+    env: Option<&'a str>,
     keys: (&str, &str),
     refuse: &dyn Fn(&str, &str) -> ConfigError,
-) -> Result<Zeroizing<String>, ConfigError> {
+) -> Result<SecretPlace<'a>, ConfigError> {
     let (file_key, env_key) = keys;
     match (file, env) {
         (Some(_), Some(_)) => Err(refuse(
@@ -99,10 +121,25 @@ pub(super) fn secret(
                 "give the secret in a file (`{file_key}`) or a named environment variable (`{env_key}`)"
             ),
         )),
-        (Some(path), None) => {
+        (Some(path), None) => Ok(SecretPlace::File(path)),
+        (None, Some(name)) => Ok(SecretPlace::Env(name)),
+    }
+}
+
+/// A secret given in a file (`keys.0`) or a named environment variable (`keys.1`), never in the
+/// configuration itself; exactly one of the two. `refuse` names the key that is wrong.
+pub(super) fn secret(
+    file: Option<&Path>,
+    env: Option<&str>,
+    keys: (&str, &str),
+    refuse: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Zeroizing<String>, ConfigError> {
+    let (file_key, env_key) = keys;
+    match secret_given(file, env, keys, refuse)? {
+        SecretPlace::File(path) => {
             read_password_file(path).map_err(|problem| refuse(file_key, &problem))
         }
-        (None, Some(name)) => std::env::var(name)
+        SecretPlace::Env(name) => std::env::var(name)
             .ok()
             .filter(|value| !value.is_empty())
             .map(Zeroizing::new)
@@ -156,7 +193,12 @@ mod tests {
     /// The `[source]` table of `text` as `[schema.source]`.
     fn parse(text: &str) -> Result<Option<SourceSettings>, ConfigError> {
         let tables: std::collections::BTreeMap<String, FileSource> = toml::from_str(text).unwrap();
-        source_settings(tables.get("source"), "schema.source", &Origin::Default)
+        source_settings(
+            tables.get("source"),
+            "schema.source",
+            &Origin::Default,
+            Servers::Connect,
+        )
     }
 
     fn private_file(folder: &Path, content: &str) -> PathBuf {
@@ -212,6 +254,35 @@ mod tests {
         assert_eq!(error.setting, "schema.source.host");
         assert!(toml::from_str::<FileSource>("password = \"inline\"\n").is_err());
         assert!(parse("").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_command_that_leaves_the_servers_checks_the_table_but_not_the_password() {
+        let leave = |text: &str| {
+            let tables: std::collections::BTreeMap<String, FileSource> =
+                toml::from_str(text).unwrap();
+            source_settings(
+                tables.get("source"),
+                "schema.source",
+                &Origin::Default,
+                Servers::Leave,
+            )
+        };
+        let unset = "[source]\nhost = \"h\"\nuser = \"u\"\npassword_env = \"FERMATA_TEST_UNSET_PASSWORD\"\n";
+        assert!(leave(unset).unwrap().is_none());
+        assert!(
+            leave("[source]\nhost = \"h\"\nuser = \"u\"\npassword_file = \"/nowhere/password\"\n")
+                .unwrap()
+                .is_none()
+        );
+        let error = leave("[source]\nhost = \"h\"\nuser = \"u\"\n").unwrap_err();
+        assert_eq!(error.setting, "schema.source.password_file");
+        let error = leave(&format!("{unset}tls = \"verify_identity\"\n")).unwrap_err();
+        assert_eq!(error.setting, "schema.source");
+        assert_eq!(
+            parse(unset).unwrap_err().setting,
+            "schema.source.password_env"
+        );
     }
 
     #[cfg(unix)]

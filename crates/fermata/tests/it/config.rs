@@ -1,11 +1,15 @@
 //! Configuration through the real binary: invalid values are refused before anything starts,
-//! with a message naming the setting, and secrets never reach the output or the logs.
+//! with a message naming the setting, and secrets never reach the output or the logs. Commands
+//! other than `serve` print their own output with no log lines but warnings unless asked (`-v`,
+//! `FERMATA_LOG`, `RUST_LOG`), and the read-only schema commands need no MySQL password.
 
 use crate::support;
 
-use std::process::Command;
+use std::io::Write as _;
+use std::process::{Command, Output};
 
-use support::{Fermata, Target, get};
+use serde_json::Value;
+use support::{Fermata, Target, add_user, get};
 
 /// `fermata serve` with a fresh data folder, the given environment and arguments.
 fn serve_with(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, tempfile::TempDir) {
@@ -281,4 +285,168 @@ fn a_key_file_others_can_read_is_refused() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("can be read by others (mode 644)"), "{text}");
     assert!(!text.contains("MDEyMzQ1"), "{text}");
+}
+
+/// Whether `text` holds a log line of `level` (`INFO`, `DEBUG`) in the text log format.
+fn has_log_line(text: &str, level: &str) -> bool {
+    text.lines()
+        .any(|line| line.contains(&format!(" {level} ")))
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn schema_commands_print_their_own_output_without_info_log_lines_unless_asked() {
+    let target = Target::sqlite();
+    // The first command creates the database and applies every migration, which is logged at
+    // info: a command shows none of it.
+    let added = add_user(&target, "ada", true);
+    assert!(!has_log_line(&added, "INFO"), "{added}");
+
+    // Without a source the inventory's run fails at its `discover` step: the command runs the
+    // workflow itself (a worker, steps, the run's end, all logged at info) and prints only its
+    // own progress on standard error and the report on standard output.
+    let inventory = ["schema", "inventory", "--as", "ada"];
+    let output = target.command_words(&inventory).output().unwrap();
+    let (out, err) = text(&output);
+    assert!(!output.status.success(), "{out}{err}");
+    assert!(err.contains("SOURCE_NOT_CONFIGURED"), "{err}");
+    assert!(
+        err.contains("discover"),
+        "the step lines are missing: {err}"
+    );
+    assert!(out.contains("SOURCE_NOT_CONFIGURED"), "{out}");
+    for level in ["INFO", "DEBUG"] {
+        assert!(!has_log_line(&out, level), "{out}");
+        assert!(!has_log_line(&err, level), "{err}");
+    }
+
+    // With --json, standard output is the report alone.
+    let output = target
+        .command_words(&["schema", "inventory", "--as", "ada", "--json"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(report["state"], "failed", "{out}");
+    assert!(!has_log_line(&err, "INFO"), "{err}");
+
+    // -v shows the info lines, on standard error only; -vv the debug ones too.
+    let output = target
+        .command_words(&["schema", "inventory", "--as", "ada", "--json", "-v"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    assert!(serde_json::from_str::<Value>(&out).is_ok(), "{out}");
+    assert!(has_log_line(&err, "INFO"), "{err}");
+    assert!(err.contains("workflow worker started"), "{err}");
+    assert!(!has_log_line(&err, "DEBUG"), "{err}");
+    let output = target
+        .command_words(&["-vv", "schema", "inventory", "--as", "ada", "--json"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    assert!(serde_json::from_str::<Value>(&out).is_ok(), "{out}");
+    assert!(err.contains("step attempt begins"), "{err}");
+    assert!(has_log_line(&err, "DEBUG"), "{err}");
+
+    // A filter in the environment wins over the default and over -v: RUST_LOG, then
+    // FERMATA_LOG first of all.
+    let output = target
+        .command_words(&inventory)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let (_, err) = text(&output);
+    assert!(has_log_line(&err, "INFO"), "{err}");
+    let output = target
+        .command_words(&inventory)
+        .arg("-v")
+        .env("RUST_LOG", "info")
+        .env("FERMATA_LOG", "warn")
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    assert!(!has_log_line(&err, "INFO"), "{err}");
+    assert!(out.contains("SOURCE_NOT_CONFIGURED"), "{out}");
+}
+
+#[test]
+fn read_only_schema_commands_need_no_source_password() {
+    let target = Target::sqlite();
+    add_user(&target, "ada", true);
+    let output = target
+        .command_words(&["schema", "inventory", "--as", "ada", "--json"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&output);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let id = report["id"].as_str().unwrap().to_owned();
+
+    // Both servers are configured, neither password can be read.
+    let unset = "FERMATA_TEST_UNSET_SOURCE_PASSWORD";
+    let missing = target.config().with_file_name("no-such-password");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    write!(
+        config,
+        "\n[schema.source]\nhost = \"db.internal\"\nuser = \"snapshot\"\npassword_env = \"{unset}\"\n\
+         \n[schema.workspace]\nhost = \"scratch.internal\"\nuser = \"verifier\"\npassword_file = \"{}\"\n",
+        missing.display()
+    )
+    .unwrap();
+    drop(config);
+    let run = |words: &[&str]| {
+        let output = target
+            .command_words(words)
+            .env_remove(unset)
+            .output()
+            .unwrap();
+        let (out, err) = text(&output);
+        (output.status.code(), out, err)
+    };
+
+    let (code, out, err) = run(&["schema", "operations", "--json"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str(), "{out}");
+    let (code, out, err) = run(&["schema", "operations"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(&id), "{out}");
+    let (code, out, err) = run(&["schema", "show", &id, "--json"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["id"], id.as_str(), "{out}");
+    let (code, out, err) = run(&["schema", "show", &id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(&id), "{out}");
+
+    // A command that may connect still needs the password, and says which setting lacks it.
+    let (code, out, err) = run(&["schema", "inventory", "--as", "ada"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("invalid setting `schema.source.password_env`"),
+        "{err}"
+    );
+
+    // The tables are still checked as written.
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    writeln!(config, "tls = \"sometimes\"").unwrap();
+    drop(config);
+    let (code, out, err) = run(&["schema", "operations"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("invalid setting `schema.workspace.tls`"),
+        "{err}"
+    );
 }

@@ -34,6 +34,7 @@ const SETTINGS_VARS: &[&str] = &[
     "FERMATA_HANDOVER",
     "FERMATA_LOG_FORMAT",
     "FERMATA_LOG",
+    "RUST_LOG",
     "HANDOVER",
 ];
 

@@ -7,11 +7,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
-use fermata_store::schema::{
-    DatabaseName, DatabaseReport, ErrorCode, OperationId, OperationState, Outcome, SafeError,
-    Subject, Transition,
-};
+use fermata_store::schema::{DatabaseReport, OperationId, OperationState, Outcome, Transition};
 use fermata_workflow::{Attempt, RunContext, RunError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::Storage;
 use fermata_store::schema::{
-    DatabaseName, ErrorCode, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId,
-    OperationState, SafeError, Transition,
+    INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
 };
 use fermata_workflow::{RunContext, RunError, Workflow};
 use serde::{Deserialize, Serialize};

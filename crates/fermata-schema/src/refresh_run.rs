@@ -34,11 +34,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
-    ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
-    ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
-    ReviewState, SCHEMA_LEASE_TTL, SafeError, Transition,
+    ArtifactState, CleanupKind, CleanupResult, DatabaseReport, Decided, Decision, Freshness,
+    NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome, ReviewState,
+    SCHEMA_LEASE_TTL, Transition,
 };
 use fermata_store::{SecretHash, Storage, UnixMillis};
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};

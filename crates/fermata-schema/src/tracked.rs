@@ -7,7 +7,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress, StepState};
+use fermata_schema_core::{ErrorCode, SafeError};
+use fermata_store::schema::{OperationId, StepKey, StepProgress, StepState};
 use fermata_store::{ErrorKind, Storage, StoreError};
 use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
 use serde::Serialize;

@@ -193,7 +193,8 @@ fn fenced(claim: &Claim) -> StoreError {
 }
 
 fn safe_error(text: Option<String>) -> StoreResult<Option<SafeError>> {
-    text.map(|text| SafeError::from_json(&text)).transpose()
+    text.map(|text| Ok(SafeError::from_json(&text)?))
+        .transpose()
 }
 
 fn run_from(row: &AnyRow, action: &str) -> StoreResult<Run> {

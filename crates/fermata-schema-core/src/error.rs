@@ -210,6 +210,11 @@ impl ErrorCode {
         serialized_name(self)
     }
 
+    /// The code called `name` (`CONNECTION_LOST`), if there is one.
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+
     /// The stage this code belongs to.
     pub fn stage(self) -> ErrorStage {
         use ErrorCode::*;
@@ -516,6 +521,10 @@ mod tests {
         );
         let lost = SafeError::new(ErrorCode::ConnectionLost);
         assert!(lost.retryable());
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_name(&code.name()), Some(code));
+        }
+        assert_eq!(ErrorCode::from_name("connection_lost"), None);
         assert_eq!(
             SafeError::new(ErrorCode::LeaseHeld).message(),
             "another schema operation is running"

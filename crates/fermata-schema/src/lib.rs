@@ -29,6 +29,7 @@ pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
+mod step_failure;
 mod tracked;
 pub mod verification_run;
 pub mod view;

@@ -9,11 +9,10 @@ use async_trait::async_trait;
 use super::MemoryStorage;
 use crate::claim::{QueueSlot, check_ttl, next_ready};
 use crate::error::{StoreError, StoreResult};
-use crate::schema::SafeError;
 use crate::time::UnixMillis;
 use crate::workflow::{
-    Claim, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId, RunState,
-    StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
+    Claim, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run, RunClaim, RunId,
+    RunState, StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
 };
 
 /// Everything the workflow store keeps, in memory.
@@ -374,7 +373,11 @@ impl WorkflowStore for MemoryStorage {
         Ok(row.read())
     }
 
-    async fn finish(&self, claim: &Claim, outcome: Result<String, SafeError>) -> StoreResult<Run> {
+    async fn finish(
+        &self,
+        claim: &Claim,
+        outcome: Result<String, JournaledError>,
+    ) -> StoreResult<Run> {
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;

@@ -10,7 +10,7 @@ use axum::{Form, Router};
 use axum_extra::extract::CookieJar;
 use fermata_accounts::{AccountError, Credentials, FRESH_FOR, Principal};
 use fermata_crypto::{SecretToken, csrf_token};
-use fermata_store::{ApiTokenId, MachineId};
+use fermata_store::{ApiTokenId, ErrorChain, MachineId};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
@@ -196,7 +196,7 @@ async fn login(
                     error.to_string()
                 }
                 _ => {
-                    tracing::error!(error = %error, "login failed");
+                    tracing::error!(error = %ErrorChain(&error), "login failed");
                     "The server could not log you in just now. Try again shortly.".to_owned()
                 }
             };
@@ -209,7 +209,7 @@ async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: Cook
     if let Some(session) = caller.0.session()
         && let Err(error) = state.accounts.logout(&session.session.id).await
     {
-        tracing::error!(error = %error, "logout failed");
+        tracing::error!(error = %ErrorChain(&error), "logout failed");
     }
     (
         jar.remove(cookies::cleared_session()),

@@ -24,7 +24,7 @@ use fermata_schema::{
     EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
     RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
-use fermata_store::Storage;
+use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 
@@ -170,9 +170,11 @@ impl SchemaRuntime {
                 );
             }
             Ok(Err(error)) => {
-                tracing::warn!(%error, "could not sweep the scratch folder");
+                tracing::warn!(error = %ErrorChain(&error), "could not sweep the scratch folder");
             }
-            Err(error) => tracing::warn!(%error, "sweeping the scratch folder failed"),
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "sweeping the scratch folder failed")
+            }
         }
     }
 
@@ -183,7 +185,7 @@ impl SchemaRuntime {
         let purge = async {
             loop {
                 if let Err(error) = self.engine.purge(RUN_RETENTION).await {
-                    tracing::warn!(%error, "could not purge ended workflow runs");
+                    tracing::warn!(error = %ErrorChain(&error), "could not purge ended workflow runs");
                 }
                 tokio::time::sleep(PURGE_EVERY).await;
             }
@@ -191,10 +193,10 @@ impl SchemaRuntime {
         let settle = async {
             loop {
                 if let Err(error) = self.operations.settle_abandoned().await {
-                    tracing::warn!(code = %error.code().name(), "could not end abandoned inventories");
+                    tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not end abandoned inventories");
                 }
                 if let Err(error) = self.reviews.resume_decided(SETTLE_SCAN).await {
-                    tracing::warn!(code = %error.code().name(), "could not resume decided reviews");
+                    tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not resume decided reviews");
                 }
                 tokio::time::sleep(SETTLE_EVERY).await;
             }

@@ -430,7 +430,7 @@ async fn check(
         .await
         .map_err(|error| {
             if error.subject() == Some(&Subject::Database(scratch.clone())) {
-                tracing::warn!(database = %database, code = %error.code().name(), "the database's DDL, applied in the workspace, cannot be snapshotted");
+                tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the database's DDL, applied in the workspace, cannot be snapshotted");
                 verification_failed(database)
             } else {
                 error
@@ -493,7 +493,7 @@ async fn apply(
                 Ok(()) => {}
                 Err(Refusal::MissingDependency) => waiting.push((path, text)),
                 Err(Refusal::Workspace(error)) => {
-                    tracing::warn!(database = %database, file = %path, code = %error.code().name(), "the workspace could not apply a DDL file");
+                    tracing::warn!(database = %database, file = %path, code = %error.code().name(), error = %ErrorChain(&error), "the workspace could not apply a DDL file");
                     return Err(error);
                 }
                 Err(Refusal::Candidate(reason, number)) => {

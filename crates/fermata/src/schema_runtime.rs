@@ -79,16 +79,18 @@ impl SchemaRuntime {
                 Failure::runtime(format!("cannot create {}: {error}", folder.display()))
             })?;
             if let Some(bucket) = &bucket {
-                return ArtifactStore::s3(bucket, keys).map_err(|_| {
+                return ArtifactStore::s3(bucket, keys).map_err(|error| {
                     Failure::runtime("cannot use the review artifact bucket `schema.artifacts`")
+                        .with_source(error)
                 });
             }
             // The store's keys start with `schema-artifacts/`, so its root is the data folder.
-            ArtifactStore::local(&artifact_root, keys).map_err(|_| {
+            ArtifactStore::local(&artifact_root, keys).map_err(|error| {
                 Failure::runtime(format!(
                     "cannot use the review artifact folder {}",
                     artifact_root.join(ARTIFACT_FOLDER).display()
                 ))
+                .with_source(error)
             })
         })
         .await

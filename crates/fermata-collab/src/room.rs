@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use fermata_docs::{OpenDocument, recover};
 use fermata_store::{
-    ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError, UserId,
+    ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
+    StoreResultExt, UserId,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
@@ -523,7 +524,7 @@ impl Room {
             .doc
             .doc
             .diff_since(&before)
-            .map_err(|_| StoreError::corrupt("the rewritten document does not encode"))?;
+            .or_corrupt("the rewritten document does not encode")?;
         if !self.fits(diff.len()) {
             let _ = self.reload_with(&[]).await;
             return Err(StoreError::invalid(

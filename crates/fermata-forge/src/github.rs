@@ -171,6 +171,7 @@ impl GitHub {
         if !is_github_name(&owner) || !is_github_name(&repository) {
             return Err(GitHubSettingsError::Name);
         }
+        // Dropped on purpose here and for the token: the parser's error can quote the value.
         let mut repository_url = Url::parse(&api_url).map_err(|_| GitHubSettingsError::ApiUrl)?;
         if !matches!(repository_url.scheme(), "http" | "https")
             || !repository_url.username().is_empty()

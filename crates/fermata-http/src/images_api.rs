@@ -87,7 +87,7 @@ impl From<MediaFailure> for ApiError {
                     answer
                 }
             }
-            MediaFailure::Interrupted => ApiError::new(
+            MediaFailure::Interrupted(_) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "interrupted",
                 failure.to_string(),

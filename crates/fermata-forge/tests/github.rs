@@ -136,7 +136,7 @@ fn tree_at(repository: &Repository, commit: &str, path: &str) -> String {
 }
 
 /// The kinds of forge error, without a rate limit's hint (checked where it matters).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Failed,
     RateLimited,

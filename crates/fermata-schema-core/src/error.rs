@@ -636,7 +636,9 @@ mod tests {
         ] {
             assert!(!shown.contains("hunter2"), "{shown}");
         }
-        assert_eq!(error, SafeError::new(ErrorCode::ConnectionLost));
-        assert!(StdError::source(&error.clone()).is_some());
+        let copy = error.clone();
+        assert_eq!(copy, SafeError::new(ErrorCode::ConnectionLost));
+        assert!(StdError::source(&copy).is_some(), "a copy keeps the cause");
+        drop(error);
     }
 }

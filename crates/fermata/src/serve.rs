@@ -99,7 +99,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         metrics: Arc::clone(&metrics),
         accounts: Arc::clone(&accounts),
         documents,
-        media: media.clone(),
+        media,
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
         registry: schema.registry.clone(),

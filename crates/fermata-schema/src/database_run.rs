@@ -7,20 +7,20 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
-use fermata_store::schema::{
-    DatabaseName, DatabaseReport, ErrorCode, OperationId, OperationState, Outcome, SafeError,
-    Subject, Transition,
-};
+use fermata_store::schema::{DatabaseReport, OperationId, OperationState, Outcome, Transition};
 use fermata_workflow::{Attempt, RunContext, RunError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::inventory::discover;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::begin_run;
 use crate::package::{Package, Registry};
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
+use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
 use crate::{pool, selection};
 
@@ -63,7 +63,7 @@ pub(crate) async fn first_steps(
     let base: Base = progress
         .step(ctx, "base", |_| read_base(storage, package, id))
         .await?;
-    let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+    let registry = Registry::parse(base.registry.as_bytes()).map_err(run_failed)?;
     Ok(Selected {
         databases,
         base,
@@ -114,7 +114,7 @@ pub(crate) async fn load_selection(
     let operation = schema
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0)))?;
     let inventory_id = operation
         .inventory
@@ -122,13 +122,13 @@ pub(crate) async fn load_selection(
     let inventory = schema
         .inventory(inventory_id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the inventory")?
         .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
-    let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+    let now = schema.clock().await.context("read the database's clock")?;
     let requested: Vec<String> = schema
         .database_results(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the database results")?
         .into_iter()
         .map(|row| row.database.as_str().to_owned())
         .collect();
@@ -148,7 +148,7 @@ pub(crate) async fn read_base(
     let recorded = schema
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .and_then(|operation| operation.reviewed_base_commit);
     // A retry after the commit was recorded compares with that commit, whatever the branch
     // says now.
@@ -158,7 +158,7 @@ pub(crate) async fn read_base(
             if !schema
                 .record_reviewed_base(id, &base.commit)
                 .await
-                .map_err(|e| storage_error(&e))?
+                .context("record the reviewed base commit")?
             {
                 return Err(SafeError::new(ErrorCode::RunLost));
             }
@@ -173,7 +173,7 @@ pub(crate) async fn read_base(
     Ok(Base {
         commit,
         registry: String::from_utf8(registry.to_canonical_json())
-            .map_err(|_| SafeError::new(ErrorCode::GithubFailed))?,
+            .or_code(ErrorCode::GithubFailed, "write the registry as text")?,
     })
 }
 
@@ -209,22 +209,21 @@ where
                 outcome: Outcome::Changed,
             }) => changed.push(position),
             Ok(_) => {}
-            // Without the lease no later step can run either.
-            Err(RunError::Failed(error))
-                if matches!(
-                    error.code(),
-                    ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
-                ) =>
-            {
-                return Err(RunError::Failed(error));
-            }
             Err(RunError::Failed(error)) => {
+                let safe = safe_error(&error);
+                // Without the lease no later step can run either.
+                if matches!(
+                    safe.code(),
+                    ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
+                ) {
+                    return Err(RunError::Failed(error));
+                }
                 // Recorded once; a replay finds it recorded and changes nothing.
                 schema
                     .finish_database(
                         progress.operation,
                         database,
-                        &DatabaseReport::failed(error.clone(), registered),
+                        &DatabaseReport::failed(safe, registered),
                     )
                     .await
                     .map_err(RunError::Lost)?;
@@ -252,7 +251,7 @@ pub(crate) async fn recorded_outcome(
         .schema()
         .database_results(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the database results")?
         .into_iter()
         .find(|row| &row.database == database)
         .and_then(|row| row.report)
@@ -353,7 +352,7 @@ pub(crate) async fn end_operation(
         .schema()
         .transition(id, &ended)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("move the operation to its next state")?
         .is_none()
     {
         require_state(storage, id, to).await?;
@@ -372,7 +371,7 @@ pub(crate) async fn require_state(
         .schema()
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
     if operation.state == state {
         Ok(())

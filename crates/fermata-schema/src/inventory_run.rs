@@ -9,19 +9,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fermata_store::Storage;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::{
-    DatabaseName, ErrorCode, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId,
-    OperationState, SafeError, Transition,
+    INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
 };
+use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError, Workflow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::begin_run;
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::source::SourceSettings;
+use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
 
 /// What discovery found, as the run's journal keeps it.
@@ -106,7 +108,7 @@ impl InventoryWorkflow {
                         .record_inventory(&inventory)
                         .await
                         .map(|recorded| recorded.id)
-                        .map_err(|e| storage_error(&e))
+                        .context("record the inventory")
                 }
             })
             .await?;
@@ -117,7 +119,7 @@ impl InventoryWorkflow {
                 if schema
                     .transition(id, &done)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("move the operation to its next state")?
                     .is_some()
                 {
                     return Ok(());
@@ -127,7 +129,7 @@ impl InventoryWorkflow {
                 let operation = schema
                     .operation(id)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("load the operation")?
                     .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
                 match operation.state {
                     OperationState::Succeeded => Ok(()),
@@ -166,11 +168,12 @@ where
     Fut: Future<Output = Result<Value, RunError>>,
 {
     let input: RunInput = serde_json::from_value(input)
-        .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+        .or_code(ErrorCode::StartFailed, "read the run's input")
+        .map_err(run_failed)?;
     let run_id = ctx.run_id().0.clone();
     match execute(ctx, input.operation).await {
         Err(RunError::Failed(error)) => {
-            fail_operation(storage, input.operation, &run_id, &error).await;
+            fail_operation(storage, input.operation, &run_id, &safe_error(&error)).await;
             Err(RunError::Failed(error))
         }
         other => other,
@@ -182,8 +185,13 @@ where
 /// ended keeps its state.
 async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, error: &SafeError) {
     let schema = storage.schema();
-    let Ok(Some(operation)) = schema.operation(id).await else {
-        return;
+    let operation = match schema.operation(id).await {
+        Ok(Some(operation)) => operation,
+        Ok(None) => return,
+        Err(store_error) => {
+            tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be read to mark it failed");
+            return;
+        }
     };
     let ours = operation
         .run_id
@@ -196,11 +204,11 @@ async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, er
     failed.release_lease = operation.kind.takes_lease();
     match schema.transition(id, &failed).await {
         Ok(Some(_)) => {
-            tracing::warn!(operation = %id, code = %error.code().name(), "schema operation failed");
+            tracing::warn!(operation = %id, code = %error.code().name(), error = %ErrorChain(error), "schema operation failed");
         }
         Ok(None) => {}
         Err(store_error) => {
-            tracing::warn!(operation = %id, %store_error, "a failed schema operation could not be marked failed");
+            tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be marked failed");
         }
     }
 }

@@ -37,11 +37,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
-    ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
-    ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
-    ReviewState, SCHEMA_LEASE_TTL, SafeError, Transition,
+    ArtifactState, CleanupKind, CleanupResult, DatabaseReport, Decided, Decision, Freshness,
+    NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome, ReviewState,
+    SCHEMA_LEASE_TTL, Transition,
 };
 use fermata_store::{SecretHash, Storage, UnixMillis};
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
@@ -56,11 +57,12 @@ use crate::database_run::{
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::names;
-use crate::operations::storage_error;
 use crate::package::{Package, Registry};
 use crate::publication::Publication;
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
+use crate::step_failure::run_failed;
 use crate::tracked::Progress;
 
 /// How many introspection connections a database step opens when nothing else is configured.
@@ -192,7 +194,7 @@ impl RefreshWorkflow {
                     .open_review(id, self.settings.review_window)
                     .await
                     .map(|review| review.expires_at.0)
-                    .map_err(|e| storage_error(&e))
+                    .context("open the review")
             })
             .await?;
         leased
@@ -241,7 +243,7 @@ impl RefreshWorkflow {
                 schema
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Discarded)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the artifact to its next state")?;
                 end_operation(
                     storage,
                     id,
@@ -269,7 +271,7 @@ impl RefreshWorkflow {
         leased: Progress<'_>,
     ) -> Result<PullRequest, RunError> {
         let schema = self.storage.schema();
-        let not_configured = || RunError::Failed(SafeError::new(ErrorCode::PackageNotConfigured));
+        let not_configured = || run_failed(SafeError::new(ErrorCode::PackageNotConfigured));
         let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
         let publication = Publication {
             storage: &*self.storage,
@@ -284,7 +286,7 @@ impl RefreshWorkflow {
                 if schema
                     .transition(id, &publishing)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("move the operation to its next state")?
                     .is_none()
                 {
                     require_state(&*self.storage, id, OperationState::Publishing).await?;
@@ -292,7 +294,7 @@ impl RefreshWorkflow {
                 let review = schema
                     .review(id)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("load the review")?
                     .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
                 let decided = review
                     .decided_at
@@ -336,7 +338,7 @@ impl RefreshWorkflow {
                 if !schema
                     .record_pull_request(id, &pull)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("record the pull request")?
                 {
                     require_state(&*self.storage, id, OperationState::Publishing).await?;
                     return Err(SafeError::new(ErrorCode::PublicationConflict));
@@ -344,7 +346,7 @@ impl RefreshWorkflow {
                 schema
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Consumed)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the artifact to its next state")?;
                 end_operation(
                     &*self.storage,
                     id,
@@ -371,7 +373,7 @@ impl RefreshWorkflow {
         if !schema
             .begin_database(id, database)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record that a database's step began")?
         {
             // An earlier attempt recorded the result and died before the journal did.
             return recorded_outcome(&*self.storage, id, database).await;
@@ -386,7 +388,7 @@ impl RefreshWorkflow {
         let folder = tempfile::Builder::new()
             .prefix("refresh-")
             .tempdir_in(&self.settings.scratch)
-            .map_err(|_| scratch_unavailable())?;
+            .or_code(SCRATCH_UNAVAILABLE, "make the step's temporary folder")?;
         let live = LiveSnapshot::take(source, database, self.settings.connections).await?;
         let candidate = &live.snapshot;
         write_candidate(folder.path(), candidate).await?;
@@ -422,7 +424,7 @@ impl RefreshWorkflow {
         schema
             .finish_database(id, database, &report)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("record a database's result")?;
         drop(folder);
         tracing::info!(operation = %id, position, outcome = outcome.as_str(), "database snapshotted");
         Ok(StepOutcome { outcome })
@@ -442,13 +444,13 @@ impl RefreshWorkflow {
         if schema
             .artifact(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the artifact record")?
             .is_none()
         {
             let results = schema
                 .database_results(id)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("load the database results")?;
             let mut files = BTreeMap::new();
             let mut databases = BTreeMap::new();
             for position in changed {
@@ -479,14 +481,17 @@ impl RefreshWorkflow {
                 format: 1,
                 operation_id: id.to_string(),
             })
-            .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+            .or_code(
+                ErrorCode::ArtifactUnavailable,
+                "write the artifact's manifest",
+            )?;
             let artifact = artifacts
                 .store(id, files, format!("{manifest}\n"), expires_at)
                 .await?;
             schema
                 .record_artifact(&artifact)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("record the artifact")?;
         }
         for position in changed {
             artifacts.discard_staged(id, *position).await;
@@ -500,7 +505,7 @@ impl RefreshWorkflow {
         if !schema
             .extend_lease_to(id, expires_at)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("extend the schema lease")?
         {
             return Err(SafeError::new(ErrorCode::LeaseExpired));
         }
@@ -508,7 +513,7 @@ impl RefreshWorkflow {
         if schema
             .transition(id, &awaiting)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("move the operation to its next state")?
             .is_none()
         {
             require_state(&*self.storage, id, OperationState::AwaitingReview).await?;
@@ -523,7 +528,7 @@ impl RefreshWorkflow {
         let review = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
         if review.state != ReviewState::Pending {
             return Ok(review.state);
@@ -531,7 +536,7 @@ impl RefreshWorkflow {
         match schema
             .decide_review(id, &Decision::Expire)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record the review decision")?
         {
             Decided::Recorded(review) | Decided::Refused(review)
                 if review.state != ReviewState::Pending =>
@@ -547,7 +552,11 @@ impl RefreshWorkflow {
     /// records the result. The grant's token lives only in this step's memory.
     async fn clean_up(&self, id: OperationId) -> Result<(), SafeError> {
         let schema = self.storage.schema();
-        let Some(artifact) = schema.artifact(id).await.map_err(|e| storage_error(&e))? else {
+        let Some(artifact) = schema
+            .artifact(id)
+            .await
+            .context("load the artifact record")?
+        else {
             return Ok(());
         };
         if artifact.cleanup_result.is_some() {
@@ -556,12 +565,12 @@ impl RefreshWorkflow {
         let operation = schema
             .operation(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the operation")?
             .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
         let actor = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .and_then(|review| review.actor)
             .unwrap_or(operation.actor);
         let token = fermata_crypto::SecretToken::generate("fmtc_");
@@ -575,11 +584,11 @@ impl RefreshWorkflow {
                 allowed: [CleanupKind::Artifact].into(),
             })
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("create the cleanup grant")?;
         let grant = schema
             .consume_cleanup_grant(&token_hash, CleanupKind::Artifact)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("consume the cleanup grant")?;
         if grant.is_none_or(|grant| grant.operation != id) {
             return Err(SafeError::new(ErrorCode::ArtifactUnavailable));
         }
@@ -587,12 +596,12 @@ impl RefreshWorkflow {
         schema
             .record_artifact_cleanup(id, result)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("record the artifact cleanup")?;
         if result != CleanupResult::Failed {
             schema
                 .move_artifact(id, ArtifactState::Discarded, ArtifactState::Deleted)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("move the artifact to its next state")?;
         }
         tracing::info!(operation = %id, result = result.as_str(), "review artifact cleaned up");
         Ok(())
@@ -617,10 +626,8 @@ struct ManifestEntry {
     snapshot_hash: String,
 }
 
-fn scratch_unavailable() -> SafeError {
-    tracing::warn!("a refresh step could not make its temporary folder");
-    SafeError::new(ErrorCode::StorageUnavailable)
-}
+/// A step's temporary folder that cannot be used: the local disk, which is storage for now.
+const SCRATCH_UNAVAILABLE: ErrorCode = ErrorCode::StorageUnavailable;
 
 /// Writes the candidate's files into `folder`.
 async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<(), SafeError> {
@@ -637,8 +644,8 @@ async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<
         Ok::<_, std::io::Error>(())
     })
     .await
-    .map_err(|_| scratch_unavailable())?
-    .map_err(|_| scratch_unavailable())
+    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")?
+    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")
 }
 
 /// Reads the candidate's files back from `folder`: what is staged is what the step verified.
@@ -655,8 +662,8 @@ async fn read_candidate(
             .collect::<Result<BTreeMap<_, _>, _>>()
     })
     .await
-    .map_err(|_| scratch_unavailable())?
-    .map_err(|_| scratch_unavailable())
+    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?
+    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")
 }
 
 #[async_trait]

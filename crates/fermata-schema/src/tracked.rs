@@ -7,13 +7,15 @@
 use std::future::Future;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress, StepState};
-use fermata_store::{ErrorKind, Storage, StoreError};
+use fermata_schema_core::{ErrorCode, SafeError};
+use fermata_store::schema::{OperationId, StepKey, StepProgress, StepState};
+use fermata_store::{ErrorChain, ErrorKind, Storage, StoreError};
 use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::operations::storage_error;
+use crate::safe_context::SafeContext;
+use crate::step_failure::{run_failed, safe_error, step_error};
 
 /// Where a schema workflow's steps record their progress.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +41,7 @@ impl Progress<'_> {
             // The step row says the step ended: a repeated outcome of a step whose run died
             // between recording it here and in the run's journal.
             Err(error) if error.kind() == ErrorKind::Conflict => Ok(()),
-            Err(error) => Err(storage_error(&error)),
+            Err(error) => Err(error).context("record the step's progress"),
         }
     }
 
@@ -69,39 +71,44 @@ impl Progress<'_> {
             let error = failed
                 .error
                 .unwrap_or_else(|| SafeError::new(ErrorCode::RunUnreadable));
-            return Err(RunError::Failed(error));
+            return Err(run_failed(error));
         }
         let outcome = ctx
             .step(key, |attempt| {
                 let outcome = body(attempt);
                 async move {
-                    self.record(step_key, StepProgress::Attempt).await?;
-                    match outcome.await {
-                        Ok(value) => {
-                            self.record(step_key, StepProgress::Succeeded).await?;
-                            Ok(value)
+                    let result = async {
+                        self.record(step_key, StepProgress::Attempt).await?;
+                        match outcome.await {
+                            Ok(value) => {
+                                self.record(step_key, StepProgress::Succeeded).await?;
+                                Ok(value)
+                            }
+                            Err(error) => {
+                                let retried =
+                                    error.retryable() && retry_delay(attempt.number()).is_some();
+                                let progress = if retried {
+                                    StepProgress::Retrying(error.clone())
+                                } else {
+                                    StepProgress::Failed(error.clone())
+                                };
+                                self.record(step_key, progress).await?;
+                                Err(error)
+                            }
                         }
-                        Err(error) => {
-                            let retried =
-                                error.retryable() && retry_delay(attempt.number()).is_some();
-                            let progress = if retried {
-                                StepProgress::Retrying(error.clone())
-                            } else {
-                                StepProgress::Failed(error.clone())
-                            };
-                            self.record(step_key, progress).await?;
-                            Err(error)
-                        }
-                    }
+                    };
+                    result.await.map_err(step_error)
                 }
             })
             .await;
         // A step the run's journal ended (its tries ran out while the worker was away, say) ends
         // in the operation's row too; a row that ended already stays as it is.
-        if let Err(RunError::Failed(error)) = &outcome {
-            let _ = self
-                .record(step_key, StepProgress::Failed(error.clone()))
-                .await;
+        if let Err(RunError::Failed(error)) = &outcome
+            && let Err(unrecorded) = self
+                .record(step_key, StepProgress::Failed(safe_error(error)))
+                .await
+        {
+            tracing::warn!(operation = %self.operation, step = key, error = %ErrorChain(&unrecorded), "a failed step could not be recorded in the operation's step rows");
         }
         outcome
     }

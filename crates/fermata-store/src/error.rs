@@ -1,4 +1,5 @@
-//! The one error type of the storage port and its kinds.
+//! The one error type of the storage port and its kinds, and how a handled error of any crate is
+//! written to the operator's log with every cause ([`ErrorChain`]).
 //!
 //! Callers branch on [`ErrorKind`], never on text. The message is written by the adapter from
 //! fixed words and safe identifiers (a lease name, a migration file name); the driver's own error
@@ -133,6 +134,50 @@ impl StdError for StoreError {
 /// The result of every store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A failure that means a store error of one kind, its message in fixed words and the failure
+/// kept as the source: `UserName::new(text).or_corrupt("a stored user name is invalid")?`.
+pub trait StoreResultExt<T> {
+    /// Stored data that is not what this release wrote.
+    fn or_corrupt(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T>;
+
+    /// A value the store refuses.
+    fn or_invalid(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T>;
+}
+
+impl<T, E> StoreResultExt<T> for Result<T, E>
+where
+    E: StdError + Send + Sync + 'static,
+{
+    fn or_corrupt(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T> {
+        self.map_err(|error| StoreError::corrupt(message).with_source(error))
+    }
+
+    fn or_invalid(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T> {
+        self.map_err(|error| StoreError::invalid(message).with_source(error))
+    }
+}
+
+/// An error and every cause below it, `error: cause: cause`, for the operator's log at the place
+/// where the error is handled: `tracing::warn!(error = %ErrorChain(&error), "...")`.
+///
+/// Redaction is for what users see and what is stored: a `Display` that reaches an answer or a
+/// row never repeats its source, and the sources (driver text included) are for this log only.
+/// Secrets never get into an error, so none reaches the log through its causes either.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn StdError + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +202,17 @@ mod tests {
             "storage unavailable: renewing lease `fermata:writer`"
         );
         assert!(error.source().is_some());
+    }
+
+    #[test]
+    fn the_chain_shows_every_cause() {
+        let error = StoreError::unavailable("renewing lease `fermata:writer`")
+            .with_source(StoreError::corrupt("reading a lease").with_source(DriverText));
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "storage unavailable: renewing lease `fermata:writer`: stored data is corrupt: \
+             reading a lease: ERROR: relation \"leases\" password=hunter2"
+        );
     }
 
     #[test]

@@ -49,14 +49,15 @@ mod workspace;
 
 use std::collections::BTreeMap;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 
 use crate::names;
-use crate::source::query_error;
+use crate::safe_context::SafeCode;
+use crate::source::DriverContext;
 use model::DatabaseModel;
 pub use workspace::verify_in_workspace;
 
@@ -86,7 +87,7 @@ pub async fn prepare(connection: &mut MySqlConnection) -> Result<(), SafeError> 
         .execute(session.as_str())
         .await
         .map(|_| ())
-        .map_err(|error| query_error(&error))
+        .query_context("prepare the introspection session")
 }
 
 /// The `SET SESSION` a DDL file is applied under to rebuild its object as it is: for a stored
@@ -179,7 +180,7 @@ pub async fn snapshot(
     let mut model = catalog::read(first, database).await?;
     let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
     let mut files = checked_files(&mut model, database, texts)?;
-    let schema_json = serde_json::to_string_pretty(&model).map_err(|_| unsupported())?;
+    let schema_json = serde_json::to_string_pretty(&model).or_safe(unsupported)?;
     files.insert(
         "schema.json".to_owned(),
         format!("{schema_json}\n").into_bytes(),
@@ -202,7 +203,7 @@ pub async fn snapshot(
         counts: &counts,
         files: &hashes,
     })
-    .map_err(|_| unsupported())?;
+    .or_safe(unsupported)?;
     let snapshot_hash = hex(&Sha256::digest(&hashed));
     let manifest = serde_json::to_string_pretty(&Manifest {
         format: 1,
@@ -213,7 +214,7 @@ pub async fn snapshot(
         generator: GENERATOR,
         server_version,
     })
-    .map_err(|_| unsupported())?;
+    .or_safe(unsupported)?;
     files.insert(
         "manifest.json".to_owned(),
         format!("{manifest}\n").into_bytes(),
@@ -407,7 +408,7 @@ async fn show_create(
     let row = connection
         .fetch_one(sql.as_str())
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("show an object's definition")?;
     // The statement's column: after the name, and for stored programs after the `sql_mode`
     // (and an event's time zone) they were created with.
     let column = match kind {
@@ -416,22 +417,19 @@ async fn show_create(
         _ => 1,
     };
     // NULL when the account may not read a routine's definition.
-    let bytes: Option<Vec<u8>> = sqlx::Row::try_get_unchecked(&row, column).map_err(|_| {
+    let unsupported = || {
         SafeError::about(
             ErrorCode::UnsupportedSchemaOutput,
             Subject::Database(database.clone()),
         )
-    })?;
+    };
+    let bytes: Option<Vec<u8>> =
+        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unsupported)?;
     let bytes = bytes.ok_or_else(|| {
         SafeError::about(
             ErrorCode::PermissionDenied,
             Subject::Database(database.clone()),
         )
     })?;
-    String::from_utf8(bytes).map_err(|_| {
-        SafeError::about(
-            ErrorCode::UnsupportedSchemaOutput,
-            Subject::Database(database.clone()),
-        )
-    })
+    String::from_utf8(bytes).or_safe(unsupported)
 }

@@ -11,12 +11,13 @@ mod programs;
 mod sequences;
 mod tables;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
 use super::model::DatabaseModel;
-use crate::source::query_error;
+use crate::safe_context::SafeCode;
+use crate::source::DriverContext;
 
 /// The permanent refusal of `database`.
 fn unsupported(database: &DatabaseName) -> SafeError {
@@ -40,7 +41,7 @@ async fn rows(
     query
         .fetch_all(&mut *connection)
         .await
-        .map_err(|error| query_error(&error))
+        .query_context("read the catalog")
 }
 
 /// Reads one row of `database`'s catalog as text values, `None` for SQL NULL.
@@ -58,9 +59,9 @@ impl Values<'_> {
         let bytes: Option<Vec<u8>> = self
             .row
             .try_get_unchecked(index)
-            .map_err(|_| unsupported(self.database))?;
+            .or_unreadable(|| unsupported(self.database))?;
         bytes
-            .map(|bytes| String::from_utf8(bytes).map_err(|_| unsupported(self.database)))
+            .map(|bytes| String::from_utf8(bytes).or_safe(|| unsupported(self.database)))
             .transpose()
     }
 

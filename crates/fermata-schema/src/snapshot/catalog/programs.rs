@@ -3,10 +3,11 @@
 //! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
 //! empty.
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
 use super::{rows, unsupported, values};
+use crate::safe_context::SafeCode;
 use crate::snapshot::model::{Event, Interval, Parameter, Routine, RoutineKind, Trigger};
 use crate::snapshot::normalize::mysql;
 
@@ -115,7 +116,10 @@ pub(super) async fn triggers(
             table: v.text(1)?,
             timing: v.text(2)?,
             event: v.text(3)?,
-            action_order: v.text(4)?.parse().map_err(|_| unsupported(database))?,
+            action_order: v
+                .text(4)?
+                .parse::<u32>()
+                .or_safe(|| unsupported(database))?,
             body: v.text(5)?,
             definer: v.text(6)?,
             sql_mode: v.text(7)?,

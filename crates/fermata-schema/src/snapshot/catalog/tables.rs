@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
 use super::{rows, unsupported, values};
+use crate::safe_context::SafeCode;
 use crate::snapshot::model::{
     Check, Column, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition, Partitioning,
     Sequence, Subpartition, Table, TableOption, View,
@@ -272,7 +273,7 @@ pub(super) async fn read(
             column: v.text(3)?,
             prefix: v
                 .optional(4)?
-                .map(|prefix| prefix.parse().map_err(|_| unsupported()))
+                .map(|prefix| prefix.parse::<u32>().or_safe(unsupported))
                 .transpose()?,
             descending: v.optional(6)?.as_deref() == Some("D"),
         };

@@ -7,12 +7,16 @@
 //! SQL, driver errors, credentials, connection URLs and tokens cannot reach a stored row, an API
 //! response or a page through it. Stored rows keep the code and subject and render the message
 //! again when read.
+//!
+//! What caused it may ride along as its `source` ([`SafeError::with_source`]), for the log of
+//! whoever handles the error: the cause is never rendered, stored or sent, and two safe errors
+//! with the same code and subject are equal whatever their causes.
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
-use crate::error::{StoreError, StoreResult};
 
 /// Where in an operation the failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -212,6 +216,11 @@ impl ErrorCode {
         serialized_name(self)
     }
 
+    /// The code called `name` (`CONNECTION_LOST`), if there is one.
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+
     /// The stage this code belongs to.
     pub fn stage(self) -> ErrorStage {
         use ErrorCode::*;
@@ -340,14 +349,17 @@ impl ErrorCode {
 #[serde(try_from = "String", into = "String")]
 pub struct DatabaseName(String);
 
+/// A name that cannot be a MySQL database name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a database name has 1 to 64 characters and no NUL")]
+pub struct InvalidDatabaseName;
+
 impl DatabaseName {
-    pub fn new(name: impl Into<String>) -> StoreResult<Self> {
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidDatabaseName> {
         let name = name.into();
         let length = name.chars().count();
         if length == 0 || length > 64 || name.contains('\u{0}') {
-            return Err(StoreError::invalid(
-                "a database name has 1 to 64 characters and no NUL",
-            ));
+            return Err(InvalidDatabaseName);
         }
         Ok(DatabaseName(name))
     }
@@ -358,9 +370,9 @@ impl DatabaseName {
 }
 
 impl TryFrom<String> for DatabaseName {
-    type Error = StoreError;
+    type Error = InvalidDatabaseName;
 
-    fn try_from(name: String) -> StoreResult<Self> {
+    fn try_from(name: String) -> Result<Self, InvalidDatabaseName> {
         DatabaseName::new(name)
     }
 }
@@ -397,10 +409,31 @@ impl fmt::Display for Subject {
 }
 
 /// A safe error: see the module documentation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SafeError {
     code: ErrorCode,
     subject: Option<Subject>,
+    /// What caused it, for the operator's log only. Shared, so a safe error stays cheap to copy
+    /// into the rows and reports that record it.
+    cause: Option<Arc<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl PartialEq for SafeError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.code, &self.subject) == (other.code, &other.subject)
+    }
+}
+
+impl Eq for SafeError {}
+
+/// Without the cause: a `Debug` can end up anywhere a value is printed.
+impl fmt::Debug for SafeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SafeError")
+            .field("code", &self.code)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The form a safe error is stored and sent in.
@@ -419,6 +452,7 @@ impl SafeError {
         SafeError {
             code,
             subject: None,
+            cause: None,
         }
     }
 
@@ -426,7 +460,16 @@ impl SafeError {
         SafeError {
             code,
             subject: Some(subject),
+            cause: None,
         }
+    }
+
+    /// Keeps `cause` as the source, for the log of whoever handles the error; it is never
+    /// rendered, stored or sent.
+    #[must_use]
+    pub fn with_source(mut self, cause: impl StdError + Send + Sync + 'static) -> Self {
+        self.cause = Some(Arc::new(cause));
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -475,15 +518,20 @@ impl SafeError {
     }
 
     /// Reads the JSON form back; the message is rendered again, never taken from the text.
-    pub fn from_json(text: &str) -> StoreResult<Self> {
-        let wire: Wire = serde_json::from_str(text)
-            .map_err(|_| StoreError::corrupt("a stored operation error does not parse"))?;
+    pub fn from_json(text: &str) -> Result<Self, UnreadableSafeError> {
+        let wire: Wire = serde_json::from_str(text).map_err(UnreadableSafeError)?;
         Ok(SafeError {
             code: wire.code,
             subject: wire.subject,
+            cause: None,
         })
     }
 }
+
+/// Stored text that is not the JSON form of a safe error.
+#[derive(Debug, thiserror::Error)]
+#[error("a stored operation error does not parse")]
+pub struct UnreadableSafeError(#[source] pub serde_json::Error);
 
 impl fmt::Display for SafeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -491,7 +539,13 @@ impl fmt::Display for SafeError {
     }
 }
 
-impl std::error::Error for SafeError {}
+impl StdError for SafeError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn StdError + 'static))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -511,6 +565,10 @@ mod tests {
         );
         let lost = SafeError::new(ErrorCode::ConnectionLost);
         assert!(lost.retryable());
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_name(&code.name()), Some(code));
+        }
+        assert_eq!(ErrorCode::from_name("connection_lost"), None);
         assert_eq!(
             SafeError::new(ErrorCode::LeaseHeld).message(),
             "another schema operation is running"
@@ -560,5 +618,27 @@ mod tests {
         );
         assert!(!read.to_json().contains("hunter2"));
         assert!(SafeError::from_json(r#"{"code":"NOT_A_CODE"}"#).is_err());
+    }
+
+    #[test]
+    fn a_cause_is_kept_for_the_log_and_shown_nowhere_else() {
+        let cause = std::io::Error::other("password=hunter2 SELECT 1");
+        let error = SafeError::new(ErrorCode::ConnectionLost).with_source(cause);
+        assert_eq!(
+            StdError::source(&error).map(ToString::to_string).as_deref(),
+            Some("password=hunter2 SELECT 1")
+        );
+        for shown in [
+            error.to_string(),
+            error.message(),
+            error.to_json(),
+            format!("{error:?}"),
+        ] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        let copy = error.clone();
+        assert_eq!(copy, SafeError::new(ErrorCode::ConnectionLost));
+        assert!(StdError::source(&copy).is_some(), "a copy keeps the cause");
+        drop(error);
     }
 }

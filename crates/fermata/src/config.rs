@@ -361,8 +361,8 @@ impl Sources {
                 value: DEFAULT_LISTEN.to_owned(),
                 origin: Origin::Default,
             });
-        // Dropped on purpose here and for the durations below: the message names the setting,
-        // where its value came from and the form it takes.
+        // Dropped on purpose: the message names the setting, where its value came from and the
+        // form it takes.
         let listen_addr = listen.value.parse::<SocketAddr>().map_err(|_| {
             ConfigError::new(
                 "listen",
@@ -446,6 +446,7 @@ impl Sources {
             let Some(text) = value else {
                 return Ok(default);
             };
+            // Dropped on purpose: the message names the setting and the form it takes.
             humantime::parse_duration(text).map_err(|_| {
                 ConfigError::new(
                     format!("documents.{key}"),
@@ -562,6 +563,7 @@ impl Sources {
             let Some(text) = value else {
                 return Ok(default);
             };
+            // Dropped on purpose: the message names the setting and the form it takes.
             let duration = humantime::parse_duration(text).map_err(|_| {
                 ConfigError::new(
                     format!("writer_lease.{key}"),

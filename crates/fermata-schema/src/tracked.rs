@@ -76,29 +76,27 @@ impl Progress<'_> {
         let outcome = ctx
             .step(key, |attempt| {
                 let outcome = body(attempt);
-                async move {
-                    let result = async {
-                        self.record(step_key, StepProgress::Attempt).await?;
-                        match outcome.await {
-                            Ok(value) => {
-                                self.record(step_key, StepProgress::Succeeded).await?;
-                                Ok(value)
-                            }
-                            Err(error) => {
-                                let retried =
-                                    error.retryable() && retry_delay(attempt.number()).is_some();
-                                let progress = if retried {
-                                    StepProgress::Retrying(error.clone())
-                                } else {
-                                    StepProgress::Failed(error.clone())
-                                };
-                                self.record(step_key, progress).await?;
-                                Err(error)
-                            }
+                let tried = async move {
+                    self.record(step_key, StepProgress::Attempt).await?;
+                    match outcome.await {
+                        Ok(value) => {
+                            self.record(step_key, StepProgress::Succeeded).await?;
+                            Ok(value)
                         }
-                    };
-                    result.await.map_err(step_error)
-                }
+                        Err(error) => {
+                            let retried =
+                                error.retryable() && retry_delay(attempt.number()).is_some();
+                            let progress = if retried {
+                                StepProgress::Retrying(error.clone())
+                            } else {
+                                StepProgress::Failed(error.clone())
+                            };
+                            self.record(step_key, progress).await?;
+                            Err(error)
+                        }
+                    }
+                };
+                async move { tried.await.map_err(step_error) }
             })
             .await;
         // A step the run's journal ended (its tries ran out while the worker was away, say) ends

@@ -361,8 +361,8 @@ impl Sources {
                 value: DEFAULT_LISTEN.to_owned(),
                 origin: Origin::Default,
             });
-        // Dropped on purpose here and for the durations below: the message names the setting,
-        // where its value came from and the form it takes.
+        // Dropped on purpose: the message names the setting, where its value came from and the
+        // form it takes.
         let listen_addr = listen.value.parse::<SocketAddr>().map_err(|_| {
             ConfigError::new(
                 "listen",
@@ -447,6 +447,7 @@ impl Sources {
             let Some(text) = value else {
                 return Ok(default);
             };
+            // Dropped on purpose: the message names the setting and the form it takes.
             humantime::parse_duration(text).map_err(|_| {
                 ConfigError::new(
                     format!("documents.{key}"),
@@ -563,6 +564,7 @@ impl Sources {
             let Some(text) = value else {
                 return Ok(default);
             };
+            // Dropped on purpose: the message names the setting and the form it takes.
             let duration = humantime::parse_duration(text).map_err(|_| {
                 ConfigError::new(
                     format!("writer_lease.{key}"),

@@ -99,7 +99,7 @@ export class SaveTracker {
   /** Sends a probe when there is something to prove and nothing already on its way. */
   probe() {
     const ws = this.provider.ws;
-    if (!this.provider.wsconnected || !ws || ws.readyState !== WebSocket.OPEN) return;
+    if (!this.provider.wsconnected || !ws || ws.readyState !== ws.OPEN) return;
     if (!this.answeredServer || this.probing || this.stored >= this.changes) return;
     const encoder = encoding.createEncoder();
     encoding.writeVarUint(encoder, messageSync);
@@ -112,7 +112,6 @@ export class SaveTracker {
   /** @returns {"saved" | "saving" | "offline"} */
   get state() {
     if (!this.provider.wsconnected) return "offline";
-    const proven = this.answeredServer && this.stored >= this.changes;
-    return this.provider.synced && proven ? "saved" : "saving";
+    return this.provider.synced && this.stored >= this.changes ? "saved" : "saving";
   }
 }

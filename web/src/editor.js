@@ -118,6 +118,14 @@ function mount(root) {
     message.hidden = text === null;
     message.textContent = text || "";
   };
+  // The server says why it closed a connection (the document was archived or deleted, the
+  // server is handing over); shown until the editor is in step with the server again.
+  provider.on("connection-close", (event) => {
+    if (event && event.reason) report(`Disconnected: ${event.reason}`);
+  });
+  provider.on("sync", (synced) => {
+    if (synced && message.textContent.startsWith("Disconnected: ")) report(null);
+  });
 
   const extensions = [
     highlightSpecialChars(),

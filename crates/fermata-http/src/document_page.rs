@@ -150,14 +150,14 @@ fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
     };
     with_headers(
         status,
-        &shell(title, &body),
+        shell(title, &body),
         &uuid::Uuid::new_v4().simple().to_string(),
     )
 }
 
 /// The page's answer: never cached (it carries the CSRF token), under its policy.
-fn with_headers(status: StatusCode, markup: &Markup, nonce: &str) -> Response {
-    let mut response = (status, markup.clone()).into_response();
+fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
+    let mut response = (status, markup).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
@@ -214,7 +214,7 @@ async fn document_page(
     };
     // A nonce per answer: 122 random bits, in characters a CSP nonce allows.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    with_headers(StatusCode::OK, &render(&page, &nonce), &nonce)
+    with_headers(StatusCode::OK, render(&page, &nonce), &nonce)
 }
 
 #[cfg(test)]

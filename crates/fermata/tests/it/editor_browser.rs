@@ -747,6 +747,21 @@ async fn the_preview_renders_markdown_and_shows_mdx_as_code() {
     assert_eq!(shown["links"], json!([]), "{shown}");
     assert_eq!(shown["ran"], false, "{shown}");
     browser.screenshot("08-preview").await;
+
+    // At phone width the preview goes under the editor, and nothing scrolls sideways.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let layout = browser
+        .script(
+            "const editor = document.querySelector('.editor-source').getBoundingClientRect(); \
+             const preview = document.querySelector('.editor-preview').getBoundingClientRect(); \
+             const page = document.documentElement; \
+             return { stacked: preview.top >= editor.bottom, \
+                      fits: page.scrollWidth <= page.clientWidth };",
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(layout, json!({"stacked": true, "fits": true}));
+    browser.screenshot("09-phone").await;
     browser.close().await;
 }
 

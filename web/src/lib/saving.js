@@ -22,9 +22,9 @@
 // The provider writes that answer right after the message handler returns, so probes start on a
 // connection only from the next microtask after the server's step 1.
 //
-//   saved    the connection is open and synced, and the last answered probe covers every
-//            local change made so far
-//   saving   the connection is open, but some local change is not proven stored yet
+//   saved    the connection is open and synced, and an answered probe covers every local
+//            change made so far (a change proven stored stays stored, across connections)
+//   saving   the connection is open, but not synced yet or some local change not proven
 //   offline  no open connection (y-websocket reconnects by itself, with backoff)
 //
 // A state-vector comparison alone cannot give this: a deletion does not advance a state vector,

@@ -258,6 +258,25 @@ impl Browser {
         content.send_keys(&keys).await.unwrap();
     }
 
+    /// Waits until the preview (rendered a moment after each change) shows `text`.
+    async fn wait_preview(&self, text: &str) {
+        eventually(&format!("{text:?} in the preview"), || async move {
+            let shown = self
+                .script(
+                    "return document.querySelector('.editor-preview-body').textContent;",
+                    Vec::new(),
+                )
+                .await;
+            let shown = shown.as_str().unwrap_or_default();
+            if shown.contains(text) {
+                Ok(())
+            } else {
+                Err(shown.to_owned())
+            }
+        })
+        .await;
+    }
+
     /// The names in the list of who else is here.
     async fn people(&self) -> Vec<String> {
         let value = self
@@ -461,6 +480,8 @@ async fn two_people_typing_at_once_converge_and_see_each_other() {
         // CodeMirror's own styles, written under the page's style nonce, apply.
         assert_eq!(browser.style(".cm-editor", "display").await, "flex");
     }
+    ada.wait_preview("ada line 5").await;
+    bob.wait_preview("ada line 5").await;
     ada.screenshot("01-two-people-ada").await;
     bob.screenshot("02-two-people-bob").await;
     ada.close().await;
@@ -529,6 +550,7 @@ async fn a_viewer_gets_a_read_only_editor_that_changes_nothing() {
         before["revision"].as_i64().unwrap() + 1,
         "something besides the server's change was stored: {after}"
     );
+    viewer.wait_preview("And more.").await;
     viewer.screenshot("03-viewer").await;
     viewer.close().await;
 }
@@ -605,6 +627,7 @@ async fn a_killed_server_is_taken_over_and_everything_shown_saved_survives() {
     }
     // The page reconnects by itself and sends what it kept; then everything is stored.
     browser.wait_state("saved").await;
+    browser.wait_preview("line 9 typed").await;
     browser.screenshot("06-saved-after-takeover").await;
     let stored = served.stored_text();
     for line in &typed {

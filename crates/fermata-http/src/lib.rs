@@ -12,9 +12,11 @@
 mod admin_page;
 mod admin_render;
 mod api;
+mod assets;
 pub mod auth;
 mod cookies;
 pub mod csrf;
+mod document_page;
 mod documents_api;
 mod error;
 mod images_api;
@@ -89,6 +91,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/sync/{*room}", get(sync::sync))
         .merge(pages::routes())
         .merge(admin_page::routes())
+        .merge(assets::routes())
+        .merge(document_page::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)

@@ -38,7 +38,9 @@ pub(crate) fn routes() -> Router<HttpState> {
         .route("/account/machines/{id}/revoke", post(revoke_machine))
 }
 
-const STYLE: &str = "
+/// The look every page shares; also served as `/assets/page.css` for pages under a strict
+/// Content-Security-Policy, which refuses inline styles.
+pub(crate) const STYLE: &str = "
 body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1d232a;line-height:1.45}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
 form.inline{display:inline}label{display:block;margin:.5rem 0 .2rem}

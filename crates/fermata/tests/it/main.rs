@@ -9,6 +9,7 @@ mod support;
 
 mod admin_browser;
 mod config;
+mod editor_browser;
 mod interop;
 mod lifecycle;
 mod schema;

@@ -1,0 +1,323 @@
+//! `GET /d/{id}`: a document's page, by document ID, for signed-in users: its title and the live
+//! editor of its MDX source (the bundle built from `web/`, see [`crate::assets`]), which reaches
+//! the document over `/sync` with the page's session cookie.
+//!
+//! The page runs under a strict Content-Security-Policy: scripts and styles from this origin
+//! only, no inline script, connections to this origin only (the WebSocket included), images from
+//! this origin or `data:`/`blob:`. The one exception is a per-response nonce for style
+//! elements: CodeMirror writes its base theme into a `<style>` element at run time, and takes
+//! the nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is in
+//! data attributes of its mount element.
+//!
+//! Who may edit is decided in [`access`], the one place the repository access model plugs into.
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use fermata_accounts::Principal;
+use fermata_crypto::csrf_token;
+use fermata_store::{Channel, ChannelId, ErrorKind};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use crate::HttpState;
+use crate::assets;
+use crate::auth::Authenticated;
+
+pub(crate) fn routes() -> Router<HttpState> {
+    Router::new().route("/d/{id}", get(document_page))
+}
+
+/// The colours people get in the editor: dark enough for white names on them.
+const COLOURS: &[&str] = &[
+    "#1f6fb4", "#c0392b", "#1e8449", "#7d3c98", "#a04000", "#117a8b", "#b03a7a", "#5d6d7e",
+    "#2e4053", "#7e6b08",
+];
+
+/// A user's colour: the same for the same user on every page and in every session.
+fn colour_of(user_id: &str) -> &'static str {
+    let hash = user_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let index = usize::try_from(hash % COLOURS.len() as u64).unwrap_or_default();
+    COLOURS[index]
+}
+
+/// What the page lets the caller do with the document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Edit,
+    View,
+}
+
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    /// `view` asks for the read-only editor a viewer gets.
+    mode: Option<String>,
+}
+
+/// Who may edit. Until repositories have members and roles, every signed-in user edits and
+/// `?mode=view` shows the viewer's read-only editor; the access model replaces this with the
+/// caller's role in the document's repository.
+fn access(_caller: &Principal, _document: &Channel, query: &PageQuery) -> Access {
+    if query.mode.as_deref() == Some("view") {
+        Access::View
+    } else {
+        Access::Edit
+    }
+}
+
+/// What the page shows.
+#[derive(Debug)]
+struct DocumentPage {
+    document: Channel,
+    user_name: String,
+    user_colour: &'static str,
+    csrf: String,
+    access: Access,
+}
+
+/// The policy of a page whose style elements carry `nonce`.
+fn content_security_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self'; style-src 'self' 'nonce-{nonce}'; \
+         img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+         form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+/// A page with the shared look, the editor's files, and `body` in its main element.
+fn shell(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Fermata" }
+                link rel="stylesheet" href=(assets::url("page.css"));
+                link rel="stylesheet" href=(assets::url("editor.css"));
+                script defer src=(assets::url("editor.js")) {}
+            }
+            body.document-page {
+                main { (*body) }
+            }
+        }
+    }
+}
+
+fn render(page: &DocumentPage, nonce: &str) -> Markup {
+    let document = &page.document;
+    let id = document.id.to_string();
+    let readonly = page.access == Access::View;
+    let body = html! {
+        header.document-head {
+            h1 #document-title { (document.title) }
+            p.note {
+                (document.repository.to_string()) " / " (document.slug.to_string())
+                " · " a href="/account" { "Your account" }
+            }
+        }
+        @if document.archived_at.is_some() {
+            p.error role="alert" #archived { "This document is archived: restore it to edit it." }
+        } @else {
+            div #editor data-editor
+                data-room=(id)
+                data-sync-url="/sync"
+                data-images-url={ "/api/v1/documents/" (id) "/images" }
+                data-csrf=(page.csrf)
+                data-user-name=(page.user_name)
+                data-user-colour=(page.user_colour)
+                data-readonly=(if readonly { "true" } else { "false" })
+                data-style-nonce=(nonce) {
+                noscript { p.error { "The editor needs JavaScript." } }
+            }
+        }
+    };
+    shell(&document.title, &body)
+}
+
+/// A page saying why there is no document to show.
+fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
+    let body = html! {
+        h1 { (title) }
+        p.error role="alert" { (text) }
+        p { a href="/account" { "Your account" } }
+    };
+    with_headers(
+        status,
+        shell(title, &body),
+        &uuid::Uuid::new_v4().simple().to_string(),
+    )
+}
+
+/// The page's answer: never cached (it carries the CSRF token), under its policy.
+fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
+    let mut response = (status, markup).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    if let Ok(policy) = HeaderValue::from_str(&content_security_policy(nonce)) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
+}
+
+async fn document_page(
+    State(state): State<HttpState>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let missing = || {
+        message_page(
+            StatusCode::NOT_FOUND,
+            "No such document",
+            "There is no document at this address.",
+        )
+    };
+    let Ok(id) = ChannelId::parse(&id) else {
+        return missing();
+    };
+    let document = match state.documents.channel(&id).await {
+        Ok(document) => document,
+        Err(error) if error.kind() == ErrorKind::Missing => return missing(),
+        Err(error) => {
+            tracing::error!(document = %id, error = %error, "could not read a document for its page");
+            return message_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Document unavailable",
+                "The document cannot be read just now. Try again shortly.",
+            );
+        }
+    };
+    let page = DocumentPage {
+        access: access(&caller, &document, &query),
+        user_colour: colour_of(&caller.user.id.to_string()),
+        user_name: caller.user.name.to_string(),
+        csrf: caller
+            .session()
+            .map(|context| csrf_token(&context.secret))
+            .unwrap_or_default(),
+        document,
+    };
+    // A nonce per answer: 122 random bits, in characters a CSP nonce allows.
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    with_headers(StatusCode::OK, render(&page, &nonce), &nonce)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The page's markup and policy: everything the editor reads is in data attributes and
+    //! escaped, no script or style is inline, and every file it loads is an embedded asset.
+
+    use fermata_store::{Repository, Slug, UnixMillis};
+
+    use super::*;
+
+    fn document(title: &str) -> Channel {
+        Channel {
+            id: ChannelId::parse("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13").unwrap(),
+            repository: Repository::new("acme/app").unwrap(),
+            title: title.to_owned(),
+            slug: Slug::new("plan").unwrap(),
+            parent: None,
+            archived_at: None,
+            created_at: UnixMillis(0),
+            updated_at: UnixMillis(0),
+            revision: 1,
+            sequence: 1,
+            epoch: 1,
+            description: None,
+        }
+    }
+
+    fn page(title: &str, access: Access) -> DocumentPage {
+        DocumentPage {
+            document: document(title),
+            user_name: "ada \"<&>\"".to_owned(),
+            user_colour: colour_of("user-1"),
+            csrf: "csrf-token".to_owned(),
+            access,
+        }
+    }
+
+    #[test]
+    fn the_mount_carries_everything_escaped_and_nothing_runs_inline() {
+        let html = render(&page("Plan <script>", Access::Edit), "n0nce").into_string();
+        for expected in [
+            "data-room=\"0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13\"",
+            "data-sync-url=\"/sync\"",
+            "data-images-url=\"/api/v1/documents/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13/images\"",
+            "data-csrf=\"csrf-token\"",
+            "data-user-name=\"ada &quot;&lt;&amp;&gt;&quot;\"",
+            "data-readonly=\"false\"",
+            "data-style-nonce=\"n0nce\"",
+            "Plan &lt;script&gt;",
+        ] {
+            assert!(html.contains(expected), "{expected} is not in {html}");
+        }
+        // Scripts only by address, styles only by link: nothing for the policy to refuse.
+        assert_eq!(html.matches("<script").count(), 1, "{html}");
+        assert!(html.contains(&format!(
+            "<script defer src=\"{}\">",
+            assets::url("editor.js")
+        )));
+        assert!(!html.contains("<style"), "{html}");
+        assert!(!html.contains("style=\""), "{html}");
+        for name in ["page.css", "editor.css"] {
+            assert!(html.contains(&format!("href=\"{}\"", assets::url(name))));
+        }
+
+        let viewer = render(&page("Plan", Access::View), "n0nce").into_string();
+        assert!(viewer.contains("data-readonly=\"true\""), "{viewer}");
+    }
+
+    #[test]
+    fn an_archived_document_has_no_editor() {
+        let mut archived = page("Plan", Access::Edit);
+        archived.document.archived_at = Some(UnixMillis(1));
+        let html = render(&archived, "n0nce").into_string();
+        assert!(html.contains("id=\"archived\""), "{html}");
+        assert!(!html.contains("data-editor"), "{html}");
+    }
+
+    #[test]
+    fn the_policy_allows_this_origin_and_the_nonce_only() {
+        let policy = content_security_policy("n0nce");
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self' 'nonce-n0nce'",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(policy.contains(directive), "{directive} is not in {policy}");
+        }
+        assert!(!policy.contains("unsafe"), "{policy}");
+    }
+
+    #[test]
+    fn a_user_keeps_one_colour() {
+        assert_eq!(colour_of("user-1"), colour_of("user-1"));
+        let colours: std::collections::BTreeSet<&str> =
+            (0..40).map(|n| colour_of(&format!("user-{n}"))).collect();
+        assert!(colours.len() > 5, "{colours:?}");
+        for colour in colours {
+            assert!(COLOURS.contains(&colour));
+        }
+    }
+}

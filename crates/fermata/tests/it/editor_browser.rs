@@ -1,0 +1,896 @@
+//! The live document editor in a real browser: Chromium driven through WebDriver against the
+//! real `fermata serve`, on the document page `/d/{id}`. Two people typing at once converge and
+//! see each other's names and cursors; a viewer's read-only editor changes nothing; a server
+//! killed with `kill -9` while someone types is taken over by a successor started with
+//! `--handover wait`, the page reconnects by itself, and everything typed before the page showed
+//! *saved* is stored; a pasted and a dropped image are uploaded and shown in the preview; the
+//! preview renders Markdown and shows MDX as code; and the page and its assets are served under
+//! a strict Content-Security-Policy. Each test waits for what it expects with a bound, never a
+//! fixed sleep. Screenshots of the main states go to `editor-screenshots/` in the cargo target
+//! folder (the path is printed); they are kept to look at, not compared.
+//!
+//! `scripts/test` installs Chromium and its driver and starts `chromedriver`, exporting
+//! `FERMATA_TEST_WEBDRIVER_URL`; without it the browser tests fail, they never skip.
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fantoccini::elements::Element;
+use fantoccini::key::Key;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use support::{Fermata, PATIENCE, Target, add_user, request};
+use tempfile::TempDir;
+use tokio::time::Instant;
+
+/// The Chromium flags the test servers need (run as root, no network beyond the page).
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,900",
+];
+
+/// The page a viewer opens. Until repositories have members and roles, the page's `mode=view`
+/// stands in for the viewer's role; with the access model this becomes `format!("/d/{id}")`,
+/// opened by a user who is a viewer of the document's repository.
+fn viewer_path(id: &str) -> String {
+    format!("/d/{id}?mode=view")
+}
+
+/// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
+fn webdriver_url() -> String {
+    std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
+        panic!(
+            "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
+             which installs Chromium and starts chromedriver"
+        )
+    })
+}
+
+/// `editor-screenshots/` in the cargo target folder (the binary is in `target/debug/`).
+fn screenshot_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_fermata"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary sits in the target folder")
+        .join("editor-screenshots")
+}
+
+/// Polls `check` until it gives a value, failing with `what` and the last answer after
+/// [`PATIENCE`].
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "gave up waiting for {what}; last: {last}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A browser session with its own profile folder, on the document page.
+struct Browser {
+    client: Client,
+    base: String,
+    _profile: TempDir,
+}
+
+impl Browser {
+    async fn open(base: &str) -> Self {
+        let url = webdriver_url();
+        let profile = tempfile::tempdir().unwrap();
+        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            json!({ "binary": "/usr/bin/chromium", "args": args }),
+        );
+        // WebDriver on the loopback interface: plain HTTP, no TLS.
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|error| panic!("no WebDriver session at {url}: {error}"));
+        Browser {
+            client,
+            base: base.to_owned(),
+            _profile: profile,
+        }
+    }
+
+    async fn goto(&self, path: &str) {
+        self.client
+            .goto(&format!("{}{path}", self.base))
+            .await
+            .unwrap();
+    }
+
+    /// The first element matching `css`, waited for (present and displayed).
+    async fn wait(&self, css: &str) -> Element {
+        let client = &self.client;
+        eventually(&format!("{css:?}"), || async move {
+            let element = client
+                .find(Locator::Css(css))
+                .await
+                .map_err(|e| e.to_string())?;
+            if element.is_displayed().await.unwrap_or(false) {
+                Ok(element)
+            } else {
+                Err("not displayed".to_owned())
+            }
+        })
+        .await
+    }
+
+    async fn script(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client.execute(script, args).await.unwrap()
+    }
+
+    /// Logs in at `/login` as `name` and lands on `next`.
+    async fn login(&self, name: &str, next: &str) {
+        self.goto(&format!("/login?next={next}")).await;
+        self.wait("#name").await.send_keys(name).await.unwrap();
+        self.wait("#password")
+            .await
+            .send_keys(support::USER_PASSWORD)
+            .await
+            .unwrap();
+        self.wait("form[action='/login'] button[type=submit]")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let client = &self.client;
+        eventually("the login to go through", || async move {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            if url.path() == "/login" {
+                Err(url.to_string())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    }
+
+    /// Opens the page at `path` signed in as `name`, and waits for the editor to be saved.
+    async fn open_editor(&self, name: &str, path: &str) {
+        self.login(name, path).await;
+        self.wait(".cm-content").await;
+        self.wait_state("saved").await;
+    }
+
+    /// The connection indicator: `saved`, `saving` or `offline`.
+    async fn state(&self) -> String {
+        let value = self
+            .script(
+                "const s = document.querySelector('.editor-status'); \
+                 return s ? (s.dataset.state || '') : '';",
+                Vec::new(),
+            )
+            .await;
+        value.as_str().unwrap_or_default().to_owned()
+    }
+
+    async fn wait_state(&self, wanted: &str) {
+        eventually(&format!("the editor to show {wanted}"), || async move {
+            let state = self.state().await;
+            if state == wanted { Ok(()) } else { Err(state) }
+        })
+        .await;
+    }
+
+    /// The editor's text, without the other people's cursors drawn in it.
+    async fn text(&self) -> String {
+        let value = self
+            .script(
+                "return Array.from(document.querySelectorAll('.cm-content .cm-line')).map(line => { \
+                   const copy = line.cloneNode(true); \
+                   copy.querySelectorAll('.editor-remote-caret').forEach(c => c.remove()); \
+                   return copy.textContent; \
+                 }).join('\\n');",
+                Vec::new(),
+            )
+            .await;
+        value.as_str().unwrap_or_default().to_owned()
+    }
+
+    async fn wait_text(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let done = &done;
+        eventually(what, || async move {
+            let text = self.text().await;
+            if done(&text) { Ok(text) } else { Err(text) }
+        })
+        .await
+    }
+
+    /// Focuses the editor (when it is not already) the way a person does, by clicking it, and
+    /// waits until it has the focus, so the keys that follow go where they are sent.
+    async fn focus(&self) -> Element {
+        let content = self.wait(".cm-content").await;
+        let client = &self.client;
+        if client
+            .find(Locator::Css(".cm-editor.cm-focused"))
+            .await
+            .is_err()
+        {
+            content.click().await.unwrap();
+            eventually("the editor to take the focus", || async move {
+                client
+                    .find(Locator::Css(".cm-editor.cm-focused"))
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
+            .await;
+        }
+        content
+    }
+
+    /// Types `text` at the end of the document (`Enter` for a new line).
+    async fn type_at_end(&self, text: &str) {
+        let content = self.focus().await;
+        let keys = format!("{}{}{}{text}", Key::Control, Key::End, Key::Null);
+        content.send_keys(&keys).await.unwrap();
+    }
+
+    /// Types `text` at the start of the document.
+    async fn type_at_start(&self, text: &str) {
+        let content = self.focus().await;
+        let keys = format!("{}{}{}{text}", Key::Control, Key::Home, Key::Null);
+        content.send_keys(&keys).await.unwrap();
+    }
+
+    /// Waits until the preview (rendered a moment after each change) shows `text`.
+    async fn wait_preview(&self, text: &str) {
+        eventually(&format!("{text:?} in the preview"), || async move {
+            let shown = self
+                .script(
+                    "return document.querySelector('.editor-preview-body').textContent;",
+                    Vec::new(),
+                )
+                .await;
+            let shown = shown.as_str().unwrap_or_default();
+            if shown.contains(text) {
+                Ok(())
+            } else {
+                Err(shown.to_owned())
+            }
+        })
+        .await;
+    }
+
+    /// The names in the list of who else is here.
+    async fn people(&self) -> Vec<String> {
+        let value = self
+            .script(
+                "return Array.from(document.querySelectorAll('.editor-person-name')) \
+                   .map(n => n.textContent);",
+                Vec::new(),
+            )
+            .await;
+        serde_json::from_value(value).unwrap_or_default()
+    }
+
+    /// A computed style property of the first element matching `css`.
+    async fn style(&self, css: &str, property: &str) -> String {
+        self.wait(css).await.css_value(property).await.unwrap()
+    }
+
+    /// Saves a PNG of the window as `name.png` in the screenshot folder.
+    async fn screenshot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        let folder = screenshot_dir();
+        std::fs::create_dir_all(&folder).unwrap();
+        let path = folder.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        println!("screenshot: {}", path.display());
+    }
+
+    async fn close(self) {
+        self.client.close().await.unwrap();
+    }
+}
+
+/// A served Fermata with the users `ada`, `bob` and `carol`, an API token of `ada`'s, and one
+/// document.
+struct Served {
+    target: Target,
+    fermata: Fermata,
+    address: SocketAddr,
+    base: String,
+    token: String,
+    document: String,
+}
+
+impl Served {
+    async fn start(title: &str) -> Self {
+        webdriver_url();
+        let target = Target::sqlite();
+        for name in ["ada", "bob", "carol"] {
+            add_user(&target, name, false);
+        }
+        let (status, out, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
+        assert!(status.success(), "{out}{err}");
+        let token = out.trim().to_owned();
+        let fermata = target.serve(&[]);
+        fermata.wait_ready().await;
+        let address = fermata.address().await;
+        let created = request(
+            address,
+            "POST",
+            "/api/v1/documents",
+            &[("Authorization", &format!("Bearer {token}"))],
+            Some(&json!({"repository": "acme/app", "title": title})),
+        );
+        assert_eq!(created.status, 201, "{}", created.body);
+        Served {
+            document: created.json()["id"].as_str().unwrap().to_owned(),
+            base: format!("http://{address}"),
+            target,
+            fermata,
+            address,
+            token,
+        }
+    }
+
+    fn page(&self) -> String {
+        format!("/d/{}", self.document)
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// The document as the server stores it.
+    fn stored(&self) -> Value {
+        let answer = request(
+            self.address,
+            "GET",
+            &format!("/api/v1/documents/{}", self.document),
+            &[("Authorization", &self.bearer())],
+            None,
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.json()
+    }
+
+    fn stored_text(&self) -> String {
+        self.stored()["text"].as_str().unwrap().to_owned()
+    }
+
+    /// Replaces the document's text through the API, as a program would.
+    fn write(&self, text: &str) {
+        let answer = request(
+            self.address,
+            "PUT",
+            &format!("/api/v1/documents/{}/text", self.document),
+            &[("Authorization", &self.bearer())],
+            Some(&json!({ "text": text })),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+}
+
+#[tokio::test]
+async fn two_people_typing_at_once_converge_and_see_each_other() {
+    let served = Served::start("Together").await;
+    served.write("The middle line.");
+    let (ada, bob) = tokio::join!(Browser::open(&served.base), Browser::open(&served.base));
+    let page = served.page();
+    tokio::join!(ada.open_editor("ada", &page), bob.open_editor("bob", &page));
+    // Each lists the other as here.
+    for (browser, other) in [(&ada, "bob"), (&bob, "ada")] {
+        eventually(
+            &format!("{other} in the list of who is here"),
+            || async move {
+                let people = browser.people().await;
+                if people.iter().any(|name| name == other) {
+                    Ok(())
+                } else {
+                    Err(format!("{people:?}"))
+                }
+            },
+        )
+        .await;
+    }
+
+    // Both type at the same time, a line at a time: ada after the middle line, bob before it.
+    let lines = 6;
+    let enter = Key::Enter.to_string();
+    tokio::join!(
+        async {
+            for n in 0..lines {
+                ada.type_at_end(&format!("{enter}ada line {n}")).await;
+            }
+        },
+        async {
+            for n in 0..lines {
+                bob.type_at_start(&format!("bob line {n}{enter}")).await;
+            }
+        }
+    );
+    let expected: String = (0..lines)
+        .rev()
+        .map(|n| format!("bob line {n}\n"))
+        .chain(std::iter::once("The middle line.".to_owned()))
+        .chain((0..lines).map(|n| format!("\nada line {n}")))
+        .collect();
+    let seen_by_ada = ada
+        .wait_text("every line at ada's", |text| text == expected)
+        .await;
+    let seen_by_bob = bob
+        .wait_text("every line at bob's", |text| text == expected)
+        .await;
+    assert_eq!(seen_by_ada, seen_by_bob);
+    ada.wait_state("saved").await;
+    bob.wait_state("saved").await;
+    assert_eq!(served.stored_text(), expected, "the stored text differs");
+
+    // Each sees the other's cursor, named and coloured as the other is in the list.
+    for (browser, other) in [(&ada, "bob"), (&bob, "ada")] {
+        let caret = ".cm-content .editor-remote-caret .editor-remote-name";
+        eventually(&format!("{other}'s cursor"), || async move {
+            let names = browser
+                .script(
+                    &format!(
+                        "return Array.from(document.querySelectorAll('{caret}')) \
+                           .map(n => n.textContent);"
+                    ),
+                    Vec::new(),
+                )
+                .await;
+            if names
+                .as_array()
+                .is_some_and(|names| names.contains(&json!(other)))
+            {
+                Ok(())
+            } else {
+                Err(names.to_string())
+            }
+        })
+        .await;
+        let caret_colour = browser
+            .style(".cm-content .editor-remote-caret", "border-left-color")
+            .await;
+        let listed_colour = browser
+            .style(".editor-person .editor-swatch", "background-color")
+            .await;
+        assert_eq!(caret_colour, listed_colour);
+        // The colour reached the page despite its policy: not the stylesheet's default.
+        assert_ne!(caret_colour, "rgb(48, 188, 237)");
+        // CodeMirror's own styles, written under the page's style nonce, apply.
+        assert_eq!(browser.style(".cm-editor", "display").await, "flex");
+    }
+    ada.wait_preview("ada line 5").await;
+    bob.wait_preview("ada line 5").await;
+    ada.screenshot("01-two-people-ada").await;
+    bob.screenshot("02-two-people-bob").await;
+    ada.close().await;
+    bob.close().await;
+}
+
+#[tokio::test]
+async fn a_viewer_gets_a_read_only_editor_that_changes_nothing() {
+    let served = Served::start("Read only").await;
+    served.write("# Read only\n\nWritten by ada.\n");
+    let before = served.stored();
+    let viewer = Browser::open(&served.base).await;
+    viewer
+        .open_editor("carol", &viewer_path(&served.document))
+        .await;
+    viewer
+        .wait_text("the document at the viewer's", |text| {
+            text.contains("Written by ada.")
+        })
+        .await;
+    let content = viewer.wait(".cm-content").await;
+    assert_eq!(
+        content.attr("contenteditable").await.unwrap().as_deref(),
+        Some("false")
+    );
+
+    // Typing, deleting and pasting: the viewer's editor takes none of it.
+    content.click().await.unwrap();
+    let _refused = content.send_keys("intruder").await;
+    let keys = format!(
+        "{}{}{}{}",
+        Key::Control,
+        Key::End,
+        Key::Null,
+        Key::Backspace
+    );
+    let _refused = content.send_keys(&keys).await;
+    viewer
+        .script(
+            "const data = new DataTransfer(); data.setData('text/plain', 'pasted intruder'); \
+             document.querySelector('.cm-content').dispatchEvent(new ClipboardEvent('paste', \
+               { clipboardData: data, bubbles: true, cancelable: true }));",
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(viewer.text().await, "# Read only\n\nWritten by ada.\n");
+    assert_eq!(viewer.state().await, "saved");
+
+    // A change from the server reaches the viewer: the viewer is live, and anything it had sent
+    // would have been before this.
+    served.write("# Read only\n\nWritten by ada.\n\nAnd more.\n");
+    let shown = viewer
+        .wait_text("the later change at the viewer's", |text| {
+            text.contains("And more.")
+        })
+        .await;
+    assert!(!shown.contains("intruder"), "{shown}");
+    viewer.wait_state("saved").await;
+    let after = served.stored();
+    assert_eq!(
+        after["text"],
+        "# Read only\n\nWritten by ada.\n\nAnd more.\n"
+    );
+    assert_eq!(
+        after["revision"].as_i64().unwrap(),
+        before["revision"].as_i64().unwrap() + 1,
+        "something besides the server's change was stored: {after}"
+    );
+    viewer.wait_preview("And more.").await;
+    viewer.screenshot("03-viewer").await;
+    viewer.close().await;
+}
+
+#[tokio::test]
+async fn a_killed_server_is_taken_over_and_everything_shown_saved_survives() {
+    let mut served = Served::start("Durable").await;
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("ada", &served.page()).await;
+
+    // Types one line at a time; after each, when the page shows saved, every line so far is
+    // claimed stored.
+    let mut typed: Vec<String> = Vec::new();
+    let mut claimed = 0;
+    let enter = Key::Enter.to_string();
+    let type_line = |n: usize| format!("line {n} typed{enter}");
+    for n in 0..6 {
+        browser.type_at_end(&type_line(n)).await;
+        typed.push(format!("line {n} typed"));
+        let line = typed.last().unwrap().clone();
+        browser
+            .wait_text("the line in the editor", |text| text.contains(&line))
+            .await;
+        if browser.state().await == "saved" {
+            claimed = typed.len();
+        }
+    }
+    browser.wait_state("saved").await;
+    claimed = claimed.max(typed.len());
+    browser.screenshot("04-saved-before-kill").await;
+
+    // The server dies while the typing goes on.
+    browser.type_at_end(&type_line(6)).await;
+    typed.push("line 6 typed".to_owned());
+    browser
+        .wait_text("line 6 in the editor", |text| text.contains("line 6 typed"))
+        .await;
+    if browser.state().await == "saved" {
+        claimed = typed.len();
+    }
+    served.fermata.kill();
+    let mut saw_offline = false;
+    for n in 7..10 {
+        browser.type_at_end(&type_line(n)).await;
+        let line = format!("line {n} typed");
+        typed.push(line.clone());
+        browser
+            .wait_text("the line in the editor", |text| text.contains(&line))
+            .await;
+        let state = browser.state().await;
+        saw_offline |= state == "offline";
+        // Nothing typed after the kill can be shown saved before a server takes over.
+        assert_ne!(state, "saved", "saved shown with no server");
+    }
+    if !saw_offline {
+        browser.wait_state("offline").await;
+    }
+    browser.screenshot("05-offline").await;
+
+    // A successor takes over on the same address once the dead server's lease expires.
+    let address = served.address.to_string();
+    let mut command = served.target.command("serve");
+    command.args(["--listen", &address, "--handover", "wait"]);
+    served.fermata = Fermata::spawn(command);
+    served.fermata.wait_ready().await;
+
+    // Everything shown saved before the kill was stored.
+    let stored = served.stored_text();
+    for line in &typed[..claimed] {
+        assert!(
+            stored.contains(line.as_str()),
+            "{line:?} is lost: {stored:?}"
+        );
+    }
+    // The page reconnects by itself and sends what it kept; then everything is stored.
+    browser.wait_state("saved").await;
+    browser.wait_preview("line 9 typed").await;
+    browser.screenshot("06-saved-after-takeover").await;
+    let stored = served.stored_text();
+    for line in &typed {
+        assert!(
+            stored.contains(line.as_str()),
+            "{line:?} is lost: {stored:?}"
+        );
+    }
+    assert_eq!(browser.text().await, stored);
+    browser.close().await;
+}
+
+/// Makes a PNG in the page and hands it to the editor as a paste or a drop of `name`.
+const IMAGE_EVENT: &str = "
+    const [kind, name, colour, done] = arguments;
+    const canvas = document.createElement('canvas');
+    canvas.width = 160; canvas.height = 90;
+    const context = canvas.getContext('2d');
+    context.fillStyle = colour; context.fillRect(0, 0, 160, 90);
+    canvas.toBlob(blob => {
+      const data = new DataTransfer();
+      data.items.add(new File([blob], name, { type: 'image/png' }));
+      const content = document.querySelector('.cm-content');
+      const box = content.getBoundingClientRect();
+      const event = kind === 'paste'
+        ? new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true })
+        : new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true,
+            clientX: box.left + 10, clientY: box.top + 10 });
+      content.dispatchEvent(event);
+      done(event.defaultPrevented);
+    }, 'image/png');";
+
+#[tokio::test]
+async fn a_pasted_or_dropped_image_is_uploaded_and_shown() {
+    let served = Served::start("Pictures").await;
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("ada", &served.page()).await;
+    browser
+        .type_at_end(&format!("Pictures below.{}", Key::Enter))
+        .await;
+
+    for (kind, name, colour) in [
+        ("paste", "red square.png", "#c0392b"),
+        ("drop", "blue square.png", "#1f6fb4"),
+    ] {
+        let handled = browser
+            .client
+            .execute_async(IMAGE_EVENT, vec![json!(kind), json!(name), json!(colour)])
+            .await
+            .unwrap();
+        assert_eq!(handled, json!(true), "the editor did not take the {kind}");
+        let alt = name.trim_end_matches(".png");
+        let text = browser
+            .wait_text(&format!("the {kind}d image in the text"), |text| {
+                text.contains(&format!(
+                    "![{alt}](/api/v1/documents/{}/images/",
+                    served.document
+                ))
+            })
+            .await;
+        assert!(text.contains("?w=720)"), "{text}");
+        // The preview shows it, loaded from the thumbnail address.
+        let selector = &format!(".editor-preview-body img[alt='{alt}']");
+        let browser = &browser;
+        eventually(
+            &format!("the {kind}d image in the preview"),
+            || async move {
+                let loaded = browser
+                    .script(
+                        "const image = document.querySelector(arguments[0]); \
+                     return image ? [image.complete && image.naturalWidth > 0, image.src] : null;",
+                        vec![json!(selector)],
+                    )
+                    .await;
+                match loaded.as_array() {
+                    Some(pair) if pair[0] == json!(true) => Ok(()),
+                    _ => Err(loaded.to_string()),
+                }
+            },
+        )
+        .await;
+    }
+    browser.wait_state("saved").await;
+    let stored = served.stored_text();
+    assert!(
+        stored.contains("![red square](/api/v1/documents/"),
+        "{stored}"
+    );
+    assert!(
+        stored.contains("![blue square](/api/v1/documents/"),
+        "{stored}"
+    );
+    browser.screenshot("07-images").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn the_preview_renders_markdown_and_shows_mdx_as_code() {
+    let served = Served::start("Preview").await;
+    served.write(
+        "import { Chart } from './chart'\n\n# Quarterly plan\n\nSome **bold** text with \
+         <Badge tone=\"new\" /> inline and {1 + 1}.\n\n<Chart data={[1, 2]} />\n\n\
+         <script>window.previewRan = true</script>\n\n\
+         [click](javascript:window.previewRan=true)\n",
+    );
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("ada", &served.page()).await;
+    let preview = ".editor-preview-body";
+    browser.wait(&format!("{preview} h1")).await;
+    let shown = browser
+        .script(
+            "const p = document.querySelector(arguments[0]); return { \
+               heading: p.querySelector('h1').textContent, \
+               bold: p.querySelector('strong') && p.querySelector('strong').textContent, \
+               blocks: Array.from(p.querySelectorAll('pre.preview-mdx')).map(b => b.textContent), \
+               inline: Array.from(p.querySelectorAll('p code.preview-mdx')).map(c => c.textContent), \
+               scripts: p.querySelectorAll('script').length, \
+               links: Array.from(p.querySelectorAll('a')).map(a => a.getAttribute('href')), \
+               ran: window.previewRan === true };",
+            vec![json!(preview)],
+        )
+        .await;
+    assert_eq!(shown["heading"], "Quarterly plan", "{shown}");
+    assert_eq!(shown["bold"], "bold", "{shown}");
+    assert_eq!(
+        shown["blocks"],
+        json!([
+            "import { Chart } from './chart'",
+            "<Chart data={[1, 2]} />",
+            "<script>window.previewRan = true</script>"
+        ]),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["inline"],
+        json!(["<Badge tone=\"new\" />", "{1 + 1}"]),
+        "{shown}"
+    );
+    assert_eq!(shown["scripts"], 0, "{shown}");
+    assert_eq!(shown["links"], json!([]), "{shown}");
+    assert_eq!(shown["ran"], false, "{shown}");
+    browser.screenshot("08-preview").await;
+
+    // At phone width the preview goes under the editor, and nothing scrolls sideways.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let layout = browser
+        .script(
+            "const editor = document.querySelector('.editor-source').getBoundingClientRect(); \
+             const preview = document.querySelector('.editor-preview').getBoundingClientRect(); \
+             const page = document.documentElement; \
+             return { stacked: preview.top >= editor.bottom, \
+                      fits: page.scrollWidth <= page.clientWidth };",
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(layout, json!({"stacked": true, "fits": true}));
+    browser.screenshot("09-phone").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn the_document_page_and_its_assets_are_served_under_a_strict_policy() {
+    let served = Served::start("Policy").await;
+    let page = served.page();
+
+    // Signed out: to the login form and back.
+    let anonymous = request(served.address, "GET", &page, &[], None);
+    assert_eq!(anonymous.status, 303, "{}", anonymous.headers);
+    assert!(
+        anonymous
+            .headers
+            .to_lowercase()
+            .contains(&format!("location: /login?next={page}")),
+        "{}",
+        anonymous.headers
+    );
+
+    let login = request(
+        served.address,
+        "POST",
+        "/api/v1/session",
+        &[],
+        Some(&json!({"name": "ada", "password": support::USER_PASSWORD})),
+    );
+    assert_eq!(login.status, 200, "{}", login.body);
+    let cookie = format!(
+        "fermata_session={}",
+        login.cookie("fermata_session").unwrap()
+    );
+    let answer = request(served.address, "GET", &page, &[("Cookie", &cookie)], None);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let header = |name: &str| -> String {
+        answer
+            .headers
+            .lines()
+            .find_map(|line| {
+                let (key, value) = line.split_once(": ")?;
+                key.eq_ignore_ascii_case(name).then(|| value.to_owned())
+            })
+            .unwrap_or_else(|| panic!("no {name} header: {}", answer.headers))
+    };
+    let policy = header("content-security-policy");
+    let nonce = answer
+        .body
+        .split("data-style-nonce=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a style nonce on the editor");
+    assert!(
+        policy.contains(&format!("style-src 'self' 'nonce-{nonce}'")),
+        "{policy}"
+    );
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "img-src 'self' data: blob:",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
+    assert_eq!(header("cache-control"), "no-store");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert!(!answer.body.contains("<style"), "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains(&format!("data-room=\"{}\"", served.document)),
+        "{}",
+        answer.body
+    );
+
+    // Every file the page loads is one of this server's assets, cached by its hashed name.
+    let addresses: Vec<&str> = answer
+        .body
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("/assets/"))
+        .collect();
+    assert_eq!(addresses.len(), 3, "{}", answer.body);
+    assert!(!answer.body.contains("http://") && !answer.body.contains("https://"));
+    for address in addresses {
+        let asset = request(served.address, "GET", address, &[], None);
+        assert_eq!(asset.status, 200, "{address}");
+        let headers = asset.headers.to_lowercase();
+        assert!(
+            headers.contains("x-content-type-options: nosniff"),
+            "{headers}"
+        );
+        assert!(headers.contains("immutable"), "{headers}");
+        let expected = if address.ends_with(".js") {
+            "content-type: text/javascript"
+        } else {
+            "content-type: text/css"
+        };
+        assert!(headers.contains(expected), "{address}: {headers}");
+    }
+
+    // An unknown document is a 404 page.
+    let missing = request(
+        served.address,
+        "GET",
+        "/d/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13",
+        &[("Cookie", &cookie)],
+        None,
+    );
+    assert_eq!(missing.status, 404, "{}", missing.body);
+}

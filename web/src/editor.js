@@ -1,0 +1,179 @@
+// The live editor of a document's MDX source. It mounts on every element carrying
+// `data-editor`, reading everything from its data attributes (the page holds no inline script):
+//
+//   <div id="editor" data-editor
+//        data-room="DOCUMENT-ID"                 the y-websocket room: an ID or OWNER/NAME/SLUG
+//        data-sync-url="/sync"                   the WebSocket endpoint, on this origin
+//        data-images-url="/api/v1/documents/DOCUMENT-ID/images"
+//        data-csrf="TOKEN"                       the session's CSRF token, for uploads
+//        data-user-name="ada" data-user-colour="#1f77b4"
+//        data-readonly="false"                   "true" for viewers
+//        data-style-nonce="NONCE">               the nonce the page's CSP gives style elements
+//   </div>
+//
+// Inside it: a bar with the connection indicator (saved, saving, offline; see lib/saving.js)
+// and who else is here, the CodeMirror 6 editor bound to the Yjs text `source` through
+// y-codemirror.next over y-websocket, and the rendered preview beside it.
+
+import { EditorState } from "@codemirror/state";
+import {
+  EditorView,
+  drawSelection,
+  dropCursor,
+  highlightActiveLine,
+  highlightSpecialChars,
+  keymap,
+} from "@codemirror/view";
+import { defaultKeymap } from "@codemirror/commands";
+import { markdownKeymap, markdownLanguage } from "@codemirror/lang-markdown";
+import { LanguageSupport, defaultHighlightStyle, indentOnInput, syntaxHighlighting } from "@codemirror/language";
+import { yCollab, yUndoManagerKeymap } from "y-codemirror.next";
+import { WebsocketProvider } from "y-websocket";
+import * as Y from "yjs";
+
+import { imageUploads } from "./lib/images.js";
+import { colourClass, peopleList, remoteSelections, safeColour, safeName } from "./lib/presence.js";
+import { renderPreview } from "./lib/preview.js";
+import { SaveTracker } from "./lib/saving.js";
+
+const STATES = {
+  saved: ["Saved", "Every change you made is stored on the server."],
+  saving: ["Saving…", "Some of your changes are not confirmed stored yet."],
+  offline: ["Offline", "Not connected. Reconnecting by itself; your changes are kept in this page meanwhile."],
+};
+
+/** How long typing pauses before the preview is rendered again, in milliseconds. */
+const PREVIEW_DELAY = 150;
+
+function element(tag, className, attributes = {}) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  return node;
+}
+
+/** The WebSocket address of `path` on this page's origin. */
+function socketBase(path) {
+  const url = new URL(path, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  return url.href.replace(/\/+$/, "");
+}
+
+function mount(root) {
+  const data = root.dataset;
+  const room = (data.room || "").split("/").map(encodeURIComponent).join("/");
+  const readonly = data.readonly === "true";
+  const user = { name: safeName(data.userName), colour: safeColour(data.userColour) };
+
+  const status = element("span", "editor-status", { role: "status", "aria-live": "polite" });
+  const message = element("span", "editor-message", { role: "alert" });
+  message.hidden = true;
+  const me = element("span", `editor-me ${colourClass(user.colour)}`);
+  me.append(
+    element("span", "editor-swatch", { "aria-hidden": "true" }),
+    `${user.name} (you${readonly ? ", viewing" : ""})`,
+  );
+  const label = element("span", "editor-people-label", { "aria-hidden": "true" });
+  label.textContent = "Also here:";
+  const people = element("ul", "editor-people", { "aria-label": "Also here" });
+  const bar = element("div", "editor-bar");
+  bar.append(status, message, me, label, people);
+  const source = element("div", "editor-source");
+  const preview = element("section", "editor-preview", { "aria-label": "Preview" });
+  const previewBody = element("div", "editor-preview-body");
+  preview.append(previewBody);
+  const panes = element("div", "editor-panes");
+  panes.append(source, preview);
+  root.replaceChildren(bar, panes);
+  root.classList.toggle("editor-readonly", readonly);
+
+  const doc = new Y.Doc();
+  const ytext = doc.getText("source");
+  // Each tab talks to the server itself: a change counts as saved only once the server has it.
+  const provider = new WebsocketProvider(socketBase(data.syncUrl || "/sync"), room, doc, {
+    disableBc: true,
+  });
+  const awareness = provider.awareness;
+  awareness.setLocalStateField("user", {
+    name: user.name,
+    color: user.colour,
+    colorLight: `${user.colour}33`,
+    readonly,
+  });
+
+  let tracker = null;
+  const showState = () => {
+    const state = tracker ? tracker.state : "offline";
+    const [text, title] = STATES[state];
+    if (status.dataset.state !== state) {
+      status.dataset.state = state;
+      status.textContent = text;
+      status.title = title;
+    }
+  };
+  tracker = new SaveTracker(provider, showState);
+  showState();
+
+  const report = (text) => {
+    message.hidden = text === null;
+    message.textContent = text || "";
+  };
+  // The server says why it closed a connection (the document was archived or deleted, the
+  // server is handing over); shown until the editor is in step with the server again.
+  provider.on("connection-close", (event) => {
+    if (event && event.reason) report(`Disconnected: ${event.reason}`);
+  });
+  provider.on("sync", (synced) => {
+    if (synced && message.textContent.startsWith("Disconnected: ")) report(null);
+  });
+
+  const extensions = [
+    highlightSpecialChars(),
+    drawSelection(),
+    dropCursor(),
+    highlightActiveLine(),
+    indentOnInput(),
+    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    // The Markdown (GFM) language alone: code blocks and HTML inside are not highlighted, which
+    // keeps the HTML, CSS and JavaScript grammars out of the bundle.
+    new LanguageSupport(markdownLanguage),
+    EditorView.lineWrapping,
+    keymap.of([...yUndoManagerKeymap, ...markdownKeymap, ...defaultKeymap]),
+    yCollab(ytext, null, { undoManager: new Y.UndoManager(ytext) }),
+    remoteSelections(ytext, awareness),
+    EditorState.readOnly.of(readonly),
+    EditorView.editable.of(!readonly),
+    EditorView.contentAttributes.of({ "aria-label": "Document source (MDX)" }),
+  ];
+  if (data.styleNonce) extensions.push(EditorView.cspNonce.of(data.styleNonce));
+  if (!readonly && data.imagesUrl) {
+    extensions.push(imageUploads({ ytext, imagesUrl: data.imagesUrl, csrf: data.csrf || "", report }));
+  }
+  const view = new EditorView({
+    state: EditorState.create({ doc: ytext.toString(), extensions }),
+    parent: source,
+  });
+
+  peopleList(people, awareness);
+
+  let pending = 0;
+  const render = () => {
+    pending = 0;
+    previewBody.innerHTML = renderPreview(ytext.toString());
+  };
+  ytext.observe(() => {
+    if (pending === 0) pending = window.setTimeout(render, PREVIEW_DELAY);
+  });
+  render();
+
+  window.addEventListener("beforeunload", (event) => {
+    if (tracker.changes > tracker.stored) {
+      event.preventDefault();
+      event.returnValue = "";
+    }
+  });
+
+  return { view, provider, doc };
+}
+
+document.querySelectorAll("[data-editor]").forEach(mount);

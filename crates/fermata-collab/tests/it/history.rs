@@ -128,6 +128,10 @@ impl Storage for Wrapped {
     fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
         self.0.real.attachments()
     }
+
+    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
+        self.0.real.repositories()
+    }
 }
 
 struct Rig {

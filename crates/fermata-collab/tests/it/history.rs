@@ -252,7 +252,7 @@ impl Client {
     async fn join(rig: &Rig, member: &str) -> Client {
         let connection = rig
             .rooms
-            .join(&rig.document, &user(member))
+            .join(&rig.document, &user(member), false)
             .await
             .expect("join");
         let mut client = Client {

@@ -1495,6 +1495,14 @@ async fn history_lists_sessions_newest_first_and_restores_one_for_the_caller() {
     };
     let id = id_of(&app.create("acme/app", "Plan").await);
     let text = format!("/api/v1/documents/{id}/text");
+    let joined = app
+        .call(
+            "PUT",
+            "/api/v1/repositories/acme/app/members/bob",
+            Some(json!({"role": "editor"})),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.body);
     // Opening a document's history before any edit lists nothing.
     assert!(sessions(&app, &id, 0).await.is_empty());
 

@@ -40,7 +40,7 @@ async fn start(target: &Target, token: &str, title: &str) -> Session {
         "POST",
         "/api/v1/documents",
         &[("Authorization", &bearer)],
-        Some(&json!({"repository": "acme/app", "title": title})),
+        Some(&json!({"repository": "ada/app", "title": title})),
     );
     assert_eq!(created.status, 201, "{}", created.body);
     Session {
@@ -116,7 +116,7 @@ async fn concurrent_clients_converge_and_late_clients_get_everything(target: Tar
         "client.mjs",
         &client_args(
             session.address,
-            "acme/app/plan",
+            "ada/app/plan",
             &token,
             &[
                 "--expect",

@@ -53,7 +53,7 @@ pub(crate) fn routes() -> Routes {
         .post("/admin/schema/operations/{id}/approve", page, approve)
         .post("/admin/schema/operations/{id}/reject", page, reject)
         .post("/admin/schema/lease/clear", page, clear_lease)
-        .wrap(|router| router.layer(axum::middleware::map_response(never_cached)))
+        .layer(axum::middleware::map_response(never_cached))
 }
 
 /// The pages show live state and carry CSRF tokens: never cached.

@@ -51,7 +51,7 @@ pub(crate) fn routes() -> Routes {
         )
         .get("/api/v1/schema/lease", SystemAdmin, lease)
         .post("/api/v1/schema/lease/clear", FreshSystemAdmin, clear_lease)
-        .wrap(|router| router.layer(axum::middleware::map_response(never_cached)))
+        .layer(axum::middleware::map_response(never_cached))
 }
 
 /// Every answer of these routes, refusals included, is `Cache-Control: no-store`.

@@ -162,13 +162,17 @@ impl Routes {
         self.add(Method::DELETE, path, access, axum::routing::delete(handler))
     }
 
-    /// Changes this group's router (to wrap its routes in a layer, inside the authorization
-    /// layer); the routes themselves are added only through the table.
-    pub(crate) fn wrap(
-        mut self,
-        change: impl FnOnce(Router<HttpState>) -> Router<HttpState>,
-    ) -> Self {
-        self.router = change(self.router);
+    /// Wraps this group's routes in `layer`, inside the authorization layer. Only a layer: a
+    /// route is added through the table or not at all.
+    pub(crate) fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: tower::Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
+        L::Service: tower::Service<Request> + Clone + Send + Sync + 'static,
+        <L::Service as tower::Service<Request>>::Response: IntoResponse + 'static,
+        <L::Service as tower::Service<Request>>::Error: Into<std::convert::Infallible> + 'static,
+        <L::Service as tower::Service<Request>>::Future: Send + 'static,
+    {
+        self.router = self.router.layer(layer);
         self
     }
 
@@ -183,16 +187,40 @@ impl Routes {
     }
 }
 
-/// The entry of `method` on `path`, HEAD being served as GET.
-fn entry<'a>(table: &'a [RouteEntry], path: &str, method: &Method) -> Option<&'a RouteEntry> {
+/// What the table says of a request that matched a route.
+#[derive(Debug, PartialEq, Eq)]
+enum Lookup<'a> {
+    /// Its entry.
+    Entry(&'a RouteEntry),
+    /// The path is listed, not with this method: these are its methods.
+    OtherMethods(Vec<&'a str>),
+    /// The path is not listed at all: refused.
+    Unlisted,
+}
+
+/// Looks up `method` on the route template `path`, HEAD being served as GET.
+fn lookup<'a>(table: &'a [RouteEntry], path: &str, method: &Method) -> Lookup<'a> {
     let method = if method == Method::HEAD {
         &Method::GET
     } else {
         method
     };
-    table
+    if let Some(entry) = table
         .iter()
         .find(|entry| entry.path == path && entry.method == method)
+    {
+        return Lookup::Entry(entry);
+    }
+    let others: Vec<&str> = table
+        .iter()
+        .filter(|entry| entry.path == path)
+        .map(|entry| entry.method.as_str())
+        .collect();
+    if others.is_empty() {
+        Lookup::Unlisted
+    } else {
+        Lookup::OtherMethods(others)
+    }
 }
 
 /// An authorization refusal: never cached, whatever route it answers.
@@ -271,21 +299,18 @@ pub(crate) async fn authorize(
         // No route matched: the router answers 404 itself.
         return next.run(Request::from_parts(parts, body)).await;
     };
-    let table = &policy.table;
-    let Some(route) = entry(table, matched.as_str(), &parts.method).cloned() else {
-        let allowed: Vec<&str> = table
-            .iter()
-            .filter(|entry| entry.path == matched.as_str())
-            .map(|entry| entry.method.as_str())
-            .collect();
-        if allowed.is_empty() {
+    let route = match lookup(&policy.table, matched.as_str(), &parts.method) {
+        Lookup::Entry(route) => route.clone(),
+        Lookup::OtherMethods(allowed) => {
+            return refused((
+                StatusCode::METHOD_NOT_ALLOWED,
+                [(header::ALLOW, allowed.join(","))],
+            ));
+        }
+        Lookup::Unlisted => {
             tracing::error!(route = %matched.as_str(), "a route without an access policy was refused");
             return refused(ApiError::forbidden("no access policy covers this route"));
         }
-        return refused((
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, allowed.join(","))],
-        ));
     };
     take_query_token(&mut parts);
     let client_token = parts
@@ -376,4 +401,58 @@ async fn grant(
         }
     };
     Ok(Request::from_parts(parts, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(method: Method, path: &'static str) -> RouteEntry {
+        RouteEntry {
+            method,
+            path,
+            access: Access::SignedIn,
+        }
+    }
+
+    #[test]
+    fn a_route_is_found_by_template_and_method_and_an_unlisted_one_is_refused() {
+        let table = [
+            route(Method::GET, "/a/{id}"),
+            route(Method::POST, "/a/{id}"),
+        ];
+        assert_eq!(
+            lookup(&table, "/a/{id}", &Method::GET),
+            Lookup::Entry(&table[0])
+        );
+        assert_eq!(
+            lookup(&table, "/a/{id}", &Method::HEAD),
+            Lookup::Entry(&table[0])
+        );
+        assert_eq!(
+            lookup(&table, "/a/{id}", &Method::DELETE),
+            Lookup::OtherMethods(vec!["GET", "POST"])
+        );
+        assert_eq!(lookup(&table, "/b", &Method::GET), Lookup::Unlisted);
+    }
+
+    #[test]
+    fn the_token_parameter_is_taken_out_of_the_request() {
+        let (mut parts, ()) = Request::builder()
+            .uri("/x?w=160&token=fmtc_secret&b=2")
+            .body(())
+            .unwrap()
+            .into_parts();
+        take_query_token(&mut parts);
+        assert_eq!(parts.uri, "/x?w=160&b=2");
+        let token = parts.extensions.get::<QueryToken>().unwrap();
+        assert_eq!(token.0.expose(), "fmtc_secret");
+        let (mut only, ()) = Request::builder()
+            .uri("/x?token=t")
+            .body(())
+            .unwrap()
+            .into_parts();
+        take_query_token(&mut only);
+        assert_eq!(only.uri, "/x");
+    }
 }

@@ -864,3 +864,99 @@ async fn postgres_the_matrix_covers_every_route() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn lists_leave_out_what_the_caller_cannot_read() {
+    let matrix = Matrix::new(
+        ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await,
+    )
+    .await;
+    let mine = matrix.world().await;
+    let theirs = matrix.world().await;
+    // vic reads one of the two repositories only.
+    matrix
+        .as_admin(
+            None,
+            Call::new(
+                Method::DELETE,
+                format!("/api/v1/repositories/{}/members/vic", theirs.repository),
+            ),
+            StatusCode::NO_CONTENT,
+        )
+        .await;
+    let list = |who: Who, uri: &str| {
+        let call = Call::new(Method::GET, uri);
+        let matrix = &matrix;
+        let mine = &mine;
+        async move { matrix.send(who, mine, &call).await }
+    };
+    let documents = list(Who::Viewer, "/api/v1/documents?archived=true&limit=500").await;
+    assert_eq!(documents.status, StatusCode::OK, "{}", documents.body);
+    let repositories: std::collections::BTreeSet<String> = documents.json()["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["repository"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(repositories, [mine.repository.clone()].into());
+    let listed = list(Who::Viewer, "/api/v1/repositories").await.json();
+    assert_eq!(
+        listed["repositories"],
+        json!([{"name": mine.repository, "created_at": listed["repositories"][0]["created_at"], "role": "viewer"}])
+    );
+    // An outsider's lists are empty, and naming a repository or a slug teaches them nothing.
+    let outsider = list(Who::Outsider, "/api/v1/documents").await.json();
+    assert_eq!(outsider["documents"], json!([]));
+    let named = list(
+        Who::Outsider,
+        &format!("/api/v1/documents?repository={}", mine.repository),
+    )
+    .await;
+    let missing = list(Who::Outsider, "/api/v1/documents?repository=ann/none").await;
+    assert_eq!((named.status, named.body), (missing.status, missing.body));
+    let slug = list(
+        Who::Outsider,
+        &format!(
+            "/api/v1/documents/by-slug?repository={}&slug={}",
+            mine.repository, mine.slug
+        ),
+    )
+    .await;
+    let no_slug = list(
+        Who::Outsider,
+        &format!(
+            "/api/v1/documents/by-slug?repository={}&slug=nothing-here",
+            mine.repository
+        ),
+    )
+    .await;
+    assert_eq!((slug.status, slug.body), (no_slug.status, no_slug.body));
+    let document = list(
+        Who::Outsider,
+        &format!("/api/v1/documents/{}", mine.document),
+    )
+    .await;
+    let unknown = list(
+        Who::Outsider,
+        &format!("/api/v1/documents/{}", ChannelId::random()),
+    )
+    .await;
+    assert_eq!(
+        (document.status, document.body),
+        (unknown.status, unknown.body)
+    );
+    // A system_admin may list every repository, and nobody else may.
+    let all = list(Who::SystemAdmin, "/api/v1/repositories?all=true&limit=1")
+        .await
+        .json();
+    assert_eq!(all["repositories"].as_array().unwrap().len(), 1);
+    assert!(all["next_cursor"].is_string());
+    assert_eq!(
+        list(Who::Admin, "/api/v1/repositories?all=true")
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+}

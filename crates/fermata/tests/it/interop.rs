@@ -834,6 +834,78 @@ async fn program_writes_never_clobber_live_typing(target: Target) {
     assert_eq!(fresh["text"], json!(stored));
 }
 
+/// Mints a client token for `document` as ada.
+fn client_token(address: SocketAddr, ada: &str, document: &str, access: &str, ttl: u64) -> String {
+    let minted = request(
+        address,
+        "POST",
+        &format!("/api/v1/documents/{document}/client-tokens"),
+        &[("Authorization", &bearer(ada))],
+        Some(&json!({"access": access, "ttl": ttl})),
+    );
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    minted.json()["token"].as_str().unwrap().to_owned()
+}
+
+async fn client_tokens_serve_an_app_with_its_own_sign_in(target: Target) {
+    let ada = token(&target);
+    let session = start(&target, &ada, "App").await;
+    let address = session.address;
+    let document = &session.document;
+
+    // A write token edits live; a read token reads, over HTTP and live, and its typing is dropped.
+    let write = client_token(address, &ada, document, "write", 3600);
+    let (ok, out) = node(
+        "client.mjs",
+        &client_args(address, document, &write, &["--insert", "from the app\n"]),
+    );
+    assert!(ok, "{out}");
+    stored_contains(address, &ada, document, "from the app\n").await;
+    let read = client_token(address, &ada, document, "read", 3600);
+    let over_http = request(
+        address,
+        "GET",
+        &format!("/api/v1/documents/{document}?token={read}"),
+        &[],
+        None,
+    );
+    assert_eq!(over_http.status, 200, "{}", over_http.body);
+    assert_eq!(over_http.json()["text"], "from the app\n");
+    let write_over_http = request(
+        address,
+        "PUT",
+        &format!("/api/v1/documents/{document}/text?token={write}"),
+        &[],
+        Some(&json!({"text": "replaced\n"})),
+    );
+    assert_eq!(write_over_http.status, 401, "{}", write_over_http.body);
+    let reader = Typist::spawn(address, document, &read, "reader-", 1500);
+    let mut seen = Vec::new();
+    let synced = reader.event("synced", &mut seen);
+    assert_eq!(synced["text"], "from the app\n");
+    let done = reader.event("done", &mut seen);
+    assert!(done["typed"].as_u64().unwrap() > 5, "{done}");
+    assert!(
+        seen.iter().any(|e| e["event"] == "permission-denied"),
+        "{seen:?}"
+    );
+    assert_eq!(text_of(address, &ada, document), "from the app\n");
+
+    // A token's expiry closes the connection it opened.
+    let brief = client_token(address, &ada, document, "write", 2);
+    let typist = Typist::spawn(address, document, &brief, "brief-", 20000);
+    let mut seen = Vec::new();
+    typist.event("synced", &mut seen);
+    let (_, closed) = typist
+        .event_within("closed", Duration::from_secs(3), &mut seen)
+        .unwrap_or_else(|| panic!("the expired token's connection stayed open: {seen:?}"));
+    assert_eq!(closed["code"], 4003, "{closed}");
+    let typed_when_closed = closed["typed"].as_u64().unwrap();
+    typist.event("done", &mut seen);
+    let kept = typed_lines(&text_of(address, &ada, document), "brief-");
+    assert!(kept.iter().all(|n| *n <= typed_when_closed), "{kept:?}");
+}
+
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -864,4 +936,5 @@ on_both!(
     a_viewer_types_and_none_of_it_is_kept_or_shared,
     revocations_close_open_connections_within_a_second,
     program_writes_never_clobber_live_typing,
+    client_tokens_serve_an_app_with_its_own_sign_in,
 );

@@ -311,10 +311,11 @@ impl RoomManager {
         answer.await.ok()
     }
 
-    /// Closes one document's room (after it was archived or deleted) and waits for it.
+    /// Closes one document's room (after it was archived or deleted) and waits for it: its
+    /// clients are closed with [`close::REVOKED`], as their access to it ended.
     pub async fn close(&self, id: &ChannelId, reason: &str) {
         if let Some(inbox) = self.open_inbox(id).await {
-            shut(inbox, reason).await;
+            shut(inbox, close::REVOKED, reason).await;
         }
     }
 
@@ -338,7 +339,7 @@ impl RoomManager {
         let stops = slots.into_iter().map(|slot| async move {
             let inbox = slot.lock().await.take();
             if let Some(inbox) = inbox {
-                shut(inbox, reason).await;
+                shut(inbox, close::TRY_AGAIN_LATER, reason).await;
             }
         });
         futures::future::join_all(stops).await;
@@ -357,10 +358,10 @@ fn into_store_error(error: EditError) -> StoreError {
 const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Asks a room to stop and waits (bounded) until it has.
-async fn shut(inbox: mpsc::Sender<Inbound>, reason: &str) {
+async fn shut(inbox: mpsc::Sender<Inbound>, code: u16, reason: &str) {
     let (done, finished) = oneshot::channel();
     let stop = Inbound::Shutdown {
-        code: close::TRY_AGAIN_LATER,
+        code,
         reason: reason.to_owned(),
         done,
     };

@@ -1,11 +1,14 @@
-//! Accounts: users and roles, login sessions, API tokens, paired machines, and the encrypted
-//! credentials sessions and machines hold.
+//! Accounts: users and roles, login sessions, API tokens, paired machines, the encrypted
+//! credentials sessions and machines hold, and document-scoped client tokens sealed by the
+//! keyring.
 //!
 //! This is the one place that turns secrets into what the database may keep: passwords into
 //! argon2id hashes, cookie and token secrets into SHA-256 hashes, credentials into envelopes
 //! sealed by the keyring and bound to their row. The HTTP layer and the command line both go
 //! through [`Accounts`]; neither touches a store that holds secrets directly.
 
+mod access_watch;
+mod client_tokens;
 mod credentials;
 mod error;
 mod keyring_handle;
@@ -24,6 +27,11 @@ use std::time::Duration;
 use fermata_crypto::SecretToken;
 use fermata_store::{ApiToken, Session, Storage, UnixMillis, User};
 
+pub use access_watch::{AccessWatch, POLL_EVERY, Recheck, Watching};
+pub use client_tokens::{
+    CLIENT_TOKEN_PREFIX, ClientAccess, ClientGrant, ClientTokenError, MAX_CLIENT_TOKEN_TTL,
+    MintedClientToken,
+};
 pub use credentials::Credentials;
 pub use error::AccountError;
 pub use keyring_handle::{KeyringHandle, Reload};
@@ -62,6 +70,8 @@ pub struct Accounts {
     keys: Arc<KeyringHandle>,
     throttle: LoginThrottle,
     settings: AccountSettings,
+    /// The live connections to re-check when someone's access changes.
+    watch: AccessWatch,
 }
 
 /// Who made a request, and how they proved it.
@@ -117,6 +127,7 @@ impl Accounts {
         settings: AccountSettings,
     ) -> Self {
         Accounts {
+            watch: AccessWatch::new(Arc::clone(&storage)),
             storage,
             keys,
             throttle: LoginThrottle::default(),
@@ -134,6 +145,11 @@ impl Accounts {
 
     pub fn settings(&self) -> AccountSettings {
         self.settings
+    }
+
+    /// The live connections, asked to re-check when someone's access changes.
+    pub fn access_watch(&self) -> &AccessWatch {
+        &self.watch
     }
 }
 

@@ -1,10 +1,10 @@
-//! Logging in and out, re-authenticating, recognising a session cookie or an API token, and the
-//! credentials a session holds.
+//! Logging in and out, re-authenticating, recognising a session cookie or an API token, checking
+//! again that a credential still holds, and the credentials a session holds.
 
 use std::net::IpAddr;
 
 use fermata_crypto::{Aad, Purpose, SecretToken, verify_password};
-use fermata_store::{NewSession, SecretHash, Session, SessionId, UserName};
+use fermata_store::{NewSession, SecretHash, Session, SessionId, User, UserName};
 
 use crate::credentials::Credentials;
 use crate::revision::at_read_revision;
@@ -109,6 +109,40 @@ impl Accounts {
         }))
     }
 
+    /// The principal's user as stored now, if the credential it authenticated with still holds:
+    /// its session still exists unexpired, or its API token is unrevoked, and the user's
+    /// password is the one they had when it authenticated (a password change ends their live
+    /// connections, whatever credential opened them). Reads only; marks nothing as used.
+    pub async fn still_valid(&self, principal: &Principal) -> Result<Option<User>, AccountError> {
+        let live = match &principal.via {
+            Via::Session(context) => self
+                .storage
+                .sessions()
+                .session(&context.session.id)
+                .await?
+                .is_some(),
+            Via::ApiToken(token) => self
+                .storage
+                .api_tokens()
+                .api_token(&token.id)
+                .await?
+                .is_some_and(|token| token.revoked_at.is_none()),
+        };
+        if !live {
+            return Ok(None);
+        }
+        let user = self.storage.users().user_by_id(&principal.user.id).await?;
+        Ok(user.filter(|user| user.password_hash == principal.user.password_hash))
+    }
+
+    /// The user with this ID, if there is one.
+    pub async fn user_by_id(
+        &self,
+        id: &fermata_store::UserId,
+    ) -> Result<Option<User>, AccountError> {
+        Ok(self.storage.users().user_by_id(id).await?)
+    }
+
     /// Records a fresh password entry for the principal's session, throttled like a login.
     pub async fn reauthenticate(
         &self,
@@ -142,9 +176,18 @@ impl Accounts {
             .await?)
     }
 
-    /// Ends a session.
+    /// Ends a session, and the live connections it opened before this returns.
     pub async fn logout(&self, session: &SessionId) -> Result<(), AccountError> {
+        let user = self
+            .storage
+            .sessions()
+            .session(session)
+            .await?
+            .map(|lookup| lookup.session.user);
         self.storage.sessions().delete_session(session).await?;
+        if let Some(user) = user {
+            self.watch.recheck_user(&user).await;
+        }
         Ok(())
     }
 

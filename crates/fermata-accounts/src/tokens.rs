@@ -77,6 +77,8 @@ impl Accounts {
             .api_tokens()
             .revoke_api_token(&token.id)
             .await?;
+        // The live connections it opened end before this returns.
+        self.watch.recheck_user(&token.user).await;
         let by = by.map_or("the operator", |by| by.name.as_str());
         tracing::info!(by, token = %token.id, "revoked an API token");
         Ok(())

@@ -43,11 +43,14 @@ impl Accounts {
     ) -> Result<User, AccountError> {
         let user = self.user_named(name).await?;
         let password_hash = hash(password).await?;
-        Ok(self
+        let user = self
             .storage
             .users()
             .set_password_hash(&user.id, &password_hash)
-            .await?)
+            .await?;
+        // Their live connections end before this returns (another process's, within a poll).
+        self.watch.recheck_user(&user.id).await;
+        Ok(user)
     }
 
     /// Adds and removes roles.
@@ -63,7 +66,11 @@ impl Accounts {
         for role in remove {
             roles.remove(role);
         }
-        Ok(self.storage.users().set_roles(&user.id, &roles).await?)
+        let user = self.storage.users().set_roles(&user.id, &roles).await?;
+        if !remove.is_empty() {
+            self.watch.recheck_user(&user.id).await;
+        }
+        Ok(user)
     }
 
     pub async fn users(&self) -> Result<Vec<User>, AccountError> {

@@ -1,18 +1,24 @@
 //! The documents service: what the HTTP API does with documents. Creation (browser style, or a
-//! program's with an idempotency key and its first text), reads by ID or slug with the canonical
-//! text, renames and rewrites (through the document's room, so clients see them only once
-//! saved), archive, restore, delete, lists and children; and activity history: its sessions,
-//! and restoring one through the same rewrite, credited to whoever restored it.
+//! program's with an idempotency key, owned by the caller who first used it, and its first
+//! text), reads by ID or slug with the canonical text or as one Yjs update, renames, rewrites and
+//! program updates (through the document's room, so clients see them only once saved, and
+//! refused at a stale revision when the caller names one), archive, restore, delete, keyset
+//! pages and children; and activity history: its sessions, and restoring one through the same
+//! rewrite, credited to whoever restored it.
 
 use std::sync::Arc;
 
 use fermata_docs::{Sidecar, SourceDoc, recover};
+use fermata_store::repository::creation_fingerprint;
 use fermata_store::{
-    Channel, ChannelFilter, ChannelId, CreationKey, NewChannel, NewCheckpoint, PublishedChannel,
-    Repository, Slug, Storage, StoreError, UserId, Version,
+    Channel, ChannelId, CreationKey, CreationOrigin, DocumentCursor, DocumentScope, NewChannel,
+    NewCheckpoint, PublishedChannel, Repository, Slug, Storage, StoreError, UnixMillis, UserId,
+    Version,
 };
 
 use crate::fence::WriterFence;
+use crate::repositories::Repositories;
+use crate::room::EditError;
 use crate::rooms::RoomManager;
 
 /// A document as read: its metadata and counters, and its canonical text.
@@ -21,6 +27,19 @@ pub struct DocumentView {
     pub channel: Channel,
     pub text: String,
     pub source_hash: String,
+}
+
+/// What a program's creation with an idempotency key came to.
+#[derive(Debug, Clone)]
+pub enum KeyedOutcome {
+    /// The document was created now.
+    Created(Channel),
+    /// The same caller sent the same request before: the document it created.
+    Repeated(Channel),
+    /// The key was used first by another caller (or before keys had owners): nothing changed.
+    AnotherCaller,
+    /// The same caller used the key before with another body: nothing changed.
+    AnotherBody,
 }
 
 /// A page of a list, most recently updated first.
@@ -54,11 +73,14 @@ pub struct Documents {
     storage: Arc<dyn Storage>,
     fence: WriterFence,
     rooms: RoomManager,
+    /// Who may do what in the documents' repositories.
+    repositories: Repositories,
 }
 
 impl Documents {
     pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, rooms: RoomManager) -> Self {
         Documents {
+            repositories: Repositories::new(Arc::clone(&storage), fence.clone()),
             storage,
             fence,
             rooms,
@@ -67,6 +89,16 @@ impl Documents {
 
     pub fn rooms(&self) -> &RoomManager {
         &self.rooms
+    }
+
+    /// The repositories the documents belong to, with their members.
+    pub fn repositories(&self) -> &Repositories {
+        &self.repositories
+    }
+
+    /// A document's metadata by ID, archived or not, if it exists.
+    pub async fn find(&self, id: &ChannelId) -> Result<Option<Channel>, StoreError> {
+        self.storage.collaboration().channel(id).await
     }
 
     /// Creates a document the way a browser does: metadata only, no text until first opened.
@@ -92,8 +124,9 @@ impl Documents {
     }
 
     /// Creates a document the way a program does: at the ID its idempotency key determines, with
-    /// its first text published atomically. A repeat returns the existing document, and whether it
-    /// was created now.
+    /// its first text published atomically. The key belongs to the caller who used it first: a
+    /// repeat by that caller with the same request returns the document, and anything else
+    /// changes nothing.
     pub async fn create_with_key(
         &self,
         repository: Repository,
@@ -101,7 +134,8 @@ impl Documents {
         title: String,
         parent: Option<ChannelId>,
         text: &str,
-    ) -> Result<(Channel, bool), StoreError> {
+        caller: &UserId,
+    ) -> Result<KeyedOutcome, StoreError> {
         let limit = self.rooms.settings().max_document_bytes;
         if text.len() > limit {
             return Err(StoreError::invalid(
@@ -109,26 +143,31 @@ impl Documents {
             ));
         }
         let fence = self.fence.current()?;
-        let id = ChannelId::for_creation_key(&repository, &key);
-        if let Some(existing) = self.storage.collaboration().channel(&id).await? {
-            return Ok((existing, false));
-        }
-        let checkpoint = initial_checkpoint(text);
-        let channel = self
+        let origin = CreationOrigin {
+            caller: caller.clone(),
+            fingerprint: creation_fingerprint(&repository, &title, parent.as_ref(), text),
+        };
+        let found = self
             .storage
-            .collaboration()
-            .create_published(
+            .repositories()
+            .create_keyed(
                 &fence,
                 &PublishedChannel {
                     repository,
                     key,
                     title,
                     parent,
-                    checkpoint,
+                    checkpoint: initial_checkpoint(text),
                 },
+                &origin,
             )
             .await?;
-        Ok((channel, true))
+        Ok(match found.origin {
+            _ if found.created => KeyedOutcome::Created(found.channel),
+            Some(first) if first == origin => KeyedOutcome::Repeated(found.channel),
+            Some(first) if first.caller == origin.caller => KeyedOutcome::AnotherBody,
+            _ => KeyedOutcome::AnotherCaller,
+        })
     }
 
     /// A document by ID, with its canonical text (from its open room, or recovered from storage).
@@ -169,10 +208,17 @@ impl Documents {
             .await
     }
 
-    pub async fn rename(&self, id: &ChannelId, title: String) -> Result<Channel, StoreError> {
+    /// Renames a document, refused with [`EditError::Stale`] unless it is still at `expected`
+    /// (when given).
+    pub async fn rename(
+        &self,
+        id: &ChannelId,
+        title: String,
+        expected: Option<i64>,
+    ) -> Result<Channel, EditError> {
         fermata_store::channel::check_title(&title)?;
-        self.rooms.rename(id, title).await?;
-        self.channel(id).await
+        self.rooms.rename(id, title, expected).await?;
+        Ok(self.channel(id).await?)
     }
 
     /// Replaces the canonical text (the program update path), credited in history to `author`
@@ -185,6 +231,55 @@ impl Documents {
     ) -> Result<Channel, StoreError> {
         self.rooms.rewrite(id, text, author).await?;
         self.channel(id).await
+    }
+
+    /// [`Documents::rewrite`], refused with [`EditError::Stale`] unless the document is still at
+    /// `expected` (when given) as its room applies the rewrite. Without `expected`, whatever
+    /// was edited since the caller read the text is replaced.
+    pub async fn rewrite_at(
+        &self,
+        id: &ChannelId,
+        text: String,
+        author: Option<UserId>,
+        expected: Option<i64>,
+    ) -> Result<Channel, EditError> {
+        self.rooms.rewrite_at(id, text, author, expected).await?;
+        Ok(self.channel(id).await?)
+    }
+
+    /// Merges a program's Yjs update the way a live client's is merged (validated, committed,
+    /// then broadcast), credited in history to `author`. Concurrent edits are kept: nothing is
+    /// reverted.
+    pub async fn apply_update(
+        &self,
+        id: &ChannelId,
+        update: Vec<u8>,
+        author: Option<UserId>,
+    ) -> Result<Channel, EditError> {
+        self.rooms.apply_update(id, update, author).await?;
+        Ok(self.channel(id).await?)
+    }
+
+    /// The document as one Yjs update (v1), or the difference from `vector` (a v1 state vector)
+    /// when given, with the revision it reflects.
+    pub async fn state(
+        &self,
+        id: &ChannelId,
+        vector: Option<Vec<u8>>,
+    ) -> Result<(Vec<u8>, i64), EditError> {
+        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
+        if let Some(open) = self.rooms.state_open(id, vector.clone()).await {
+            let (bytes, revision) = open.map_err(EditError::Refused)?;
+            if revision >= snapshot.channel.revision {
+                return Ok((bytes, revision));
+            }
+        }
+        let open = recover(&snapshot).map_err(StoreError::from)?;
+        let bytes = match vector {
+            Some(vector) => open.doc.diff_since(&vector).map_err(EditError::Refused)?,
+            None => open.doc.encode_state(),
+        };
+        Ok((bytes, snapshot.channel.revision))
     }
 
     /// A document's activity history, newest session first, at most `limit`.
@@ -202,13 +297,30 @@ impl Documents {
         number: i64,
         by: UserId,
     ) -> Result<Channel, StoreError> {
+        self.restore_version_at(id, number, by, None)
+            .await
+            .map_err(|error| match error {
+                EditError::Store(error) => error,
+                other => StoreError::invalid(other.to_string()),
+            })
+    }
+
+    /// [`Documents::restore_version`], refused with [`EditError::Stale`] unless the document is
+    /// still at `expected` (when given).
+    pub async fn restore_version_at(
+        &self,
+        id: &ChannelId,
+        number: i64,
+        by: UserId,
+        expected: Option<i64>,
+    ) -> Result<Channel, EditError> {
         let version = self
             .storage
             .history()
             .version(id, number)
             .await?
             .ok_or_else(|| StoreError::missing("no such version of this document"))?;
-        self.rewrite(id, version.text, Some(by)).await
+        self.rewrite_at(id, version.text, Some(by), expected).await
     }
 
     /// Archives first, then closes the room: a room that opens meanwhile refuses the archived
@@ -242,26 +354,25 @@ impl Documents {
             .ok_or_else(|| StoreError::missing(format!("document {id} is unavailable")))
     }
 
-    /// A page of documents, most recently updated first. `after` is a previous page's `next`.
+    /// A page of the documents in `scope`, most recently updated first, read as one keyset page
+    /// in storage. `after` is a previous page's `next`.
     pub async fn list(
         &self,
-        filter: &ChannelFilter,
+        scope: &DocumentScope,
+        include_archived: bool,
         limit: usize,
         after: Option<&str>,
     ) -> Result<Page, StoreError> {
-        let all = self.storage.collaboration().list_channels(filter).await?;
-        let start = match after {
-            None => 0,
-            Some(cursor) => {
-                // The list runs newest first, ties by ID: the page starts after the cursor's place.
-                let (at, id) = parse_cursor(cursor)?;
-                all.iter()
-                    .position(|c| c.updated_at.0 < at || (c.updated_at.0 == at && c.id.0 > id))
-                    .unwrap_or(all.len())
-            }
-        };
-        let documents: Vec<Channel> = all.iter().skip(start).take(limit).cloned().collect();
-        let next = (start + documents.len() < all.len())
+        let cursor = after.map(parse_cursor).transpose()?;
+        // One more than asked for tells whether another page follows.
+        let mut documents = self
+            .storage
+            .repositories()
+            .documents_page(scope, include_archived, cursor.as_ref(), limit + 1)
+            .await?;
+        let more = documents.len() > limit;
+        documents.truncate(limit);
+        let next = more
             .then(|| {
                 documents
                     .last()
@@ -284,12 +395,12 @@ impl Documents {
     }
 }
 
-fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
+fn parse_cursor(cursor: &str) -> Result<DocumentCursor, StoreError> {
     let invalid = || StoreError::invalid("the page cursor is not one this server gave");
     let (at, id) = cursor.split_once('.').ok_or_else(invalid)?;
     // Dropped on purpose: a cursor this server did not give is refused as such.
-    Ok((
-        at.parse().map_err(|_| invalid())?,
-        ChannelId::parse(id).map_err(|_| invalid())?.0,
-    ))
+    Ok(DocumentCursor {
+        updated_at: UnixMillis(at.parse().map_err(|_| invalid())?),
+        id: ChannelId::parse(id).map_err(|_| invalid())?,
+    })
 }

@@ -3,9 +3,9 @@
 //! batching, a checkpoint policy, limits, and closing on a lost writer lease; and the documents
 //! service, with each document's activity history (recorded after acknowledgement, restored
 //! through the ordinary rewrite), and the media service (a document's images, Chat attachments)
-//! the HTTP API uses; the background-job services (generated descriptions, research
-//! publication); the startup sequence and the periodic sweeps a serving process runs under the
-//! writer lease.
+//! the HTTP API uses; the repositories service (members, roles, the audited `system_admin`
+//! override); the background-job services (generated descriptions, research publication); the
+//! startup sequence and the periodic sweeps a serving process runs under the writer lease.
 //!
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
@@ -16,6 +16,7 @@ mod fence;
 mod history;
 mod media;
 pub mod protocol;
+mod repositories;
 pub mod research;
 mod room;
 mod rooms;
@@ -24,11 +25,12 @@ pub mod startup;
 pub mod sweeps;
 
 pub use descriptions::Descriptions;
-pub use documents::{DocumentView, Documents, Page};
+pub use documents::{DocumentView, Documents, KeyedOutcome, Page};
 pub use fence::WriterFence;
 pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload};
+pub use repositories::{NamedMember, Repositories, Standing, may_create};
 pub use research::Research;
-pub use room::{Outbound, Refusal, close};
+pub use room::{EditError, Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};
 pub use settings::CollabSettings;
 pub use sweeps::{SWEEP_EVERY, Sweeps};

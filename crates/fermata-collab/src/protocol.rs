@@ -86,6 +86,16 @@ pub fn update(update: Vec<u8>) -> Vec<u8> {
     Message::Sync(SyncMessage::Update(update)).encode_v1()
 }
 
+/// What a read-only connection is told once, when it first sends an edit: y-protocols' "permission
+/// denied" message (message type 2, then 0 and a reason), which the y-websocket client logs
+/// without closing the connection.
+pub fn read_only_notice() -> Vec<u8> {
+    Message::Auth(Some(
+        "this connection is read-only: its edits are not saved or shared".to_owned(),
+    ))
+    .encode_v1()
+}
+
 /// Presence removal for clients that left: their states set to null one clock later.
 pub fn awareness_removed(clients: &[(u64, u32)]) -> Vec<u8> {
     let update = AwarenessUpdate {
@@ -124,6 +134,17 @@ mod tests {
         assert!(matches!(decode(&step1), Ok(ClientMessage::StateVector(_))));
         let update = update(vec![0, 0]);
         assert!(matches!(decode(&update), Ok(ClientMessage::Update(bytes)) if bytes == [0, 0]));
+    }
+
+    #[test]
+    fn the_read_only_notice_is_a_permission_denied_auth_message() {
+        let notice = read_only_notice();
+        assert_eq!(
+            &notice[..2],
+            &[2, 0],
+            "message type auth, then permission denied"
+        );
+        assert!(matches!(decode(&notice), Ok(ClientMessage::Ignored)));
     }
 
     #[test]

@@ -7,12 +7,19 @@
 //! from storage, so nothing unsaved is ever served, and the clients whose updates were lost are
 //! told to resync. Presence is relayed and never stored. Once a commit that changed the text is
 //! acknowledged, the room hands the text to its history recorder (see `history.rs`).
+//!
+//! A read-only connection (a viewer's, or a read client token's) syncs and sends presence, but
+//! its updates with content are dropped before they are applied: never stored, never relayed.
+//! The first one it sends is answered with the y-protocols "permission denied" message, which the
+//! stock y-websocket client reports without closing, so the client learns once why its edits
+//! stay local and does not reconnect in a loop re-sending them. A program's update (`POST
+//! .../updates`) goes through the same validation, commit and broadcast as a client's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_docs::{OpenDocument, recover};
+use fermata_docs::{DocError, OpenDocument, recover};
 use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
     StoreResultExt, UserId,
@@ -40,6 +47,9 @@ pub mod close {
     pub const TRY_AGAIN_LATER: u16 = 1013;
     /// The client's last updates were not saved: reconnect and sync again.
     pub const RESYNC: u16 = 4001;
+    /// The connection's access ended: its credential was revoked or expired, or it lost its
+    /// membership. A reconnect is refused unless access comes back.
+    pub const REVOKED: u16 = 4003;
 }
 
 /// What a room sends a connection.
@@ -56,8 +66,15 @@ pub(crate) enum Inbound {
         conn: ConnId,
         /// The authenticated member the connection edits as.
         member: UserId,
+        /// Whether its updates are dropped (a viewer's or a read client token's connection).
+        read_only: bool,
         outbound: mpsc::Sender<Outbound>,
         reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// The connection's access changed while it was open.
+    Access {
+        conn: ConnId,
+        read_only: bool,
     },
     Message {
         conn: ConnId,
@@ -70,14 +87,28 @@ pub(crate) enum Inbound {
         text: String,
         /// Who history credits: the calling user, or no one for a server edit.
         author: Option<UserId>,
-        reply: oneshot::Sender<Result<Committed, StoreError>>,
+        /// The revision the caller read (`If-Match`); the rewrite is refused at any other.
+        expected: Option<i64>,
+        reply: oneshot::Sender<Result<Committed, EditError>>,
     },
     Rename {
         title: String,
-        reply: oneshot::Sender<Result<Committed, StoreError>>,
+        expected: Option<i64>,
+        reply: oneshot::Sender<Result<Committed, EditError>>,
+    },
+    /// A program's Yjs update, merged like a client's.
+    Update {
+        update: Vec<u8>,
+        author: Option<UserId>,
+        reply: oneshot::Sender<Result<Committed, EditError>>,
     },
     Read {
         reply: oneshot::Sender<(String, i64)>,
+    },
+    /// The document as one update (the difference from a state vector, if given) and its revision.
+    State {
+        vector: Option<Vec<u8>>,
+        reply: oneshot::Sender<Result<(Vec<u8>, i64), DocError>>,
     },
     Shutdown {
         code: u16,
@@ -85,6 +116,25 @@ pub(crate) enum Inbound {
         /// Answered once the room has checkpointed and closed its clients.
         done: oneshot::Sender<()>,
     },
+}
+
+/// Why a program's edit was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    /// The document moved on from the revision the caller read (`If-Match`); nothing changed.
+    #[error("the document is at revision {current}, not the revision given in If-Match")]
+    Stale { current: i64 },
+    /// The Yjs update does not decode or does not fit the document; nothing changed.
+    #[error("the update was refused: {0}")]
+    Refused(DocError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl EditError {
+    fn is_fenced(&self) -> bool {
+        matches!(self, EditError::Store(e) if e.kind() == ErrorKind::Fenced)
+    }
 }
 
 /// Why a client cannot join a room: the close code and reason for a WebSocket client, and the
@@ -121,6 +171,10 @@ struct Conn {
     outbound: mpsc::Sender<Outbound>,
     /// Whom history credits for this connection's edits.
     member: UserId,
+    /// Its updates are dropped: a viewer's or a read client token's connection.
+    read_only: bool,
+    /// Whether it was told, once, that its edits are not saved.
+    told_read_only: bool,
     /// The client's last presence message, for clients who join later.
     presence: Option<Vec<u8>>,
 }
@@ -221,10 +275,17 @@ impl Room {
             Inbound::Join {
                 conn,
                 member,
+                read_only,
                 outbound,
                 reply,
             } => {
-                let _ = reply.send(self.join(conn, member, outbound));
+                let _ = reply.send(self.join(conn, member, read_only, outbound));
+                true
+            }
+            Inbound::Access { conn, read_only } => {
+                if let Some(state) = self.conns.get_mut(&conn) {
+                    state.read_only = read_only;
+                }
                 true
             }
             Inbound::Leave { conn } => {
@@ -235,10 +296,14 @@ impl Room {
             Inbound::Rewrite {
                 text,
                 author,
+                expected,
                 reply,
             } => {
-                let result = self.rewrite(&text).await;
-                let lost = matches!(&result, Err(e) if e.kind() == ErrorKind::Fenced);
+                let result = match self.check_expected(expected) {
+                    Ok(()) => self.rewrite(&text).await.map_err(EditError::from),
+                    Err(stale) => Err(stale),
+                };
+                let lost = matches!(&result, Err(e) if e.is_fenced());
                 let saved = result.is_ok();
                 let _ = reply.send(result);
                 if saved {
@@ -247,15 +312,42 @@ impl Room {
                 }
                 !lost || !self.end_for_lease_loss()
             }
-            Inbound::Rename { title, reply } => {
-                let commit = self.commit_request(None, Some(title));
-                let result = self.commit(commit).await;
-                let lost = matches!(&result, Err(e) if e.kind() == ErrorKind::Fenced);
+            Inbound::Rename {
+                title,
+                expected,
+                reply,
+            } => {
+                let result = match self.check_expected(expected) {
+                    Ok(()) => {
+                        let commit = self.commit_request(None, Some(title));
+                        self.commit(commit).await.map_err(EditError::from)
+                    }
+                    Err(stale) => Err(stale),
+                };
+                let lost = matches!(&result, Err(e) if e.is_fenced());
+                let _ = reply.send(result);
+                !lost || !self.end_for_lease_loss()
+            }
+            Inbound::Update {
+                update,
+                author,
+                reply,
+            } => {
+                let result = self.program_update(&update, author).await;
+                let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
                 !lost || !self.end_for_lease_loss()
             }
             Inbound::Read { reply } => {
                 let _ = reply.send((self.doc.doc.text(), self.doc.revision));
+                true
+            }
+            Inbound::State { vector, reply } => {
+                let state = match vector {
+                    Some(vector) => self.doc.doc.diff_since(&vector),
+                    None => Ok(self.doc.doc.encode_state()),
+                };
+                let _ = reply.send(state.map(|bytes| (bytes, self.doc.revision)));
                 true
             }
             Inbound::Shutdown { code, reason, done } => {
@@ -271,6 +363,7 @@ impl Room {
         &mut self,
         conn: ConnId,
         member: UserId,
+        read_only: bool,
         outbound: mpsc::Sender<Outbound>,
     ) -> Result<(), Refusal> {
         if self.conns.len() >= self.settings.max_clients_per_room {
@@ -290,6 +383,8 @@ impl Room {
             Conn {
                 outbound,
                 member,
+                read_only,
+                told_read_only: false,
                 presence: None,
             },
         );
@@ -336,7 +431,12 @@ impl Room {
                 Ok(diff) => self.send(conn, protocol::sync_step2(diff)),
                 Err(_) => self.refuse(conn, close::POLICY, "the state vector does not decode"),
             },
-            Ok(ClientMessage::Update(update)) => return self.batch(conn, update, inbox).await,
+            Ok(ClientMessage::Update(update)) => {
+                if self.drops_updates_of(conn, &update) {
+                    return true;
+                }
+                return self.batch(conn, update, inbox).await;
+            }
             Ok(ClientMessage::Awareness { raw, clients }) => {
                 if raw.len() > MAX_PRESENCE_BYTES {
                     self.refuse(conn, close::TOO_BIG, "the presence message is too large");
@@ -432,7 +532,7 @@ impl Room {
         let before = self.doc.doc.state_vector();
         let mut accepted: Vec<(ConnId, Vec<u8>)> = Vec::new();
         for (conn, update) in updates {
-            if !self.conns.contains_key(&conn) {
+            if !self.conns.contains_key(&conn) || self.drops_updates_of(conn, &update) {
                 continue;
             }
             match self.doc.doc.apply_update(&update) {
@@ -500,6 +600,84 @@ impl Room {
                     );
                 }
                 self.reload_with(&[]).await
+            }
+        }
+    }
+
+    /// Whether `conn` is read-only, in which case its update is dropped (never applied, stored or
+    /// relayed). The first update with content it sends is answered with the protocol's
+    /// "permission denied" message, once.
+    fn drops_updates_of(&mut self, conn: ConnId, update: &[u8]) -> bool {
+        let Some(state) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        if !state.read_only {
+            return false;
+        }
+        if !state.told_read_only && !fermata_docs::is_empty_update(update) {
+            state.told_read_only = true;
+            self.send(conn, protocol::read_only_notice());
+        }
+        true
+    }
+
+    /// Refuses a program's edit made on a revision the document has moved on from.
+    fn check_expected(&self, expected: Option<i64>) -> Result<(), EditError> {
+        match expected {
+            Some(revision) if revision != self.doc.revision => Err(EditError::Stale {
+                current: self.doc.revision,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Merges a program's Yjs update the way a client's is: applied (refusing anything
+    /// undecodable or with missing predecessors), committed, then broadcast and recorded.
+    async fn program_update(
+        &mut self,
+        update: &[u8],
+        author: Option<UserId>,
+    ) -> Result<Committed, EditError> {
+        let before = self.doc.doc.state_vector();
+        if let Err(refused) = self.doc.doc.apply_update(update) {
+            // The document may hold part of the refused update: start again from storage.
+            let _ = self.reload_with(&[]).await;
+            return Err(EditError::Refused(refused));
+        }
+        let diff = self
+            .doc
+            .doc
+            .diff_since(&before)
+            .map_err(|_| StoreError::corrupt("the updated document does not encode"))?;
+        if fermata_docs::is_empty_update(&diff) {
+            return Ok(Committed {
+                revision: self.doc.revision,
+                sequence: self.doc.sequence,
+                repeated: true,
+            });
+        }
+        if !self.fits(diff.len()) {
+            let _ = self.reload_with(&[]).await;
+            return Err(
+                StoreError::invalid("the document would be larger than this server keeps").into(),
+            );
+        }
+        match self
+            .commit(self.commit_request(Some(diff.clone()), None))
+            .await
+        {
+            Ok(committed) => {
+                self.broadcast(&protocol::update(diff), None);
+                self.published = self.doc.doc.state_vector();
+                self.history
+                    .changed(self.doc.doc.text(), self.doc.revision, author);
+                Ok(committed)
+            }
+            Err(error) => {
+                if error.kind() != ErrorKind::Fenced {
+                    let _ = self.reload_with(&[]).await;
+                }
+                Err(error.into())
             }
         }
     }

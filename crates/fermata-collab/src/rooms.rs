@@ -11,7 +11,9 @@ use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::fence::WriterFence;
-use crate::room::{ConnId, Inbound, OUTBOUND_QUEUE, Outbound, ROOM_CLOSING, Refusal, Room, close};
+use crate::room::{
+    ConnId, EditError, Inbound, OUTBOUND_QUEUE, Outbound, ROOM_CLOSING, Refusal, Room, close,
+};
 use crate::settings::CollabSettings;
 
 /// A document's place in the manager: its room's inbox while the room is open.
@@ -54,6 +56,18 @@ impl Connection {
             .send(Inbound::Message {
                 conn: self.id,
                 bytes,
+            })
+            .await
+            .is_ok()
+    }
+
+    /// Makes the connection read-only (its updates dropped from now on) or writable again, when
+    /// its access changed while it was open.
+    pub async fn set_read_only(&self, read_only: bool) -> bool {
+        self.room
+            .send(Inbound::Access {
+                conn: self.id,
+                read_only,
             })
             .await
             .is_ok()
@@ -137,8 +151,14 @@ impl RoomManager {
         Ok(inbox)
     }
 
-    /// Joins a client to a document's room, editing as `member` (whom history credits).
-    pub async fn join(&self, id: &ChannelId, member: &UserId) -> Result<Connection, Refusal> {
+    /// Joins a client to a document's room, editing as `member` (whom history credits), or only
+    /// reading and sending presence when `read_only`.
+    pub async fn join(
+        &self,
+        id: &ChannelId,
+        member: &UserId,
+        read_only: bool,
+    ) -> Result<Connection, Refusal> {
         // A room that closed between the lookup and the join is replaced by a new one, once.
         for _ in 0..2 {
             let inbox = self.room(id).await?;
@@ -148,6 +168,7 @@ impl RoomManager {
             let join = Inbound::Join {
                 conn,
                 member: member.clone(),
+                read_only,
                 outbound: outbound_sender,
                 reply,
             };
@@ -203,18 +224,72 @@ impl RoomManager {
         text: String,
         author: Option<UserId>,
     ) -> Result<Committed, StoreError> {
+        self.rewrite_at(id, text, author, None)
+            .await
+            .map_err(into_store_error)
+    }
+
+    /// [`RoomManager::rewrite`], refused with [`EditError::Stale`] unless the document is still
+    /// at `expected` (when given) as the room applies it.
+    pub async fn rewrite_at(
+        &self,
+        id: &ChannelId,
+        text: String,
+        author: Option<UserId>,
+        expected: Option<i64>,
+    ) -> Result<Committed, EditError> {
         self.ask(id, |reply| Inbound::Rewrite {
             text,
+            author,
+            expected,
+            reply,
+        })
+        .await?
+    }
+
+    /// Renames a document through its room (the title and slug change in one fenced commit),
+    /// refused with [`EditError::Stale`] unless it is still at `expected` (when given).
+    pub async fn rename(
+        &self,
+        id: &ChannelId,
+        title: String,
+        expected: Option<i64>,
+    ) -> Result<Committed, EditError> {
+        self.ask(id, |reply| Inbound::Rename {
+            title,
+            expected,
+            reply,
+        })
+        .await?
+    }
+
+    /// Merges a program's Yjs update into a document the way a client's is merged: validated,
+    /// committed, then broadcast. History credits `author`.
+    pub async fn apply_update(
+        &self,
+        id: &ChannelId,
+        update: Vec<u8>,
+        author: Option<UserId>,
+    ) -> Result<Committed, EditError> {
+        self.ask(id, |reply| Inbound::Update {
+            update,
             author,
             reply,
         })
         .await?
     }
 
-    /// Renames a document through its room (the title and slug change in one fenced commit).
-    pub async fn rename(&self, id: &ChannelId, title: String) -> Result<Committed, StoreError> {
-        self.ask(id, |reply| Inbound::Rename { title, reply })
-            .await?
+    /// An open document as one Yjs update (the difference from `vector`, if given) with its
+    /// revision, if its room is open.
+    pub async fn state_open(
+        &self,
+        id: &ChannelId,
+        vector: Option<Vec<u8>>,
+    ) -> Option<Result<(Vec<u8>, i64), fermata_docs::DocError>> {
+        let inbox = self.open_inbox(id).await?;
+        let (reply, answer) = oneshot::channel();
+        inbox.send(Inbound::State { vector, reply }).await.ok()?;
+        answer.await.ok()
     }
 
     /// The inbox of the document's room if it is open, without opening it.
@@ -238,10 +313,11 @@ impl RoomManager {
         answer.await.ok()
     }
 
-    /// Closes one document's room (after it was archived or deleted) and waits for it.
+    /// Closes one document's room (after it was archived or deleted) and waits for it: its
+    /// clients are closed with [`close::REVOKED`], as their access to it ended.
     pub async fn close(&self, id: &ChannelId, reason: &str) {
         if let Some(inbox) = self.open_inbox(id).await {
-            shut(inbox, reason).await;
+            shut(inbox, close::REVOKED, reason).await;
         }
     }
 
@@ -265,10 +341,18 @@ impl RoomManager {
         let stops = slots.into_iter().map(|slot| async move {
             let inbox = slot.lock().await.take();
             if let Some(inbox) = inbox {
-                shut(inbox, reason).await;
+                shut(inbox, close::TRY_AGAIN_LATER, reason).await;
             }
         });
         futures::future::join_all(stops).await;
+    }
+}
+
+/// An edit refusal where the caller did not ask for a revision check: only the store's.
+fn into_store_error(error: EditError) -> StoreError {
+    match error {
+        EditError::Store(error) => error,
+        other => StoreError::invalid(other.to_string()),
     }
 }
 
@@ -276,10 +360,10 @@ impl RoomManager {
 const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Asks a room to stop and waits (bounded) until it has.
-async fn shut(inbox: mpsc::Sender<Inbound>, reason: &str) {
+async fn shut(inbox: mpsc::Sender<Inbound>, code: u16, reason: &str) {
     let (done, finished) = oneshot::channel();
     let stop = Inbound::Shutdown {
-        code: close::TRY_AGAIN_LATER,
+        code,
         reason: reason.to_owned(),
         done,
     };

@@ -36,6 +36,9 @@ pub enum Purpose {
     MachineCredentials,
     /// A schema operation's encrypted review artifact.
     SchemaReviewArtifact,
+    /// A document-scoped client token: the grant it carries, sealed so it is neither read nor
+    /// forged without the keys, and no row is kept for it.
+    ClientToken,
 }
 
 impl Purpose {
@@ -44,6 +47,7 @@ impl Purpose {
             Purpose::SessionCredentials => "session-credentials",
             Purpose::MachineCredentials => "machine-credentials",
             Purpose::SchemaReviewArtifact => "schema-review-artifact",
+            Purpose::ClientToken => "client-token",
         }
     }
 }

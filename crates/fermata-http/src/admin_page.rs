@@ -11,12 +11,11 @@
 
 use std::time::Duration;
 
+use axum::Form;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
-use axum::{Form, Router};
 use axum_extra::extract::CookieJar;
 use axum_extra::extract::cookie::{Cookie, SameSite};
 use fermata_accounts::Principal;
@@ -36,21 +35,23 @@ use crate::admin_render::{
 };
 use crate::auth::{AuthRejection, Authenticated};
 use crate::error::{RequestFailure, attach};
+use crate::policy::{Access, Routes};
 
 /// The cookie carrying what the last form came to, to the page it redirected to.
 const FLASH_COOKIE: &str = "fermata_admin_flash";
 /// How many recent operations the page lists.
 const RECENT: u32 = 20;
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route("/admin/schema", get(schema_page))
-        .route("/admin/schema/inventory", post(discover))
-        .route("/admin/schema/start", post(start_selected))
-        .route("/admin/schema/operations/{id}", get(report))
-        .route("/admin/schema/operations/{id}/approve", post(approve))
-        .route("/admin/schema/operations/{id}/reject", post(reject))
-        .route("/admin/schema/lease/clear", post(clear_lease))
+pub(crate) fn routes() -> Routes {
+    let page = Access::AdminPage;
+    Routes::new()
+        .get("/admin/schema", page, schema_page)
+        .post("/admin/schema/inventory", page, discover)
+        .post("/admin/schema/start", page, start_selected)
+        .get("/admin/schema/operations/{id}", page, report)
+        .post("/admin/schema/operations/{id}/approve", page, approve)
+        .post("/admin/schema/operations/{id}/reject", page, reject)
+        .post("/admin/schema/lease/clear", page, clear_lease)
         .layer(axum::middleware::map_response(never_cached))
 }
 
@@ -64,7 +65,7 @@ async fn never_cached(mut response: Response) -> Response {
 
 /// A signed-in `system_admin`; anyone else signed in gets the 403 page, and a visitor who is
 /// not signed in is sent to the login form and back.
-struct PageAdmin(Principal);
+pub(crate) struct PageAdmin(Principal);
 
 impl FromRequestParts<HttpState> for PageAdmin {
     type Rejection = Response;

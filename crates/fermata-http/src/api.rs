@@ -3,12 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use axum::Json;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use axum_extra::extract::CookieJar;
 use fermata_accounts::{Credentials, Principal, Via};
 use fermata_crypto::{SecretToken, csrf_token};
@@ -19,33 +18,44 @@ use crate::HttpState;
 use crate::auth::{Authenticated, FreshSystemAdmin, MachineCaller, SystemAdmin, client_address};
 use crate::cookies;
 use crate::error::ApiError;
+use crate::policy::{Access, Routes};
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route("/api/v1/session", post(login).delete(logout))
-        .route("/api/v1/session/reauth", post(reauthenticate))
-        .route(
-            "/api/v1/session/credentials",
-            get(session_credentials)
-                .put(set_session_credentials)
-                .delete(clear_session_credentials),
-        )
-        .route("/api/v1/me", get(me))
-        .route("/api/v1/tokens", get(list_tokens).post(create_token))
-        .route("/api/v1/tokens/{id}", delete(revoke_token))
-        .route("/api/v1/machines", get(list_machines).post(pair_machine))
-        .route("/api/v1/machines/{id}", delete(revoke_machine))
-        .route(
+pub(crate) fn routes() -> Routes {
+    use Access::{FreshSystemAdmin, Machine, Public, SignedIn, SystemAdmin};
+    let credentials = "/api/v1/session/credentials";
+    Routes::new()
+        .post("/api/v1/session", Public, login)
+        .delete("/api/v1/session", SignedIn, logout)
+        .post("/api/v1/session/reauth", SignedIn, reauthenticate)
+        .get(credentials, SignedIn, session_credentials)
+        .put(credentials, SignedIn, set_session_credentials)
+        .delete(credentials, SignedIn, clear_session_credentials)
+        .get("/api/v1/me", SignedIn, me)
+        .get("/api/v1/tokens", SignedIn, list_tokens)
+        .post("/api/v1/tokens", SignedIn, create_token)
+        .delete("/api/v1/tokens/{id}", SignedIn, revoke_token)
+        .get("/api/v1/machines", SignedIn, list_machines)
+        .post("/api/v1/machines", SignedIn, pair_machine)
+        .delete("/api/v1/machines/{id}", SignedIn, revoke_machine)
+        .post(
             "/api/v1/machines/{id}/reauthorize",
-            post(reauthorize_machine),
+            SignedIn,
+            reauthorize_machine,
         )
-        .route("/api/v1/machine", get(machine_self))
-        .route(
+        .get("/api/v1/machine", Machine, machine_self)
+        .put(
             "/api/v1/machine/credentials",
-            axum::routing::put(set_machine_credentials).delete(clear_machine_credentials),
+            Machine,
+            set_machine_credentials,
         )
-        .route("/api/v1/users", get(list_users).post(create_user))
-        .route("/api/v1/users/{name}/roles", axum::routing::put(set_roles))
+        .delete(
+            "/api/v1/machine/credentials",
+            Machine,
+            clear_machine_credentials,
+        )
+        .get("/api/v1/users", SystemAdmin, list_users)
+        .post("/api/v1/users", FreshSystemAdmin, create_user)
+        .put("/api/v1/users/{name}/roles", FreshSystemAdmin, set_roles)
 }
 
 /// A user as the API shows one.

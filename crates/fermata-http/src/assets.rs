@@ -11,12 +11,14 @@
 
 use std::sync::LazyLock;
 
-use axum::Router;
+
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+
 use sha2::{Digest, Sha256};
+
+use crate::policy::{Access, Routes};
 
 /// One embedded file.
 #[derive(Debug)]
@@ -111,8 +113,8 @@ pub(crate) fn url(name: &str) -> String {
     }
 }
 
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/assets/{name}", get(asset))
+pub(crate) fn routes() -> Routes {
+    Routes::new().get("/assets/{name}", Access::Public, asset)
 }
 
 /// Whether an `If-None-Match` header names `etag` (or is `*`).
@@ -179,7 +181,8 @@ mod tests {
         if let Some(etag) = etag {
             request = request.header(header::IF_NONE_MATCH, etag);
         }
-        routes::<()>()
+        axum::Router::new()
+            .route("/assets/{name}", axum::routing::get(asset))
             .oneshot(request.body(Body::empty()).unwrap())
             .await
             .unwrap()

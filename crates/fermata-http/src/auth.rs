@@ -128,6 +128,10 @@ impl FromRequestParts<HttpState> for Authenticated {
         parts: &mut Parts,
         state: &HttpState,
     ) -> Result<Self, Self::Rejection> {
+        // The authorization layer authenticated the caller already: once per request.
+        if let Some(known) = parts.extensions.get::<Authenticated>() {
+            return Ok(known.clone());
+        }
         let login = || AuthRejection::Login {
             api: is_api(parts),
             next: next_of(parts),
@@ -145,7 +149,11 @@ impl FromRequestParts<HttpState> for Authenticated {
             return Err(login());
         };
         match principal {
-            Ok(Some(principal)) => Ok(Authenticated(principal)),
+            Ok(Some(principal)) => {
+                let known = Authenticated(principal);
+                parts.extensions.insert(known.clone());
+                Ok(known)
+            }
             Ok(None) => Err(login()),
             Err(error) => Err(AuthRejection::Error(error.into())),
         }

@@ -11,23 +11,29 @@
 //!
 //! Who may edit is decided in [`access`], the one place the repository access model plugs into.
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use fermata_accounts::Principal;
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, ChannelId, ErrorKind};
+use fermata_store::{Channel, ChannelId, ErrorKind, RepositoryRole};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use crate::HttpState;
+use crate::policy::{self, Routes};
 use crate::assets;
 use crate::auth::Authenticated;
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new().route("/d/{id}", get(document_page))
+pub(crate) fn routes() -> Routes {
+    Routes::new().get(
+        "/d/{id}",
+        policy::Access::Document {
+            need: RepositoryRole::Viewer,
+            client_tokens: false,
+        },
+        document_page,
+    )
 }
 
 /// The colours people get in the editor: dark enough for white names on them.

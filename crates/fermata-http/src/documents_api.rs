@@ -1,40 +1,75 @@
-//! The documents JSON API under `/api/v1/documents`, described by `/api/v1/openapi.json`.
+//! The documents JSON API under `/api/v1/documents`, described by `/api/v1/openapi.json`: each
+//! route's access is declared here, in the route table, and checked by the authorization layer
+//! before a handler runs (see `policy`).
+//!
+//! A read answers the document's storage revision as its `ETag`. `PUT .../text`, `PATCH` and a
+//! version's restore honour `If-Match`: at another revision they answer 412 with the current one
+//! and change nothing; without it they apply to whatever the document holds then. The Yjs-native
+//! routes read the document as one binary update (`GET .../state`) and merge a program's binary
+//! update the way a live client's is merged (`POST .../updates`), so a program edits without
+//! reverting anyone. An admin mints client tokens (`POST .../client-tokens`).
 
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use axum::{Json, Router};
-use fermata_collab::DocumentView;
 use std::collections::HashMap;
+use std::time::Duration;
 
-use fermata_store::{
-    Channel, ChannelFilter, ChannelId, CreationKey, Repository, Slug, UserId, Version,
-};
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use fermata_accounts::ClientAccess;
+use fermata_collab::{DocumentView, EditError, KeyedOutcome};
+use fermata_store::{Channel, ChannelId, CreationKey, Repository, RepositoryRole, UserId, Version};
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
-use crate::auth::Authenticated;
 use crate::error::ApiError;
+use crate::policy::{Access, CreationGrant, DocumentGrant, ListGrant, Routes};
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route("/api/v1/documents", post(create).get(list))
-        .route("/api/v1/documents/by-slug", get(by_slug))
-        .route(
-            "/api/v1/documents/{id}",
-            get(read).patch(rename).delete(delete),
+pub(crate) fn routes() -> Routes {
+    use RepositoryRole::{Admin, Editor, Viewer};
+    // A document's read routes take its client tokens; nothing else does.
+    let read = Access::Document {
+        need: Viewer,
+        client_tokens: true,
+    };
+    let read_members_only = Access::Document {
+        need: Viewer,
+        client_tokens: false,
+    };
+    let write = Access::Document {
+        need: Editor,
+        client_tokens: false,
+    };
+    let admin = Access::Document {
+        need: Admin,
+        client_tokens: false,
+    };
+    Routes::new()
+        .post("/api/v1/documents", Access::CreateDocument, create)
+        .get("/api/v1/documents", Access::ListDocuments, list)
+        .get("/api/v1/documents/by-slug", Access::DocumentBySlug, by_slug)
+        .get("/api/v1/documents/{id}", read, read_document)
+        .patch("/api/v1/documents/{id}", write, rename)
+        .delete("/api/v1/documents/{id}", admin, delete)
+        .put("/api/v1/documents/{id}/text", write, rewrite)
+        .get("/api/v1/documents/{id}/state", read, state)
+        .post("/api/v1/documents/{id}/updates", write, updates)
+        .post("/api/v1/documents/{id}/client-tokens", admin, client_token)
+        .post("/api/v1/documents/{id}/archive", admin, archive)
+        .post("/api/v1/documents/{id}/restore", admin, restore)
+        .get(
+            "/api/v1/documents/{id}/children",
+            read_members_only,
+            children,
         )
-        .route("/api/v1/documents/{id}/text", put(rewrite))
-        .route("/api/v1/documents/{id}/archive", post(archive))
-        .route("/api/v1/documents/{id}/restore", post(restore))
-        .route("/api/v1/documents/{id}/children", get(children))
-        .route("/api/v1/documents/{id}/versions", get(versions))
-        .route(
+        .get("/api/v1/documents/{id}/versions", read, versions)
+        .post(
             "/api/v1/documents/{id}/versions/{version}/restore",
-            post(restore_version),
+            write,
+            restore_version,
         )
-        .route("/api/v1/openapi.json", get(openapi))
+        .get("/api/v1/openapi.json", Access::Public, openapi)
 }
 
 /// The OpenAPI description of this API, kept beside the code it describes.
@@ -141,12 +176,6 @@ fn parse_body_id(id: &str) -> Result<ChannelId, ApiError> {
     ChannelId::parse(id).map_err(|_| ApiError::bad_request("a document ID is a UUID"))
 }
 
-pub(crate) fn parse_id(id: &str) -> Result<ChannelId, ApiError> {
-    // Dropped on purpose: text that is not a document ID names no document.
-    ChannelId::parse(id)
-        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document"))
-}
-
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     request: Request,
 ) -> Result<T, ApiError> {
@@ -193,14 +222,31 @@ struct CreateBody {
 
 async fn create(
     State(state): State<HttpState>,
-    _caller: Authenticated,
+    grant: CreationGrant,
     request: Request,
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(request.headers())?;
     let body: CreateBody = json_body(request).await?;
     let repository = Repository::new(body.repository)?;
     let parent = body.parent.as_deref().map(parse_body_id).transpose()?;
+    let CreationGrant::Granted {
+        repository: granted,
+        creates,
+        principal,
+    } = grant
+    else {
+        return Err(ApiError::forbidden("no access policy grants this"));
+    };
+    if granted != repository {
+        return Err(ApiError::forbidden("no access policy grants this"));
+    }
     let documents = &state.documents;
+    if creates {
+        documents
+            .repositories()
+            .create(&principal.user, &repository)
+            .await?;
+    }
     match key {
         None => {
             if body.text.is_some() {
@@ -210,20 +256,45 @@ async fn create(
             }
             let channel = documents.create(repository, body.title, parent).await?;
             let view = documents.read(&channel.id).await?;
-            Ok((StatusCode::CREATED, Json(DocumentBody::from(&view))).into_response())
+            Ok((
+                StatusCode::CREATED,
+                etag(&view.channel),
+                Json(DocumentBody::from(&view)),
+            )
+                .into_response())
         }
         Some(key) => {
             let text = body.text.unwrap_or_default();
-            let (channel, created) = documents
-                .create_with_key(repository, key, body.title, parent, &text)
+            let outcome = documents
+                .create_with_key(
+                    repository,
+                    key,
+                    body.title,
+                    parent,
+                    &text,
+                    &principal.user.id,
+                )
                 .await?;
-            let view = documents.read(&channel.id).await?;
-            let status = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
+            let (status, channel) = match outcome {
+                KeyedOutcome::Created(channel) => (StatusCode::CREATED, channel),
+                KeyedOutcome::Repeated(channel) => (StatusCode::OK, channel),
+                KeyedOutcome::AnotherCaller => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "idempotency_key_in_use",
+                        "this Idempotency-Key was used in this repository by another caller; use another key",
+                    ));
+                }
+                KeyedOutcome::AnotherBody => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "idempotency_key_reused",
+                        "this Idempotency-Key was used with another title, parent or text; nothing changed",
+                    ));
+                }
             };
-            Ok((status, Json(DocumentBody::from(&view))).into_response())
+            let view = documents.read(&channel.id).await?;
+            Ok((status, etag(&view.channel), Json(DocumentBody::from(&view))).into_response())
         }
     }
 }
@@ -243,7 +314,9 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<CreationKey>, ApiError>
 
 #[derive(Deserialize)]
 struct ListQuery {
-    repository: Option<String>,
+    /// Resolved by the authorization layer, which chose the list's scope from it.
+    #[serde(rename = "repository")]
+    _repository: Option<String>,
     #[serde(default)]
     archived: bool,
     limit: Option<usize>,
@@ -258,17 +331,13 @@ struct ListBody {
 
 async fn list(
     State(state): State<HttpState>,
-    _caller: Authenticated,
+    grant: ListGrant,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ListBody>, ApiError> {
-    let filter = ChannelFilter {
-        repository: query.repository.map(Repository::new).transpose()?,
-        include_archived: query.archived,
-    };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let page = state
         .documents
-        .list(&filter, limit, query.cursor.as_deref())
+        .list(&grant.scope, query.archived, limit, query.cursor.as_deref())
         .await?;
     Ok(Json(ListBody {
         documents: page.documents.iter().map(ChannelView::from).collect(),
@@ -276,44 +345,87 @@ async fn list(
     }))
 }
 
-#[derive(Deserialize)]
-struct SlugQuery {
-    repository: String,
-    slug: String,
+/// The `ETag` of a document at a storage revision.
+fn etag(channel: &Channel) -> [(header::HeaderName, HeaderValue); 1] {
+    let value = HeaderValue::from_str(&format!("\"{}\"", channel.revision))
+        .expect("a number is a header value");
+    [(header::ETAG, value)]
+}
+
+/// The revision `If-Match` names: `None` without the header or with `*`. A value that names no
+/// revision of this server's matches none.
+fn if_match(headers: &HeaderMap) -> Option<i64> {
+    let value = headers.get(header::IF_MATCH)?;
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return None;
+    }
+    let tag = text.split(',').next().unwrap_or_default().trim();
+    let tag = tag.strip_prefix("W/").unwrap_or(tag);
+    Some(
+        tag.strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(-1),
+    )
+}
+
+/// An edit refusal as an answer: 412 with the current revision for a stale `If-Match`.
+fn edit_refused(error: EditError) -> Response {
+    match error {
+        EditError::Stale { current } => {
+            #[derive(Serialize)]
+            struct Stale<'a> {
+                error: StaleInner<'a>,
+                current_revision: i64,
+            }
+            #[derive(Serialize)]
+            struct StaleInner<'a> {
+                code: &'a str,
+                message: String,
+            }
+            let body = Stale {
+                error: StaleInner {
+                    code: "precondition_failed",
+                    message: format!(
+                        "the document is at revision {current}, not the one If-Match names; nothing changed"
+                    ),
+                },
+                current_revision: current,
+            };
+            let tag = HeaderValue::from_str(&format!("\"{current}\""))
+                .expect("a number is a header value");
+            (
+                StatusCode::PRECONDITION_FAILED,
+                [(header::ETAG, tag)],
+                Json(body),
+            )
+                .into_response()
+        }
+        EditError::Refused(refused) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "update_refused",
+            refused.to_string(),
+        )
+        .into_response(),
+        EditError::Store(error) => ApiError::from(error).into_response(),
+    }
 }
 
 async fn by_slug(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    ApiQuery(query): ApiQuery<SlugQuery>,
-) -> Result<Json<DocumentBody>, ApiError> {
-    let repository = Repository::new(query.repository)?;
-    let not_found = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no document has that slug",
-        )
-    };
-    // Dropped on purpose: text that is not a slug names no document.
-    let slug = Slug::new(query.slug).map_err(|_| not_found())?;
-    let channel = state
-        .documents
-        .resolve(&repository, &slug)
-        .await?
-        .ok_or_else(not_found)?;
-    Ok(Json(DocumentBody::from(
-        &state.documents.read(&channel.id).await?,
-    )))
+    grant: DocumentGrant,
+) -> Result<Response, ApiError> {
+    let view = state.documents.read(grant.id()).await?;
+    Ok((etag(&view.channel), Json(DocumentBody::from(&view))).into_response())
 }
 
-async fn read(
+async fn read_document(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
-) -> Result<Json<DocumentBody>, ApiError> {
-    let id = parse_id(&id)?;
-    Ok(Json(DocumentBody::from(&state.documents.read(&id).await?)))
+    grant: DocumentGrant,
+) -> Result<Response, ApiError> {
+    let view = state.documents.read(grant.id()).await?;
+    Ok((etag(&view.channel), Json(DocumentBody::from(&view))).into_response())
 }
 
 #[derive(Deserialize)]
@@ -324,15 +436,19 @@ struct RenameBody {
 
 async fn rename(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     request: Request,
-) -> Result<Json<ChannelView>, ApiError> {
-    let id = parse_id(&id)?;
-    let body: RenameBody = json_body(request).await?;
-    Ok(Json(ChannelView::from(
-        &state.documents.rename(&id, body.title).await?,
-    )))
+) -> Result<Response, Response> {
+    let expected = if_match(request.headers());
+    let body: RenameBody = json_body(request)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    let channel = state
+        .documents
+        .rename(grant.id(), body.title, expected)
+        .await
+        .map_err(edit_refused)?;
+    Ok((etag(&channel), Json(ChannelView::from(&channel))).into_response())
 }
 
 #[derive(Deserialize)]
@@ -343,48 +459,177 @@ struct TextBody {
 
 async fn rewrite(
     State(state): State<HttpState>,
-    Authenticated(caller): Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     request: Request,
-) -> Result<Json<DocumentBody>, ApiError> {
-    let id = parse_id(&id)?;
-    let body: TextBody = json_body(request).await?;
+) -> Result<Response, Response> {
+    let expected = if_match(request.headers());
+    let body: TextBody = json_body(request)
+        .await
+        .map_err(IntoResponse::into_response)?;
     state
         .documents
-        .rewrite(&id, body.text, Some(caller.user.id))
-        .await?;
-    Ok(Json(DocumentBody::from(&state.documents.read(&id).await?)))
+        .rewrite_at(grant.id(), body.text, grant.caller.user_id(), expected)
+        .await
+        .map_err(edit_refused)?;
+    let view = state
+        .documents
+        .read(grant.id())
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?;
+    Ok((etag(&view.channel), Json(DocumentBody::from(&view))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateQuery {
+    /// A v1 Yjs state vector, base64 (standard or URL-safe, padded or not).
+    state_vector: Option<String>,
+}
+
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let trimmed = text.trim_end_matches('=');
+    STANDARD_NO_PAD
+        .decode(trimmed)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
+        .ok()
+}
+
+async fn state(
+    State(state): State<HttpState>,
+    grant: DocumentGrant,
+    ApiQuery(query): ApiQuery<StateQuery>,
+) -> Result<Response, Response> {
+    let vector = match query.state_vector {
+        Some(text) => match decode_base64(&text) {
+            Some(vector) => Some(vector),
+            None => {
+                return Err(ApiError::bad_request("state_vector is not base64").into_response());
+            }
+        },
+        None => None,
+    };
+    let (bytes, revision) = state
+        .documents
+        .state(grant.id(), vector)
+        .await
+        .map_err(|error| match error {
+            EditError::Refused(_) => {
+                ApiError::bad_request("state_vector is not a Yjs state vector").into_response()
+            }
+            other => edit_refused(other),
+        })?;
+    let tag =
+        HeaderValue::from_str(&format!("\"{revision}\"")).expect("a number is a header value");
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::ETAG, tag),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+async fn updates(
+    State(state): State<HttpState>,
+    grant: DocumentGrant,
+    request: Request,
+) -> Result<Response, Response> {
+    let limit = state.documents.rooms().settings().max_message_bytes;
+    let bytes = axum::body::to_bytes(request.into_body(), limit)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "the update is larger than this server accepts",
+            )
+            .into_response()
+        })?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("send a Yjs update (v1) as the body").into_response());
+    }
+    let channel = state
+        .documents
+        .apply_update(grant.id(), bytes.to_vec(), grant.caller.user_id())
+        .await
+        .map_err(edit_refused)?;
+    Ok((etag(&channel), Json(ChannelView::from(&channel))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientTokenBody {
+    access: String,
+    /// Seconds; an hour when absent.
+    ttl: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ClientTokenView {
+    token: String,
+    document: String,
+    access: &'static str,
+    expires_at: String,
+}
+
+async fn client_token(
+    State(state): State<HttpState>,
+    grant: DocumentGrant,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let body: ClientTokenBody = json_body(request).await?;
+    let access = ClientAccess::parse(&body.access)
+        .ok_or_else(|| ApiError::bad_request("access is \"read\" or \"write\""))?;
+    let issuer = grant
+        .caller
+        .user_id()
+        .ok_or_else(|| ApiError::forbidden("a client token cannot mint client tokens"))?;
+    let ttl = Duration::from_secs(body.ttl.unwrap_or(3600));
+    let minted = state
+        .accounts
+        .mint_client_token(grant.id(), access, ttl, &issuer)?;
+    let view = ClientTokenView {
+        token: minted.token.expose().to_owned(),
+        document: grant.id().to_string(),
+        access: access.as_str(),
+        expires_at: minted.expires_at.to_string(),
+    };
+    let mut response = (StatusCode::CREATED, Json(view)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 async fn archive(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
 ) -> Result<Json<ChannelView>, ApiError> {
-    let id = parse_id(&id)?;
     Ok(Json(ChannelView::from(
-        &state.documents.archive(&id).await?,
+        &state.documents.archive(grant.id()).await?,
     )))
 }
 
 async fn restore(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
 ) -> Result<Json<ChannelView>, ApiError> {
-    let id = parse_id(&id)?;
     Ok(Json(ChannelView::from(
-        &state.documents.restore(&id).await?,
+        &state.documents.restore(grant.id()).await?,
     )))
 }
 
 async fn delete(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
-    state.documents.delete(&id).await?;
+    state.documents.delete(grant.id()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -396,12 +641,10 @@ struct ChildrenQuery {
 
 async fn children(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     ApiQuery(query): ApiQuery<ChildrenQuery>,
 ) -> Result<Json<Vec<ChannelView>>, ApiError> {
-    let id = parse_id(&id)?;
-    let children = state.documents.children(&id, query.archived).await?;
+    let children = state.documents.children(grant.id(), query.archived).await?;
     Ok(Json(children.iter().map(ChannelView::from).collect()))
 }
 
@@ -448,13 +691,11 @@ struct VersionsBody {
 
 async fn versions(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     ApiQuery(query): ApiQuery<VersionsQuery>,
 ) -> Result<Json<VersionsBody>, ApiError> {
-    let id = parse_id(&id)?;
     let limit = query.limit.unwrap_or(20).clamp(1, 100);
-    let versions = state.documents.versions(&id, limit).await?;
+    let versions = state.documents.versions(grant.id(), limit).await?;
     let names: HashMap<UserId, String> = state
         .accounts
         .users()
@@ -472,18 +713,26 @@ async fn versions(
 
 async fn restore_version(
     State(state): State<HttpState>,
-    Authenticated(caller): Authenticated,
-    Path((id, version)): Path<(String, String)>,
-) -> Result<Json<DocumentBody>, ApiError> {
-    let id = parse_id(&id)?;
-    let number: i64 = version
-        .parse()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such version"))?;
+    grant: DocumentGrant,
+    Path((_, version)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Response> {
+    let number: i64 = version.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such version").into_response()
+    })?;
+    let by = grant
+        .caller
+        .user_id()
+        .ok_or_else(|| ApiError::forbidden("a client token cannot restore").into_response())?;
     state
         .documents
-        .restore_version(&id, number, caller.user.id)
-        .await?;
-    Ok(Json(DocumentBody::from(&state.documents.read(&id).await?)))
+        .restore_version_at(grant.id(), number, by, if_match(&headers))
+        .await
+        .map_err(edit_refused)?;
+    let view = state
+        .documents
+        .read(grant.id())
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?;
+    Ok((etag(&view.channel), Json(DocumentBody::from(&view))).into_response())
 }

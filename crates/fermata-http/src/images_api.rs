@@ -1,5 +1,6 @@
 //! A document's images and Chat attachments under `/api/v1/documents/{id}`, with the same
-//! authentication as the documents API.
+//! authorization as the documents API: viewers read them (so do the document's client tokens),
+//! editors upload and send them.
 //!
 //! Uploads are the raw bytes of the file as the request body; the type is sniffed from the
 //! bytes, never taken from `Content-Type` or a name. Files are served with the sniffed type,
@@ -8,43 +9,60 @@
 //! bytes and cached long; `?w=` asks for a thumbnail at one of Slack's widths (any other width
 //! is a 400 `invalid_width`).
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use fermata_collab::{ImageSource, MediaFailure, ServedFile};
 use fermata_media::{MediaError, Width};
 use fermata_store::{
-    AttachmentId, AttachmentInfo, ChannelId, ImageHash, ImageInfo, MessageRequestId, OriginalFile,
+    AttachmentId, AttachmentInfo, ImageHash, ImageInfo, MessageRequestId, OriginalFile,
+    RepositoryRole, UserId,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
-use crate::auth::Authenticated;
-use crate::documents_api::{ApiQuery, parse_id};
+use crate::documents_api::ApiQuery;
 use crate::error::ApiError;
+use crate::policy::{Access, DocumentGrant, Routes};
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route(
-            "/api/v1/documents/{id}/images",
-            post(upload_image).get(list_images),
-        )
-        .route("/api/v1/documents/{id}/images/{sha256}", get(read_image))
-        .route(
+pub(crate) fn routes() -> Routes {
+    let read = Access::Document {
+        need: RepositoryRole::Viewer,
+        client_tokens: true,
+    };
+    let write = Access::Document {
+        need: RepositoryRole::Editor,
+        client_tokens: false,
+    };
+    let images = "/api/v1/documents/{id}/images";
+    let message = "/api/v1/documents/{id}/messages/{request_id}/attachments";
+    Routes::new()
+        .post(images, write, upload_image)
+        .get(images, read, list_images)
+        .get("/api/v1/documents/{id}/images/{sha256}", read, read_image)
+        .post(
             "/api/v1/documents/{id}/attachments",
-            post(upload_attachment),
+            write,
+            upload_attachment,
         )
-        .route(
+        .get(
             "/api/v1/documents/{id}/attachments/{attachment}",
-            get(read_attachment),
+            read,
+            read_attachment,
         )
-        .route(
-            "/api/v1/documents/{id}/messages/{request_id}/attachments",
-            post(send).get(of_message).delete(delete_message),
-        )
+        .post(message, write, send)
+        .get(message, read, of_message)
+        .delete(message, write, delete_message)
+}
+
+/// The user an upload or a read is for: a client token's holder is no user.
+fn user_of(grant: &DocumentGrant) -> Result<UserId, ApiError> {
+    grant
+        .caller
+        .user_id()
+        .ok_or_else(|| ApiError::forbidden("a client token cannot do this"))
 }
 
 /// What a stored file may do in a browser: nothing. It is shown as an image or text, never run.
@@ -226,16 +244,15 @@ impl From<OriginalFile> for OriginalView {
 
 async fn upload_image(
     State(state): State<HttpState>,
-    caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    let user = user_of(&grant)?;
     let bytes = body_bytes(&state, request).await?;
-    let stored_by = format!("user:{}", caller.0.user.id);
+    let stored_by = format!("user:{user}");
     let upload = state
         .media
-        .store_image(&id, ImageSource::Upload, stored_by, bytes)
+        .store_image(grant.id(), ImageSource::Upload, stored_by, bytes)
         .await?;
     let status = if upload.stored.created {
         StatusCode::CREATED
@@ -251,11 +268,9 @@ async fn upload_image(
 
 async fn list_images(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
 ) -> Result<Json<Vec<ImageView>>, ApiError> {
-    let id = parse_id(&id)?;
-    let images = state.media.images_of(&id).await?;
+    let images = state.media.images_of(grant.id()).await?;
     Ok(Json(images.iter().map(ImageView::from).collect()))
 }
 
@@ -265,17 +280,17 @@ fn no_image() -> ApiError {
 
 async fn read_image(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path((id, sha256)): Path<(String, String)>,
+    grant: DocumentGrant,
+    Path((_, sha256)): Path<(String, String)>,
     ApiQuery(query): ApiQuery<WidthQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    let id = grant.id();
     // Dropped on purpose: text that is not a hash names no image.
     let sha256 = ImageHash::parse(&sha256).map_err(|_| no_image())?;
     let width = width(&query)?;
     let file = state
         .media
-        .image(&id, &sha256, width)
+        .image(id, &sha256, width)
         .await?
         .ok_or_else(no_image)?;
     Ok(file_response(file, IMMUTABLE, None))
@@ -338,12 +353,11 @@ struct UploadQuery {
 
 async fn upload_attachment(
     State(state): State<HttpState>,
-    caller: Authenticated,
-    Path(id): Path<String>,
+    grant: DocumentGrant,
     ApiQuery(query): ApiQuery<UploadQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    let user = user_of(&grant)?;
     let original = match (
         query.original_size,
         query.original_width,
@@ -364,7 +378,7 @@ async fn upload_attachment(
     let bytes = body_bytes(&state, request).await?;
     let info = state
         .media
-        .upload_attachment(&id, &caller.0.user.id, query.name, bytes, original)
+        .upload_attachment(grant.id(), &user, query.name, bytes, original)
         .await?;
     Ok((StatusCode::CREATED, Json(AttachmentView::from(&info))).into_response())
 }
@@ -375,17 +389,18 @@ fn no_attachment() -> ApiError {
 
 async fn read_attachment(
     State(state): State<HttpState>,
-    caller: Authenticated,
-    Path((id, attachment)): Path<(String, String)>,
+    grant: DocumentGrant,
+    Path((_, attachment)): Path<(String, String)>,
     ApiQuery(query): ApiQuery<WidthQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    // A client token's holder reads sent attachments only: no uploader has an empty ID.
+    let reader = grant.caller.user_id().unwrap_or(UserId(String::new()));
     // Dropped on purpose: text that is not an attachment ID names no attachment.
     let attachment = AttachmentId::parse(&attachment).map_err(|_| no_attachment())?;
     let width = width(&query)?;
     let (info, file) = state
         .media
-        .attachment(&id, &attachment, &caller.0.user.id, width)
+        .attachment(grant.id(), &attachment, &reader, width)
         .await?
         .ok_or_else(no_attachment)?;
     Ok(file_response(file, REVALIDATE, Some(&info.name)))
@@ -403,11 +418,11 @@ fn request_id(text: String) -> Result<MessageRequestId, ApiError> {
 
 async fn send(
     State(state): State<HttpState>,
-    caller: Authenticated,
-    Path((id, request_id_text)): Path<(String, String)>,
+    grant: DocumentGrant,
+    Path((_, request_id_text)): Path<(String, String)>,
     request: Request,
 ) -> Result<Json<Vec<AttachmentView>>, ApiError> {
-    let id = parse_id(&id)?;
+    let user = user_of(&grant)?;
     let request_id = request_id(request_id_text)?;
     let body: SendBody = crate::documents_api::json_body(request).await?;
     let attachments = body
@@ -421,19 +436,18 @@ async fn send(
         .collect::<Result<Vec<_>, _>>()?;
     let sent = state
         .media
-        .send(&id, &caller.0.user.id, &request_id, &attachments)
+        .send(grant.id(), &user, &request_id, &attachments)
         .await?;
     Ok(Json(sent.iter().map(AttachmentView::from).collect()))
 }
 
 async fn of_message(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path((id, request_id_text)): Path<(String, String)>,
+    grant: DocumentGrant,
+    Path((_, request_id_text)): Path<(String, String)>,
 ) -> Result<Json<Vec<AttachmentView>>, ApiError> {
-    let id: ChannelId = parse_id(&id)?;
     let request_id = request_id(request_id_text)?;
-    let files = state.media.of_message(&id, &request_id).await?;
+    let files = state.media.of_message(grant.id(), &request_id).await?;
     Ok(Json(files.iter().map(AttachmentView::from).collect()))
 }
 
@@ -444,11 +458,10 @@ struct Removed {
 
 async fn delete_message(
     State(state): State<HttpState>,
-    _caller: Authenticated,
-    Path((id, request_id_text)): Path<(String, String)>,
+    grant: DocumentGrant,
+    Path((_, request_id_text)): Path<(String, String)>,
 ) -> Result<Json<Removed>, ApiError> {
-    let id = parse_id(&id)?;
     let request_id = request_id(request_id_text)?;
-    let removed = state.media.delete_message(&id, &request_id).await?;
+    let removed = state.media.delete_message(grant.id(), &request_id).await?;
     Ok(Json(Removed { removed }))
 }

@@ -1,13 +1,16 @@
 //! The HTTP surface of `fermata serve`: liveness, readiness and Prometheus metrics; log in, log
 //! out and re-authenticate (pages and JSON); the account page; the schema administrator page;
-//! the accounts API; the documents API with a document's images and Chat attachments; the schema
-//! operations API; and the `/sync` WebSocket endpoint for live collaboration.
+//! the accounts API; the documents API with a document's images and Chat attachments; the
+//! repositories API; the schema operations API; the document page with its editor's assets; and
+//! the `/sync` WebSocket endpoint for live collaboration.
 //!
-//! The server is started with a listener and a shutdown future as parameters, so tests run it on
-//! port 0 or call the router directly without a socket. Every handler reaches storage through a
-//! service ([`fermata_accounts::Accounts`], the documents and media services of
-//! `fermata-collab`, the schema operations of `fermata-schema`), never a store that holds
-//! secrets, a line of SQL or a driver.
+//! Every route is declared in one table with the access it needs ([`route_table`]), and one
+//! layer applies that table to every request (see `policy`). The server is started with a
+//! listener and a shutdown future as parameters, so tests run it on port 0 or call the router
+//! directly without a socket. Every handler reaches storage through a service
+//! ([`fermata_accounts::Accounts`], the documents and media services of `fermata-collab`, the
+//! schema operations of `fermata-schema`), never a store that holds secrets, a line of SQL or a
+//! driver.
 
 mod admin_page;
 mod admin_render;
@@ -22,7 +25,9 @@ mod error;
 mod images_api;
 mod metrics;
 mod pages;
+mod policy;
 mod readiness;
+mod repositories_api;
 mod schema_api;
 mod sync;
 
@@ -34,11 +39,13 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
 use tokio::net::TcpListener;
 
 pub use metrics::{Metrics, RenewalOutcome};
+pub use policy::{Access, RouteEntry};
 pub use readiness::{Phase, Readiness};
+
+use policy::{Policy, Routes};
 
 pub use error::ApiError;
 
@@ -78,21 +85,41 @@ pub struct SchemaSetup {
     pub package: bool,
 }
 
-/// Every route.
-pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+/// Every route, with the access it needs: the one place routes are added.
+fn routes() -> Routes {
+    Routes::new()
+        .get("/healthz", Access::Public, healthz)
+        .get("/readyz", Access::Public, readyz)
+        .get("/metrics", Access::Public, metrics)
         .merge(api::routes())
         .merge(documents_api::routes())
         .merge(images_api::routes())
+        .merge(repositories_api::routes())
         .merge(schema_api::routes())
-        .route("/sync/{*room}", get(sync::sync))
+        .get("/sync/{*room}", Access::Sync, sync::sync)
         .merge(pages::routes())
         .merge(admin_page::routes())
         .merge(assets::routes())
         .merge(document_page::routes())
+}
+
+/// The route table: every route the router serves, with its method, path template and access.
+pub fn route_table() -> Vec<RouteEntry> {
+    routes().into_parts().0
+}
+
+/// Every route, behind the authorization layer and CSRF protection.
+pub fn router(state: HttpState) -> Router {
+    let (table, router) = routes().into_parts();
+    let policy = Policy {
+        state: state.clone(),
+        table: table.into(),
+    };
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            policy,
+            policy::authorize,
+        ))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)

@@ -2,11 +2,10 @@
 //! (connected credentials, API tokens, paired machines). Every form carries the CSRF token; a
 //! new secret is shown once, in the response to the form that made it.
 
+use axum::Form;
 use axum::extract::{FromRequest, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
-use axum::{Form, Router};
 use axum_extra::extract::CookieJar;
 use fermata_accounts::{AccountError, Credentials, FRESH_FOR, Principal};
 use fermata_crypto::{SecretToken, csrf_token};
@@ -18,24 +17,29 @@ use crate::HttpState;
 use crate::auth::{Authenticated, client_address};
 use crate::cookies::{self, LOGIN_CSRF_COOKIE};
 use crate::error::{RequestFailure, attach};
+use crate::policy::{Access, Routes};
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route("/", get(home))
-        .route("/login", get(login_form).post(login))
-        .route("/logout", post(logout))
-        .route("/reauth", get(reauth_form).post(reauth))
-        .route("/account", get(account))
-        .route("/account/credentials", post(add_credential))
-        .route("/account/credentials/clear", post(clear_credentials))
-        .route("/account/tokens", post(create_token))
-        .route("/account/tokens/{id}/revoke", post(revoke_token))
-        .route("/account/machines", post(pair_machine))
-        .route(
+pub(crate) fn routes() -> Routes {
+    use Access::{Public, SignedIn};
+    Routes::new()
+        .get("/", Public, home)
+        .get("/login", Public, login_form)
+        .post("/login", Public, login)
+        .post("/logout", SignedIn, logout)
+        .get("/reauth", SignedIn, reauth_form)
+        .post("/reauth", SignedIn, reauth)
+        .get("/account", SignedIn, account)
+        .post("/account/credentials", SignedIn, add_credential)
+        .post("/account/credentials/clear", SignedIn, clear_credentials)
+        .post("/account/tokens", SignedIn, create_token)
+        .post("/account/tokens/{id}/revoke", SignedIn, revoke_token)
+        .post("/account/machines", SignedIn, pair_machine)
+        .post(
             "/account/machines/{id}/reauthorize",
-            post(reauthorize_machine),
+            SignedIn,
+            reauthorize_machine,
         )
-        .route("/account/machines/{id}/revoke", post(revoke_machine))
+        .post("/account/machines/{id}/revoke", SignedIn, revoke_machine)
 }
 
 /// The look every page shares; also served as `/assets/page.css` for pages under a strict

@@ -6,11 +6,10 @@
 //! bodies are refused as by the rest of the API. The decisions and the clear action need a fresh
 //! session.
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use fermata_accounts::Principal;
 use fermata_schema::view::{
     ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView, ReviewView,
@@ -22,23 +21,35 @@ use serde::{Deserialize, Serialize};
 use crate::HttpState;
 use crate::auth::{FreshSystemAdmin, SystemAdmin};
 use crate::error::{RequestFailure, attach};
+use crate::policy::{Access, Routes};
 
-pub(crate) fn routes() -> Router<HttpState> {
-    Router::new()
-        .route(
-            "/api/v1/schema/inventory",
-            get(latest_inventory).post(start_inventory),
+pub(crate) fn routes() -> Routes {
+    use Access::{FreshSystemAdmin, SystemAdmin};
+    Routes::new()
+        .get("/api/v1/schema/inventory", SystemAdmin, latest_inventory)
+        .post("/api/v1/schema/inventory", SystemAdmin, start_inventory)
+        .post("/api/v1/schema/refresh", SystemAdmin, start_refresh)
+        .post(
+            "/api/v1/schema/verification",
+            SystemAdmin,
+            start_verification,
         )
-        .route("/api/v1/schema/refresh", post(start_refresh))
-        .route("/api/v1/schema/verification", post(start_verification))
-        .route("/api/v1/schema/registry", get(registry))
-        .route("/api/v1/schema/operations", get(list_operations))
-        .route("/api/v1/schema/operations/{id}", get(operation))
-        .route("/api/v1/schema/operations/{id}/review", get(review))
-        .route("/api/v1/schema/operations/{id}/approve", post(approve))
-        .route("/api/v1/schema/operations/{id}/reject", post(reject))
-        .route("/api/v1/schema/lease", get(lease))
-        .route("/api/v1/schema/lease/clear", post(clear_lease))
+        .get("/api/v1/schema/registry", SystemAdmin, registry)
+        .get("/api/v1/schema/operations", SystemAdmin, list_operations)
+        .get("/api/v1/schema/operations/{id}", SystemAdmin, operation)
+        .get("/api/v1/schema/operations/{id}/review", SystemAdmin, review)
+        .post(
+            "/api/v1/schema/operations/{id}/approve",
+            FreshSystemAdmin,
+            approve,
+        )
+        .post(
+            "/api/v1/schema/operations/{id}/reject",
+            FreshSystemAdmin,
+            reject,
+        )
+        .get("/api/v1/schema/lease", SystemAdmin, lease)
+        .post("/api/v1/schema/lease/clear", FreshSystemAdmin, clear_lease)
         .layer(axum::middleware::map_response(never_cached))
 }
 

@@ -1,135 +1,79 @@
 //! `/sync/{document}`: the WebSocket endpoint Yjs clients connect to with `y-websocket`'s
 //! `WebsocketProvider` (server URL `ws://HOST/sync`, the document's ID as the room name, or
-//! `OWNER/NAME/SLUG`). The caller is authenticated before the upgrade, by the `token` query
-//! parameter (an API token or a session secret) or the session cookie; a cookie-authenticated
-//! upgrade must come from this server's own origin. After the upgrade this handler only shuttles
-//! binary messages between the socket and the document's room, as the authenticated member
-//! (whom activity history credits for the connection's edits).
+//! `OWNER/NAME/SLUG`). The authorization layer admits the caller before the upgrade (by the
+//! `token` query parameter: a client token, an API token or a session secret; or by the session
+//! cookie of a same-origin upgrade) with read access at least; a caller without write access
+//! (a viewer, a read client token) joins read-only. After the upgrade this handler shuttles binary
+//! messages between the socket and the document's room, as the authenticated member (whom
+//! activity history credits; for a client token, the admin who minted it).
+//!
+//! Access is checked again while the connection is open: whenever the access watch asks (a
+//! logout, a token revocation, a password or role change, a membership change, here or in another
+//! process), and when the credential expires (a client token's expiry, a session's). A
+//! connection that lost read access is closed with [`close::REVOKED`] and leaves its room before
+//! the re-check is answered, so nothing it sends afterwards reaches the room; one that lost write
+//! access becomes read-only, and one given write access becomes writable.
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use fermata_collab::{Outbound, RoomManager, close};
-use fermata_crypto::SecretToken;
-use fermata_store::{ChannelId, ErrorKind, Repository, Slug, UserId};
-use serde::Deserialize;
+use fermata_accounts::{Principal, Via, Watching};
+use fermata_collab::{Outbound, close};
+use fermata_store::{RepositoryRole, UnixMillis, UserId};
+use tokio::time::Instant;
 
 use crate::HttpState;
 use crate::error::ApiError;
-
-#[derive(Deserialize)]
-pub(crate) struct TokenQuery {
-    token: Option<String>,
-}
+use crate::policy::{Caller, SyncGrant, role_on_document};
 
 /// Extra room above the largest accepted message, so an oversized one still arrives whole and is
 /// refused with a clear close reason instead of a dropped connection.
 const FRAME_ALLOWANCE: usize = 1024 * 1024;
 
-pub(crate) async fn sync(
-    State(state): State<HttpState>,
-    Path(room): Path<String>,
-    Query(query): Query<TokenQuery>,
-    headers: HeaderMap,
-    upgrade: WebSocketUpgrade,
-) -> Response {
-    let accounts = &state.accounts;
-    let authenticated = match query.token.filter(|t| !t.is_empty()) {
-        Some(token) => {
-            let token = SecretToken::from_given(token);
-            match accounts.authenticate_api_token(&token).await {
-                Ok(Some(principal)) => Ok(Some(principal)),
-                Ok(None) => accounts.authenticate_session(&token).await,
-                Err(error) => Err(error),
-            }
-        }
-        None => {
-            let cookie = axum_extra::extract::CookieJar::from_headers(&headers)
-                .get(crate::auth::SESSION_COOKIE)
-                .map(|c| SecretToken::from_given(c.value()));
-            if !same_origin(&headers) {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "csrf",
-                    "cross-site WebSocket refused",
-                )
-                .into_response();
-            }
-            match cookie {
-                Some(secret) => accounts.authenticate_session(&secret).await,
-                None => Ok(None),
-            }
-        }
-    };
-    let member = match authenticated {
-        Ok(Some(principal)) => principal.user.id,
-        Ok(None) => return ApiError::unauthenticated().into_response(),
-        Err(error) => return ApiError::from(error).into_response(),
-    };
-    let id = match resolve(&state, &room).await {
-        Ok(id) => id,
-        Err(error) => return error.into_response(),
-    };
-    let rooms = state.documents.rooms().clone();
-    upgrade
-        .max_message_size(rooms.settings().max_message_bytes + FRAME_ALLOWANCE)
-        .on_upgrade(move |socket| serve(socket, rooms, id, member))
+/// The watch registration the authorization layer made before it checked the caller, handed to
+/// the connection it admitted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Registration(pub(crate) Arc<Mutex<Option<Watching>>>);
+
+impl Registration {
+    fn take(&self) -> Option<Watching> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
-/// A room name: a document ID, or `OWNER/NAME/SLUG` (a canonical or former slug). A missing or
-/// archived document is refused before the upgrade, where y-websocket backs off between retries.
-async fn resolve(state: &HttpState, room: &str) -> Result<ChannelId, ApiError> {
-    let not_found = || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document");
-    let channel = match ChannelId::parse(room) {
-        // Any failure is refused as missing, as the client expects; one that is not a missing
-        // row is kept for the log.
-        Ok(id) => state
-            .documents
-            .channel(&id)
+pub(crate) async fn sync(
+    State(state): State<HttpState>,
+    grant: SyncGrant,
+    registration: Option<axum::Extension<Registration>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let watching = match registration.and_then(|axum::Extension(r)| r.take()) {
+        Some(watching) => watching,
+        None => match state
+            .accounts
+            .access_watch()
+            .watch(grant.caller.user_id())
             .await
-            .map_err(|error| match error.kind() {
-                ErrorKind::Missing => not_found(),
-                _ => not_found().with_source(error),
-            })?,
-        Err(_) => {
-            let (repository, slug) = room.rsplit_once('/').ok_or_else(not_found)?;
-            // Dropped on purpose: a room name that is not `OWNER/NAME/SLUG` names no document.
-            let repository = Repository::new(repository).map_err(|_| not_found())?;
-            let slug = Slug::new(slug).map_err(|_| not_found())?;
-            state
-                .documents
-                .resolve(&repository, &slug)
-                .await?
-                .ok_or_else(not_found)?
-        }
+        {
+            Ok(watching) => watching,
+            Err(error) => return ApiError::from(error).into_response(),
+        },
     };
-    if channel.archived_at.is_some() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "archived",
-            "the document is archived; restore it to edit",
-        ));
-    }
-    Ok(channel.id)
+    let max = state.documents.rooms().settings().max_message_bytes + FRAME_ALLOWANCE;
+    upgrade
+        .max_message_size(max)
+        .on_upgrade(move |socket| serve(socket, state, grant, watching))
 }
 
 /// A connection that sends nothing for this long is gone (live y-websocket clients renew their
 /// presence every 15 seconds).
-const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(60);
-
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
-        return true;
-    };
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    origin
-        .split_once("://")
-        .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
-}
+const IDLE_CONNECTION: Duration = Duration::from_secs(60);
 
 async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
     let frame = CloseFrame {
@@ -139,14 +83,86 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
-async fn serve(mut socket: WebSocket, rooms: RoomManager, id: ChannelId, member: UserId) {
-    let mut connection = match rooms.join(&id, &member).await {
+/// When the credential ends by itself: a client token's expiry, or a login session's.
+fn expiry(caller: &Caller) -> Option<Instant> {
+    let (ends, now) = match caller {
+        Caller::Client(grant) => (grant.expires_at, UnixMillis::now()),
+        Caller::User(Principal {
+            via: Via::Session(context),
+            ..
+        }) => (context.session.expires_at, context.now),
+        Caller::User(_) => return None,
+    };
+    let left = u64::try_from(ends.0.saturating_sub(now.0)).unwrap_or(0);
+    Some(Instant::now() + Duration::from_millis(left))
+}
+
+/// Whom history credits for the connection's edits: the user, or for a client token the admin
+/// who minted it.
+fn member_of(caller: &Caller) -> UserId {
+    match caller {
+        Caller::User(principal) => principal.user.id.clone(),
+        Caller::Client(grant) => grant.issuer.clone(),
+    }
+}
+
+/// What a re-check found.
+enum Recheck {
+    /// Still allowed; writable or not.
+    Allowed { writable: bool },
+    /// Access ended.
+    Revoked,
+}
+
+/// Checks the connection's credential and role again, from storage.
+async fn recheck(state: &HttpState, grant: &SyncGrant) -> Result<Recheck, ApiError> {
+    let caller = match &grant.caller {
+        Caller::User(principal) => {
+            let Some(user) = state.accounts.still_valid(principal).await? else {
+                return Ok(Recheck::Revoked);
+            };
+            Caller::User(Principal {
+                user,
+                via: principal.via.clone(),
+            })
+        }
+        client @ Caller::Client(_) => client.clone(),
+    };
+    let channel = match state.documents.find(&grant.channel.id).await? {
+        Some(channel) if channel.archived_at.is_none() => channel,
+        _ => return Ok(Recheck::Revoked),
+    };
+    Ok(
+        match role_on_document(state, &caller, &channel, None).await? {
+            Some(role) => Recheck::Allowed {
+                writable: role >= RepositoryRole::Editor,
+            },
+            None => Recheck::Revoked,
+        },
+    )
+}
+
+async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut watching: Watching) {
+    let rooms = state.documents.rooms().clone();
+    let mut writable = grant.writable;
+    let mut connection = match rooms
+        .join(&grant.channel.id, &member_of(&grant.caller), !writable)
+        .await
+    {
         Ok(connection) => connection,
         Err(refusal) => {
             close_with(&mut socket, refusal.code, refusal.reason).await;
             return;
         }
     };
+    let ends = expiry(&grant.caller);
+    let expired = async {
+        match ends {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expired);
     loop {
         tokio::select! {
             incoming = tokio::time::timeout(IDLE_CONNECTION, socket.recv()) => match incoming.unwrap_or_else(|_idle| None) {
@@ -174,6 +190,35 @@ async fn serve(mut socket: WebSocket, rooms: RoomManager, id: ChannelId, member:
                     break;
                 }
                 None => break,
+            },
+            Some(done) = watching.rechecks.recv() => {
+                match recheck(&state, &grant).await {
+                    Ok(Recheck::Allowed { writable: now }) => {
+                        if now != writable {
+                            writable = now;
+                            connection.set_read_only(!now).await;
+                        }
+                        let _ = done.send(());
+                    }
+                    Ok(Recheck::Revoked) => {
+                        close_with(&mut socket, close::REVOKED, "access to this document ended".to_owned()).await;
+                        connection.leave().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    Err(error) => {
+                        // Not knowing is not allowing: the client reconnects and is checked afresh.
+                        tracing::warn!(document = %grant.channel.id, error = %error.message, "a live connection could not be checked again");
+                        close_with(&mut socket, close::TRY_AGAIN_LATER, "access could not be checked; reconnect".to_owned()).await;
+                        connection.leave().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                }
+            },
+            () = &mut expired => {
+                close_with(&mut socket, close::REVOKED, "the credential expired".to_owned()).await;
+                break;
             },
         }
     }

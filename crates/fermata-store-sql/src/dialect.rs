@@ -80,10 +80,14 @@ impl Dialect {
     /// `{skip_locked}` (after a row lock) passes over rows other transactions hold locked. On
     /// SQLite they are all empty: its `BEGIN IMMEDIATE` already holds the database's write lock,
     /// so write transactions run one at a time and there is never a locked row to skip.
+    /// `{bytewise}` (after a text column) compares and orders text by its bytes, as Rust does,
+    /// whatever the database's collation (SQLite's default already does).
     pub(crate) fn render(self, template: &str) -> String {
-        let (now, for_update, for_no_key_update, for_key_share, skip_locked) = match self {
+        let (now, for_update, for_no_key_update, for_key_share, skip_locked, bytewise) = match self
+        {
             Dialect::Sqlite => (
                 "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+                "",
                 "",
                 "",
                 "",
@@ -95,10 +99,12 @@ impl Dialect {
                 " FOR NO KEY UPDATE",
                 " FOR KEY SHARE",
                 " SKIP LOCKED",
+                " COLLATE \"C\"",
             ),
         };
         template
             .replace("{now}", now)
+            .replace("{bytewise}", bytewise)
             .replace("{for_update}", for_update)
             .replace("{for_no_key_update}", for_no_key_update)
             .replace("{for_key_share}", for_key_share)

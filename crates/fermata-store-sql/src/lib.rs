@@ -22,6 +22,7 @@ mod mcp_session;
 mod media;
 pub mod migrations;
 mod planner;
+mod repository;
 mod research;
 mod row;
 mod schema;
@@ -116,6 +117,7 @@ struct Inner {
     machine_choice_sql: machine_choice::Statements,
     mcp_session_sql: mcp_session::Statements,
     media_sql: media::Statements,
+    repository_sql: repository::Statements,
 }
 
 impl SqlStorage {
@@ -162,6 +164,7 @@ impl SqlStorage {
                 machine_choice_sql: machine_choice::Statements::new(dialect),
                 mcp_session_sql: mcp_session::Statements::new(dialect),
                 media_sql: media::Statements::new(dialect),
+                repository_sql: repository::Statements::new(dialect),
             }),
         })
     }
@@ -348,6 +351,10 @@ impl Storage for SqlStorage {
     }
 
     fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
+        self
+    }
+
+    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
         self
     }
 }

@@ -60,6 +60,13 @@ impl Repository {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The owner and the name of an `OWNER/NAME` repository; `None` for a name of another shape,
+    /// which earlier releases accepted and which new repositories may not take.
+    pub fn owner_and_name(&self) -> Option<(&str, &str)> {
+        let (owner, name) = self.0.split_once('/')?;
+        (!owner.is_empty() && !name.is_empty() && !name.contains('/')).then_some((owner, name))
+    }
 }
 
 impl fmt::Display for Repository {

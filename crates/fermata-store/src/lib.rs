@@ -22,6 +22,7 @@ pub mod machine;
 pub mod machine_choice;
 pub mod mcp_session;
 pub mod planner;
+pub mod repository;
 pub mod research;
 pub mod schema;
 pub mod session;
@@ -65,6 +66,10 @@ pub use planner::{
     DeferredTurnRetirement, DeferredTurnState, HeldSessions, HoldOwner, LinkHold, ModelChoice,
     NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential, PlannerKey,
     PlannerStatus, PlannerStore,
+};
+pub use repository::{
+    CreationOrigin, DocumentCursor, DocumentScope, KeyedCreation, Member, NewOverride, Override,
+    RepositoryRecord, RepositoryRole, RepositoryStore,
 };
 pub use research::{
     JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
@@ -122,6 +127,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     /// Files sent with Chat messages (`chat_attachments`).
     fn attachments(&self) -> &dyn AttachmentStore;
+
+    /// Document repositories, their members and the audit of `system_admin` overrides.
+    fn repositories(&self) -> &dyn RepositoryStore;
 }
 
 /// Options every adapter takes when it is opened.

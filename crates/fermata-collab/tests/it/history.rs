@@ -128,6 +128,10 @@ impl Storage for Wrapped {
     fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
         self.0.real.attachments()
     }
+
+    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
+        self.0.real.repositories()
+    }
 }
 
 struct Rig {
@@ -248,7 +252,7 @@ impl Client {
     async fn join(rig: &Rig, member: &str) -> Client {
         let connection = rig
             .rooms
-            .join(&rig.document, &user(member))
+            .join(&rig.document, &user(member), false)
             .await
             .expect("join");
         let mut client = Client {

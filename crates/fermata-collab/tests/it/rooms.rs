@@ -1,5 +1,6 @@
 //! Rooms on a real SQLite database: persistence before publication, batching, the checkpoint
-//! policy, idle closing, limits, refusals, presence, and a lost fence.
+//! policy, idle closing, limits, refusals, presence, a lost fence, read-only connections, program
+//! updates merged like a client's, and rewrites refused at a stale revision.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,9 +76,14 @@ struct Client {
 
 impl Client {
     async fn join(rig: &Rig) -> Client {
+        Client::join_as(rig, false).await
+    }
+
+    /// A client whose connection is read-only when `read_only` (a viewer's).
+    async fn join_as(rig: &Rig, read_only: bool) -> Client {
         let connection = rig
             .rooms
-            .join(&rig.document, &member())
+            .join(&rig.document, &member(), read_only)
             .await
             .expect("join");
         let mut client = Client {
@@ -273,7 +279,11 @@ async fn limits_are_enforced_with_clear_refusals() {
     let rig = rig(settings, StoreOptions::default()).await;
     let mut first = Client::join(&rig).await;
     let mut second = Client::join(&rig).await;
-    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
+    let refusal = rig
+        .rooms
+        .join(&rig.document, &member(), false)
+        .await
+        .unwrap_err();
     assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
 
     first
@@ -439,7 +449,11 @@ async fn hears(client: &mut Client, message: &[u8], within: Duration) -> bool {
 async fn no_room_opens_without_the_writer_lease() {
     let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
     rig.fence.set(None);
-    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
+    let refusal = rig
+        .rooms
+        .join(&rig.document, &member(), false)
+        .await
+        .unwrap_err();
     assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
     let error = rig
         .rooms
@@ -447,4 +461,147 @@ async fn no_room_opens_without_the_writer_lease() {
         .await
         .unwrap_err();
     assert!(error.is_retryable(), "{error}");
+}
+
+#[tokio::test]
+async fn a_read_only_connection_syncs_and_its_edits_go_nowhere() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut writer = Client::join(&rig).await;
+    writer.type_text("shared ").await;
+    assert!(
+        writer.hears_update(PATIENCE).await,
+        "its own edit, once saved"
+    );
+    let mut viewer = Client::join_as(&rig, true).await;
+    assert_eq!(
+        viewer.doc.text(),
+        "shared ",
+        "a read-only connection still syncs"
+    );
+    // The viewer types: told once that it is read-only, and nobody hears of it.
+    viewer.type_text("from the viewer").await;
+    viewer.type_text(" and more").await;
+    let notice = viewer.next().await.expect("a notice");
+    assert_eq!(notice, protocol::read_only_notice());
+    assert!(
+        !writer.hears_update(QUIET).await,
+        "a read-only edit was relayed"
+    );
+    assert_eq!(stored_text(&rig).await, ("shared ".to_owned(), 1));
+    // Presence still flows from a read-only connection.
+    let presence = protocol::awareness_removed(&[(77, 1)]);
+    assert!(viewer.connection.receive(presence.clone()).await);
+    let heard = loop {
+        let message = writer.next().await.expect("presence");
+        if matches!(
+            protocol::decode(&message),
+            Ok(ClientMessage::Awareness { .. })
+        ) {
+            break message;
+        }
+    };
+    assert_eq!(heard, presence);
+    // Made writable, its next edit is kept; made read-only again, it is dropped again.
+    assert!(viewer.connection.set_read_only(false).await);
+    let update = viewer
+        .doc
+        .diff_since(&SourceDoc::new().state_vector())
+        .unwrap();
+    assert!(viewer.connection.receive(protocol::update(update)).await);
+    assert!(writer.hears_update(PATIENCE).await);
+    assert!(writer.doc.text().contains("from the viewer"));
+    assert!(viewer.connection.set_read_only(true).await);
+    viewer.type_text(" dropped").await;
+    assert!(!writer.hears_update(QUIET).await);
+    assert!(!stored_text(&rig).await.0.contains("dropped"));
+}
+
+#[tokio::test]
+async fn a_program_update_merges_with_live_edits_and_is_broadcast() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut client = Client::join(&rig).await;
+    client.type_text("live ").await;
+    assert!(
+        client.hears_update(PATIENCE).await,
+        "its own edit, once saved"
+    );
+    // The program built its update on an empty document: it still merges, reverting nothing.
+    let mut program = SourceDoc::new();
+    let update = program.insert(0, "program ").unwrap();
+    let committed = rig
+        .rooms
+        .apply_update(&rig.document, update.clone(), None)
+        .await
+        .unwrap();
+    assert!(!committed.repeated);
+    assert!(client.hears_update(PATIENCE).await);
+    let text = client.doc.text();
+    assert!(
+        text.contains("live ") && text.contains("program "),
+        "{text}"
+    );
+    assert_eq!(stored_text(&rig).await.0, text);
+    // The same update again changes nothing; an update with missing predecessors is refused.
+    let again = rig
+        .rooms
+        .apply_update(&rig.document, update, None)
+        .await
+        .unwrap();
+    assert!(again.repeated);
+    let mut orphan = SourceDoc::new();
+    orphan.insert(0, "a").unwrap();
+    let later = orphan.insert(1, "b").unwrap();
+    let refused = rig
+        .rooms
+        .apply_update(&rig.document, later, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, fermata_collab::EditError::Refused(_)),
+        "{refused:?}"
+    );
+    assert_eq!(stored_text(&rig).await.0, text);
+}
+
+#[tokio::test]
+async fn a_rewrite_at_a_stale_revision_changes_nothing() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    let mut client = Client::join(&rig).await;
+    client.type_text("typed").await;
+    assert!(
+        client.hears_update(PATIENCE).await,
+        "its own edit, once saved"
+    );
+    let (_, revision) = eventually_some("the edit to be saved", || async {
+        let (text, revision) = stored_text(&rig).await;
+        (text == "typed").then_some((text, revision))
+    })
+    .await;
+    let refused = rig
+        .rooms
+        .rewrite_at(
+            &rig.document,
+            "replaced".to_owned(),
+            None,
+            Some(revision - 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, fermata_collab::EditError::Stale { current } if current == revision),
+        "{refused:?}"
+    );
+    let refused = rig
+        .rooms
+        .rename(&rig.document, "Renamed".to_owned(), Some(revision - 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, fermata_collab::EditError::Stale { .. }));
+    assert_eq!(stored_text(&rig).await, ("typed".to_owned(), revision));
+    rig.rooms
+        .rewrite_at(&rig.document, "replaced".to_owned(), None, Some(revision))
+        .await
+        .unwrap();
+    assert!(client.hears_update(PATIENCE).await);
+    assert_eq!(client.doc.text(), "replaced");
 }

@@ -35,6 +35,9 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/api/v1/documents/by-slug", &["get"]),
     ("/api/v1/documents/{id}", &["get", "patch", "delete"]),
     ("/api/v1/documents/{id}/text", &["put"]),
+    ("/api/v1/documents/{id}/state", &["get"]),
+    ("/api/v1/documents/{id}/updates", &["post"]),
+    ("/api/v1/documents/{id}/client-tokens", &["post"]),
     ("/api/v1/documents/{id}/archive", &["post"]),
     ("/api/v1/documents/{id}/restore", &["post"]),
     ("/api/v1/documents/{id}/children", &["get"]),
@@ -43,15 +46,6 @@ const ROUTES: &[(&str, &[&str])] = &[
         "/api/v1/documents/{id}/versions/{version}/restore",
         &["post"],
     ),
-];
-
-/// The routes of a document's images and attachments, tested in `images.rs`.
-const MEDIA_ROUTES: &[&str] = &[
-    "/api/v1/documents/{id}/images",
-    "/api/v1/documents/{id}/images/{sha256}",
-    "/api/v1/documents/{id}/attachments",
-    "/api/v1/documents/{id}/attachments/{attachment}",
-    "/api/v1/documents/{id}/messages/{request_id}/attachments",
 ];
 
 struct App {
@@ -1378,42 +1372,38 @@ async fn the_openapi_description_lists_every_documents_route() {
         .as_object()
         .expect("an object of paths");
 
-    for (path, methods) in ROUTES {
-        let item = paths
-            .get(*path)
-            .unwrap_or_else(|| panic!("{path} is not described"));
-        for method in *methods {
-            assert!(
-                item.get(*method)
-                    .is_some_and(|op| op["responses"].is_object()),
-                "{method} {path} is not described"
-            );
-        }
+    // Every route of the documents and repositories APIs in the route table is described, and
+    // everything described there is served.
+    let documented = |path: &str| {
+        (path.starts_with("/api/v1/documents") || path.starts_with("/api/v1/repositories"))
+            && path != "/api/v1/openapi.json"
+    };
+    let table = fermata_http::route_table();
+    for route in table.iter().filter(|route| documented(route.path)) {
+        let method = route.method.as_str().to_ascii_lowercase();
+        let described = paths
+            .get(route.path)
+            .and_then(|item| item.get(&method))
+            .is_some_and(|op| op["responses"].is_object());
+        assert!(
+            described,
+            "{} {} is not described",
+            route.method, route.path
+        );
     }
-
-    // And everything it describes under /api/v1/documents is served: without a login, each
-    // answers 401 rather than 404 or 405.
-    let served: BTreeSet<&str> = ROUTES
-        .iter()
-        .map(|(path, _)| *path)
-        .chain(MEDIA_ROUTES.iter().copied())
-        .collect();
     let methods = ["get", "put", "post", "delete", "patch"];
     for (path, item) in paths {
-        if !path.starts_with("/api/v1/documents") {
-            continue;
-        }
         assert!(
-            served.contains(path.as_str()),
-            "{path} is described but not served"
+            documented(path),
+            "{path} is described but outside the documented APIs"
         );
         for method in methods.iter().filter(|m| item.get(**m).is_some()) {
-            let uri = concrete(path, UNKNOWN_ID);
-            let verb = method.to_uppercase();
-            let answer = app
-                .send(anonymous(&verb, &uri, plausible_body(path, method)))
-                .await;
-            assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{verb} {uri}");
+            assert!(
+                table
+                    .iter()
+                    .any(|r| r.path == path && r.method.as_str().eq_ignore_ascii_case(method)),
+                "{method} {path} is described but not served"
+            );
         }
     }
 }
@@ -1495,6 +1485,14 @@ async fn history_lists_sessions_newest_first_and_restores_one_for_the_caller() {
     };
     let id = id_of(&app.create("acme/app", "Plan").await);
     let text = format!("/api/v1/documents/{id}/text");
+    let joined = app
+        .call(
+            "PUT",
+            "/api/v1/repositories/acme/app/members/bob",
+            Some(json!({"role": "editor"})),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.body);
     // Opening a document's history before any edit lists nothing.
     assert!(sessions(&app, &id, 0).await.is_empty());
 
@@ -1592,4 +1590,311 @@ async fn history_lists_sessions_newest_first_and_restores_one_for_the_caller() {
         (StatusCode::FORBIDDEN, "csrf".to_owned())
     );
     assert_eq!(app.document(&id).await.json()["text"], "# One, again\n");
+}
+
+/// Sends a request with another user's API token.
+async fn as_token(
+    app: &App,
+    token: &str,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Answer {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let body = match body {
+        Some(value) => {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+            Body::from(value.to_string())
+        }
+        None => Body::empty(),
+    };
+    app.send(request.body(body).unwrap()).await
+}
+
+/// A second user, `bob`, an editor of acme/app, with an API token.
+async fn editor_bob(app: &App) -> String {
+    let accounts = &app.state.accounts;
+    let (bob, _) = accounts
+        .add_user("bob", None, BTreeSet::new())
+        .await
+        .unwrap();
+    let (_, token) = accounts.create_api_token(&bob, "tests").await.unwrap();
+    let joined = app
+        .call(
+            "PUT",
+            "/api/v1/repositories/acme/app/members/bob",
+            Some(json!({"role": "editor"})),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.body);
+    token.expose().to_owned()
+}
+
+#[tokio::test]
+async fn a_creation_key_belongs_to_the_caller_that_used_it_first() {
+    let app = App::new().await;
+    app.create("acme/app", "Seed").await;
+    let bob = editor_bob(&app).await;
+    let body = json!({"repository": "acme/app", "title": "Daily", "text": "ada's text\n"});
+    let first = app.create_keyed("2030-01-01", body.clone()).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let document = first.json();
+    let listed = app.listed("/api/v1/documents?repository=acme/app").await;
+
+    // The same caller with another body: 409, nothing changes.
+    let other_body = app
+        .create_keyed(
+            "2030-01-01",
+            json!({"repository": "acme/app", "title": "Daily", "text": "another text\n"}),
+        )
+        .await;
+    assert_eq!(
+        other_body.error(),
+        (StatusCode::CONFLICT, "idempotency_key_reused".to_owned())
+    );
+    // Another caller with the same key, even the same body: 409, nothing is created.
+    let keyed = |key: &'static str, body: Value| {
+        let bob = bob.clone();
+        let app = &app;
+        async move {
+            as_token(
+                app,
+                &bob,
+                "POST",
+                "/api/v1/documents",
+                &[("idempotency-key", key)],
+                Some(body),
+            )
+            .await
+        }
+    };
+    let by_bob = keyed("2030-01-01", body.clone()).await;
+    assert_eq!(
+        by_bob.error(),
+        (StatusCode::CONFLICT, "idempotency_key_in_use".to_owned())
+    );
+    let read = app.document(&id_of(&document)).await.json();
+    assert_eq!(
+        (&read["title"], &read["text"], &read["revision"]),
+        (&document["title"], &document["text"], &document["revision"])
+    );
+    assert_eq!(
+        app.listed("/api/v1/documents?repository=acme/app").await,
+        listed,
+        "a refused repeat created a document"
+    );
+
+    // Whoever uses a key first owns it: the script that comes later is told, never handed
+    // someone else's document.
+    let squatted = keyed(
+        "2030-01-02",
+        json!({"repository": "acme/app", "title": "Daily", "text": "bob's text\n"}),
+    )
+    .await;
+    assert_eq!(squatted.status, StatusCode::CREATED, "{}", squatted.body);
+    let late = app
+        .create_keyed(
+            "2030-01-02",
+            json!({"repository": "acme/app", "title": "Daily", "text": "ada's text\n"}),
+        )
+        .await;
+    assert_eq!(
+        late.error(),
+        (StatusCode::CONFLICT, "idempotency_key_in_use".to_owned())
+    );
+    assert_eq!(
+        app.document(&squatted.id()).await.json()["text"],
+        "bob's text\n"
+    );
+}
+
+#[tokio::test]
+async fn reads_carry_the_revision_and_if_match_guards_program_writes() {
+    let app = App::new().await;
+    let id = id_of(&app.create("acme/app", "Plan").await);
+    let read = app.document(&id).await;
+    assert_eq!(read.headers[header::ETAG], "\"0\"");
+    let text = format!("/api/v1/documents/{id}/text");
+    let put = |revision: &'static str, body: &'static str| {
+        let app = &app;
+        let text = text.clone();
+        async move {
+            let request = app
+                .request("PUT", &text)
+                .header(header::IF_MATCH, revision)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(json!({ "text": body }).to_string()))
+                .unwrap();
+            app.send(request).await
+        }
+    };
+    let first = put("\"0\"", "one\n").await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(first.headers[header::ETAG], "\"1\"");
+    // A stale revision: 412 with the current one, and nothing changes.
+    let stale = put("\"0\"", "clobbered\n").await;
+    assert_eq!(
+        stale.status,
+        StatusCode::PRECONDITION_FAILED,
+        "{}",
+        stale.body
+    );
+    assert_eq!(stale.json()["error"]["code"], "precondition_failed");
+    assert_eq!(stale.json()["current_revision"], 1);
+    assert_eq!(stale.headers[header::ETAG], "\"1\"");
+    let garbage = put("not-a-tag", "clobbered\n").await;
+    assert_eq!(garbage.status, StatusCode::PRECONDITION_FAILED);
+    let rename = app
+        .send(
+            app.request("PATCH", &format!("/api/v1/documents/{id}"))
+                .header(header::IF_MATCH, "W/\"0\"")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(json!({"title": "Clobbered"}).to_string()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        rename.status,
+        StatusCode::PRECONDITION_FAILED,
+        "{}",
+        rename.body
+    );
+    sessions(&app, &id, 1).await;
+    let restore = app
+        .send(
+            app.request(
+                "POST",
+                &format!("/api/v1/documents/{id}/versions/1/restore"),
+            )
+            .header(header::IF_MATCH, "\"0\"")
+            .body(Body::empty())
+            .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        restore.status,
+        StatusCode::PRECONDITION_FAILED,
+        "{}",
+        restore.body
+    );
+    let now = app.document(&id).await.json();
+    assert_eq!(
+        (&now["title"], &now["text"], &now["revision"]),
+        (&json!("Plan"), &json!("one\n"), &json!(1))
+    );
+    // The current revision, `*`, or no If-Match at all: applied.
+    assert_eq!(put("\"1\"", "two\n").await.status, StatusCode::OK);
+    assert_eq!(put("*", "three\n").await.status, StatusCode::OK);
+    let unguarded = app
+        .call("PUT", &text, Some(json!({"text": "four\n"})))
+        .await;
+    assert_eq!(unguarded.status, StatusCode::OK);
+    assert_eq!(unguarded.json()["revision"], 4);
+}
+
+#[tokio::test]
+async fn the_yjs_routes_read_the_state_and_merge_updates() {
+    let app = App::new().await;
+    let id = id_of(&app.create("acme/app", "Plan").await);
+    app.call(
+        "PUT",
+        &format!("/api/v1/documents/{id}/text"),
+        Some(json!({"text": "hello\n"})),
+    )
+    .await;
+    let state = |query: String| {
+        let app = &app;
+        let id = id.clone();
+        async move {
+            app.send(
+                app.request("GET", &format!("/api/v1/documents/{id}/state{query}"))
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let whole = state(String::new()).await;
+    assert_eq!(whole.status, StatusCode::OK);
+    assert_eq!(
+        whole.headers[header::CONTENT_TYPE],
+        "application/octet-stream"
+    );
+    assert_eq!(whole.headers[header::ETAG], "\"1\"");
+    // The body is binary: read it again as bytes.
+    let bytes = {
+        let response = tower::ServiceExt::oneshot(
+            fermata_http::router(app.state.clone()),
+            app.request("GET", &format!("/api/v1/documents/{id}/state"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap()
+            .to_vec()
+    };
+    let mut copy = fermata_docs::SourceDoc::from_state(&bytes).unwrap();
+    assert_eq!(copy.text(), "hello\n");
+
+    // A program's update made on that copy merges; the difference since the copy is just it.
+    let update = copy.insert(copy.len(), "world\n").unwrap();
+    let merged = app
+        .send(
+            app.request("POST", &format!("/api/v1/documents/{id}/updates"))
+                .header(header::CONTENT_TYPE, "application/octet-stream")
+                .body(Body::from(update))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(merged.status, StatusCode::OK, "{}", merged.body);
+    assert_eq!(merged.json()["revision"], 2);
+    assert_eq!(app.document(&id).await.json()["text"], "hello\nworld\n");
+    use base64::Engine as _;
+    let vector = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(copy.state_vector());
+    let diff = state(format!("?state_vector={vector}")).await;
+    assert_eq!(diff.status, StatusCode::OK);
+    assert_eq!(
+        state("?state_vector=%%%".to_owned()).await.status,
+        StatusCode::BAD_REQUEST
+    );
+
+    // Undecodable bytes and updates with missing predecessors are refused, changing nothing.
+    let mut orphan = fermata_docs::SourceDoc::new();
+    orphan.insert(0, "a").unwrap();
+    let later = orphan.insert(1, "b").unwrap();
+    for body in [vec![0xff, 0x01, 0x02], later] {
+        let refused = app
+            .send(
+                app.request("POST", &format!("/api/v1/documents/{id}/updates"))
+                    .body(Body::from(body))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(
+            refused.error(),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "update_refused".to_owned()
+            )
+        );
+    }
+    let empty = app
+        .send(
+            app.request("POST", &format!("/api/v1/documents/{id}/updates"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST);
+    assert_eq!(app.document(&id).await.json()["revision"], 2);
 }

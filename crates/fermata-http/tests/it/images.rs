@@ -155,16 +155,26 @@ impl App {
         .await
     }
 
+    /// A document of ada's, in a repository where bob is an editor.
     async fn document(&self) -> String {
         let reply = self
             .json(
                 &self.ada,
                 "POST",
                 "/api/v1/documents",
-                json!({"repository": "acme/app", "title": "Plan"}),
+                json!({"repository": "ada/app", "title": "Plan"}),
             )
             .await;
         assert_eq!(reply.status, StatusCode::CREATED);
+        let joined = self
+            .json(
+                &self.ada,
+                "PUT",
+                "/api/v1/repositories/ada/app/members/bob",
+                json!({"role": "editor"}),
+            )
+            .await;
+        assert_eq!(joined.status, StatusCode::OK);
         reply.json()["id"].as_str().unwrap().to_owned()
     }
 }

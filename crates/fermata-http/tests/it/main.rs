@@ -3,6 +3,7 @@
 
 mod support;
 
+mod access;
 mod admin_page;
 mod auth;
 mod documents;

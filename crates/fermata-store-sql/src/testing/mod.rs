@@ -191,6 +191,10 @@ impl Storage for ScratchStorage {
     fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
         &self.storage
     }
+
+    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
+        &self.storage
+    }
 }
 
 #[cfg(test)]

@@ -5,4 +5,5 @@ mod contract_postgres;
 mod contract_sqlite;
 mod media_checks;
 mod migrations;
+mod repository_upgrade;
 mod schema_immutability;

@@ -14,6 +14,7 @@ mod lease;
 mod media;
 mod pause;
 mod planner;
+mod repository;
 mod research;
 mod schema;
 mod tenure;
@@ -37,6 +38,7 @@ pub use lease::*;
 pub use media::*;
 pub use pause::PausedWrites;
 pub use planner::*;
+pub use repository::*;
 pub use research::*;
 pub use schema::*;
 pub use tenure::*;
@@ -211,7 +213,14 @@ macro_rules! contract_suite {
             deleting_a_message_removes_its_attachments,
             images_and_attachments_go_with_their_document,
             image_and_attachment_writes_are_fenced,
-            racing_sends_let_exactly_one_win
+            racing_sends_let_exactly_one_win,
+            creating_a_repository_makes_its_creator_admin_once,
+            members_get_roles_and_the_last_admin_stays,
+            repositories_and_documents_are_listed_in_keyset_pages,
+            overrides_are_recorded_newest_first_and_checked,
+            a_creation_key_keeps_the_caller_that_used_it_first,
+            every_change_of_access_raises_the_access_generation,
+            repository_writes_under_a_lost_lease_are_fenced
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -78,6 +78,7 @@ impl UserStore for MemoryStorage {
             state.sessions.remove(session);
             state.planner.forget_session(session);
         }
+        state.access_changed();
         Ok(user)
     }
 
@@ -89,7 +90,9 @@ impl UserStore for MemoryStorage {
             .ok_or_else(|| StoreError::missing("no such user"))?;
         user.roles = roles.clone();
         user.updated_at = UnixMillis::now();
-        Ok(user.clone())
+        let user = user.clone();
+        state.access_changed();
+        Ok(user)
     }
 
     async fn list_users(&self) -> StoreResult<Vec<User>> {
@@ -212,7 +215,11 @@ impl SessionStore for MemoryStorage {
     async fn delete_session(&self, id: &SessionId) -> StoreResult<bool> {
         let mut state = self.inner.state();
         state.planner.forget_session(id);
-        Ok(state.sessions.remove(id).is_some())
+        let removed = state.sessions.remove(id).is_some();
+        if removed {
+            state.access_changed();
+        }
+        Ok(removed)
     }
 
     async fn sessions_with_credentials(&self) -> StoreResult<Vec<Session>> {
@@ -262,6 +269,9 @@ pub(super) fn sweep(state: &mut State, now: UnixMillis) -> SessionSweep {
     for session in &ended {
         state.sessions.remove(session);
         state.planner.forget_session(session);
+    }
+    if !ended.is_empty() {
+        state.access_changed();
     }
     sweep
 }
@@ -340,6 +350,7 @@ impl ApiTokenStore for MemoryStorage {
         match state.api_tokens.get_mut(id) {
             Some((token, _)) if token.revoked_at.is_none() => {
                 token.revoked_at = Some(UnixMillis::now());
+                state.access_changed();
                 Ok(true)
             }
             _ => Ok(false),

@@ -172,6 +172,11 @@ impl Documents {
         self.channels.get(id).cloned()
     }
 
+    /// Every channel, in no particular order.
+    pub(super) fn all(&self) -> impl Iterator<Item = &Channel> {
+        self.channels.values()
+    }
+
     /// Creates a program's channel with its revision-zero checkpoint, or returns the channel its
     /// creation key already names: `create_published`, and the research store's publication.
     pub(super) fn publish(
@@ -494,11 +499,16 @@ impl CollaborationStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let channel = docs(state).channel_mut(id)?;
-                if channel.archived_at.is_none() {
+                let changed = channel.archived_at.is_none();
+                if changed {
                     channel.archived_at = Some(now);
                     channel.updated_at = now;
                 }
-                Ok(channel.clone())
+                let channel = channel.clone();
+                if changed {
+                    state.access_changed();
+                }
+                Ok(channel)
             })
             .await
     }
@@ -507,11 +517,16 @@ impl CollaborationStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let channel = docs(state).channel_mut(id)?;
-                if channel.archived_at.is_some() {
+                let changed = channel.archived_at.is_some();
+                if changed {
                     channel.archived_at = None;
                     channel.updated_at = now;
                 }
-                Ok(channel.clone())
+                let channel = channel.clone();
+                if changed {
+                    state.access_changed();
+                }
+                Ok(channel)
             })
             .await
     }
@@ -549,6 +564,8 @@ impl CollaborationStore for MemoryStorage {
                 super::history::forget_channel(state, id);
                 state.planner.forget_channel(id);
                 state.media.forget_channel(id);
+                state.repositories.forget_channel(id);
+                state.access_changed();
                 Ok(())
             })
             .await

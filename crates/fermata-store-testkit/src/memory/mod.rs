@@ -13,6 +13,7 @@ mod jobs;
 mod lease;
 mod media;
 mod planner;
+mod repository;
 mod research;
 mod schema;
 mod tenure;
@@ -68,6 +69,9 @@ struct State {
     chat: chat::ChatTables,
     planner: planner::PlannerTables,
     media: media::Media,
+    repositories: repository::Repositories,
+    /// Raised by every change of who may do what, as the SQL adapters' triggers raise theirs.
+    access_generation: i64,
 }
 
 impl MemoryStorage {
@@ -123,6 +127,10 @@ fn remove_where<K: Ord, V>(rows: &mut BTreeMap<K, V>, doomed: impl Fn(&K, &V) ->
 }
 
 impl State {
+    fn access_changed(&mut self) {
+        self.access_generation += 1;
+    }
+
     fn check_fence(&self, fence: &Fence, now: UnixMillis) -> StoreResult<()> {
         match self.leases.get(&fence.lease) {
             Some(lease)
@@ -212,6 +220,10 @@ impl Storage for MemoryStorage {
     }
 
     fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
+        self
+    }
+
+    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
         self
     }
 }

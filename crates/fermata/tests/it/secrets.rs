@@ -1,6 +1,7 @@
 //! No plaintext secret reaches the database or the logs: a scripted session of logins,
-//! re-authentication, credential changes, API tokens from the page API and the command line,
-//! machine pairing and re-authorization, a key rotation and a password change, on SQLite and on
+//! re-authentication, credential changes, API tokens from the page API and the command line, a
+//! document's client token used where it is accepted and where it is refused, machine pairing
+//! and re-authorization, a key rotation and a password change, on SQLite and on
 //! PostgreSQL; then every column of every table, and everything the server printed, is searched
 //! for each secret.
 
@@ -92,6 +93,40 @@ async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
         None,
     );
     assert_eq!(me.json()["via"], "token");
+
+    // A client token, minted and used where it is accepted and where it is refused.
+    let created = request(
+        address,
+        "POST",
+        "/api/v1/documents",
+        &[("Authorization", &format!("Bearer {api_token}"))],
+        Some(&json!({"repository": "ada/notes", "title": "Notes"})),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let document = created.json()["id"].as_str().unwrap().to_owned();
+    let minted = request(
+        address,
+        "POST",
+        &format!("/api/v1/documents/{document}/client-tokens"),
+        &[("Authorization", &format!("Bearer {api_token}"))],
+        Some(&json!({"access": "write", "ttl": 600})),
+    );
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    let client_token = minted.json()["token"].as_str().unwrap().to_owned();
+    for (method, path, status) in [
+        ("GET", format!("/api/v1/documents/{document}"), 200),
+        ("PUT", format!("/api/v1/documents/{document}/text"), 401),
+        ("GET", "/api/v1/me".to_owned(), 401),
+    ] {
+        let used = request(
+            address,
+            method,
+            &format!("{path}?token={client_token}"),
+            &[],
+            Some(&json!({"text": "x"})),
+        );
+        assert_eq!(used.status, status, "{method} {path}: {}", used.body);
+    }
 
     let (status, cli_token, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
     assert!(status.success(), "{err}");
@@ -200,6 +235,7 @@ async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
         ("second session cookie", second_cookie),
         ("CSRF token", csrf),
         ("API token", api_token),
+        ("client token", client_token),
         ("command-line API token", cli_token),
         ("first machine token", first_machine_token),
         ("machine token", machine_token),

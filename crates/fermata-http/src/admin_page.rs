@@ -25,11 +25,9 @@ use fermata_schema::view::{
     ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegisteredDatabaseView,
     RegistryView, ReviewView,
 };
-use fermata_schema::{Administrator, OperationRequest, Verdict};
+use fermata_schema::{Administrator, ErrorCode, OperationRequest, SafeError, Verdict};
 use fermata_store::Role;
-use fermata_store::schema::{
-    ErrorCode, InventoryId, OperationId, OperationKind, OperationState, RequestKey, SafeError,
-};
+use fermata_store::schema::{InventoryId, OperationId, OperationKind, OperationState, RequestKey};
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;

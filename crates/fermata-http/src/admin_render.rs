@@ -11,7 +11,8 @@ use fermata_schema::view::{
     DatabaseView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
     RegisteredDatabaseView, ReviewView, StepView,
 };
-use fermata_store::schema::{ErrorCode, PullRequest, SafeError};
+use fermata_schema::{ErrorCode, SafeError};
+use fermata_store::schema::PullRequest;
 use maud::{Markup, html};
 
 use crate::SchemaSetup;
@@ -575,7 +576,7 @@ mod tests {
 
     use fermata_schema::review::{DatabaseDiff, FileChange, FileDiff};
     use fermata_schema::view::{CheckView, MergedSnapshotView, ReviewStateView, StepView as Step};
-    use fermata_store::schema::{DatabaseName, Subject};
+    use fermata_schema::{DatabaseName, Subject};
 
     use super::*;
 

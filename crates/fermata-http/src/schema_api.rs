@@ -15,10 +15,8 @@ use fermata_accounts::Principal;
 use fermata_schema::view::{
     ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView, ReviewView,
 };
-use fermata_schema::{Administrator, OperationRequest, Verdict};
-use fermata_store::schema::{
-    ErrorCode, ErrorStage, InventoryId, OperationId, OperationKind, RequestKey, SafeError,
-};
+use fermata_schema::{Administrator, ErrorCode, ErrorStage, OperationRequest, SafeError, Verdict};
+use fermata_store::schema::{InventoryId, OperationId, OperationKind, RequestKey};
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;

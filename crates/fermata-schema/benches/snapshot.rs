@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fermata_schema::snapshot::{prepare, snapshot};
-use fermata_store::schema::DatabaseName;
+use fermata_schema_core::DatabaseName;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Executor, Row};
 

@@ -2,7 +2,7 @@
 //! one whose password was entered within the last ten minutes (a fresh session).
 
 use fermata_accounts::Principal;
-use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::{Role, User, UserId};
 
 /// A system administrator the caller authenticated. Only made from an authenticated principal

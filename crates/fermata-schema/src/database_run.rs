@@ -7,11 +7,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
-use fermata_store::schema::{
-    DatabaseName, DatabaseReport, ErrorCode, OperationId, OperationState, Outcome, SafeError,
-    Subject, Transition,
-};
+use fermata_store::schema::{DatabaseReport, OperationId, OperationState, Outcome, Transition};
 use fermata_workflow::{Attempt, RunContext, RunError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +19,7 @@ use crate::operations::{begin_run, storage_error};
 use crate::package::{Package, Registry};
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
+use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
 use crate::{pool, selection};
 
@@ -63,7 +62,7 @@ pub(crate) async fn first_steps(
     let base: Base = progress
         .step(ctx, "base", |_| read_base(storage, package, id))
         .await?;
-    let registry = Registry::parse(base.registry.as_bytes()).map_err(RunError::Failed)?;
+    let registry = Registry::parse(base.registry.as_bytes()).map_err(run_failed)?;
     Ok(Selected {
         databases,
         base,
@@ -209,22 +208,21 @@ where
                 outcome: Outcome::Changed,
             }) => changed.push(position),
             Ok(_) => {}
-            // Without the lease no later step can run either.
-            Err(RunError::Failed(error))
-                if matches!(
-                    error.code(),
-                    ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
-                ) =>
-            {
-                return Err(RunError::Failed(error));
-            }
             Err(RunError::Failed(error)) => {
+                let safe = safe_error(&error);
+                // Without the lease no later step can run either.
+                if matches!(
+                    safe.code(),
+                    ErrorCode::LeaseExpired | ErrorCode::LeaseCleared
+                ) {
+                    return Err(RunError::Failed(error));
+                }
                 // Recorded once; a replay finds it recorded and changes nothing.
                 schema
                     .finish_database(
                         progress.operation,
                         database,
-                        &DatabaseReport::failed(error.clone(), registered),
+                        &DatabaseReport::failed(safe, registered),
                     )
                     .await
                     .map_err(RunError::Lost)?;

@@ -3,7 +3,8 @@
 //! run counts as over when it ended or no longer exists.
 
 use async_trait::async_trait;
-use fermata_store::schema::{Operation, OperationKind, SafeError};
+use fermata_schema_core::SafeError;
+use fermata_store::schema::{Operation, OperationKind};
 use fermata_store::{ErrorKind, RunId};
 use fermata_workflow::Engine;
 use serde::{Deserialize, Serialize};

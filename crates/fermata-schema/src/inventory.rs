@@ -2,7 +2,7 @@
 //! the rest sorted by one stable rule, the binary order of the names' UTF-8 bytes (so `Zeta`
 //! sorts before `alpha`, and the order never depends on a collation or a locale).
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use sqlx::Row;
 use sqlx::mysql::MySqlConnection;
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::Storage;
 use fermata_store::schema::{
-    DatabaseName, ErrorCode, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId,
-    OperationState, SafeError, Transition,
+    INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
 };
 use fermata_workflow::{RunContext, RunError, Workflow};
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,7 @@ use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
 use crate::operations::{begin_run, storage_error};
 use crate::source::SourceSettings;
+use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
 
 /// What discovery found, as the run's journal keeps it.
@@ -166,11 +167,11 @@ where
     Fut: Future<Output = Result<Value, RunError>>,
 {
     let input: RunInput = serde_json::from_value(input)
-        .map_err(|_| RunError::Failed(SafeError::new(ErrorCode::StartFailed)))?;
+        .map_err(|_| run_failed(SafeError::new(ErrorCode::StartFailed)))?;
     let run_id = ctx.run_id().0.clone();
     match execute(ctx, input.operation).await {
         Err(RunError::Failed(error)) => {
-            fail_operation(storage, input.operation, &run_id, &error).await;
+            fail_operation(storage, input.operation, &run_id, &safe_error(&error)).await;
             Err(RunError::Failed(error))
         }
         other => other,

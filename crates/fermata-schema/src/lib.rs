@@ -9,8 +9,8 @@
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].
-//! Every failure leaves this crate as a [`SafeError`](fermata_store::schema::SafeError): driver
-//! text, SQL, the password and the address never do.
+//! Every failure leaves this crate as a [`SafeError`]: driver text, SQL, the password and the
+//! address never do.
 
 pub mod admin;
 pub mod artifact;
@@ -29,12 +29,14 @@ pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
+mod step_failure;
 mod tracked;
 pub mod verification_run;
 pub mod view;
 
 pub use admin::Administrator;
 pub use engine::{EngineWorkflows, workflow_name};
+pub use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;
 pub use operations::{

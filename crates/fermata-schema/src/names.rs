@@ -33,7 +33,7 @@
 //! writes a `.`, so the first `.` ends the prefix and the last one starts the suffix. Windows also reserves a few device names (`con`, `aux`, `nul`, ...); the rule keeps
 //! them as they are, so a package holding such a name cannot be checked out there.
 
-use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_schema_core::{ErrorCode, SafeError};
 
 /// The longest file name the common file systems accept, in bytes.
 pub const MAX_FILE_NAME_BYTES: usize = 255;

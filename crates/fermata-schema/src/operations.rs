@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_forge::{Forge, PullState};
+use fermata_schema_core::{ErrorCode, SafeError, Subject};
 use fermata_store::schema::{
-    ClearOutcome, DatabaseResult, ErrorCode, Inventory, InventoryId, LeaseClearing, NewOperation,
-    Operation, OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
-    Reservation, Review, SCHEMA_LEASE_TTL, SafeError, SchemaLease, Subject, Transition,
+    ClearOutcome, DatabaseResult, Inventory, InventoryId, LeaseClearing, NewOperation, Operation,
+    OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
+    Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, Transition,
 };
 use fermata_store::{Storage, StoreError, UnixMillis};
 

@@ -10,7 +10,7 @@
 //! (an account always sees its own threads there). Connections of the same user name from other
 //! hosts are counted too, which errs on the side of fewer connections.
 
-use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_schema_core::{ErrorCode, SafeError};
 use sqlx::Row;
 use sqlx::mysql::MySqlConnection;
 

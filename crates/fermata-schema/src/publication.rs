@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use fermata_forge::{CommitSpec, PullRequest, PullRequestSpec, Signature, TreeChange};
+use fermata_schema_core::{ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
-use fermata_store::schema::{
-    DatabaseResult, ErrorCode, Freshness, OperationId, Outcome, SafeError, Subject,
-};
+use fermata_store::schema::{DatabaseResult, Freshness, OperationId, Outcome};
 use serde::Deserialize;
 
 use crate::artifact::ArtifactStore;

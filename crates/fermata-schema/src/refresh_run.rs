@@ -34,11 +34,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::PullRequest;
 use fermata_store::schema::{
-    ArtifactState, CleanupKind, CleanupResult, DatabaseName, DatabaseReport, Decided, Decision,
-    ErrorCode, Freshness, NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome,
-    ReviewState, SCHEMA_LEASE_TTL, SafeError, Transition,
+    ArtifactState, CleanupKind, CleanupResult, DatabaseReport, Decided, Decision, Freshness,
+    NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome, ReviewState,
+    SCHEMA_LEASE_TTL, Transition,
 };
 use fermata_store::{SecretHash, Storage, UnixMillis};
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
@@ -58,6 +59,7 @@ use crate::package::{Package, Registry};
 use crate::publication::Publication;
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
+use crate::step_failure::run_failed;
 use crate::tracked::Progress;
 
 /// How many introspection connections a database step opens when nothing else is configured.
@@ -266,7 +268,7 @@ impl RefreshWorkflow {
         leased: Progress<'_>,
     ) -> Result<PullRequest, RunError> {
         let schema = self.storage.schema();
-        let not_configured = || RunError::Failed(SafeError::new(ErrorCode::PackageNotConfigured));
+        let not_configured = || run_failed(SafeError::new(ErrorCode::PackageNotConfigured));
         let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
         let publication = Publication {
             storage: &*self.storage,

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::Storage;
-use fermata_store::schema::{DatabaseCheck, DatabaseName, ErrorCode, OperationKind, SafeError};
+use fermata_store::schema::{DatabaseCheck, OperationKind};
 use serde::Serialize;
 
 use crate::operations::storage_error;

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
 pub use fermata_store::schema::FileChange;
 use fermata_store::schema::{
-    DatabaseName, Decided, Decision, ErrorCode, FileDifference, Operation, OperationId,
-    OperationState, Review, ReviewState, SafeError, Subject,
+    Decided, Decision, FileDifference, Operation, OperationId, OperationState, Review, ReviewState,
 };
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;

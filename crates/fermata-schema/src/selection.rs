@@ -5,8 +5,9 @@
 
 use std::collections::HashSet;
 
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::UnixMillis;
-use fermata_store::schema::{DatabaseName, ErrorCode, Inventory, SafeError, Subject};
+use fermata_store::schema::Inventory;
 
 /// The selected databases in inventory order, or the safe error that refuses the selection.
 pub fn resolve(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_schema_core::{ErrorCode, SafeError};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlSslMode};
 use sqlx::{ConnectOptions, Connection};
 use zeroize::Zeroizing;

@@ -7,13 +7,15 @@
 use std::future::Future;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, OperationId, SafeError, StepKey, StepProgress, StepState};
+use fermata_schema_core::{ErrorCode, SafeError};
+use fermata_store::schema::{OperationId, StepKey, StepProgress, StepState};
 use fermata_store::{ErrorKind, Storage, StoreError};
 use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::operations::storage_error;
+use crate::step_failure::{run_failed, safe_error, step_error};
 
 /// Where a schema workflow's steps record their progress.
 #[derive(Debug, Clone, Copy)]
@@ -69,30 +71,33 @@ impl Progress<'_> {
             let error = failed
                 .error
                 .unwrap_or_else(|| SafeError::new(ErrorCode::RunUnreadable));
-            return Err(RunError::Failed(error));
+            return Err(run_failed(error));
         }
         let outcome = ctx
             .step(key, |attempt| {
                 let outcome = body(attempt);
                 async move {
-                    self.record(step_key, StepProgress::Attempt).await?;
-                    match outcome.await {
-                        Ok(value) => {
-                            self.record(step_key, StepProgress::Succeeded).await?;
-                            Ok(value)
+                    let result = async {
+                        self.record(step_key, StepProgress::Attempt).await?;
+                        match outcome.await {
+                            Ok(value) => {
+                                self.record(step_key, StepProgress::Succeeded).await?;
+                                Ok(value)
+                            }
+                            Err(error) => {
+                                let retried =
+                                    error.retryable() && retry_delay(attempt.number()).is_some();
+                                let progress = if retried {
+                                    StepProgress::Retrying(error.clone())
+                                } else {
+                                    StepProgress::Failed(error.clone())
+                                };
+                                self.record(step_key, progress).await?;
+                                Err(error)
+                            }
                         }
-                        Err(error) => {
-                            let retried =
-                                error.retryable() && retry_delay(attempt.number()).is_some();
-                            let progress = if retried {
-                                StepProgress::Retrying(error.clone())
-                            } else {
-                                StepProgress::Failed(error.clone())
-                            };
-                            self.record(step_key, progress).await?;
-                            Err(error)
-                        }
-                    }
+                    };
+                    result.await.map_err(step_error)
                 }
             })
             .await;
@@ -100,7 +105,7 @@ impl Progress<'_> {
         // in the operation's row too; a row that ended already stays as it is.
         if let Err(RunError::Failed(error)) = &outcome {
             let _ = self
-                .record(step_key, StepProgress::Failed(error.clone()))
+                .record(step_key, StepProgress::Failed(safe_error(error)))
                 .await;
         }
         outcome

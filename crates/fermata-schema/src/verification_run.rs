@@ -26,10 +26,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
 use fermata_store::schema::{
-    DatabaseName, DatabaseReport, ErrorCode, Freshness, OperationId, OperationKind, Outcome,
-    SCHEMA_LEASE_TTL, SafeError, Subject,
+    DatabaseReport, Freshness, OperationId, OperationKind, Outcome, SCHEMA_LEASE_TTL,
 };
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde_json::Value;

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use fermata_schema_core::{ErrorCode, ErrorStage, SafeError};
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
-    DatabaseCheck, DatabaseResult, ErrorCode, ErrorStage, FileDifference, Inventory, Operation,
-    OperationStep, PullRequest, Review, SafeError, SchemaLease,
+    DatabaseCheck, DatabaseResult, FileDifference, Inventory, Operation, OperationStep,
+    PullRequest, Review, SchemaLease,
 };
 use serde::Serialize;
 

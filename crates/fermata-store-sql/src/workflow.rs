@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_store::claim::{millis, ttl_millis};
-use fermata_store::schema::SafeError;
 use fermata_store::workflow::check_step_update;
 use fermata_store::{
-    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
-    RunState, StepRecord, StepState, StepUpdate, StoreError, StoreResult, UnixMillis,
-    WorkflowStore,
+    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run,
+    RunClaim, RunId, RunState, StepRecord, StepState, StepUpdate, StoreError, StoreResult,
+    UnixMillis, WorkflowStore,
 };
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -192,8 +191,9 @@ fn fenced(claim: &Claim) -> StoreError {
     ))
 }
 
-fn safe_error(text: Option<String>) -> StoreResult<Option<SafeError>> {
-    text.map(|text| SafeError::from_json(&text)).transpose()
+fn journaled_error(text: Option<String>) -> StoreResult<Option<JournaledError>> {
+    text.map(|text| JournaledError::from_json(&text))
+        .transpose()
 }
 
 fn run_from(row: &AnyRow, action: &str) -> StoreResult<Run> {
@@ -224,7 +224,7 @@ fn run_from(row: &AnyRow, action: &str) -> StoreResult<Run> {
         updated_at: instant(row, 8, action)?,
         finished_at: optional_instant(row, 9, action)?,
         output: column(row, 10, action)?,
-        error: safe_error(column(row, 11, action)?)?,
+        error: journaled_error(column(row, 11, action)?)?,
     })
 }
 
@@ -253,7 +253,7 @@ fn step_from(row: &AnyRow, action: &str) -> StoreResult<StepRecord> {
         state,
         attempts,
         output: column(row, 4, action)?,
-        error: safe_error(column(row, 5, action)?)?,
+        error: journaled_error(column(row, 5, action)?)?,
         started_at: instant(row, 6, action)?,
         heartbeat_at: instant(row, 7, action)?,
         terminal_at: optional_instant(row, 8, action)?,
@@ -568,7 +568,11 @@ impl WorkflowStore for SqlStorage {
             .await
     }
 
-    async fn finish(&self, claim: &Claim, outcome: Result<String, SafeError>) -> StoreResult<Run> {
+    async fn finish(
+        &self,
+        claim: &Claim,
+        outcome: Result<String, JournaledError>,
+    ) -> StoreResult<Run> {
         let (state, output, error) = match outcome {
             Ok(output) => (RunState::Succeeded, Some(output), None),
             Err(error) => (RunState::Failed, None, Some(error.to_json())),

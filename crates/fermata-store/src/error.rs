@@ -1,4 +1,5 @@
-//! The one error type of the storage port and its kinds.
+//! The one error type of the storage port and its kinds, and how a handled error of any crate is
+//! written to the operator's log with every cause ([`ErrorChain`]).
 //!
 //! Callers branch on [`ErrorKind`], never on text. The message is written by the adapter from
 //! fixed words and safe identifiers (a lease name, a migration file name); the driver's own error
@@ -133,6 +134,27 @@ impl StdError for StoreError {
 /// The result of every store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// An error and every cause below it, `error: cause: cause`, for the operator's log at the place
+/// where the error is handled: `tracing::warn!(error = %ErrorChain(&error), "...")`.
+///
+/// Redaction is for what users see and what is stored: a `Display` that reaches an answer or a
+/// row never repeats its source, and the sources (driver text included) are for this log only.
+/// Secrets never get into an error, so none reaches the log through its causes either.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn StdError + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +179,17 @@ mod tests {
             "storage unavailable: renewing lease `fermata:writer`"
         );
         assert!(error.source().is_some());
+    }
+
+    #[test]
+    fn the_chain_shows_every_cause() {
+        let error = StoreError::unavailable("renewing lease `fermata:writer`")
+            .with_source(StoreError::corrupt("reading a lease").with_source(DriverText));
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "storage unavailable: renewing lease `fermata:writer`: stored data is corrupt: \
+             reading a lease: ERROR: relation \"leases\" password=hunter2"
+        );
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
     NewCheckpoint, OperationId, PublishedChannel, RecoverySnapshot, SidecarState,
 };
-pub use error::{ErrorKind, StoreError, StoreResult};
+pub use error::{ErrorChain, ErrorKind, StoreError, StoreResult};
 pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
 pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
 pub use jobs::{
@@ -76,8 +76,8 @@ pub use tenure::{Tenure, TenureEnd, TenureStart, TenureStore};
 pub use time::UnixMillis;
 pub use user::{NewUser, Role, User, UserId, UserName, UserStore};
 pub use workflow::{
-    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId,
-    RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
+    Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run,
+    RunClaim, RunId, RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
 
 /// One handle on an application database: every store of one adapter.

@@ -16,10 +16,10 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 pub use crate::claim::ClaimGeneration;
 use crate::error::{StoreError, StoreResult};
-use crate::schema::SafeError;
 use crate::time::UnixMillis;
 
 /// A run's ID: a UUID, chosen by whoever starts the run.
@@ -36,6 +36,42 @@ impl RunId {
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// Why a step attempt or a run failed, as the journal keeps it: a stable code, whether trying
+/// again may help, and whatever members the workflow keeps with them (a schema operation keeps its
+/// safe error's stage, message and subject, so a replayed failure is the same failure). Stored as
+/// one JSON object, `{"code", "retryable", ...}`; the store reads nothing in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournaledError {
+    pub code: String,
+    pub retryable: bool,
+    /// The workflow's own members, kept as written.
+    #[serde(flatten)]
+    pub details: serde_json::Map<String, serde_json::Value>,
+}
+
+impl JournaledError {
+    /// An error with a code and no members of the workflow's own.
+    pub fn new(code: impl Into<String>, retryable: bool) -> Self {
+        JournaledError {
+            code: code.into(),
+            retryable,
+            details: serde_json::Map::new(),
+        }
+    }
+
+    /// The JSON form the journal stores.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a JSON object serializes")
+    }
+
+    /// Reads the stored JSON form back; text that is not one is `Corrupt`.
+    pub fn from_json(text: &str) -> StoreResult<Self> {
+        serde_json::from_str(text).map_err(|error| {
+            StoreError::corrupt("a journaled error does not parse").with_source(error)
+        })
     }
 }
 
@@ -125,7 +161,7 @@ pub struct Run {
     /// The output, as JSON text, of a run that succeeded.
     pub output: Option<String>,
     /// Why a run failed.
-    pub error: Option<SafeError>,
+    pub error: Option<JournaledError>,
 }
 
 /// What a worker holds while it executes a run; every write it makes for the run presents it.
@@ -181,7 +217,7 @@ pub struct StepRecord {
     /// The output, as JSON text, of a step that succeeded.
     pub output: Option<String>,
     /// Why the step failed, or why its latest failed attempt did while it is still `running`.
-    pub error: Option<SafeError>,
+    pub error: Option<JournaledError>,
     /// When the first attempt began.
     pub started_at: UnixMillis,
     /// The latest report on the step: an attempt, an outcome, or a heartbeat of the run's claim
@@ -200,11 +236,11 @@ pub enum StepUpdate {
     Started { attempt: u32 },
     /// The attempt in progress failed and the step will be tried again; the step stays
     /// `running`.
-    AttemptFailed { error: SafeError },
+    AttemptFailed { error: JournaledError },
     /// The step succeeded with `output` (JSON text).
     Succeeded { output: String },
     /// The step failed for good.
-    Failed { error: SafeError },
+    Failed { error: JournaledError },
 }
 
 /// A payload delivered to a run from outside.
@@ -326,7 +362,11 @@ pub trait WorkflowStore: Send + Sync {
     async fn release(&self, claim: &Claim) -> StoreResult<Run>;
 
     /// Ends the run: `succeeded` with the output (JSON text) or `failed` with the error.
-    async fn finish(&self, claim: &Claim, outcome: Result<String, SafeError>) -> StoreResult<Run>;
+    async fn finish(
+        &self,
+        claim: &Claim,
+        outcome: Result<String, JournaledError>,
+    ) -> StoreResult<Run>;
 
     /// Delivers hook `key` to `run` with `payload` (JSON text), and makes a `waiting` run
     /// runnable at once. The same idempotency key again is `AlreadyDelivered` and changes

@@ -5,22 +5,22 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, SafeError};
 use fermata_store::{
-    Claim, HookWait, RunId, StepRecord, StepState, StepUpdate, Storage, StoreError,
+    Claim, ErrorChain, HookWait, RunId, StepRecord, StepState, StepUpdate, Storage, StoreError,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::retry::{RetryPause, retry_delay};
+use crate::step_error::StepError;
 
 /// Why a workflow's execution ended without an output.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The run failed for good; the run ends `failed` with this error.
-    #[error("the run failed: {0}")]
-    Failed(SafeError),
+    #[error("the run failed")]
+    Failed(#[source] StepError),
     /// The run waits (for a hook, or until a hook's timeout); this execution ends and the run is
     /// resumed later. Pass it on as [`RunContext::hook`] returned it.
     #[error("the run waits")]
@@ -95,7 +95,7 @@ impl RunContext {
     where
         T: Serialize + DeserializeOwned + Send,
         F: FnMut(Attempt) -> Fut + Send,
-        Fut: Future<Output = Result<T, SafeError>> + Send,
+        Fut: Future<Output = Result<T, StepError>> + Send,
     {
         let run = self.claim.run.clone();
         let store = self.storage.workflows();
@@ -118,7 +118,7 @@ impl RunContext {
                 let error = error.ok_or_else(|| {
                     RunError::Lost(StoreError::corrupt("a failed step has no error"))
                 })?;
-                return Err(RunError::Failed(error));
+                return Err(RunError::Failed(error.into()));
             }
             Some(StepRecord {
                 state: StepState::Running,
@@ -132,7 +132,10 @@ impl RunContext {
                 let Some(delay) = retry_delay(failed_attempts) else {
                     // Every try began and none recorded an outcome that ends the step: their
                     // workers died or lost the run.
-                    let error = last_error.unwrap_or(SafeError::new(ErrorCode::StepTimedOut));
+                    let error = last_error.map_or_else(
+                        || StepError::new(StepError::TIMED_OUT, true),
+                        StepError::from,
+                    );
                     return self.fail_step(key, error).await;
                 };
                 tracing::info!(
@@ -169,9 +172,10 @@ impl RunContext {
                         run = %run,
                         step = key,
                         attempt = attempt.number,
-                        error = %error,
+                        error = %ErrorChain(&error),
                         "step attempt failed"
                     );
+                    let error = error.journaled().clone();
                     self.record(
                         key,
                         &StepUpdate::AttemptFailed {
@@ -193,7 +197,7 @@ impl RunContext {
         match self.wait_for_hook(key, None).await? {
             Some(payload) => Ok(payload),
             // Only a wait that began with a timeout ends without the hook.
-            None => Err(RunError::Failed(SafeError::new(ErrorCode::StepTimedOut))),
+            None => Err(RunError::Failed(StepError::new(StepError::TIMED_OUT, true))),
         }
     }
 
@@ -241,12 +245,12 @@ impl RunContext {
             .map_err(RunError::Lost)
     }
 
-    async fn fail_step<T>(&self, key: &str, error: SafeError) -> Result<T, RunError> {
-        tracing::warn!(run = %self.claim.run, step = key, error = %error, "step failed");
+    async fn fail_step<T>(&self, key: &str, error: StepError) -> Result<T, RunError> {
+        tracing::warn!(run = %self.claim.run, step = key, error = %ErrorChain(&error), "step failed");
         self.record(
             key,
             &StepUpdate::Failed {
-                error: error.clone(),
+                error: error.journaled().clone(),
             },
         )
         .await?;

@@ -25,13 +25,13 @@ impl RetryPause for TimerPause {
 /// The wait before trying a step again after its attempts so far (`failed_attempts` of them,
 /// at least one) failed, or `None` when the step has had all its tries (or has not failed).
 ///
-/// A step that fails with a transient error ([`SafeError::retryable`]) gets at most three
+/// A step that fails with a transient error ([`StepError::retryable`]) gets at most three
 /// retries after its first try, 1 s, 3 s and 9 s after the failure before each: four tries in
 /// all. A permanent error is never retried, whatever this says. An attempt whose worker died
 /// before its outcome was recorded counts as a failed attempt, so a resumed run continues the
 /// schedule instead of starting it again.
 ///
-/// [`SafeError::retryable`]: fermata_store::schema::SafeError::retryable
+/// [`StepError::retryable`]: crate::StepError::retryable
 pub fn retry_delay(failed_attempts: u32) -> Option<Duration> {
     match failed_attempts {
         1 => Some(Duration::from_secs(1)),

@@ -10,12 +10,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_store::schema::{ErrorCode, SafeError};
-use fermata_store::{Claim, ClaimedRun, ErrorKind, RunId, Storage, StoreError, StoreResult};
+use fermata_store::{
+    Claim, ClaimedRun, ErrorChain, ErrorKind, JournaledError, RunId, Storage, StoreError,
+    StoreResult,
+};
 use serde_json::Value;
 
 use crate::context::{RunContext, RunError};
 use crate::engine::Engine;
+use crate::step_error::StepError;
 
 /// How a worker claims and keeps runs.
 #[derive(Debug, Clone)]
@@ -114,7 +117,7 @@ impl Worker {
                 }
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(worker = %self.name, error = %error, "could not claim a run");
+                    tracing::warn!(worker = %self.name, error = %ErrorChain(&error), "could not claim a run");
                 }
             }
             tokio::select! {
@@ -141,7 +144,7 @@ impl Worker {
         match self.storage().workflows().release(claim).await {
             Ok(_) => tracing::info!(run = %claim.run, "run released at shutdown"),
             Err(error) => {
-                tracing::warn!(run = %claim.run, error = %error, "could not release the run");
+                tracing::warn!(run = %claim.run, error = %ErrorChain(&error), "could not release the run");
             }
         }
     }
@@ -187,7 +190,7 @@ impl Worker {
                 .await
                 .map(|_| ExecutionEnd::Succeeded),
             Err(RunError::Failed(error)) => store
-                .finish(&claim, Err(error))
+                .finish(&claim, Err(error.journaled().clone()))
                 .await
                 .map(|_| ExecutionEnd::Failed),
             Err(RunError::Suspended) => store
@@ -199,16 +202,17 @@ impl Worker {
             Err(RunError::Lost(error))
                 if matches!(error.kind(), ErrorKind::Corrupt | ErrorKind::Invalid) =>
             {
-                tracing::warn!(run = %id, error = %error, "the run's stored state cannot be read; it fails");
+                tracing::warn!(run = %id, error = %ErrorChain(&error), "the run's stored state cannot be read; it fails");
+                let unreadable = JournaledError::new(StepError::RUN_UNREADABLE, false);
                 store
-                    .finish(&claim, Err(SafeError::new(ErrorCode::RunUnreadable)))
+                    .finish(&claim, Err(unreadable))
                     .await
                     .map(|_| ExecutionEnd::Failed)
             }
             Err(RunError::Lost(error)) => Err(error),
         };
         let end = end.unwrap_or_else(|error| {
-            tracing::warn!(run = %id, error = %error, "run lost; it resumes once its claim expires");
+            tracing::warn!(run = %id, error = %ErrorChain(&error), "run lost; it resumes once its claim expires");
             ExecutionEnd::Lost
         });
         tracing::info!(run = %id, end = ?end, "execution ended");
@@ -228,7 +232,7 @@ impl Worker {
             {
                 Ok(renewed) => claim = renewed,
                 Err(error) if error.is_retryable() => {
-                    tracing::warn!(run = %claim.run, error = %error, "heartbeat failed; trying again");
+                    tracing::warn!(run = %claim.run, error = %ErrorChain(&error), "heartbeat failed; trying again");
                 }
                 Err(error) => return error,
             }

@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_schema::view::{OperationSummary, OperationView, RegistryView, ReviewView, printable};
-use fermata_schema::{Administrator, OperationReport, OperationRequest, Verdict};
-use fermata_store::schema::{
-    ErrorCode, ErrorStage, InventoryId, OperationId, OperationKind, OperationState, RequestKey,
-    SafeError,
+use fermata_schema::{
+    Administrator, ErrorCode, ErrorStage, OperationReport, OperationRequest, SafeError, Verdict,
 };
+use fermata_store::schema::{InventoryId, OperationId, OperationKind, OperationState, RequestKey};
 use fermata_store::{LeaseName, Storage};
 use fermata_workflow::WorkerSettings;
 use tokio_util::sync::CancellationToken;

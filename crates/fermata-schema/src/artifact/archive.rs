@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use fermata_store::schema::{ErrorCode, SafeError};
+use fermata_schema_core::{ErrorCode, SafeError};
 use tar::{Archive, Builder, EntryType, Header};
 
 /// The manifest's entry name.

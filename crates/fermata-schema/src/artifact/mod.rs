@@ -34,8 +34,9 @@ use std::sync::Arc;
 
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::{Aad, Keyring, Purpose};
+use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::UnixMillis;
-use fermata_store::schema::{CleanupResult, ErrorCode, NewArtifact, OperationId, SafeError};
+use fermata_store::schema::{CleanupResult, NewArtifact, OperationId};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use fermata_forge::Forge;
 use fermata_forge::local::LocalGit;
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use tracing::warn;
 
 pub use registry::{REGISTRY_FILE, REGISTRY_FORMAT, RegisteredSnapshot, Registry};

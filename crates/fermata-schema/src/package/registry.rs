@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, OperationId, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_store::schema::OperationId;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use tracing::warn;

@@ -49,7 +49,7 @@ mod workspace;
 
 use std::collections::BTreeMap;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::Executor;

@@ -60,7 +60,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
 use futures::TryStreamExt;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Either, Executor, Row};

@@ -30,7 +30,7 @@ fn optional_text(row: &AnyRow, index: usize, action: &str) -> StoreResult<Option
 
 fn optional_error(row: &AnyRow, index: usize, action: &str) -> StoreResult<Option<SafeError>> {
     optional_text(row, index, action)?
-        .map(|json| SafeError::from_json(&json))
+        .map(|json| Ok(SafeError::from_json(&json)?))
         .transpose()
 }
 

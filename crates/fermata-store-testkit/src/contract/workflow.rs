@@ -8,10 +8,10 @@ use super::lease::{name, plain};
 use super::{Harness, PATIENCE, eventually};
 use fermata_store::Storage;
 use fermata_store::error::ErrorKind;
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::time::UnixMillis;
 use fermata_store::workflow::{
-    Claim, ClaimedRun, HookDelivery, HookWait, NewRun, Run, RunId, RunState, StepState, StepUpdate,
+    Claim, ClaimedRun, HookDelivery, HookWait, JournaledError, NewRun, Run, RunId, RunState,
+    StepState, StepUpdate,
 };
 
 /// Long enough never to expire during a case.
@@ -24,12 +24,12 @@ fn flows() -> Vec<String> {
     vec![WORKFLOW.to_owned()]
 }
 
-fn transient() -> SafeError {
-    SafeError::new(ErrorCode::ConnectionLost)
+fn transient() -> JournaledError {
+    JournaledError::new("CONNECTION_LOST", true)
 }
 
-fn permanent() -> SafeError {
-    SafeError::new(ErrorCode::AuthenticationFailed)
+fn permanent() -> JournaledError {
+    JournaledError::new("AUTHENTICATION_FAILED", false)
 }
 
 async fn create(store: &dyn Storage, workflow: &str) -> Run {
@@ -336,9 +336,11 @@ pub async fn terminal_runs_never_change(harness: &dyn Harness) {
 
     create(&*store, WORKFLOW).await;
     let failing = claim(&*store, "alpha", LONG).await;
-    let error = SafeError::about(
-        ErrorCode::VerificationFailed,
-        Subject::Database(DatabaseName::new("shop`eu").unwrap()),
+    // The workflow's own members come back as written.
+    let mut error = JournaledError::new("VERIFICATION_FAILED", false);
+    error.details.insert(
+        "subject".to_owned(),
+        serde_json::json!({"kind": "database", "value": "shop`eu"}),
     );
     let failed = workflows
         .finish(&failing.claim, Err(error.clone()))

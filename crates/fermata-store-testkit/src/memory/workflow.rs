@@ -9,11 +9,10 @@ use async_trait::async_trait;
 use super::MemoryStorage;
 use fermata_store::claim::{QueueSlot, check_ttl, next_ready};
 use fermata_store::error::{StoreError, StoreResult};
-use fermata_store::schema::SafeError;
 use fermata_store::time::UnixMillis;
 use fermata_store::workflow::{
-    Claim, ClaimedRun, Hook, HookDelivery, HookWait, NewRun, Run, RunClaim, RunId, RunState,
-    StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
+    Claim, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run, RunClaim, RunId,
+    RunState, StepRecord, StepState, StepUpdate, WorkflowStore, check_step_update,
 };
 
 /// Everything the workflow store keeps, in memory.
@@ -374,7 +373,11 @@ impl WorkflowStore for MemoryStorage {
         Ok(row.read())
     }
 
-    async fn finish(&self, claim: &Claim, outcome: Result<String, SafeError>) -> StoreResult<Run> {
+    async fn finish(
+        &self,
+        claim: &Claim,
+        outcome: Result<String, JournaledError>,
+    ) -> StoreResult<Run> {
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;

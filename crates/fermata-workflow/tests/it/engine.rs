@@ -318,8 +318,8 @@ async fn a_run_whose_journal_cannot_be_read_fails_instead_of_coming_back(
     let ended = engine.run_status(&run).await.unwrap().unwrap();
     assert_eq!(ended.state, RunState::Failed);
     assert_eq!(
-        ended.error.map(|error| error.code()),
-        Some(fermata_store::schema::ErrorCode::RunUnreadable)
+        ended.error.map(|error| error.code),
+        Some(fermata_workflow::StepError::RUN_UNREADABLE.to_owned())
     );
     assert!(
         worker.run_once().await.unwrap().is_none(),

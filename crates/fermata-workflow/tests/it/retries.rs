@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fermata_store::schema::{ErrorCode, SafeError};
-use fermata_store::{RunId, RunState, StepState, StepUpdate, Storage, StoreOptions};
+use fermata_store::{
+    JournaledError, RunId, RunState, StepState, StepUpdate, Storage, StoreOptions,
+};
 use fermata_store_testkit::memory::MemoryStorage;
 use fermata_workflow::{
-    Engine, Execution, ExecutionEnd, RunContext, RunError, Worker, WorkerSettings, Workflow,
+    Engine, Execution, ExecutionEnd, RunContext, RunError, StepError, Worker, WorkerSettings,
+    Workflow,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -22,7 +24,7 @@ type Try = (u32, bool, Instant);
 /// A workflow of one step whose first `failures` tries fail with `error`.
 struct Flaky {
     failures: u32,
-    error: SafeError,
+    error: JournaledError,
     tries: Arc<Mutex<Vec<Try>>>,
 }
 
@@ -45,7 +47,7 @@ impl Workflow for Flaky {
                         Instant::now(),
                     ));
                     if attempt.number() <= failures {
-                        Err(error)
+                        Err(StepError::from(error))
                     } else {
                         Ok(attempt.number())
                     }
@@ -56,12 +58,12 @@ impl Workflow for Flaky {
     }
 }
 
-fn transient() -> SafeError {
-    SafeError::new(ErrorCode::ConnectionLost)
+fn transient() -> JournaledError {
+    JournaledError::new("CONNECTION_LOST", true)
 }
 
-fn permanent() -> SafeError {
-    SafeError::new(ErrorCode::PermissionDenied)
+fn permanent() -> JournaledError {
+    JournaledError::new("PERMISSION_DENIED", false)
 }
 
 struct Setup {
@@ -71,7 +73,7 @@ struct Setup {
     tries: Arc<Mutex<Vec<Try>>>,
 }
 
-fn setup(failures: u32, error: SafeError) -> Setup {
+fn setup(failures: u32, error: JournaledError) -> Setup {
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new(StoreOptions::default()));
     let tries = Arc::default();
     let engine = Engine::new(Arc::clone(&storage)).register(Flaky {

@@ -15,7 +15,8 @@ use std::process::Command;
 const LAYERS: &[(&str, &[&str])] = &[
     ("fermata-crypto", &[]),
     ("fermata-media", &[]),
-    ("fermata-store", &[]),
+    ("fermata-schema-core", &[]),
+    ("fermata-store", &["fermata-schema-core"]),
     ("fermata-store-sql", &["fermata-store"]),
     ("fermata-store-testkit", &["fermata-store"]),
     ("fermata-docs", &["fermata-store"]),
@@ -32,6 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fermata-accounts",
             "fermata-crypto",
             "fermata-forge",
+            "fermata-schema-core",
             "fermata-store",
             "fermata-workflow",
         ],

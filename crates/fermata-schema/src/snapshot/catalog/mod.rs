@@ -11,7 +11,7 @@ mod programs;
 mod sequences;
 mod tables;
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 

@@ -3,7 +3,7 @@
 //! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
 //! empty.
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
 use super::{rows, unsupported, values};

@@ -3,7 +3,7 @@
 //! every sequence of the database at once, however many there are. `next_not_cached_value`, the
 //! current value, is data and is not read.
 
-use fermata_store::schema::{DatabaseName, SafeError};
+use fermata_schema_core::{DatabaseName, SafeError};
 use sqlx::mysql::MySqlConnection;
 
 use super::{rows, unsupported, values};

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fermata_store::schema::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
 use super::{rows, unsupported, values};

@@ -12,8 +12,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{StoreError, StoreResult};
-
 /// Where in an operation the failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -212,6 +210,11 @@ impl ErrorCode {
         serialized_name(self)
     }
 
+    /// The code called `name` (`CONNECTION_LOST`), if there is one.
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+
     /// The stage this code belongs to.
     pub fn stage(self) -> ErrorStage {
         use ErrorCode::*;
@@ -340,14 +343,17 @@ impl ErrorCode {
 #[serde(try_from = "String", into = "String")]
 pub struct DatabaseName(String);
 
+/// A name that cannot be a MySQL database name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a database name has 1 to 64 characters and no NUL")]
+pub struct InvalidDatabaseName;
+
 impl DatabaseName {
-    pub fn new(name: impl Into<String>) -> StoreResult<Self> {
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidDatabaseName> {
         let name = name.into();
         let length = name.chars().count();
         if length == 0 || length > 64 || name.contains('\u{0}') {
-            return Err(StoreError::invalid(
-                "a database name has 1 to 64 characters and no NUL",
-            ));
+            return Err(InvalidDatabaseName);
         }
         Ok(DatabaseName(name))
     }
@@ -358,9 +364,9 @@ impl DatabaseName {
 }
 
 impl TryFrom<String> for DatabaseName {
-    type Error = StoreError;
+    type Error = InvalidDatabaseName;
 
-    fn try_from(name: String) -> StoreResult<Self> {
+    fn try_from(name: String) -> Result<Self, InvalidDatabaseName> {
         DatabaseName::new(name)
     }
 }
@@ -475,15 +481,19 @@ impl SafeError {
     }
 
     /// Reads the JSON form back; the message is rendered again, never taken from the text.
-    pub fn from_json(text: &str) -> StoreResult<Self> {
-        let wire: Wire = serde_json::from_str(text)
-            .map_err(|_| StoreError::corrupt("a stored operation error does not parse"))?;
+    pub fn from_json(text: &str) -> Result<Self, UnreadableSafeError> {
+        let wire: Wire = serde_json::from_str(text).map_err(UnreadableSafeError)?;
         Ok(SafeError {
             code: wire.code,
             subject: wire.subject,
         })
     }
 }
+
+/// Stored text that is not the JSON form of a safe error.
+#[derive(Debug, thiserror::Error)]
+#[error("a stored operation error does not parse")]
+pub struct UnreadableSafeError(#[source] pub serde_json::Error);
 
 impl fmt::Display for SafeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -511,6 +521,10 @@ mod tests {
         );
         let lost = SafeError::new(ErrorCode::ConnectionLost);
         assert!(lost.retryable());
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_name(&code.name()), Some(code));
+        }
+        assert_eq!(ErrorCode::from_name("connection_lost"), None);
         assert_eq!(
             SafeError::new(ErrorCode::LeaseHeld).message(),
             "another schema operation is running"

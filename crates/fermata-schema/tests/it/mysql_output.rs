@@ -23,6 +23,7 @@ fn table(name: &str, charset: &str, collation: &str) -> Table {
         foreign_keys: Vec::new(),
         checks: Vec::new(),
         partitioning: None,
+        ..Table::default()
     }
 }
 
@@ -40,6 +41,7 @@ fn column(name: &str, column_type: &str, nullable: bool, default: Option<&str>) 
         generated: None,
         check: None,
         comment: String::new(),
+        ..Column::default()
     }
 }
 

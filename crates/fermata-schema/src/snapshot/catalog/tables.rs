@@ -1,37 +1,56 @@
 //! The database's defaults, tables, views and sequences (their names; their definitions are
 //! read by `sequences`), with the tables' columns, index parts, foreign keys, checks, options
-//! and partitions.
+//! and partitions. The first query is the same on both flavors and also reads `VERSION()`, which
+//! decides the flavor of the others: MySQL 8 has `STATISTICS.IS_VISIBLE` and `EXPRESSION`,
+//! `COLUMNS.SRS_ID`, and checks only through `TABLE_CONSTRAINTS`; MariaDB has
+//! `STATISTICS.IGNORED`, `CHECK_CONSTRAINTS.TABLE_NAME` and `LEVEL`, and SRIDs in
+//! `GEOMETRY_COLUMNS`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, ObjectKind, Reason, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
-use super::{rows, unsupported, values};
+use super::{by_flavor, refuse, rows, values};
 use crate::snapshot::model::{
-    Check, Column, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition, Partitioning,
-    Sequence, Subpartition, Table, TableOption, View,
+    Check, Column, Flavor, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition,
+    Partitioning, RowPeriod, Sequence, Subpartition, Table, TableOption, View,
 };
 use crate::snapshot::normalize::{self, mysql};
 
-/// The database's defaults and its tables, views and sequences: the schema's row always comes,
-/// with NULL table columns when the database is empty.
-const TABLES: &str = "SELECT s.DEFAULT_CHARACTER_SET_NAME, s.DEFAULT_COLLATION_NAME, \
+/// The server's version, the database's defaults and its tables, views and sequences: the
+/// schema's row always comes, with NULL table columns when the database is empty. A view's
+/// algorithm is not here (MySQL's `VIEWS` has no `ALGORITHM`): it is read from `SHOW CREATE
+/// VIEW` on both flavors.
+const TABLES: &str = "SELECT VERSION(), s.DEFAULT_CHARACTER_SET_NAME, s.DEFAULT_COLLATION_NAME, \
      t.TABLE_NAME, t.TABLE_TYPE, t.ENGINE, t.TABLE_COLLATION, t.CREATE_OPTIONS, t.TABLE_COMMENT, \
      (SELECT CHARACTER_SET_NAME FROM information_schema.COLLATIONS c \
       WHERE c.COLLATION_NAME = t.TABLE_COLLATION), \
-     v.VIEW_DEFINITION, v.CHECK_OPTION, v.DEFINER, v.SECURITY_TYPE, v.ALGORITHM \
+     v.VIEW_DEFINITION, v.CHECK_OPTION, v.DEFINER, v.SECURITY_TYPE \
      FROM information_schema.SCHEMATA s \
      LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = ? \
      LEFT JOIN information_schema.VIEWS v ON v.TABLE_SCHEMA = ? AND v.TABLE_NAME = t.TABLE_NAME \
      WHERE s.SCHEMA_NAME = ? ORDER BY BINARY t.TABLE_NAME";
-const COLUMNS: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, \
-     EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, GENERATION_EXPRESSION \
+/// Columns; the last is MySQL's SRID (MariaDB's are read from `GEOMETRY_COLUMNS`).
+const COLUMNS_MARIADB: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, \
+     COLUMN_DEFAULT, EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, \
+     GENERATION_EXPRESSION, NULL \
      FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, ORDINAL_POSITION";
-const INDEXES: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), COLUMN_NAME, \
-     CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, IGNORED \
-     FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
+const COLUMNS_MYSQL: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, \
+     COLUMN_DEFAULT, EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, \
+     GENERATION_EXPRESSION, CAST(SRS_ID AS CHAR) \
+     FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? \
+     ORDER BY BINARY TABLE_NAME, ORDINAL_POSITION";
+/// Index parts: the last three are MariaDB's `IGNORED`, MySQL's `IS_VISIBLE` and MySQL's
+/// functional part `EXPRESSION`, each a constant on the other flavor.
+const INDEXES_MARIADB: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), \
+     COLUMN_NAME, CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, IGNORED, 'YES', \
+     NULL FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
+     ORDER BY BINARY TABLE_NAME, BINARY INDEX_NAME, SEQ_IN_INDEX";
+const INDEXES_MYSQL: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), \
+     COLUMN_NAME, CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, 'NO', IS_VISIBLE, \
+     EXPRESSION FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, BINARY INDEX_NAME, SEQ_IN_INDEX";
 const FOREIGN_KEYS: &str = "SELECT rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.COLUMN_NAME, \
      k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, \
@@ -41,14 +60,38 @@ const FOREIGN_KEYS: &str = "SELECT rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.COLUMN_N
       AND k.TABLE_NAME = rc.TABLE_NAME AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME \
      WHERE rc.CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY rc.TABLE_NAME, BINARY rc.CONSTRAINT_NAME, k.ORDINAL_POSITION";
-const CHECKS: &str = "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE, LEVEL \
+/// Checks: table, name, clause, level (`Column` or `Table`), enforced. MySQL's
+/// `CHECK_CONSTRAINTS` names no table; `TABLE_CONSTRAINTS` does, and says whether a check is
+/// enforced. MySQL prints every check as a table constraint.
+const CHECKS_MARIADB: &str = "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE, LEVEL, 'YES' \
      FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, BINARY CONSTRAINT_NAME";
+const CHECKS_MYSQL: &str = "SELECT tc.TABLE_NAME, tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, 'Table', \
+     tc.ENFORCED FROM information_schema.TABLE_CONSTRAINTS tc \
+     JOIN information_schema.CHECK_CONSTRAINTS cc ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA \
+      AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME \
+     WHERE tc.CONSTRAINT_SCHEMA = ? AND tc.CONSTRAINT_TYPE = 'CHECK' \
+     ORDER BY BINARY tc.TABLE_NAME, BINARY tc.CONSTRAINT_NAME";
+/// MariaDB's spatial reference systems of spatial columns (its `SHOW CREATE TABLE` does not
+/// print `REF_SYSTEM_ID`); read only when a table has a spatial column.
+const SRIDS_MARIADB: &str = "SELECT G_TABLE_NAME, G_GEOMETRY_COLUMN, CAST(SRID AS CHAR) \
+     FROM information_schema.GEOMETRY_COLUMNS WHERE G_TABLE_SCHEMA = ? AND SRID <> 0";
 const PARTITIONS: &str = "SELECT TABLE_NAME, PARTITION_NAME, SUBPARTITION_NAME, PARTITION_METHOD, \
      SUBPARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION, PARTITION_DESCRIPTION, \
      PARTITION_COMMENT FROM information_schema.PARTITIONS \
      WHERE TABLE_SCHEMA = ? AND PARTITION_NAME IS NOT NULL \
      ORDER BY BINARY TABLE_NAME, PARTITION_ORDINAL_POSITION, SUBPARTITION_ORDINAL_POSITION";
+
+/// Every query the catalog may run on a MySQL server, for the test that checks each column they
+/// name against MySQL's own view definitions.
+pub(super) const MYSQL_QUERIES: &[&str] = &[
+    TABLES,
+    COLUMNS_MYSQL,
+    INDEXES_MYSQL,
+    FOREIGN_KEYS,
+    CHECKS_MYSQL,
+    PARTITIONS,
+];
 
 /// The partitioning methods the model renders.
 const PARTITION_METHODS: &[&str] = &[
@@ -60,10 +103,26 @@ const PARTITION_METHODS: &[&str] = &[
     "LINEAR KEY",
     "RANGE COLUMNS",
     "LIST COLUMNS",
+    "SYSTEM_TIME",
+];
+
+/// The spatial column types.
+const SPATIAL_TYPES: &[&str] = &[
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
 ];
 
 /// What the tables query finds.
 pub(super) struct Relations {
+    pub(super) version: String,
+    pub(super) flavor: Flavor,
     pub(super) default_charset: String,
     pub(super) default_collation: String,
     pub(super) tables: Vec<Table>,
@@ -72,12 +131,62 @@ pub(super) struct Relations {
     pub(super) sequences: Vec<Sequence>,
 }
 
+/// What a column's `EXTRA` says, read phrase by phrase (MariaDB separates them with `, `, MySQL
+/// with a space); `None` when it says something the model does not hold.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Extra {
+    auto_increment: bool,
+    invisible: bool,
+    generated: Option<bool>,
+    on_update: Option<String>,
+    without_system_versioning: bool,
+}
+
+/// A phrase of `EXTRA` and what it sets.
+type Phrase = (&'static str, fn(&mut Extra));
+
+fn read_extra(extra: &str) -> Option<Extra> {
+    let mut read = Extra::default();
+    let mut rest = extra.trim();
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([',', ' ']);
+        if rest.is_empty() {
+            break;
+        }
+        let phrases: [Phrase; 9] = [
+            // MySQL marks expression defaults; the default itself says as much.
+            ("DEFAULT_GENERATED", |_| {}),
+            ("auto_increment", |e| e.auto_increment = true),
+            ("INVISIBLE", |e| e.invisible = true),
+            ("VIRTUAL GENERATED", |e| e.generated = Some(false)),
+            ("STORED GENERATED", |e| e.generated = Some(true)),
+            ("PERSISTENT GENERATED", |e| e.generated = Some(true)),
+            ("WITHOUT SYSTEM VERSIONING", |e| {
+                e.without_system_versioning = true
+            }),
+            ("VIRTUAL", |e| e.generated = Some(false)),
+            ("STORED", |e| e.generated = Some(true)),
+        ];
+        if let Some((phrase, apply)) = phrases.iter().find(|(phrase, _)| rest.starts_with(phrase)) {
+            apply(&mut read);
+            rest = &rest[phrase.len()..];
+        } else if let Some(after) = rest.strip_prefix("on update ") {
+            let end = after.find([',', ' ']).unwrap_or(after.len());
+            read.on_update = Some(after[..end].to_owned());
+            rest = &after[end..];
+        } else {
+            return None;
+        }
+    }
+    Some(read)
+}
+
 /// Reads `database`'s tables, views and sequence names.
 pub(super) async fn read(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
 ) -> Result<Relations, SafeError> {
-    let unsupported = || unsupported(database);
+    let unsupported = || super::unsupported(database);
     let relations = rows(connection, TABLES, database, 3).await?;
     let first = relations.first().ok_or_else(|| {
         SafeError::about(
@@ -85,8 +194,14 @@ pub(super) async fn read(
             Subject::Database(database.clone()),
         )
     })?;
-    let default_charset = mysql::utf8mb3(&values(first, database).text(0)?);
-    let default_collation = mysql::utf8mb3(&values(first, database).text(1)?);
+    let version = values(first, database).text(0)?;
+    let flavor = Flavor::of_version(&version);
+    let charset_name = |name: String| match flavor {
+        Flavor::Mariadb => mysql::utf8mb3(&name),
+        Flavor::Mysql => name,
+    };
+    let default_charset = charset_name(values(first, database).text(1)?);
+    let default_collation = charset_name(values(first, database).text(2)?);
 
     // The server prints a view's definition without this database's qualifier; the catalog
     // qualifies every name, so the qualifier is taken off to compare the two.
@@ -102,24 +217,29 @@ pub(super) async fn read(
     let mut partitioned = false;
     for row in &relations {
         let v = values(row, database);
-        let Some(name) = v.optional(2)? else {
+        let Some(name) = v.optional(3)? else {
             continue;
         };
-        match v.text(3)?.as_str() {
-            "BASE TABLE" => {}
+        let v = v.about(ObjectKind::Table, &name);
+        let system_versioned = match v.text(4)?.as_str() {
+            "BASE TABLE" => false,
+            "SYSTEM VERSIONED" => true,
             "VIEW" => {
+                let v = v.about(ObjectKind::View, &name);
                 views.push(View {
                     name: name.clone(),
-                    definition: v.text(9)?.replace(&qualifier, ""),
-                    check_option: v.text(10)?,
-                    definer: v.text(11)?,
-                    security: v.text(12)?,
-                    algorithm: v.text(13)?,
+                    definition: v.text(10)?.replace(&qualifier, ""),
+                    check_option: v.text(11)?,
+                    definer: v.text(12)?,
+                    security: v.text(13)?,
+                    // From `SHOW CREATE VIEW`.
+                    algorithm: String::new(),
                 });
                 not_tables.insert(name);
                 continue;
             }
             "SEQUENCE" => {
+                let v = v.about(ObjectKind::Sequence, &name);
                 sequences.push(Sequence {
                     name: name.clone(),
                     start: String::new(),
@@ -128,18 +248,31 @@ pub(super) async fn read(
                     increment: String::new(),
                     cache: String::new(),
                     cycle: false,
-                    engine: v.text(4)?,
-                    comment: v.optional(7)?.unwrap_or_default(),
+                    engine: v.text(5)?,
+                    comment: v.optional(8)?.unwrap_or_default(),
                 });
                 not_tables.insert(name);
                 continue;
             }
-            // System-versioned tables and anything else the model does not hold: refuse rather
-            // than write a snapshot that leaves them out or says less about them.
-            _ => return Err(unsupported()),
-        }
-        let printed =
-            normalize::options(&v.optional(6)?.unwrap_or_default()).ok_or_else(unsupported)?;
+            // Anything else the model does not hold: refuse rather than write a snapshot that
+            // leaves it out or says less about it.
+            _ => {
+                return Err(refuse(
+                    database,
+                    ObjectKind::Table,
+                    &name,
+                    Reason::TableType,
+                ));
+            }
+        };
+        let printed = normalize::options(&v.optional(7)?.unwrap_or_default()).ok_or_else(|| {
+            refuse(
+                database,
+                ObjectKind::Table,
+                &name,
+                Reason::UnreadableDefinition,
+            )
+        })?;
         let mut row_format = None;
         let mut options = Vec::new();
         for option in printed {
@@ -164,26 +297,27 @@ pub(super) async fn read(
         tables.insert(
             name.clone(),
             Table {
-                name,
-                engine: v.text(4)?,
-                collation: mysql::utf8mb3(&v.text(5)?),
-                charset: mysql::utf8mb3(&v.text(8)?),
+                engine: v.text(5)?,
+                collation: charset_name(v.text(6)?),
+                charset: charset_name(v.text(9)?),
                 row_format,
                 options,
-                comment: v.optional(7)?.unwrap_or_default(),
-                columns: Vec::new(),
-                indexes: Vec::new(),
-                foreign_keys: Vec::new(),
-                checks: Vec::new(),
-                partitioning: None,
+                comment: v.optional(8)?.unwrap_or_default(),
+                system_versioned,
+                name,
+                ..Table::default()
             },
         );
     }
 
     let mut column_checks: BTreeMap<(String, String), String> = BTreeMap::new();
-    for row in rows(connection, CHECKS, database, 1).await? {
+    let checks = by_flavor(flavor, CHECKS_MARIADB, CHECKS_MYSQL);
+    for row in rows(connection, checks, database, 1).await? {
         let v = values(&row, database);
-        let (table, name, clause, level) = (v.text(0)?, v.text(1)?, v.text(2)?, v.text(3)?);
+        let table = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table);
+        let (name, clause, level) = (v.text(1)?, v.text(2)?, v.text(3)?);
+        let not_enforced = v.text(4)? == "NO";
         match level.as_str() {
             "Column" => {
                 column_checks.insert((table, name), clause);
@@ -192,56 +326,75 @@ pub(super) async fn read(
                 .get_mut(&table)
                 .ok_or_else(unsupported)?
                 .checks
-                .push(Check { name, clause }),
+                .push(Check {
+                    name,
+                    clause,
+                    not_enforced,
+                }),
         }
     }
 
-    for row in rows(connection, COLUMNS, database, 1).await? {
+    let mut spatial = false;
+    let columns = by_flavor(flavor, COLUMNS_MARIADB, COLUMNS_MYSQL);
+    for row in rows(connection, columns, database, 1).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
         if not_tables.contains(&table_name) {
             continue;
         }
+        let v = v.about(ObjectKind::Table, &table_name);
+        let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
         let name = v.text(1)?;
-        let extra = v.optional(5)?.unwrap_or_default();
-        // MySQL 8 marks expression defaults; the default itself says as much.
-        let extra = extra
-            .strip_prefix("DEFAULT_GENERATED")
-            .map_or(extra.as_str(), str::trim_start);
-        let generated = match v.optional(9)? {
-            Some(expression) if extra.contains("GENERATED") => Some(Generated {
-                expression,
-                stored: extra.contains("STORED"),
-            }),
-            _ => None,
+        let extra = read_extra(&v.optional(5)?.unwrap_or_default())
+            .ok_or_else(|| refused(Reason::ColumnAttribute))?;
+        let expression = v.optional(9)?.filter(|expression| !expression.is_empty());
+        let (generated, row_period) = match (extra.generated, expression) {
+            (Some(true), Some(expression)) if expression == "ROW START" => {
+                (None, Some(RowPeriod::Start))
+            }
+            (Some(true), Some(expression)) if expression == "ROW END" => {
+                (None, Some(RowPeriod::End))
+            }
+            (Some(stored), Some(expression)) => (Some(Generated { expression, stored }), None),
+            (None, _) => (None, None),
+            (Some(_), None) => return Err(refused(Reason::ColumnAttribute)),
         };
-        let on_update = extra
-            .strip_prefix("on update ")
-            .map(mysql::current_timestamp);
-        let auto_increment = extra == "auto_increment";
-        let invisible = extra == "INVISIBLE";
-        if !(extra.is_empty()
-            || generated.is_some()
-            || on_update.is_some()
-            || auto_increment
-            || invisible)
-        {
-            return Err(unsupported());
-        }
+        let column_type = v.text(2)?;
+        let column_type = match flavor {
+            Flavor::Mariadb => mysql::display_width(&column_type),
+            Flavor::Mysql => column_type,
+        };
+        spatial |= SPATIAL_TYPES.contains(&column_type.as_str());
         let check = column_checks.remove(&(table_name.clone(), name.clone()));
+        let srid = match v.optional(10)? {
+            Some(srid) => Some(
+                srid.parse::<u32>()
+                    .map_err(|_| refused(Reason::ColumnType))?,
+            ),
+            None => None,
+        };
         let column = Column {
             name,
-            column_type: mysql::display_width(&v.text(2)?),
+            column_type,
             nullable: v.text(3)? == "YES",
             default: v
                 .optional(4)?
-                .filter(|_| generated.is_none())
-                .map(|default| mysql::current_timestamp(&default)),
-            on_update,
-            auto_increment,
-            invisible,
-            charset: v.optional(6)?.map(|charset| mysql::utf8mb3(&charset)),
-            collation: v.optional(7)?.map(|collation| mysql::utf8mb3(&collation)),
+                .filter(|_| generated.is_none() && row_period.is_none())
+                .map(|default| match flavor {
+                    Flavor::Mariadb => mysql::current_timestamp(&default),
+                    Flavor::Mysql => default,
+                }),
+            on_update: extra.on_update.map(|on_update| match flavor {
+                Flavor::Mariadb => mysql::current_timestamp(&on_update),
+                Flavor::Mysql => on_update,
+            }),
+            auto_increment: extra.auto_increment,
+            invisible: extra.invisible,
+            srid,
+            row_period,
+            without_system_versioning: extra.without_system_versioning,
+            charset: v.optional(6)?.map(&charset_name),
+            collation: v.optional(7)?.map(&charset_name),
             generated,
             check,
             comment: v.optional(8)?.unwrap_or_default(),
@@ -252,13 +405,39 @@ pub(super) async fn read(
             .columns
             .push(column);
     }
-    if !column_checks.is_empty() {
-        return Err(unsupported());
+    if let Some(((table, _), _)) = column_checks.into_iter().next() {
+        return Err(refuse(
+            database,
+            ObjectKind::Table,
+            &table,
+            Reason::CheckConstraint,
+        ));
+    }
+    if spatial && flavor == Flavor::Mariadb {
+        for row in rows(connection, SRIDS_MARIADB, database, 1).await? {
+            let v = values(&row, database);
+            let (table_name, column_name) = (v.text(0)?, v.text(1)?);
+            let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
+            let srid = v.text(2)?.parse::<u32>().map_err(|_| refused())?;
+            let Some(table) = tables.get_mut(&table_name) else {
+                continue;
+            };
+            let column = table
+                .columns
+                .iter_mut()
+                .find(|column| column.name == column_name)
+                .ok_or_else(refused)?;
+            column.srid = Some(srid);
+        }
     }
 
-    for row in rows(connection, INDEXES, database, 1).await? {
+    let indexes = by_flavor(flavor, INDEXES_MARIADB, INDEXES_MYSQL);
+    for row in rows(connection, indexes, database, 1).await? {
         let v = values(&row, database);
-        let table = tables.get_mut(&v.text(0)?).ok_or_else(unsupported)?;
+        let table_name = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table_name);
+        let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
+        let table = tables.get_mut(&table_name).ok_or_else(unsupported)?;
         let name = v.text(1)?;
         let index_type = v.text(5)?;
         let kind = match (name.as_str(), v.text(2)?.as_str(), index_type.as_str()) {
@@ -268,12 +447,30 @@ pub(super) async fn read(
             (_, "0", _) => IndexKind::Unique,
             _ => IndexKind::Key,
         };
+        // Whether `USING` is printed (given explicitly, or a MariaDB long unique key kept as a
+        // hash) only `SHOW CREATE TABLE` says; it is read from there. Another type (MariaDB's
+        // vector indexes) is not in the model.
+        if !matches!(
+            index_type.as_str(),
+            "BTREE" | "HASH" | "RTREE" | "FULLTEXT" | "SPATIAL" | ""
+        ) {
+            return Err(refused(Reason::IndexKind));
+        }
+        let expression = v.optional(10)?;
         let part = IndexPart {
-            column: v.text(3)?,
-            prefix: v
-                .optional(4)?
-                .map(|prefix| prefix.parse().map_err(|_| unsupported()))
-                .transpose()?,
+            column: match &expression {
+                Some(_) => String::new(),
+                None => v.text(3)?,
+            },
+            expression,
+            // A spatial index reports the length of its key (32) as a prefix it does not have.
+            prefix: match kind {
+                IndexKind::Spatial => None,
+                _ => v
+                    .optional(4)?
+                    .map(|prefix| prefix.parse().map_err(|_| refused(Reason::IndexKind)))
+                    .transpose()?,
+            },
             descending: v.optional(6)?.as_deref() == Some("D"),
         };
         match table.indexes.last_mut().filter(|index| index.name == name) {
@@ -285,6 +482,8 @@ pub(super) async fn read(
                 using: None,
                 comment: v.optional(7)?.unwrap_or_default(),
                 ignored: v.optional(8)?.as_deref() == Some("YES"),
+                invisible: v.optional(9)?.as_deref() == Some("NO"),
+                without_overlaps: None,
             }),
         }
     }
@@ -326,6 +525,8 @@ pub(super) async fn read(
         });
     }
     Ok(Relations {
+        version,
+        flavor,
         default_charset,
         default_collation,
         tables,
@@ -340,16 +541,25 @@ async fn read_partitions(
     database: &DatabaseName,
     tables: &mut BTreeMap<String, Table>,
 ) -> Result<(), SafeError> {
-    let unsupported = || unsupported(database);
+    let unsupported = || super::unsupported(database);
     for row in rows(connection, PARTITIONS, database, 1).await? {
         let v = values(&row, database);
-        let table = tables.get_mut(&v.text(0)?).ok_or_else(unsupported)?;
+        let table_name = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table_name);
+        let table = tables.get_mut(&table_name).ok_or_else(unsupported)?;
         let method = v.text(3)?;
         if !PARTITION_METHODS.contains(&method.as_str()) {
-            return Err(unsupported());
+            return Err(refuse(
+                database,
+                ObjectKind::Table,
+                &table_name,
+                Reason::PartitioningMethod,
+            ));
         }
+        let system_time = method == "SYSTEM_TIME";
         let partitioning = table.partitioning.get_or_insert_with(|| Partitioning {
             method,
+            system_time: None,
             expression: String::new(),
             subpartition_method: None,
             subpartition_expression: None,
@@ -367,9 +577,17 @@ async fn read_partitions(
         {
             Some(partition) => partition,
             None => {
+                // A system-time partition holds history or the current rows; the bound the
+                // catalog gives a history partition follows from the `INTERVAL`.
+                let values = match (system_time, v.optional(7)?) {
+                    (true, Some(current)) if current == "CURRENT" => Some(current),
+                    (true, _) => Some("HISTORY".to_owned()),
+                    (false, values) => values,
+                };
                 partitioning.partitions.push(Partition {
                     name,
-                    values: v.optional(7)?,
+                    values,
+                    default: false,
                     comment: String::new(),
                     subpartitions: Vec::new(),
                 });

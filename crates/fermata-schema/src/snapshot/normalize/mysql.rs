@@ -22,6 +22,7 @@
 //! `COLLATE=` (MariaDB 11.x, and 10.x releases since November 2022) is met by writing it out
 //! where an older server leaves it implicit.
 
+use crate::snapshot::model::Table;
 use crate::snapshot::render::canonical_default;
 use crate::snapshot::scan::{closing_paren, find_top_level, quoted_end};
 
@@ -144,10 +145,31 @@ fn term_end(text: &str) -> Option<usize> {
     }
 }
 
-/// One column line of `SHOW CREATE TABLE` in canonical form.
-pub(super) fn column_line(line: &str) -> Option<String> {
+/// One column line of `SHOW CREATE TABLE` in canonical form. MariaDB does not print a spatial
+/// column's `REF_SYSTEM_ID`; the model's (from `GEOMETRY_COLUMNS`) is written after the type,
+/// where the file gives it.
+pub(super) fn column_line(line: &str, table: &Table) -> Option<String> {
     let name_end = quoted_end(line, 2)?;
     let (name, rest) = line.split_at(name_end);
+    let column_name = line[3..name_end - 1].replace("``", "`");
+    let srid = table
+        .columns
+        .iter()
+        .find(|column| column.name == column_name)
+        .and_then(|column| column.srid);
+    let with_srid;
+    let rest = match srid {
+        Some(srid) if !rest.contains(" REF_SYSTEM_ID=") && !rest.contains(" SRID ") => {
+            let type_end = rest[1..].find(' ').map_or(rest.len(), |end| end + 1);
+            with_srid = format!(
+                "{} REF_SYSTEM_ID={srid}{}",
+                &rest[..type_end],
+                &rest[type_end..]
+            );
+            with_srid.as_str()
+        }
+        _ => rest,
+    };
     let rest = utf8mb3_text(rest);
     let rest = rest.strip_prefix(' ')?;
     let mut rest = format!(" {}", display_width(rest));

@@ -7,17 +7,28 @@
 
 use super::{identifier, literal};
 use crate::snapshot::model::{
-    Column, ForeignKey, Index, IndexKind, Partition, Partitioning, Sequence, Table, View,
+    Column, ForeignKey, Index, IndexKind, Partition, Partitioning, RowPeriod, Sequence, Table, View,
 };
 
 fn column_line(table: &Table, column: &Column) -> String {
     let mut line = format!("  {} {}", identifier(&column.name), column.column_type);
+    if let Some(srid) = column.srid {
+        line.push_str(&format!(" REF_SYSTEM_ID={srid}"));
+    }
     if let (Some(charset), Some(collation)) = (&column.charset, &column.collation)
         && collation != &table.collation
     {
         line.push_str(&format!(" CHARACTER SET {charset} COLLATE {collation}"));
     }
-    if let Some(generated) = &column.generated {
+    if let Some(row_period) = column.row_period {
+        line.push_str(match row_period {
+            RowPeriod::Start => " GENERATED ALWAYS AS ROW START",
+            RowPeriod::End => " GENERATED ALWAYS AS ROW END",
+        });
+        if column.invisible {
+            line.push_str(" INVISIBLE");
+        }
+    } else if let Some(generated) = &column.generated {
         let kind = if generated.stored {
             "STORED"
         } else {
@@ -27,6 +38,9 @@ fn column_line(table: &Table, column: &Column) -> String {
             " GENERATED ALWAYS AS ({}) {kind}",
             generated.expression
         ));
+        if column.invisible {
+            line.push_str(" INVISIBLE");
+        }
     } else {
         if !column.nullable {
             line.push_str(" NOT NULL");
@@ -46,6 +60,9 @@ fn column_line(table: &Table, column: &Column) -> String {
             line.push_str(" AUTO_INCREMENT");
         }
     }
+    if column.without_system_versioning {
+        line.push_str(" WITHOUT SYSTEM VERSIONING");
+    }
     if !column.comment.is_empty() {
         line.push_str(&format!(" COMMENT {}", literal(&column.comment)));
     }
@@ -60,7 +77,10 @@ fn index_line(index: &Index) -> String {
         .parts
         .iter()
         .map(|part| {
-            let mut text = identifier(&part.column);
+            let mut text = match &part.expression {
+                Some(expression) => format!("({expression})"),
+                None => identifier(&part.column),
+            };
             if let Some(prefix) = part.prefix {
                 text.push_str(&format!("({prefix})"));
             }
@@ -69,6 +89,12 @@ fn index_line(index: &Index) -> String {
             }
             text
         })
+        .chain(
+            index
+                .without_overlaps
+                .iter()
+                .map(|period| format!("{} WITHOUT OVERLAPS", identifier(period))),
+        )
         .collect();
     let head = match index.kind {
         IndexKind::Primary => "PRIMARY KEY".to_owned(),
@@ -86,6 +112,9 @@ fn index_line(index: &Index) -> String {
     }
     if index.ignored {
         line.push_str(" IGNORED");
+    }
+    if index.invisible {
+        line.push_str(" INVISIBLE");
     }
     line
 }
@@ -127,6 +156,14 @@ pub fn render_table(table: &Table) -> String {
         .iter()
         .map(|column| column_line(table, column))
         .collect();
+    lines.extend(table.application_period.iter().map(|period| {
+        format!(
+            "  PERIOD FOR {} ({}, {})",
+            identifier(&period.name),
+            identifier(&period.start),
+            identifier(&period.end)
+        )
+    }));
     lines.extend(table.indexes.iter().map(index_line));
     lines.extend(table.foreign_keys.iter().map(foreign_key_line));
     lines.extend(table.checks.iter().map(|check| {
@@ -134,6 +171,13 @@ pub fn render_table(table: &Table) -> String {
             "  CONSTRAINT {} CHECK ({})",
             identifier(&check.name),
             check.clause
+        )
+    }));
+    lines.extend(table.system_period.iter().map(|period| {
+        format!(
+            "  PERIOD FOR SYSTEM_TIME ({}, {})",
+            identifier(&period.start),
+            identifier(&period.end)
         )
     }));
     let mut options: Vec<(String, String, bool)> = table
@@ -164,6 +208,9 @@ pub fn render_table(table: &Table) -> String {
         } else {
             footer.push_str(&format!(" {name}={value}"));
         }
+    }
+    if table.system_versioned {
+        footer.push_str(" WITH SYSTEM VERSIONING");
     }
     if let Some(partitioning) = &table.partitioning {
         footer.push_str(&partition_clause(partitioning, &table.engine));
@@ -233,6 +280,26 @@ pub fn canonical_default(default: &str) -> String {
 /// Whether the partitions are the ones `PARTITIONS n` creates: `HASH` or `KEY` partitions named
 /// `p0`, `p1`, ... with nothing else said about them.
 fn default_partitions(partitioning: &Partitioning) -> bool {
+    if partitioning.method == "SYSTEM_TIME" {
+        // `PARTITIONS n`: history partitions `p0`, `p1`, ... and the current one, `pn`.
+        let count = partitioning.partitions.len();
+        return count >= 2
+            && partitioning
+                .partitions
+                .iter()
+                .enumerate()
+                .all(|(i, partition)| {
+                    let (name, values) = if i + 1 == count {
+                        ("pn".to_owned(), "CURRENT")
+                    } else {
+                        (format!("p{i}"), "HISTORY")
+                    };
+                    partition.name == name
+                        && partition.values.as_deref() == Some(values)
+                        && partition.comment.is_empty()
+                        && partition.subpartitions.is_empty()
+                });
+    }
     (partitioning.method.ends_with("HASH") || partitioning.method.ends_with("KEY"))
         && partitioning.subpartition_method.is_none()
         && partitioning
@@ -261,7 +328,12 @@ fn default_subpartitions(partitioning: &Partitioning) -> Option<usize> {
 }
 
 /// `RANGE (expr)`, or `RANGE  COLUMNS(a,b)` with MariaDB's two spaces.
-fn method_clause(method: &str, expression: &str) -> String {
+fn method_clause(partitioning_method: &str, expression: &str, system_time: Option<&str>) -> String {
+    let method = partitioning_method;
+    if method == "SYSTEM_TIME" {
+        // MariaDB prints the space after `SYSTEM_TIME` even when nothing follows it.
+        return format!("SYSTEM_TIME {}", system_time.unwrap_or_default());
+    }
     match method.strip_suffix(" COLUMNS") {
         Some(kind) => format!("{kind}  COLUMNS({expression})"),
         None => format!("{method} ({expression})"),
@@ -273,6 +345,7 @@ fn partition_values(method: &str, values: Option<&str>) -> String {
         ("RANGE", Some("MAXVALUE")) => " VALUES LESS THAN MAXVALUE".to_owned(),
         ("RANGE" | "RANGE COLUMNS", Some(values)) => format!(" VALUES LESS THAN ({values})"),
         ("LIST" | "LIST COLUMNS", Some(values)) => format!(" VALUES IN ({values})"),
+        ("SYSTEM_TIME", Some(values)) => format!(" {values}"),
         _ => String::new(),
     }
 }
@@ -291,10 +364,14 @@ fn partition_line(
     engine: &str,
     list_subpartitions: bool,
 ) -> String {
+    let values = if partition.default {
+        " DEFAULT".to_owned()
+    } else {
+        partition_values(&partitioning.method, partition.values.as_deref())
+    };
     let mut line = format!(
-        "PARTITION {}{}{}",
+        "PARTITION {}{values}{}",
         identifier(&partition.name),
-        partition_values(&partitioning.method, partition.values.as_deref()),
         comment_clause(&partition.comment)
     );
     if list_subpartitions {
@@ -320,7 +397,11 @@ fn partition_line(
 fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
     let mut clause = format!(
         "\n PARTITION BY {}",
-        method_clause(&partitioning.method, &partitioning.expression)
+        method_clause(
+            &partitioning.method,
+            &partitioning.expression,
+            partitioning.system_time.as_deref()
+        )
     );
     if default_partitions(partitioning) {
         clause.push_str(&format!("\nPARTITIONS {}", partitioning.partitions.len()));
@@ -335,7 +416,8 @@ fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
                 partitioning
                     .subpartition_expression
                     .as_deref()
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                None
             )
         ));
         if let Some(count) = default_subpartitions {

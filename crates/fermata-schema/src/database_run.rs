@@ -276,6 +276,7 @@ impl LiveSnapshot {
         source: &SourceSettings,
         database: &DatabaseName,
         connections: usize,
+        filter: &crate::Filter,
     ) -> Result<LiveSnapshot, SafeError> {
         let mut first = source.connect().await?;
         let discovery = discover(&mut first).await?;
@@ -286,8 +287,13 @@ impl LiveSnapshot {
             ));
         }
         let mut connections = pool::open(source, first, connections).await?;
-        let snapshot =
-            snapshot::snapshot(&mut connections, database, &discovery.server_version).await?;
+        let snapshot = snapshot::snapshot_filtered(
+            &mut connections,
+            database,
+            &discovery.server_version,
+            filter,
+        )
+        .await?;
         Ok(LiveSnapshot {
             snapshot,
             server_version: discovery.server_version,

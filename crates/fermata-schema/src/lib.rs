@@ -16,6 +16,7 @@ pub mod admin;
 pub mod artifact;
 mod database_run;
 pub mod engine;
+pub mod filter;
 pub mod inventory;
 pub mod inventory_run;
 pub mod names;
@@ -37,6 +38,7 @@ pub mod view;
 pub use admin::Administrator;
 pub use engine::{EngineWorkflows, workflow_name};
 pub use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
+pub use filter::Filter;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;
 pub use operations::{

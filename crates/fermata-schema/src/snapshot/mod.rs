@@ -57,6 +57,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 
+use crate::filter::Filter;
 use crate::names;
 use crate::source::{mysql_error_number, query_error, query_error_about};
 use catalog::refuse;
@@ -143,6 +144,8 @@ fn routine_path(routine: &model::Routine) -> Result<String, SafeError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseSnapshot {
     pub model: DatabaseModel,
+    /// What the snapshot left out; a verification of it snapshots with the same filter.
+    pub filter: Filter,
     /// Relative path → content, in path order.
     pub files: BTreeMap<String, Vec<u8>>,
     pub snapshot_hash: String,
@@ -153,6 +156,7 @@ struct Hashed<'a> {
     database: &'a str,
     counts: &'a BTreeMap<&'static str, usize>,
     files: &'a BTreeMap<String, String>,
+    filter: &'a Filter,
 }
 
 #[derive(Serialize)]
@@ -160,6 +164,8 @@ struct Manifest<'a> {
     format: u32,
     database: &'a str,
     counts: &'a BTreeMap<&'static str, usize>,
+    /// The tables this snapshot left out (see [`crate::filter`]).
+    filter: &'a Filter,
     files: &'a BTreeMap<String, String>,
     snapshot_hash: &'a str,
     generator: &'static str,
@@ -171,12 +177,27 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Snapshots `database` over `connections` (prepared with [`prepare`]; at least one), whose
-/// server reports `server_version`.
+/// server reports `server_version`, with the default filter.
 pub async fn snapshot(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
     server_version: &str,
 ) -> Result<DatabaseSnapshot, SafeError> {
+    snapshot_filtered(connections, database, server_version, &Filter::default()).await
+}
+
+/// [`snapshot`], leaving out the tables `filter` ignores, with their triggers.
+pub async fn snapshot_filtered(
+    connections: &mut [MySqlConnection],
+    database: &DatabaseName,
+    server_version: &str,
+    filter: &Filter,
+) -> Result<DatabaseSnapshot, SafeError> {
+    // Only the table filter is the snapshot's; databases are left out by the inventory.
+    let filter = Filter {
+        ignore_databases: Vec::new(),
+        ignore_tables: filter.ignore_tables.clone(),
+    };
     let unsupported = || {
         SafeError::about(
             ErrorCode::UnsupportedSchemaOutput,
@@ -185,6 +206,12 @@ pub async fn snapshot(
     };
     let first = connections.first_mut().ok_or_else(unsupported)?;
     let (mut model, _version) = catalog::read(first, database).await?;
+    model
+        .tables
+        .retain(|table| !filter.ignores_table(&table.name));
+    model
+        .triggers
+        .retain(|trigger| !filter.ignores_table(&trigger.table));
     let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
     let mut files = checked_files(&mut model, database, texts)?;
     let schema_json = serde_json::to_string_pretty(&model).map_err(|_| unsupported())?;
@@ -209,6 +236,7 @@ pub async fn snapshot(
         database: database.as_str(),
         counts: &counts,
         files: &hashes,
+        filter: &filter,
     })
     .map_err(|_| unsupported())?;
     let snapshot_hash = hex(&Sha256::digest(&hashed));
@@ -216,6 +244,7 @@ pub async fn snapshot(
         format: 1,
         database: database.as_str(),
         counts: &counts,
+        filter: &filter,
         files: &hashes,
         snapshot_hash: &snapshot_hash,
         generator: GENERATOR,
@@ -228,6 +257,7 @@ pub async fn snapshot(
     );
     Ok(DatabaseSnapshot {
         model,
+        filter,
         files,
         snapshot_hash,
     })
@@ -402,7 +432,13 @@ pub async fn verify_live(
     candidate: &DatabaseSnapshot,
     server_version: &str,
 ) -> Result<(), SafeError> {
-    let live = snapshot(std::slice::from_mut(connection), database, server_version).await?;
+    let live = snapshot_filtered(
+        std::slice::from_mut(connection),
+        database,
+        server_version,
+        &candidate.filter,
+    )
+    .await?;
     if live.snapshot_hash == candidate.snapshot_hash {
         Ok(())
     } else {

@@ -66,7 +66,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Either, Executor, Row};
 
 use super::model::DatabaseModel;
-use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot};
+use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot_filtered};
 use crate::source::{SourceSettings, mysql_error_number, query_error};
 
 /// What every scratch schema's name starts with.
@@ -405,8 +405,13 @@ async fn check(
         .await
         .map_err(|error| query_error(&error))?;
     apply(connection, candidate, database).await?;
-    let rebuilt = snapshot(std::slice::from_mut(connection), scratch, workspace_version)
-        .await
+    let rebuilt = snapshot_filtered(
+        std::slice::from_mut(connection),
+        scratch,
+        workspace_version,
+        &candidate.filter,
+    )
+    .await
         .map_err(|error| {
             if error.subject() == Some(&Subject::Database(scratch.clone())) {
                 tracing::warn!(database = %database, code = %error.code().name(), "the database's DDL, applied in the workspace, cannot be snapshotted");

@@ -418,3 +418,54 @@ async fn a_privilege_missing_on_one_kind_names_the_object() {
     );
     drop_database(&mut admin, &database).await;
 }
+
+/// A table named like an online schema change tool's shadow table is left out by default, with
+/// its trigger; the manifest records the filter (and the hash covers it), and a filter that
+/// ignores nothing takes the table in.
+#[tokio::test]
+async fn shadow_tables_are_ignored_by_default_and_the_manifest_says_so() {
+    let mut admin = admin().await;
+    let database = unique("ghost");
+    create_database(
+        &mut admin,
+        &database,
+        &[
+            "CREATE TABLE orders (id int PRIMARY KEY)",
+            "CREATE TABLE `_orders_gho` (id int PRIMARY KEY, added int)",
+            "CREATE TABLE `_orders_ghc` (id bigint PRIMARY KEY, hint varchar(64))",
+            "CREATE TABLE `_orders_new` (id int PRIMARY KEY)",
+            "CREATE TRIGGER `pt_osc_ins` AFTER INSERT ON `_orders_new` FOR EACH ROW SET @x = 1",
+        ],
+    )
+    .await;
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let taken = take(&database, 1).await.unwrap();
+    let paths: Vec<&str> = taken.files.keys().map(String::as_str).collect();
+    assert_eq!(
+        paths,
+        ["manifest.json", "schema.json", "tables/orders.sql"],
+        "{paths:?}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text(&taken.files, "manifest.json")).unwrap();
+    assert_eq!(
+        manifest["filter"],
+        serde_json::json!({"ignore_tables": ["_*_gho", "_*_ghc", "_*_del", "_*_new", "_*_old"]})
+    );
+    let everything = fermata_schema::Filter {
+        ignore_databases: Vec::new(),
+        ignore_tables: Vec::new(),
+    };
+    let all = fermata_schema::snapshot::snapshot_filtered(
+        &mut connections(1).await,
+        &name,
+        "test",
+        &everything,
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.model.tables.len(), 4);
+    assert_eq!(all.model.triggers.len(), 1);
+    assert_ne!(all.snapshot_hash, taken.snapshot_hash);
+    drop_database(&mut admin, &database).await;
+}

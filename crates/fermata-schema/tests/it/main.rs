@@ -10,6 +10,7 @@ mod artifact_s3;
 mod error_codes;
 mod inventory;
 mod inventory_workflow;
+mod mysql_catalog;
 mod mysql_output;
 mod operations;
 mod package;

@@ -5,7 +5,7 @@
 //! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
 //! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
-//! ([`view`]).
+//! ([`view`]). What the snapshot account may read is checked by [`source_check`].
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].
@@ -30,6 +30,7 @@ pub mod review;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
+pub mod source_check;
 mod step_failure;
 mod tracked;
 pub mod verification_run;
@@ -48,4 +49,5 @@ pub use refresh_run::{RefreshSettings, RefreshWorkflow};
 pub use registry_view::RegistryReports;
 pub use review::{Reviews, Verdict};
 pub use source::{SourceSettings, TlsMode};
+pub use source_check::{SourceCheck, check_source};
 pub use verification_run::{VerificationSettings, VerificationWorkflow};

@@ -24,8 +24,9 @@ with the tables [schema.source] (the MySQL server), [schema.workspace] (the veri
 and [schema.package] (repository, base_branch = \"main\", path = \"schemas\").
 Log verbosity follows FERMATA_LOG (e.g. `info`, `debug`, `fermata=debug`).
 
-Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting or argument,
-3 another process holds the writer lease, 4 the writer lease was lost while serving.";
+Exit codes: 0 stopped cleanly, 1 database or system failure (for `schema check-source`, also a
+missing privilege), 2 invalid setting or argument, 3 another process holds the writer lease,
+4 the writer lease was lost while serving.";
 
 /// Fermata: durable storage for collaborative documents and MySQL schema snapshots.
 #[derive(Debug, Parser)]
@@ -89,6 +90,15 @@ enum SchemaCommand {
         storage: StorageArgs,
         #[command(flatten)]
         selection: SelectionArgs,
+    },
+    /// Connect as the snapshot account and report, per kind of object, whether it can read every
+    /// object the snapshots need, naming each missing privilege; exit 1 when one is missing.
+    CheckSource {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the package registry at the base branch's head: every registered database with its
     /// merged snapshot, its last verification and its freshness.
@@ -245,6 +255,7 @@ impl SchemaCommand {
                 selection.json
             }
             SchemaCommand::Inventory { json, .. }
+            | SchemaCommand::CheckSource { json, .. }
             | SchemaCommand::Registry { json, .. }
             | SchemaCommand::Review { json, .. }
             | SchemaCommand::Approve { json, .. }
@@ -369,6 +380,7 @@ impl Command {
             | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage })
             | Command::Schema(
                 SchemaCommand::Inventory { storage, .. }
+                | SchemaCommand::CheckSource { storage, .. }
                 | SchemaCommand::Refresh { storage, .. }
                 | SchemaCommand::Verify { storage, .. }
                 | SchemaCommand::Registry { storage, .. }
@@ -530,6 +542,11 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
                 let source = sources.keys(&storage).map_err(invalid)?;
                 account_commands::keys_reencrypt(&storage, &source).await
             }
+            Command::Schema(schema @ SchemaCommand::CheckSource { .. }) => {
+                // Needs the source alone: no application database, no keys.
+                let settings = sources.schema().map_err(invalid)?;
+                schema_commands::check_source(&settings, schema.format()).await
+            }
             Command::Schema(schema) => {
                 let format = schema.format();
                 let setup = schema_commands::Setup {
@@ -538,6 +555,7 @@ fn run(command: &Command, matches: &ArgMatches) -> Result<(), Failure> {
                     storage: storage.clone(),
                 };
                 match schema {
+                    SchemaCommand::CheckSource { .. } => unreachable!("checked above"),
                     SchemaCommand::Inventory { requester, .. } => {
                         schema_commands::inventory(
                             &setup,

@@ -16,5 +16,6 @@ mod operations;
 mod package;
 mod refresh_workflow;
 mod snapshot;
+mod source_check;
 mod verification_workflow;
 mod workspace;

@@ -93,6 +93,33 @@ pub async fn snapshot_account(admin: &mut MySqlConnection, visible: &[String]) -
     create_account(admin, user, visible).await
 }
 
+/// Creates a snapshot account with the minimum grants of every kind of object on `visible`
+/// (`SELECT`, `SHOW VIEW`, `TRIGGER`, `EVENT`) and `SELECT` on `mysql.proc` for routines.
+pub async fn full_snapshot_account(
+    admin: &mut MySqlConnection,
+    visible: &[String],
+) -> (String, String) {
+    let (user, password) = snapshot_account(admin, visible).await;
+    for database in visible {
+        grant(
+            admin,
+            &format!("TRIGGER, EVENT ON {}.*", grant_pattern(database)),
+            &user,
+        )
+        .await;
+    }
+    grant(admin, "SELECT ON `mysql`.`proc`", &user).await;
+    (user, password)
+}
+
+/// `GRANT what TO user`.
+pub async fn grant(admin: &mut MySqlConnection, what: &str, user: &str) {
+    admin
+        .execute(format!("GRANT {what} TO '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}
+
 /// Creates a snapshot account whose name starts with `prefix`, allowed to read nothing.
 pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -> (String, String) {
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await

@@ -67,6 +67,7 @@ use model::DatabaseModel;
 pub fn mysql_catalog_queries() -> Vec<&'static str> {
     catalog::mysql_queries()
 }
+pub use catalog::{ColumnRow, IndexRow, add_index_row, column_from_catalog};
 pub use workspace::verify_in_workspace;
 
 /// The version written into manifests.
@@ -323,15 +324,16 @@ fn checked_files(
     let mut texts = texts.into_iter();
     let mut next = || texts.next().ok_or_else(unsupported);
     let mut files = BTreeMap::new();
+    let flavor = model.flavor;
     for table in &mut model.tables {
         let text = next()?;
         normalize::table_facts(&text, table)
             .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
-        let canonical = render::render_table(table);
+        let canonical = render::render_table(table, flavor);
         check(
             ObjectKind::Table,
             &table.name,
-            normalize::table(&text, table),
+            normalize::table(&text, table, flavor),
             &canonical,
         )?;
         files.insert(
@@ -376,7 +378,7 @@ fn checked_files(
     }
     for routine in &mut model.routines {
         let kind = routine_object_kind(routine.kind);
-        let text = normalize::routine(&next()?, routine, database.as_str())
+        let text = normalize::routine(&next()?, routine, database.as_str(), flavor)
             .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
             .ok_or_else(|| refuse(database, kind, &routine.name, Reason::DefinitionMismatch))?;
         routine.parameter_list = text.parameter_list;

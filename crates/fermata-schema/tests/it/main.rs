@@ -11,6 +11,7 @@ mod error_codes;
 mod inventory;
 mod inventory_workflow;
 mod mysql_catalog;
+mod mysql_fixtures;
 mod mysql_output;
 mod operations;
 mod package;

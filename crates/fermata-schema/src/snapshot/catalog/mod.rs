@@ -11,6 +11,8 @@ mod programs;
 mod sequences;
 mod tables;
 
+pub use tables::{ColumnRow, IndexRow, add_index_row, column_from_catalog};
+
 /// Every catalog query a MySQL source runs, for the test that checks each column they name.
 pub(super) fn mysql_queries() -> Vec<&'static str> {
     tables::MYSQL_QUERIES

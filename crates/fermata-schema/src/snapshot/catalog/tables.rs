@@ -135,6 +135,8 @@ pub(super) struct Relations {
 /// with a space); `None` when it says something the model does not hold.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Extra {
+    /// MySQL's mark of an expression default (`CURRENT_TIMESTAMP` among them).
+    default_generated: bool,
     auto_increment: bool,
     invisible: bool,
     generated: Option<bool>,
@@ -154,8 +156,8 @@ fn read_extra(extra: &str) -> Option<Extra> {
             break;
         }
         let phrases: [Phrase; 9] = [
-            // MySQL marks expression defaults; the default itself says as much.
-            ("DEFAULT_GENERATED", |_| {}),
+            // MySQL marks expression defaults, whose `COLUMN_DEFAULT` is the bare expression.
+            ("DEFAULT_GENERATED", |e| e.default_generated = true),
             ("auto_increment", |e| e.auto_increment = true),
             ("INVISIBLE", |e| e.invisible = true),
             ("VIRTUAL GENERATED", |e| e.generated = Some(false)),
@@ -179,6 +181,195 @@ fn read_extra(extra: &str) -> Option<Extra> {
         }
     }
     Some(read)
+}
+
+/// One row of `information_schema.COLUMNS` as the catalog query reads it, every value as the
+/// server gives it (MySQL's `SRS_ID` for the SRID; MariaDB's is read from `GEOMETRY_COLUMNS`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnRow {
+    pub name: String,
+    /// `COLUMN_TYPE`.
+    pub column_type: String,
+    /// `IS_NULLABLE` = `YES`.
+    pub nullable: bool,
+    /// `COLUMN_DEFAULT`: an SQL expression on MariaDB (`'x'`, `NULL`, `current_timestamp()`), a
+    /// bare value or expression on MySQL (`x`, SQL NULL, `CURRENT_TIMESTAMP`, `rand()`).
+    pub default: Option<String>,
+    pub extra: String,
+    pub charset: Option<String>,
+    pub collation: Option<String>,
+    pub comment: String,
+    pub generation_expression: Option<String>,
+    pub srid: Option<u32>,
+}
+
+/// The column types MySQL gives no `DEFAULT NULL` when they have no default: their default can
+/// only be an expression.
+const NO_DEFAULT_NULL: &[&str] = &[
+    "tinyblob",
+    "blob",
+    "mediumblob",
+    "longblob",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+];
+
+/// The column a catalog row of a `flavor` server describes, spelled as that server spells it:
+/// MariaDB's `utf8` is written `utf8mb3`, and its defaults are SQL expressions already; MySQL's
+/// bare defaults become the SQL `SHOW CREATE TABLE` prints (`'0'`, `b'101'`, `CURRENT_TIMESTAMP`,
+/// `(rand())`, `NULL` where MySQL prints `DEFAULT NULL`). `Err` with the reason when the row
+/// says something the model cannot hold.
+pub fn column_from_catalog(flavor: Flavor, row: ColumnRow) -> Result<Column, Reason> {
+    let charset_name = |name: String| match flavor {
+        Flavor::Mariadb => mysql::utf8mb3(&name),
+        Flavor::Mysql => name,
+    };
+    let extra = read_extra(&row.extra).ok_or(Reason::ColumnAttribute)?;
+    let expression = row
+        .generation_expression
+        .filter(|expression| !expression.is_empty());
+    let (generated, row_period) = match (extra.generated, expression) {
+        (Some(true), Some(expression)) if expression == "ROW START" => {
+            (None, Some(RowPeriod::Start))
+        }
+        (Some(true), Some(expression)) if expression == "ROW END" => (None, Some(RowPeriod::End)),
+        (Some(stored), Some(expression)) => (Some(Generated { expression, stored }), None),
+        (None, _) => (None, None),
+        (Some(_), None) => return Err(Reason::ColumnAttribute),
+    };
+    let column_type = match flavor {
+        Flavor::Mariadb => mysql::display_width(&row.column_type),
+        Flavor::Mysql => row.column_type,
+    };
+    let computed = generated.is_some() || row_period.is_some();
+    let default = match flavor {
+        Flavor::Mariadb => row
+            .default
+            .filter(|_| !computed)
+            .map(|default| mysql::current_timestamp(&default)),
+        Flavor::Mysql if computed || extra.auto_increment => None,
+        Flavor::Mysql => match (row.default, extra.default_generated) {
+            (Some(value), true) if is_current_timestamp(&value) => Some(value),
+            (Some(value), true) => Some(format!("({value})")),
+            (None, true) => return Err(Reason::ColumnAttribute),
+            (Some(value), false) if column_type.starts_with("bit(") => Some(value),
+            (Some(value), false) => Some(crate::snapshot::render::literal(&value)),
+            (None, false) if row.nullable && !NO_DEFAULT_NULL.contains(&column_type.as_str()) => {
+                Some("NULL".to_owned())
+            }
+            (None, false) => None,
+        },
+    };
+    Ok(Column {
+        name: row.name,
+        column_type,
+        nullable: row.nullable,
+        default,
+        on_update: extra.on_update.map(|on_update| match flavor {
+            Flavor::Mariadb => mysql::current_timestamp(&on_update),
+            Flavor::Mysql => on_update,
+        }),
+        auto_increment: extra.auto_increment,
+        invisible: extra.invisible,
+        srid: row.srid,
+        row_period,
+        without_system_versioning: extra.without_system_versioning,
+        charset: row.charset.map(charset_name),
+        collation: row.collation.map(charset_name),
+        generated,
+        check: None,
+        comment: row.comment,
+    })
+}
+
+/// `CURRENT_TIMESTAMP` or `CURRENT_TIMESTAMP(n)`, as MySQL writes the default and the
+/// `ON UPDATE` of a time column.
+fn is_current_timestamp(value: &str) -> bool {
+    match value.strip_prefix("CURRENT_TIMESTAMP") {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('(')
+            .and_then(|rest| rest.strip_suffix(')'))
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// One row of `information_schema.STATISTICS`: one part of an index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexRow {
+    /// `INDEX_NAME`.
+    pub name: String,
+    pub non_unique: bool,
+    /// `COLUMN_NAME`; none for a functional part.
+    pub column: Option<String>,
+    /// `SUB_PART`.
+    pub sub_part: Option<String>,
+    pub index_type: String,
+    /// `COLLATION`: `A`, `D` or none.
+    pub collation: Option<String>,
+    pub comment: String,
+    /// MariaDB's `IGNORED` = `YES`.
+    pub ignored: bool,
+    /// MySQL's `IS_VISIBLE` (MariaDB's indexes are all visible).
+    pub visible: bool,
+    /// MySQL's `EXPRESSION` of a functional part.
+    pub expression: Option<String>,
+}
+
+/// Adds the part `row` describes to `indexes`, the table's indexes so far in catalog order: to
+/// the last index when it is the same one, else as a new index. `Err` with the reason when the
+/// row says something the model cannot hold.
+pub fn add_index_row(indexes: &mut Vec<Index>, row: IndexRow) -> Result<(), Reason> {
+    let kind = match (row.name.as_str(), row.non_unique, row.index_type.as_str()) {
+        ("PRIMARY", false, _) => IndexKind::Primary,
+        (_, _, "FULLTEXT") => IndexKind::Fulltext,
+        (_, _, "SPATIAL") => IndexKind::Spatial,
+        (_, false, _) => IndexKind::Unique,
+        _ => IndexKind::Key,
+    };
+    // Whether `USING` is printed (given explicitly, or a MariaDB long unique key kept as a
+    // hash) only `SHOW CREATE TABLE` says; it is read from there. Another type (MariaDB's
+    // vector indexes) is not in the model.
+    if !matches!(
+        row.index_type.as_str(),
+        "BTREE" | "HASH" | "RTREE" | "FULLTEXT" | "SPATIAL" | ""
+    ) {
+        return Err(Reason::IndexKind);
+    }
+    let part = IndexPart {
+        column: match (&row.expression, row.column) {
+            (Some(_), _) => String::new(),
+            (None, Some(column)) => column,
+            (None, None) => return Err(Reason::IndexKind),
+        },
+        expression: row.expression,
+        // A spatial index reports the length of its key (32) as a prefix it does not have.
+        prefix: match kind {
+            IndexKind::Spatial => None,
+            _ => row
+                .sub_part
+                .map(|prefix| prefix.parse().map_err(|_| Reason::IndexKind))
+                .transpose()?,
+        },
+        descending: row.collation.as_deref() == Some("D"),
+    };
+    match indexes.last_mut().filter(|index| index.name == row.name) {
+        Some(index) => index.parts.push(part),
+        None => indexes.push(Index {
+            name: row.name,
+            kind,
+            parts: vec![part],
+            using: None,
+            comment: row.comment,
+            ignored: row.ignored,
+            invisible: !row.visible,
+            without_overlaps: None,
+        }),
+    }
+    Ok(())
 }
 
 /// Reads `database`'s tables, views and sequence names.
@@ -344,61 +535,24 @@ pub(super) async fn read(
         }
         let v = v.about(ObjectKind::Table, &table_name);
         let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
-        let name = v.text(1)?;
-        let extra = read_extra(&v.optional(5)?.unwrap_or_default())
-            .ok_or_else(|| refused(Reason::ColumnAttribute))?;
-        let expression = v.optional(9)?.filter(|expression| !expression.is_empty());
-        let (generated, row_period) = match (extra.generated, expression) {
-            (Some(true), Some(expression)) if expression == "ROW START" => {
-                (None, Some(RowPeriod::Start))
-            }
-            (Some(true), Some(expression)) if expression == "ROW END" => {
-                (None, Some(RowPeriod::End))
-            }
-            (Some(stored), Some(expression)) => (Some(Generated { expression, stored }), None),
-            (None, _) => (None, None),
-            (Some(_), None) => return Err(refused(Reason::ColumnAttribute)),
-        };
-        let column_type = v.text(2)?;
-        let column_type = match flavor {
-            Flavor::Mariadb => mysql::display_width(&column_type),
-            Flavor::Mysql => column_type,
-        };
-        spatial |= SPATIAL_TYPES.contains(&column_type.as_str());
-        let check = column_checks.remove(&(table_name.clone(), name.clone()));
-        let srid = match v.optional(10)? {
-            Some(srid) => Some(
-                srid.parse::<u32>()
-                    .map_err(|_| refused(Reason::ColumnType))?,
-            ),
-            None => None,
-        };
-        let column = Column {
-            name,
-            column_type,
+        let row = ColumnRow {
+            name: v.text(1)?,
+            column_type: v.text(2)?,
             nullable: v.text(3)? == "YES",
-            default: v
-                .optional(4)?
-                .filter(|_| generated.is_none() && row_period.is_none())
-                .map(|default| match flavor {
-                    Flavor::Mariadb => mysql::current_timestamp(&default),
-                    Flavor::Mysql => default,
-                }),
-            on_update: extra.on_update.map(|on_update| match flavor {
-                Flavor::Mariadb => mysql::current_timestamp(&on_update),
-                Flavor::Mysql => on_update,
-            }),
-            auto_increment: extra.auto_increment,
-            invisible: extra.invisible,
-            srid,
-            row_period,
-            without_system_versioning: extra.without_system_versioning,
-            charset: v.optional(6)?.map(&charset_name),
-            collation: v.optional(7)?.map(&charset_name),
-            generated,
-            check,
+            default: v.optional(4)?,
+            extra: v.optional(5)?.unwrap_or_default(),
+            charset: v.optional(6)?,
+            collation: v.optional(7)?,
             comment: v.optional(8)?.unwrap_or_default(),
+            generation_expression: v.optional(9)?,
+            srid: v
+                .optional(10)?
+                .map(|srid| srid.parse::<u32>().map_err(|_| refused(Reason::ColumnType)))
+                .transpose()?,
         };
+        let mut column = column_from_catalog(flavor, row).map_err(refused)?;
+        spatial |= SPATIAL_TYPES.contains(&column.column_type.as_str());
+        column.check = column_checks.remove(&(table_name.clone(), column.name.clone()));
         tables
             .get_mut(&table_name)
             .ok_or_else(unsupported)?
@@ -438,54 +592,19 @@ pub(super) async fn read(
         let v = v.about(ObjectKind::Table, &table_name);
         let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
         let table = tables.get_mut(&table_name).ok_or_else(unsupported)?;
-        let name = v.text(1)?;
-        let index_type = v.text(5)?;
-        let kind = match (name.as_str(), v.text(2)?.as_str(), index_type.as_str()) {
-            ("PRIMARY", "0", _) => IndexKind::Primary,
-            (_, _, "FULLTEXT") => IndexKind::Fulltext,
-            (_, _, "SPATIAL") => IndexKind::Spatial,
-            (_, "0", _) => IndexKind::Unique,
-            _ => IndexKind::Key,
+        let row = IndexRow {
+            name: v.text(1)?,
+            non_unique: v.text(2)? != "0",
+            column: v.optional(3)?,
+            sub_part: v.optional(4)?,
+            index_type: v.text(5)?,
+            collation: v.optional(6)?,
+            comment: v.optional(7)?.unwrap_or_default(),
+            ignored: v.optional(8)?.as_deref() == Some("YES"),
+            visible: v.optional(9)?.as_deref() != Some("NO"),
+            expression: v.optional(10)?,
         };
-        // Whether `USING` is printed (given explicitly, or a MariaDB long unique key kept as a
-        // hash) only `SHOW CREATE TABLE` says; it is read from there. Another type (MariaDB's
-        // vector indexes) is not in the model.
-        if !matches!(
-            index_type.as_str(),
-            "BTREE" | "HASH" | "RTREE" | "FULLTEXT" | "SPATIAL" | ""
-        ) {
-            return Err(refused(Reason::IndexKind));
-        }
-        let expression = v.optional(10)?;
-        let part = IndexPart {
-            column: match &expression {
-                Some(_) => String::new(),
-                None => v.text(3)?,
-            },
-            expression,
-            // A spatial index reports the length of its key (32) as a prefix it does not have.
-            prefix: match kind {
-                IndexKind::Spatial => None,
-                _ => v
-                    .optional(4)?
-                    .map(|prefix| prefix.parse().map_err(|_| refused(Reason::IndexKind)))
-                    .transpose()?,
-            },
-            descending: v.optional(6)?.as_deref() == Some("D"),
-        };
-        match table.indexes.last_mut().filter(|index| index.name == name) {
-            Some(index) => index.parts.push(part),
-            None => table.indexes.push(Index {
-                name,
-                kind,
-                parts: vec![part],
-                using: None,
-                comment: v.optional(7)?.unwrap_or_default(),
-                ignored: v.optional(8)?.as_deref() == Some("YES"),
-                invisible: v.optional(9)?.as_deref() == Some("NO"),
-                without_overlaps: None,
-            }),
-        }
+        add_index_row(&mut table.indexes, row).map_err(refused)?;
     }
 
     for row in rows(connection, FOREIGN_KEYS, database, 1).await? {

@@ -1,15 +1,17 @@
 //! The server's own `SHOW CREATE` text brought into canonical form, so it can be compared with
 //! what [`super::render`] makes of the model: the definer taken out wherever the server puts it,
 //! this database's qualifier removed, counters dropped, keys, constraints and table options put
-//! in the canonical order, and the spelling differences between MySQL 8 and MariaDB releases
-//! evened out ([`mysql`]). Each function returns `None` when the text does not have the shape it
-//! expects; the caller then refuses the database as unsupported.
+//! in the canonical order, a column's collation clause written one way. A MariaDB text also
+//! gets the spelling differences between MariaDB releases evened out ([`mysql`]); a MySQL text
+//! keeps MySQL's own spelling (`int`, `CURRENT_TIMESTAMP`, its version comments). Each function
+//! returns `None` when the text does not have the shape it expects; the caller then refuses the
+//! object.
 
 pub mod mysql;
 
 use fermata_schema_core::Reason;
 
-use super::model::{Index, Period, Routine, RoutineKind, Table};
+use super::model::{Flavor, Index, Period, Routine, RoutineKind, Table};
 use super::render::{identifier, option_rank};
 use super::scan::{Token, Tokens, closing_paren, quoted_end, split_top_level};
 
@@ -101,9 +103,14 @@ pub struct RoutineText {
 }
 
 /// The server's `SHOW CREATE PROCEDURE` or `SHOW CREATE FUNCTION` text in canonical form: the
-/// definer taken out, the name quoted, the return type in canonical spelling (with the
+/// definer taken out, the name quoted, the return type in its flavor's spelling (with the
 /// collation of the model's return type where the server leaves it implicit).
-pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineText> {
+pub fn routine(
+    text: &str,
+    routine: &Routine,
+    database: &str,
+    flavor: Flavor,
+) -> Option<RoutineText> {
     let mut tokens = Tokens::new(text);
     tokens.expect(&["CREATE"])?;
     tokens.skip_definer()?;
@@ -116,7 +123,10 @@ pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineT
     if routine.kind == RoutineKind::Function {
         let returns = rest.strip_prefix(" RETURNS ")?;
         let end = returns.find('\n').unwrap_or(returns.len());
-        let mut spelled = mysql::utf8mb3_text(&mysql::display_width(&returns[..end]));
+        let mut spelled = match flavor {
+            Flavor::Mariadb => mysql::utf8mb3_text(&mysql::display_width(&returns[..end])),
+            Flavor::Mysql => returns[..end].to_owned(),
+        };
         if let Some(expected) = &routine.returns
             && spelled.contains(" CHARSET ")
             && !spelled.contains(" COLLATE ")
@@ -400,13 +410,16 @@ pub fn options(text: &str) -> Option<Vec<PrintedOption>> {
 /// The table options line in canonical form: `ENGINE`, `DEFAULT CHARSET`, `COLLATE` (spelled
 /// out with the model's collation where the server leaves it implicit), then the others by
 /// [`option_rank`], without `AUTO_INCREMENT=`.
-fn footer(line: &str, table: &Table) -> Option<String> {
+fn footer(line: &str, table: &Table, flavor: Flavor) -> Option<String> {
     let line = line.strip_prefix(") ")?;
     let (line, versioning) = match line.strip_suffix(" WITH SYSTEM VERSIONING") {
         Some(line) => (line, " WITH SYSTEM VERSIONING"),
         None => (line, ""),
     };
-    let printed = options(&mysql::utf8mb3_text(line))?;
+    let printed = match flavor {
+        Flavor::Mariadb => options(&mysql::utf8mb3_text(line))?,
+        Flavor::Mysql => options(line)?,
+    };
     let value = |name: &str| {
         printed
             .iter()
@@ -439,12 +452,15 @@ fn footer(line: &str, table: &Table) -> Option<String> {
     Some(out)
 }
 
-/// The server's `SHOW CREATE TABLE` text in canonical form: columns in canonical spelling, key
-/// and constraint lines in the canonical order, the options line in canonical form, and the
-/// partitioning after it with quoted names. `None` when the text does not have the shape of a
-/// `CREATE TABLE`.
-pub fn table(text: &str, table: &Table) -> Option<String> {
-    let text = mysql::unwrap_version_comments(text);
+/// The `SHOW CREATE TABLE` text of a `flavor` server in canonical form: column lines in
+/// canonical spelling, key and constraint lines in the canonical order, the options line in
+/// canonical form, and the partitioning after it (MariaDB's with quoted names, MySQL's as MySQL
+/// prints it). `None` when the text does not have the shape of a `CREATE TABLE`.
+pub fn table(text: &str, table: &Table, flavor: Flavor) -> Option<String> {
+    let text = match flavor {
+        Flavor::Mariadb => mysql::unwrap_version_comments(text),
+        Flavor::Mysql => text.to_owned(),
+    };
     let mut lines = text.lines();
     let head = lines.next()?;
     if head != format!("CREATE TABLE {} (", identifier(&table.name)) {
@@ -462,7 +478,11 @@ pub fn table(text: &str, table: &Table) -> Option<String> {
     let mut clauses = Vec::with_capacity(body.len());
     for (position, line) in body.iter().enumerate() {
         let clause = if line.starts_with("  `") {
-            (Clause::Column(position), mysql::column_line(line, table)?)
+            let line = match flavor {
+                Flavor::Mariadb => mysql::column_line(line, table)?,
+                Flavor::Mysql => mysql::mysql_column_line(line, table)?,
+            };
+            (Clause::Column(position), line)
         } else if line.starts_with("  PERIOD FOR SYSTEM_TIME ") {
             (Clause::SystemPeriod, (*line).to_owned())
         } else if line.starts_with("  PERIOD FOR ") {
@@ -491,11 +511,14 @@ pub fn table(text: &str, table: &Table) -> Option<String> {
             .map(|(_, line)| line.as_str())
             .collect::<Vec<_>>()
             .join(",\n"),
-        footer(footer_line?, table)?
+        footer(footer_line?, table, flavor)?
     );
     for line in lines {
         canonical.push('\n');
-        canonical.push_str(&mysql::partition_line(line));
+        match flavor {
+            Flavor::Mariadb => canonical.push_str(&mysql::partition_line(line)),
+            Flavor::Mysql => canonical.push_str(line),
+        }
     }
     Some(canonical)
 }
@@ -526,7 +549,7 @@ mod tests {
     fn counters_and_key_order_do_not_matter() {
         let server = "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  KEY `zz` (`b`),\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`)\n) ENGINE=InnoDB AUTO_INCREMENT=42 DEFAULT CHARSET=utf8mb4";
         assert_eq!(
-            table(server, &bare_table()).unwrap(),
+            table(server, &bare_table(), Flavor::Mariadb).unwrap(),
             "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`),\n  KEY `zz` (`b`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
         );
     }

@@ -104,6 +104,7 @@ impl Credentials {
 
     /// Reads opened plaintext back.
     pub(crate) fn from_plaintext(plain: &[u8]) -> Result<Self, AccountError> {
+        // Dropped on purpose: the parser's error can quote the decrypted plaintext.
         let map: BTreeMap<String, String> = serde_json::from_slice(plain).map_err(|_| {
             AccountError::Invalid("decrypted credentials are not in the expected form".to_owned())
         })?;

@@ -63,7 +63,9 @@ impl KeyringHandle {
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keyring);
             }
             Ok(None) => {}
-            Err(error) => tracing::warn!(error = %error, "could not reload the keyring"),
+            Err(error) => {
+                tracing::warn!(error = %error, "could not reload the keyring")
+            }
         }
     }
 

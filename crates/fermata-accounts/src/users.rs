@@ -80,6 +80,7 @@ impl Accounts {
     }
 
     pub async fn user_named(&self, name: &str) -> Result<User, AccountError> {
+        // Dropped on purpose: text that is not a user name names no user.
         let name = UserName::new(name).map_err(|_| AccountError::NotFound("user"))?;
         self.storage
             .users()

@@ -287,6 +287,7 @@ impl Documents {
 fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     let invalid = || StoreError::invalid("the page cursor is not one this server gave");
     let (at, id) = cursor.split_once('.').ok_or_else(invalid)?;
+    // Dropped on purpose: a cursor this server did not give is refused as such.
     Ok((
         at.parse().map_err(|_| invalid())?,
         ChannelId::parse(id).map_err(|_| invalid())?.0,

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use fermata_store::{Change, ChannelId, Storage, UnixMillis, UserId};
+use fermata_store::{Change, ChannelId, ErrorChain, Storage, UnixMillis, UserId};
 use tokio::sync::mpsc;
 
 use crate::fence::WriterFence;
@@ -127,7 +127,7 @@ async fn record(storage: &dyn Storage, fence: &WriterFence, change: &Change) {
         Err(error) => tracing::warn!(
             document = %change.channel,
             revision = change.revision,
-            error = %error,
+            error = %ErrorChain(&error),
             "a change was not recorded in history"
         ),
     }

@@ -70,7 +70,7 @@ pub enum MediaFailure {
     Refused(#[from] MediaError),
     /// The blocking work panicked or was cancelled.
     #[error("the file could not be processed")]
-    Interrupted,
+    Interrupted(#[source] tokio::task::JoinError),
 }
 
 /// Bytes to serve and their type.
@@ -304,7 +304,7 @@ impl Media {
             fit(bytes, inspected, store_limit, limits)
         })
         .await
-        .map_err(|_| MediaFailure::Interrupted)??;
+        .map_err(MediaFailure::Interrupted)??;
         Ok(fitted)
     }
 
@@ -330,7 +330,7 @@ impl Media {
             }
         })
         .await
-        .map_err(|_| MediaFailure::Interrupted)?
+        .map_err(MediaFailure::Interrupted)?
     }
 }
 

@@ -44,6 +44,7 @@ pub fn decode(bytes: &[u8]) -> Result<ClientMessage, Malformed> {
         let rest = decoder.read_to_end()?;
         Ok::<_, yrs::encoding::read::Error>((message, rest.is_empty()))
     })
+    // Dropped on purpose: the client's bytes are not a message, and that is all it is told.
     .map_err(|_| Malformed)?;
     let Ok((message, true)) = message else {
         return Err(Malformed);

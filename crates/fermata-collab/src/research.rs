@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use fermata_store::{
     Channel, ChannelId, JobId, JobKind, JobLink, NewJob, Publication, RequestKey, ResearchDraft,
-    ResearchRequest, Storage, StoreError,
+    ResearchRequest, Storage, StoreError, StoreResultExt,
 };
 use serde_json::Value;
 
@@ -36,7 +36,8 @@ pub struct Answer {
 /// The answer an artifact holds, or `Invalid` when it does not have the accepted shape.
 pub fn answer_of(artifact: &str, max_bytes: usize) -> Result<Answer, StoreError> {
     let refused = || StoreError::invalid("the research answer does not have a publishable shape");
-    let value: Value = serde_json::from_str(artifact).map_err(|_| refused())?;
+    let value: Value = serde_json::from_str(artifact)
+        .or_invalid("the research answer does not have a publishable shape")?;
     if value.get("artifact").and_then(Value::as_str) != Some(ANSWER_KIND) {
         return Err(refused());
     }

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use fermata_docs::{OpenDocument, recover};
 use fermata_store::{
-    ChannelId, Commit, Committed, ErrorKind, OperationId, Storage, StoreError, UserId,
+    ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
+    StoreResultExt, UserId,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
@@ -489,7 +490,7 @@ impl Room {
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
             Err(error) => {
-                tracing::warn!(document = %self.id, error = %error, "an update could not be saved; its clients resync");
+                tracing::warn!(document = %self.id, error = %ErrorChain(&error), "an update could not be saved; its clients resync");
                 let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
                 for conn in senders {
                     self.refuse(
@@ -523,7 +524,7 @@ impl Room {
             .doc
             .doc
             .diff_since(&before)
-            .map_err(|_| StoreError::corrupt("the rewritten document does not encode"))?;
+            .or_corrupt("the rewritten document does not encode")?;
         if !self.fits(diff.len()) {
             let _ = self.reload_with(&[]).await;
             return Err(StoreError::invalid(
@@ -604,7 +605,7 @@ impl Room {
                 self.bytes_since_checkpoint = 0;
             }
             Err(error) => {
-                tracing::warn!(document = %self.id, error = %error, "a checkpoint could not be saved")
+                tracing::warn!(document = %self.id, error = %ErrorChain(&error), "a checkpoint could not be saved")
             }
         }
     }
@@ -719,7 +720,7 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
                 kind: ErrorKind::Missing,
             },
             kind => {
-                tracing::error!(document = %id, error = %error, "could not read a document");
+                tracing::error!(document = %id, error = %ErrorChain(&error), "could not read a document");
                 Refusal {
                     code: close::INTERNAL,
                     reason: "the document could not be read".to_owned(),
@@ -735,7 +736,7 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
         });
     }
     recover(&snapshot).map_err(|error| {
-        tracing::error!(document = %id, error = %error, "a document failed recovery");
+        tracing::error!(document = %id, error = %ErrorChain(&error), "a document failed recovery");
         Refusal {
             code: close::INTERNAL,
             reason: "the document is damaged and cannot be opened".to_owned(),

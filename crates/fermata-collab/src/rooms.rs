@@ -184,6 +184,8 @@ impl RoomManager {
         let refused = |refusal: Refusal| StoreError::new(refusal.kind, refusal.reason);
         let inbox = self.room(id).await.map_err(refused)?;
         let (reply, answer) = oneshot::channel();
+        // Dropped on purpose: a closed channel says only that the room's task ended, as the
+        // message does.
         inbox
             .send(request(reply))
             .await

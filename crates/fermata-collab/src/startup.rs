@@ -14,8 +14,8 @@
 
 use fermata_docs::{ChildClearing, clear_child_conversation};
 use fermata_store::{
-    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, Fence, OwnerReset,
-    SidecarState, Storage, StoreResult,
+    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, ErrorChain, Fence,
+    OwnerReset, SidecarState, Storage, StoreResult,
 };
 
 /// What the startup sequence did; a step that failed is `None`.
@@ -43,19 +43,19 @@ pub async fn run(storage: &dyn Storage, fence: &Fence) -> StartupReport {
         .planner()
         .reset_owners(fence)
         .await
-        .inspect_err(|error| tracing::warn!(%error, "could not reset Planner owners at start"))
+        .inspect_err(|error| tracing::warn!(error = %ErrorChain(error), "could not reset Planner owners at start"))
         .ok();
     let children = clear_children(storage, fence)
         .await
         .inspect_err(|error| {
-            tracing::warn!(%error, "could not clear child conversations at start");
+            tracing::warn!(error = %ErrorChain(error), "could not clear child conversations at start");
         })
         .ok();
     let deferred_turns = storage
         .planner()
         .retire_deferred_turns(fence)
         .await
-        .inspect_err(|error| tracing::warn!(%error, "could not retire deferred Planner turns"))
+        .inspect_err(|error| tracing::warn!(error = %ErrorChain(error), "could not retire deferred Planner turns"))
         .ok();
     let report = StartupReport {
         owners,

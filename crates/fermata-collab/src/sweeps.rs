@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_store::{Storage, StoreError, UNSENT_ATTACHMENT_LIFETIME};
+use fermata_store::{ErrorChain, Storage, StoreError, UNSENT_ATTACHMENT_LIFETIME};
 
 use crate::fence::WriterFence;
 
@@ -100,7 +100,7 @@ impl Sweeps {
             Err(error) => Err(error),
         };
         outcome.unwrap_or_else(|error| {
-            tracing::warn!(error = %error, sweep = what, "a sweep failed; it runs again later");
+            tracing::warn!(error = %ErrorChain(&error), sweep = what, "a sweep failed; it runs again later");
             0
         })
     }

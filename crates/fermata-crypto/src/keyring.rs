@@ -180,6 +180,7 @@ impl Keyring {
                 },
             )
             .map(Zeroizing::new)
+            // Dropped on purpose: AES-GCM says only that the envelope was refused.
             .map_err(|_| CryptoError::Rejected)
     }
 
@@ -195,6 +196,7 @@ impl Keyring {
 
     /// Reads a key file's text.
     pub fn from_key_file(text: &str) -> Result<Self, CryptoError> {
+        // Dropped here and below on purpose: the parsers' errors can quote the keys.
         let file: KeyFile = toml::from_str(text)
             .map_err(|_| CryptoError::InvalidKeyring("the key file does not parse"))?;
         Self::from_entries(file.key.into_iter().map(|entry| (entry.version, entry.key)))

@@ -130,6 +130,7 @@ impl SourceDoc {
         // then refused like any other inapplicable update rather than taking the process down.
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
             let mut txn = doc.transact_mut();
+            // Dropped on purpose: the update is the client's, and it is refused as inapplicable.
             txn.apply_update(update)
                 .map_err(|_| DocError::Inapplicable)?;
             let store = txn.store();
@@ -184,6 +185,7 @@ impl SourceDoc {
 
     /// Everything this document holds that a peer at `state_vector` lacks, as one v1 update.
     pub fn diff_since(&self, state_vector: &[u8]) -> Result<Vec<u8>, DocError> {
+        // Dropped on purpose: the state vector is the client's, and a panic payload is no error.
         let vector = panic::catch_unwind(|| StateVector::decode_v1(state_vector))
             .map_err(|_| DocError::Undecodable)?
             .map_err(|_| DocError::Undecodable)?;

@@ -36,14 +36,16 @@
 //!   its head commit is GitHub's `head.sha`, which stays the commit it was opened at because
 //!   nothing pushes to a publication branch afterwards.
 //!
-//! Every failure is a `github`-stage [`SafeError`]. A 403 or 429 that says the rate limit is
-//! spent (`x-ratelimit-remaining: 0`, a `retry-after` header, or any 429) is the retryable
-//! `GITHUB_RATE_LIMITED`, logged with the seconds to wait and the reset time; any other 4xx
-//! but a timeout (401, other 403s, a resource that must exist and does not, a 422 the adapter
-//! does not resolve by reading) is the permanent `GITHUB_REFUSED`, which is not retried; the
-//! rest (network errors, timeouts, 5xx, an answer that does not parse) is the retryable
-//! `GITHUB_FAILED`. Both are logged with fixed words, the action and the status. No log line or error carries a URL, a response body or
-//! the token: the token lives in a [`GitHubToken`] until it becomes a header marked sensitive.
+//! Every failure is a [`ForgeError`] naming the action and the status. A 403 or 429 that says
+//! the rate limit is spent (`x-ratelimit-remaining: 0`, a `retry-after` header, or any 429) is
+//! the retryable [`ForgeErrorKind::RateLimited`], with the seconds to wait and the reset time;
+//! any other 4xx but a timeout (401, other 403s, a resource that must exist and does not, a 422
+//! the adapter does not resolve by reading) is the permanent [`ForgeErrorKind::Refused`], which
+//! is not retried; the rest (network errors, timeouts, 5xx, an answer that does not parse) is the
+//! retryable [`ForgeErrorKind::Failed`], with the client's error as its source. The adapter logs
+//! nothing itself: whoever handles the error logs it. No error carries a URL (the client's are
+//! stripped of theirs), a response body or the token: the token lives in a [`GitHubToken`] until
+//! it becomes a header marked sensitive.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -52,7 +54,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use fermata_store::schema::{ErrorCode, SafeError};
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -60,9 +61,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tracing::warn;
 use zeroize::Zeroizing;
 
+use crate::error::{ForgeContext, ForgeError, ForgeErrorKind};
 use crate::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState, TreeChange};
 
 /// The API of github.com. GitHub Enterprise Server serves it at `https://<host>/api/v3`.
@@ -170,6 +171,7 @@ impl GitHub {
         if !is_github_name(&owner) || !is_github_name(&repository) {
             return Err(GitHubSettingsError::Name);
         }
+        // Dropped on purpose here and for the token: the parser's error can quote the value.
         let mut repository_url = Url::parse(&api_url).map_err(|_| GitHubSettingsError::ApiUrl)?;
         if !matches!(repository_url.scheme(), "http" | "https")
             || !repository_url.username().is_empty()
@@ -213,7 +215,7 @@ impl GitHub {
 
 #[async_trait]
 impl Forge for GitHub {
-    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError> {
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, ForgeError> {
         const ACTION: &str = "read a branch";
         let url = self.url(&format!("git/ref/heads/{branch}"));
         let response = self
@@ -231,7 +233,7 @@ impl Forge for GitHub {
         from: &str,
         to: &str,
         paths: &[String],
-    ) -> Result<bool, SafeError> {
+    ) -> Result<bool, ForgeError> {
         let before = self.commit_tree(from).await?;
         let after = self.commit_tree(to).await?;
         if before == after {
@@ -248,7 +250,7 @@ impl Forge for GitHub {
         Ok(false)
     }
 
-    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError> {
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, ForgeError> {
         let base_tree = self.commit_tree(&spec.parent).await?;
         let entries = self.tree_entries(&base_tree, &spec.change).await?;
         // A change that changes nothing would be an empty `tree` list, which the API refuses;
@@ -278,7 +280,7 @@ impl Forge for GitHub {
         self.create("create the commit", "git/commits", &body).await
     }
 
-    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError> {
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), ForgeError> {
         check_commit_id(commit)?;
         let body = json!({ "ref": format!("refs/heads/{branch}"), "sha": commit });
         let request = self.client.post(self.url("git/refs")).json(&body);
@@ -294,18 +296,15 @@ impl Forge for GitHub {
         }
         match self.branch_head(branch).await? {
             Some(existing) if existing.eq_ignore_ascii_case(commit) => Ok(()),
-            Some(_) => {
-                warn!("the publication branch exists and points at another commit");
-                Err(SafeError::new(ErrorCode::PublicationConflict))
-            }
-            None => {
-                warn!(status = 422, "GitHub refused to create the branch");
-                Err(SafeError::new(ErrorCode::GithubFailed))
-            }
+            Some(_) => Err(ForgeError::new(
+                ForgeErrorKind::Conflict,
+                "create the branch",
+            )),
+            None => Err(ForgeError::failed("create the branch").with_status(422)),
         }
     }
 
-    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError> {
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, ForgeError> {
         const ACTION: &str = "look up a pull request by its head";
         let mut url = self.url("pulls");
         url.query_pairs_mut()
@@ -321,7 +320,7 @@ impl Forge for GitHub {
             .map(Pull::into_pull_request))
     }
 
-    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError> {
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, ForgeError> {
         const ACTION: &str = "open the pull request";
         let body = json!({
             "title": spec.title,
@@ -339,14 +338,11 @@ impl Forge for GitHub {
         }
         match self.find_pull_request(&spec.head).await? {
             Some(pull) if pull.state == PullState::Open && pull.base == spec.base => Ok(pull),
-            _ => {
-                warn!(status = 422, "GitHub refused to open the pull request");
-                Err(SafeError::new(ErrorCode::GithubFailed))
-            }
+            _ => Err(ForgeError::failed(ACTION).with_status(422)),
         }
     }
 
-    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, ForgeError> {
         const ACTION: &str = "read a pull request";
         let url = self.url(&format!("pulls/{number}"));
         let response = self
@@ -359,7 +355,7 @@ impl Forge for GitHub {
         Ok(Some(pull.into_pull_request()))
     }
 
-    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+    async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError> {
         const ACTION: &str = "close a pull request";
         let url = self.url(&format!("pulls/{number}"));
         let request = self.client.patch(url).json(&json!({ "state": "closed" }));
@@ -367,7 +363,7 @@ impl Forge for GitHub {
         Ok(response.status() != StatusCode::NOT_FOUND)
     }
 
-    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         match self.read_entry(commit, path).await? {
             Some(entry) => self.file_content(&entry).await.map(Some),
             None => Ok(None),
@@ -378,13 +374,14 @@ impl Forge for GitHub {
         &self,
         commit: &str,
         path: &str,
-    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, ForgeError> {
         let Some(folder) = self.read_entry(commit, path).await? else {
             return Ok(None);
         };
         if folder.kind != "tree" {
-            warn!("a package path names something other than a folder");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(ForgeError::failed(
+                "a package path names something other than a folder",
+            ));
         }
         let mut files = BTreeMap::new();
         for entry in self.tree(&folder.sha, true).await? {
@@ -418,49 +415,35 @@ impl GitHub {
     }
 
     /// Sends `request` and sorts the answer: a success or one of `expected` is returned, and
-    /// every other answer becomes the safe error, logged with the action and the status only.
+    /// every other answer becomes the error of its kind, with the action and the status.
     async fn send(
         &self,
         action: &'static str,
         request: RequestBuilder,
         expected: &[StatusCode],
-    ) -> Result<Response, SafeError> {
+    ) -> Result<Response, ForgeError> {
         let response = request
             .header(AUTHORIZATION, self.authorization.clone())
             .send()
             .await
-            .map_err(|error| {
-                warn!(
-                    action,
-                    timeout = error.is_timeout(),
-                    connect = error.is_connect(),
-                    "the GitHub API could not be reached"
-                );
-                SafeError::new(ErrorCode::GithubFailed)
-            })?;
+            .map_err(|error| client_error(action, error))?;
         let status = response.status();
         if status.is_success() || expected.contains(&status) {
             return Ok(response);
         }
-        if let Some(limit) = RateLimit::of(status, response.headers()) {
-            warn!(
-                action,
-                status = status.as_u16(),
-                retry_after = limit.retry_after,
-                reset = limit.reset,
-                "GitHub's rate limit was reached"
-            );
-            return Err(SafeError::new(ErrorCode::GithubRateLimited));
-        }
-        warn!(action, status = status.as_u16(), "GitHub refused a request");
-        // A 4xx other than a timeout says the request itself is refused: repeating it unchanged
-        // cannot succeed, so it is not retried. Server errors may pass.
-        let refused = status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT;
-        Err(SafeError::new(if refused {
-            ErrorCode::GithubRefused
+        let kind = if let Some(limit) = RateLimit::of(status, response.headers()) {
+            ForgeErrorKind::RateLimited {
+                retry_after: limit.retry_after.map(Duration::from_secs),
+                reset: limit.reset,
+            }
+        } else if status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT {
+            // A 4xx other than a timeout says the request itself is refused: repeating it
+            // unchanged cannot succeed, so it is not retried. Server errors may pass.
+            ForgeErrorKind::Refused
         } else {
-            ErrorCode::GithubFailed
-        }))
+            ForgeErrorKind::Failed
+        };
+        Err(ForgeError::new(kind, action).with_status(status.as_u16()))
     }
 
     /// POSTs `body` to the endpoint at `path`, which creates a git object, and returns its SHA.
@@ -469,7 +452,7 @@ impl GitHub {
         action: &'static str,
         path: &str,
         body: &impl Serialize,
-    ) -> Result<String, SafeError> {
+    ) -> Result<String, ForgeError> {
         let request = self.client.post(self.url(path)).json(body);
         let response = self.send(action, request, &[]).await?;
         let created: Created = parse(action, response).await?;
@@ -477,7 +460,7 @@ impl GitHub {
     }
 
     /// The tree of `commit`, which must exist.
-    async fn commit_tree(&self, commit: &str) -> Result<String, SafeError> {
+    async fn commit_tree(&self, commit: &str) -> Result<String, ForgeError> {
         const ACTION: &str = "read a commit";
         check_commit_id(commit)?;
         let url = self.url(&format!("git/commits/{commit}"));
@@ -488,7 +471,7 @@ impl GitHub {
 
     /// The entries of tree `sha` (all of them, at any depth, when `recursive`). A listing that
     /// GitHub truncated cannot answer what the tree holds, so it is a failure.
-    async fn tree(&self, sha: &str, recursive: bool) -> Result<Vec<TreeEntry>, SafeError> {
+    async fn tree(&self, sha: &str, recursive: bool) -> Result<Vec<TreeEntry>, ForgeError> {
         const ACTION: &str = "list a tree";
         let mut url = self.url(&format!("git/trees/{sha}"));
         if recursive {
@@ -497,8 +480,7 @@ impl GitHub {
         let response = self.send(ACTION, self.client.get(url), &[]).await?;
         let tree: Tree = parse(ACTION, response).await?;
         if tree.truncated {
-            warn!(recursive, "GitHub truncated a tree listing");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(ForgeError::failed("GitHub truncated a tree listing"));
         }
         Ok(tree.tree)
     }
@@ -509,7 +491,7 @@ impl GitHub {
         listings: &mut Listings,
         root: &str,
         path: &str,
-    ) -> Result<Option<TreeEntry>, SafeError> {
+    ) -> Result<Option<TreeEntry>, ForgeError> {
         let (folders, name) = match path.rsplit_once('/') {
             Some((folders, name)) => (Some(folders), name),
             None => (None, path),
@@ -530,7 +512,7 @@ impl GitHub {
         listings: &mut Listings,
         tree: &str,
         name: &str,
-    ) -> Result<Option<TreeEntry>, SafeError> {
+    ) -> Result<Option<TreeEntry>, ForgeError> {
         if !listings.contains_key(tree) {
             let entries = self.tree(tree, false).await?;
             listings.insert(tree.to_owned(), entries);
@@ -547,7 +529,7 @@ impl GitHub {
         listings: &mut Listings,
         root: &str,
         folder: &str,
-    ) -> Result<BTreeMap<String, TreeEntry>, SafeError> {
+    ) -> Result<BTreeMap<String, TreeEntry>, ForgeError> {
         Ok(match self.entry_at(listings, root, folder).await? {
             None => BTreeMap::new(),
             Some(entry) if entry.kind == "tree" => self
@@ -566,7 +548,7 @@ impl GitHub {
         &self,
         base_tree: &str,
         change: &TreeChange,
-    ) -> Result<Vec<NewEntry>, SafeError> {
+    ) -> Result<Vec<NewEntry>, ForgeError> {
         let mut listings = Listings::default();
         let mut plan: BTreeMap<String, Planned<'_>> = BTreeMap::new();
         for (folder, files) in &change.folders {
@@ -610,7 +592,7 @@ impl GitHub {
 
     /// The entry at `path` in commit `commit`: `None` when a component is missing, refused when
     /// a component before the last is not a folder.
-    async fn read_entry(&self, commit: &str, path: &str) -> Result<Option<TreeEntry>, SafeError> {
+    async fn read_entry(&self, commit: &str, path: &str) -> Result<Option<TreeEntry>, ForgeError> {
         let mut tree = self.commit_tree(commit).await?;
         let mut components = path.split('/').peekable();
         let mut listings = Listings::default();
@@ -622,8 +604,9 @@ impl GitHub {
                 return Ok(Some(entry));
             }
             if entry.kind != "tree" {
-                warn!("a package path runs through something other than a folder");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(ForgeError::failed(
+                    "a package path runs through something other than a folder",
+                ));
             }
             tree = entry.sha;
         }
@@ -631,29 +614,28 @@ impl GitHub {
     }
 
     /// The content of a regular file's entry; anything else (a link, a submodule) is refused.
-    async fn file_content(&self, entry: &TreeEntry) -> Result<Vec<u8>, SafeError> {
+    async fn file_content(&self, entry: &TreeEntry) -> Result<Vec<u8>, ForgeError> {
         const ACTION: &str = "read a file";
         if entry.kind != "blob" || !REGULAR_MODES.contains(&entry.mode.as_str()) {
-            warn!("a package path names something other than a regular file");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(ForgeError::failed(
+                "a package path names something other than a regular file",
+            ));
         }
         let url = self.url(&format!("git/blobs/{}", entry.sha));
         let response = self.send(ACTION, self.client.get(url), &[]).await?;
         let blob: Blob = parse(ACTION, response).await?;
         let encoded: String = blob.content.split_whitespace().collect();
         match blob.encoding.as_str() {
-            "base64" => BASE64.decode(encoded.as_bytes()).map_err(|_| {
-                warn!("GitHub sent a blob that is not valid base64");
-                SafeError::new(ErrorCode::GithubFailed)
-            }),
-            _ => {
-                warn!("GitHub sent a blob in an encoding the adapter does not read");
-                Err(SafeError::new(ErrorCode::GithubFailed))
-            }
+            "base64" => BASE64
+                .decode(encoded.as_bytes())
+                .context("decode a blob GitHub sent as base64"),
+            _ => Err(ForgeError::failed(
+                "GitHub sent a blob in an encoding the adapter does not read",
+            )),
         }
     }
 
-    async fn create_blob(&self, content: &[u8]) -> Result<String, SafeError> {
+    async fn create_blob(&self, content: &[u8]) -> Result<String, ForgeError> {
         let body = json!({ "content": BASE64.encode(content), "encoding": "base64" });
         self.create("upload a file", "git/blobs", &body).await
     }
@@ -684,40 +666,40 @@ impl RateLimit {
     }
 }
 
-/// Reads a JSON answer; what does not parse is logged without a word of it.
+/// Reads a JSON answer; what does not parse is a failure whose source is the client's error.
 async fn parse<T: DeserializeOwned>(
     action: &'static str,
     response: Response,
-) -> Result<T, SafeError> {
-    response.json().await.map_err(|error| {
-        warn!(
-            action,
-            timeout = error.is_timeout(),
-            "GitHub's answer could not be read"
-        );
-        SafeError::new(ErrorCode::GithubFailed)
-    })
+) -> Result<T, ForgeError> {
+    response
+        .json()
+        .await
+        .map_err(|error| client_error(action, error))
+}
+
+/// The HTTP client's error met while doing `action`, without its URL: the URL names the
+/// repository and the API's address, and the action says enough.
+fn client_error(action: &'static str, error: reqwest::Error) -> ForgeError {
+    ForgeError::failed(action).with_source(error.without_url())
 }
 
 /// A commit time as the API takes it: `2026-12-01T07:08:49Z`.
-fn git_date(seconds: i64) -> Result<String, SafeError> {
+fn git_date(seconds: i64) -> Result<String, ForgeError> {
     OffsetDateTime::from_unix_timestamp(seconds)
         .ok()
         .and_then(|date| date.format(&Rfc3339).ok())
-        .ok_or_else(|| {
-            warn!("a commit time cannot be written as a date");
-            SafeError::new(ErrorCode::GithubFailed)
-        })
+        .ok_or_else(|| ForgeError::failed("a commit time cannot be written as a date"))
 }
 
 /// A commit ID goes into a URL path, so it must be what it claims: hexadecimal.
-fn check_commit_id(id: &str) -> Result<(), SafeError> {
+fn check_commit_id(id: &str) -> Result<(), ForgeError> {
     // A full ID, as the port requires: GitHub would resolve a prefix.
     if id.len() == 40 && id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         Ok(())
     } else {
-        warn!("a commit ID is not a full hexadecimal ID");
-        Err(SafeError::new(ErrorCode::GithubFailed))
+        Err(ForgeError::failed(
+            "a commit ID is not a full hexadecimal ID",
+        ))
     }
 }
 

@@ -9,16 +9,19 @@
 //! author, committer and times, the same parent and tree), [`Forge::create_branch`] succeeds
 //! when the branch already points at that commit and refuses when it points elsewhere, and a
 //! pull request is looked up by its head branch ([`Forge::find_pull_request`]) before one is
-//! opened. Every failure is a `github`-stage [`SafeError`]: nothing a forge says reaches it.
+//! opened. Every failure is a [`ForgeError`]: a kind to branch on, fixed words, and the cause
+//! for the log; nothing a forge says reaches its `Display`.
 
+mod error;
 pub mod github;
 pub mod local;
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use fermata_store::schema::SafeError;
 use serde::{Deserialize, Serialize};
+
+pub use error::{ForgeError, ForgeErrorKind};
 
 /// A change of a tree: each listed folder is replaced whole by its files (a folder given no
 /// files is removed), then each listed file is written. Paths are relative and `/`-separated.
@@ -97,7 +100,7 @@ pub struct PullRequest {
 #[async_trait]
 pub trait Forge: Send + Sync + std::fmt::Debug {
     /// The commit `branch` points at, or `None` when there is no such branch.
-    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError>;
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, ForgeError>;
 
     /// Whether any of `paths` (files, or folders and everything in them) differs between the
     /// commits `from` and `to`.
@@ -106,32 +109,32 @@ pub trait Forge: Send + Sync + std::fmt::Debug {
         from: &str,
         to: &str,
         paths: &[String],
-    ) -> Result<bool, SafeError>;
+    ) -> Result<bool, ForgeError>;
 
     /// Creates the commit `spec` describes (or finds it, when it exists) and returns its ID.
-    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError>;
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, ForgeError>;
 
     /// Creates `branch` at `commit`. A branch that already points at `commit` is success; one
-    /// that points elsewhere is the permanent `PUBLICATION_CONFLICT`.
-    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError>;
+    /// that points elsewhere is a [`ForgeErrorKind::Conflict`].
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), ForgeError>;
 
     /// The pull request whose head is `head`, whatever its state, when there is one.
-    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError>;
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, ForgeError>;
 
     /// Opens a pull request. Callers look it up by its head first.
-    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError>;
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, ForgeError>;
 
     /// Pull request `number` as it stands now, or `None` when the forge knows no such number.
-    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError>;
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, ForgeError>;
 
     /// Closes pull request `number` without merging it (closing a closed one changes nothing).
     /// False when the forge knows no such number.
-    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError>;
+    async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError>;
 
     /// The regular file at `path` in commit `commit` (a full commit ID), or `None` when nothing
     /// is there. A folder, a symbolic link or a submodule at `path`, or a file where one of its
     /// folders should be, is refused.
-    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError>;
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError>;
 
     /// Every file under the folder `path` in commit `commit`, by its path inside the folder, or
     /// `None` when nothing is there. Anything but a folder at `path`, and a symbolic link, a
@@ -140,5 +143,5 @@ pub trait Forge: Send + Sync + std::fmt::Debug {
         &self,
         commit: &str,
         path: &str,
-    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError>;
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, ForgeError>;
 }

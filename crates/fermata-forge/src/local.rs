@@ -8,18 +8,19 @@
 //! repository every time: merged when its head commit is reachable from the base branch's head,
 //! closed when its head branch no longer exists or it was closed
 //! ([`Forge::close_pull_request`]), open
-//! otherwise. Every git failure is the retryable `GITHUB_FAILED`, logged with fixed words only.
+//! otherwise. Every failure is a retryable [`ForgeErrorKind::Failed`] naming the action, with
+//! libgit2's or the file system's error as its source (which can name paths, so it is for the
+//! operator's log only); a branch that points elsewhere is a [`ForgeErrorKind::Conflict`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use fermata_store::schema::{ErrorCode, SafeError};
 use git2::build::TreeUpdateBuilder;
 use git2::{BranchType, ErrorCode as GitErrorCode, FileMode, Oid, Repository, Time};
 use serde::{Deserialize, Serialize};
-use tracing::warn;
 
+use crate::error::{ForgeContext, ForgeError, ForgeErrorKind};
 use crate::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
 
 /// The folder inside the git folder that holds the pull-request records.
@@ -54,7 +55,7 @@ impl LocalGit {
     }
 
     /// Checks that the repository opens (at exactly that path, never one above it).
-    pub async fn check(&self) -> Result<(), SafeError> {
+    pub async fn check(&self) -> Result<(), ForgeError> {
         let repository = self.repository.clone();
         blocking(move || open(&repository).map(drop)).await
     }
@@ -62,7 +63,7 @@ impl LocalGit {
 
 #[async_trait]
 impl Forge for LocalGit {
-    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError> {
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, ForgeError> {
         let repository = self.repository.clone();
         let branch = branch.to_owned();
         blocking(move || {
@@ -77,7 +78,7 @@ impl Forge for LocalGit {
         from: &str,
         to: &str,
         paths: &[String],
-    ) -> Result<bool, SafeError> {
+    ) -> Result<bool, ForgeError> {
         let repository = self.repository.clone();
         let (from, to) = (from.to_owned(), to.to_owned());
         let paths = paths.to_vec();
@@ -100,17 +101,15 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError> {
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, ForgeError> {
         let repository = self.repository.clone();
         let spec = spec.clone();
         blocking(move || {
             let repo = open(&repository)?;
             let parent = repo
                 .find_commit(parse_oid(&spec.parent)?)
-                .map_err(|error| failed(&error, "find the parent commit"))?;
-            let base = parent
-                .tree()
-                .map_err(|error| failed(&error, "read the parent's tree"))?;
+                .context("find the parent commit")?;
+            let base = parent.tree().context("read the parent's tree")?;
             let mut update = TreeUpdateBuilder::new();
             for (folder, files) in &spec.change.folders {
                 if files.is_empty() {
@@ -123,23 +122,19 @@ impl Forge for LocalGit {
                 }
             }
             for (path, content) in &spec.change.files {
-                let blob = repo
-                    .blob(content)
-                    .map_err(|error| failed(&error, "write a blob"))?;
+                let blob = repo.blob(content).context("write a blob")?;
                 update.upsert(path.as_str(), blob, FileMode::Blob);
             }
             let tree_id = update
                 .create_updated(&repo, &base)
-                .map_err(|error| failed(&error, "write the commit's tree"))?;
-            let tree = repo
-                .find_tree(tree_id)
-                .map_err(|error| failed(&error, "read the commit's tree"))?;
+                .context("write the commit's tree")?;
+            let tree = repo.find_tree(tree_id).context("read the commit's tree")?;
             let signature = git2::Signature::new(
                 &spec.signature.name,
                 &spec.signature.email,
                 &Time::new(spec.signature.time, 0),
             )
-            .map_err(|error| failed(&error, "make the commit's signature"))?;
+            .context("make the commit's signature")?;
             let commit = repo
                 .commit(
                     None,
@@ -149,13 +144,13 @@ impl Forge for LocalGit {
                     &tree,
                     &[&parent],
                 )
-                .map_err(|error| failed(&error, "write the commit"))?;
+                .context("write the commit")?;
             Ok(commit.to_string())
         })
         .await
     }
 
-    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError> {
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), ForgeError> {
         let repository = self.repository.clone();
         let (branch, commit) = (branch.to_owned(), commit.to_owned());
         blocking(move || {
@@ -163,16 +158,16 @@ impl Forge for LocalGit {
             let target = parse_oid(&commit)?;
             match branch_commit(&repo, &branch)? {
                 Some(existing) if existing == target => Ok(()),
-                Some(_) => {
-                    warn!("the publication branch exists and points at another commit");
-                    Err(SafeError::new(ErrorCode::PublicationConflict))
-                }
+                Some(_) => Err(ForgeError::new(
+                    ForgeErrorKind::Conflict,
+                    "create the branch",
+                )),
                 None => {
                     let commit = repo
                         .find_commit(target)
-                        .map_err(|error| failed(&error, "find the branch's commit"))?;
+                        .context("find the branch's commit")?;
                     repo.branch(&branch, &commit, false)
-                        .map_err(|error| failed(&error, "create the branch"))?;
+                        .context("create the branch")?;
                     Ok(())
                 }
             }
@@ -180,7 +175,7 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError> {
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, ForgeError> {
         let repository = self.repository.clone();
         let head = head.to_owned();
         blocking(move || {
@@ -194,18 +189,18 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError> {
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, ForgeError> {
         let repository = self.repository.clone();
         let spec = spec.clone();
         blocking(move || {
             let repo = open(&repository)?;
             let head_commit = branch_commit(&repo, &spec.head)?.ok_or_else(|| {
-                warn!("a pull request was asked for a head branch that does not exist");
-                SafeError::new(ErrorCode::GithubFailed)
+                ForgeError::failed("a pull request was asked for a head branch that does not exist")
             })?;
             if branch_commit(&repo, &spec.base)?.is_none() {
-                warn!("a pull request was asked for a base branch that does not exist");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(ForgeError::failed(
+                    "a pull request was asked for a base branch that does not exist",
+                ));
             }
             let number = read_records(&repo)?
                 .iter()
@@ -228,7 +223,7 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, ForgeError> {
         let repository = self.repository.clone();
         blocking(move || {
             let repo = open(&repository)?;
@@ -241,7 +236,7 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+    async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError> {
         let repository = self.repository.clone();
         blocking(move || {
             let repo = open(&repository)?;
@@ -258,7 +253,7 @@ impl Forge for LocalGit {
         .await
     }
 
-    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         let repository = self.repository.clone();
         let (commit, path) = (commit.to_owned(), path.to_owned());
         blocking(move || {
@@ -268,12 +263,11 @@ impl Forge for LocalGit {
                 return Ok(None);
             };
             if !is_regular_file(entry.filemode()) {
-                warn!("a package path names something other than a regular file");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(ForgeError::failed(
+                    "a package path names something other than a regular file",
+                ));
             }
-            let blob = repo
-                .find_blob(entry.id())
-                .map_err(|error| failed(&error, "read a file"))?;
+            let blob = repo.find_blob(entry.id()).context("read a file")?;
             Ok(Some(blob.content().to_vec()))
         })
         .await
@@ -283,7 +277,7 @@ impl Forge for LocalGit {
         &self,
         commit: &str,
         path: &str,
-    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, ForgeError> {
         let repository = self.repository.clone();
         let (commit, path) = (commit.to_owned(), path.to_owned());
         blocking(move || {
@@ -293,12 +287,11 @@ impl Forge for LocalGit {
                 return Ok(None);
             };
             if entry.filemode() != i32::from(FileMode::Tree) {
-                warn!("a package path names something other than a folder");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(ForgeError::failed(
+                    "a package path names something other than a folder",
+                ));
             }
-            let tree = repo
-                .find_tree(entry.id())
-                .map_err(|error| failed(&error, "read a folder"))?;
+            let tree = repo.find_tree(entry.id()).context("read a folder")?;
             let mut files = BTreeMap::new();
             read_tree(&repo, &tree, "", &mut files)?;
             Ok(Some(files))
@@ -312,7 +305,7 @@ impl Forge for LocalGit {
 fn entry_at(
     root: &git2::Tree<'_>,
     path: &str,
-) -> Result<Option<git2::TreeEntry<'static>>, SafeError> {
+) -> Result<Option<git2::TreeEntry<'static>>, ForgeError> {
     match root.get_path(Path::new(path)) {
         Ok(entry) => Ok(Some(entry)),
         Err(error) if error.code() == GitErrorCode::NotFound => {
@@ -327,8 +320,9 @@ fn entry_at(
                 walked.push_str(component);
                 match root.get_path(Path::new(&walked)) {
                     Ok(entry) if entry.filemode() != i32::from(FileMode::Tree) => {
-                        warn!("a package path runs through something other than a folder");
-                        return Err(SafeError::new(ErrorCode::GithubFailed));
+                        return Err(ForgeError::failed(
+                            "a package path runs through something other than a folder",
+                        ));
                     }
                     Ok(_) => {}
                     Err(_) => return Ok(None),
@@ -336,7 +330,7 @@ fn entry_at(
             }
             Ok(None)
         }
-        Err(error) => Err(failed(&error, "look up a path")),
+        Err(error) => Err(ForgeError::failed("look up a path").with_source(error)),
     }
 }
 
@@ -350,41 +344,36 @@ fn read_tree(
     tree: &git2::Tree<'_>,
     prefix: &str,
     files: &mut BTreeMap<String, Vec<u8>>,
-) -> Result<(), SafeError> {
+) -> Result<(), ForgeError> {
     for entry in tree {
-        let Ok(name) = std::str::from_utf8(entry.name_bytes()) else {
-            warn!("a package folder holds a name that is not UTF-8");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
-        };
+        let name = std::str::from_utf8(entry.name_bytes())
+            .context("read a package folder's name, which is not UTF-8")?;
         let path = format!("{prefix}{name}");
         let mode = entry.filemode();
         if mode == i32::from(FileMode::Tree) {
-            let subtree = repo
-                .find_tree(entry.id())
-                .map_err(|error| failed(&error, "read a folder"))?;
+            let subtree = repo.find_tree(entry.id()).context("read a folder")?;
             read_tree(repo, &subtree, &format!("{path}/"), files)?;
         } else if is_regular_file(mode) {
-            let blob = repo
-                .find_blob(entry.id())
-                .map_err(|error| failed(&error, "read a file"))?;
+            let blob = repo.find_blob(entry.id()).context("read a file")?;
             files.insert(path, blob.content().to_vec());
         } else {
-            warn!("a package folder holds a symbolic link or a submodule");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(ForgeError::failed(
+                "a package folder holds a symbolic link or a submodule",
+            ));
         }
     }
     Ok(())
 }
 
 /// The pull request a record describes, with its state read from the repository now.
-fn pull_request(repo: &Repository, record: &PullRecord) -> Result<PullRequest, SafeError> {
+fn pull_request(repo: &Repository, record: &PullRecord) -> Result<PullRequest, ForgeError> {
     let head_commit = parse_oid(&record.head_commit)?;
     let merged = match branch_commit(repo, &record.base)? {
         Some(base) => {
             base == head_commit
                 || repo
                     .graph_descendant_of(base, head_commit)
-                    .map_err(|error| failed(&error, "compare the base and head commits"))?
+                    .context("compare the base and head commits")?
         }
         None => false,
     };
@@ -414,53 +403,48 @@ fn record_path(repo: &Repository, number: u64) -> PathBuf {
         .join(format!("{number}.json"))
 }
 
-fn read_records(repo: &Repository) -> Result<Vec<PullRecord>, SafeError> {
+fn read_records(repo: &Repository) -> Result<Vec<PullRecord>, ForgeError> {
     let folder = repo.path().join(PULLS_FOLDER);
     let entries = match std::fs::read_dir(&folder) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(_) => return Err(io_failed("list the pull-request records")),
+        Err(error) => {
+            return Err(ForgeError::failed("list the pull-request records").with_source(error));
+        }
     };
     let mut records = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|_| io_failed("list the pull-request records"))?
-            .path();
+        let path = entry.context("list the pull-request records")?.path();
         if path.extension().is_none_or(|extension| extension != "json") {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|_| io_failed("read a pull-request record"))?;
-        let record: PullRecord = serde_json::from_slice(&bytes).map_err(|_| {
-            warn!("a pull-request record does not parse");
-            SafeError::new(ErrorCode::GithubFailed)
-        })?;
+        let bytes = std::fs::read(&path).context("read a pull-request record")?;
+        let record: PullRecord =
+            serde_json::from_slice(&bytes).context("parse a pull-request record")?;
         records.push(record);
     }
     Ok(records)
 }
 
 /// Writes a record whole: a temporary file in the same folder, synced, then renamed over.
-fn write_record(repo: &Repository, record: &PullRecord) -> Result<(), SafeError> {
+fn write_record(repo: &Repository, record: &PullRecord) -> Result<(), ForgeError> {
     use std::io::Write;
     let folder = repo.path().join(PULLS_FOLDER);
-    std::fs::create_dir_all(&folder).map_err(|_| io_failed("make the pull-request folder"))?;
-    let bytes = serde_json::to_vec_pretty(record).map_err(|_| io_failed("encode a record"))?;
+    std::fs::create_dir_all(&folder).context("make the pull-request folder")?;
+    let bytes = serde_json::to_vec_pretty(record).context("encode a pull-request record")?;
     let target = record_path(repo, record.number);
     let temporary = folder.join(format!(".{}.json.tmp", record.number));
-    let mut file =
-        std::fs::File::create(&temporary).map_err(|_| io_failed("write a pull-request record"))?;
+    let mut file = std::fs::File::create(&temporary).context("write a pull-request record")?;
     file.write_all(&bytes)
         .and_then(|()| file.sync_all())
-        .map_err(|_| io_failed("write a pull-request record"))?;
-    std::fs::rename(&temporary, &target).map_err(|_| io_failed("write a pull-request record"))
+        .context("write a pull-request record")?;
+    std::fs::rename(&temporary, &target).context("write a pull-request record")
 }
 
 /// Writes nested trees for `files` (paths inside one folder, `/`-separated).
-fn write_tree(repo: &Repository, files: &BTreeMap<String, Vec<u8>>) -> Result<Oid, SafeError> {
+fn write_tree(repo: &Repository, files: &BTreeMap<String, Vec<u8>>) -> Result<Oid, ForgeError> {
     let mut folders: BTreeMap<&str, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
-    let mut builder = repo
-        .treebuilder(None)
-        .map_err(|error| failed(&error, "start a tree"))?;
+    let mut builder = repo.treebuilder(None).context("start a tree")?;
     for (path, content) in files {
         match path.split_once('/') {
             Some((folder, rest)) => {
@@ -470,12 +454,10 @@ fn write_tree(repo: &Repository, files: &BTreeMap<String, Vec<u8>>) -> Result<Oi
                     .insert(rest.to_owned(), content.clone());
             }
             None => {
-                let blob = repo
-                    .blob(content)
-                    .map_err(|error| failed(&error, "write a blob"))?;
+                let blob = repo.blob(content).context("write a blob")?;
                 builder
                     .insert(path, blob, i32::from(FileMode::Blob))
-                    .map_err(|error| failed(&error, "add a file to a tree"))?;
+                    .context("add a file to a tree")?;
             }
         }
     }
@@ -483,40 +465,38 @@ fn write_tree(repo: &Repository, files: &BTreeMap<String, Vec<u8>>) -> Result<Oi
         let tree = write_tree(repo, inner)?;
         builder
             .insert(folder, tree, i32::from(FileMode::Tree))
-            .map_err(|error| failed(&error, "add a folder to a tree"))?;
+            .context("add a folder to a tree")?;
     }
-    builder
-        .write()
-        .map_err(|error| failed(&error, "write a tree"))
+    builder.write().context("write a tree")
 }
 
-fn open(path: &Path) -> Result<Repository, SafeError> {
-    Repository::open(path).map_err(|error| failed(&error, "open the repository"))
+fn open(path: &Path) -> Result<Repository, ForgeError> {
+    Repository::open(path).context("open the repository")
 }
 
-fn branch_commit(repo: &Repository, branch: &str) -> Result<Option<Oid>, SafeError> {
+fn branch_commit(repo: &Repository, branch: &str) -> Result<Option<Oid>, ForgeError> {
     match repo.find_branch(branch, BranchType::Local) {
         Ok(found) => found
             .get()
             .peel_to_commit()
             .map(|commit| Some(commit.id()))
-            .map_err(|error| failed(&error, "read a branch's commit")),
+            .context("read a branch's commit"),
         Err(error) if error.code() == GitErrorCode::NotFound => Ok(None),
-        Err(error) => Err(failed(&error, "read a branch")),
+        Err(error) => Err(ForgeError::failed("read a branch").with_source(error)),
     }
 }
 
 fn commit_tree<'repo>(
     repo: &'repo Repository,
     commit: &str,
-) -> Result<git2::Tree<'repo>, SafeError> {
+) -> Result<git2::Tree<'repo>, ForgeError> {
     repo.find_commit(parse_oid(commit)?)
         .and_then(|commit| commit.tree())
-        .map_err(|error| failed(&error, "read a commit's tree"))
+        .context("read a commit's tree")
 }
 
 /// A commit named by its full lowercase hexadecimal ID (libgit2 would take a prefix too).
-fn parse_oid(text: &str) -> Result<Oid, SafeError> {
+fn parse_oid(text: &str) -> Result<Oid, ForgeError> {
     let is_full_id = text.len() == 40
         && text
             .bytes()
@@ -524,37 +504,16 @@ fn parse_oid(text: &str) -> Result<Oid, SafeError> {
     Oid::from_str(text)
         .ok()
         .filter(|_| is_full_id)
-        .ok_or_else(|| {
-            warn!("a commit ID is not a full lowercase hexadecimal ID");
-            SafeError::new(ErrorCode::GithubFailed)
-        })
-}
-
-/// The safe error for a libgit2 failure: logged with the action and libgit2's class and code,
-/// never its message (which can name paths).
-fn failed(error: &git2::Error, action: &'static str) -> SafeError {
-    warn!(action, class = ?error.class(), code = ?error.code(), "the local forge failed");
-    SafeError::new(ErrorCode::GithubFailed)
-}
-
-fn io_failed(action: &'static str) -> SafeError {
-    warn!(
-        action,
-        "the local forge's pull-request records could not be used"
-    );
-    SafeError::new(ErrorCode::GithubFailed)
+        .ok_or_else(|| ForgeError::failed("a commit ID is not a full lowercase hexadecimal ID"))
 }
 
 /// Runs git work on a blocking thread; a panic there goes on unwinding here.
 async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, SafeError> + Send + 'static,
-) -> Result<T, SafeError> {
+    work: impl FnOnce() -> Result<T, ForgeError> + Send + 'static,
+) -> Result<T, ForgeError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(_) => {
-            warn!("a local forge call was cancelled");
-            Err(SafeError::new(ErrorCode::GithubFailed))
-        }
+        Err(error) => Err(ForgeError::failed("finish a local forge call").with_source(error)),
     }
 }

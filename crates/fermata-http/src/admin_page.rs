@@ -35,6 +35,7 @@ use crate::admin_render::{
     self, Flash, InventoryPanel, InventoryRow, LeasePanel, Notice, Place, ReviewPanel, SchemaPage,
 };
 use crate::auth::{AuthRejection, Authenticated};
+use crate::error::{RequestFailure, attach};
 
 /// The cookie carrying what the last form came to, to the page it redirected to.
 const FLASH_COOKIE: &str = "fermata_admin_flash";
@@ -131,25 +132,38 @@ fn decode_flash(value: &str) -> Option<Flash> {
     }
 }
 
-/// A redirect to `to` that leaves `flash` for the page.
+/// A redirect to `to` that leaves `flash` for the page, and the error's cause, when it has one,
+/// for the log.
 fn redirect(jar: CookieJar, to: &str, at: Place, outcome: Result<Notice, SafeError>) -> Response {
-    let stored = match outcome {
-        Ok(notice) => StoredFlash {
-            at,
-            notice: Some(notice),
-            error: None,
-        },
-        Err(error) => StoredFlash {
-            at,
-            notice: None,
-            error: Some(error.to_json()),
-        },
+    let (stored, failure) = match outcome {
+        Ok(notice) => (
+            StoredFlash {
+                at,
+                notice: Some(notice),
+                error: None,
+            },
+            None,
+        ),
+        Err(error) => (
+            StoredFlash {
+                at,
+                notice: None,
+                error: Some(error.to_json()),
+            },
+            std::error::Error::source(&error)
+                .is_some()
+                .then(|| RequestFailure::new(error)),
+        ),
     };
-    (
+    let response = (
         jar.add(flash_cookie(encode_flash(&stored))),
         Redirect::to(to),
     )
-        .into_response()
+        .into_response();
+    match failure {
+        Some(failure) => attach(response, failure),
+        None => response,
+    }
 }
 
 fn page_of(operation: OperationId) -> String {
@@ -194,12 +208,14 @@ async fn schema_page(
         .and_then(|id| id.parse::<OperationId>().ok());
     match gather(&state, &principal, flash, chosen).await {
         Ok(page) => (jar, admin_render::schema_page(&page)).into_response(),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            jar,
-            admin_render::unavailable_page(&ErrorView::from(&error)),
-        )
-            .into_response(),
+        Err(error) => {
+            let page = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                jar,
+                admin_render::unavailable_page(&ErrorView::from(&error)),
+            );
+            attach(page.into_response(), RequestFailure::new(error))
+        }
     }
 }
 
@@ -326,6 +342,7 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 fn request_key(fields: &[(String, String)]) -> Result<RequestKey, SafeError> {
     RequestKey::new(field(fields, "request_key").unwrap_or_default().to_owned())
+        // Dropped on purpose: the code says what a request key must be.
         .map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))
 }
 
@@ -371,6 +388,7 @@ async fn start_selected(
         let inventory = field(&fields, "inventory")
             .unwrap_or_default()
             .parse::<InventoryId>()
+            // Dropped on purpose: text that is not an inventory ID names no inventory.
             .map_err(|_| SafeError::new(ErrorCode::InventoryMissing))?;
         let request = OperationRequest {
             kind,
@@ -494,11 +512,11 @@ async fn report(
             } else {
                 StatusCode::SERVICE_UNAVAILABLE
             };
-            (
+            let page = (
                 status,
                 admin_render::unavailable_page(&ErrorView::from(&error)),
-            )
-                .into_response()
+            );
+            attach(page.into_response(), RequestFailure::new(error))
         }
     }
 }

@@ -91,6 +91,7 @@ fn me_view(principal: &Principal) -> MeView {
 
 /// Reads a JSON body, answering a malformed one with a safe 400.
 async fn json_body<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, ApiError> {
+    // Dropped on purpose: reading stops only at the limit, which the answer names.
     let bytes = axum::body::to_bytes(request.into_body(), 1 << 20)
         .await
         .map_err(|_| ApiError::bad_request("the body is too large"))?;

@@ -130,16 +130,19 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestP
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(value)| ApiQuery(value))
+            // Dropped on purpose: axum's rejection quotes the query, and the answer is enough.
             .map_err(|_| ApiError::bad_request("a query parameter is missing or not valid"))
     }
 }
 
 /// A document ID given in a request body: malformed is bad input, not a missing document.
 fn parse_body_id(id: &str) -> Result<ChannelId, ApiError> {
+    // Dropped on purpose: the answer says what a document ID is.
     ChannelId::parse(id).map_err(|_| ApiError::bad_request("a document ID is a UUID"))
 }
 
 pub(crate) fn parse_id(id: &str) -> Result<ChannelId, ApiError> {
+    // Dropped on purpose: text that is not a document ID names no document.
     ChannelId::parse(id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document"))
 }
@@ -159,6 +162,7 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
             "send application/json",
         ));
     }
+    // Dropped on purpose: reading stops only at the limit, which the answer names.
     let bytes = axum::body::to_bytes(request.into_body(), 16 << 20)
         .await
         .map_err(|_| {
@@ -228,6 +232,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<CreationKey>, ApiError>
     match headers.get("idempotency-key") {
         None => Ok(None),
         Some(value) => {
+            // Dropped on purpose: the answer says what is wrong with the header.
             let text = value
                 .to_str()
                 .map_err(|_| ApiError::bad_request("the Idempotency-Key header is not text"))?;
@@ -290,6 +295,7 @@ async fn by_slug(
             "no document has that slug",
         )
     };
+    // Dropped on purpose: text that is not a slug names no document.
     let slug = Slug::new(query.slug).map_err(|_| not_found())?;
     let channel = state
         .documents

@@ -1,10 +1,21 @@
 //! Errors as the HTTP surface answers them: a status and a JSON body with a stable code and a
-//! safe message. The full error is logged once here, never sent.
+//! safe message; and the one place the real error behind an answer is logged.
+//!
+//! An answer never carries the real error in its body. The answer carries it in its extensions
+//! instead ([`RequestFailure`], put there by [`attach`] or by [`ApiError`]'s `IntoResponse`), and
+//! the [`log_failures`] layer around every route logs it once, with its whole cause chain: the
+//! operator's log gets the causes, the client gets the safe message.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::AccountError;
+use fermata_store::ErrorChain;
 use serde::Serialize;
 
 /// An error answer.
@@ -14,6 +25,43 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub retry_after: Option<u64>,
+    /// The real error, for the log; never sent.
+    source: Option<RequestFailure>,
+}
+
+/// The real error behind an answer: logged once by [`log_failures`], never sent.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestFailure(Arc<dyn StdError + Send + Sync + 'static>);
+
+impl RequestFailure {
+    pub(crate) fn new(error: impl StdError + Send + Sync + 'static) -> Self {
+        RequestFailure(Arc::new(error))
+    }
+}
+
+/// Leaves `error` in `response` for the [`log_failures`] layer.
+pub(crate) fn attach(mut response: Response, error: RequestFailure) -> Response {
+    response.extensions_mut().insert(error);
+    response
+}
+
+/// The layer around every route: logs the real error an answer carries, once, with the method,
+/// the path (never the query) and the status. A server error is an `error`; a refusal that
+/// carries a cause is a `warn`.
+pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if let Some(RequestFailure(error)) = response.extensions().get::<RequestFailure>() {
+        let status = response.status().as_u16();
+        let error = ErrorChain(&**error);
+        if response.status().is_server_error() {
+            tracing::error!(%method, path, status, %error, "request failed");
+        } else {
+            tracing::warn!(%method, path, status, %error, "request refused");
+        }
+    }
+    response
 }
 
 #[derive(Serialize)]
@@ -34,7 +82,15 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            source: None,
         }
+    }
+
+    /// Keeps `error` for the log of the [`log_failures`] layer; it is never sent.
+    #[must_use]
+    pub fn with_source(mut self, error: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(RequestFailure::new(error));
+        self
     }
 
     pub fn unauthenticated() -> Self {
@@ -76,20 +132,17 @@ impl From<AccountError> for ApiError {
             }
             AccountError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
         };
-        if status.is_server_error() {
-            let cause = std::error::Error::source(&error).map(ToString::to_string);
-            tracing::error!(error = %error, cause = cause.as_deref().unwrap_or(""), "request failed");
-        }
         let retry_after = match &error {
             AccountError::Throttled { retry_after } => Some(retry_after.as_secs().max(1)),
             _ => None,
         };
-        ApiError {
-            status,
-            code,
-            message: error.to_string(),
-            retry_after,
+        let mut answer = ApiError::new(status, code, error.to_string());
+        answer.retry_after = retry_after;
+        // Only a failure of the server is worth the log; a refusal is the client's to read.
+        if status.is_server_error() {
+            answer = answer.with_source(error);
         }
+        answer
     }
 }
 
@@ -105,11 +158,12 @@ impl From<fermata_store::StoreError> for ApiError {
             }
             ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
         };
+        let answer = ApiError::new(status, code, error.message().to_owned());
         if status.is_server_error() {
-            let cause = std::error::Error::source(&error).map(ToString::to_string);
-            tracing::error!(error = %error, cause = cause.as_deref().unwrap_or(""), "request failed");
+            answer.with_source(error)
+        } else {
+            answer
         }
-        ApiError::new(status, code, error.message().to_owned())
     }
 }
 
@@ -131,6 +185,9 @@ impl IntoResponse for ApiError {
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
-        response
+        match self.source {
+            Some(source) => attach(response, source),
+            None => response,
+        }
     }
 }

@@ -77,20 +77,22 @@ impl From<MediaFailure> for ApiError {
                     ),
                     MediaError::UnknownWidth => (StatusCode::BAD_REQUEST, "invalid_width"),
                     MediaError::Encode { .. } => {
-                        tracing::error!(error = %refusal, "request failed");
                         (StatusCode::INTERNAL_SERVER_ERROR, "encode_failed")
                     }
                 };
-                ApiError::new(status, code, refusal.to_string())
+                let answer = ApiError::new(status, code, refusal.to_string());
+                if status.is_server_error() {
+                    answer.with_source(refusal)
+                } else {
+                    answer
+                }
             }
-            MediaFailure::Interrupted => {
-                tracing::error!(error = %failure, "request failed");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "interrupted",
-                    failure.to_string(),
-                )
-            }
+            MediaFailure::Interrupted(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "interrupted",
+                failure.to_string(),
+            )
+            .with_source(failure),
         }
     }
 }
@@ -109,6 +111,7 @@ async fn body_bytes(state: &HttpState, request: Request) -> Result<Vec<u8>, ApiE
     if let Some(size) = declared.filter(|size| *size > limit) {
         return Err(too_large(size));
     }
+    // Dropped on purpose: reading stops only at the limit, which the answer names.
     let bytes = axum::body::to_bytes(request.into_body(), limit)
         .await
         .map_err(|_| too_large(limit + 1))?;
@@ -267,6 +270,7 @@ async fn read_image(
     ApiQuery(query): ApiQuery<WidthQuery>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
+    // Dropped on purpose: text that is not a hash names no image.
     let sha256 = ImageHash::parse(&sha256).map_err(|_| no_image())?;
     let width = width(&query)?;
     let file = state
@@ -376,6 +380,7 @@ async fn read_attachment(
     ApiQuery(query): ApiQuery<WidthQuery>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
+    // Dropped on purpose: text that is not an attachment ID names no attachment.
     let attachment = AttachmentId::parse(&attachment).map_err(|_| no_attachment())?;
     let width = width(&query)?;
     let (info, file) = state
@@ -409,6 +414,7 @@ async fn send(
         .attachments
         .iter()
         .map(|text| {
+            // Dropped on purpose: the answer says what an attachment ID is.
             AttachmentId::parse(text)
                 .map_err(|_| ApiError::bad_request("an attachment ID is a UUID"))
         })

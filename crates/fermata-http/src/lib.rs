@@ -87,6 +87,7 @@ pub fn router(state: HttpState) -> Router {
         .merge(pages::routes())
         .merge(admin_page::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
+        .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)
 }
 

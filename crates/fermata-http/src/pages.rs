@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::HttpState;
 use crate::auth::{Authenticated, client_address};
 use crate::cookies::{self, LOGIN_CSRF_COOKIE};
+use crate::error::{RequestFailure, attach};
 
 pub(crate) fn routes() -> Router<HttpState> {
     Router::new()
@@ -195,27 +196,33 @@ async fn login(
                 AccountError::Throttled { .. } | AccountError::WrongCredentials => {
                     error.to_string()
                 }
-                _ => {
-                    tracing::error!(error = %error, "login failed");
-                    "The server could not log you in just now. Try again shortly.".to_owned()
-                }
+                _ => "The server could not log you in just now. Try again shortly.".to_owned(),
             };
-            (status, login_page(&form.csrf, &next, Some(&message))).into_response()
+            let page = (status, login_page(&form.csrf, &next, Some(&message))).into_response();
+            if status.is_server_error() {
+                attach(page, RequestFailure::new(error))
+            } else {
+                page
+            }
         }
     }
 }
 
 async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: CookieJar) -> Response {
-    if let Some(session) = caller.0.session()
-        && let Err(error) = state.accounts.logout(&session.session.id).await
-    {
-        tracing::error!(error = %error, "logout failed");
-    }
-    (
+    let ended = match caller.0.session() {
+        Some(session) => state.accounts.logout(&session.session.id).await,
+        None => Ok(()),
+    };
+    let page = (
         jar.remove(cookies::cleared_session()),
         Redirect::to("/login"),
     )
-        .into_response()
+        .into_response();
+    // The cookie is cleared whatever happened; a session row that could not be ended expires.
+    match ended {
+        Ok(()) => page,
+        Err(error) => attach(page, RequestFailure::new(error)),
+    }
 }
 
 fn reauth_page(caller: &Principal, next: &str, error: Option<&str>) -> Markup {

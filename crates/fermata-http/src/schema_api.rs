@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::auth::{FreshSystemAdmin, SystemAdmin};
+use crate::error::{RequestFailure, attach};
 
 pub(crate) fn routes() -> Router<HttpState> {
     Router::new()
@@ -49,7 +50,8 @@ async fn never_cached(mut response: Response) -> Response {
     response
 }
 
-/// A safe error as an answer.
+/// A safe error as an answer. Its cause, when it has one, is left for the log of the
+/// [`log_failures`](crate::error::log_failures) layer.
 #[derive(Debug)]
 pub(crate) struct SchemaError(SafeError);
 
@@ -75,12 +77,17 @@ impl IntoResponse for SchemaError {
             (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        json(
+        let response = json(
             status,
             ErrorBody {
                 error: ErrorView::from(&self.0),
             },
-        )
+        );
+        if status.is_server_error() || std::error::Error::source(&self.0).is_some() {
+            attach(response, RequestFailure::new(self.0))
+        } else {
+            response
+        }
     }
 }
 
@@ -153,6 +160,7 @@ async fn start_selected(
     let inventory = body
         .inventory
         .parse::<InventoryId>()
+        // Dropped on purpose: text that is not an inventory ID names no inventory.
         .map_err(|_| SafeError::new(ErrorCode::InventoryMissing))?;
     let request = OperationRequest {
         kind,
@@ -164,6 +172,7 @@ async fn start_selected(
 }
 
 fn request_key(key: String) -> Result<RequestKey, SchemaError> {
+    // Dropped on purpose: the code says what a request key must be.
     Ok(RequestKey::new(key).map_err(|_| SafeError::new(ErrorCode::InvalidRequestKey))?)
 }
 
@@ -199,6 +208,7 @@ async fn list_operations(
 fn operation_id(typed: &str) -> Result<OperationId, SchemaError> {
     typed
         .parse::<OperationId>()
+        // Dropped on purpose: text that is not an operation ID names no operation.
         .map_err(|_| SchemaError(SafeError::new(ErrorCode::OperationMissing)))
 }
 

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fermata_collab::{Outbound, RoomManager, close};
 use fermata_crypto::SecretToken;
-use fermata_store::{ChannelId, Repository, Slug, UserId};
+use fermata_store::{ChannelId, ErrorKind, Repository, Slug, UserId};
 use serde::Deserialize;
 
 use crate::HttpState;
@@ -82,13 +82,19 @@ pub(crate) async fn sync(
 async fn resolve(state: &HttpState, room: &str) -> Result<ChannelId, ApiError> {
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document");
     let channel = match ChannelId::parse(room) {
+        // Any failure is refused as missing, as the client expects; one that is not a missing
+        // row is kept for the log.
         Ok(id) => state
             .documents
             .channel(&id)
             .await
-            .map_err(|_| not_found())?,
+            .map_err(|error| match error.kind() {
+                ErrorKind::Missing => not_found(),
+                _ => not_found().with_source(error),
+            })?,
         Err(_) => {
             let (repository, slug) = room.rsplit_once('/').ok_or_else(not_found)?;
+            // Dropped on purpose: a room name that is not `OWNER/NAME/SLUG` names no document.
             let repository = Repository::new(repository).map_err(|_| not_found())?;
             let slug = Slug::new(slug).map_err(|_| not_found())?;
             state

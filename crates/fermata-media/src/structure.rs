@@ -306,6 +306,7 @@ fn avif(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Result<(), MediaError> 
             1 => {
                 let high = be32(bytes, at + 8).ok_or(malformed.clone())?;
                 let low = be32(bytes, at + 12).ok_or(malformed.clone())?;
+                // Dropped on purpose: a length too large for this machine is a malformed file.
                 let length = usize::try_from((u64::from(high) << 32) | u64::from(low))
                     .map_err(|_| malformed.clone())?;
                 (length, 16)

@@ -5,6 +5,7 @@ use crate::MediaError;
 
 /// Checks `bytes` are plain text.
 pub(crate) fn check(bytes: &[u8]) -> Result<(), MediaError> {
+    // Dropped on purpose: bytes that are not UTF-8 are not plain text, and that is the answer.
     let text = std::str::from_utf8(bytes).map_err(|_| MediaError::NotPlainText)?;
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     if body

@@ -7,8 +7,14 @@
 //! SQL, driver errors, credentials, connection URLs and tokens cannot reach a stored row, an API
 //! response or a page through it. Stored rows keep the code and subject and render the message
 //! again when read.
+//!
+//! What caused it may ride along as its `source` ([`SafeError::with_source`]), for the log of
+//! whoever handles the error: the cause is never rendered, stored or sent, and two safe errors
+//! with the same code and subject are equal whatever their causes.
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -626,10 +632,31 @@ impl fmt::Display for Subject {
 }
 
 /// A safe error: see the module documentation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SafeError {
     code: ErrorCode,
     subject: Option<Subject>,
+    /// What caused it, for the operator's log only. Shared, so a safe error stays cheap to copy
+    /// into the rows and reports that record it.
+    cause: Option<Arc<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl PartialEq for SafeError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.code, &self.subject) == (other.code, &other.subject)
+    }
+}
+
+impl Eq for SafeError {}
+
+/// Without the cause: a `Debug` can end up anywhere a value is printed.
+impl fmt::Debug for SafeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SafeError")
+            .field("code", &self.code)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The form a safe error is stored and sent in.
@@ -648,6 +675,7 @@ impl SafeError {
         SafeError {
             code,
             subject: None,
+            cause: None,
         }
     }
 
@@ -655,7 +683,16 @@ impl SafeError {
         SafeError {
             code,
             subject: Some(subject),
+            cause: None,
         }
+    }
+
+    /// Keeps `cause` as the source, for the log of whoever handles the error; it is never
+    /// rendered, stored or sent.
+    #[must_use]
+    pub fn with_source(mut self, cause: impl StdError + Send + Sync + 'static) -> Self {
+        self.cause = Some(Arc::new(cause));
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -717,6 +754,7 @@ impl SafeError {
         Ok(SafeError {
             code: wire.code,
             subject: wire.subject,
+            cause: None,
         })
     }
 }
@@ -732,7 +770,13 @@ impl fmt::Display for SafeError {
     }
 }
 
-impl std::error::Error for SafeError {}
+impl StdError for SafeError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn StdError + 'static))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -859,5 +903,27 @@ mod tests {
         );
         assert!(!read.to_json().contains("hunter2"));
         assert!(SafeError::from_json(r#"{"code":"NOT_A_CODE"}"#).is_err());
+    }
+
+    #[test]
+    fn a_cause_is_kept_for_the_log_and_shown_nowhere_else() {
+        let cause = std::io::Error::other("password=hunter2 SELECT 1");
+        let error = SafeError::new(ErrorCode::ConnectionLost).with_source(cause);
+        assert_eq!(
+            StdError::source(&error).map(ToString::to_string).as_deref(),
+            Some("password=hunter2 SELECT 1")
+        );
+        for shown in [
+            error.to_string(),
+            error.message(),
+            error.to_json(),
+            format!("{error:?}"),
+        ] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        let copy = error.clone();
+        assert_eq!(copy, SafeError::new(ErrorCode::ConnectionLost));
+        assert!(StdError::source(&copy).is_some(), "a copy keeps the cause");
+        drop(error);
     }
 }

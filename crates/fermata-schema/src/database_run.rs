@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::inventory::discover;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::begin_run;
 use crate::package::{Package, Registry};
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::{self, DatabaseSnapshot};
 use crate::source::SourceSettings;
 use crate::step_failure::{run_failed, safe_error};
@@ -113,7 +114,7 @@ pub(crate) async fn load_selection(
     let operation = schema
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0)))?;
     let inventory_id = operation
         .inventory
@@ -121,13 +122,13 @@ pub(crate) async fn load_selection(
     let inventory = schema
         .inventory(inventory_id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the inventory")?
         .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
-    let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+    let now = schema.clock().await.context("read the database's clock")?;
     let requested: Vec<String> = schema
         .database_results(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the database results")?
         .into_iter()
         .map(|row| row.database.as_str().to_owned())
         .collect();
@@ -147,7 +148,7 @@ pub(crate) async fn read_base(
     let recorded = schema
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .and_then(|operation| operation.reviewed_base_commit);
     // A retry after the commit was recorded compares with that commit, whatever the branch
     // says now.
@@ -157,7 +158,7 @@ pub(crate) async fn read_base(
             if !schema
                 .record_reviewed_base(id, &base.commit)
                 .await
-                .map_err(|e| storage_error(&e))?
+                .context("record the reviewed base commit")?
             {
                 return Err(SafeError::new(ErrorCode::RunLost));
             }
@@ -172,7 +173,7 @@ pub(crate) async fn read_base(
     Ok(Base {
         commit,
         registry: String::from_utf8(registry.to_canonical_json())
-            .map_err(|_| SafeError::new(ErrorCode::GithubFailed))?,
+            .or_code(ErrorCode::GithubFailed, "write the registry as text")?,
     })
 }
 
@@ -250,7 +251,7 @@ pub(crate) async fn recorded_outcome(
         .schema()
         .database_results(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the database results")?
         .into_iter()
         .find(|row| &row.database == database)
         .and_then(|row| row.report)
@@ -357,7 +358,7 @@ pub(crate) async fn end_operation(
         .schema()
         .transition(id, &ended)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("move the operation to its next state")?
         .is_none()
     {
         require_state(storage, id, to).await?;
@@ -376,7 +377,7 @@ pub(crate) async fn require_state(
         .schema()
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
     if operation.state == state {
         Ok(())

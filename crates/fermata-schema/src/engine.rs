@@ -5,11 +5,12 @@
 use async_trait::async_trait;
 use fermata_schema_core::SafeError;
 use fermata_store::schema::{Operation, OperationKind};
-use fermata_store::{ErrorKind, RunId};
+use fermata_store::{ErrorChain, ErrorKind, RunId};
 use fermata_workflow::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::operations::{StartFailure, Workflows, storage_error};
+use crate::operations::{StartFailure, Workflows};
+use crate::safe_context::SafeContext;
 
 /// The workflow that runs each kind of operation.
 pub fn workflow_name(kind: OperationKind) -> &'static str {
@@ -45,6 +46,7 @@ impl Workflows for EngineWorkflows {
         let input = serde_json::to_value(RunInput {
             operation: operation.id,
         })
+        // A struct of one ID always serializes; were it ever to fail, nothing was started.
         .map_err(|_| StartFailure::Definite)?;
         match self
             .engine
@@ -54,12 +56,12 @@ impl Workflows for EngineWorkflows {
             Ok(run) => Ok(run.0),
             // Refused before anything was written: no workflow of that name, or a taken ID.
             Err(error) if matches!(error.kind(), ErrorKind::Invalid | ErrorKind::Conflict) => {
-                tracing::warn!(%error, operation = %operation.id, "the workflow engine refused a start");
+                tracing::warn!(error = %ErrorChain(&error), operation = %operation.id, "the workflow engine refused a start");
                 Err(StartFailure::Definite)
             }
             // The insert may or may not have committed.
             Err(error) => {
-                tracing::warn!(%error, operation = %operation.id, "a workflow start has no certain outcome");
+                tracing::warn!(error = %ErrorChain(&error), operation = %operation.id, "a workflow start has no certain outcome");
                 Err(StartFailure::Uncertain)
             }
         }
@@ -70,7 +72,7 @@ impl Workflows for EngineWorkflows {
             .engine
             .run_status(&RunId(run_id.to_owned()))
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("read the workflow run")?;
         Ok(run.is_none_or(|run| run.state.is_terminal()))
     }
 
@@ -92,7 +94,7 @@ impl Workflows for EngineWorkflows {
                 tracing::info!(run = run_id, hook, "a hook found its run no longer waiting");
                 Ok(())
             }
-            Err(error) => Err(storage_error(&error)),
+            Err(error) => Err(error).context("deliver the review hook"),
         }
     }
 }

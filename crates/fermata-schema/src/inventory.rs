@@ -6,7 +6,8 @@ use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use sqlx::Row;
 use sqlx::mysql::MySqlConnection;
 
-use crate::source::query_error;
+use crate::safe_context::SafeCode;
+use crate::source::DriverContext;
 
 /// The server's own databases, never part of an inventory.
 pub const SYSTEM_DATABASES: [&str; 4] =
@@ -26,25 +27,28 @@ pub async fn discover(connection: &mut MySqlConnection) -> Result<Discovery, Saf
     let version: Vec<u8> = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&mut *connection)
         .await
-        .map_err(|error| query_error(&error))?;
-    let server_version = String::from_utf8(version)
-        .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+        .query_context("read the server version")?;
+    let server_version = String::from_utf8(version).or_code(
+        ErrorCode::UnsupportedSchemaOutput,
+        "read the server version",
+    )?;
     let rows = sqlx::query("SHOW DATABASES")
         .fetch_all(&mut *connection)
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("list the visible databases")?;
     let mut databases = Vec::with_capacity(rows.len());
     for row in rows {
         let bytes: Vec<u8> = row
             .try_get_unchecked(0)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+            .or_unreadable(|| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
         let name = String::from_utf8(bytes)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+            .or_code(ErrorCode::UnsupportedSchemaOutput, "read a database name")?;
         if SYSTEM_DATABASES.contains(&name.as_str()) {
             continue;
         }
         databases.push(
-            DatabaseName::new(name).map_err(|_| SafeError::new(ErrorCode::InvalidIdentifier))?,
+            DatabaseName::new(name)
+                .or_code(ErrorCode::InvalidIdentifier, "read a database name")?,
         );
     }
     // `String`'s order is the order of its UTF-8 bytes.

@@ -10,17 +10,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
-use fermata_store::Storage;
 use fermata_store::schema::{
     INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
 };
+use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError, Workflow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
-use crate::operations::{begin_run, storage_error};
+use crate::operations::begin_run;
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::source::SourceSettings;
 use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
@@ -128,7 +129,7 @@ impl InventoryWorkflow {
                         .record_inventory(&inventory)
                         .await
                         .map(|recorded| recorded.id)
-                        .map_err(|e| storage_error(&e))
+                        .context("record the inventory")
                 }
             })
             .await?;
@@ -139,7 +140,7 @@ impl InventoryWorkflow {
                 if schema
                     .transition(id, &done)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("move the operation to its next state")?
                     .is_some()
                 {
                     return Ok(());
@@ -149,7 +150,7 @@ impl InventoryWorkflow {
                 let operation = schema
                     .operation(id)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("load the operation")?
                     .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
                 match operation.state {
                     OperationState::Succeeded => Ok(()),
@@ -188,7 +189,8 @@ where
     Fut: Future<Output = Result<Value, RunError>>,
 {
     let input: RunInput = serde_json::from_value(input)
-        .map_err(|_| run_failed(SafeError::new(ErrorCode::StartFailed)))?;
+        .or_code(ErrorCode::StartFailed, "read the run's input")
+        .map_err(run_failed)?;
     let run_id = ctx.run_id().0.clone();
     match execute(ctx, input.operation).await {
         Err(RunError::Failed(error)) => {
@@ -204,8 +206,13 @@ where
 /// ended keeps its state.
 async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, error: &SafeError) {
     let schema = storage.schema();
-    let Ok(Some(operation)) = schema.operation(id).await else {
-        return;
+    let operation = match schema.operation(id).await {
+        Ok(Some(operation)) => operation,
+        Ok(None) => return,
+        Err(store_error) => {
+            tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be read to mark it failed");
+            return;
+        }
     };
     let ours = operation
         .run_id
@@ -218,11 +225,11 @@ async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, er
     failed.release_lease = operation.kind.takes_lease();
     match schema.transition(id, &failed).await {
         Ok(Some(_)) => {
-            tracing::warn!(operation = %id, code = %error.code().name(), "schema operation failed");
+            tracing::warn!(operation = %id, code = %error.code().name(), error = %ErrorChain(error), "schema operation failed");
         }
         Ok(None) => {}
         Err(store_error) => {
-            tracing::warn!(operation = %id, %store_error, "a failed schema operation could not be marked failed");
+            tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be marked failed");
         }
     }
 }

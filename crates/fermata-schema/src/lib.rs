@@ -27,6 +27,7 @@ pub mod publication;
 pub mod refresh_run;
 pub mod registry_view;
 pub mod review;
+mod safe_context;
 pub mod selection;
 pub mod snapshot;
 pub mod source;

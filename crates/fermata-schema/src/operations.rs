@@ -21,9 +21,10 @@ use fermata_store::schema::{
     OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
     Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, Transition,
 };
-use fermata_store::{Storage, StoreError, UnixMillis};
+use fermata_store::{Storage, UnixMillis};
 
 use crate::admin::Administrator;
+use crate::safe_context::SafeContext;
 use crate::selection;
 
 /// How long an operation may wait for its workflow run to bind before it counts as never
@@ -108,13 +109,6 @@ impl std::fmt::Debug for Operations {
     }
 }
 
-/// A storage failure as an operation reports it: logged with its safe description, shown as
-/// the fixed `STORAGE_UNAVAILABLE` error.
-pub(crate) fn storage_error(error: &StoreError) -> SafeError {
-    tracing::warn!(%error, "the application database failed during a schema operation");
-    SafeError::new(ErrorCode::StorageUnavailable)
-}
-
 impl Operations {
     pub fn new(storage: Arc<dyn Storage>, workflows: Arc<dyn Workflows>) -> Self {
         Operations {
@@ -153,7 +147,7 @@ impl Operations {
         if let Some(existing) = schema
             .operation_by_request(admin.user(), &request.request_key)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the user")?
         {
             return self.repeated(existing, request).await;
         }
@@ -167,9 +161,9 @@ impl Operations {
                 let inventory = schema
                     .inventory(id)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("load the inventory")?
                     .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
-                let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+                let now = schema.clock().await.context("read the database's clock")?;
                 selection::resolve(&inventory, now, &request.databases)?
             }
         };
@@ -184,7 +178,7 @@ impl Operations {
         let reserved = match schema
             .reserve_operation(&new, self.lease_ttl)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("reserve the operation")?
         {
             Reservation::Created(operation) => operation,
             // A repeated request: the existing operation, moved on only if the first request
@@ -225,7 +219,8 @@ impl Operations {
         let Some((published, pull)) = latest else {
             return Ok(None);
         };
-        Ok(match forge.pull_request(pull.number).await? {
+        let current = forge.pull_request(pull.number).await;
+        Ok(match current.context("read the latest pull request")? {
             Some(current) if current.state == PullState::Open => Some((published, pull)),
             _ => None,
         })
@@ -237,7 +232,7 @@ impl Operations {
             .schema()
             .clock()
             .await
-            .map_err(|e| storage_error(&e))
+            .context("read the database's clock")
     }
 
     /// Closes, without merging, the pull request operation `typed` (its exact ID) published, as a
@@ -255,7 +250,8 @@ impl Operations {
         let (Some(forge), Some(pull)) = (&self.forge, &operation.pull_request) else {
             return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
         };
-        if !forge.close_pull_request(pull.number).await? {
+        let closed = forge.close_pull_request(pull.number).await;
+        if !closed.context("close the pull request")? {
             return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
         }
         tracing::info!(operation = %id, actor = %admin.user(), pull_request = pull.number, "an administrator closed a pull request");
@@ -276,7 +272,7 @@ impl Operations {
             .schema()
             .database_results(existing.id)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("load the database results")?;
         let recorded: BTreeSet<&str> = results.iter().map(|row| row.database.as_str()).collect();
         let inventory = request.inventory.filter(|_| request.kind.takes_lease());
         if existing.kind != request.kind || existing.inventory != inventory || selected != recorded
@@ -303,7 +299,7 @@ impl Operations {
                 &Transition::new(OperationState::Reserved, OperationState::Starting),
             )
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("move the operation to its next state")?
         else {
             // Another request won the move and calls start() itself.
             return self.current(id).await;
@@ -315,7 +311,7 @@ impl Operations {
                 schema
                     .bind_run(id, &run_id)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("bind the workflow run to the operation")?;
                 tracing::info!(operation = %id, run = %run_id, kind = starting.kind.as_str(), "schema operation started");
             }
             Err(StartFailure::Definite) => {
@@ -327,7 +323,7 @@ impl Operations {
                 schema
                     .transition(id, &failed)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the operation to its next state")?;
                 tracing::warn!(operation = %id, "the workflow refused to start a schema operation");
             }
             Err(StartFailure::Uncertain) => {
@@ -338,7 +334,7 @@ impl Operations {
                 schema
                     .transition(id, &unknown)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the operation to its next state")?;
                 tracing::warn!(operation = %id, "whether a schema operation started is unknown; its lease is kept until it expires");
             }
         }
@@ -350,7 +346,7 @@ impl Operations {
             .schema()
             .operation(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the operation")?
             .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0)))
     }
 
@@ -361,25 +357,28 @@ impl Operations {
         let databases = schema
             .database_results(id)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("load the database results")?;
         let inventory = match operation.inventory {
             Some(selected) => schema.inventory(selected).await,
             None => schema.inventory_of_operation(id).await,
         }
-        .map_err(|e| storage_error(&e))?;
+        .context("load the operation's inventory")?;
         let lease = schema
             .schema_lease()
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("read the schema lease")?
             .filter(|lease| lease.operation == id);
-        let steps = schema.steps(id).await.map_err(|e| storage_error(&e))?;
-        let review = schema.review(id).await.map_err(|e| storage_error(&e))?;
+        let steps = schema
+            .steps(id)
+            .await
+            .context("load the operation's steps")?;
+        let review = schema.review(id).await.context("load the review")?;
         let actor_name = self
             .storage
             .users()
             .user_by_id(&operation.actor)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the user")?
             .map(|user| user.name.to_string());
         Ok(OperationReport {
             actor_name,
@@ -410,7 +409,7 @@ impl Operations {
                     .schema()
                     .clock()
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("read the database's clock")?;
                 now.since(operation.created_at) > START_GRACE
             }
         };
@@ -431,7 +430,7 @@ impl Operations {
             .schema()
             .transition(id, &ended)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("move the operation to its next state")?
             .is_some()
         {
             tracing::warn!(operation = %id, state = %to, "an inventory whose run is gone was ended");
@@ -460,7 +459,7 @@ impl Operations {
             .schema()
             .recent_operations(limit)
             .await
-            .map_err(|e| storage_error(&e))
+            .context("list the recent operations")
     }
 
     /// The global lease, if any operation holds it.
@@ -469,7 +468,7 @@ impl Operations {
             .schema()
             .schema_lease()
             .await
-            .map_err(|e| storage_error(&e))
+            .context("read the schema lease")
     }
 
     /// Inventory `id`, if it exists.
@@ -478,7 +477,7 @@ impl Operations {
             .schema()
             .inventory(id)
             .await
-            .map_err(|e| storage_error(&e))
+            .context("load the inventory")
     }
 
     /// The latest inventory, if any.
@@ -487,7 +486,7 @@ impl Operations {
             .schema()
             .latest_inventory()
             .await
-            .map_err(|e| storage_error(&e))
+            .context("load the latest inventory")
     }
 
     /// The clear action: `typed` must be the exact ID of the operation whose lease expired, and
@@ -506,10 +505,10 @@ impl Operations {
         let lease = schema
             .schema_lease()
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("read the schema lease")?
             .filter(|lease| lease.operation == id)
             .ok_or_else(|| SafeError::about(ErrorCode::LeaseNotHeld, about.clone()))?;
-        let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+        let now = schema.clock().await.context("read the database's clock")?;
         if !lease.is_expired(now) {
             return Err(SafeError::about(ErrorCode::LeaseNotExpired, about));
         }
@@ -526,7 +525,7 @@ impl Operations {
         match schema
             .clear_lease(&clearing)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("clear the schema lease")?
         {
             ClearOutcome::Cleared { operation_failed } => {
                 tracing::warn!(operation = %id, actor = %admin.user(), operation_failed, "an administrator cleared an expired schema lease");
@@ -543,7 +542,7 @@ async fn lease_refusal(
     lease: &SchemaLease,
     schema: &dyn fermata_store::schema::SchemaStore,
 ) -> Result<SafeError, SafeError> {
-    let now = schema.clock().await.map_err(|e| storage_error(&e))?;
+    let now = schema.clock().await.context("read the database's clock")?;
     let holder = Subject::Operation(lease.operation.0);
     Ok(if lease.is_expired(now) {
         SafeError::about(ErrorCode::LeaseNeedsClearing, holder)
@@ -576,13 +575,13 @@ pub async fn begin_run(
     if !schema
         .bind_run(id, run_id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("bind the workflow run to the operation")?
     {
         // Ended before this run could bind (cleared, say), or bound to another run.
         let operation = schema
             .operation(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the operation")?
             .ok_or_else(missing)?;
         return Err(match operation.error {
             Some(error) if operation.state.is_terminal() => error,
@@ -593,7 +592,7 @@ pub async fn begin_run(
         if let Some(running) = schema
             .transition(id, &Transition::new(from, OperationState::Running))
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("move the operation to its next state")?
         {
             return Ok(running);
         }
@@ -601,7 +600,7 @@ pub async fn begin_run(
     let operation = schema
         .operation(id)
         .await
-        .map_err(|e| storage_error(&e))?
+        .context("load the operation")?
         .ok_or_else(missing)?;
     match operation.state {
         OperationState::Running => Ok(operation),

@@ -15,7 +15,7 @@ use sqlx::Row;
 use sqlx::mysql::MySqlConnection;
 
 use crate::snapshot;
-use crate::source::{SourceSettings, query_error};
+use crate::source::{DriverContext, SourceSettings};
 
 /// The account's limit and how many of its connections are open now, this one included.
 const HEADROOM: &str = "SELECT CAST(@@SESSION.max_user_connections AS SIGNED), \
@@ -47,12 +47,12 @@ pub(crate) async fn open(
     let row = sqlx::query(HEADROOM)
         .fetch_one(&mut first)
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("read the account's connection headroom")?;
     let (limit, open): (i64, i64) = (
         row.try_get(0)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?,
+            .or_unreadable(|| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?,
         row.try_get(1)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?,
+            .or_unreadable(|| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?,
     );
     let count = allowed(wanted, limit, open);
     snapshot::prepare(&mut first).await?;

@@ -25,8 +25,8 @@ use fermata_store::schema::{DatabaseResult, Freshness, OperationId, Outcome};
 use serde::Deserialize;
 
 use crate::artifact::ArtifactStore;
-use crate::operations::storage_error;
 use crate::package::{Package, REGISTRY_FILE, RegisteredSnapshot};
+use crate::safe_context::{SafeCode, SafeContext, because};
 
 /// Who publication commits as.
 const COMMITTER_NAME: &str = "Fermata";
@@ -63,15 +63,17 @@ impl Publication<'_> {
         let artifact = schema
             .artifact(self.operation)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the artifact record")?
             .ok_or_else(|| SafeError::new(ErrorCode::ArtifactUnavailable))?;
         let contents = self.artifacts.open(&artifact.meta).await?;
-        let manifest: Manifest = serde_json::from_str(&contents.manifest)
-            .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+        let manifest: Manifest = serde_json::from_str(&contents.manifest).or_code(
+            ErrorCode::ArtifactUnavailable,
+            "read the artifact's manifest",
+        )?;
         let results = schema
             .database_results(self.operation)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("load the database results")?;
         let mut registry = self.package.registry_at(base_commit).await?;
         let mut change = TreeChange::default();
         for (name, entry) in manifest.databases {
@@ -124,8 +126,9 @@ impl Publication<'_> {
             .package
             .forge()
             .branch_head(&self.package.settings().base_branch)
-            .await?
-            .ok_or_else(|| SafeError::new(ErrorCode::GithubFailed))?;
+            .await
+            .context("read the base branch")?
+            .ok_or_else(|| because(ErrorCode::GithubFailed, "the base branch does not exist"))?;
         if head == base_commit {
             return Ok(head);
         }
@@ -133,7 +136,8 @@ impl Publication<'_> {
             .package
             .forge()
             .paths_changed(base_commit, &head, &change.touched_paths())
-            .await?
+            .await
+            .context("compare the base branch's head with the reviewed base")?
         {
             tracing::warn!(operation = %self.operation, "the base branch changed what the pull request would touch");
             return Err(SafeError::about(
@@ -165,7 +169,11 @@ impl Publication<'_> {
                 time: decided_at,
             },
         };
-        self.package.forge().create_commit(&spec).await
+        self.package
+            .forge()
+            .create_commit(&spec)
+            .await
+            .context("create the commit")
     }
 
     pub(crate) async fn branch(&self, commit: &str) -> Result<(), SafeError> {
@@ -173,12 +181,14 @@ impl Publication<'_> {
             .forge()
             .create_branch(&branch_name(self.operation), commit)
             .await
+            .context("create the branch")
     }
 
     /// The operation's pull request: the one its branch already has, else a new one.
     pub(crate) async fn pull_request(&self) -> Result<PullRequest, SafeError> {
         let head = branch_name(self.operation);
-        if let Some(existing) = self.package.forge().find_pull_request(&head).await? {
+        let found = self.package.forge().find_pull_request(&head).await;
+        if let Some(existing) = found.context("look up the pull request")? {
             return Ok(existing);
         }
         let results = self
@@ -186,7 +196,7 @@ impl Publication<'_> {
             .schema()
             .database_results(self.operation)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("load the database results")?;
         let changed = results
             .iter()
             .filter(|row| outcome(row) == Some(Outcome::Changed))
@@ -200,7 +210,11 @@ impl Publication<'_> {
             ),
             body: description(self.operation, &results),
         };
-        self.package.forge().open_pull_request(&spec).await
+        self.package
+            .forge()
+            .open_pull_request(&spec)
+            .await
+            .context("open the pull request")
     }
 }
 

@@ -54,9 +54,9 @@ use crate::database_run::{
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::names;
-use crate::operations::storage_error;
 use crate::package::{Package, Registry};
 use crate::publication::Publication;
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
 use crate::step_failure::run_failed;
@@ -193,7 +193,7 @@ impl RefreshWorkflow {
                     .open_review(id, self.settings.review_window)
                     .await
                     .map(|review| review.expires_at.0)
-                    .map_err(|e| storage_error(&e))
+                    .context("open the review")
             })
             .await?;
         leased
@@ -242,7 +242,7 @@ impl RefreshWorkflow {
                 schema
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Discarded)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the artifact to its next state")?;
                 end_operation(
                     storage,
                     id,
@@ -285,7 +285,7 @@ impl RefreshWorkflow {
                 if schema
                     .transition(id, &publishing)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("move the operation to its next state")?
                     .is_none()
                 {
                     require_state(&*self.storage, id, OperationState::Publishing).await?;
@@ -293,7 +293,7 @@ impl RefreshWorkflow {
                 let review = schema
                     .review(id)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("load the review")?
                     .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
                 let decided = review
                     .decided_at
@@ -337,7 +337,7 @@ impl RefreshWorkflow {
                 if !schema
                     .record_pull_request(id, &pull)
                     .await
-                    .map_err(|e| storage_error(&e))?
+                    .context("record the pull request")?
                 {
                     require_state(&*self.storage, id, OperationState::Publishing).await?;
                     return Err(SafeError::new(ErrorCode::PublicationConflict));
@@ -345,7 +345,7 @@ impl RefreshWorkflow {
                 schema
                     .move_artifact(id, ArtifactState::Stored, ArtifactState::Consumed)
                     .await
-                    .map_err(|e| storage_error(&e))?;
+                    .context("move the artifact to its next state")?;
                 end_operation(
                     &*self.storage,
                     id,
@@ -372,7 +372,7 @@ impl RefreshWorkflow {
         if !schema
             .begin_database(id, database)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record that a database's step began")?
         {
             // An earlier attempt recorded the result and died before the journal did.
             return recorded_outcome(&*self.storage, id, database).await;
@@ -387,7 +387,7 @@ impl RefreshWorkflow {
         let folder = tempfile::Builder::new()
             .prefix("refresh-")
             .tempdir_in(&self.settings.scratch)
-            .map_err(|_| scratch_unavailable())?;
+            .or_code(SCRATCH_UNAVAILABLE, "make the step's temporary folder")?;
         let live = LiveSnapshot::take(
             source,
             database,
@@ -429,7 +429,7 @@ impl RefreshWorkflow {
         schema
             .finish_database(id, database, &report)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("record a database's result")?;
         drop(folder);
         tracing::info!(operation = %id, position, outcome = outcome.as_str(), "database snapshotted");
         Ok(StepOutcome { outcome })
@@ -449,13 +449,13 @@ impl RefreshWorkflow {
         if schema
             .artifact(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the artifact record")?
             .is_none()
         {
             let results = schema
                 .database_results(id)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("load the database results")?;
             let mut files = BTreeMap::new();
             let mut databases = BTreeMap::new();
             for position in changed {
@@ -486,14 +486,17 @@ impl RefreshWorkflow {
                 format: 1,
                 operation_id: id.to_string(),
             })
-            .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+            .or_code(
+                ErrorCode::ArtifactUnavailable,
+                "write the artifact's manifest",
+            )?;
             let artifact = artifacts
                 .store(id, files, format!("{manifest}\n"), expires_at)
                 .await?;
             schema
                 .record_artifact(&artifact)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("record the artifact")?;
         }
         for position in changed {
             artifacts.discard_staged(id, *position).await;
@@ -507,7 +510,7 @@ impl RefreshWorkflow {
         if !schema
             .extend_lease_to(id, expires_at)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("extend the schema lease")?
         {
             return Err(SafeError::new(ErrorCode::LeaseExpired));
         }
@@ -515,7 +518,7 @@ impl RefreshWorkflow {
         if schema
             .transition(id, &awaiting)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("move the operation to its next state")?
             .is_none()
         {
             require_state(&*self.storage, id, OperationState::AwaitingReview).await?;
@@ -530,7 +533,7 @@ impl RefreshWorkflow {
         let review = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .ok_or_else(|| SafeError::new(ErrorCode::RunUnreadable))?;
         if review.state != ReviewState::Pending {
             return Ok(review.state);
@@ -538,7 +541,7 @@ impl RefreshWorkflow {
         match schema
             .decide_review(id, &Decision::Expire)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record the review decision")?
         {
             Decided::Recorded(review) | Decided::Refused(review)
                 if review.state != ReviewState::Pending =>
@@ -554,7 +557,11 @@ impl RefreshWorkflow {
     /// records the result. The grant's token lives only in this step's memory.
     async fn clean_up(&self, id: OperationId) -> Result<(), SafeError> {
         let schema = self.storage.schema();
-        let Some(artifact) = schema.artifact(id).await.map_err(|e| storage_error(&e))? else {
+        let Some(artifact) = schema
+            .artifact(id)
+            .await
+            .context("load the artifact record")?
+        else {
             return Ok(());
         };
         if artifact.cleanup_result.is_some() {
@@ -563,12 +570,12 @@ impl RefreshWorkflow {
         let operation = schema
             .operation(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the operation")?
             .ok_or_else(|| SafeError::new(ErrorCode::RunLost))?;
         let actor = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .and_then(|review| review.actor)
             .unwrap_or(operation.actor);
         let token = fermata_crypto::SecretToken::generate("fmtc_");
@@ -582,11 +589,11 @@ impl RefreshWorkflow {
                 allowed: [CleanupKind::Artifact].into(),
             })
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("create the cleanup grant")?;
         let grant = schema
             .consume_cleanup_grant(&token_hash, CleanupKind::Artifact)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("consume the cleanup grant")?;
         if grant.is_none_or(|grant| grant.operation != id) {
             return Err(SafeError::new(ErrorCode::ArtifactUnavailable));
         }
@@ -594,12 +601,12 @@ impl RefreshWorkflow {
         schema
             .record_artifact_cleanup(id, result)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("record the artifact cleanup")?;
         if result != CleanupResult::Failed {
             schema
                 .move_artifact(id, ArtifactState::Discarded, ArtifactState::Deleted)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("move the artifact to its next state")?;
         }
         tracing::info!(operation = %id, result = result.as_str(), "review artifact cleaned up");
         Ok(())
@@ -624,10 +631,8 @@ struct ManifestEntry {
     snapshot_hash: String,
 }
 
-fn scratch_unavailable() -> SafeError {
-    tracing::warn!("a refresh step could not make its temporary folder");
-    SafeError::new(ErrorCode::StorageUnavailable)
-}
+/// A step's temporary folder that cannot be used: the local disk, which is storage for now.
+const SCRATCH_UNAVAILABLE: ErrorCode = ErrorCode::StorageUnavailable;
 
 /// Writes the candidate's files into `folder`.
 async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<(), SafeError> {
@@ -644,8 +649,8 @@ async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<
         Ok::<_, std::io::Error>(())
     })
     .await
-    .map_err(|_| scratch_unavailable())?
-    .map_err(|_| scratch_unavailable())
+    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")?
+    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")
 }
 
 /// Reads the candidate's files back from `folder`: what is staged is what the step verified.
@@ -662,8 +667,8 @@ async fn read_candidate(
             .collect::<Result<BTreeMap<_, _>, _>>()
     })
     .await
-    .map_err(|_| scratch_unavailable())?
-    .map_err(|_| scratch_unavailable())
+    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?
+    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")
 }
 
 #[async_trait]

@@ -15,8 +15,8 @@ use fermata_store::Storage;
 use fermata_store::schema::{DatabaseCheck, OperationKind};
 use serde::Serialize;
 
-use crate::operations::storage_error;
 use crate::package::{Package, RegisteredSnapshot};
+use crate::safe_context::SafeContext;
 
 /// How many of a database's latest results are looked at.
 const HISTORY: u32 = 100;
@@ -95,7 +95,7 @@ impl RegistryReports {
             let history = schema
                 .database_history(database, HISTORY)
                 .await
-                .map_err(|e| storage_error(&e))?;
+                .context("load a database's history")?;
             let last_verification = history
                 .iter()
                 .find(|check| check.kind == OperationKind::Verification)

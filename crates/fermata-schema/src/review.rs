@@ -24,9 +24,10 @@ use similar::TextDiff;
 
 use crate::admin::Administrator;
 use crate::artifact::ArtifactStore;
-use crate::operations::{Workflows, storage_error};
+use crate::operations::Workflows;
 use crate::package::Package;
 use crate::refresh_run::REVIEW_HOOK;
+use crate::safe_context::{SafeCode, SafeContext};
 
 /// What the reviewer decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,7 +134,7 @@ impl Reviews {
         let review = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .ok_or_else(not_pending)?;
         if review.state == ReviewState::Pending && operation.state != OperationState::AwaitingReview
         {
@@ -142,7 +143,7 @@ impl Reviews {
         match schema
             .decide_review(id, &decision)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record the review decision")?
         {
             Decided::Recorded(review) => {
                 tracing::info!(operation = %id, actor = %admin.user(), decision = review.state.as_str(), "review decided");
@@ -170,7 +171,7 @@ impl Reviews {
         let operations = schema
             .recent_operations(scan)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("list the recent operations")?;
         for operation in operations {
             if operation.state != OperationState::AwaitingReview {
                 continue;
@@ -181,7 +182,7 @@ impl Reviews {
             let decided = schema
                 .review(operation.id)
                 .await
-                .map_err(|e| storage_error(&e))?
+                .context("load the review")?
                 .filter(|review| {
                     matches!(review.state, ReviewState::Approved | ReviewState::Rejected)
                 });
@@ -219,12 +220,12 @@ impl Reviews {
         let review = schema
             .review(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the review")?
             .ok_or_else(not_pending)?;
         let artifact = schema
             .artifact(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the artifact record")?
             .ok_or_else(not_pending)?;
         let base_commit = operation
             .reviewed_base_commit
@@ -234,12 +235,16 @@ impl Reviews {
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
         let contents = self.artifacts.open(&artifact.meta).await?;
-        let manifest: Manifest = serde_json::from_str(&contents.manifest)
-            .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+        let manifest: Manifest = serde_json::from_str(&contents.manifest).or_code(
+            ErrorCode::ArtifactUnavailable,
+            "read the artifact's manifest",
+        )?;
         let mut databases = Vec::with_capacity(manifest.databases.len());
         for (name, entry) in manifest.databases {
-            let database = DatabaseName::new(name)
-                .map_err(|_| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+            let database = DatabaseName::new(name).or_code(
+                ErrorCode::ArtifactUnavailable,
+                "read a database name in the artifact's manifest",
+            )?;
             let prefix = format!("{}/", entry.folder);
             let candidate: BTreeMap<&str, &[u8]> = contents
                 .files
@@ -269,7 +274,7 @@ impl Reviews {
             .schema()
             .operation(id)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("load the operation")?
             .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, Subject::Operation(id.0)))
     }
 }

@@ -1,6 +1,20 @@
-//! The MySQL source: its settings (host, port, snapshot account, password, TLS mode and CA file)
-//! and opening a connection with them. Connection, TLS, authentication and permission failures
-//! become safe errors with their stage and code; nothing the driver says is kept.
+//! The MySQL source: its settings (host, port, snapshot account, password, TLS mode and CA file),
+//! opening a connection with them, and what a failure of the MySQL driver means. Connection, TLS,
+//! authentication and permission failures become safe errors with their stage and code.
+//!
+//! This is the one place outside the SQL adapter (`fermata-store-sql`) that names a sqlx type,
+//! and the one true exception to that rule: the source is a MySQL or MariaDB server Fermata only
+//! reads, through sqlx's MySQL driver, and nothing in it is Fermata's own storage, so it has no
+//! business behind the storage port. The exception stays inside this crate: `sqlx` appears in
+//! this module, the introspection modules that query the source ([`crate::inventory`],
+//! [`crate::snapshot`] and the connections of a step), and nowhere in a public signature but
+//! [`SourceSettings::connect`] and the functions that read through its connection.
+//!
+//! A driver failure is mapped by its kind and MySQL's error number, never by its text
+//! ([`query_error`]), and its cause is kept as a [`DriverFailure`]: the class of failure, the
+//! error number and the SQLSTATE, without the driver's or the server's text. That text names
+//! the snapshot account and the host and can quote SQL, so unlike other causes it never reaches
+//! even the operator's log.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -11,6 +25,8 @@ use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlSslMode};
 use sqlx::{ConnectOptions, Connection};
 use zeroize::Zeroizing;
+
+use crate::safe_context::{because, caused, safe};
 
 /// How long opening a connection may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -124,7 +140,7 @@ impl SourceSettings {
     /// Opens a connection as the snapshot account.
     pub async fn connect(&self) -> Result<MySqlConnection, SafeError> {
         self.validate()
-            .map_err(|_| SafeError::new(ErrorCode::InvalidSourceConfiguration))?;
+            .map_err(|problem| because(ErrorCode::InvalidSourceConfiguration, problem))?;
         let mut options = MySqlConnectOptions::new()
             .host(&self.host)
             .port(self.port)
@@ -138,31 +154,158 @@ impl SourceSettings {
         }
         match tokio::time::timeout(CONNECT_TIMEOUT, MySqlConnection::connect_with(&options)).await {
             Ok(Ok(connection)) => Ok(connection),
-            Ok(Err(error)) => Err(connect_error(&error)),
-            Err(_) => Err(SafeError::new(ErrorCode::ConnectionLost)),
+            Ok(Err(error)) => Err(safe(
+                connect_code(&error),
+                "connect to the source",
+                DriverFailure::of(&error),
+            )),
+            Err(_) => Err(because(
+                ErrorCode::ConnectionLost,
+                "connecting to the source timed out",
+            )),
         }
     }
 }
 
 /// What a failure to connect means for the operator.
-fn connect_error(error: &sqlx::Error) -> SafeError {
+fn connect_code(error: &sqlx::Error) -> ErrorCode {
     match error {
-        sqlx::Error::Io(_) => SafeError::new(ErrorCode::ConnectionRefused),
-        sqlx::Error::Tls(_) => SafeError::new(ErrorCode::TlsFailed),
-        sqlx::Error::Configuration(_) => SafeError::new(ErrorCode::InvalidSourceConfiguration),
-        _ => query_error(error),
+        sqlx::Error::Io(_) => ErrorCode::ConnectionRefused,
+        sqlx::Error::Tls(_) => ErrorCode::TlsFailed,
+        sqlx::Error::Configuration(_) => ErrorCode::InvalidSourceConfiguration,
+        _ => query_code(error),
     }
 }
 
-/// What a failure on an open connection means. A server error goes by its number, one by one,
-/// and an unknown number is the permanent `QUERY_REFUSED` (never a lost connection, which would
-/// be retried); a driver error goes by its kind: output that does not decode is unsupported, a
-/// broken or closed connection is lost (and may be retried).
-pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
-    if let Some(number) = mysql_error_number(error) {
-        return SafeError::new(server_error_code(number));
+/// The safe error a failure on an open connection is, with the driver's failure as its cause
+/// (see [`query_code`]).
+pub(crate) fn query_error(error: &sqlx::Error, action: &'static str) -> SafeError {
+    safe(query_code(error), action, DriverFailure::of(error))
+}
+
+/// [`query_error`] about `database`.
+pub(crate) fn query_error_about(
+    error: &sqlx::Error,
+    action: &'static str,
+    database: &DatabaseName,
+) -> SafeError {
+    caused(
+        SafeError::about(query_code(error), Subject::Database(database.clone())),
+        action,
+        DriverFailure::of(error),
+    )
+}
+
+/// How a failure of the MySQL driver becomes a safe error, naming the action and keeping what
+/// may be kept of the failure ([`DriverFailure`]) as the cause.
+pub(crate) trait DriverContext<T> {
+    /// A failed statement: the safe error [`query_code`] makes of it.
+    fn query_context(self, action: &'static str) -> Result<T, SafeError>;
+
+    /// A failed statement about `database`: the same code, about the database.
+    fn query_context_about(
+        self,
+        action: &'static str,
+        database: &DatabaseName,
+    ) -> Result<T, SafeError>;
+
+    /// A value the server sent that cannot be read: the safe error `error` makes (usually
+    /// `UNSUPPORTED_SCHEMA_OUTPUT` about the database or the object).
+    fn or_unreadable(self, error: impl FnOnce() -> SafeError) -> Result<T, SafeError>;
+}
+
+impl<T> DriverContext<T> for Result<T, sqlx::Error> {
+    fn query_context(self, action: &'static str) -> Result<T, SafeError> {
+        self.map_err(|error| query_error(&error, action))
     }
-    let code = match error {
+
+    fn query_context_about(
+        self,
+        action: &'static str,
+        database: &DatabaseName,
+    ) -> Result<T, SafeError> {
+        self.map_err(|error| query_error_about(&error, action, database))
+    }
+
+    fn or_unreadable(self, error: impl FnOnce() -> SafeError) -> Result<T, SafeError> {
+        self.map_err(|driver| error().with_source(DriverFailure::of(&driver)))
+    }
+}
+
+/// What the log may know of a MySQL driver error: its class, and MySQL's error number and the
+/// SQLSTATE when the server answered. Never its text (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct DriverFailure {
+    class: &'static str,
+    number: Option<u16>,
+    sqlstate: Option<String>,
+    io: Option<std::io::ErrorKind>,
+}
+
+impl DriverFailure {
+    pub(crate) fn of(error: &sqlx::Error) -> Self {
+        let class = match error {
+            sqlx::Error::Configuration(_) => "its configuration was refused",
+            sqlx::Error::Database(_) => "the server refused a statement",
+            sqlx::Error::Io(_) => "the connection failed",
+            sqlx::Error::Tls(_) => "TLS failed",
+            sqlx::Error::Protocol(_) => "the server broke the protocol",
+            sqlx::Error::RowNotFound => "no row came back",
+            sqlx::Error::ColumnIndexOutOfBounds { .. } | sqlx::Error::ColumnNotFound(_) => {
+                "a column is missing"
+            }
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                "a value could not be decoded"
+            }
+            _ => "it failed",
+        };
+        DriverFailure {
+            class,
+            number: mysql_error_number(error),
+            sqlstate: error
+                .as_database_error()
+                .and_then(|database| database.code())
+                .map(|code| {
+                    code.chars()
+                        .filter(char::is_ascii_alphanumeric)
+                        .take(5)
+                        .collect()
+                }),
+            io: match error {
+                sqlx::Error::Io(io) => Some(io.kind()),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl fmt::Display for DriverFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the MySQL driver: {}", self.class)?;
+        if let Some(number) = self.number {
+            write!(f, " (MySQL error {number})")?;
+        }
+        if let Some(sqlstate) = &self.sqlstate {
+            write!(f, " (SQLSTATE {sqlstate})")?;
+        }
+        if let Some(io) = self.io {
+            write!(f, " ({io})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DriverFailure {}
+
+/// What a failure on an open connection means. A server error goes by its number, one by one
+/// ([`server_error_code`]), and an unknown number is the permanent `QUERY_REFUSED` (never a lost
+/// connection, which would be retried); a driver error goes by its kind: output that does not
+/// decode is unsupported, a broken or closed connection is lost (and may be retried).
+pub(crate) fn query_code(error: &sqlx::Error) -> ErrorCode {
+    if let Some(number) = mysql_error_number(error) {
+        return server_error_code(number);
+    }
+    match error {
         sqlx::Error::Io(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
@@ -177,16 +320,7 @@ pub(crate) fn query_error(error: &sqlx::Error) -> SafeError {
         | sqlx::Error::ColumnDecode { .. }
         | sqlx::Error::Decode(_) => ErrorCode::UnsupportedSchemaOutput,
         _ => ErrorCode::QueryRefused,
-    };
-    SafeError::new(code)
-}
-
-/// [`query_error`] about `database`.
-pub(crate) fn query_error_about(error: &sqlx::Error, database: &DatabaseName) -> SafeError {
-    SafeError::about(
-        query_error(error).code(),
-        Subject::Database(database.clone()),
-    )
+    }
 }
 
 /// The code of the server error `number` (the numbers of MySQL and MariaDB agree where both have

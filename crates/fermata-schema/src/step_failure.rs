@@ -13,9 +13,8 @@ use serde_json::Value;
 /// The step error `error` fails a step with. The safe error is kept whole as its source, so the
 /// runner's log line has the safe error's own cause.
 pub(crate) fn step_error(error: SafeError) -> StepError {
-    let details = match serde_json::from_str(&error.to_json()) {
-        Ok(Value::Object(wire)) => wire,
-        _ => unreachable!("a safe error's JSON form is an object"),
+    let Ok(Value::Object(details)) = serde_json::from_str(&error.to_json()) else {
+        unreachable!("a safe error's JSON form is an object")
     };
     StepError::new(error.code().name(), error.retryable())
         .with_details(details)

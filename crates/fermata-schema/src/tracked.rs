@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::schema::{OperationId, StepKey, StepProgress, StepState};
-use fermata_store::{ErrorKind, Storage, StoreError};
+use fermata_store::{ErrorChain, ErrorKind, Storage, StoreError};
 use fermata_workflow::{Attempt, RunContext, RunError, retry_delay};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::operations::storage_error;
+use crate::safe_context::SafeContext;
 use crate::step_failure::{run_failed, safe_error, step_error};
 
 /// Where a schema workflow's steps record their progress.
@@ -41,7 +41,7 @@ impl Progress<'_> {
             // The step row says the step ended: a repeated outcome of a step whose run died
             // between recording it here and in the run's journal.
             Err(error) if error.kind() == ErrorKind::Conflict => Ok(()),
-            Err(error) => Err(storage_error(&error)),
+            Err(error) => Err(error).context("record the step's progress"),
         }
     }
 
@@ -103,10 +103,12 @@ impl Progress<'_> {
             .await;
         // A step the run's journal ended (its tries ran out while the worker was away, say) ends
         // in the operation's row too; a row that ended already stays as it is.
-        if let Err(RunError::Failed(error)) = &outcome {
-            let _ = self
+        if let Err(RunError::Failed(error)) = &outcome
+            && let Err(unrecorded) = self
                 .record(step_key, StepProgress::Failed(safe_error(error)))
-                .await;
+                .await
+        {
+            tracing::warn!(operation = %self.operation, step = key, error = %ErrorChain(&unrecorded), "a failed step could not be recorded in the operation's step rows");
         }
         outcome
     }

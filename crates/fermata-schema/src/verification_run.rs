@@ -40,9 +40,9 @@ use crate::database_run::{
 };
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
-use crate::operations::storage_error;
 use crate::package::{Package, Registry};
 use crate::review::differing_files;
+use crate::safe_context::SafeContext;
 use crate::source::SourceSettings;
 use crate::tracked::Progress;
 
@@ -156,7 +156,7 @@ impl VerificationWorkflow {
         if !schema
             .begin_database(id, database)
             .await
-            .map_err(|e| storage_error(&e))?
+            .context("record that a database's step began")?
         {
             // An earlier attempt recorded the result and died before the journal did.
             return recorded_outcome(&*self.storage, id, database).await;
@@ -212,7 +212,7 @@ impl VerificationWorkflow {
         schema
             .finish_database(id, database, &report)
             .await
-            .map_err(|e| storage_error(&e))?;
+            .context("record a database's result")?;
         tracing::info!(operation = %id, position, outcome = outcome.as_str(), differing = report.differences.len(), "database verified");
         Ok(StepOutcome { outcome })
     }

@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant, optional_instant};
 
 /// The API token statements, rendered for one dialect.
@@ -68,7 +68,7 @@ impl ApiTokenStore for SqlStorage {
             .bind(token.secret_hash.0.to_vec())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.api_token(&token.id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the new API token vanished"))
@@ -80,7 +80,7 @@ impl ApiTokenStore for SqlStorage {
             .bind(hash.0.to_vec())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| token_from(&row, action)).transpose()
     }
 
@@ -90,7 +90,7 @@ impl ApiTokenStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| token_from(&row, action)).transpose()
     }
 
@@ -100,7 +100,7 @@ impl ApiTokenStore for SqlStorage {
             .bind(&user.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| token_from(row, action)).collect()
     }
 
@@ -109,7 +109,7 @@ impl ApiTokenStore for SqlStorage {
             .bind(&id.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "revoking an API token"))?;
+            .context("revoking an API token")?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -7,14 +7,15 @@ use std::collections::HashSet;
 use fermata_store::collaboration_rules::describe;
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, Description, DescriptionDraft, NewChannel, Repository, Slug,
-    StoreError, StoreResult, UnixMillis, UserId, channel::check_title, channel::choose_slug,
+    StoreError, StoreResult, StoreResultExt, UnixMillis, UserId, channel::check_title,
+    channel::choose_slug,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant, optional_instant};
 
 /// The channel columns, in the order `channel_from` reads them.
@@ -112,8 +113,7 @@ impl Statements {
 
 /// A channel from the columns of `CHANNEL_COLUMNS`.
 pub(crate) fn channel_from(row: &AnyRow, action: &str) -> StoreResult<Channel> {
-    let corrupt =
-        |what: &str| StoreError::corrupt(format!("a stored document has an invalid {what}"));
+    let corrupt = |what: &str| format!("a stored document has an invalid {what}");
     let description = match column::<Option<String>>(row, 11, action)? {
         None => None,
         Some(text) => Some(Description {
@@ -129,9 +129,9 @@ pub(crate) fn channel_from(row: &AnyRow, action: &str) -> StoreResult<Channel> {
     Ok(Channel {
         id: ChannelId(column(row, 0, action)?),
         repository: Repository::new(column::<String>(row, 1, action)?)
-            .map_err(|_| corrupt("repository"))?,
+            .or_corrupt(corrupt("repository"))?,
         title: column(row, 2, action)?,
-        slug: Slug::new(column::<String>(row, 3, action)?).map_err(|_| corrupt("slug"))?,
+        slug: Slug::new(column::<String>(row, 3, action)?).or_corrupt(corrupt("slug"))?,
         parent: column::<Option<String>>(row, 4, action)?.map(ChannelId),
         archived_at: optional_instant(row, 5, action)?,
         created_at: instant(row, 6, action)?,
@@ -161,7 +161,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         found.map(|_| ()).ok_or_else(|| unavailable(id))
     }
 
@@ -177,7 +177,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| channel_from(&row, action)).transpose()
     }
 
@@ -194,7 +194,7 @@ impl SqlStorage {
             .bind(i64::from(flag))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| channel_from(row, action)).collect()
     }
 
@@ -215,7 +215,7 @@ impl SqlStorage {
             .bind(format!("{}-%", base.as_str()))
             .fetch_all(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let mut own = Vec::new();
         let mut taken = HashSet::new();
         for (slug, owner) in rows {
@@ -231,7 +231,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_one(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         sqlx::query(&sql.upsert_slug)
             .bind(repository.as_str())
             .bind(slug.as_str())
@@ -239,7 +239,7 @@ impl SqlStorage {
             .bind(promotion)
             .execute(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(slug)
     }
 
@@ -277,7 +277,7 @@ impl SqlStorage {
             .bind(now.0)
             .execute(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let slug = self
             .promote_slug(conn, &new.id, &new.repository, &new.title, action)
             .await?;
@@ -300,18 +300,13 @@ impl SqlStorage {
             .bind(slug.as_str())
             .execute(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(())
     }
 
     pub(crate) async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
         let action = "reading a document";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         self.channel_on(&mut conn, &self.inner.channel_sql.by_id, id, action)
             .await
     }
@@ -352,7 +347,7 @@ impl SqlStorage {
             .bind(slug.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| channel_from(&row, action)).transpose()
     }
 
@@ -365,11 +360,10 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let mut slugs = vec![channel.slug.clone()];
         for slug in rows {
-            let slug =
-                Slug::new(slug).map_err(|_| StoreError::corrupt("a stored slug is invalid"))?;
+            let slug = Slug::new(slug).or_corrupt("a stored slug is invalid")?;
             if slug != channel.slug {
                 slugs.push(slug);
             }
@@ -400,7 +394,7 @@ impl SqlStorage {
             .bind(now.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let channel = self
             .channel_on(tx.conn(), &sql.by_id, id, action)
             .await?
@@ -430,7 +424,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if children > 0 {
             return Err(StoreError::conflict(
                 "a document with children cannot be deleted",
@@ -479,7 +473,7 @@ impl SqlStorage {
             .bind(description.projected_at.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         tx.commit(action).await?;
         Ok(true)
     }
@@ -496,7 +490,7 @@ impl SqlStorage {
                 .bind(&user.0)
                 .execute(&self.inner.pool)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             return Ok(());
         };
         if self.get_channel(channel).await?.is_none() {
@@ -507,7 +501,7 @@ impl SqlStorage {
             .bind(&channel.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(())
     }
 
@@ -516,7 +510,7 @@ impl SqlStorage {
             .bind(&user.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "reading a navigation reference"))?;
+            .context("reading a navigation reference")?;
         Ok(row.flatten().map(ChannelId))
     }
 }

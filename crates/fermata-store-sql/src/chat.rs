@@ -4,13 +4,13 @@
 use async_trait::async_trait;
 use fermata_store::{
     ChannelId, ChatKey, ChatStore, ChatThread, Fence, FencingToken, RunStage, SessionState,
-    SessionStateDraft, StoreError, StoreResult, ThreadDraft, UnixMillis, UserId,
+    SessionStateDraft, StoreResult, StoreResultExt, ThreadDraft, UnixMillis, UserId,
 };
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 const THREAD_COLUMNS: &str = "channel_id, root_id, root_message, forked_at, creator_id, replies, \
@@ -88,7 +88,7 @@ impl Statements {
 
 /// A stored Chat ID, which must still be one.
 fn key(text: String) -> StoreResult<ChatKey> {
-    ChatKey::new(text).map_err(|_| StoreError::corrupt("a stored Chat ID is not a valid one"))
+    ChatKey::new(text).or_corrupt("a stored Chat ID is not a valid one")
 }
 
 fn thread_from(row: &AnyRow, action: &str) -> StoreResult<ChatThread> {
@@ -181,7 +181,7 @@ impl ChatStore for SqlStorage {
             .bind(root.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .map(|row| thread_from(&row, action))
             .transpose()
     }
@@ -192,7 +192,7 @@ impl ChatStore for SqlStorage {
             .bind(&channel.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| thread_from(row, action)).collect()
     }
 
@@ -254,7 +254,7 @@ impl ChatStore for SqlStorage {
             .bind(&channel.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .map(|row| session_from(&row, action))
             .transpose()
     }
@@ -289,7 +289,7 @@ impl ChatStore for SqlStorage {
             .bind(&channel.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| stage_from(row, action)).collect()
     }
 

@@ -13,7 +13,7 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 
 /// The guard every write under a claim starts with: the row is still `running` under the claim
 /// generation the writer presents (`$1` the row's ID, `$2` the generation).
@@ -76,21 +76,14 @@ impl ClaimStatements {
         for name in names {
             query = query.bind(name);
         }
-        let Some(id) = query
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| map(e, action))?
-        else {
+        let Some(id) = query.fetch_optional(&mut *conn).await.context(action)? else {
             return Ok(None);
         };
         let mut claim = sqlx::query(&self.claim).bind(&id).bind(worker).bind(ttl_ms);
         if let Some(extra) = extra {
             claim = claim.bind(extra);
         }
-        let row = claim
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| map(e, action))?;
+        let row = claim.fetch_one(&mut *conn).await.context(action)?;
         Ok(Some(row))
     }
 }

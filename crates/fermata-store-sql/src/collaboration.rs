@@ -21,7 +21,7 @@ use sqlx::{AnyConnection, Connection};
 use crate::SqlStorage;
 use crate::channel::unavailable;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 /// The collaboration statements, rendered for one dialect.
@@ -147,7 +147,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| checkpoint_from(&row, action)).transpose()
     }
 
@@ -165,7 +165,7 @@ impl SqlStorage {
             .bind(sidecar.unanswered_decisions)
             .execute(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(())
     }
 
@@ -200,13 +200,13 @@ impl SqlStorage {
             .bind(now.0)
             .execute(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         sqlx::query(&sql.prune)
             .bind(&id.0)
             .bind(checkpoint.through_sequence)
             .execute(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(Checkpoint {
             epoch: checkpoint.epoch,
             generation,
@@ -233,7 +233,7 @@ impl SqlStorage {
                 .bind(after)
                 .fetch_all(conn)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         Ok(rows
             .into_iter()
             .map(|(sequence, epoch, bytes)| JournalUpdate {
@@ -257,7 +257,7 @@ impl SqlStorage {
                 .bind(after)
                 .fetch_all(conn)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         Ok(rows
             .into_iter()
             .map(|(sequence, kind, payload, created_at)| Event {
@@ -318,8 +318,9 @@ impl SqlStorage {
             .bind(commit.operation.as_str())
             .fetch_optional(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some((stored, revision, sequence)) = earlier {
+            // Dropped on purpose: the failure is the stored bytes themselves.
             let stored: [u8; 32] = stored.try_into().map_err(|_| {
                 StoreError::corrupt("a stored operation fingerprint is not 32 bytes")
             })?;
@@ -337,7 +338,7 @@ impl SqlStorage {
                 .bind(slug.as_str())
                 .execute(tx.conn())
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         sqlx::query(&sql.advance)
             .bind(&id.0)
@@ -347,7 +348,7 @@ impl SqlStorage {
             .bind(commit.title.clone())
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some(update) = &commit.update {
             sqlx::query(&sql.insert_update)
                 .bind(&id.0)
@@ -356,7 +357,7 @@ impl SqlStorage {
                 .bind(update.clone())
                 .execute(tx.conn())
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         if let Some(sidecar) = &commit.sidecar {
             self.write_state(tx.conn(), id, sidecar, action).await?;
@@ -371,7 +372,7 @@ impl SqlStorage {
                 .bind(now.0)
                 .execute(tx.conn())
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         sqlx::query(&sql.insert_operation)
             .bind(&id.0)
@@ -382,7 +383,7 @@ impl SqlStorage {
             .bind(commit.update.as_ref().map(|_| sequence))
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         tx.commit(action).await?;
         Ok(Committed {
             revision,
@@ -456,23 +457,13 @@ impl CollaborationStore for SqlStorage {
         sequence: i64,
     ) -> StoreResult<Vec<JournalUpdate>> {
         let action = "reading the journal";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         self.updates_on(&mut conn, id, sequence, action).await
     }
 
     async fn events_after(&self, id: &ChannelId, sequence: i64) -> StoreResult<Vec<Event>> {
         let action = "reading events";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         self.events_on(&mut conn, id, sequence, action).await
     }
 
@@ -526,12 +517,12 @@ impl CollaborationStore for SqlStorage {
             .bind(now.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         sqlx::query(&sql.clear_journal)
             .bind(&id.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let installed = NewCheckpoint {
             through_sequence: sequence,
             revision,
@@ -553,16 +544,11 @@ impl CollaborationStore for SqlStorage {
     async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot> {
         let action = "reading a document for recovery";
         let sql = &self.inner.collaboration_sql;
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         let mut tx = conn
             .begin_with(self.inner.dialect.begin_snapshot())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let channel = self
             .channel_on(&mut tx, &self.inner.channel_sql.by_id, id, action)
             .await?
@@ -571,7 +557,7 @@ impl CollaborationStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let checkpoint = self.checkpoint_on(&mut tx, id, action).await?;
         let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
         let updates = self.updates_on(&mut tx, id, after, action).await?;
@@ -581,8 +567,8 @@ impl CollaborationStore for SqlStorage {
             .bind(after)
             .fetch_all(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(RecoverySnapshot {
             channel,
             sidecar: sidecar.map(|(version, json, unanswered_decisions)| SidecarState {

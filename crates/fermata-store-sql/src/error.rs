@@ -1,7 +1,20 @@
-//! Mapping driver errors onto the port's error kinds, by kind and code, never by message.
+//! Mapping driver errors onto the port's error kinds, by kind and code, never by message, and
+//! the one way a driver call names its action ([`StoreContext`]).
 
-use fermata_store::{ErrorKind, StoreError};
+use fermata_store::{ErrorKind, StoreError, StoreResult};
 use sqlx::error::ErrorKind as DbErrorKind;
+
+/// Names the action a driver call was part of (fixed words, safe identifiers: `reading a lease`)
+/// and keeps the driver's error as the source, its kind mapped by [`map`].
+pub(crate) trait StoreContext<T> {
+    fn context(self, action: &str) -> StoreResult<T>;
+}
+
+impl<T> StoreContext<T> for Result<T, sqlx::Error> {
+    fn context(self, action: &str) -> StoreResult<T> {
+        self.map_err(|error| map(error, action))
+    }
+}
 
 /// Maps a driver error met while doing `action` (fixed words, safe identifiers) to a store error
 /// that keeps the driver error only as its source.

@@ -13,7 +13,7 @@ use sqlx::{Any, AnyConnection, Row, Transaction};
 
 use crate::Inner;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 
 /// The statements of a fence check, rendered for one dialect.
 #[derive(Debug)]
@@ -63,12 +63,12 @@ impl FencedTransaction {
         Ok(query
             .execute(&mut *self.transaction)
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .rows_affected())
     }
 
     pub(crate) async fn commit(self, action: &str) -> StoreResult<()> {
-        self.transaction.commit().await.map_err(|e| map(e, action))
+        self.transaction.commit().await.context(action)
     }
 }
 
@@ -87,22 +87,22 @@ impl Inner {
             .bind(lease)
             .fetch_optional(&mut *transaction)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some(serialize) = sql.serialize {
             sqlx::query(serialize)
                 .bind(lease)
                 .execute(&mut *transaction)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         let row = sqlx::query(&sql.check)
             .bind(lease)
             .bind(fence.token.0)
             .fetch_one(&mut *transaction)
             .await
-            .map_err(|e| map(e, action))?;
-        let now: i64 = row.try_get(0).map_err(|e| map(e, action))?;
-        let live: i64 = row.try_get(1).map_err(|e| map(e, action))?;
+            .context(action)?;
+        let now: i64 = row.try_get(0).context(action)?;
+        let live: i64 = row.try_get(1).context(action)?;
         if live != 1 {
             return Err(StoreError::fenced(format!(
                 "{action}: token {} is not the live token of lease `{}`",

@@ -11,7 +11,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 const COLUMNS: &str = "channel_id, number, author_id, canonical_text, revision, source_hash, \
@@ -85,7 +85,7 @@ impl HistoryStore for SqlStorage {
             .bind(&change.channel.0)
             .fetch_optional(tx.conn())
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .map(|row| version_from(&row, action))
             .transpose()?;
         let recorded = next_session(latest.as_ref(), change)?;
@@ -109,10 +109,7 @@ impl HistoryStore for SqlStorage {
                 .bind(version.started_at.0)
                 .bind(version.ended_at.0)
         };
-        statement
-            .execute(tx.conn())
-            .await
-            .map_err(|e| map(e, action))?;
+        statement.execute(tx.conn()).await.context(action)?;
         tx.commit(action).await?;
         Ok(recorded)
     }
@@ -125,7 +122,7 @@ impl HistoryStore for SqlStorage {
             .bind(limit)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| version_from(row, action)).collect()
     }
 
@@ -136,7 +133,7 @@ impl HistoryStore for SqlStorage {
             .bind(number)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .map(|row| version_from(&row, action))
             .transpose()
     }

@@ -17,7 +17,8 @@ use fermata_store::jobs::{
 };
 use fermata_store::{
     ChannelId, ClaimedJob, Fence, FencingToken, Job, JobClaim, JobFailure, JobHolder, JobId,
-    JobKind, JobState, JobStore, NewJob, Settlement, StoreError, StoreResult, UnixMillis,
+    JobKind, JobState, JobStore, NewJob, Settlement, StoreError, StoreResult, StoreResultExt,
+    UnixMillis,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
@@ -25,7 +26,7 @@ use sqlx::any::AnyRow;
 use crate::SqlStorage;
 use crate::claim::{ClaimStatements, HELD};
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, flag, instant, optional_instant};
 
 /// The job statements, rendered for one dialect.
@@ -125,7 +126,7 @@ impl Statements {
 
 fn count(row: &AnyRow, index: usize, action: &str) -> StoreResult<u32> {
     u32::try_from(column::<i64>(row, index, action)?)
-        .map_err(|_| StoreError::corrupt("a background job has an impossible count"))
+        .or_corrupt("a background job has an impossible count")
 }
 
 fn job_from(row: &AnyRow, action: &str) -> StoreResult<Job> {
@@ -152,7 +153,7 @@ fn job_from(row: &AnyRow, action: &str) -> StoreResult<Job> {
         id: JobId(column(row, 0, action)?),
         channel: ChannelId(column(row, 1, action)?),
         kind: JobKind::new(column::<String>(row, 2, action)?)
-            .map_err(|_| StoreError::corrupt("a background job has an unusable kind"))?,
+            .or_corrupt("a background job has an unusable kind")?,
         input: column(row, 3, action)?,
         state,
         target_generation: column(row, 5, action)?,
@@ -185,7 +186,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| job_from(&row, action)).transpose()
     }
 
@@ -200,7 +201,7 @@ impl SqlStorage {
             .bind(&channel.0)
             .execute(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(())
     }
 
@@ -227,7 +228,7 @@ impl SqlStorage {
             .bind(new.kind.as_str())
             .fetch_one(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let row = sqlx::query(&sql.insert)
             .bind(&new.id.0)
             .bind(&new.channel.0)
@@ -238,7 +239,7 @@ impl SqlStorage {
             .bind(token.0)
             .fetch_one(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let job = job_from(&row, action)?;
         self.bump(conn, &job.channel, action).await?;
         Ok(job)
@@ -253,10 +254,7 @@ impl SqlStorage {
         claim: &JobClaim,
         action: &str,
     ) -> StoreResult<Job> {
-        let row = query
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| map(e, action))?;
+        let row = query.fetch_optional(&mut *conn).await.context(action)?;
         let job = match row {
             Some(row) => job_from(&row, action)?,
             None => return Err(fenced(claim)),
@@ -281,12 +279,7 @@ impl JobStore for SqlStorage {
 
     async fn job(&self, id: &JobId) -> StoreResult<Option<Job>> {
         let action = "reading a background job";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         self.job_on(&mut conn, id, false, action).await
     }
 
@@ -296,7 +289,7 @@ impl JobStore for SqlStorage {
             .bind(&channel.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| job_from(row, action)).collect()
     }
 
@@ -307,7 +300,7 @@ impl JobStore for SqlStorage {
             .bind(kind.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| job_from(&row, action)).transpose()
     }
 
@@ -316,7 +309,7 @@ impl JobStore for SqlStorage {
             .bind(&channel.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "reading a document's job revision"))?;
+            .context("reading a document's job revision")?;
         Ok(revision.unwrap_or(0))
     }
 
@@ -410,7 +403,7 @@ impl JobStore for SqlStorage {
                     .bind(job.kind.as_str())
                     .fetch_one(tx.conn())
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 let won = next == job.target_generation + 1;
                 sqlx::query(&sql.complete)
                     .bind(&claim.job.0)

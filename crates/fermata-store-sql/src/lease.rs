@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_store::{
-    Acquisition, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord, LeaseRenewal, LeaseStore,
-    StoreError, StoreResult, UnixMillis,
+    Acquisition, ErrorChain, FencingToken, Lease, LeaseName, LeasePeek, LeaseRecord, LeaseRenewal,
+    LeaseStore, StoreError, StoreResult, UnixMillis,
 };
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Connection, Executor, Row};
 
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::{Inner, SqlStorage};
 
 /// How long abandoning a renewal connection may spend ending its server session.
@@ -90,17 +90,17 @@ fn millis(ttl: Duration) -> StoreResult<i64> {
 
 /// Reads a lease row from the first five columns of `row`; `None` for a never-granted lease.
 fn record_from(name: &LeaseName, row: &AnyRow, action: &str) -> StoreResult<Option<LeaseRecord>> {
-    let token: Option<i64> = row.try_get(0).map_err(|e| map(e, action))?;
+    let token: Option<i64> = row.try_get(0).context(action)?;
     let Some(token) = token.filter(|token| *token > 0) else {
         return Ok(None);
     };
-    let released_at: Option<i64> = row.try_get(4).map_err(|e| map(e, action))?;
+    let released_at: Option<i64> = row.try_get(4).context(action)?;
     Ok(Some(LeaseRecord {
         name: name.clone(),
         token: FencingToken(token),
-        holder: row.try_get(1).map_err(|e| map(e, action))?,
-        acquired_at: UnixMillis(row.try_get(2).map_err(|e| map(e, action))?),
-        expires_at: UnixMillis(row.try_get(3).map_err(|e| map(e, action))?),
+        holder: row.try_get(1).context(action)?,
+        acquired_at: UnixMillis(row.try_get(2).context(action)?),
+        expires_at: UnixMillis(row.try_get(3).context(action)?),
         released: released_at.is_some(),
     }))
 }
@@ -118,20 +118,20 @@ async fn renew_on(
     let mut tx = conn
         .begin_with(inner.dialect.begin_write())
         .await
-        .map_err(|e| map(e, action))?;
+        .context(action)?;
     sqlx::query(&sql.lock_for_renewal)
         .bind(lease.name.as_str())
         .fetch_optional(&mut *tx)
         .await
-        .map_err(|e| map(e, action))?;
+        .context(action)?;
     let extended: Option<i64> = sqlx::query_scalar(&sql.extend_if_live)
         .bind(lease.name.as_str())
         .bind(lease.token.0)
         .bind(ttl)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(|e| map(e, action))?;
-    tx.commit().await.map_err(|e| map(e, action))?;
+        .context(action)?;
+    tx.commit().await.context(action)?;
     match extended {
         Some(expires_at) => Ok(Lease {
             expires_at: UnixMillis(expires_at),
@@ -161,35 +161,35 @@ impl LeaseStore for SqlStorage {
             .bind(name.as_str())
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         sqlx::query(&sql.lock_for_takeover)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let granted = sqlx::query(&sql.grant_if_free)
             .bind(name.as_str())
             .bind(holder)
             .bind(ttl)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some(row) = granted {
             let lease = Lease {
                 name: name.clone(),
-                token: FencingToken(row.try_get(0).map_err(|e| map(e, action))?),
+                token: FencingToken(row.try_get(0).context(action)?),
                 holder: holder.to_owned(),
-                expires_at: UnixMillis(row.try_get(1).map_err(|e| map(e, action))?),
+                expires_at: UnixMillis(row.try_get(1).context(action)?),
             };
-            tx.commit().await.map_err(|e| map(e, action))?;
+            tx.commit().await.context(action)?;
             return Ok(Acquisition::Granted(lease));
         }
         let row = sqlx::query(&sql.read)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
-        tx.rollback().await.map_err(|e| map(e, action))?;
+            .context(action)?;
+        tx.rollback().await.context(action)?;
         let record = record_from(name, &row, action)?
             .ok_or_else(|| StoreError::corrupt("a lease that is not free has no holder"))?;
         Ok(Acquisition::Held(record))
@@ -201,7 +201,7 @@ impl LeaseStore for SqlStorage {
             .pool
             .acquire()
             .await
-            .map_err(|e| map(e, "renewing a lease"))?;
+            .context("renewing a lease")?;
         renew_on(&mut conn, &self.inner, lease, ttl).await
     }
 
@@ -211,7 +211,7 @@ impl LeaseStore for SqlStorage {
             .bind(lease.token.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "releasing a lease"))?;
+            .context("releasing a lease")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -221,10 +221,10 @@ impl LeaseStore for SqlStorage {
             .bind(name.as_str())
             .fetch_one(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(LeasePeek {
             record: record_from(name, &row, action)?,
-            now: UnixMillis(row.try_get(5).map_err(|e| map(e, action))?),
+            now: UnixMillis(row.try_get(5).context(action)?),
         })
     }
 
@@ -252,13 +252,13 @@ impl SqlRenewal {
             let action = "opening the lease renewal connection";
             let mut conn = self.inner.dedicated_connection().await?;
             for setting in self.inner.dialect.renewal_session_settings() {
-                conn.execute(*setting).await.map_err(|e| map(e, action))?;
+                conn.execute(*setting).await.context(action)?;
             }
             if let Some(query) = self.inner.dialect.server_session_id() {
                 let id: i64 = sqlx::query_scalar(query)
                     .fetch_one(&mut conn)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 self.server_session = Some(id);
             }
             self.conn = Some(conn);
@@ -295,7 +295,7 @@ impl LeaseRenewal for SqlRenewal {
             Ok(Ok(_)) => tracing::info!(session = id, "ended the abandoned lease renewal session"),
             Ok(Err(error)) => tracing::warn!(
                 session = id,
-                error = %map(error, "ending the abandoned lease renewal session"),
+                error = %ErrorChain(&error),
                 "could not end the abandoned renewal session"
             ),
             Err(_) => tracing::warn!(

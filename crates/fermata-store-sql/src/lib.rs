@@ -38,13 +38,15 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use fermata_store::{
-    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage, StoreError,
-    StoreOptions, StoreResult, TenureStore, UserStore, WorkflowStore,
+    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
+    StoreOptions, StoreResult, StoreResultExt, TenureStore, UserStore, WorkflowStore,
 };
 use fermata_store::{JobStore, ResearchStore};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
+
+use crate::error::StoreContext;
 
 pub use dialect::Dialect;
 pub use migrations::MigrationStatus;
@@ -134,7 +136,7 @@ impl SqlStorage {
             .after_connect(move |conn, _meta| Box::pin(prepare_connection(conn, dialect)))
             .connect_with(connect_options.clone())
             .await
-            .map_err(|e| error::map(e, "connecting to the database"))?;
+            .context("connecting to the database")?;
         Ok(SqlStorage {
             inner: Arc::new(Inner {
                 pool,
@@ -228,17 +230,17 @@ impl Inner {
         self.pool
             .begin_with(self.dialect.begin_write())
             .await
-            .map_err(|e| error::map(e, action))
+            .context(action)
     }
 
     /// A connection outside the pool, prepared like the pool's.
     async fn dedicated_connection(&self) -> StoreResult<AnyConnection> {
         let mut conn = AnyConnection::connect_with(&self.connect_options)
             .await
-            .map_err(|e| error::map(e, "connecting to the database"))?;
+            .context("connecting to the database")?;
         prepare_connection(&mut conn, self.dialect)
             .await
-            .map_err(|e| error::map(e, "preparing a database connection"))?;
+            .context("preparing a database connection")?;
         Ok(conn)
     }
 }
@@ -250,11 +252,11 @@ fn connect_options(database: &Database) -> StoreResult<AnyConnectOptions> {
                 .filename(path)
                 .create_if_missing(true);
             AnyConnectOptions::from_url(&sqlite.to_url_lossy())
-                .map_err(|_| StoreError::invalid("the SQLite database path is not usable"))?
+                .or_invalid("the SQLite database path is not usable")?
         }
         Database::Postgres { url } => url
             .parse::<AnyConnectOptions>()
-            .map_err(|_| StoreError::invalid("the PostgreSQL connection URL does not parse"))?,
+            .or_invalid("the PostgreSQL connection URL does not parse")?,
     };
     Ok(options.disable_statement_logging())
 }

@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::{StoreContext, map};
 use crate::row::{column, instant};
 
 /// The machine statements, rendered for one dialect.
@@ -108,7 +108,7 @@ impl MachineStore for SqlStorage {
             .bind(machine.secret_hash.0.to_vec())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.machine(&machine.id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the new machine vanished"))
@@ -120,7 +120,7 @@ impl MachineStore for SqlStorage {
             .bind(hash.0.to_vec())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| machine_from(&row, action)).transpose()
     }
 
@@ -130,7 +130,7 @@ impl MachineStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| machine_from(&row, action)).transpose()
     }
 
@@ -140,7 +140,7 @@ impl MachineStore for SqlStorage {
             .bind(&owner.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| machine_from(row, action)).collect()
     }
 
@@ -157,7 +157,7 @@ impl MachineStore for SqlStorage {
             .bind(credentials.map(<[u8]>::to_vec))
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, None).await);
         }
@@ -181,7 +181,7 @@ impl MachineStore for SqlStorage {
             .bind(secret_hash.0.to_vec())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, Some(owner)).await);
         }
@@ -196,7 +196,7 @@ impl MachineStore for SqlStorage {
             .bind(&owner.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "revoking a machine"))?;
+            .context("revoking a machine")?;
         if done.rows_affected() == 0 {
             return Err(fermata_store::machine::not_owners_machine());
         }
@@ -208,7 +208,7 @@ impl MachineStore for SqlStorage {
         let rows = sqlx::query(&self.inner.machine_sql.with_credentials)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| machine_from(row, action)).collect()
     }
 }

@@ -7,7 +7,7 @@ use fermata_store::{ChannelId, Fence, MachineChoiceStore, MachineId, StoreResult
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 
 /// The machine choice statements, rendered for one dialect.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ impl MachineChoiceStore for SqlStorage {
             .bind(&machine.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         shared
             .map(|shared| shared == 1)
             .ok_or_else(fermata_store::machine_choice::unknown_machine)
@@ -139,7 +139,7 @@ impl MachineChoiceStore for SqlStorage {
         let changed = query
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .rows_affected();
         if machine.is_some() && changed == 0 {
             return Err(fermata_store::machine_choice::no_usable_machine());
@@ -157,7 +157,7 @@ impl MachineChoiceStore for SqlStorage {
             .bind(&channel.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "reading a machine choice"))?;
+            .context("reading a machine choice")?;
         Ok(chosen.map(MachineId))
     }
 
@@ -180,7 +180,7 @@ impl MachineChoiceStore for SqlStorage {
         let changed = query
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .rows_affected();
         if machine.is_some() && changed == 0 {
             return Err(fermata_store::machine_choice::no_usable_machine());
@@ -193,7 +193,7 @@ impl MachineChoiceStore for SqlStorage {
             .bind(&user.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "reading a favorite machine"))?;
+            .context("reading a favorite machine")?;
         Ok(chosen.map(MachineId))
     }
 }

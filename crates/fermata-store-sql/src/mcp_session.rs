@@ -10,7 +10,7 @@ use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 /// The MCP session statements, rendered for one dialect.
@@ -92,7 +92,7 @@ impl McpSessionStore for SqlStorage {
             .bind(id.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| session_from(&row, action)).transpose()
     }
 
@@ -109,7 +109,7 @@ impl McpSessionStore for SqlStorage {
             .bind(id.as_str())
             .fetch_optional(tx.conn())
             .await
-            .map_err(|e| map(e, action))?
+            .context(action)?
             .ok_or_else(fermata_store::mcp_session::session_ended)?;
         let session = session_from(&row, action)?;
         tx.commit(action).await?;

@@ -13,14 +13,15 @@ use fermata_store::attachments::{SendPlan, plan_send, sweep_cutoff, visible_to};
 use fermata_store::{
     AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, ChannelId, Fence, ImageHash,
     ImageInfo, ImageStore, ImageStored, ImageType, MessagePlace, MessageRequestId, NewAttachment,
-    NewImage, OriginalFile, StoreError, StoreResult, StoredAttachment, StoredImage, UserId,
+    NewImage, OriginalFile, StoreError, StoreResult, StoreResultExt, StoredAttachment, StoredImage,
+    UserId,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 /// The columns of an image's row, without its bytes.
@@ -94,9 +95,8 @@ impl Statements {
 fn image_info_from(row: &AnyRow, action: &str) -> StoreResult<ImageInfo> {
     Ok(ImageInfo {
         channel: ChannelId(column(row, 0, action)?),
-        sha256: ImageHash::parse(&column::<String>(row, 1, action)?).map_err(|_| {
-            StoreError::corrupt(format!("{action}: a stored image hash is malformed"))
-        })?,
+        sha256: ImageHash::parse(&column::<String>(row, 1, action)?)
+            .or_corrupt(format!("{action}: a stored image hash is malformed"))?,
         image_type: ImageType::from_stored(&column::<String>(row, 2, action)?)?,
         size: column(row, 3, action)?,
         stored_by: column(row, 4, action)?,
@@ -127,11 +127,9 @@ fn attachment_info_from(row: &AnyRow, action: &str) -> StoreResult<AttachmentInf
         column::<Option<i64>>(row, 11, action)?,
     ) {
         (Some(request_id), Some(place)) => Some(MessagePlace {
-            request_id: MessageRequestId::new(request_id).map_err(|_| {
-                StoreError::corrupt(format!(
-                    "{action}: a stored message request ID is malformed"
-                ))
-            })?,
+            request_id: MessageRequestId::new(request_id).or_corrupt(format!(
+                "{action}: a stored message request ID is malformed"
+            ))?,
             place,
         }),
         (None, None) => None,
@@ -171,7 +169,7 @@ impl SqlStorage {
             .bind(request_id.as_str())
             .fetch_all(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| attachment_info_from(row, action))
             .collect()
@@ -204,7 +202,7 @@ impl ImageStore for SqlStorage {
             .bind(image.sha256().as_str())
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let info = image_info_from(&row, action)?;
         tx.commit(action).await?;
         Ok(ImageStored {
@@ -224,7 +222,7 @@ impl ImageStore for SqlStorage {
             .bind(sha256.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| {
             Ok(StoredImage {
                 info: image_info_from(&row, action)?,
@@ -240,7 +238,7 @@ impl ImageStore for SqlStorage {
             .bind(&channel.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| image_info_from(row, action))
             .collect()
@@ -290,7 +288,7 @@ impl AttachmentStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let Some(row) = row else { return Ok(None) };
         let info = attachment_info_from(&row, action)?;
         if !visible_to(&info, reader) {
@@ -320,7 +318,7 @@ impl AttachmentStore for SqlStorage {
                 .bind(&id.0)
                 .fetch_optional(tx.conn())
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             found.push(
                 row.map(|row| attachment_info_from(&row, action))
                     .transpose()?,
@@ -363,12 +361,7 @@ impl AttachmentStore for SqlStorage {
         request_id: &MessageRequestId,
     ) -> StoreResult<Vec<AttachmentInfo>> {
         let action = "listing a message's attachments";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         self.files_of_message(&mut conn, channel, request_id, action)
             .await
     }

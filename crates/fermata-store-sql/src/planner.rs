@@ -14,14 +14,14 @@ use fermata_store::{
     DeferredTurnRetirement, Fence, FencingToken, HeldSessions, HoldOwner, LinkHold, MachineId,
     ModelChoice, NewLinkHold, NewModelChoice, NewPlannerCredential, OwnerReset, PlannerCredential,
     PlannerKey, PlannerStatus, PlannerStore, SecretHash, SessionId, SidecarState, StoreError,
-    StoreResult, UserId,
+    StoreResult, StoreResultExt, UserId,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
 use crate::row::{column, flag, instant, optional_instant};
 use crate::session::sweep_in;
@@ -252,7 +252,7 @@ fn hold_from(row: &AnyRow, action: &str) -> StoreResult<LinkHold> {
         user: UserId(column(row, 3, action)?),
         generation: column(row, 4, action)?,
         held_sessions: HeldSessions::new(column::<String>(row, 5, action)?)
-            .map_err(|_| StoreError::corrupt("a link hold's held sessions do not parse"))?,
+            .or_corrupt("a link hold's held sessions do not parse")?,
         suspended_at: instant(row, 6, action)?,
         handover: handover.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         fencing_token: FencingToken(column(row, 8, action)?),
@@ -263,7 +263,7 @@ fn digest_from(bytes: &[u8]) -> StoreResult<SecretHash> {
     bytes
         .try_into()
         .map(SecretHash)
-        .map_err(|_| StoreError::corrupt("a credential digest is not 32 bytes"))
+        .or_corrupt("a credential digest is not 32 bytes")
 }
 
 fn credential_from(row: &AnyRow, action: &str) -> StoreResult<PlannerCredential> {
@@ -277,10 +277,8 @@ fn credential_from(row: &AnyRow, action: &str) -> StoreResult<PlannerCredential>
 }
 
 fn stored_name(text: Option<String>) -> StoreResult<Option<ChoiceName>> {
-    text.map(|text| {
-        ChoiceName::new(text).map_err(|_| StoreError::corrupt("a stored model choice is invalid"))
-    })
-    .transpose()
+    text.map(|text| ChoiceName::new(text).or_corrupt("a stored model choice is invalid"))
+        .transpose()
 }
 
 fn model_from(row: &AnyRow, action: &str) -> StoreResult<ModelChoice> {
@@ -295,8 +293,7 @@ fn model_from(row: &AnyRow, action: &str) -> StoreResult<ModelChoice> {
 }
 
 fn stored_key(text: String) -> StoreResult<PlannerKey> {
-    PlannerKey::new(text)
-        .map_err(|_| StoreError::corrupt("a stored decision or turn ID is invalid"))
+    PlannerKey::new(text).or_corrupt("a stored decision or turn ID is invalid")
 }
 
 fn answer_from(row: &AnyRow, action: &str) -> StoreResult<DecisionAnswer> {
@@ -338,7 +335,7 @@ impl SqlStorage {
             .bind(&channel.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| agent_from(&row, action)).transpose()
     }
 
@@ -368,12 +365,7 @@ impl SqlStorage {
 impl PlannerStore for SqlStorage {
     async fn agent_state(&self, channel: &ChannelId) -> StoreResult<Option<AgentState>> {
         let action = "reading Planner state";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         Self::agent_on(&mut conn, &self.inner.planner_sql.agent, channel, action).await
     }
 
@@ -391,7 +383,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if exists == 0 {
             return Err(StoreError::missing("no such document"));
         }
@@ -487,7 +479,7 @@ impl PlannerStore for SqlStorage {
             .bind(&hold.channel.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let stored = hold_from(&row, action)?;
         tx.commit(action).await?;
         Ok(stored)
@@ -508,7 +500,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| hold_from(&row, action)).transpose()
     }
 
@@ -519,7 +511,7 @@ impl PlannerStore for SqlStorage {
         let rows = sqlx::query(&sql.holds)
             .fetch_all(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let holds = rows
             .iter()
             .map(|row| hold_from(row, action))
@@ -565,7 +557,7 @@ impl PlannerStore for SqlStorage {
             .bind(digest.0.to_vec())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| credential_from(&row, action)).transpose()
     }
 
@@ -617,7 +609,7 @@ impl PlannerStore for SqlStorage {
             .bind(&choice.channel.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let stored = model_from(&row, action)?;
         tx.commit(action).await?;
         Ok(Some(stored))
@@ -629,7 +621,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| model_from(&row, action)).transpose()
     }
 
@@ -670,7 +662,7 @@ impl PlannerStore for SqlStorage {
             .bind(turn.as_str())
             .fetch_all(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let claimed = rows
             .iter()
             .map(|row| answer_from(row, action))
@@ -702,7 +694,7 @@ impl PlannerStore for SqlStorage {
             .bind(&channel.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| answer_from(row, action)).collect()
     }
 
@@ -714,7 +706,7 @@ impl PlannerStore for SqlStorage {
             .bind(tx.now.0)
             .fetch_all(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         tx.commit(action).await?;
         let mut retired = DeferredTurnRetirement::default();
         for state in states {
@@ -737,7 +729,7 @@ impl PlannerStore for SqlStorage {
         let kept: i64 = sqlx::query_scalar(&sql.kept_owners)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let unavailable = sqlx::query(&sql.force_unavailable).bind(now.0);
         tx.execute(unavailable, action).await?;
         let sessions = sweep_in(tx.conn(), &self.inner.session_sql, now, action).await?;
@@ -754,7 +746,7 @@ impl PlannerStore for SqlStorage {
         let rows = sqlx::query(&self.inner.planner_sql.children)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| {
                 Ok(ChildConversation {
@@ -775,7 +767,7 @@ impl PlannerStore for SqlStorage {
             .bind(&child.channel.0)
             .fetch_optional(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         match is_child {
             None => return Err(StoreError::missing("no such document")),
             Some(0) => return Err(fermata_store::planner::not_a_child()),

@@ -17,7 +17,7 @@ use fermata_store::research::{
 use fermata_store::{
     Channel, ChannelId, ErrorKind, Fence, FencingToken, JobId, JobLink, NewJob, Publication,
     PublishedChannel, Repository, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
-    StoreError, StoreResult, UnixMillis,
+    StoreError, StoreResult, StoreResultExt, UnixMillis,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
@@ -25,7 +25,7 @@ use sqlx::any::AnyRow;
 use crate::SqlStorage;
 use crate::channel::unavailable;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::{StoreContext, map};
 use crate::row::{column, instant, optional_instant};
 
 /// The research statements, rendered for one dialect.
@@ -104,7 +104,7 @@ fn request_from(row: &AnyRow, action: &str) -> StoreResult<ResearchRequest> {
     Ok(ResearchRequest {
         parent: ChannelId(column(row, 0, action)?),
         key: RequestKey::new(column::<String>(row, 1, action)?)
-            .map_err(|_| StoreError::corrupt("a research request has an unusable key"))?,
+            .or_corrupt("a research request has an unusable key")?,
         payload: column(row, 2, action)?,
         evidence_job: column::<Option<String>>(row, 3, action)?.map(JobId),
         answer_job: column::<Option<String>>(row, 4, action)?.map(JobId),
@@ -144,7 +144,7 @@ impl SqlStorage {
             .bind(key.as_str())
             .fetch_optional(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let request = row.map(|row| request_from(&row, action)).transpose()?;
         Ok((channel, staged(request, key)?))
     }
@@ -167,7 +167,7 @@ impl SqlStorage {
             .bind(token.0)
             .fetch_one(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         request_from(&row, action)
     }
 }
@@ -186,7 +186,7 @@ impl ResearchStore for SqlStorage {
             .bind(draft.key.as_str())
             .fetch_optional(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some(row) = existing {
             return restaged(request_from(&row, action)?, draft);
         }
@@ -198,7 +198,7 @@ impl ResearchStore for SqlStorage {
             .bind(fence.token.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let request = request_from(&row, action)?;
         tx.commit(action).await?;
         Ok(request)
@@ -215,7 +215,7 @@ impl ResearchStore for SqlStorage {
             .bind(key.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| request_from(&row, action)).transpose()
     }
 
@@ -225,7 +225,7 @@ impl ResearchStore for SqlStorage {
             .bind(&parent.0)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| request_from(row, action)).collect()
     }
 
@@ -240,7 +240,7 @@ impl ResearchStore for SqlStorage {
             .bind(i64::from(include_archived))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| request_from(row, action)).collect()
     }
 
@@ -338,7 +338,7 @@ impl ResearchStore for SqlStorage {
             .bind(fence.token.0)
             .fetch_one(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         tx.commit(action).await?;
         Ok(child)
     }

@@ -4,14 +4,14 @@ use fermata_store::{StoreError, StoreResult, UnixMillis};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Decode, Row, Type};
 
-use crate::error::map;
+use crate::error::StoreContext;
 
 /// Column `index` of `row` as `T`.
 pub(crate) fn column<'r, T>(row: &'r AnyRow, index: usize, action: &str) -> StoreResult<T>
 where
     T: Decode<'r, Any> + Type<Any>,
 {
-    row.try_get(index).map_err(|e| map(e, action))
+    row.try_get(index).context(action)
 }
 
 pub(crate) fn instant(row: &AnyRow, index: usize, action: &str) -> StoreResult<UnixMillis> {

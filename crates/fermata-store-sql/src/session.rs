@@ -3,14 +3,14 @@
 use async_trait::async_trait;
 use fermata_store::{
     Fence, NewSession, SecretHash, Session, SessionId, SessionLookup, SessionStore, SessionSweep,
-    StoreError, StoreResult, UnixMillis, UserId,
+    StoreError, StoreResult, StoreResultExt, UnixMillis, UserId,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, flag, instant};
 
 /// The session statements, rendered for one dialect.
@@ -116,7 +116,7 @@ impl SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| session_from(&row, action)).transpose()
     }
 
@@ -130,7 +130,7 @@ impl SqlStorage {
         let row = query
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| lookup_from(&row, action)).transpose()
     }
 }
@@ -139,8 +139,8 @@ impl SqlStorage {
 impl SessionStore for SqlStorage {
     async fn create_session(&self, new: &NewSession) -> StoreResult<Session> {
         let action = "creating a session";
-        let ttl = i64::try_from(new.ttl.as_millis())
-            .map_err(|_| StoreError::invalid("a session lifetime is too long"))?;
+        let ttl =
+            i64::try_from(new.ttl.as_millis()).or_invalid("a session lifetime is too long")?;
         let inserted = sqlx::query(&self.inner.session_sql.insert)
             .bind(&new.id.0)
             .bind(&new.user.0)
@@ -150,7 +150,7 @@ impl SessionStore for SqlStorage {
             .bind(new.verified_password_hash.as_deref())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if inserted.rows_affected() == 0 {
             return Err(password_changed());
         }
@@ -174,7 +174,7 @@ impl SessionStore for SqlStorage {
             .bind(&id.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 0 {
             return Err(ended());
         }
@@ -198,13 +198,13 @@ impl SessionStore for SqlStorage {
             .bind(credentials.map(<[u8]>::to_vec))
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 0 {
             let count: i64 = sqlx::query_scalar(&sql.exists)
                 .bind(&id.0)
                 .fetch_one(&self.inner.pool)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             return Err(if count == 0 {
                 ended()
             } else {
@@ -215,7 +215,7 @@ impl SessionStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| session_from(&row, action))
             .transpose()?
             .ok_or_else(ended)
@@ -226,7 +226,7 @@ impl SessionStore for SqlStorage {
             .bind(&id.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "deleting a session"))?;
+            .context("deleting a session")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -235,7 +235,7 @@ impl SessionStore for SqlStorage {
         let rows = sqlx::query(&self.inner.session_sql.with_credentials)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| session_from(row, action)).collect()
     }
 
@@ -261,12 +261,12 @@ pub(crate) async fn sweep_in(
         .bind(now.0)
         .execute(&mut *conn)
         .await
-        .map_err(|e| map(e, action))?
+        .context(action)?
         .rows_affected();
     let metadata_only = sqlx::query(&sql.delete_metadata_only)
         .execute(&mut *conn)
         .await
-        .map_err(|e| map(e, action))?
+        .context(action)?
         .rows_affected();
     Ok(SessionSweep {
         expired,

@@ -2,15 +2,15 @@
 
 use async_trait::async_trait;
 use fermata_store::{
-    Fence, FencingToken, LeaseName, StoreError, StoreResult, Tenure, TenureEnd, TenureStart,
-    TenureStore, UnixMillis,
+    Fence, FencingToken, LeaseName, StoreError, StoreResult, StoreResultExt, Tenure, TenureEnd,
+    TenureStart, TenureStore, UnixMillis,
 };
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 
 /// The tenure statements, rendered for one dialect.
 #[derive(Debug)]
@@ -50,9 +50,8 @@ impl Statements {
 }
 
 fn tenure_from(row: &AnyRow, action: &str) -> StoreResult<Tenure> {
-    let get_err = |e| map(e, action);
-    let lease: String = row.try_get(0).map_err(get_err)?;
-    let end: Option<String> = row.try_get(6).map_err(get_err)?;
+    let lease: String = row.try_get(0).context(action)?;
+    let end: Option<String> = row.try_get(6).context(action)?;
     let end = match end {
         None => None,
         Some(text) => Some(
@@ -61,15 +60,14 @@ fn tenure_from(row: &AnyRow, action: &str) -> StoreResult<Tenure> {
         ),
     };
     Ok(Tenure {
-        lease: LeaseName::new(lease)
-            .map_err(|_| StoreError::corrupt("a tenure names an invalid lease"))?,
-        token: FencingToken(row.try_get(1).map_err(get_err)?),
-        holder: row.try_get(2).map_err(get_err)?,
-        version: row.try_get(3).map_err(get_err)?,
-        started_at: UnixMillis(row.try_get(4).map_err(get_err)?),
+        lease: LeaseName::new(lease).or_corrupt("a tenure names an invalid lease")?,
+        token: FencingToken(row.try_get(1).context(action)?),
+        holder: row.try_get(2).context(action)?,
+        version: row.try_get(3).context(action)?,
+        started_at: UnixMillis(row.try_get(4).context(action)?),
         ended_at: row
             .try_get::<Option<i64>, _>(5)
-            .map_err(get_err)?
+            .context(action)?
             .map(UnixMillis),
         end,
     })
@@ -87,7 +85,7 @@ impl SqlStorage {
             .bind(fence.token.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| tenure_from(&row, action)).transpose()
     }
 }
@@ -105,7 +103,7 @@ impl TenureStore for SqlStorage {
             .bind(fence.lease.as_str())
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let tenure = Tenure {
             lease: fence.lease.clone(),
             token: fence.token,
@@ -123,7 +121,7 @@ impl TenureStore for SqlStorage {
             .bind(tenure.started_at.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         tx.commit(action).await?;
         Ok(tenure)
     }
@@ -138,7 +136,7 @@ impl TenureStore for SqlStorage {
             .bind(now.0)
             .execute(tx.conn())
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let tenure = self
             .select_tenure(tx.conn(), fence, action)
             .await?
@@ -154,7 +152,7 @@ impl TenureStore for SqlStorage {
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| tenure_from(row, action)).collect()
     }
 }

@@ -4,14 +4,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use fermata_store::{
-    ErrorKind, NewUser, Role, StoreError, StoreResult, User, UserId, UserName, UserStore,
+    ErrorKind, NewUser, Role, StoreError, StoreResult, StoreResultExt, User, UserId, UserName,
+    UserStore,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 /// The user statements, rendered for one dialect.
@@ -61,7 +62,7 @@ fn user_from(row: &AnyRow, roles: BTreeSet<Role>, action: &str) -> StoreResult<U
     Ok(User {
         id: UserId(column(row, 0, action)?),
         name: UserName::new(column::<String>(row, 1, action)?)
-            .map_err(|_| StoreError::corrupt("a stored user name is invalid"))?,
+            .or_corrupt("a stored user name is invalid")?,
         password_hash: column(row, 2, action)?,
         roles,
         created_at: instant(row, 3, action)?,
@@ -82,7 +83,7 @@ impl SqlStorage {
             .bind(&id)
             .fetch_all(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let roles = roles
             .iter()
             .map(|r| parse_role(r))
@@ -91,17 +92,12 @@ impl SqlStorage {
     }
 
     async fn user_where(&self, sql: &str, key: &str, action: &str) -> StoreResult<Option<User>> {
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         let row = sqlx::query(sql)
             .bind(key)
             .fetch_optional(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         match row {
             Some(row) => Ok(Some(self.with_roles(&mut conn, &row, action).await?)),
             None => Ok(None),
@@ -120,14 +116,14 @@ impl SqlStorage {
             .bind(&id.0)
             .execute(&mut *conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         for role in roles {
             sqlx::query(&sql.insert_role)
                 .bind(&id.0)
                 .bind(role.as_str())
                 .execute(&mut *conn)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         Ok(())
     }
@@ -148,7 +144,7 @@ impl UserStore for SqlStorage {
             .bind(&user.password_hash)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action));
+            .context(action);
         match inserted {
             Err(error) if error.kind() == ErrorKind::Conflict => {
                 return Err(StoreError::conflict(format!(
@@ -160,7 +156,7 @@ impl UserStore for SqlStorage {
         };
         self.write_roles(&mut tx, &user.id, &user.roles, action)
             .await?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         self.user_by_id(&user.id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the new user vanished"))
@@ -188,7 +184,7 @@ impl UserStore for SqlStorage {
             .bind(password_hash)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 0 {
             return Err(user_missing(id));
         }
@@ -196,8 +192,8 @@ impl UserStore for SqlStorage {
             .bind(&id.0)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         self.user_by_id(id).await?.ok_or_else(|| user_missing(id))
     }
 
@@ -208,12 +204,12 @@ impl UserStore for SqlStorage {
             .bind(&id.0)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if touched.rows_affected() == 0 {
             return Err(user_missing(id));
         }
         self.write_roles(&mut tx, id, roles, action).await?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         self.user_by_id(id).await?.ok_or_else(|| user_missing(id))
     }
 
@@ -223,11 +219,11 @@ impl UserStore for SqlStorage {
         let rows = sqlx::query(&sql.all)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let role_rows: Vec<(String, String)> = sqlx::query_as(&sql.all_roles)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let mut roles: BTreeMap<String, BTreeSet<Role>> = BTreeMap::new();
         for (user, role) in role_rows {
             roles.entry(user).or_default().insert(parse_role(&role)?);

@@ -15,7 +15,7 @@ use fermata_store::workflow::check_step_update;
 use fermata_store::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run,
     RunClaim, RunId, RunState, StepRecord, StepState, StepUpdate, StoreError, StoreResult,
-    UnixMillis, WorkflowStore,
+    StoreResultExt, UnixMillis, WorkflowStore,
 };
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -24,7 +24,7 @@ use sqlx::{Any, AnyConnection};
 use crate::SqlStorage;
 use crate::claim::{ClaimStatements, HELD};
 use crate::dialect::Dialect;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant, optional_instant};
 
 /// The workflow statements, rendered for one dialect.
@@ -246,7 +246,7 @@ fn step_from(row: &AnyRow, action: &str) -> StoreResult<StepRecord> {
     let state = StepState::parse(&column::<String>(row, 2, action)?)
         .ok_or_else(|| StoreError::corrupt("a workflow step has an unknown state"))?;
     let attempts = u32::try_from(column::<i64>(row, 3, action)?)
-        .map_err(|_| StoreError::corrupt("a workflow step has an impossible attempt count"))?;
+        .or_corrupt("a workflow step has an impossible attempt count")?;
     Ok(StepRecord {
         run: RunId(column(row, 0, action)?),
         key: column(row, 1, action)?,
@@ -299,7 +299,7 @@ impl SqlStorage {
             .bind(claim.generation.0)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         now.map(UnixMillis).ok_or_else(|| fenced(claim))
     }
 
@@ -315,7 +315,7 @@ impl SqlStorage {
             .bind(key)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| step_from(&row, action)).transpose()
     }
 
@@ -331,7 +331,7 @@ impl SqlStorage {
             .bind(key)
             .fetch_optional(conn)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| hook_from(run, key, &row, action)).transpose()
     }
 
@@ -345,7 +345,7 @@ impl SqlStorage {
         let row = query
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         match row {
             Some(row) => run_from(&row, action),
             None => Err(fenced(claim)),
@@ -363,7 +363,7 @@ impl WorkflowStore for SqlStorage {
             .bind(&new.input)
             .fetch_one(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         run_from(&row, action)
     }
 
@@ -373,7 +373,7 @@ impl WorkflowStore for SqlStorage {
             .bind(&id.0)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| run_from(&row, action)).transpose()
     }
 
@@ -396,11 +396,11 @@ impl WorkflowStore for SqlStorage {
             .claim(&mut tx, workflows, worker, ttl, None, action)
             .await?;
         let Some(row) = claimed else {
-            tx.rollback().await.map_err(|e| map(e, action))?;
+            tx.rollback().await.context(action)?;
             return Ok(None);
         };
         let run = run_from(&row, action)?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         Ok(Some(ClaimedRun {
             claim: claim_of(&run)?,
             run,
@@ -418,7 +418,7 @@ impl WorkflowStore for SqlStorage {
             .bind(ttl)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let run = match row {
             Some(row) => run_from(&row, action)?,
             None => return Err(fenced(claim)),
@@ -428,8 +428,8 @@ impl WorkflowStore for SqlStorage {
             .bind(run.updated_at.0)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         claim_of(&run)
     }
 
@@ -439,7 +439,7 @@ impl WorkflowStore for SqlStorage {
             .pool
             .acquire()
             .await
-            .map_err(|e| map(e, "reading a workflow step"))?;
+            .context("reading a workflow step")?;
         self.step_on(&mut conn, run, key, "reading a workflow step")
             .await
     }
@@ -483,7 +483,7 @@ impl WorkflowStore for SqlStorage {
                 .bind(error.to_json())
                 .bind(now.0),
         };
-        let done = query.execute(&mut *tx).await.map_err(|e| map(e, action))?;
+        let done = query.execute(&mut *tx).await.context(action)?;
         if done.rows_affected() != 1 {
             let conflict = StoreError::conflict(format!(
                 "step `{key}` of run {run} changed while it was written"
@@ -494,7 +494,7 @@ impl WorkflowStore for SqlStorage {
             .step_on(&mut tx, run, key, action)
             .await?
             .ok_or_else(|| StoreError::unavailable("the workflow step vanished"))?;
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         Ok(record)
     }
 
@@ -517,7 +517,7 @@ impl WorkflowStore for SqlStorage {
                     .bind(timeout.map(|timeout| now.plus(timeout).0))
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 HookWait::Waiting {
                     wake_after: timeout,
                 }
@@ -539,14 +539,14 @@ impl WorkflowStore for SqlStorage {
                     .bind(now.0)
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 HookWait::TimedOut
             }
             Some(HookRow { deadline_at, .. }) => HookWait::Waiting {
                 wake_after: deadline_at.map(|deadline| deadline.since(now)),
             },
         };
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         Ok(wait)
     }
 
@@ -602,7 +602,7 @@ impl WorkflowStore for SqlStorage {
             .bind(&run.0)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let Some(state) = state else {
             return rolled_back(tx, Err(unavailable()), action).await;
         };
@@ -632,7 +632,7 @@ impl WorkflowStore for SqlStorage {
             .bind(&run.0)
             .fetch_one(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let done = sqlx::query(&sql.deliver)
             .bind(&run.0)
             .bind(key)
@@ -641,25 +641,20 @@ impl WorkflowStore for SqlStorage {
             .bind(now)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() != 1 {
             let conflict = StoreError::conflict(format!(
                 "hook `{key}` of run {run} changed while it was delivered"
             ));
             return rolled_back(tx, Err(conflict), action).await;
         }
-        tx.commit().await.map_err(|e| map(e, action))?;
+        tx.commit().await.context(action)?;
         Ok(HookDelivery::Delivered)
     }
 
     async fn hook(&self, run: &RunId, key: &str) -> StoreResult<Option<Hook>> {
         let action = "reading a workflow hook";
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| map(e, action))?;
+        let mut conn = self.inner.pool.acquire().await.context(action)?;
         let row = self.hook_on(&mut conn, run, key, action).await?;
         Ok(row.and_then(|row| row.delivered))
     }
@@ -669,7 +664,7 @@ impl WorkflowStore for SqlStorage {
             .bind(&id.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "cancelling a workflow run"))?;
+            .context("cancelling a workflow run")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -678,7 +673,7 @@ impl WorkflowStore for SqlStorage {
             .bind(millis(age)?)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "purging workflow runs"))?;
+            .context("purging workflow runs")?;
         Ok(done.rows_affected())
     }
 }
@@ -691,6 +686,6 @@ async fn rolled_back<T>(
     outcome: StoreResult<T>,
     action: &str,
 ) -> StoreResult<T> {
-    tx.rollback().await.map_err(|e| map(e, action))?;
+    tx.rollback().await.context(action)?;
     outcome
 }

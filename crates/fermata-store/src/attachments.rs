@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::channel::ChannelId;
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::images::check_actor;
 use crate::lease::Fence;
 use crate::time::UnixMillis;
@@ -86,7 +86,7 @@ impl AttachmentId {
     pub fn parse(text: &str) -> StoreResult<Self> {
         uuid::Uuid::parse_str(text)
             .map(|id| AttachmentId(id.to_string()))
-            .map_err(|_| StoreError::invalid("an attachment ID is a UUID"))
+            .or_invalid("an attachment ID is a UUID")
     }
 }
 

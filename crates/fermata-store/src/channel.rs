@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::time::UnixMillis;
 
 /// A channel's stable ID (a UUID).
@@ -27,7 +27,7 @@ impl ChannelId {
     pub fn parse(text: &str) -> StoreResult<Self> {
         uuid::Uuid::parse_str(text)
             .map(|id| ChannelId(id.to_string()))
-            .map_err(|_| StoreError::invalid("a document ID is a UUID"))
+            .or_invalid("a document ID is a UUID")
     }
 }
 

@@ -14,7 +14,7 @@
 use async_trait::async_trait;
 
 use crate::channel::ChannelId;
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::lease::{Fence, FencingToken};
 use crate::time::UnixMillis;
 use crate::user::UserId;
@@ -64,7 +64,7 @@ fn check_json(field: &str, text: &str) -> StoreResult<()> {
     }
     serde_json::from_str::<serde::de::IgnoredAny>(text)
         .map(|_| ())
-        .map_err(|_| StoreError::invalid(format!("the Chat {field} is not well-formed JSON")))
+        .or_invalid(format!("the Chat {field} is not well-formed JSON"))
 }
 
 fn check_optional_json(field: &str, text: Option<&str>) -> StoreResult<()> {
@@ -227,10 +227,10 @@ impl RunStage {
 
     /// Parents read back from their stored JSON; anything else is `Corrupt`.
     pub fn parents_from_json(text: &str) -> StoreResult<Vec<ChatKey>> {
-        let corrupt = || StoreError::corrupt("a stored stage's parents are not a list of IDs");
-        let ids: Vec<String> = serde_json::from_str(text).map_err(|_| corrupt())?;
+        const CORRUPT: &str = "a stored stage's parents are not a list of IDs";
+        let ids: Vec<String> = serde_json::from_str(text).or_corrupt(CORRUPT)?;
         ids.into_iter()
-            .map(|id| ChatKey::new(id).map_err(|_| corrupt()))
+            .map(|id| ChatKey::new(id).or_corrupt(CORRUPT))
             .collect()
     }
 }

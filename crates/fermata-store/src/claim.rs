@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::time::UnixMillis;
 
 /// Raised by one on every claim of a row; a worker's writes name the generation it was given.
@@ -38,8 +38,7 @@ pub fn ttl_millis(ttl: Duration) -> StoreResult<i64> {
 
 /// `duration` in whole milliseconds.
 pub fn millis(duration: Duration) -> StoreResult<i64> {
-    i64::try_from(duration.as_millis())
-        .map_err(|_| StoreError::invalid("a duration is at most i64::MAX ms"))
+    i64::try_from(duration.as_millis()).or_invalid("a duration is at most i64::MAX ms")
 }
 
 /// The queue fields of one row, as the memory adapter keeps them.

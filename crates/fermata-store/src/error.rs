@@ -134,6 +134,29 @@ impl StdError for StoreError {
 /// The result of every store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A failure that means a store error of one kind, its message in fixed words and the failure
+/// kept as the source: `UserName::new(text).or_corrupt("a stored user name is invalid")?`.
+pub trait StoreResultExt<T> {
+    /// Stored data that is not what this release wrote.
+    fn or_corrupt(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T>;
+
+    /// A value the store refuses.
+    fn or_invalid(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T>;
+}
+
+impl<T, E> StoreResultExt<T> for Result<T, E>
+where
+    E: StdError + Send + Sync + 'static,
+{
+    fn or_corrupt(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T> {
+        self.map_err(|error| StoreError::corrupt(message).with_source(error))
+    }
+
+    fn or_invalid(self, message: impl Into<Cow<'static, str>>) -> StoreResult<T> {
+        self.map_err(|error| StoreError::invalid(message).with_source(error))
+    }
+}
+
 /// An error and every cause below it, `error: cause: cause`, for the operator's log at the place
 /// where the error is handled: `tracing::warn!(error = %ErrorChain(&error), "...")`.
 ///

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 
 use crate::channel::ChannelId;
 use crate::collaboration::SidecarState;
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::lease::{Fence, FencingToken};
 use crate::machine::MachineId;
 use crate::session::{SecretHash, SessionId, SessionSweep};
@@ -98,8 +98,8 @@ impl HeldSessions {
         if json.len() > MAX_HELD_SESSIONS_BYTES {
             return Err(StoreError::invalid("the held sessions are too long"));
         }
-        let parsed: serde_json::Value = serde_json::from_str(&json)
-            .map_err(|_| StoreError::invalid("the held sessions are not JSON"))?;
+        let parsed: serde_json::Value =
+            serde_json::from_str(&json).or_invalid("the held sessions are not JSON")?;
         let all_objects = parsed
             .as_array()
             .is_some_and(|entries| entries.iter().all(serde_json::Value::is_object));

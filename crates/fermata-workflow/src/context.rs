@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use fermata_store::{
     Claim, ErrorChain, HookWait, RunId, StepRecord, StepState, StepUpdate, Storage, StoreError,
+    StoreResultExt,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -160,9 +161,9 @@ impl RunContext {
             tracing::debug!(run = %run, step = key, attempt = attempt.number, "step attempt begins");
             match body(attempt).await {
                 Ok(value) => {
-                    let output = serde_json::to_string(&value).map_err(|_| {
-                        RunError::Lost(StoreError::invalid("a step output does not serialize"))
-                    })?;
+                    let output = serde_json::to_string(&value)
+                        .or_invalid("a step output does not serialize")
+                        .map_err(RunError::Lost)?;
                     self.record(key, &StepUpdate::Succeeded { output }).await?;
                     tracing::info!(run = %run, step = key, attempt = attempt.number, "step succeeded");
                     return Ok(value);

@@ -20,10 +20,7 @@ impl From<AccountError> for Failure {
             AccountError::Store(_) | AccountError::Crypto(_) => Exit::Runtime,
             _ => Exit::Config,
         };
-        Failure {
-            message: error.to_string(),
-            exit,
-        }
+        Failure::new(error.to_string(), exit).with_source(error)
     }
 }
 

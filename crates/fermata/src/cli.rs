@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use fermata_schema::Verdict;
+use fermata_store::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Given, Origin, Overrides, Sources};
@@ -469,6 +470,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match run(&cli.command, sub) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            if let Some(cause) = std::error::Error::source(&failure) {
+                tracing::debug!(error = %ErrorChain(cause), "the command failed");
+            }
             eprintln!("fermata: {failure}");
             failure.exit_code()
         }

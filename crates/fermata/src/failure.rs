@@ -1,15 +1,20 @@
-//! How a command fails: a safe message for the operator and the process exit code.
+//! How a command fails: a safe message for the operator, the process exit code, and the cause
+//! for the log.
 
+use std::error::Error as StdError;
 use std::process::ExitCode;
 
 use fermata_store::StoreError;
 
 /// A command's failure. The message is safe to print: it never holds driver text or secrets.
+/// The cause, when there is one, is logged (at debug level) where the command ends.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
     pub message: String,
     pub exit: Exit,
+    #[source]
+    pub source: Option<Box<dyn StdError + Send + Sync + 'static>>,
 }
 
 /// The exit codes, documented in `fermata --help`.
@@ -26,26 +31,33 @@ pub enum Exit {
 }
 
 impl Failure {
-    pub fn runtime(message: impl Into<String>) -> Self {
+    pub fn new(message: impl Into<String>, exit: Exit) -> Self {
         Failure {
             message: message.into(),
-            exit: Exit::Runtime,
+            exit,
+            source: None,
         }
+    }
+
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Failure::new(message, Exit::Runtime)
     }
 
     pub fn config(message: impl Into<String>) -> Self {
-        Failure {
-            message: message.into(),
-            exit: Exit::Config,
-        }
+        Failure::new(message, Exit::Config)
     }
 
-    /// A store error met while doing `doing`. The driver's cause is logged at debug level only.
-    pub fn store(doing: &str, error: &StoreError) -> Self {
-        if let Some(cause) = std::error::Error::source(error) {
-            tracing::debug!(cause = %cause, "{doing}");
-        }
-        Failure::runtime(format!("{doing}: {error}"))
+    /// Keeps `cause` for the log; the message stays what is printed.
+    #[must_use]
+    pub fn with_source(mut self, cause: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(cause));
+        self
+    }
+
+    /// A store error met while doing `doing`: its safe text is printed, and the error with the
+    /// driver's cause is kept for the log.
+    pub fn store(doing: &str, error: StoreError) -> Self {
+        Failure::runtime(format!("{doing}: {error}")).with_source(error)
     }
 
     pub fn exit_code(&self) -> ExitCode {

@@ -54,10 +54,8 @@ impl From<SafeError> for Failure {
             ErrorStage::Configuration | ErrorStage::Authorization => Exit::Config,
             _ => Exit::Runtime,
         };
-        Failure {
-            message: format!("{} ({})", printable(&error.message()), error.code().name()),
-            exit,
-        }
+        let message = format!("{} ({})", printable(&error.message()), error.code().name());
+        Failure::new(message, exit).with_source(error)
     }
 }
 
@@ -88,12 +86,13 @@ async fn administrator(
     fresh: bool,
 ) -> Result<Administrator, Failure> {
     let unknown = || Failure::config(format!("no user named `{name}`"));
+    // Dropped on purpose: text that is not a user name names no user.
     let name = fermata_store::UserName::new(name).map_err(|_| unknown())?;
     let user = storage
         .users()
         .user_by_name(&name)
         .await
-        .map_err(|e| Failure::store("cannot read the user", &e))?
+        .map_err(|e| Failure::store("cannot read the user", e))?
         .ok_or_else(unknown)?;
     if fresh {
         let password = password_from_stdin()?;
@@ -101,8 +100,9 @@ async fn administrator(
             return Err(Failure::config("the password is not right"));
         }
     }
-    Administrator::from_user(&user, fresh)
-        .map_err(|_| Failure::config(format!("`{name}` is not a system_admin")))
+    Administrator::from_user(&user, fresh).map_err(|error| {
+        Failure::config(format!("`{name}` is not a system_admin")).with_source(error)
+    })
 }
 
 fn render(report: &OperationReport, format: Format) -> String {
@@ -126,6 +126,7 @@ fn request_key_or_new(given: Option<&str>) -> Result<RequestKey, Failure> {
         Some(key) => key.to_owned(),
         None => format!("cli-{}", uuid::Uuid::new_v4()),
     };
+    // Dropped on purpose: the message says what a request key must be.
     RequestKey::new(key)
         .map_err(|_| Failure::config("--request-key has 1 to 100 printable ASCII characters"))
 }
@@ -253,6 +254,7 @@ async fn start_selected(
     let typed = request.inventory;
     let inventory = typed
         .parse::<InventoryId>()
+        // Dropped on purpose: the message says what is wrong with the argument.
         .map_err(|_| Failure::config(format!("`{typed}` is not an inventory ID")))?;
     let opened = open(setup).await?;
     let admin = administrator(&*opened.storage, request.actor, false).await?;
@@ -307,7 +309,7 @@ async fn follow(
         .leases()
         .peek(&LeaseName::WRITER)
         .await
-        .map_err(|e| Failure::store("cannot read the writer lease", &e))?
+        .map_err(|e| Failure::store("cannot read the writer lease", e))?
         .live_holder()
         .is_some();
     if served {
@@ -419,6 +421,7 @@ pub(crate) async fn operations(
 }
 
 fn operation_id(typed: &str) -> Result<OperationId, Failure> {
+    // Dropped on purpose: the message says what is wrong with the argument.
     typed
         .parse()
         .map_err(|_| Failure::config(format!("`{typed}` is not an operation ID")))

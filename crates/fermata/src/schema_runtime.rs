@@ -24,7 +24,7 @@ use fermata_schema::{
     EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
     RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
-use fermata_store::Storage;
+use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 
@@ -79,16 +79,18 @@ impl SchemaRuntime {
                 Failure::runtime(format!("cannot create {}: {error}", folder.display()))
             })?;
             if let Some(bucket) = &bucket {
-                return ArtifactStore::s3(bucket, keys).map_err(|_| {
+                return ArtifactStore::s3(bucket, keys).map_err(|error| {
                     Failure::runtime("cannot use the review artifact bucket `schema.artifacts`")
+                        .with_source(error)
                 });
             }
             // The store's keys start with `schema-artifacts/`, so its root is the data folder.
-            ArtifactStore::local(&artifact_root, keys).map_err(|_| {
+            ArtifactStore::local(&artifact_root, keys).map_err(|error| {
                 Failure::runtime(format!(
                     "cannot use the review artifact folder {}",
                     artifact_root.join(ARTIFACT_FOLDER).display()
                 ))
+                .with_source(error)
             })
         })
         .await
@@ -172,9 +174,11 @@ impl SchemaRuntime {
                 );
             }
             Ok(Err(error)) => {
-                tracing::warn!(%error, "could not sweep the scratch folder");
+                tracing::warn!(error = %ErrorChain(&error), "could not sweep the scratch folder");
             }
-            Err(error) => tracing::warn!(%error, "sweeping the scratch folder failed"),
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "sweeping the scratch folder failed")
+            }
         }
     }
 
@@ -185,7 +189,7 @@ impl SchemaRuntime {
         let purge = async {
             loop {
                 if let Err(error) = self.engine.purge(RUN_RETENTION).await {
-                    tracing::warn!(%error, "could not purge ended workflow runs");
+                    tracing::warn!(error = %ErrorChain(&error), "could not purge ended workflow runs");
                 }
                 tokio::time::sleep(PURGE_EVERY).await;
             }
@@ -193,10 +197,10 @@ impl SchemaRuntime {
         let settle = async {
             loop {
                 if let Err(error) = self.operations.settle_abandoned().await {
-                    tracing::warn!(code = %error.code().name(), "could not end abandoned inventories");
+                    tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not end abandoned inventories");
                 }
                 if let Err(error) = self.reviews.resume_decided(SETTLE_SCAN).await {
-                    tracing::warn!(code = %error.code().name(), "could not resume decided reviews");
+                    tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not resume decided reviews");
                 }
                 tokio::time::sleep(SETTLE_EVERY).await;
             }

@@ -5,27 +5,64 @@
 //! port conflict is found without touching the lease), the tenure is opened under the new fencing
 //! token, and only then is the process ready. On a graceful stop it drains HTTP, closes its
 //! tenure and releases the lease; on a lost lease it drains and exits with code 4.
+//!
+//! [`serve`] is those phases in order: `open`, `take_lease`, `run` and `drain`. Every
+//! task beside HTTP is a `Background`, stopped by one cancel, wait, warn and cut off sequence.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use fermata_accounts::{AccountSettings, Accounts};
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
-use fermata_store::{Lease, Storage, TenureStart};
+use fermata_store::{ErrorChain, Lease, Storage, TenureStart};
+use fermata_store_sql::SqlStorage;
 use tokio::net::TcpListener;
+use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeSettings;
 use crate::failure::{Exit, Failure};
 use crate::schema_runtime::SchemaRuntime;
-use crate::writer_lease::{self, Keeper, KeeperExit, TakeError};
+use crate::writer_lease::{self, Granted, Keeper, KeeperExit, TakeError};
 use crate::{keys, storage};
 
 /// The release, as recorded in tenures and metrics.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Serves until `shutdown` is cancelled or the writer lease is lost.
+/// Serves until `shutdown` is cancelled or the writer lease is lost: the four phases in order.
 pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Result<(), Failure> {
+    let mut server = open(&settings).await?;
+    let Some(granted) = take_lease(&mut server, &settings, &shutdown).await? else {
+        return Ok(());
+    };
+    let running = run(&server, &settings, granted, &shutdown).await;
+    drain(server, running, settings.lease.drain_timeout).await
+}
+
+/// What the serving process holds from opening to the end of its drain.
+struct Server {
+    store: SqlStorage,
+    /// The name this process takes the lease and claims workflow runs under.
+    holder: String,
+    /// The same database as `store`, as the port every service takes.
+    shared: Arc<dyn Storage>,
+    schema: SchemaRuntime,
+    accounts: Arc<Accounts>,
+    metrics: Arc<Metrics>,
+    /// What `/readyz` reports: waiting for the lease, serving, draining.
+    readiness: Readiness,
+    /// The fencing token every collaboration write presents; set only while the lease is held.
+    fence: WriterFence,
+    rooms: RoomManager,
+    /// HTTP, started before the lease is taken so `/healthz` answers while it waits.
+    http: Background<std::io::Result<()>>,
+}
+
+/// The first phase: checks (and migrates) the schema, opens the services, binds the listener
+/// and starts HTTP, all before the lease is taken.
+async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     let store = storage::open(&settings.storage).await?;
     storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
@@ -62,7 +99,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         metrics: Arc::clone(&metrics),
         accounts: Arc::clone(&accounts),
         documents,
-        media: media.clone(),
+        media,
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
         registry: schema.registry.clone(),
@@ -72,165 +109,193 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         },
         secure_cookies: settings.secure_cookies,
     };
-    let http_stop = CancellationToken::new();
-    let mut http = tokio::spawn(fermata_http::serve(
-        listener,
-        fermata_http::router(state),
-        http_stop.clone().cancelled_owned(),
-    ));
+    let router = fermata_http::router(state);
+    let http = Background::spawn(
+        "requests still in flight after the drain timeout were cut off",
+        |stop| fermata_http::serve(listener, router, stop.cancelled_owned()),
+    );
     tracing::info!(listen = %local, storage = store.driver(), "listening");
+    Ok(Server {
+        store,
+        holder: writer_lease::holder_name(),
+        shared,
+        schema,
+        accounts,
+        metrics,
+        readiness,
+        fence,
+        rooms,
+        http,
+    })
+}
 
-    readiness.set(Phase::WaitingForLease);
-    let holder = writer_lease::holder_name();
+/// The second phase: takes the writer lease (waiting for it with `--handover wait`), opens this
+/// process's tenure under its fencing token, runs the startup sequence and only then is ready.
+/// `None` when `shutdown` came first. On any way out without the lease, HTTP is stopped.
+async fn take_lease(
+    server: &mut Server,
+    settings: &ServeSettings,
+    shutdown: &CancellationToken,
+) -> Result<Option<Granted>, Failure> {
+    server.readiness.set(Phase::WaitingForLease);
     let taken = writer_lease::take(
-        store.leases(),
-        &holder,
+        server.store.leases(),
+        &server.holder,
         &settings.lease,
         settings.handover,
-        &shutdown,
+        shutdown,
     )
     .await;
     let granted = match taken {
         Ok(Some(granted)) => granted,
         Ok(None) => {
-            http_stop.cancel();
-            let _ = http.await;
-            return Ok(());
+            let _ = server.http.stop().await;
+            return Ok(None);
         }
         Err(error) => {
-            http_stop.cancel();
-            let _ = http.await;
+            let _ = server.http.stop().await;
             let exit = match error {
                 TakeError::Held(_) => Exit::LeaseHeld,
                 TakeError::Store(_) => Exit::Runtime,
             };
-            return Err(Failure {
-                message: error.to_string(),
-                exit,
-            });
+            return Err(Failure::new(error.to_string(), exit).with_source(error));
         }
     };
-    let lease = granted.lease.clone();
-    metrics.lease_granted(lease.token.0, lease.expires_at.0);
+    let lease = &granted.lease;
+    server
+        .metrics
+        .lease_granted(lease.token.0, lease.expires_at.0);
     let start = TenureStart {
-        holder: holder.clone(),
+        holder: server.holder.clone(),
         version: VERSION.to_owned(),
     };
-    if let Err(error) = store.tenures().open(&lease.fence(), &start).await {
-        let _ = store.leases().release(&lease).await;
-        http_stop.cancel();
-        let _ = http.await;
-        return Err(Failure::store(
-            "cannot record this process's tenure",
-            &error,
-        ));
+    if let Err(error) = server.store.tenures().open(&lease.fence(), &start).await {
+        let _ = server.store.leases().release(lease).await;
+        let _ = server.http.stop().await;
+        return Err(Failure::store("cannot record this process's tenure", error));
     }
-    startup_cleanup(&store, &accounts, &lease).await;
-    fence.set(Some(lease.fence()));
-    readiness.set(Phase::Serving);
+    startup_cleanup(&server.store, &server.accounts, lease).await;
+    server.fence.set(Some(lease.fence()));
+    server.readiness.set(Phase::Serving);
     tracing::info!(
-        holder = %holder,
+        holder = %server.holder,
         token = %lease.token,
         expires_at = %lease.expires_at,
         "took the writer lease; serving"
     );
+    Ok(Some(granted))
+}
 
+/// The background tasks that run under the lease, and why serving stopped.
+struct Running {
+    worker: Background<()>,
+    sweeper: Background<()>,
+    keeper: Background<KeeperExit>,
+    /// The keeper's exit when the lease was lost; `None` when `shutdown` stopped serving.
+    lost: Option<Result<KeeperExit, JoinError>>,
+}
+
+/// The third phase: runs workflow runs, sweeps and the lease keeper beside HTTP until `shutdown`
+/// is cancelled or the keeper reports the lease lost.
+async fn run(
+    server: &Server,
+    settings: &ServeSettings,
+    granted: Granted,
+    shutdown: &CancellationToken,
+) -> Running {
     // Workflow runs (schema operations) execute in the serving process, under the writer lease;
     // the command line executes runs only while no server serves, so step folders left in the
     // data folder now are an earlier process's.
-    schema.sweep_scratch().await;
-    let worker_stop = CancellationToken::new();
-    let mut worker = tokio::spawn({
-        let schema = schema.clone();
-        let name = holder.clone();
-        let stop = worker_stop.clone();
-        async move { schema.work(name, stop).await }
-    });
+    server.schema.sweep_scratch().await;
+    let worker = Background::spawn(
+        "a workflow run still in flight after the drain timeout was cut off",
+        |stop| {
+            let schema = server.schema.clone();
+            let name = server.holder.clone();
+            async move { schema.work(name, stop).await }
+        },
+    );
 
     // Rows nobody needs any more (unsent Chat files, expired Planner credentials, idle MCP
     // sessions) are swept now and then periodically while this process holds the lease.
-    let sweep_stop = CancellationToken::new();
-    let mut sweeper = tokio::spawn({
-        let sweeps = Sweeps::new(Arc::clone(&shared), fence.clone());
-        let stop = sweep_stop.clone().cancelled_owned();
-        async move { sweeps.run(SWEEP_EVERY, stop).await }
-    });
-
-    let keeper_stop = CancellationToken::new();
-    let mut keeper = tokio::spawn(
-        Keeper {
-            renewal: store.leases().renewal_channel(),
-            lease: granted.lease,
-            last_success_sent: granted.sent,
-            timings: settings.lease,
-            metrics: Arc::clone(&metrics),
-        }
-        .run(keeper_stop.clone()),
+    let sweeper = Background::spawn(
+        "a sweep still in flight after the drain timeout was cut off",
+        |stop| {
+            let sweeps = Sweeps::new(Arc::clone(&server.shared), server.fence.clone());
+            async move { sweeps.run(SWEEP_EVERY, stop.cancelled_owned()).await }
+        },
     );
+
+    let keeper = Keeper {
+        renewal: server.store.leases().renewal_channel(),
+        lease: granted.lease,
+        last_success_sent: granted.sent,
+        timings: settings.lease,
+        metrics: Arc::clone(&server.metrics),
+    };
+    let mut keeper = Background::spawn("the writer lease keeper was cut off", |stop| {
+        keeper.run(stop)
+    });
 
     let lost = tokio::select! {
         () = shutdown.cancelled() => None,
-        exit = &mut keeper => Some(exit),
+        exit = &mut keeper.handle => Some(exit),
     };
-    readiness.set(Phase::Draining);
+    Running {
+        worker,
+        sweeper,
+        keeper,
+        lost,
+    }
+}
+
+/// The last phase: stops taking work, lets what is in flight finish within the drain timeout
+/// (rooms, then sweeps, workflow runs and requests), then closes the tenure and releases the
+/// lease, or, when the lease was lost, reports it.
+async fn drain(server: Server, running: Running, timeout: Duration) -> Result<(), Failure> {
+    let Running {
+        worker,
+        sweeper,
+        mut keeper,
+        lost,
+    } = running;
+    server.readiness.set(Phase::Draining);
     if lost.is_some() {
         // Nothing more may be written under a lease that is gone.
-        fence.set(None);
+        server.fence.set(None);
     }
     // Rooms checkpoint (while the fence still holds) and close their clients with a retry-later
     // reason, so the HTTP drain is not held up by WebSockets.
-    rooms
+    server
+        .rooms
         .shutdown("the server is stopping; reconnect shortly")
         .await;
     // A sweep in flight may be waiting on a database that no longer answers (a lost lease):
     // it gets the drain timeout, then is cut off, and its transaction rolls back.
-    sweep_stop.cancel();
-    if tokio::time::timeout(settings.lease.drain_timeout, &mut sweeper)
-        .await
-        .is_err()
-    {
-        tracing::warn!("a sweep still in flight after the drain timeout was cut off");
-        sweeper.abort();
-    }
+    sweeper.drain(timeout).await;
     // A run in flight gives its claim back; another process resumes it from its journal.
-    worker_stop.cancel();
-    if tokio::time::timeout(settings.lease.drain_timeout, &mut worker)
-        .await
-        .is_err()
-    {
-        tracing::warn!("a workflow run still in flight after the drain timeout was cut off");
-        worker.abort();
-    }
-    http_stop.cancel();
-    if tokio::time::timeout(settings.lease.drain_timeout, &mut http)
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after the drain timeout were cut off");
-        http.abort();
-    }
+    worker.drain(timeout).await;
+    server.http.drain(timeout).await;
     // Requests in flight finished under the fence; nothing writes after this.
-    fence.set(None);
+    server.fence.set(None);
 
     let exit = match lost {
         Some(exit) => exit,
-        None => {
-            keeper_stop.cancel();
-            keeper.await
-        }
+        None => keeper.stop().await,
     };
+    let store = server.store;
     match exit {
         Ok(KeeperExit::Stopped(lease)) => {
             if let Err(error) = store.tenures().close(&lease.fence()).await {
-                tracing::warn!(error = %error, "could not record the end of this tenure");
+                tracing::warn!(error = %ErrorChain(&error), "could not record the end of this tenure");
             }
             match store.leases().release(&lease).await {
                 Ok(_) => tracing::info!(token = %lease.token, "released the writer lease; stopped"),
                 Err(error) => {
-                    tracing::warn!(error = %error, "could not release the writer lease; it expires by itself")
+                    tracing::warn!(error = %ErrorChain(&error), "could not release the writer lease; it expires by itself")
                 }
             }
-            metrics.lease_dropped();
+            server.metrics.lease_dropped();
             store.close().await;
             Ok(())
         }
@@ -241,14 +306,57 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
                 last_error = loss.last_error.as_deref().unwrap_or("none"),
                 "lost the writer lease; stopped serving"
             );
-            Err(Failure {
-                message: format!("lost the writer lease: {loss}"),
-                exit: Exit::LeaseLost,
-            })
+            Err(Failure::new(
+                format!("lost the writer lease: {loss}"),
+                Exit::LeaseLost,
+            ))
         }
         Err(join) => Err(Failure::runtime(format!(
             "the writer lease keeper failed: {join}"
         ))),
+    }
+}
+
+/// A task the serving process runs until it drains, and the token that stops it: the one
+/// cancel, wait, warn and cut off sequence of every task.
+struct Background<T> {
+    stop: CancellationToken,
+    handle: JoinHandle<T>,
+    /// The warning when the task is still running after the drain timeout.
+    cut_off: &'static str,
+}
+
+impl<T: Send + 'static> Background<T> {
+    fn spawn<F>(cut_off: &'static str, task: impl FnOnce(CancellationToken) -> F) -> Self
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let stop = CancellationToken::new();
+        let handle = tokio::spawn(task(stop.clone()));
+        Background {
+            stop,
+            handle,
+            cut_off,
+        }
+    }
+
+    /// Stops the task and waits for it to end, however long that takes.
+    async fn stop(&mut self) -> Result<T, JoinError> {
+        self.stop.cancel();
+        (&mut self.handle).await
+    }
+
+    /// Stops the task and waits at most `timeout` for it to end; one still running then is cut
+    /// off with a warning.
+    async fn drain(mut self, timeout: Duration) {
+        self.stop.cancel();
+        if tokio::time::timeout(timeout, &mut self.handle)
+            .await
+            .is_err()
+        {
+            tracing::warn!("{}", self.cut_off);
+            self.handle.abort();
+        }
     }
 }
 
@@ -265,6 +373,8 @@ async fn startup_cleanup(store: &dyn Storage, accounts: &Accounts, lease: &Lease
             "no administrator yet: create one with `fermata user add NAME --role system_admin` \
              (add --password-stdin to choose the password; otherwise one is generated and shown once)"
         ),
-        Err(error) => tracing::warn!(error = %error, "could not check for an administrator"),
+        Err(error) => {
+            tracing::warn!(error = %ErrorChain(&error), "could not check for an administrator")
+        }
     }
 }

@@ -14,7 +14,7 @@ pub(crate) async fn migrate(settings: &StorageSettings) -> Result<String, Failur
     let before = store
         .migration_status()
         .await
-        .map_err(|error| Failure::store("the database schema cannot be used", &error))?;
+        .map_err(|error| Failure::store("the database schema cannot be used", error))?;
     storage::prepare_schema(&store, true).await?;
     store.close().await;
     let mut out = String::new();
@@ -36,7 +36,7 @@ pub(crate) async fn status(settings: &StorageSettings) -> Result<String, Failure
     let schema = store
         .migration_status()
         .await
-        .map_err(|error| Failure::store("the database schema cannot be used", &error))?;
+        .map_err(|error| Failure::store("the database schema cannot be used", error))?;
     let mut out = String::new();
     let _ = writeln!(out, "storage: {}", store.driver());
     let _ = writeln!(
@@ -58,7 +58,7 @@ pub(crate) async fn status(settings: &StorageSettings) -> Result<String, Failure
         .leases()
         .peek(&LeaseName::WRITER)
         .await
-        .map_err(|error| Failure::store("cannot read the writer lease", &error))?;
+        .map_err(|error| Failure::store("cannot read the writer lease", error))?;
     match peek.live_holder() {
         Some(record) => {
             let _ = writeln!(
@@ -75,7 +75,7 @@ pub(crate) async fn status(settings: &StorageSettings) -> Result<String, Failure
         .tenures()
         .recent(&LeaseName::WRITER, 5)
         .await
-        .map_err(|error| Failure::store("cannot read the tenures", &error))?;
+        .map_err(|error| Failure::store("cannot read the tenures", error))?;
     if !tenures.is_empty() {
         let _ = writeln!(out, "recent tenures:");
     }

@@ -34,7 +34,7 @@ pub(crate) async fn open(settings: &StorageSettings) -> Result<SqlStorage, Failu
     };
     SqlStorage::connect(&database, StoreOptions::default())
         .await
-        .map_err(|error| Failure::store("cannot open the application database", &error))
+        .map_err(|error| Failure::store("cannot open the application database", error))
 }
 
 /// Checks the applied migrations (a changed one is corruption and stops everything), then either
@@ -43,10 +43,7 @@ pub(crate) async fn prepare_schema(
     storage: &SqlStorage,
     migrate: bool,
 ) -> Result<MigrationStatus, Failure> {
-    let status = storage
-        .migration_status()
-        .await
-        .map_err(|error| schema_failure(&error))?;
+    let status = storage.migration_status().await.map_err(schema_failure)?;
     if status.pending.is_empty() {
         return Ok(status);
     }
@@ -58,16 +55,13 @@ pub(crate) async fn prepare_schema(
             status.pending.join(", ")
         )));
     }
-    let after = storage
-        .migrate()
-        .await
-        .map_err(|error| schema_failure(&error))?;
+    let after = storage.migrate().await.map_err(schema_failure)?;
     for file in &status.pending {
         tracing::info!(migration = %file, "applied migration");
     }
     Ok(after)
 }
 
-fn schema_failure(error: &StoreError) -> Failure {
+fn schema_failure(error: StoreError) -> Failure {
     Failure::store("the database schema cannot be used", error)
 }

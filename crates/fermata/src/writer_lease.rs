@@ -15,7 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use fermata_http::{Metrics, RenewalOutcome};
 use fermata_store::{
-    Acquisition, ErrorKind, Lease, LeaseName, LeaseRecord, LeaseRenewal, LeaseStore, StoreError,
+    Acquisition, ErrorChain, ErrorKind, Lease, LeaseName, LeaseRecord, LeaseRenewal, LeaseStore,
+    StoreError,
 };
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
@@ -286,7 +287,7 @@ impl Keeper {
                 }
                 Ok(Err(error)) => {
                     self.metrics.renewal(RenewalOutcome::Failed);
-                    tracing::warn!(error = %error, "writer lease renewal failed; retrying");
+                    tracing::warn!(error = %ErrorChain(&error), "writer lease renewal failed; retrying");
                     last_error = Some(error.to_string());
                     next_attempt = retry_at;
                 }

@@ -1,7 +1,8 @@
 //! The GitHub adapter against a fake GitHub that speaks the documented REST API and computes
 //! real git object IDs: publication end to end (checked against the local adapter's commit of
 //! the same spec), retries, the 422 "already exists" answers, pull-request states, rate limits,
-//! 404s, server and network failures, and that the token reaches no log line and no error.
+//! 404s, server and network failures, and that the token reaches no log line and no error (nor
+//! its causes, which are what an operator's log shows).
 
 use crate::fake_github;
 
@@ -9,15 +10,16 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::Method;
 use fake_github::{Canned, FakeGitHub, PullStatus, TOKEN, commit_files};
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubToken};
 use fermata_forge::local::LocalGit;
 use fermata_forge::{
-    CommitSpec, Forge, PullRequest, PullRequestSpec, PullState, Signature, TreeChange,
+    CommitSpec, Forge, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, PullState,
+    Signature, TreeChange,
 };
-use fermata_store::schema::{ErrorCode, ErrorStage, SafeError};
 use git2::{Oid, Repository};
 
 const BASE: &str = "main";
@@ -133,12 +135,37 @@ fn tree_at(repository: &Repository, commit: &str, path: &str) -> String {
     tree.get_path(Path::new(path)).unwrap().id().to_string()
 }
 
+/// The kinds of forge error, without a rate limit's hint (checked where it matters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Failed,
+    RateLimited,
+    Refused,
+    Conflict,
+}
+
 #[track_caller]
-fn assert_code(result: Result<impl std::fmt::Debug, SafeError>, code: ErrorCode) -> SafeError {
+fn assert_kind(result: Result<impl std::fmt::Debug, ForgeError>, expected: Kind) -> ForgeError {
     let error = result.unwrap_err();
-    assert_eq!(error.code(), code);
-    assert_eq!(error.stage(), ErrorStage::Github);
+    let kind = match error.kind() {
+        ForgeErrorKind::Failed => Kind::Failed,
+        ForgeErrorKind::RateLimited { .. } => Kind::RateLimited,
+        ForgeErrorKind::Refused => Kind::Refused,
+        ForgeErrorKind::Conflict => Kind::Conflict,
+    };
+    assert_eq!(kind, expected, "{error}");
     error
+}
+
+/// The error and every cause, as the log of whoever handles it shows them.
+fn chain(error: &ForgeError) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(error) = cause {
+        text.push_str(&format!(": {error}"));
+        cause = error.source();
+    }
+    text
 }
 
 /// Everything the tracing macros write while the guard lives, on this thread.
@@ -302,8 +329,8 @@ async fn a_retried_commit_is_the_same_commit() {
     let spec = publication(&seed);
 
     fake.answer_next(Method::POST, "git/commits", Canned::ServerError);
-    let error = assert_code(github.create_commit(&spec).await, ErrorCode::GithubFailed);
-    assert!(error.retryable());
+    let error = assert_kind(github.create_commit(&spec).await, Kind::Failed);
+    assert!(error.is_retryable());
     let first = github.create_commit(&spec).await.unwrap();
     let again = github.create_commit(&spec).await.unwrap();
     assert_eq!(first, again);
@@ -360,18 +387,15 @@ async fn a_branch_is_created_once_and_never_moved() {
         ["POST git/refs", "GET git/ref/heads/fermata/publication-1"]
     );
 
-    let conflict = assert_code(
-        github.create_branch(HEAD, &other).await,
-        ErrorCode::PublicationConflict,
-    );
-    assert!(!conflict.retryable());
+    let conflict = assert_kind(github.create_branch(HEAD, &other).await, Kind::Conflict);
+    assert!(!conflict.is_retryable());
     assert_eq!(github.branch_head(HEAD).await.unwrap(), Some(seed));
 
     // 422 for a commit GitHub does not have: no branch appears, so it is not "already exists".
     let unknown = "0123456789abcdef0123456789abcdef01234567";
-    assert_code(
+    assert_kind(
         github.create_branch("fermata/other", unknown).await,
-        ErrorCode::GithubFailed,
+        Kind::Failed,
     );
 }
 
@@ -411,10 +435,7 @@ async fn opening_a_pull_request_that_github_already_has_finds_it() {
         head: "fermata/absent".to_owned(),
         ..pull_spec()
     };
-    assert_code(
-        github.open_pull_request(&missing).await,
-        ErrorCode::GithubFailed,
-    );
+    assert_kind(github.open_pull_request(&missing).await, Kind::Failed);
 }
 
 #[tokio::test]
@@ -450,7 +471,7 @@ async fn pull_request_states_are_githubs_state_and_merged_at() {
 }
 
 #[tokio::test]
-async fn rate_limits_are_retryable_and_logged_with_numbers_only() {
+async fn rate_limits_are_retryable_and_carry_the_wait_in_numbers_only() {
     let logs = Logs::default();
     let _guard = logs.capture();
     let fake = FakeGitHub::start().await;
@@ -458,44 +479,54 @@ async fn rate_limits_are_retryable_and_logged_with_numbers_only() {
     let github = fake.forge();
 
     fake.answer_next(Method::GET, "git/ref/heads/main", Canned::PrimaryRateLimit);
-    let primary = assert_code(github.branch_head(BASE).await, ErrorCode::GithubRateLimited);
-    assert!(primary.retryable());
+    let primary = assert_kind(github.branch_head(BASE).await, Kind::RateLimited);
+    assert!(primary.is_retryable());
     fake.answer_next(Method::GET, "pulls", Canned::SecondaryRateLimit);
-    let secondary = assert_code(
-        github.find_pull_request(HEAD).await,
-        ErrorCode::GithubRateLimited,
-    );
-    assert!(secondary.retryable());
+    let secondary = assert_kind(github.find_pull_request(HEAD).await, Kind::RateLimited);
+    assert!(secondary.is_retryable());
     // A 403 with requests left is a refusal, not a rate limit.
     fake.answer_next(Method::GET, "git/ref/heads/main", Canned::Forbidden);
-    let refused = assert_code(github.branch_head(BASE).await, ErrorCode::GithubRefused);
-    assert!(!refused.retryable());
+    let refused = assert_kind(github.branch_head(BASE).await, Kind::Refused);
+    assert!(!refused.is_retryable());
     // Rate limits pass: the same call goes through.
     assert!(github.branch_head(BASE).await.unwrap().is_some());
 
-    let lines = logs.adapter_lines();
-    let text = lines.join("\n");
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        (primary.kind(), primary.status()),
+        (
+            ForgeErrorKind::RateLimited {
+                retry_after: None,
+                reset: Some(1_767_225_600)
+            },
+            Some(403)
+        )
+    );
+    assert_eq!(
+        (secondary.kind(), secondary.status()),
+        (
+            ForgeErrorKind::RateLimited {
+                retry_after: Some(Duration::from_secs(60)),
+                reset: Some(1_767_225_600)
+            },
+            Some(429)
+        )
+    );
+    assert_eq!(refused.status(), Some(403));
+    let text = [&primary, &secondary, &refused].map(chain).join("\n");
     assert!(
-        lines[0].contains("GitHub's rate limit was reached"),
+        text.contains("status 403") && text.contains("resets at 1767225600"),
         "{text}"
     );
     assert!(
-        lines[0].contains("status=403") && lines[0].contains("reset=1767225600"),
-        "{text}"
-    );
-    assert!(
-        lines[1].contains("status=429") && lines[1].contains("retry_after=60"),
-        "{text}"
-    );
-    assert!(
-        lines[2].contains("GitHub refused a request") && lines[2].contains("status=403"),
+        text.contains("status 429") && text.contains("retry after 60 s"),
         "{text}"
     );
     assert!(
         !text.contains("exceeded") && !text.contains("accessible"),
         "{text}"
     );
+    // The errors are logged by whoever handles them, never by the adapter.
+    assert_eq!(logs.adapter_lines(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -512,20 +543,20 @@ async fn what_github_does_not_have_is_none_or_a_failure() {
     );
 
     let missing = "89abcdef0123456789abcdef0123456789abcdef";
-    let error = assert_code(
+    let error = assert_kind(
         github.create_commit(&publication(missing)).await,
-        ErrorCode::GithubRefused,
+        Kind::Refused,
     );
-    assert!(!error.retryable(), "a missing commit stays missing");
-    assert_code(
+    assert!(!error.is_retryable(), "a missing commit stays missing");
+    assert_kind(
         github
             .paths_changed(&seed, missing, &["README.md".to_owned()])
             .await,
-        ErrorCode::GithubRefused,
+        Kind::Refused,
     );
-    assert_code(
+    assert_kind(
         github.create_commit(&publication("not/a/commit")).await,
-        ErrorCode::GithubFailed,
+        Kind::Failed,
     );
 }
 
@@ -538,8 +569,9 @@ async fn server_and_network_failures_are_retryable() {
     let github = fake.forge();
 
     fake.answer_next(Method::GET, "git/ref/heads/main", Canned::ServerError);
-    let error = assert_code(github.branch_head(BASE).await, ErrorCode::GithubFailed);
-    assert!(error.retryable());
+    let error = assert_kind(github.branch_head(BASE).await, Kind::Failed);
+    assert!(error.is_retryable());
+    assert_eq!(error.status(), Some(500));
 
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = closed.local_addr().unwrap();
@@ -549,15 +581,14 @@ async fn server_and_network_failures_are_retryable() {
         ..fake.settings()
     })
     .unwrap();
-    let error = assert_code(unreachable.branch_head(BASE).await, ErrorCode::GithubFailed);
-    assert!(error.retryable());
-
-    let text = logs.text();
-    assert!(text.contains("status=500"), "{text}");
-    assert!(
-        text.contains("the GitHub API could not be reached") && text.contains("connect=true"),
-        "{text}"
-    );
+    let error = assert_kind(unreachable.branch_head(BASE).await, Kind::Failed);
+    assert!(error.is_retryable());
+    assert_eq!(error.status(), None);
+    // The client's own error is the cause, for the log; its URL is not.
+    let text = chain(&error);
+    assert!(std::error::Error::source(&error).is_some(), "{text}");
+    assert!(!text.contains("http://"), "{text}");
+    assert_eq!(logs.adapter_lines(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -581,27 +612,20 @@ async fn the_token_reaches_no_log_line_and_no_error() {
     fake.answer_next(Method::GET, "pulls/1", Canned::ServerError);
     errors.push(github.pull_request(1).await.unwrap_err());
     errors.push(github.create_branch(HEAD, &seed).await.unwrap_err());
-    errors.push(assert_code(
-        wrong.branch_head(BASE).await,
-        ErrorCode::GithubRefused,
-    ));
+    errors.push(assert_kind(wrong.branch_head(BASE).await, Kind::Refused));
     errors.push(wrong.create_commit(&publication(&seed)).await.unwrap_err());
 
-    assert!(logs.adapter_lines().len() >= 5, "{}", logs.text());
-    let text = logs.text();
-    assert!(text.contains("status=401"), "{text}");
+    assert_eq!(errors.len(), 5);
+    assert_eq!(errors[3].status(), Some(401));
+    let text = errors.iter().map(chain).collect::<Vec<_>>().join("\n");
     let mut shown = vec![
-        text,
+        format!("{text}\n{}", logs.text()),
         format!("{github:?}"),
         format!("{wrong:?}"),
         format!("{wrong_settings:?}"),
         format!("{:?}", fake.settings()),
     ];
-    shown.extend(
-        errors
-            .iter()
-            .map(|error| format!("{error} {error:?} {}", error.to_json())),
-    );
+    shown.extend(errors.iter().map(|error| format!("{error} {error:?}")));
     assert!(
         !shown[0].contains("http://"),
         "a URL was logged: {}",
@@ -790,13 +814,10 @@ async fn files_and_folders_read_the_same_on_both_forges() {
                 .unwrap(),
             None
         );
-        assert_code(
-            forge.read_file(&seed, "databases/shop").await,
-            ErrorCode::GithubFailed,
-        );
-        assert_code(
+        assert_kind(forge.read_file(&seed, "databases/shop").await, Kind::Failed);
+        assert_kind(
             forge.read_file(&seed, "README.md/inside").await,
-            ErrorCode::GithubFailed,
+            Kind::Failed,
         );
         assert_eq!(
             forge.read_folder(&seed, "databases/shop").await.unwrap(),
@@ -811,14 +832,11 @@ async fn files_and_folders_read_the_same_on_both_forges() {
             forge.read_folder(&seed, "databases/absent").await.unwrap(),
             None
         );
-        assert_code(
-            forge.read_folder(&seed, "README.md").await,
-            ErrorCode::GithubFailed,
-        );
+        assert_kind(forge.read_folder(&seed, "README.md").await, Kind::Failed);
         // A commit is named by its full ID only.
-        assert_code(
+        assert_kind(
             forge.read_file(&seed[..12], "README.md").await,
-            ErrorCode::GithubFailed,
+            Kind::Failed,
         );
     }
 }

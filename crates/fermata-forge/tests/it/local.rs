@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use fermata_forge::local::LocalGit;
-use fermata_forge::{CommitSpec, Forge, PullRequestSpec, PullState, Signature, TreeChange};
-use fermata_store::schema::ErrorCode;
+use fermata_forge::{
+    CommitSpec, Forge, ForgeErrorKind, PullRequestSpec, PullState, Signature, TreeChange,
+};
 use git2::{Oid, Repository, Time};
 
 fn files(entries: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
@@ -176,8 +177,8 @@ async fn branches_are_created_once_and_never_moved() {
         .create_branch("fermata/x", &base.to_string())
         .await
         .unwrap_err();
-    assert_eq!(error.code(), ErrorCode::PublicationConflict);
-    assert!(!error.retryable());
+    assert_eq!(error.kind(), ForgeErrorKind::Conflict);
+    assert!(!error.is_retryable());
     assert_eq!(forge.branch_head("fermata/x").await.unwrap(), Some(commit));
     assert_eq!(forge.branch_head("absent").await.unwrap(), None);
 }
@@ -261,5 +262,5 @@ async fn pull_requests_are_found_by_head_and_their_state_read_from_the_repositor
         .open_pull_request(&pull_spec("fermata/absent"))
         .await
         .unwrap_err();
-    assert_eq!(error.code(), ErrorCode::GithubFailed);
+    assert_eq!(error.kind(), ForgeErrorKind::Failed);
 }

@@ -19,6 +19,8 @@ use std::io::Read;
 use fermata_schema_core::{ErrorCode, SafeError};
 use tar::{Archive, Builder, EntryType, Header};
 
+use crate::safe_context::{SafeCode, because};
+
 /// The manifest's entry name.
 const MANIFEST_ENTRY: &str = "manifest.json";
 /// The folder every candidate file is archived under, so no candidate can take the manifest's
@@ -39,7 +41,7 @@ pub struct ArtifactContents {
 /// that is not a clean relative path is refused.
 pub fn archive(files: &BTreeMap<String, Vec<u8>>, manifest: &str) -> Result<Vec<u8>, SafeError> {
     if !files.keys().all(|path| is_relative_path(path)) {
-        return Err(unavailable());
+        return Err(malformed("a candidate path is not a clean relative path"));
     }
     let mut builder = Builder::new(Vec::new());
     append(&mut builder, MANIFEST_ENTRY, manifest.as_bytes())?;
@@ -47,7 +49,9 @@ pub fn archive(files: &BTreeMap<String, Vec<u8>>, manifest: &str) -> Result<Vec<
     for (path, bytes) in files {
         append(&mut builder, &format!("{FILES_PREFIX}{path}"), bytes)?;
     }
-    builder.into_inner().map_err(|_| unavailable())
+    builder
+        .into_inner()
+        .or_code(UNAVAILABLE, "finish the archive")
 }
 
 fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
@@ -60,7 +64,7 @@ fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<()
     header.set_gid(0);
     builder
         .append_data(&mut header, name, bytes)
-        .map_err(|_| unavailable())
+        .or_code(UNAVAILABLE, "add a file to the archive")
 }
 
 /// Reads an archive [`archive`] wrote.
@@ -69,24 +73,31 @@ pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
     let mut manifest = None;
     let mut files = BTreeMap::new();
     let mut previous: Option<String> = None;
-    for entry in archive.entries().map_err(|_| unavailable())? {
-        let mut entry = entry.map_err(|_| unavailable())?;
+    const READ: &str = "read the archive";
+    for entry in archive.entries().or_code(UNAVAILABLE, READ)? {
+        let mut entry = entry.or_code(UNAVAILABLE, READ)?;
         if entry.header().entry_type() != EntryType::Regular {
-            return Err(unavailable());
+            return Err(malformed("an archive entry is not a regular file"));
         }
-        let name = String::from_utf8(entry.path_bytes().into_owned()).map_err(|_| unavailable())?;
+        let name = String::from_utf8(entry.path_bytes().into_owned())
+            .or_code(UNAVAILABLE, "read an archive entry's name")?;
         let mut content = Vec::new();
-        entry.read_to_end(&mut content).map_err(|_| unavailable())?;
+        entry.read_to_end(&mut content).or_code(UNAVAILABLE, READ)?;
         match manifest {
             None if name == MANIFEST_ENTRY => {
-                manifest = Some(String::from_utf8(content).map_err(|_| unavailable())?);
+                manifest =
+                    Some(String::from_utf8(content).or_code(UNAVAILABLE, "read the manifest")?);
             }
-            None => return Err(unavailable()),
+            None => return Err(malformed("the archive does not begin with the manifest")),
             Some(_) => {
-                let path = name.strip_prefix(FILES_PREFIX).ok_or_else(unavailable)?;
+                let path = name
+                    .strip_prefix(FILES_PREFIX)
+                    .ok_or_else(|| malformed("an archive entry is outside the files folder"))?;
                 let in_order = previous.as_deref().is_none_or(|before| before < path);
                 if !is_relative_path(path) || !in_order {
-                    return Err(unavailable());
+                    return Err(malformed(
+                        "an archive path is not clean or not in increasing order",
+                    ));
                 }
                 previous = Some(path.to_owned());
                 files.insert(path.to_owned(), content);
@@ -95,7 +106,7 @@ pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
     }
     Ok(ArtifactContents {
         files,
-        manifest: manifest.ok_or_else(unavailable)?,
+        manifest: manifest.ok_or_else(|| malformed("the archive has no manifest"))?,
     })
 }
 
@@ -109,8 +120,11 @@ pub(crate) fn is_relative_path(path: &str) -> bool {
             .all(|component| !matches!(component, "" | "." | ".."))
 }
 
-fn unavailable() -> SafeError {
-    SafeError::new(ErrorCode::ArtifactUnavailable)
+const UNAVAILABLE: ErrorCode = ErrorCode::ArtifactUnavailable;
+
+/// An archive this module would not write.
+fn malformed(reason: &'static str) -> SafeError {
+    because(UNAVAILABLE, reason)
 }
 
 #[cfg(test)]

@@ -24,8 +24,9 @@
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
 //! versions stay loaded after a rotation), the archive has the fixed layout, and its manifest is
-//! the row's. Every failure is the one safe error `ARTIFACT_UNAVAILABLE`; the log names the
-//! operation and a fixed reason, never a path, an object store message or any content.
+//! the row's. Every failure is the one safe error `ARTIFACT_UNAVAILABLE`, whose cause (the action
+//! and the object store's, the keyring's or the archive's error, or a fixed reason) is for the
+//! log of whoever handles it; no content of an artifact gets into either.
 
 mod archive;
 
@@ -35,12 +36,14 @@ use std::sync::Arc;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::{Aad, Keyring, Purpose};
 use fermata_schema_core::{ErrorCode, SafeError};
-use fermata_store::UnixMillis;
 use fermata_store::schema::{CleanupResult, NewArtifact, OperationId};
+use fermata_store::{ErrorChain, UnixMillis};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use sha2::{Digest, Sha256};
+
+use crate::safe_context::{SafeCode, because};
 
 pub use archive::{ArtifactContents, archive};
 
@@ -112,13 +115,15 @@ impl ArtifactStore {
     /// folder (an operation's staged candidates) removes the emptied folders too. Blocks while it
     /// creates the folder.
     pub fn local(root: &std::path::Path, keys: Arc<KeyringHandle>) -> Result<Self, SafeError> {
-        let objects = std::fs::create_dir_all(root)
-            .ok()
-            .and_then(|()| LocalFileSystem::new_with_prefix(root).ok())
-            .ok_or_else(|| {
-                tracing::warn!("the review artifact folder cannot be used");
-                unavailable_error()
-            })?
+        std::fs::create_dir_all(root).or_code(
+            ErrorCode::ArtifactUnavailable,
+            "create the review artifact folder",
+        )?;
+        let objects = LocalFileSystem::new_with_prefix(root)
+            .or_code(
+                ErrorCode::ArtifactUnavailable,
+                "use the review artifact folder",
+            )?
             .with_fsync(true)
             .with_automatic_cleanup(true);
         Ok(ArtifactStore::new(Arc::new(objects), keys))
@@ -140,9 +145,13 @@ impl ArtifactStore {
             .with_virtual_hosted_style_request(false)
             .with_allow_http(loopback)
             .build()
+            // Dropped on purpose: the builder's error can quote the endpoint as configured,
+            // credentials and all.
             .map_err(|_| {
-                tracing::warn!("the review artifact bucket settings cannot be used");
-                unavailable_error()
+                because(
+                    ErrorCode::ArtifactUnavailable,
+                    "the review artifact bucket settings cannot be used",
+                )
             })?;
         Ok(ArtifactStore::new(Arc::new(objects), keys))
     }
@@ -157,20 +166,22 @@ impl ArtifactStore {
         manifest: String,
         decision_expires_at: UnixMillis,
     ) -> Result<NewArtifact, SafeError> {
-        if serde_json::from_str::<serde_json::Value>(&manifest).is_err() {
-            return Err(unavailable(operation, "the manifest is not JSON"));
-        }
+        serde_json::from_str::<serde_json::Value>(&manifest)
+            .or_code(ErrorCode::ArtifactUnavailable, "read the manifest as JSON")?;
         let keys = Arc::clone(&self.keys);
         let archived_manifest = manifest.clone();
         let sealed = tokio::task::spawn_blocking(move || {
-            let plaintext = archive(&files, &archived_manifest)
-                .map_err(|_| "a candidate path is not a clean relative path")?;
+            let plaintext = archive(&files, &archived_manifest)?;
             let envelope = keys.seal(aad(&operation.to_string()), &plaintext);
-            split_envelope(&envelope).ok_or("the keyring's envelope has an unexpected layout")
+            split_envelope(&envelope).ok_or_else(|| {
+                because(
+                    ErrorCode::ArtifactUnavailable,
+                    "the keyring's envelope has an unexpected layout",
+                )
+            })
         })
         .await
-        .map_err(|_| unavailable(operation, "sealing the review artifact panicked"))?
-        .map_err(|reason| unavailable(operation, reason))?;
+        .or_code(ErrorCode::ArtifactUnavailable, "seal the review artifact")??;
 
         let location = artifact_location(operation);
         let ciphertext_hash = sha256_hex(&sealed.ciphertext);
@@ -180,7 +191,7 @@ impl ArtifactStore {
                 PutPayload::from(sealed.ciphertext),
             )
             .await
-            .map_err(|_| unavailable(operation, "the review artifact could not be written"))?;
+            .or_code(ErrorCode::ArtifactUnavailable, "write the review artifact")?;
         tracing::info!(operation = %operation, key_version = sealed.key_version, "review artifact stored");
         Ok(NewArtifact {
             operation,
@@ -206,25 +217,30 @@ impl ArtifactStore {
         let keys = Arc::clone(&self.keys);
         let row = staged_row(operation, position);
         let envelope = tokio::task::spawn_blocking(move || {
-            let manifest = files
-                .get(MANIFEST_FILE)
-                .and_then(|bytes| std::str::from_utf8(bytes).ok())
-                .ok_or("a candidate has no manifest")?
+            let manifest = files.get(MANIFEST_FILE).ok_or_else(|| {
+                because(
+                    ErrorCode::ArtifactUnavailable,
+                    "a candidate has no manifest",
+                )
+            })?;
+            let manifest = std::str::from_utf8(manifest)
+                .or_code(
+                    ErrorCode::ArtifactUnavailable,
+                    "read a candidate's manifest",
+                )?
                 .to_owned();
-            let plaintext = archive(&files, &manifest)
-                .map_err(|_| "a candidate path is not a clean relative path")?;
-            Ok::<_, &str>(keys.seal(aad(&row), &plaintext))
+            let plaintext = archive(&files, &manifest)?;
+            Ok::<_, SafeError>(keys.seal(aad(&row), &plaintext))
         })
         .await
-        .map_err(|_| unavailable(operation, "sealing a candidate panicked"))?
-        .map_err(|reason| unavailable(operation, reason))?;
+        .or_code(ErrorCode::ArtifactUnavailable, "seal a candidate")??;
         self.objects
             .put(
                 &ObjectPath::from(staged_location(operation, position).as_str()),
                 PutPayload::from(envelope),
             )
             .await
-            .map_err(|_| unavailable(operation, "a candidate could not be staged"))?;
+            .or_code(ErrorCode::ArtifactUnavailable, "stage a candidate")?;
         Ok(())
     }
 
@@ -240,23 +256,20 @@ impl ArtifactStore {
                 staged_location(operation, position).as_str(),
             ))
             .await
-            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?
+            .or_code(ErrorCode::ArtifactUnavailable, "fetch a staged candidate")?
             .bytes()
             .await
-            .map_err(|_| unavailable(operation, "a staged candidate could not be fetched"))?;
+            .or_code(ErrorCode::ArtifactUnavailable, "fetch a staged candidate")?;
         let keys = Arc::clone(&self.keys);
         let row = staged_row(operation, position);
         tokio::task::spawn_blocking(move || {
             let plaintext = keys
                 .open(aad(&row), &envelope)
-                .map_err(|_| "a staged candidate did not decrypt")?;
-            let contents = archive::unarchive(&plaintext)
-                .map_err(|_| "a staged candidate's archive is malformed")?;
-            Ok(contents.files)
+                .or_code(ErrorCode::ArtifactUnavailable, "decrypt a staged candidate")?;
+            Ok(archive::unarchive(&plaintext)?.files)
         })
         .await
-        .map_err(|_| unavailable(operation, "opening a staged candidate panicked"))?
-        .map_err(|reason| unavailable(operation, reason))
+        .or_code(ErrorCode::ArtifactUnavailable, "open a staged candidate")?
     }
 
     /// Deletes the staged candidate at `position`; one already gone is fine.
@@ -264,8 +277,8 @@ impl ArtifactStore {
         let location = ObjectPath::from(staged_location(operation, position).as_str());
         match self.objects.delete(&location).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(_) => {
-                tracing::warn!(operation = %operation, position, "a staged candidate could not be deleted");
+            Err(error) => {
+                tracing::warn!(operation = %operation, position, error = %ErrorChain(&error), "a staged candidate could not be deleted");
             }
         }
     }
@@ -275,14 +288,14 @@ impl ArtifactStore {
         let operation = artifact.operation;
         let location = artifact_location(operation);
         if artifact.blob_locator != location {
-            return Err(unavailable(
-                operation,
+            return Err(because(
+                ErrorCode::ArtifactUnavailable,
                 "the artifact row names another operation's location",
             ));
         }
         if artifact.iv.len() != NONCE_LEN || artifact.auth_tag.len() != TAG_LEN {
-            return Err(unavailable(
-                operation,
+            return Err(because(
+                ErrorCode::ArtifactUnavailable,
                 "the artifact row's nonce or tag has the wrong length",
             ));
         }
@@ -290,13 +303,13 @@ impl ArtifactStore {
             .objects
             .get(&ObjectPath::from(location.as_str()))
             .await
-            .map_err(|_| unavailable(operation, "the review artifact could not be fetched"))?
+            .or_code(ErrorCode::ArtifactUnavailable, "fetch the review artifact")?
             .bytes()
             .await
-            .map_err(|_| unavailable(operation, "the review artifact could not be fetched"))?;
+            .or_code(ErrorCode::ArtifactUnavailable, "fetch the review artifact")?;
         if sha256_hex(&ciphertext) != artifact.ciphertext_hash {
-            return Err(unavailable(
-                operation,
+            return Err(because(
+                ErrorCode::ArtifactUnavailable,
                 "the review artifact does not match its hash",
             ));
         }
@@ -309,17 +322,17 @@ impl ArtifactStore {
             &artifact.auth_tag,
         );
         let contents = tokio::task::spawn_blocking(move || {
-            let plaintext = keys
-                .open(aad(&operation.to_string()), &envelope)
-                .map_err(|_| "the review artifact did not decrypt")?;
-            archive::unarchive(&plaintext).map_err(|_| "the review artifact's archive is malformed")
+            let plaintext = keys.open(aad(&operation.to_string()), &envelope).or_code(
+                ErrorCode::ArtifactUnavailable,
+                "decrypt the review artifact",
+            )?;
+            archive::unarchive(&plaintext)
         })
         .await
-        .map_err(|_| unavailable(operation, "opening the review artifact panicked"))?
-        .map_err(|reason| unavailable(operation, reason))?;
+        .or_code(ErrorCode::ArtifactUnavailable, "open the review artifact")??;
         if contents.manifest != artifact.manifest {
-            return Err(unavailable(
-                operation,
+            return Err(because(
+                ErrorCode::ArtifactUnavailable,
                 "the review artifact's manifest is not the row's",
             ));
         }
@@ -334,16 +347,16 @@ impl ArtifactStore {
         match self.objects.head(&location).await {
             Ok(_) => {}
             Err(object_store::Error::NotFound { .. }) => return CleanupResult::AlreadyGone,
-            Err(_) => {
-                tracing::warn!(operation = %operation, "the review artifact could not be looked up for deletion");
+            Err(error) => {
+                tracing::warn!(operation = %operation, error = %ErrorChain(&error), "the review artifact could not be looked up for deletion");
                 return CleanupResult::Failed;
             }
         }
         match self.objects.delete(&location).await {
             Ok(()) => CleanupResult::Deleted,
             Err(object_store::Error::NotFound { .. }) => CleanupResult::AlreadyGone,
-            Err(_) => {
-                tracing::warn!(operation = %operation, "the review artifact could not be deleted");
+            Err(error) => {
+                tracing::warn!(operation = %operation, error = %ErrorChain(&error), "the review artifact could not be deleted");
                 CleanupResult::Failed
             }
         }
@@ -401,14 +414,4 @@ fn join_envelope(key_version: u32, iv: &[u8], ciphertext: &[u8], auth_tag: &[u8]
 
 fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
-}
-
-fn unavailable_error() -> SafeError {
-    SafeError::new(ErrorCode::ArtifactUnavailable)
-}
-
-/// The safe error, logged with the operation and a fixed reason only.
-fn unavailable(operation: OperationId, reason: &'static str) -> SafeError {
-    tracing::warn!(operation = %operation, reason, "review artifact unavailable");
-    unavailable_error()
 }

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use fermata_forge::Forge;
 use fermata_forge::local::LocalGit;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
-use tracing::warn;
 
 pub use registry::{REGISTRY_FILE, REGISTRY_FORMAT, RegisteredSnapshot, Registry};
 
 use crate::names;
+use crate::safe_context::{SafeContext, because};
 
 /// Where the package lives (`[schema.package]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,13 +104,12 @@ impl Package {
     /// The package in the local git repository of `settings`: validates the settings and checks
     /// that the repository opens.
     pub async fn open(settings: &PackageSettings) -> Result<Package, SafeError> {
-        settings.validate_layout().map_err(|problem| {
-            warn!(problem, "the package settings cannot be used");
-            SafeError::new(ErrorCode::GithubFailed)
-        })?;
+        settings
+            .validate_layout()
+            .map_err(|problem| because(ErrorCode::GithubFailed, problem))?;
         // Opening the repository is the check of its path.
         let local = LocalGit::new(&settings.repository);
-        local.check().await?;
+        local.check().await.context("open the package repository")?;
         Ok(Package::on(settings, Arc::new(local)))
     }
 
@@ -139,9 +138,12 @@ impl Package {
     /// Reads the base branch's current commit and the registry at it. A missing base branch is an
     /// error; a missing package folder or `registry.json` is an empty registry.
     pub async fn base_snapshot(&self) -> Result<BaseSnapshot, SafeError> {
-        let Some(commit) = self.forge.branch_head(&self.settings.base_branch).await? else {
-            warn!("the package's base branch does not exist");
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+        let head = self.forge.branch_head(&self.settings.base_branch).await;
+        let Some(commit) = head.context("read the package's base branch")? else {
+            return Err(because(
+                ErrorCode::GithubFailed,
+                "the package's base branch does not exist",
+            ));
         };
         let registry = self.registry_at(&commit).await?;
         Ok(BaseSnapshot { commit, registry })
@@ -151,7 +153,12 @@ impl Package {
     /// commit without the package folder or `registry.json` has an empty registry.
     pub async fn registry_at(&self, commit: &str) -> Result<Registry, SafeError> {
         let path = format!("{}/{REGISTRY_FILE}", self.settings.path);
-        match self.forge.read_file(commit, &path).await? {
+        match self
+            .forge
+            .read_file(commit, &path)
+            .await
+            .context("read the package registry")?
+        {
             Some(bytes) => Registry::parse(&bytes),
             None => Ok(Registry::default()),
         }
@@ -175,12 +182,17 @@ impl Package {
             self.settings.path,
             names::file_name(database.as_str())?
         );
-        match self.forge.read_folder(commit, &folder).await? {
+        match self
+            .forge
+            .read_folder(commit, &folder)
+            .await
+            .context("read a database's merged files")?
+        {
             Some(files) => Ok(Some(files)),
-            None => {
-                warn!("a registered database has no folder in the package");
-                Err(SafeError::new(ErrorCode::GithubFailed))
-            }
+            None => Err(because(
+                ErrorCode::GithubFailed,
+                "a registered database has no folder in the package",
+            )),
         }
     }
 }

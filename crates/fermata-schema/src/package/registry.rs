@@ -37,9 +37,9 @@ use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::schema::OperationId;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use tracing::warn;
 
 use crate::names;
+use crate::safe_context::{SafeCode, because};
 
 /// The registry's file name inside the package folder.
 pub const REGISTRY_FILE: &str = "registry.json";
@@ -96,18 +96,19 @@ struct FormatOnly {
 
 impl Registry {
     /// Reads `registry.json`. Anything that does not parse or breaks a rule of the module
-    /// documentation is the `github`-stage failure of the forge, logged once with fixed words.
+    /// documentation is the `github`-stage failure of the forge, with a cause in fixed words.
     pub fn parse(bytes: &[u8]) -> Result<Registry, SafeError> {
         let format = match serde_json::from_slice::<FormatOnly>(bytes) {
             Ok(found) => found.format,
             Err(error) => return Err(unreadable(&error)),
         };
         if format != REGISTRY_FORMAT {
-            warn!(
-                format,
-                "the package registry has a format this version does not read"
-            );
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(because(
+                ErrorCode::GithubFailed,
+                format!(
+                    "the package registry has format {format}, which this version does not read"
+                ),
+            ));
         }
         let file = match serde_json::from_slice::<RegistryFile>(bytes) {
             Ok(file) => file,
@@ -115,20 +116,24 @@ impl Registry {
         };
         let mut databases = BTreeMap::new();
         for (name, entry) in file.databases {
-            let Ok(name) = DatabaseName::new(name) else {
-                warn!("the package registry holds an invalid database name");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
-            };
+            let name = DatabaseName::new(name).or_code(
+                ErrorCode::GithubFailed,
+                "read a database name in the package registry",
+            )?;
             if names::file_name(name.as_str()).as_deref() != Ok(entry.folder.as_str()) {
-                warn!("a database folder in the package registry does not match its name");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(because(
+                    ErrorCode::GithubFailed,
+                    "a database folder in the package registry does not match its name",
+                ));
             }
             let operation_id = uuid::Uuid::parse_str(&entry.operation_id)
                 .ok()
                 .filter(|id| id.hyphenated().to_string() == entry.operation_id);
             let Some(operation_id) = operation_id else {
-                warn!("an operation ID in the package registry is not a lowercase hyphenated UUID");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(because(
+                    ErrorCode::GithubFailed,
+                    "an operation ID in the package registry is not a lowercase hyphenated UUID",
+                ));
             };
             let snapshot = RegisteredSnapshot {
                 snapshot_hash: entry.snapshot_hash,
@@ -137,8 +142,10 @@ impl Registry {
                 operation_id: OperationId(operation_id),
             };
             if let Err(rule) = snapshot.check() {
-                warn!(rule, "an entry of the package registry breaks a rule");
-                return Err(SafeError::new(ErrorCode::GithubFailed));
+                return Err(because(
+                    ErrorCode::GithubFailed,
+                    format!("an entry of the package registry breaks a rule: {rule}"),
+                ));
             }
             databases.insert(name, snapshot);
         }
@@ -180,14 +187,11 @@ impl Registry {
     ) -> Result<Option<RegisteredSnapshot>, SafeError> {
         names::file_name(database.as_str())?;
         if let Err(rule) = snapshot.check() {
-            warn!(
-                rule,
-                "a merged snapshot breaks a rule of the package registry"
-            );
-            return Err(SafeError::about(
+            let error = SafeError::about(
                 ErrorCode::UnsupportedSchemaOutput,
                 Subject::Database(database),
-            ));
+            );
+            return Err(error.with_source(RuleBroken(rule)));
         }
         Ok(self.databases.insert(database, snapshot))
     }
@@ -238,15 +242,22 @@ impl RegisteredSnapshot {
     }
 }
 
-/// Logs why the registry did not parse, by position only (the file's text stays out of logs).
+/// Why the registry did not parse, by position only (the file's text stays out of logs).
 fn unreadable(error: &serde_json::Error) -> SafeError {
-    warn!(
-        line = error.line(),
-        column = error.column(),
-        "the package registry does not parse"
-    );
-    SafeError::new(ErrorCode::GithubFailed)
+    because(
+        ErrorCode::GithubFailed,
+        format!(
+            "the package registry does not parse (line {}, column {})",
+            error.line(),
+            error.column()
+        ),
+    )
 }
+
+/// A rule of the package registry a merged snapshot breaks.
+#[derive(Debug, thiserror::Error)]
+#[error("a merged snapshot breaks a rule of the package registry: {0}")]
+struct RuleBroken(&'static str);
 
 /// Reads a JSON object into a map, refusing a key that appears twice (serde's maps would keep
 /// the last one silently).

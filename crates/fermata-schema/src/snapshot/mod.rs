@@ -59,7 +59,8 @@ use sqlx::mysql::MySqlConnection;
 
 use crate::filter::Filter;
 use crate::names;
-use crate::source::{mysql_error_number, query_error, query_error_about};
+use crate::safe_context::{SafeCode, caused};
+use crate::source::{DriverContext, DriverFailure, mysql_error_number, query_code};
 use catalog::refuse;
 use model::DatabaseModel;
 
@@ -96,7 +97,7 @@ pub async fn prepare(connection: &mut MySqlConnection) -> Result<(), SafeError> 
         .execute(session.as_str())
         .await
         .map(|_| ())
-        .map_err(|error| query_error(&error))
+        .query_context("prepare the introspection session")
 }
 
 /// The `SET SESSION` a DDL file is applied under to rebuild its object as it is: for a stored
@@ -215,7 +216,7 @@ pub async fn snapshot_filtered(
         .retain(|trigger| !filter.ignores_table(&trigger.table));
     let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
     let mut files = checked_files(&mut model, database, texts)?;
-    let schema_json = serde_json::to_string_pretty(&model).map_err(|_| unsupported())?;
+    let schema_json = serde_json::to_string_pretty(&model).or_safe(unsupported)?;
     files.insert(
         "schema.json".to_owned(),
         format!("{schema_json}\n").into_bytes(),
@@ -239,7 +240,7 @@ pub async fn snapshot_filtered(
         files: &hashes,
         filter: &filter,
     })
-    .map_err(|_| unsupported())?;
+    .or_safe(unsupported)?;
     let snapshot_hash = hex(&Sha256::digest(&hashed));
     let manifest = serde_json::to_string_pretty(&Manifest {
         format: 1,
@@ -251,7 +252,7 @@ pub async fn snapshot_filtered(
         generator: GENERATOR,
         server_version,
     })
-    .map_err(|_| unsupported())?;
+    .or_safe(unsupported)?;
     files.insert(
         "manifest.json".to_owned(),
         format!("{manifest}\n").into_bytes(),
@@ -513,9 +514,9 @@ async fn show_create(
     let unreadable = || refuse(database, object_kind, name, Reason::UnreadableDefinition);
     // NULL when the account may not read a routine's definition.
     let bytes: Option<Vec<u8>> =
-        sqlx::Row::try_get_unchecked(&row, column).map_err(|_| unreadable())?;
+        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unreadable)?;
     let bytes = bytes.ok_or_else(|| denied(database, object_kind, name))?;
-    String::from_utf8(bytes).map_err(|_| unreadable())
+    String::from_utf8(bytes).or_safe(unreadable)
 }
 
 /// `PERMISSION_DENIED` naming the object `kind` `name` the account may not read.
@@ -527,14 +528,14 @@ fn denied(database: &DatabaseName, kind: ObjectKind, name: &str) -> SafeError {
 
 /// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it is a schema
 /// change (retried); a privilege the account lacks for this kind of object names the object;
-/// anything else is the server error's own code.
+/// anything else is the server error's own code. The driver's failure is kept as the cause.
 fn show_create_error(
     error: &sqlx::Error,
     database: &DatabaseName,
     kind: ObjectKind,
     name: &str,
 ) -> SafeError {
-    match mysql_error_number(error) {
+    let safe_error = match mysql_error_number(error) {
         // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_TRG_DOES_NOT_EXIST,
         // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES
         Some(1146 | 1305 | 1360 | 1539 | 4091) => SafeError::about(
@@ -546,9 +547,14 @@ fn show_create_error(
             ErrorCode::DatabaseNoLongerVisible,
             Subject::Database(database.clone()),
         ),
-        _ => match query_error(error).code() {
+        _ => match query_code(error) {
             ErrorCode::PermissionDenied => denied(database, kind, name),
-            _ => query_error_about(error, database),
+            code => SafeError::about(code, Subject::Database(database.clone())),
         },
-    }
+    };
+    caused(
+        safe_error,
+        "show an object's definition",
+        DriverFailure::of(error),
+    )
 }

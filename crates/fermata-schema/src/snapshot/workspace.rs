@@ -61,13 +61,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
+use fermata_store::ErrorChain;
 use futures::TryStreamExt;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Either, Executor, Row};
 
 use super::model::DatabaseModel;
 use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot_filtered};
-use crate::source::{SourceSettings, mysql_error_number, query_error};
+use crate::safe_context::{SafeCode, safe};
+use crate::source::{
+    DriverContext, DriverFailure, SourceSettings, mysql_error_number, query_code, query_error,
+};
 
 /// What every scratch schema's name starts with.
 const PREFIX: &str = "fermata_ws_";
@@ -115,8 +119,10 @@ pub async fn verify_in_workspace(
     candidate: &DatabaseSnapshot,
     source_version: &str,
 ) -> Result<(), SafeError> {
-    let database = DatabaseName::new(candidate.model.name.clone())
-        .map_err(|_| SafeError::new(ErrorCode::InvalidIdentifier))?;
+    let database = DatabaseName::new(candidate.model.name.clone()).or_code(
+        ErrorCode::InvalidIdentifier,
+        "name the candidate's database",
+    )?;
     let mut connection = workspace.connect().await?;
     prepare(&mut connection).await?;
     let (workspace_version, now) = version_and_clock(&mut connection).await?;
@@ -156,16 +162,20 @@ async fn version_and_clock(connection: &mut MySqlConnection) -> Result<(String, 
     let row = sqlx::query("SELECT VERSION(), CAST(UNIX_TIMESTAMP() AS CHAR)")
         .fetch_one(&mut *connection)
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("read the workspace's version and clock")?;
     let text = |index: usize| {
         let bytes: Vec<u8> = row
             .try_get_unchecked(index)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
-        String::from_utf8(bytes).map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))
+            .or_unreadable(|| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+        String::from_utf8(bytes).or_code(
+            ErrorCode::UnsupportedSchemaOutput,
+            "read the workspace's version and clock",
+        )
     };
-    let now = text(1)?
-        .parse()
-        .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+    let now = text(1)?.parse::<u64>().or_code(
+        ErrorCode::UnsupportedSchemaOutput,
+        "read the workspace's clock",
+    )?;
     Ok((text(0)?, now))
 }
 
@@ -211,11 +221,11 @@ async fn sweep(connection: &mut MySqlConnection, now: u64) -> Result<(), SafeErr
             .bind(format!("{}%", PREFIX.replace('_', "\\_")))
             .fetch_all(&mut *connection)
             .await
-            .map_err(|error| query_error(&error))?;
+            .query_context("list leftover scratch schemas")?;
     for row in rows {
         let name: Vec<u8> = row
             .try_get_unchecked(0)
-            .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
+            .or_unreadable(|| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
         let Ok(name) = String::from_utf8(name) else {
             continue;
         };
@@ -232,8 +242,8 @@ async fn sweep(connection: &mut MySqlConnection, now: u64) -> Result<(), SafeErr
             Ok(()) => {
                 tracing::info!(scratch = %name, "swept a scratch schema an earlier verification left")
             }
-            Err(_) => {
-                tracing::warn!(scratch = %name, "a leftover scratch schema could not be swept")
+            Err(error) => {
+                tracing::warn!(scratch = %name, error = %ErrorChain(&error), "a leftover scratch schema could not be swept")
             }
         }
     }
@@ -254,7 +264,7 @@ async fn drop_schema(
         )
         .await
         .map(|_| ())
-        .map_err(|error| query_error(&error))
+        .query_context("drop a scratch schema")
 }
 
 /// Drops the scratch schema `name` over a new connection; when that fails too, the sweep of a
@@ -264,11 +274,14 @@ async fn drop_over_new_connection(workspace: &SourceSettings, name: &DatabaseNam
         let mut connection = workspace.connect().await?;
         drop_schema(&mut connection, name).await
     };
-    if !matches!(
-        tokio::time::timeout(CLEANUP_TIMEOUT, dropped).await,
-        Ok(Ok(()))
-    ) {
-        tracing::warn!(scratch = %name, "a scratch schema could not be dropped; a later verification sweeps it");
+    match tokio::time::timeout(CLEANUP_TIMEOUT, dropped).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(scratch = %name, error = %ErrorChain(&error), "a scratch schema could not be dropped; a later verification sweeps it");
+        }
+        Err(_) => {
+            tracing::warn!(scratch = %name, "dropping a scratch schema timed out; a later verification sweeps it");
+        }
     }
 }
 
@@ -330,7 +343,8 @@ impl Scratch {
         let Some(workspace) = &self.pending else {
             return;
         };
-        if drop_schema(connection, &self.name).await.is_err() {
+        if let Err(error) = drop_schema(connection, &self.name).await {
+            tracing::debug!(scratch = %self.name, error = %ErrorChain(&error), "dropping the scratch schema failed; trying over a new connection");
             drop_over_new_connection(workspace, &self.name).await;
         }
         // Only now: a cancellation before this point leaves the drop to `Drop`.
@@ -367,17 +381,24 @@ enum Refusal {
 
 impl Refusal {
     fn of(error: &sqlx::Error) -> Refusal {
+        const ACTION: &str = "apply a statement in the workspace";
         let Some(number) = mysql_error_number(error) else {
-            return Refusal::Workspace(query_error(error));
+            return Refusal::Workspace(query_error(error, ACTION));
         };
         if MISSING_DEPENDENCY.contains(&number) {
             return Refusal::MissingDependency;
         }
         if TRANSIENT.contains(&number) {
-            return Refusal::Workspace(SafeError::new(ErrorCode::ConnectionLost));
+            return Refusal::Workspace(safe(
+                ErrorCode::ConnectionLost,
+                ACTION,
+                DriverFailure::of(error),
+            ));
         }
-        match query_error(error) {
-            account if account.stage() == ErrorStage::Permission => Refusal::Workspace(account),
+        match query_code(error) {
+            account if account.stage() == ErrorStage::Permission => {
+                Refusal::Workspace(query_error(error, ACTION))
+            }
             _ => Refusal::Candidate("the workspace refused the statement", Some(number)),
         }
     }
@@ -403,7 +424,7 @@ async fn check(
     connection
         .execute(session.as_str())
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("use the scratch schema")?;
     apply(connection, candidate, database).await?;
     let rebuilt = snapshot_filtered(
         std::slice::from_mut(connection),
@@ -414,7 +435,7 @@ async fn check(
     .await
         .map_err(|error| {
             if error.subject() == Some(&Subject::Database(scratch.clone())) {
-                tracing::warn!(database = %database, code = %error.code().name(), "the database's DDL, applied in the workspace, cannot be snapshotted");
+                tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the database's DDL, applied in the workspace, cannot be snapshotted");
                 verification_failed(database)
             } else {
                 error
@@ -470,14 +491,14 @@ async fn apply(
                 connection
                     .execute(wanted)
                     .await
-                    .map_err(|error| query_error(&error))?;
+                    .query_context("set the session a DDL file was written under")?;
                 current = wanted;
             }
             match statement(connection, text).await {
                 Ok(()) => {}
                 Err(Refusal::MissingDependency) => waiting.push((path, text)),
                 Err(Refusal::Workspace(error)) => {
-                    tracing::warn!(database = %database, file = %path, code = %error.code().name(), "the workspace could not apply a DDL file");
+                    tracing::warn!(database = %database, file = %path, code = %error.code().name(), error = %ErrorChain(&error), "the workspace could not apply a DDL file");
                     return Err(error);
                 }
                 Err(Refusal::Candidate(reason, number)) => {
@@ -496,7 +517,7 @@ async fn apply(
         connection
             .execute(introspection.as_str())
             .await
-            .map_err(|error| query_error(&error))?;
+            .query_context("set the introspection session again")?;
     }
     Ok(())
 }

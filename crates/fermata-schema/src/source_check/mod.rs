@@ -23,9 +23,10 @@ use sqlx::{Executor, Row};
 
 use crate::filter::Filter;
 use crate::inventory::{SYSTEM_DATABASES, discover};
+use crate::safe_context::SafeCode;
 use crate::snapshot::model::Flavor;
 use crate::snapshot::render::identifier;
-use crate::source::{SourceSettings, query_error};
+use crate::source::{DriverContext, SourceSettings};
 use crate::view::printable;
 use grants::Privileges;
 
@@ -250,16 +251,16 @@ async fn check(
     )
     .fetch_one(&mut *connection)
     .await
-    .map_err(|error| query_error(&error))?;
+    .query_context("read the server and the account")?;
     let text = |index: usize| -> Result<Option<String>, SafeError> {
-        let bytes: Option<Vec<u8>> = row.try_get_unchecked(index).map_err(|_| unreadable())?;
+        let bytes: Option<Vec<u8>> = row.try_get_unchecked(index).or_unreadable(unreadable)?;
         bytes
-            .map(|bytes| String::from_utf8(bytes).map_err(|_| unreadable()))
+            .map(|bytes| String::from_utf8(bytes).or_safe(unreadable))
             .transpose()
     };
     let server_version = text(0)?.ok_or_else(unreadable)?;
     let account = text(1)?.ok_or_else(unreadable)?;
-    let skip_show_database = row.try_get::<i64, _>(2).map_err(|_| unreadable())? != 0;
+    let skip_show_database = row.try_get::<i64, _>(2).or_unreadable(unreadable)? != 0;
     let roles = text(3)?;
     let flavor = Flavor::of_version(&server_version);
 
@@ -377,13 +378,12 @@ async fn read_grants(
     let rows = connection
         .fetch_all(statement.as_str())
         .await
-        .map_err(|error| query_error(&error))?;
+        .query_context("read the account's grants")?;
+    let unreadable = || SafeError::new(ErrorCode::UnsupportedSchemaOutput);
     rows.iter()
         .map(|row| {
-            let bytes: Vec<u8> = row
-                .try_get_unchecked(0)
-                .map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))?;
-            String::from_utf8(bytes).map_err(|_| SafeError::new(ErrorCode::UnsupportedSchemaOutput))
+            let bytes: Vec<u8> = row.try_get_unchecked(0).or_unreadable(unreadable)?;
+            String::from_utf8(bytes).or_safe(unreadable)
         })
         .collect()
 }

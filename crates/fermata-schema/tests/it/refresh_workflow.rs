@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
-use fermata_forge::{CommitSpec, Forge, PullRequest, PullRequestSpec, PullState};
+use fermata_forge::{CommitSpec, Forge, ForgeError, PullRequest, PullRequestSpec, PullState};
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
 use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
@@ -117,10 +117,10 @@ struct FaultyForge {
 }
 
 impl FaultyForge {
-    fn after_write<T>(&self, done: Result<T, SafeError>) -> Result<T, SafeError> {
+    fn after_write<T>(&self, done: Result<T, ForgeError>) -> Result<T, ForgeError> {
         let value = done?;
         if self.writes.fetch_add(1, AtomicOrdering::SeqCst) == self.fault {
-            return Err(SafeError::new(ErrorCode::GithubFailed));
+            return Err(ForgeError::failed("an injected failure after the write"));
         }
         Ok(value)
     }
@@ -128,7 +128,7 @@ impl FaultyForge {
 
 #[async_trait]
 impl Forge for FaultyForge {
-    async fn branch_head(&self, branch: &str) -> Result<Option<String>, SafeError> {
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, ForgeError> {
         self.inner.branch_head(branch).await
     }
     async fn paths_changed(
@@ -136,35 +136,35 @@ impl Forge for FaultyForge {
         from: &str,
         to: &str,
         paths: &[String],
-    ) -> Result<bool, SafeError> {
+    ) -> Result<bool, ForgeError> {
         self.inner.paths_changed(from, to, paths).await
     }
-    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, SafeError> {
+    async fn create_commit(&self, spec: &CommitSpec) -> Result<String, ForgeError> {
         self.after_write(self.inner.create_commit(spec).await)
     }
-    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), SafeError> {
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), ForgeError> {
         self.after_write(self.inner.create_branch(branch, commit).await)
     }
-    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, SafeError> {
+    async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, ForgeError> {
         self.inner.find_pull_request(head).await
     }
-    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, SafeError> {
+    async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, ForgeError> {
         self.after_write(self.inner.open_pull_request(spec).await)
     }
-    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, SafeError> {
+    async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, ForgeError> {
         self.inner.pull_request(number).await
     }
-    async fn close_pull_request(&self, number: u64) -> Result<bool, SafeError> {
+    async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError> {
         self.inner.close_pull_request(number).await
     }
-    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, SafeError> {
+    async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         self.inner.read_file(commit, path).await
     }
     async fn read_folder(
         &self,
         commit: &str,
         path: &str,
-    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, SafeError> {
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, ForgeError> {
         self.inner.read_folder(commit, path).await
     }
 }

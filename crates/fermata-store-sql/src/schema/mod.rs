@@ -17,12 +17,12 @@ use fermata_store::schema::{
     Review, ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState,
     Transition,
 };
-use fermata_store::{SecretHash, StoreError, StoreResult, UnixMillis, UserId};
+use fermata_store::{SecretHash, StoreError, StoreResult, StoreResultExt, UnixMillis, UserId};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
 use crate::SqlStorage;
-use crate::error::map;
+use crate::error::StoreContext;
 use crate::row::{column, instant};
 
 pub(crate) use statements::Statements;
@@ -42,7 +42,7 @@ impl SqlStorage {
     }
 
     async fn commit(&self, tx: Transaction<'static, Any>, action: &str) -> StoreResult<()> {
-        tx.commit().await.map_err(|e| map(e, action))
+        tx.commit().await.context(action)
     }
 
     async fn fetch_inventory(
@@ -58,7 +58,7 @@ impl SqlStorage {
             .bind(id)
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows::inventory(&header, &names, action).map(Some)
     }
 
@@ -80,14 +80,14 @@ impl SqlStorage {
             .bind(new.inventory.map(|inventory| inventory.to_string()))
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if inserted.rows_affected() == 0 {
             let row = sqlx::query(&sql.operation_by_request)
                 .bind(&new.actor.0)
                 .bind(new.request_key.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             let existing = rows::operation(&row, action)?;
             self.commit(tx, action).await?;
             return Ok(Some(Reservation::Existing(existing)));
@@ -99,7 +99,7 @@ impl SqlStorage {
                 .bind(position)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         if new.kind.takes_lease() {
             let taken = sqlx::query(&sql.insert_lease)
@@ -108,9 +108,9 @@ impl SqlStorage {
                 .bind(millis(lease_ttl))
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             if taken.rows_affected() == 0 {
-                tx.rollback().await.map_err(|e| map(e, action))?;
+                tx.rollback().await.context(action)?;
                 return Ok(self.schema_lease().await?.map(Reservation::LeaseHeld));
             }
         }
@@ -120,12 +120,12 @@ impl SqlStorage {
             .bind(&new.actor.0)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let row = sqlx::query(&sql.operation)
             .bind(&id)
             .fetch_one(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let operation = rows::operation(&row, action)?;
         self.commit(tx, action).await?;
         Ok(Some(Reservation::Created(operation)))
@@ -139,7 +139,7 @@ impl SchemaStore for SqlStorage {
         let row = sqlx::query(&self.schema_sql().clock)
             .fetch_one(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         instant(&row, 0, action)
     }
 
@@ -170,7 +170,7 @@ impl SchemaStore for SqlStorage {
             .bind(key.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::operation(&row, action)).transpose()
     }
 
@@ -180,7 +180,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::operation(&row, action)).transpose()
     }
 
@@ -190,7 +190,7 @@ impl SchemaStore for SqlStorage {
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| rows::operation(row, action))
             .collect()
@@ -212,9 +212,9 @@ impl SchemaStore for SqlStorage {
             .bind(rows::error_text(transition.error.as_ref()))
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let Some(row) = row else {
-            tx.rollback().await.map_err(|e| map(e, action))?;
+            tx.rollback().await.context(action)?;
             return Ok(None);
         };
         let operation = rows::operation(&row, action)?;
@@ -223,7 +223,7 @@ impl SchemaStore for SqlStorage {
                 .bind(id.to_string())
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
         }
         self.commit(tx, action).await?;
         Ok(Some(operation))
@@ -238,14 +238,14 @@ impl SchemaStore for SqlStorage {
             .bind(run_id)
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if bound.rows_affected() == 1 {
             sqlx::query(&sql.bind_lease_run)
                 .bind(id.to_string())
                 .bind(run_id)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             self.commit(tx, action).await?;
             return Ok(true);
         }
@@ -253,7 +253,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.commit(tx, action).await?;
         Ok(current.flatten().as_deref() == Some(run_id))
     }
@@ -266,7 +266,7 @@ impl SchemaStore for SqlStorage {
             .bind(commit)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if recorded.rows_affected() == 1 {
             return Ok(true);
         }
@@ -274,21 +274,21 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         Ok(current.flatten().as_deref() == Some(commit))
     }
 
     async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool> {
         let action = "recording a published pull request";
         let sql = self.schema_sql();
-        let json = serde_json::to_string(pull)
-            .map_err(|_| StoreError::invalid("pull-request data does not serialize"))?;
+        let json =
+            serde_json::to_string(pull).or_invalid("pull-request data does not serialize")?;
         let recorded = sqlx::query(&sql.record_pull_request)
             .bind(id.to_string())
             .bind(&json)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if recorded.rows_affected() == 1 {
             return Ok(true);
         }
@@ -296,12 +296,12 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let current = current
             .flatten()
             .map(|text| serde_json::from_str::<PullRequest>(&text))
             .transpose()
-            .map_err(|_| StoreError::corrupt("stored pull-request data does not parse"))?;
+            .or_corrupt("stored pull-request data does not parse")?;
         Ok(current.as_ref() == Some(pull))
     }
 
@@ -319,7 +319,7 @@ impl SchemaStore for SqlStorage {
             .bind(millis(new.lifetime))
             .execute(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if inserted.rows_affected() == 1 {
             for (position, database) in (0i64..).zip(&new.databases) {
                 sqlx::query(&sql.insert_inventory_database)
@@ -328,7 +328,7 @@ impl SchemaStore for SqlStorage {
                     .bind(position)
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
             }
         }
         self.commit(tx, action).await?;
@@ -343,7 +343,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.fetch_inventory(header, action).await
     }
 
@@ -353,7 +353,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.fetch_inventory(header, action).await
     }
 
@@ -362,7 +362,7 @@ impl SchemaStore for SqlStorage {
         let header = sqlx::query(&self.schema_sql().latest_inventory)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.fetch_inventory(header, action).await
     }
 
@@ -372,7 +372,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| rows::database_result(row, action))
             .collect()
@@ -385,7 +385,7 @@ impl SchemaStore for SqlStorage {
             .bind(database.as_str())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 1 {
             return Ok(true);
         }
@@ -413,7 +413,7 @@ impl SchemaStore for SqlStorage {
             .bind(rows::differences_text(report))
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if done.rows_affected() == 1 {
             return Ok(true);
         }
@@ -432,7 +432,7 @@ impl SchemaStore for SqlStorage {
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| rows::database_check(row, action))
             .collect()
@@ -445,7 +445,7 @@ impl SchemaStore for SqlStorage {
             .bind(key.as_str())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::step(&row, action)).transpose()
     }
 
@@ -455,7 +455,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter().map(|row| rows::step(row, action)).collect()
     }
 
@@ -475,9 +475,9 @@ impl SchemaStore for SqlStorage {
                 .bind(millis(ttl))
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| map(e, action))?;
+                .context(action)?;
             if beat.rows_affected() == 0 {
-                tx.rollback().await.map_err(|e| map(e, action))?;
+                tx.rollback().await.context(action)?;
                 return Err(StoreError::fenced(
                     "the operation no longer holds the schema lease",
                 ));
@@ -497,9 +497,9 @@ impl SchemaStore for SqlStorage {
             .bind(rows::error_text(error))
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let Some(row) = row else {
-            tx.rollback().await.map_err(|e| map(e, action))?;
+            tx.rollback().await.context(action)?;
             return Err(StoreError::conflict("the step is already terminal"));
         };
         let step = rows::step(&row, action)?;
@@ -512,7 +512,7 @@ impl SchemaStore for SqlStorage {
         let row = sqlx::query(&self.schema_sql().lease)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::lease(&row, action)).transpose()
     }
 
@@ -522,7 +522,7 @@ impl SchemaStore for SqlStorage {
             .bind(millis(ttl))
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "heartbeating the schema lease"))?;
+            .context("heartbeating the schema lease")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -532,7 +532,7 @@ impl SchemaStore for SqlStorage {
             .bind(until.0)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "extending the schema lease"))?;
+            .context("extending the schema lease")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -541,7 +541,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "releasing the schema lease"))?;
+            .context("releasing the schema lease")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -555,11 +555,11 @@ impl SchemaStore for SqlStorage {
             .bind(&id)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let row = sqlx::query(&sql.lease_for_clearing)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let lease = row
             .as_ref()
             .map(|row| Ok::<_, StoreError>((rows::lease(row, action)?, instant(row, 7, action)?)))
@@ -575,20 +575,20 @@ impl SchemaStore for SqlStorage {
                     .bind(&clearing.actor.0)
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 let failed = sqlx::query(&sql.fail_cleared)
                     .bind(&id)
                     .bind(SafeError::new(ErrorCode::LeaseCleared).to_json())
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 let removed = sqlx::query(&sql.clear_lease)
                     .bind(&id)
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| map(e, action))?;
+                    .context(action)?;
                 if removed.rows_affected() != 1 {
-                    tx.rollback().await.map_err(|e| map(e, action))?;
+                    tx.rollback().await.context(action)?;
                     return Err(StoreError::conflict(
                         "the schema lease changed while clearing it",
                     ));
@@ -609,7 +609,7 @@ impl SchemaStore for SqlStorage {
             .bind(millis(lifetime))
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         self.review(id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the opened review vanished"))
@@ -621,7 +621,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::review(&row, action)).transpose()
     }
 
@@ -638,7 +638,7 @@ impl SchemaStore for SqlStorage {
             .bind(actor)
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if let Some(row) = row {
             return Ok(Decided::Recorded(rows::review(&row, action)?));
         }
@@ -662,7 +662,7 @@ impl SchemaStore for SqlStorage {
             .bind(&new.cleanup_target)
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         let artifact = self
             .artifact(new.operation)
             .await?
@@ -681,7 +681,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::artifact(&row, action)).transpose()
     }
 
@@ -700,7 +700,7 @@ impl SchemaStore for SqlStorage {
             .bind(to.as_str())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "moving an artifact"))?;
+            .context("moving an artifact")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -714,7 +714,7 @@ impl SchemaStore for SqlStorage {
             .bind(result.as_str())
             .execute(&self.inner.pool)
             .await
-            .map_err(|e| map(e, "recording an artifact cleanup"))?;
+            .context("recording an artifact cleanup")?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -729,7 +729,7 @@ impl SchemaStore for SqlStorage {
             .bind(rows::allowed_text(&new.allowed))
             .fetch_one(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows::grant(&row, action)
     }
 
@@ -744,7 +744,7 @@ impl SchemaStore for SqlStorage {
             .bind(format!("%,{},%", kind.as_str()))
             .fetch_optional(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         row.map(|row| rows::grant(&row, action)).transpose()
     }
 
@@ -754,7 +754,7 @@ impl SchemaStore for SqlStorage {
             .bind(id.to_string())
             .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         rows.iter()
             .map(|row| rows::audit_event(row, action))
             .collect()
@@ -774,7 +774,7 @@ impl SqlStorage {
             .bind(database.as_str())
             .fetch_one(&self.inner.pool)
             .await
-            .map_err(|e| map(e, action))?;
+            .context(action)?;
         if count == 0 {
             return Err(StoreError::missing(
                 "the database is not in the operation's selection",

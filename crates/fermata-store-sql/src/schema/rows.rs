@@ -9,13 +9,15 @@ use fermata_store::schema::{
     DatabaseResult, FileDifference, Inventory, NewArtifact, Operation, OperationId, OperationStep,
     PullRequest, RequestKey, Review, SafeError, SchemaLease, StepKey,
 };
-use fermata_store::{StoreError, StoreResult, UserId};
+use fermata_store::{StoreError, StoreResult, StoreResultExt, UserId};
 use sqlx::any::AnyRow;
 
 use crate::row::{column, instant, optional_instant};
 
 /// Parses stored text that this release wrote.
 pub(super) fn parsed<T: FromStr>(text: &str, what: &str) -> StoreResult<T> {
+    // Dropped on purpose: not every `FromStr` error is an error type, and the message names
+    // what did not parse.
     text.parse()
         .map_err(|_| StoreError::corrupt(format!("a stored {what} does not parse")))
 }
@@ -39,13 +41,11 @@ pub(super) fn error_text(error: Option<&SafeError>) -> Option<String> {
 }
 
 fn database(row: &AnyRow, index: usize, action: &str) -> StoreResult<DatabaseName> {
-    DatabaseName::new(text(row, index, action)?)
-        .map_err(|_| StoreError::corrupt("a stored database name is not valid"))
+    DatabaseName::new(text(row, index, action)?).or_corrupt("a stored database name is not valid")
 }
 
 fn count(row: &AnyRow, index: usize, action: &str) -> StoreResult<u32> {
-    u32::try_from(column::<i64>(row, index, action)?)
-        .map_err(|_| StoreError::corrupt("a stored count is out of range"))
+    u32::try_from(column::<i64>(row, index, action)?).or_corrupt("a stored count is out of range")
 }
 
 pub(super) const OPERATION_COLUMNS: &str = "id, kind, state, actor, request_key, inventory_id, \
@@ -55,7 +55,7 @@ pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
     let pull_request = optional_text(row, 8, action)?
         .map(|json| {
             serde_json::from_str::<PullRequest>(&json)
-                .map_err(|_| StoreError::corrupt("stored pull-request data does not parse"))
+                .or_corrupt("stored pull-request data does not parse")
         })
         .transpose()?;
     Ok(Operation {
@@ -64,7 +64,7 @@ pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
         state: parsed(&text(row, 2, action)?, "operation state")?,
         actor: UserId(text(row, 3, action)?),
         request_key: RequestKey::new(text(row, 4, action)?)
-            .map_err(|_| StoreError::corrupt("a stored request key is not valid"))?,
+            .or_corrupt("a stored request key is not valid")?,
         inventory: optional_text(row, 5, action)?
             .map(|id| parsed(&id, "inventory ID"))
             .transpose()?,
@@ -111,12 +111,12 @@ pub(super) fn database_result(row: &AnyRow, action: &str) -> StoreResult<Databas
                 outcome: parsed(&outcome, "database outcome")?,
                 freshness: parsed(&freshness, "database freshness")?,
                 object_counts: serde_json::from_str::<BTreeMap<String, u64>>(&counts)
-                    .map_err(|_| StoreError::corrupt("stored object counts do not parse"))?,
+                    .or_corrupt("stored object counts do not parse")?,
                 snapshot_hash: optional_text(row, 6, action)?,
                 merged_hash: optional_text(row, 7, action)?,
                 differences: match optional_text(row, 11, action)? {
                     Some(json) => serde_json::from_str::<Vec<FileDifference>>(&json)
-                        .map_err(|_| StoreError::corrupt("stored file differences do not parse"))?,
+                        .or_corrupt("stored file differences do not parse")?,
                     None => Vec::new(),
                 },
                 error: optional_error(row, 8, action)?,
@@ -159,8 +159,7 @@ pub(super) const STEP_COLUMNS: &str =
 pub(super) fn step(row: &AnyRow, action: &str) -> StoreResult<OperationStep> {
     Ok(OperationStep {
         operation: parsed(&text(row, 0, action)?, "operation ID")?,
-        key: StepKey::new(text(row, 1, action)?)
-            .map_err(|_| StoreError::corrupt("a stored step key is not valid"))?,
+        key: StepKey::new(text(row, 1, action)?).or_corrupt("a stored step key is not valid")?,
         state: parsed(&text(row, 2, action)?, "step state")?,
         attempts: count(row, 3, action)?,
         started_at: instant(row, 4, action)?,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::schema::{DatabaseName, OperationId};
 use crate::time::UnixMillis;
 use crate::user::UserId;
@@ -38,7 +38,7 @@ impl FromStr for InventoryId {
     fn from_str(text: &str) -> StoreResult<Self> {
         uuid::Uuid::parse_str(text)
             .map(InventoryId)
-            .map_err(|_| StoreError::invalid("an inventory ID is a UUID"))
+            .or_invalid("an inventory ID is a UUID")
     }
 }
 

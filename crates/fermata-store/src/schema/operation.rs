@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::schema::{DatabaseName, InventoryId, SafeError};
 use crate::time::UnixMillis;
 use crate::user::UserId;
@@ -35,7 +35,7 @@ impl FromStr for OperationId {
     fn from_str(text: &str) -> StoreResult<Self> {
         uuid::Uuid::parse_str(text)
             .map(OperationId)
-            .map_err(|_| StoreError::invalid("an operation ID is a UUID"))
+            .or_invalid("an operation ID is a UUID")
     }
 }
 

@@ -361,6 +361,8 @@ impl Sources {
                 value: DEFAULT_LISTEN.to_owned(),
                 origin: Origin::Default,
             });
+        // Dropped on purpose here and for the durations below: the message names the setting,
+        // where its value came from and the form it takes.
         let listen_addr = listen.value.parse::<SocketAddr>().map_err(|_| {
             ConfigError::new(
                 "listen",

@@ -57,6 +57,7 @@ pub(super) fn source_settings(
         None => TlsMode::default(),
         Some(text) => text
             .parse()
+            // Dropped on purpose: the message names every mode.
             .map_err(|_| refuse("tls", &format!("expected {}", TlsMode::NAMES)))?,
     };
     let password = secret(
@@ -118,17 +119,13 @@ pub(super) fn secret(
 /// The password file's content without its final line break. It must not be readable by others.
 fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
     use std::io::Read;
-    let unreadable = || format!("cannot read {}", path.display());
+    let unreadable = |error: std::io::Error| format!("cannot read {}: {error}", path.display());
     // Opened once: the permissions checked are those of the file that is read.
-    let mut file = std::fs::File::open(path).map_err(|_| unreadable())?;
+    let mut file = std::fs::File::open(path).map_err(unreadable)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = file
-            .metadata()
-            .map_err(|_| unreadable())?
-            .permissions()
-            .mode();
+        let mode = file.metadata().map_err(unreadable)?.permissions().mode();
         if mode & 0o077 != 0 {
             return Err(format!(
                 "{} can be read by others (mode {:o}); run `chmod 600` on it",
@@ -140,7 +137,7 @@ fn read_password_file(path: &Path) -> Result<Zeroizing<String>, String> {
     let mut text = Zeroizing::new(String::new());
     // Through the handle whose mode was checked, not the path again.
     #[allow(clippy::verbose_file_reads)]
-    file.read_to_string(&mut text).map_err(|_| unreadable())?;
+    file.read_to_string(&mut text).map_err(unreadable)?;
     let password = text.strip_suffix('\n').unwrap_or(&text);
     let password = password.strip_suffix('\r').unwrap_or(password);
     if password.is_empty() {

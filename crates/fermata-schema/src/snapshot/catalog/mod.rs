@@ -29,7 +29,8 @@ use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
 use super::model::{DatabaseModel, Flavor};
-use crate::source::query_error_about;
+use crate::safe_context::SafeCode;
+use crate::source::DriverContext;
 
 /// The permanent refusal of `database`, when no one object is at fault.
 fn unsupported(database: &DatabaseName) -> SafeError {
@@ -66,7 +67,7 @@ async fn rows(
     query
         .fetch_all(&mut *connection)
         .await
-        .map_err(|error| query_error_about(&error, database))
+        .query_context_about("read the catalog", database)
 }
 
 /// Reads one row of `database`'s catalog as text values, `None` for SQL NULL. A value that is
@@ -106,9 +107,9 @@ impl<'a> Values<'a> {
         let bytes: Option<Vec<u8>> = self
             .row
             .try_get_unchecked(index)
-            .map_err(|_| self.unreadable())?;
+            .or_unreadable(|| self.unreadable())?;
         bytes
-            .map(|bytes| String::from_utf8(bytes).map_err(|_| self.unreadable()))
+            .map(|bytes| String::from_utf8(bytes).or_safe(|| self.unreadable()))
             .transpose()
     }
 

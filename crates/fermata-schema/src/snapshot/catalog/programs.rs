@@ -9,6 +9,7 @@ use fermata_schema_core::{
 use sqlx::mysql::MySqlConnection;
 
 use super::{refuse, rows, unsupported, values};
+use crate::safe_context::SafeCode;
 use crate::snapshot::model::{Event, Flavor, Interval, Parameter, Routine, RoutineKind, Trigger};
 use crate::snapshot::normalize::mysql;
 
@@ -153,7 +154,7 @@ pub(super) async fn triggers(
             table: v.text(1)?,
             timing: v.text(2)?,
             event: v.text(3)?,
-            action_order: v.text(4)?.parse().map_err(|_| {
+            action_order: v.text(4)?.parse::<u32>().or_safe(|| {
                 refuse(
                     database,
                     ObjectKind::Trigger,

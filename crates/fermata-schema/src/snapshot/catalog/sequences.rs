@@ -9,6 +9,7 @@ use sqlx::mysql::MySqlConnection;
 use super::{rows, unsupported, values};
 use crate::snapshot::model::Sequence;
 use crate::snapshot::render::identifier;
+use crate::source::DriverContext;
 
 /// Fills in the settings of `sequences` (named, in name order).
 pub(super) async fn read(
@@ -38,7 +39,7 @@ pub(super) async fn read(
     }
     for row in found {
         let v = values(&row, database);
-        let position: i64 = sqlx::Row::try_get(&row, 0).map_err(|_| unsupported(database))?;
+        let position: i64 = sqlx::Row::try_get(&row, 0).or_unreadable(|| unsupported(database))?;
         let sequence = usize::try_from(position)
             .ok()
             .and_then(|position| sequences.get_mut(position))

@@ -12,6 +12,7 @@ use fermata_schema_core::{DatabaseName, ErrorCode, ObjectKind, Reason, SafeError
 use sqlx::mysql::MySqlConnection;
 
 use super::{by_flavor, refuse, rows, values};
+use crate::safe_context::SafeCode;
 use crate::snapshot::model::{
     Check, Column, Flavor, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition,
     Partitioning, RowPeriod, Sequence, Subpartition, Table, TableOption, View,
@@ -547,7 +548,7 @@ pub(super) async fn read(
             generation_expression: v.optional(9)?,
             srid: v
                 .optional(10)?
-                .map(|srid| srid.parse::<u32>().map_err(|_| refused(Reason::ColumnType)))
+                .map(|srid| srid.parse::<u32>().or_safe(|| refused(Reason::ColumnType)))
                 .transpose()?,
         };
         let mut column = column_from_catalog(flavor, row).map_err(refused)?;
@@ -572,7 +573,7 @@ pub(super) async fn read(
             let v = values(&row, database);
             let (table_name, column_name) = (v.text(0)?, v.text(1)?);
             let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
-            let srid = v.text(2)?.parse::<u32>().map_err(|_| refused())?;
+            let srid = v.text(2)?.parse::<u32>().or_safe(refused)?;
             let Some(table) = tables.get_mut(&table_name) else {
                 continue;
             };

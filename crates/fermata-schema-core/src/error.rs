@@ -106,8 +106,20 @@ pub enum ErrorCode {
     PermissionDenied,
     /// The server's output cannot be represented faithfully (subject: the database).
     UnsupportedSchemaOutput,
-    /// Reading the catalog failed (subject: the database).
+    /// The server refused a catalog query for good: it names a column or table this server's
+    /// `information_schema` does not have (subject: the database). Not retried.
     MetadataUnreadable,
+    /// The server refused a catalog query with an error no other code describes (subject: the
+    /// database); its number is logged. Not retried.
+    QueryRefused,
+    /// A query waited too long for a lock (MySQL error 1205).
+    LockWaitTimeout,
+    /// A query was chosen as a deadlock victim (MySQL error 1213).
+    Deadlock,
+    /// A query was interrupted, by `KILL QUERY` or a server shutting down (MySQL error 1317).
+    QueryInterrupted,
+    /// A query ran past the server's execution time limit (MySQL 3024, MariaDB 1969).
+    QueryTimedOut,
     /// The snapshot differs from the live server (subject: the database).
     VerificationFailed,
     /// The schema changed while it was being snapshotted (subject: the database); trying again
@@ -161,7 +173,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (`docs/schema-operations.md`'s table lists them all).
-    pub const ALL: [ErrorCode; 47] = [
+    pub const ALL: [ErrorCode; 52] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -194,6 +206,11 @@ impl ErrorCode {
         ErrorCode::PermissionDenied,
         ErrorCode::UnsupportedSchemaOutput,
         ErrorCode::MetadataUnreadable,
+        ErrorCode::QueryRefused,
+        ErrorCode::LockWaitTimeout,
+        ErrorCode::Deadlock,
+        ErrorCode::QueryInterrupted,
+        ErrorCode::QueryTimedOut,
         ErrorCode::VerificationFailed,
         ErrorCode::SchemaChanged,
         ErrorCode::ArtifactUnavailable,
@@ -241,19 +258,21 @@ impl ErrorCode {
             | SourceNotConfigured
             | PackageNotConfigured
             | InvalidSourceConfiguration => ErrorStage::Configuration,
-            ConnectionRefused | ConnectionLost | StartFailed | StartUnknown => {
+            ConnectionRefused | ConnectionLost | StartFailed | StartUnknown | QueryInterrupted => {
                 ErrorStage::Connection
             }
             TlsFailed => ErrorStage::Tls,
             AuthenticationFailed | PermissionDenied => ErrorStage::Permission,
             UnsupportedSchemaOutput => ErrorStage::Generation,
-            MetadataUnreadable | DatabaseNoLongerVisible => ErrorStage::Metadata,
+            MetadataUnreadable | QueryRefused | Deadlock | DatabaseNoLongerVisible => {
+                ErrorStage::Metadata
+            }
             VerificationFailed | SchemaChanged => ErrorStage::Verification,
             ArtifactUnavailable => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
             GithubFailed | GithubRateLimited | GithubRefused | PublicationConflict
             | BaseChanged => ErrorStage::Github,
-            StepTimedOut | RunLost => ErrorStage::Timeout,
+            StepTimedOut | RunLost | LockWaitTimeout | QueryTimedOut => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
         }
     }
@@ -266,7 +285,10 @@ impl ErrorCode {
             self,
             ConnectionRefused
                 | ConnectionLost
-                | MetadataUnreadable
+                | LockWaitTimeout
+                | Deadlock
+                | QueryInterrupted
+                | QueryTimedOut
                 | ArtifactUnavailable
                 | GithubFailed
                 | GithubRateLimited
@@ -308,7 +330,14 @@ impl ErrorCode {
             AuthenticationFailed => "the snapshot account's credentials were refused",
             PermissionDenied => "the snapshot account lacks a privilege it needs{}",
             UnsupportedSchemaOutput => "the schema of database {} cannot be captured faithfully",
-            MetadataUnreadable => "the catalog of database {} could not be read",
+            MetadataUnreadable => {
+                "the catalog of database {} cannot be read on this server release"
+            }
+            QueryRefused => "the MySQL server refused a query about database {}",
+            LockWaitTimeout => "a query on the MySQL server timed out waiting for a lock",
+            Deadlock => "a query on the MySQL server was ended by a deadlock",
+            QueryInterrupted => "a query on the MySQL server was interrupted",
+            QueryTimedOut => "a query ran past the MySQL server's execution time limit",
             VerificationFailed => "database {} differs from its snapshot",
             SchemaChanged => "the schema of database {} changed while it was snapshotted",
             ArtifactUnavailable => "the review artifact could not be stored or read",
@@ -389,6 +418,184 @@ impl fmt::Display for DatabaseName {
     }
 }
 
+/// An object name exactly as the server gave it (a table's, a routine's, a column's): 1 to 64
+/// characters, no NUL, shown in backticks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ObjectName(String);
+
+impl ObjectName {
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidDatabaseName> {
+        DatabaseName::new(name).map(|name| ObjectName(name.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ObjectName {
+    type Error = InvalidDatabaseName;
+
+    fn try_from(name: String) -> Result<Self, InvalidDatabaseName> {
+        ObjectName::new(name)
+    }
+}
+
+impl From<ObjectName> for String {
+    fn from(name: ObjectName) -> String {
+        name.0
+    }
+}
+
+/// `name` in backticks, a backtick in it doubled.
+fn quoted(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// The kinds of schema object a message may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    Table,
+    View,
+    Sequence,
+    Function,
+    Procedure,
+    Trigger,
+    Event,
+}
+
+impl ObjectKind {
+    /// The kind as a message writes it (`table`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Table => "table",
+            ObjectKind::View => "view",
+            ObjectKind::Sequence => "sequence",
+            ObjectKind::Function => "function",
+            ObjectKind::Procedure => "procedure",
+            ObjectKind::Trigger => "trigger",
+            ObjectKind::Event => "event",
+        }
+    }
+
+    /// The kind in the plural, as a message names the whole kind (`tables`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            ObjectKind::Table => "tables",
+            ObjectKind::View => "views",
+            ObjectKind::Sequence => "sequences",
+            ObjectKind::Function => "functions",
+            ObjectKind::Procedure => "procedures",
+            ObjectKind::Trigger => "triggers",
+            ObjectKind::Event => "events",
+        }
+    }
+}
+
+/// Why an object is refused or cannot be read: a fixed list, so a message never carries text
+/// from the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// A table type the model does not hold (a temporary or other kind of table).
+    TableType,
+    /// A column attribute the model does not hold.
+    ColumnAttribute,
+    /// A column type the model does not hold.
+    ColumnType,
+    /// A check constraint the catalog does not attach to a known column.
+    CheckConstraint,
+    /// An index the model does not hold (a vector index, a `USING HASH` long unique key).
+    IndexKind,
+    /// A partitioning method the model does not hold.
+    PartitioningMethod,
+    /// A partitioning clause the model does not hold.
+    PartitioningClause,
+    /// A period or versioning clause the model does not hold.
+    PeriodClause,
+    /// A stored program written in a language other than SQL.
+    ExternalLanguage,
+    /// A trigger that is not `FOR EACH ROW`.
+    StatementTrigger,
+    /// An event status the model does not hold.
+    EventStatus,
+    /// A definition that is not UTF-8 or that the catalog describes incompletely.
+    UnreadableDefinition,
+    /// The server's `SHOW CREATE` text says something the catalog's model does not render to.
+    DefinitionMismatch,
+}
+
+impl Reason {
+    /// The fixed words a message gives for the reason.
+    pub fn words(self) -> &'static str {
+        match self {
+            Reason::TableType => "table type",
+            Reason::ColumnAttribute => "column attribute",
+            Reason::ColumnType => "column type",
+            Reason::CheckConstraint => "check constraint",
+            Reason::IndexKind => "index kind",
+            Reason::PartitioningMethod => "partitioning method",
+            Reason::PartitioningClause => "partitioning clause",
+            Reason::PeriodClause => "period clause",
+            Reason::ExternalLanguage => "body in a language other than SQL",
+            Reason::StatementTrigger => "statement-level trigger",
+            Reason::EventStatus => "event status",
+            Reason::UnreadableDefinition => "unreadable definition",
+            Reason::DefinitionMismatch => "definition the catalog does not describe exactly",
+        }
+    }
+}
+
+/// An object of a database, or a whole kind of them, with what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectSubject {
+    pub database: DatabaseName,
+    pub kind: ObjectKind,
+    /// The object; none when the message is about the whole kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<ObjectName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+}
+
+impl ObjectSubject {
+    /// The object `kind` `name` of `database`, refused or unreadable for `reason`. A name that is
+    /// not an identifier (which the server never gives) names the kind alone.
+    pub fn named(database: &DatabaseName, kind: ObjectKind, name: &str, reason: Reason) -> Self {
+        ObjectSubject {
+            database: database.clone(),
+            kind,
+            name: ObjectName::new(name).ok(),
+            reason: Some(reason),
+        }
+    }
+
+    /// Every object of `kind` in `database`.
+    pub fn kind(database: &DatabaseName, kind: ObjectKind) -> Self {
+        ObjectSubject {
+            database: database.clone(),
+            kind,
+            name: None,
+            reason: None,
+        }
+    }
+
+    /// `table `geo`: spatial index`, or `triggers` for a whole kind.
+    fn detail(&self) -> String {
+        let mut detail = match &self.name {
+            Some(name) => format!("{} {}", self.kind.name(), quoted(name.as_str())),
+            None => self.kind.plural().to_owned(),
+        };
+        if let Some(reason) = self.reason {
+            detail.push_str(": ");
+            detail.push_str(reason.words());
+        }
+        detail
+    }
+}
+
 /// The one value a message may name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
@@ -397,13 +604,29 @@ pub enum Subject {
     Operation(uuid::Uuid),
     /// A database, by its exact name (shown in backticks).
     Database(DatabaseName),
+    /// An object of a database (or a whole kind of them) and the fixed reason it is named: the
+    /// message names the database where a database subject would, then the object and reason
+    /// (``database `shop`: table `geo`: period clause``).
+    Object(ObjectSubject),
+}
+
+impl Subject {
+    /// The database the subject is about, if it is about one.
+    pub fn database(&self) -> Option<&DatabaseName> {
+        match self {
+            Subject::Operation(_) => None,
+            Subject::Database(name) => Some(name),
+            Subject::Object(object) => Some(&object.database),
+        }
+    }
 }
 
 impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Subject::Operation(id) => write!(f, "{id}"),
-            Subject::Database(name) => write!(f, "`{}`", name.as_str().replace('`', "``")),
+            Subject::Database(name) => f.write_str(&quoted(name.as_str())),
+            Subject::Object(object) => f.write_str(&quoted(object.database.as_str())),
         }
     }
 }
@@ -490,6 +713,14 @@ impl SafeError {
 
     /// The message, rendered from the code's template and the subject.
     pub fn message(&self) -> String {
+        let message = self.message_without_object();
+        match &self.subject {
+            Some(Subject::Object(object)) => format!("{message}: {}", object.detail()),
+            _ => message,
+        }
+    }
+
+    fn message_without_object(&self) -> String {
         let template = self.code.template();
         match (&self.subject, self.code) {
             (Some(subject), ErrorCode::PermissionDenied) => {
@@ -605,6 +836,60 @@ mod tests {
         );
         for bad in ["", "a\u{0}b", &"x".repeat(65)] {
             assert!(DatabaseName::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_object_subject_names_the_database_the_object_and_the_reason() {
+        let database = DatabaseName::new("shop").unwrap();
+        let refused = SafeError::about(
+            ErrorCode::UnsupportedSchemaOutput,
+            Subject::Object(ObjectSubject::named(
+                &database,
+                ObjectKind::Table,
+                "ge`o",
+                Reason::IndexKind,
+            )),
+        );
+        assert_eq!(
+            refused.message(),
+            "the schema of database `shop` cannot be captured faithfully: table `ge``o`: index kind"
+        );
+        let back = SafeError::from_json(&refused.to_json()).unwrap();
+        assert_eq!(back, refused);
+        assert_eq!(back.subject().and_then(Subject::database), Some(&database));
+        let denied = SafeError::about(
+            ErrorCode::PermissionDenied,
+            Subject::Object(ObjectSubject::kind(&database, ObjectKind::Trigger)),
+        );
+        assert_eq!(
+            denied.message(),
+            "the snapshot account lacks a privilege it needs on `shop`: triggers"
+        );
+        assert!(!denied.retryable());
+        let json: serde_json::Value = serde_json::from_str(&refused.to_json()).unwrap();
+        assert_eq!(
+            json["subject"],
+            serde_json::json!({"kind": "object", "value": {
+                "database": "shop", "kind": "table", "name": "ge`o", "reason": "index_kind"}})
+        );
+    }
+
+    #[test]
+    fn server_refusals_have_their_own_codes() {
+        for (code, stage, retryable) in [
+            (ErrorCode::MetadataUnreadable, ErrorStage::Metadata, false),
+            (ErrorCode::QueryRefused, ErrorStage::Metadata, false),
+            (ErrorCode::LockWaitTimeout, ErrorStage::Timeout, true),
+            (ErrorCode::Deadlock, ErrorStage::Metadata, true),
+            (ErrorCode::QueryInterrupted, ErrorStage::Connection, true),
+            (ErrorCode::QueryTimedOut, ErrorStage::Timeout, true),
+        ] {
+            assert_eq!(
+                (code.stage(), code.retryable()),
+                (stage, retryable),
+                "{code:?}"
+            );
         }
     }
 

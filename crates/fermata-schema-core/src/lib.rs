@@ -6,6 +6,6 @@
 mod error;
 
 pub use error::{
-    DatabaseName, ErrorCode, ErrorStage, InvalidDatabaseName, SafeError, Subject,
-    UnreadableSafeError,
+    DatabaseName, ErrorCode, ErrorStage, InvalidDatabaseName, ObjectKind, ObjectName,
+    ObjectSubject, Reason, SafeError, Subject, UnreadableSafeError,
 };

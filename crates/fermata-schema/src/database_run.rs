@@ -277,6 +277,7 @@ impl LiveSnapshot {
         source: &SourceSettings,
         database: &DatabaseName,
         connections: usize,
+        filter: &crate::Filter,
     ) -> Result<LiveSnapshot, SafeError> {
         let mut first = source.connect().await?;
         let discovery = discover(&mut first).await?;
@@ -287,8 +288,13 @@ impl LiveSnapshot {
             ));
         }
         let mut connections = pool::open(source, first, connections).await?;
-        let snapshot =
-            snapshot::snapshot(&mut connections, database, &discovery.server_version).await?;
+        let snapshot = snapshot::snapshot_filtered(
+            &mut connections,
+            database,
+            &discovery.server_version,
+            filter,
+        )
+        .await?;
         Ok(LiveSnapshot {
             snapshot,
             server_version: discovery.server_version,

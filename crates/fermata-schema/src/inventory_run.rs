@@ -31,6 +31,9 @@ use crate::tracked::Progress;
 struct Found {
     server_version: String,
     databases: Vec<DatabaseName>,
+    /// Visible databases `[schema] ignore_databases` left out.
+    #[serde(default)]
+    ignored: Vec<DatabaseName>,
 }
 
 /// The inventory workflow.
@@ -39,6 +42,8 @@ pub struct InventoryWorkflow {
     storage: Arc<dyn Storage>,
     source: Option<SourceSettings>,
     lifetime: Duration,
+    /// Which databases the inventory leaves out.
+    filter: crate::Filter,
 }
 
 impl std::fmt::Debug for InventoryWorkflow {
@@ -57,7 +62,15 @@ impl InventoryWorkflow {
             storage,
             source,
             lifetime: INVENTORY_LIFETIME,
+            filter: crate::Filter::default(),
         }
+    }
+
+    /// Leaves out the databases `filter` ignores.
+    #[must_use]
+    pub fn with_filter(mut self, filter: crate::Filter) -> Self {
+        self.filter = filter;
+        self
     }
 
     async fn execute(&self, ctx: &mut RunContext, id: OperationId) -> Result<Value, RunError> {
@@ -84,9 +97,17 @@ impl InventoryWorkflow {
                 let discovery = discover(&mut connection).await;
                 drop(connection);
                 let discovery = discovery?;
+                let (ignored, databases): (Vec<_>, Vec<_>) = discovery
+                    .databases
+                    .into_iter()
+                    .partition(|name| self.filter.ignores_database(name.as_str()));
+                if !ignored.is_empty() {
+                    tracing::info!(operation = %id, ignored = ignored.len(), "the inventory leaves out databases `ignore_databases` names");
+                }
                 Ok(Found {
                     server_version: discovery.server_version,
-                    databases: discovery.databases,
+                    databases,
+                    ignored,
                 })
             })
             .await?;

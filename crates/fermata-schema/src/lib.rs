@@ -5,7 +5,7 @@
 //! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
 //! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
-//! ([`view`]).
+//! ([`view`]). What the snapshot account may read is checked by [`source_check`].
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
 //! merged snapshots in the target git repository is read by [`package`], with file names from
 //! [`names`].
@@ -16,6 +16,7 @@ pub mod admin;
 pub mod artifact;
 mod database_run;
 pub mod engine;
+pub mod filter;
 pub mod inventory;
 pub mod inventory_run;
 pub mod names;
@@ -30,6 +31,7 @@ mod safe_context;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
+pub mod source_check;
 mod step_failure;
 mod tracked;
 pub mod verification_run;
@@ -38,6 +40,7 @@ pub mod view;
 pub use admin::Administrator;
 pub use engine::{EngineWorkflows, workflow_name};
 pub use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
+pub use filter::Filter;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;
 pub use operations::{
@@ -47,4 +50,5 @@ pub use refresh_run::{RefreshSettings, RefreshWorkflow};
 pub use registry_view::RegistryReports;
 pub use review::{Reviews, Verdict};
 pub use source::{SourceSettings, TlsMode};
+pub use source_check::{SourceCheck, check_source};
 pub use verification_run::{VerificationSettings, VerificationWorkflow};

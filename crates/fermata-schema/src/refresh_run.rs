@@ -92,6 +92,8 @@ pub struct RefreshSettings {
     pub review_window: Duration,
     /// The most introspection connections a database step opens.
     pub connections: usize,
+    /// What snapshots leave out (`[schema] ignore_tables`).
+    pub filter: crate::Filter,
 }
 
 /// A seam for fault injection: called in every database step once the candidate is written to
@@ -389,7 +391,13 @@ impl RefreshWorkflow {
             .prefix("refresh-")
             .tempdir_in(&self.settings.scratch)
             .or_code(SCRATCH_UNAVAILABLE, "make the step's temporary folder")?;
-        let live = LiveSnapshot::take(source, database, self.settings.connections).await?;
+        let live = LiveSnapshot::take(
+            source,
+            database,
+            self.settings.connections,
+            &self.settings.filter,
+        )
+        .await?;
         let candidate = &live.snapshot;
         write_candidate(folder.path(), candidate).await?;
         self.probe

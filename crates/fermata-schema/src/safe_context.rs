@@ -30,7 +30,16 @@ pub(crate) fn safe(
     action: &'static str,
     source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
 ) -> SafeError {
-    SafeError::new(code).with_source(Failed {
+    caused(SafeError::new(code), action, source)
+}
+
+/// `error` (one about a subject, say), caused by `source` while doing `action`.
+pub(crate) fn caused(
+    error: SafeError,
+    action: &'static str,
+    source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
+) -> SafeError {
+    error.with_source(Failed {
         action,
         source: source.into(),
     })

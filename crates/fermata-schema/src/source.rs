@@ -21,12 +21,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use fermata_schema_core::{ErrorCode, SafeError};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlSslMode};
 use sqlx::{ConnectOptions, Connection};
 use zeroize::Zeroizing;
 
-use crate::safe_context::{because, safe};
+use crate::safe_context::{because, caused, safe};
 
 /// How long opening a connection may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -183,20 +183,48 @@ pub(crate) fn query_error(error: &sqlx::Error, action: &'static str) -> SafeErro
     safe(query_code(error), action, DriverFailure::of(error))
 }
 
+/// [`query_error`] about `database`.
+pub(crate) fn query_error_about(
+    error: &sqlx::Error,
+    action: &'static str,
+    database: &DatabaseName,
+) -> SafeError {
+    caused(
+        SafeError::about(query_code(error), Subject::Database(database.clone())),
+        action,
+        DriverFailure::of(error),
+    )
+}
+
 /// How a failure of the MySQL driver becomes a safe error, naming the action and keeping what
 /// may be kept of the failure ([`DriverFailure`]) as the cause.
 pub(crate) trait DriverContext<T> {
     /// A failed statement: the safe error [`query_code`] makes of it.
     fn query_context(self, action: &'static str) -> Result<T, SafeError>;
 
+    /// A failed statement about `database`: the same code, about the database.
+    fn query_context_about(
+        self,
+        action: &'static str,
+        database: &DatabaseName,
+    ) -> Result<T, SafeError>;
+
     /// A value the server sent that cannot be read: the safe error `error` makes (usually
-    /// `UNSUPPORTED_SCHEMA_OUTPUT` about the database).
+    /// `UNSUPPORTED_SCHEMA_OUTPUT` about the database or the object).
     fn or_unreadable(self, error: impl FnOnce() -> SafeError) -> Result<T, SafeError>;
 }
 
 impl<T> DriverContext<T> for Result<T, sqlx::Error> {
     fn query_context(self, action: &'static str) -> Result<T, SafeError> {
         self.map_err(|error| query_error(&error, action))
+    }
+
+    fn query_context_about(
+        self,
+        action: &'static str,
+        database: &DatabaseName,
+    ) -> Result<T, SafeError> {
+        self.map_err(|error| query_error_about(&error, action, database))
     }
 
     fn or_unreadable(self, error: impl FnOnce() -> SafeError) -> Result<T, SafeError> {
@@ -269,30 +297,66 @@ impl fmt::Display for DriverFailure {
 
 impl std::error::Error for DriverFailure {}
 
-/// What a failure on an open connection means: output that does not decode is unsupported,
-/// account and permission errors go by MySQL's error number, everything else is a lost
-/// connection (which may be retried).
+/// What a failure on an open connection means. A server error goes by its number, one by one
+/// ([`server_error_code`]), and an unknown number is the permanent `QUERY_REFUSED` (never a lost
+/// connection, which would be retried); a driver error goes by its kind: output that does not
+/// decode is unsupported, a broken or closed connection is lost (and may be retried).
 pub(crate) fn query_code(error: &sqlx::Error) -> ErrorCode {
-    if matches!(
-        error,
-        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_)
-    ) {
-        return ErrorCode::UnsupportedSchemaOutput;
+    if let Some(number) = mysql_error_number(error) {
+        return server_error_code(number);
     }
-    match mysql_error_number(error) {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => ErrorCode::ConnectionLost,
+        sqlx::Error::Tls(_) => ErrorCode::TlsFailed,
+        sqlx::Error::Configuration(_) => ErrorCode::InvalidSourceConfiguration,
+        sqlx::Error::RowNotFound
+        | sqlx::Error::TypeNotFound { .. }
+        | sqlx::Error::ColumnIndexOutOfBounds { .. }
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_) => ErrorCode::UnsupportedSchemaOutput,
+        _ => ErrorCode::QueryRefused,
+    }
+}
+
+/// The code of the server error `number` (the numbers of MySQL and MariaDB agree where both have
+/// one).
+pub(crate) fn server_error_code(number: u16) -> ErrorCode {
+    match number {
         // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_HOST_NOT_PRIVILEGED,
         // ER_HOST_IS_BLOCKED, ER_NOT_SUPPORTED_AUTH_MODE, ER_MUST_CHANGE_PASSWORD,
         // ER_MUST_CHANGE_PASSWORD_LOGIN, ER_ACCOUNT_HAS_BEEN_LOCKED (MySQL 3118, MariaDB 4151):
         // the account cannot log in, and trying again will not change that.
-        Some(1045 | 1698 | 1130 | 1129 | 1251 | 1820 | 1862 | 3118 | 4151) => {
+        1045 | 1698 | 1130 | 1129 | 1251 | 1820 | 1862 | 3118 | 4151 => {
             ErrorCode::AuthenticationFailed
         }
         // ER_CON_COUNT_ERROR, ER_TOO_MANY_USER_CONNECTIONS: the server is full for now.
-        Some(1040 | 1203) => ErrorCode::ConnectionRefused,
+        1040 | 1203 => ErrorCode::ConnectionRefused,
         // ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR,
-        // ER_SPECIFIC_ACCESS_DENIED_ERROR
-        Some(1044 | 1142 | 1143 | 1227) => ErrorCode::PermissionDenied,
-        _ => ErrorCode::ConnectionLost,
+        // ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR, ER_VIEW_NO_EXPLAIN (a view
+        // over tables the account may not read)
+        1044 | 1142 | 1143 | 1227 | 1370 | 1345 => ErrorCode::PermissionDenied,
+        // ER_BAD_FIELD_ERROR, ER_NO_SUCH_TABLE, ER_UNKNOWN_TABLE: the query names a column or
+        // table this server does not have; asking again gets the same answer.
+        1054 | 1146 | 1109 => ErrorCode::MetadataUnreadable,
+        // ER_LOCK_WAIT_TIMEOUT
+        1205 => ErrorCode::LockWaitTimeout,
+        // ER_LOCK_DEADLOCK
+        1213 => ErrorCode::Deadlock,
+        // ER_QUERY_INTERRUPTED
+        1317 => ErrorCode::QueryInterrupted,
+        // MySQL's ER_QUERY_TIMEOUT (max_execution_time), MariaDB's ER_STATEMENT_TIMEOUT
+        // (max_statement_time)
+        3024 | 1969 => ErrorCode::QueryTimedOut,
+        // ER_SERVER_SHUTDOWN, ER_ABORTING_CONNECTION, ER_NET_READ_ERROR, ER_NET_READ_INTERRUPTED,
+        // ER_NET_ERROR_ON_WRITE, ER_NET_WRITE_INTERRUPTED, MariaDB's ER_CONNECTION_KILLED, MySQL's
+        // ER_CLIENT_INTERACTION_TIMEOUT: the connection is going or gone.
+        1053 | 1152 | 1158 | 1159 | 1160 | 1161 | 1927 | 4031 => ErrorCode::ConnectionLost,
+        _ => ErrorCode::QueryRefused,
     }
 }
 
@@ -302,4 +366,36 @@ pub(crate) fn mysql_error_number(error: &sqlx::Error) -> Option<u16> {
         .as_database_error()
         .and_then(|database| database.try_downcast_ref::<MySqlDatabaseError>())
         .map(MySqlDatabaseError::number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_are_mapped_by_number() {
+        for (number, code) in [
+            (1054, ErrorCode::MetadataUnreadable),
+            (1146, ErrorCode::MetadataUnreadable),
+            (1109, ErrorCode::MetadataUnreadable),
+            (1205, ErrorCode::LockWaitTimeout),
+            (1213, ErrorCode::Deadlock),
+            (1317, ErrorCode::QueryInterrupted),
+            (3024, ErrorCode::QueryTimedOut),
+            (1969, ErrorCode::QueryTimedOut),
+            (1142, ErrorCode::PermissionDenied),
+            (1370, ErrorCode::PermissionDenied),
+            (1045, ErrorCode::AuthenticationFailed),
+            (1927, ErrorCode::ConnectionLost),
+            (1064, ErrorCode::QueryRefused),
+            (9999, ErrorCode::QueryRefused),
+        ] {
+            assert_eq!(server_error_code(number), code, "{number}");
+        }
+        for number in [1054, 1146, 1109] {
+            let code = server_error_code(number);
+            assert!(!code.retryable());
+            assert_ne!(code.stage(), fermata_schema_core::ErrorStage::Connection);
+        }
+    }
 }

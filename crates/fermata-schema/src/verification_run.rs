@@ -59,6 +59,8 @@ pub struct VerificationSettings {
     pub package: Option<Package>,
     /// The most introspection connections a database step opens.
     pub connections: usize,
+    /// What snapshots leave out (`[schema] ignore_tables`).
+    pub filter: crate::Filter,
 }
 
 /// A seam for fault injection: called in every database step once the live snapshot is taken
@@ -170,7 +172,13 @@ impl VerificationWorkflow {
             .source
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
-        let live = LiveSnapshot::take(source, database, self.settings.connections).await?;
+        let live = LiveSnapshot::take(
+            source,
+            database,
+            self.settings.connections,
+            &self.settings.filter,
+        )
+        .await?;
         self.probe.snapshot_taken(database, attempt).await?;
         live.verify_again(source, database).await?;
 

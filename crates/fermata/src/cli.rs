@@ -28,8 +28,9 @@ and [schema.package] (repository, base_branch = \"main\", path = \"schemas\").
 warnings and errors. -v raises the level (-v info, -vv debug for a command; -v debug for serve);
 a filter in FERMATA_LOG, else RUST_LOG, wins over both (e.g. `info`, `debug`, `fermata=debug`).
 
-Exit codes: 0 stopped cleanly, 1 database or system failure, 2 invalid setting or argument,
-3 another process holds the writer lease, 4 the writer lease was lost while serving.";
+Exit codes: 0 stopped cleanly, 1 database or system failure (for `schema check-source`, also a
+missing privilege), 2 invalid setting or argument, 3 another process holds the writer lease,
+4 the writer lease was lost while serving.";
 
 /// Fermata: durable storage for collaborative documents and MySQL schema snapshots.
 #[derive(Debug, Parser)]
@@ -97,6 +98,15 @@ enum SchemaCommand {
         storage: StorageArgs,
         #[command(flatten)]
         selection: SelectionArgs,
+    },
+    /// Connect as the snapshot account and report, per kind of object, whether it can read every
+    /// object the snapshots need, naming each missing privilege; exit 1 when one is missing.
+    CheckSource {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the package registry at the base branch's head: every registered database with its
     /// merged snapshot, its last verification and its freshness.
@@ -255,7 +265,8 @@ impl SchemaCommand {
             | SchemaCommand::Refresh { .. }
             | SchemaCommand::Verify { .. }
             | SchemaCommand::Approve { .. }
-            | SchemaCommand::Reject { .. } => true,
+            | SchemaCommand::Reject { .. }
+            | SchemaCommand::CheckSource { .. } => true,
             SchemaCommand::Registry { .. }
             | SchemaCommand::Review { .. }
             | SchemaCommand::Operations { .. }
@@ -271,6 +282,7 @@ impl SchemaCommand {
                 selection.json
             }
             SchemaCommand::Inventory { json, .. }
+            | SchemaCommand::CheckSource { json, .. }
             | SchemaCommand::Registry { json, .. }
             | SchemaCommand::Review { json, .. }
             | SchemaCommand::Approve { json, .. }
@@ -395,6 +407,7 @@ impl Command {
             | Command::Keys(KeysCommand::Rotate { storage } | KeysCommand::Reencrypt { storage })
             | Command::Schema(
                 SchemaCommand::Inventory { storage, .. }
+                | SchemaCommand::CheckSource { storage, .. }
                 | SchemaCommand::Refresh { storage, .. }
                 | SchemaCommand::Verify { storage, .. }
                 | SchemaCommand::Registry { storage, .. }
@@ -559,6 +572,11 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
                 let source = sources.keys(&storage).map_err(invalid)?;
                 account_commands::keys_reencrypt(&storage, &source).await
             }
+            Command::Schema(schema @ SchemaCommand::CheckSource { .. }) => {
+                // Needs the source alone: no application database, no keys.
+                let settings = sources.schema(Servers::Connect).map_err(invalid)?;
+                schema_commands::check_source(&settings, schema.format()).await
+            }
             Command::Schema(schema) => {
                 let format = schema.format();
                 let servers = if schema.executes_runs() {
@@ -572,6 +590,7 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
                     storage: storage.clone(),
                 };
                 match schema {
+                    SchemaCommand::CheckSource { .. } => unreachable!("checked above"),
                     SchemaCommand::Inventory { requester, .. } => {
                         schema_commands::inventory(
                             &setup,

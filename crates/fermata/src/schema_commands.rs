@@ -6,7 +6,8 @@
 //! makes the action fresh. A started inventory, refresh or verification, and a decided review,
 //! are executed by the serving process when one holds the writer lease, and by this command
 //! otherwise; either way the command follows the operation: an inventory, a verification and a
-//! decision until the operation ends, a refresh until it awaits review or ends.
+//! decision until the operation ends, a refresh until it awaits review or ends. The source check
+//! needs neither: it connects to the source and reports what the snapshot account can read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -350,6 +351,32 @@ async fn watch(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// `fermata schema check-source`: what the snapshot account can read, per kind of object. The
+/// report is printed either way; a missing privilege fails the command after it.
+pub(crate) async fn check_source(
+    settings: &SchemaSettings,
+    format: Format,
+) -> Result<String, Failure> {
+    let source = settings
+        .source
+        .as_ref()
+        .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
+    let check = fermata_schema::check_source(source, &settings.filter).await?;
+    let text = match format {
+        Format::Json => json(&check),
+        Format::Text => check.to_text(),
+    };
+    if check.complete {
+        return Ok(text);
+    }
+    print!("{text}");
+    let count = check.missing_count();
+    Err(Failure::runtime(format!(
+        "the snapshot account lacks {count} privilege{} it needs",
+        if count == 1 { "" } else { "s" }
+    )))
 }
 
 /// `fermata schema registry`: the package registry with each database's last verification and

@@ -123,6 +123,7 @@ impl SchemaRuntime {
                 scratch: scratch.clone(),
                 review_window: settings.review_window,
                 connections: settings.connections,
+                filter: settings.filter.clone(),
             },
         );
         let verification = VerificationWorkflow::new(
@@ -131,13 +132,14 @@ impl SchemaRuntime {
                 source: settings.source.clone(),
                 package: package.clone(),
                 connections: settings.connections,
+                filter: settings.filter.clone(),
             },
         );
         let engine = Engine::new(Arc::clone(&storage))
-            .register(InventoryWorkflow::new(
-                Arc::clone(&storage),
-                settings.source.clone(),
-            ))
+            .register(
+                InventoryWorkflow::new(Arc::clone(&storage), settings.source.clone())
+                    .with_filter(settings.filter.clone()),
+            )
             .register(refresh)
             .register(verification);
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));

@@ -49,16 +49,26 @@ mod workspace;
 
 use std::collections::BTreeMap;
 
-use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{
+    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 
+use crate::filter::Filter;
 use crate::names;
-use crate::safe_context::SafeCode;
-use crate::source::DriverContext;
+use crate::safe_context::{SafeCode, caused};
+use crate::source::{DriverContext, DriverFailure, mysql_error_number, query_code};
+use catalog::refuse;
 use model::DatabaseModel;
+
+/// Every catalog query a MySQL source runs (the test of MySQL's view definitions reads them).
+pub fn mysql_catalog_queries() -> Vec<&'static str> {
+    catalog::mysql_queries()
+}
+pub use catalog::{ColumnRow, IndexRow, add_index_row, column_from_catalog};
 pub use workspace::verify_in_workspace;
 
 /// The version written into manifests.
@@ -136,6 +146,8 @@ fn routine_path(routine: &model::Routine) -> Result<String, SafeError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseSnapshot {
     pub model: DatabaseModel,
+    /// What the snapshot left out; a verification of it snapshots with the same filter.
+    pub filter: Filter,
     /// Relative path → content, in path order.
     pub files: BTreeMap<String, Vec<u8>>,
     pub snapshot_hash: String,
@@ -146,6 +158,7 @@ struct Hashed<'a> {
     database: &'a str,
     counts: &'a BTreeMap<&'static str, usize>,
     files: &'a BTreeMap<String, String>,
+    filter: &'a Filter,
 }
 
 #[derive(Serialize)]
@@ -153,6 +166,8 @@ struct Manifest<'a> {
     format: u32,
     database: &'a str,
     counts: &'a BTreeMap<&'static str, usize>,
+    /// The tables this snapshot left out (see [`crate::filter`]).
+    filter: &'a Filter,
     files: &'a BTreeMap<String, String>,
     snapshot_hash: &'a str,
     generator: &'static str,
@@ -164,12 +179,27 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Snapshots `database` over `connections` (prepared with [`prepare`]; at least one), whose
-/// server reports `server_version`.
+/// server reports `server_version`, with the default filter.
 pub async fn snapshot(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
     server_version: &str,
 ) -> Result<DatabaseSnapshot, SafeError> {
+    snapshot_filtered(connections, database, server_version, &Filter::default()).await
+}
+
+/// [`snapshot`], leaving out the tables `filter` ignores, with their triggers.
+pub async fn snapshot_filtered(
+    connections: &mut [MySqlConnection],
+    database: &DatabaseName,
+    server_version: &str,
+    filter: &Filter,
+) -> Result<DatabaseSnapshot, SafeError> {
+    // Only the table filter is the snapshot's; databases are left out by the inventory.
+    let filter = Filter {
+        ignore_databases: Vec::new(),
+        ignore_tables: filter.ignore_tables.clone(),
+    };
     let unsupported = || {
         SafeError::about(
             ErrorCode::UnsupportedSchemaOutput,
@@ -177,7 +207,13 @@ pub async fn snapshot(
         )
     };
     let first = connections.first_mut().ok_or_else(unsupported)?;
-    let mut model = catalog::read(first, database).await?;
+    let (mut model, _version) = catalog::read(first, database).await?;
+    model
+        .tables
+        .retain(|table| !filter.ignores_table(&table.name));
+    model
+        .triggers
+        .retain(|trigger| !filter.ignores_table(&trigger.table));
     let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
     let mut files = checked_files(&mut model, database, texts)?;
     let schema_json = serde_json::to_string_pretty(&model).or_safe(unsupported)?;
@@ -202,6 +238,7 @@ pub async fn snapshot(
         database: database.as_str(),
         counts: &counts,
         files: &hashes,
+        filter: &filter,
     })
     .or_safe(unsupported)?;
     let snapshot_hash = hex(&Sha256::digest(&hashed));
@@ -209,6 +246,7 @@ pub async fn snapshot(
         format: 1,
         database: database.as_str(),
         counts: &counts,
+        filter: &filter,
         files: &hashes,
         snapshot_hash: &snapshot_hash,
         generator: GENERATOR,
@@ -221,6 +259,7 @@ pub async fn snapshot(
     );
     Ok(DatabaseSnapshot {
         model,
+        filter,
         files,
         snapshot_hash,
     })
@@ -258,7 +297,10 @@ fn show_create_requests(model: &DatabaseModel) -> Vec<(&'static str, String)> {
 }
 
 /// The canonical file of every object, each checked against the server's text (given in the
-/// order of [`show_create_requests`]). Routines get their parameter lists from those texts.
+/// order of [`show_create_requests`]). What only the text says is read from it first: routines'
+/// parameter lists, views' algorithms, tables' periods, `WITHOUT OVERLAPS`, `DEFAULT` list
+/// partitions and system-time partitioning clauses. An object that does not check is refused by
+/// name.
 fn checked_files(
     model: &mut DatabaseModel,
     database: &DatabaseName,
@@ -270,32 +312,51 @@ fn checked_files(
             Subject::Database(database.clone()),
         )
     };
-    // The model must render to exactly the server's canonical text; `kind` is only logged.
-    let check = |kind: &str, server: Option<String>, canonical: &str| {
+    // The model must render to exactly the server's canonical text.
+    let check = |kind: ObjectKind, name: &str, server: Option<String>, canonical: &str| {
         if server.as_deref() == Some(canonical) {
             Ok(())
         } else {
-            tracing::warn!(database = %database, kind, "an object's model does not match the server's definition; the database is not snapshotted");
-            Err(unsupported())
+            tracing::warn!(database = %database, kind = kind.name(), "an object's model does not match the server's definition; the database is not snapshotted");
+            Err(refuse(database, kind, name, Reason::DefinitionMismatch))
         }
     };
     let file = |canonical: &str| format!("{canonical}\n").into_bytes();
     let mut texts = texts.into_iter();
     let mut next = || texts.next().ok_or_else(unsupported);
     let mut files = BTreeMap::new();
-    for table in &model.tables {
-        let canonical = render::render_table(table);
-        check("table", normalize::table(&next()?, table), &canonical)?;
+    let flavor = model.flavor;
+    for table in &mut model.tables {
+        let text = next()?;
+        normalize::table_facts(&text, table)
+            .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
+        let canonical = render::render_table(table, flavor);
+        check(
+            ObjectKind::Table,
+            &table.name,
+            normalize::table(&text, table, flavor),
+            &canonical,
+        )?;
         files.insert(
             names::object_path("tables", None, &table.name)?,
             file(&canonical),
         );
     }
-    for view in &model.views {
+    for view in &mut model.views {
+        let text = next()?;
+        view.algorithm = normalize::view_algorithm(&text).ok_or_else(|| {
+            refuse(
+                database,
+                ObjectKind::View,
+                &view.name,
+                Reason::UnreadableDefinition,
+            )
+        })?;
         let canonical = render::render_view(view);
         check(
-            "view",
-            normalize::view(&next()?, database.as_str()),
+            ObjectKind::View,
+            &view.name,
+            normalize::view(&text, database.as_str()),
             &canonical,
         )?;
         files.insert(
@@ -305,26 +366,33 @@ fn checked_files(
     }
     for sequence in &model.sequences {
         let canonical = render::render_sequence(sequence);
-        check("sequence", normalize::sequence(&next()?), &canonical)?;
+        check(
+            ObjectKind::Sequence,
+            &sequence.name,
+            normalize::sequence(&next()?),
+            &canonical,
+        )?;
         files.insert(
             names::object_path("sequences", None, &sequence.name)?,
             file(&canonical),
         );
     }
     for routine in &mut model.routines {
-        let text = normalize::routine(&next()?, routine, database.as_str())
+        let kind = routine_object_kind(routine.kind);
+        let text = normalize::routine(&next()?, routine, database.as_str(), flavor)
             .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
-            .ok_or_else(unsupported)?;
+            .ok_or_else(|| refuse(database, kind, &routine.name, Reason::DefinitionMismatch))?;
         routine.parameter_list = text.parameter_list;
         let canonical = render::render_routine(routine);
-        check("routine", Some(text.canonical), &canonical)?;
+        check(kind, &routine.name, Some(text.canonical), &canonical)?;
         files.insert(routine_path(routine)?, file(&canonical));
     }
     let order = render::trigger_order(&model.triggers);
     for trigger in &model.triggers {
         let canonical = render::render_trigger(trigger, None);
         check(
-            "trigger",
+            ObjectKind::Trigger,
+            &trigger.name,
             normalize::trigger(&next()?, database.as_str()),
             &canonical,
         )?;
@@ -336,13 +404,25 @@ fn checked_files(
     }
     for event in &model.events {
         let canonical = render::render_event(event);
-        check("event", normalize::event(&next()?), &canonical)?;
+        check(
+            ObjectKind::Event,
+            &event.name,
+            normalize::event(&next()?),
+            &canonical,
+        )?;
         files.insert(
             names::object_path("events", None, &event.name)?,
             file(&canonical),
         );
     }
     Ok(files)
+}
+
+fn routine_object_kind(kind: model::RoutineKind) -> ObjectKind {
+    match kind {
+        model::RoutineKind::Function => ObjectKind::Function,
+        model::RoutineKind::Procedure => ObjectKind::Procedure,
+    }
 }
 
 /// The first check of the shared connection verifier: snapshots `candidate`'s database again
@@ -355,7 +435,13 @@ pub async fn verify_live(
     candidate: &DatabaseSnapshot,
     server_version: &str,
 ) -> Result<(), SafeError> {
-    let live = snapshot(std::slice::from_mut(connection), database, server_version).await?;
+    let live = snapshot_filtered(
+        std::slice::from_mut(connection),
+        database,
+        server_version,
+        &candidate.filter,
+    )
+    .await?;
     if live.snapshot_hash == candidate.snapshot_hash {
         Ok(())
     } else {
@@ -398,6 +484,15 @@ async fn show_create(
     kind: &str,
     name: &str,
 ) -> Result<String, SafeError> {
+    let object_kind = match kind {
+        "VIEW" => ObjectKind::View,
+        "SEQUENCE" => ObjectKind::Sequence,
+        "FUNCTION" => ObjectKind::Function,
+        "PROCEDURE" => ObjectKind::Procedure,
+        "TRIGGER" => ObjectKind::Trigger,
+        "EVENT" => ObjectKind::Event,
+        _ => ObjectKind::Table,
+    };
     let sql = format!(
         "SHOW CREATE {kind} {}.{}",
         render::identifier(database.as_str()),
@@ -408,7 +503,7 @@ async fn show_create(
     let row = connection
         .fetch_one(sql.as_str())
         .await
-        .query_context("show an object's definition")?;
+        .map_err(|error| show_create_error(&error, database, object_kind, name))?;
     // The statement's column: after the name, and for stored programs after the `sql_mode`
     // (and an event's time zone) they were created with.
     let column = match kind {
@@ -416,20 +511,50 @@ async fn show_create(
         "EVENT" => 3,
         _ => 1,
     };
+    let unreadable = || refuse(database, object_kind, name, Reason::UnreadableDefinition);
     // NULL when the account may not read a routine's definition.
-    let unsupported = || {
-        SafeError::about(
-            ErrorCode::UnsupportedSchemaOutput,
-            Subject::Database(database.clone()),
-        )
-    };
     let bytes: Option<Vec<u8>> =
-        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unsupported)?;
-    let bytes = bytes.ok_or_else(|| {
-        SafeError::about(
-            ErrorCode::PermissionDenied,
+        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unreadable)?;
+    let bytes = bytes.ok_or_else(|| denied(database, object_kind, name))?;
+    String::from_utf8(bytes).or_safe(unreadable)
+}
+
+/// `PERMISSION_DENIED` naming the object `kind` `name` the account may not read.
+fn denied(database: &DatabaseName, kind: ObjectKind, name: &str) -> SafeError {
+    let mut object = ObjectSubject::kind(database, kind);
+    object.name = fermata_schema_core::ObjectName::new(name).ok();
+    SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
+}
+
+/// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it is a schema
+/// change (retried); a privilege the account lacks for this kind of object names the object;
+/// anything else is the server error's own code. The driver's failure is kept as the cause.
+fn show_create_error(
+    error: &sqlx::Error,
+    database: &DatabaseName,
+    kind: ObjectKind,
+    name: &str,
+) -> SafeError {
+    let safe_error = match mysql_error_number(error) {
+        // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_TRG_DOES_NOT_EXIST,
+        // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES
+        Some(1146 | 1305 | 1360 | 1539 | 4091) => SafeError::about(
+            ErrorCode::SchemaChanged,
             Subject::Database(database.clone()),
-        )
-    })?;
-    String::from_utf8(bytes).or_safe(unsupported)
+        ),
+        // ER_BAD_DB_ERROR
+        Some(1049) => SafeError::about(
+            ErrorCode::DatabaseNoLongerVisible,
+            Subject::Database(database.clone()),
+        ),
+        _ => match query_code(error) {
+            ErrorCode::PermissionDenied => denied(database, kind, name),
+            code => SafeError::about(code, Subject::Database(database.clone())),
+        },
+    };
+    caused(
+        safe_error,
+        "show an object's definition",
+        DriverFailure::of(error),
+    )
 }

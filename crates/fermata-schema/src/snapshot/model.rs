@@ -9,10 +9,39 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The server family a model was read from, which decides the spelling of its files: a MySQL
+/// source is written in MySQL's own spelling (`int`, `CURRENT_TIMESTAMP`), a MariaDB one in
+/// MariaDB's (`int(11)`, `current_timestamp()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flavor {
+    #[default]
+    Mariadb,
+    Mysql,
+}
+
+impl Flavor {
+    /// The flavor of a server by its `VERSION()` (`10.11.6-MariaDB-log`, `8.0.36`).
+    pub fn of_version(version: &str) -> Flavor {
+        if version.to_ascii_lowercase().contains("mariadb") {
+            Flavor::Mariadb
+        } else {
+            Flavor::Mysql
+        }
+    }
+
+    fn is_mariadb(&self) -> bool {
+        *self == Flavor::Mariadb
+    }
+}
+
 /// One database's objects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatabaseModel {
     pub name: String,
+    /// MariaDB unless said (so models written before MySQL sources were read stay the same).
+    #[serde(default, skip_serializing_if = "Flavor::is_mariadb")]
+    pub flavor: Flavor,
     pub default_charset: String,
     pub default_collation: String,
     pub tables: Vec<Table>,
@@ -43,7 +72,7 @@ pub struct View {
     pub definer: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Table {
     pub name: String,
     pub engine: String,
@@ -68,6 +97,26 @@ pub struct Table {
     pub checks: Vec<Check>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitioning: Option<Partitioning>,
+    /// MariaDB's `WITH SYSTEM VERSIONING`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_versioned: bool,
+    /// `PERIOD FOR SYSTEM_TIME (start, end)`, printed when the table names its row start and end
+    /// columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_period: Option<Period>,
+    /// An application-time period, `PERIOD FOR name (start, end)` (MariaDB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application_period: Option<Period>,
+}
+
+/// A period: its name (`SYSTEM_TIME` for the system one) and its start and end columns.
+/// `information_schema` of MariaDB before 11.4 does not describe periods; they are read from
+/// `SHOW CREATE TABLE`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Period {
+    pub name: String,
+    pub start: String,
+    pub end: String,
 }
 
 /// A table option other than the engine, the character set, the collation, the row format and
@@ -87,9 +136,14 @@ pub struct TableOption {
 /// `PARTITION BY ...`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Partitioning {
-    /// `RANGE`, `LIST`, `HASH`, `LINEAR HASH`, `KEY`, `LINEAR KEY`, `RANGE COLUMNS` or
-    /// `LIST COLUMNS`.
+    /// `RANGE`, `LIST`, `HASH`, `LINEAR HASH`, `KEY`, `LINEAR KEY`, `RANGE COLUMNS`,
+    /// `LIST COLUMNS`, or MariaDB's `SYSTEM_TIME`.
     pub method: String,
+    /// What follows `PARTITION BY SYSTEM_TIME`, as the server prints it (`INTERVAL 1 MONTH STARTS
+    /// TIMESTAMP'2020-01-01 00:00:00'`, `LIMIT 1000`, nothing); read from `SHOW CREATE TABLE`,
+    /// which alone says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_time: Option<String>,
     /// The expression or column list, as the server prints it (`year(`b`)`, `` `a`,`b` ``).
     pub expression: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,9 +158,15 @@ pub struct Partitioning {
 pub struct Partition {
     pub name: String,
     /// The bound of a `RANGE` partition or the list of a `LIST` one, as the server prints it
-    /// (`10`, `MAXVALUE`, `NULL,1,2`, `(1,'a'),(2,'b')`); none for `HASH` and `KEY`.
+    /// (`10`, `MAXVALUE`, `NULL,1,2`, `(1,'a'),(2,'b')`); `HISTORY` or `CURRENT` for a
+    /// `SYSTEM_TIME` one; none for `HASH`, `KEY` and a `DEFAULT` list partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<String>,
+    /// The `DEFAULT` partition of a `LIST` table, which takes every value no other lists.
+    /// `information_schema.PARTITIONS` describes it as it would a partition of `VALUES IN (0)`;
+    /// it is read from `SHOW CREATE TABLE`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub comment: String,
     /// In their order.
@@ -250,7 +310,7 @@ pub struct Interval {
     pub field: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Column {
     pub name: String,
     /// The type exactly as the server reports it (`bigint(20) unsigned`, `enum('a','b')`).
@@ -266,6 +326,16 @@ pub struct Column {
     pub auto_increment: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub invisible: bool,
+    /// The spatial reference system of a spatial column (MariaDB's `REF_SYSTEM_ID`, MySQL's
+    /// `SRID`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srid: Option<u32>,
+    /// `GENERATED ALWAYS AS ROW START` or `ROW END` of a system-versioned table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_period: Option<RowPeriod>,
+    /// MariaDB's `WITHOUT SYSTEM VERSIONING`: the column's changes make no history rows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_system_versioning: bool,
     /// Character set and collation, for character columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charset: Option<String>,
@@ -278,6 +348,14 @@ pub struct Column {
     pub check: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub comment: String,
+}
+
+/// Which end of the system period a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowPeriod {
+    Start,
+    End,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,11 +387,23 @@ pub struct Index {
     /// MariaDB's ignored indexes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignored: bool,
+    /// MySQL's invisible indexes (`IS_VISIBLE` = `NO`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invisible: bool,
+    /// The application-time period a unique key ends with, `WITHOUT OVERLAPS` (MariaDB); the
+    /// period's columns are not among the parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_overlaps: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexPart {
+    /// The column; empty for a functional part.
     pub column: String,
+    /// A functional part's expression (MySQL 8's `STATISTICS.EXPRESSION`), as the server prints
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<u32>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -337,4 +427,7 @@ pub struct ForeignKey {
 pub struct Check {
     pub name: String,
     pub clause: String,
+    /// MySQL's `NOT ENFORCED`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_enforced: bool,
 }

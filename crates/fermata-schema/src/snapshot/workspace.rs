@@ -67,7 +67,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Either, Executor, Row};
 
 use super::model::DatabaseModel;
-use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot};
+use super::{DatabaseSnapshot, creation_settings, prepare, render, snapshot_filtered};
 use crate::safe_context::{SafeCode, safe};
 use crate::source::{
     DriverContext, DriverFailure, SourceSettings, mysql_error_number, query_code, query_error,
@@ -426,8 +426,13 @@ async fn check(
         .await
         .query_context("use the scratch schema")?;
     apply(connection, candidate, database).await?;
-    let rebuilt = snapshot(std::slice::from_mut(connection), scratch, workspace_version)
-        .await
+    let rebuilt = snapshot_filtered(
+        std::slice::from_mut(connection),
+        scratch,
+        workspace_version,
+        &candidate.filter,
+    )
+    .await
         .map_err(|error| {
             if error.subject() == Some(&Subject::Database(scratch.clone())) {
                 tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the database's DDL, applied in the workspace, cannot be snapshotted");

@@ -1,13 +1,15 @@
-//! Recorded `SHOW CREATE` output of servers the test command does not start (MySQL 8.0, MariaDB
-//! 11.x, MariaDB with an encryption plugin), brought into canonical form: each must equal what
-//! the model of the same object renders to, so a snapshot of the same schema on either server
-//! gives the same files. No server is needed.
+//! `SHOW CREATE` output of servers the test command does not start (MySQL 8.0, MariaDB 11.x,
+//! MariaDB with an encryption plugin), written after what those servers print, brought into
+//! canonical form: each must equal what the model of the same object renders to in its server's
+//! spelling. MySQL's own recorded outputs are tested in `mysql_fixtures`. No server is needed.
 
 use fermata_schema::snapshot::model::{
-    Column, Parameter, Routine, RoutineKind, Table, TableOption, Trigger,
+    Column, Flavor, ForeignKey, Index, IndexKind, IndexPart, Parameter, Partition, Partitioning,
+    Routine, RoutineKind, Table, TableOption, Trigger,
 };
 use fermata_schema::snapshot::normalize::{self, mysql};
 use fermata_schema::snapshot::render;
+use fermata_schema::snapshot::{ColumnRow, column_from_catalog};
 
 fn table(name: &str, charset: &str, collation: &str) -> Table {
     Table {
@@ -23,6 +25,7 @@ fn table(name: &str, charset: &str, collation: &str) -> Table {
         foreign_keys: Vec::new(),
         checks: Vec::new(),
         partitioning: None,
+        ..Table::default()
     }
 }
 
@@ -40,14 +43,16 @@ fn column(name: &str, column_type: &str, nullable: bool, default: Option<&str>) 
         generated: None,
         check: None,
         comment: String::new(),
+        ..Column::default()
     }
 }
 
-/// MySQL 8.0.30: no integer display widths, `COLLATE` without `CHARACTER SET`, `utf8` spelled
-/// by an older release, `CURRENT_TIMESTAMP`, expression defaults in parentheses, foreign keys
-/// and options in another order, the partitioning in a version comment with bare names.
+/// A MySQL 8 table keeps MySQL's spelling (`int unsigned`, `COLLATE` alone where the character
+/// set is the table's, `utf8` as an older release spells it, `CURRENT_TIMESTAMP`, an expression
+/// default in MySQL's parentheses, the partitioning in its version comment with bare names);
+/// only the counter goes and foreign keys and options take the canonical order.
 #[test]
-fn a_mysql_8_table_is_brought_into_mariadb_spelling() {
+fn a_mysql_8_table_keeps_mysqls_spelling() {
     let recorded = concat!(
         "CREATE TABLE `orders` (\n",
         "  `id` int unsigned NOT NULL AUTO_INCREMENT,\n",
@@ -55,7 +60,7 @@ fn a_mysql_8_table_is_brought_into_mariadb_spelling() {
         "  `code` varchar(20) COLLATE utf8mb4_bin NOT NULL,\n",
         "  `note` varchar(10) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,\n",
         "  `created` timestamp NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n",
-        "  `f` float DEFAULT (rand() * rand()),\n",
+        "  `f` float DEFAULT ((rand() * rand())),\n",
         "  `flag` tinyint(1) NOT NULL,\n",
         "  PRIMARY KEY (`id`),\n",
         "  KEY `fk_z` (`customer_id`),\n",
@@ -66,33 +71,157 @@ fn a_mysql_8_table_is_brought_into_mariadb_spelling() {
         "(PARTITION p0 VALUES LESS THAN (100) ENGINE = InnoDB,\n",
         " PARTITION p1 VALUES LESS THAN MAXVALUE ENGINE = InnoDB) */"
     );
-    let canonical =
-        normalize::table(recorded, &table("orders", "utf8mb4", "utf8mb4_0900_ai_ci")).unwrap();
+    let mut model = table("orders", "utf8mb4", "utf8mb4_0900_ai_ci");
+    let catalog = |name: &str,
+                   column_type: &str,
+                   nullable: bool,
+                   default: Option<&str>,
+                   extra: &str,
+                   collation: Option<(&str, &str)>| {
+        column_from_catalog(
+            Flavor::Mysql,
+            ColumnRow {
+                name: name.to_owned(),
+                column_type: column_type.to_owned(),
+                nullable,
+                default: default.map(str::to_owned),
+                extra: extra.to_owned(),
+                charset: collation.map(|(charset, _)| charset.to_owned()),
+                collation: collation.map(|(_, collation)| collation.to_owned()),
+                ..ColumnRow::default()
+            },
+        )
+        .unwrap()
+    };
+    model.columns = vec![
+        catalog("id", "int unsigned", false, None, "auto_increment", None),
+        catalog("customer_id", "int", false, None, "", None),
+        catalog(
+            "code",
+            "varchar(20)",
+            false,
+            None,
+            "",
+            Some(("utf8mb4", "utf8mb4_bin")),
+        ),
+        catalog(
+            "note",
+            "varchar(10)",
+            true,
+            None,
+            "",
+            Some(("utf8", "utf8_general_ci")),
+        ),
+        catalog(
+            "created",
+            "timestamp",
+            true,
+            Some("CURRENT_TIMESTAMP"),
+            "DEFAULT_GENERATED on update CURRENT_TIMESTAMP",
+            None,
+        ),
+        catalog(
+            "f",
+            "float",
+            true,
+            Some("(rand() * rand())"),
+            "DEFAULT_GENERATED",
+            None,
+        ),
+        catalog("flag", "tinyint(1)", false, None, "", None),
+    ];
+    let key = |name: &str, column: &str| Index {
+        name: name.to_owned(),
+        kind: if name == "PRIMARY" {
+            IndexKind::Primary
+        } else {
+            IndexKind::Key
+        },
+        parts: vec![IndexPart {
+            column: column.to_owned(),
+            expression: None,
+            prefix: None,
+            descending: false,
+        }],
+        using: None,
+        comment: String::new(),
+        ignored: false,
+        invisible: false,
+        without_overlaps: None,
+    };
+    model.indexes = vec![key("PRIMARY", "id"), key("fk_z", "customer_id")];
+    let foreign_key = |name: &str, on_delete: &str| ForeignKey {
+        name: name.to_owned(),
+        columns: vec!["customer_id".to_owned()],
+        referenced_database: None,
+        referenced_table: "customers".to_owned(),
+        referenced_columns: vec!["id".to_owned()],
+        on_delete: on_delete.to_owned(),
+        on_update: "RESTRICT".to_owned(),
+    };
+    model.foreign_keys = vec![
+        foreign_key("fk_a", "CASCADE"),
+        foreign_key("fk_z", "RESTRICT"),
+    ];
+    model.row_format = Some("COMPRESSED".to_owned());
+    model.options = vec![
+        TableOption {
+            name: "STATS_PERSISTENT".to_owned(),
+            value: "1".to_owned(),
+            engine_defined: false,
+        },
+        TableOption {
+            name: "KEY_BLOCK_SIZE".to_owned(),
+            value: "8".to_owned(),
+            engine_defined: false,
+        },
+    ];
+    model.comment = "orders".to_owned();
+    let partition = |name: &str, values: &str| Partition {
+        name: name.to_owned(),
+        values: Some(values.to_owned()),
+        default: false,
+        comment: String::new(),
+        subpartitions: Vec::new(),
+    };
+    model.partitioning = Some(Partitioning {
+        method: "RANGE".to_owned(),
+        system_time: None,
+        expression: "`id`".to_owned(),
+        subpartition_method: None,
+        subpartition_expression: None,
+        partitions: vec![partition("p0", "100"), partition("p1", "MAXVALUE")],
+    });
+    let canonical = normalize::table(recorded, &model, Flavor::Mysql).unwrap();
     assert_eq!(
         canonical,
         concat!(
             "CREATE TABLE `orders` (\n",
-            "  `id` int(10) unsigned NOT NULL AUTO_INCREMENT,\n",
-            "  `customer_id` int(11) NOT NULL,\n",
-            "  `code` varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,\n",
-            "  `note` varchar(10) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci DEFAULT NULL,\n",
-            "  `created` timestamp NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(),\n",
-            "  `f` float DEFAULT (rand() * rand()),\n",
+            "  `id` int unsigned NOT NULL AUTO_INCREMENT,\n",
+            "  `customer_id` int NOT NULL,\n",
+            "  `code` varchar(20) COLLATE utf8mb4_bin NOT NULL,\n",
+            "  `note` varchar(10) CHARACTER SET utf8 COLLATE utf8_general_ci DEFAULT NULL,\n",
+            "  `created` timestamp NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n",
+            "  `f` float DEFAULT ((rand() * rand())),\n",
             "  `flag` tinyint(1) NOT NULL,\n",
             "  PRIMARY KEY (`id`),\n",
             "  KEY `fk_z` (`customer_id`),\n",
             "  CONSTRAINT `fk_a` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`) ON DELETE CASCADE,\n",
             "  CONSTRAINT `fk_z` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`)\n",
             ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci STATS_PERSISTENT=1 ROW_FORMAT=COMPRESSED KEY_BLOCK_SIZE=8 COMMENT='orders'\n",
-            " PARTITION BY RANGE (`id`)\n",
-            "(PARTITION `p0` VALUES LESS THAN (100) ENGINE = InnoDB,\n",
-            " PARTITION `p1` VALUES LESS THAN MAXVALUE ENGINE = InnoDB)"
+            "/*!50100 PARTITION BY RANGE (`id`)\n",
+            "(PARTITION p0 VALUES LESS THAN (100) ENGINE = InnoDB,\n",
+            " PARTITION p1 VALUES LESS THAN MAXVALUE ENGINE = InnoDB) */"
         )
     );
+    assert_eq!(canonical, render::render_table(&model, Flavor::Mysql));
+    // A collation clause that names another collation than the catalog's is not this column.
+    let other = recorded.replace("COLLATE utf8mb4_bin", "COLLATE utf8mb4_general_ci");
+    assert_eq!(normalize::table(&other, &model, Flavor::Mysql), None);
 }
 
-/// The catalog's values get the same spelling as the text, so the model renders what the
-/// normalized text says.
+/// A MariaDB release's catalog values get the same spelling as its text, so the model renders
+/// what the normalized text says.
 #[test]
 fn catalog_values_are_spelled_like_the_text() {
     assert_eq!(mysql::display_width("int"), "int(11)");
@@ -127,37 +256,33 @@ fn catalog_values_are_spelled_like_the_text() {
     }
 }
 
-/// A table read from a MySQL 8 catalog renders to the canonical text of its `SHOW CREATE`.
+/// MySQL keeps a string literal's character set introducer in an expression default, in its
+/// catalog and in its text alike, so the two meet without any rewriting.
 #[test]
-fn a_mysql_8_model_and_text_meet() {
+fn a_mysql_8_expression_default_keeps_its_introducers() {
     let mut model = table("t", "utf8mb4", "utf8mb4_0900_ai_ci");
     model.columns = vec![
-        column("a", &mysql::display_width("int"), false, None),
-        column(
-            "b",
-            &mysql::display_width("bigint unsigned"),
-            true,
-            Some("NULL"),
-        ),
-        column("c", "varchar(5)", true, Some("concat('x','y')")),
+        column_from_catalog(
+            Flavor::Mysql,
+            ColumnRow {
+                name: "c".to_owned(),
+                column_type: "varchar(5)".to_owned(),
+                nullable: true,
+                default: Some("concat(_utf8mb4'x',_utf8mb4'y')".to_owned()),
+                extra: "DEFAULT_GENERATED".to_owned(),
+                charset: Some("utf8mb4".to_owned()),
+                collation: Some("utf8mb4_0900_ai_ci".to_owned()),
+                ..ColumnRow::default()
+            },
+        )
+        .unwrap(),
     ];
-    model.options = vec![TableOption {
-        name: "ENCRYPTION".to_owned(),
-        value: "'Y'".to_owned(),
-        engine_defined: false,
-    }];
-    let recorded = "CREATE TABLE `t` (\n  `a` int NOT NULL,\n  `b` bigint unsigned DEFAULT NULL,\n  `c` varchar(5) DEFAULT (concat(_utf8mb4'x',_utf8mb4'y'))\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci ENCRYPTION='Y'";
-    // MySQL's text writes the literals' character set; its catalog does not. Such a table is
-    // refused as unsupported rather than given either spelling.
-    assert_ne!(
-        normalize::table(recorded, &model).as_deref(),
-        Some(render::render_table(&model).as_str())
-    );
-    let without_introducers = recorded.replace("_utf8mb4'", "'");
+    let recorded = "CREATE TABLE `t` (\n  `c` varchar(5) DEFAULT (concat(_utf8mb4'x',_utf8mb4'y'))\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci";
     assert_eq!(
-        normalize::table(&without_introducers, &model).unwrap(),
-        render::render_table(&model)
+        normalize::table(recorded, &model, Flavor::Mysql).unwrap(),
+        render::render_table(&model, Flavor::Mysql)
     );
+    assert_eq!(render::render_table(&model, Flavor::Mysql), recorded);
 }
 
 /// MariaDB 10.5 leaves the default collation out; MariaDB 11.x and releases since November 2022
@@ -178,12 +303,15 @@ fn mariadb_releases_meet_on_collate_and_engine_options() {
             engine_defined: true,
         },
     ];
-    let rendered = render::render_table(&model);
+    let rendered = render::render_table(&model, Flavor::Mariadb);
     for recorded in [
         "CREATE TABLE `secret` (\n  `a` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 `ENCRYPTED`=YES `ENCRYPTION_KEY_ID`=2",
         "CREATE TABLE `secret` (\n  `a` int(11) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_swedish_ci `ENCRYPTED`=YES `ENCRYPTION_KEY_ID`=2",
     ] {
-        assert_eq!(normalize::table(recorded, &model).unwrap(), rendered);
+        assert_eq!(
+            normalize::table(recorded, &model, Flavor::Mariadb).unwrap(),
+            rendered
+        );
     }
 }
 
@@ -264,22 +392,20 @@ fn routine(kind: RoutineKind, parameters: &[(Option<&str>, &str, &str)]) -> Rout
     }
 }
 
-/// MySQL 8 procedures and functions: the definer goes, `RETURNS int` gets its display width and
-/// a return type's implicit collation is written out; the parameters as written are checked
+/// MySQL 8 procedures and functions: the definer goes, `RETURNS` keeps MySQL's spelling and a
+/// return type's implicit collation is written out; the parameters as written are checked
 /// against the catalog's.
 #[test]
 fn mysql_8_routines_meet_their_models() {
     let mut procedure = routine(
         RoutineKind::Procedure,
-        &[
-            (Some("IN"), "a", "int(11)"),
-            (Some("OUT"), "b", "varchar(10)"),
-        ],
+        &[(Some("IN"), "a", "int"), (Some("OUT"), "b", "varchar(10)")],
     );
     let text = normalize::routine(
         "CREATE DEFINER=`root`@`localhost` PROCEDURE `r`(IN a INT, out `b` varchar(10))\n    READS SQL DATA\n    DETERMINISTIC\n    SQL SECURITY INVOKER\n    COMMENT 'x'\nBEGIN\n  SELECT a;\nEND",
         &procedure,
         "d",
+        Flavor::Mysql,
     )
     .unwrap();
     assert!(normalize::parameters_match(
@@ -289,13 +415,14 @@ fn mysql_8_routines_meet_their_models() {
     procedure.parameter_list = text.parameter_list;
     assert_eq!(text.canonical, render::render_routine(&procedure));
 
-    let mut function = routine(RoutineKind::Function, &[(None, "x", "int(11)")]);
+    let mut function = routine(RoutineKind::Function, &[(None, "x", "int")]);
     function.returns = Some("varchar(20) CHARSET utf8mb4 COLLATE utf8mb4_0900_ai_ci".to_owned());
     function.body = "RETURN concat(x, 'a')".to_owned();
     let text = normalize::routine(
         "CREATE DEFINER=`app`@`%` FUNCTION `r`(x int) RETURNS varchar(20) CHARSET utf8mb4\n    READS SQL DATA\n    DETERMINISTIC\n    SQL SECURITY INVOKER\n    COMMENT 'x'\nRETURN concat(x, 'a')",
         &function,
         "d",
+        Flavor::Mysql,
     )
     .unwrap();
     assert!(normalize::parameters_match(&function, &text.parameter_list));

@@ -249,6 +249,7 @@ async fn harness_publishing(
             scratch: scratch.path().to_owned(),
             review_window,
             connections: DEFAULT_CONNECTIONS,
+            filter: fermata_schema::Filter::default(),
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);

@@ -311,24 +311,161 @@ async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes
     drop_database(&mut admin, &database).await;
 }
 
-/// What the model still cannot represent fails the database: a system-versioned table (its
-/// history clauses are not in the model, so the catalog refuses it), and a `DEFAULT` partition
-/// of a `LIST` table, which `information_schema.PARTITIONS` describes exactly as a partition of
-/// `VALUES IN (0)`: the model would say `VALUES IN (0)`, the server says `DEFAULT`, and the
-/// cross-check refuses the database rather than write a file that means something else.
+/// Every kind of object captured beyond the first corpus snapshots to canonical files that match
+/// the server's own definitions (recorded with `insta`; that they rebuild the schema is
+/// `workspace.rs`'s `every_captured_kind_rebuilds_in_the_workspace`).
 #[tokio::test]
-async fn what_the_model_cannot_hold_is_unsupported() {
+async fn the_captured_kinds_snapshot_and_match_the_server() {
     let mut admin = admin().await;
-    for extra in [
-        "CREATE TABLE versioned (a int) WITH SYSTEM VERSIONING",
-        "CREATE TABLE with_default (a int) PARTITION BY LIST (a) \
-            (PARTITION p0 VALUES IN (1), PARTITION pd DEFAULT)",
-    ] {
-        let database = unique("more");
-        create_database(&mut admin, &database, &["CREATE TABLE t (a int)", extra]).await;
-        let error = take(&database, 1).await.unwrap_err();
-        assert_eq!(error.code(), ErrorCode::UnsupportedSchemaOutput, "{extra}");
-        assert!(!error.retryable());
-        drop_database(&mut admin, &database).await;
-    }
+    let database = "fm_corpus_captures";
+    create_database(&mut admin, database, support::CAPTURES).await;
+    let snapshot = take(database, 2).await.unwrap();
+    let geo = text(&snapshot.files, "tables/geo.sql");
+    assert!(
+        geo.contains("`p` point REF_SYSTEM_ID=4326 NOT NULL COMMENT 'wgs84'")
+            && geo.contains("SPATIAL KEY `sp` (`p`)"),
+        "{geo}"
+    );
+    let bookings = text(&snapshot.files, "tables/bookings.sql");
+    assert!(
+        bookings.contains("  PERIOD FOR `stay` (`starts`, `ends`),\n")
+            && bookings.contains("UNIQUE KEY `no_double` (`room`,`stay` WITHOUT OVERLAPS)"),
+        "{bookings}"
+    );
+    let listed = text(&snapshot.files, "tables/listed.sql");
+    assert!(
+        listed.contains("PARTITION `p0` VALUES IN (0)")
+            && listed.contains("PARTITION `p other` DEFAULT COMMENT = 'the rest'"),
+        "{listed}"
+    );
+    assert!(text(&snapshot.files, "tables/versioned.sql").ends_with(" WITH SYSTEM VERSIONING\n"));
+    insta::assert_snapshot!("captures_files", sql_files(&snapshot));
+    insta::assert_snapshot!("captures_schema_json", text(&snapshot.files, "schema.json"));
+    drop_database(&mut admin, database).await;
+}
+
+/// What is still not captured is refused by name: the database, the object's kind and name, and
+/// a fixed reason. A MERGE table's `UNION=(...)` is in no catalog view.
+#[tokio::test]
+async fn what_is_not_captured_is_refused_by_name() {
+    let mut admin = admin().await;
+    let database = unique("refused");
+    create_database(
+        &mut admin,
+        &database,
+        &[
+            "CREATE TABLE part1 (a int) ENGINE=MyISAM",
+            "CREATE TABLE `merged` (a int) ENGINE=MRG_MyISAM UNION=(part1) INSERT_METHOD=LAST",
+        ],
+    )
+    .await;
+    let error = take(&database, 1).await.unwrap_err();
+    assert_eq!(error.code(), ErrorCode::UnsupportedSchemaOutput);
+    assert!(!error.retryable());
+    assert_eq!(
+        error.message(),
+        format!(
+            "the schema of database `{database}` cannot be captured faithfully: table `merged`: \
+             definition the catalog does not describe exactly"
+        )
+    );
+    drop_database(&mut admin, &database).await;
+}
+
+/// An account that may read a database's tables but not its views' definitions (no `SHOW VIEW`)
+/// is refused with `PERMISSION_DENIED` naming the view, never `UNSUPPORTED_SCHEMA_OUTPUT`.
+#[tokio::test]
+async fn a_privilege_missing_on_one_kind_names_the_object() {
+    let mut admin = admin().await;
+    let database = unique("noview");
+    create_database(
+        &mut admin,
+        &database,
+        &[
+            "CREATE TABLE t (a int)",
+            "CREATE VIEW `v` AS SELECT a FROM t",
+        ],
+    )
+    .await;
+    let (user, password) = support::snapshot_account_named(&mut admin, "nv").await;
+    admin
+        .execute(
+            format!(
+                "GRANT SELECT ON {}.* TO '{user}'@'127.0.0.1'",
+                support::grant_pattern(&database)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let source = support::settings(&user, &password);
+    let mut connection = source.connect().await.unwrap();
+    fermata_schema::snapshot::prepare(&mut connection)
+        .await
+        .unwrap();
+    let error = snapshot(
+        std::slice::from_mut(&mut connection),
+        &DatabaseName::new(database.clone()).unwrap(),
+        "test",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::PermissionDenied);
+    assert!(!error.retryable());
+    assert_eq!(
+        error.message(),
+        format!("the snapshot account lacks a privilege it needs on `{database}`: view `v`")
+    );
+    drop_database(&mut admin, &database).await;
+}
+
+/// A table named like an online schema change tool's shadow table is left out by default, with
+/// its trigger; the manifest records the filter (and the hash covers it), and a filter that
+/// ignores nothing takes the table in.
+#[tokio::test]
+async fn shadow_tables_are_ignored_by_default_and_the_manifest_says_so() {
+    let mut admin = admin().await;
+    let database = unique("ghost");
+    create_database(
+        &mut admin,
+        &database,
+        &[
+            "CREATE TABLE orders (id int PRIMARY KEY)",
+            "CREATE TABLE `_orders_gho` (id int PRIMARY KEY, added int)",
+            "CREATE TABLE `_orders_ghc` (id bigint PRIMARY KEY, hint varchar(64))",
+            "CREATE TABLE `_orders_new` (id int PRIMARY KEY)",
+            "CREATE TRIGGER `pt_osc_ins` AFTER INSERT ON `_orders_new` FOR EACH ROW SET @x = 1",
+        ],
+    )
+    .await;
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let taken = take(&database, 1).await.unwrap();
+    let paths: Vec<&str> = taken.files.keys().map(String::as_str).collect();
+    assert_eq!(
+        paths,
+        ["manifest.json", "schema.json", "tables/orders.sql"],
+        "{paths:?}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text(&taken.files, "manifest.json")).unwrap();
+    assert_eq!(
+        manifest["filter"],
+        serde_json::json!({"ignore_tables": ["_*_gho", "_*_ghc", "_*_del", "_*_new", "_*_old"]})
+    );
+    let everything = fermata_schema::Filter {
+        ignore_databases: Vec::new(),
+        ignore_tables: Vec::new(),
+    };
+    let all = fermata_schema::snapshot::snapshot_filtered(
+        &mut connections(1).await,
+        &name,
+        "test",
+        &everything,
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.model.tables.len(), 4);
+    assert_eq!(all.model.triggers.len(), 1);
+    assert_ne!(all.snapshot_hash, taken.snapshot_hash);
+    drop_database(&mut admin, &database).await;
 }

@@ -116,6 +116,7 @@ async fn harness(source: SourceSettings, fault: Fault) -> Harness {
             source: Some(source.clone()),
             package: Some(package.clone()),
             connections: DEFAULT_CONNECTIONS,
+            filter: fermata_schema::Filter::default(),
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
 use fermata_schema::SourceSettings;
 use fermata_schema::artifact::S3Settings;
+use fermata_schema::filter::{Filter, Pattern};
 use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
 use serde::Deserialize;
@@ -40,6 +41,11 @@ pub(super) struct FileSchema {
     review_window: Option<String>,
     /// Signed, so that a negative number is refused here, naming the setting.
     connections: Option<i64>,
+    /// Name patterns of databases an inventory leaves out; none by default.
+    ignore_databases: Option<Vec<String>>,
+    /// Name patterns of tables snapshots leave out; the online schema change tools' shadow
+    /// tables by default (an empty list ignores none).
+    ignore_tables: Option<Vec<String>>,
 }
 
 /// The `[schema.package]` table, as written.
@@ -104,6 +110,8 @@ pub struct SchemaSettings {
     pub review_window: Duration,
     /// The most introspection connections a database step opens.
     pub connections: usize,
+    /// What inventories and snapshots leave out.
+    pub filter: Filter,
 }
 
 impl Default for SchemaSettings {
@@ -116,6 +124,7 @@ impl Default for SchemaSettings {
             artifacts: None,
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
+            filter: Filter::default(),
         }
     }
 }
@@ -152,6 +161,21 @@ pub(super) fn schema_settings(
                 )
             })?,
     };
+    let patterns = |key: &str, list: &[String]| {
+        list.iter()
+            .map(|pattern| {
+                Pattern::new(pattern.as_str())
+                    .map_err(|problem| ConfigError::new(key, origin.clone(), problem))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let mut filter = Filter::default();
+    if let Some(list) = &file.ignore_databases {
+        filter.ignore_databases = patterns("schema.ignore_databases", list)?;
+    }
+    if let Some(list) = &file.ignore_tables {
+        filter.ignore_tables = patterns("schema.ignore_tables", list)?;
+    }
     let (package, github) = match &file.package {
         None => (None, None),
         Some(package) => {
@@ -171,6 +195,7 @@ pub(super) fn schema_settings(
             .transpose()?,
         review_window,
         connections,
+        filter,
     })
 }
 

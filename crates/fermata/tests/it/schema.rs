@@ -7,7 +7,8 @@
 //! merged snapshots, one database drifted, with `verify` and `registry` in text and JSON. Then a
 //! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
-//! stored row, an API answer or a log line.
+//! stored row, an API answer or a log line. `check-source` with a full snapshot account and a
+//! narrowed one.
 
 use crate::support;
 
@@ -795,6 +796,137 @@ async fn driver_errors_never_reach_rows_answers_or_logs() {
     assert_absent(&secrets, &cells, &logs);
     mariadb
         .execute(format!("DROP USER '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn check_source_reports_what_the_snapshot_account_can_read() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("check");
+    let databases = vec![format!("{prefix}a"), format!("{prefix}b")];
+    for database in &databases {
+        mariadb
+            .execute(format!("CREATE DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    let (full, full_password) = mysql::full_snapshot_account(&mut mariadb, &databases).await;
+    let (narrow, narrow_password) = mysql::snapshot_account(&mut mariadb, &databases).await;
+
+    // The full account: exit 0, every kind readable, in JSON and for people.
+    let target = Target::sqlite();
+    configure_source(&target, &full, &full_password);
+    let (ok, view, output) = schema_json(&target, &["check-source"]);
+    assert!(ok, "{output}");
+    assert_eq!(view["complete"], true, "{output}");
+    assert_eq!(view["flavor"], "mariadb");
+    assert_eq!(view["databases"], json!(databases));
+    let kinds: Vec<(&str, bool)> = view["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kind| {
+            (
+                kind["kind"].as_str().unwrap(),
+                kind["readable"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("databases", true),
+            ("tables", true),
+            ("views", true),
+            ("sequences", true),
+            ("routines", true),
+            ("triggers", true),
+            ("events", true),
+        ]
+    );
+    let (ok, text) = schema_text(&target, &["check-source"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("triggers  readable"), "{text}");
+    assert!(!text.contains(&full_password), "{text}");
+    // The check opens no application database.
+    assert!(!target.data_dir().join("fermata.db").exists());
+
+    // The narrowed account (no routine, trigger or event grants): exit 1 after the report,
+    // which names every missing privilege and no secret.
+    let target = Target::sqlite();
+    configure_source(&target, &narrow, &narrow_password);
+    let (ok, view, output) = schema_json(&target, &["check-source"]);
+    assert!(!ok, "{output}");
+    assert_eq!(view["complete"], false, "{output}");
+    let missing: Vec<(String, String)> = view["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|kind| {
+            let name = kind["kind"].as_str().unwrap().to_owned();
+            kind["missing"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |missing| {
+                    (
+                        name.clone(),
+                        format!(
+                            "{} ON {}",
+                            missing["privilege"].as_str().unwrap(),
+                            missing["on"].as_str().unwrap()
+                        ),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let on = |database: &str| format!("{}.*", mysql::quoted(database));
+    assert_eq!(
+        missing,
+        [
+            ("routines".to_owned(), "SELECT ON `mysql`.`proc`".to_owned()),
+            (
+                "triggers".to_owned(),
+                format!("TRIGGER ON {}", on(&databases[0]))
+            ),
+            (
+                "triggers".to_owned(),
+                format!("TRIGGER ON {}", on(&databases[1]))
+            ),
+            (
+                "events".to_owned(),
+                format!("EVENT ON {}", on(&databases[0]))
+            ),
+            (
+                "events".to_owned(),
+                format!("EVENT ON {}", on(&databases[1]))
+            ),
+        ]
+    );
+    assert!(
+        output.contains("the snapshot account lacks 5 privileges it needs"),
+        "{output}"
+    );
+    let (ok, text) = schema_text(&target, &["check-source"]);
+    assert!(!ok);
+    assert!(
+        text.contains(&format!(
+            "events    missing EVENT ON {}, EVENT ON {}",
+            on(&databases[0]),
+            on(&databases[1])
+        )),
+        "{text}"
+    );
+    for secret in [&narrow_password, &full_password] {
+        assert!(!output.contains(secret.as_str()) && !text.contains(secret.as_str()));
+    }
+    assert!(!text.contains("PASSWORD"), "{text}");
+
+    drop_databases_and_account(&mut mariadb, &databases, &full).await;
+    mariadb
+        .execute(format!("DROP USER '{narrow}'@'127.0.0.1'").as_str())
         .await
         .unwrap();
 }

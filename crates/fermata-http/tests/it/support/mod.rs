@@ -51,6 +51,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             scratch: std::env::temp_dir(),
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
+            filter: fermata_schema::Filter::default(),
         },
     );
     let verification = VerificationWorkflow::new(
@@ -59,6 +60,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             source: None,
             package: None,
             connections: DEFAULT_CONNECTIONS,
+            filter: fermata_schema::Filter::default(),
         },
     );
     let engine = fermata_workflow::Engine::new(Arc::clone(&shared))

@@ -11,19 +11,45 @@ mod programs;
 mod sequences;
 mod tables;
 
-use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+pub use tables::{ColumnRow, IndexRow, add_index_row, column_from_catalog};
+
+/// Every catalog query a MySQL source runs, for the test that checks each column they name.
+pub(super) fn mysql_queries() -> Vec<&'static str> {
+    tables::MYSQL_QUERIES
+        .iter()
+        .chain(programs::QUERIES)
+        .copied()
+        .collect()
+}
+
+use fermata_schema_core::{
+    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
+};
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
-use super::model::DatabaseModel;
+use super::model::{DatabaseModel, Flavor};
 use crate::safe_context::SafeCode;
 use crate::source::DriverContext;
 
-/// The permanent refusal of `database`.
+/// The permanent refusal of `database`, when no one object is at fault.
 fn unsupported(database: &DatabaseName) -> SafeError {
     SafeError::about(
         ErrorCode::UnsupportedSchemaOutput,
         Subject::Database(database.clone()),
+    )
+}
+
+/// The permanent refusal of the object `kind` `name` of `database`, for `reason`.
+pub(crate) fn refuse(
+    database: &DatabaseName,
+    kind: ObjectKind,
+    name: &str,
+    reason: Reason,
+) -> SafeError {
+    SafeError::about(
+        ErrorCode::UnsupportedSchemaOutput,
+        Subject::Object(ObjectSubject::named(database, kind, name, reason)),
     )
 }
 
@@ -41,53 +67,86 @@ async fn rows(
     query
         .fetch_all(&mut *connection)
         .await
-        .query_context("read the catalog")
+        .query_context_about("read the catalog", database)
 }
 
-/// Reads one row of `database`'s catalog as text values, `None` for SQL NULL.
+/// Reads one row of `database`'s catalog as text values, `None` for SQL NULL. A value that is
+/// missing or not UTF-8 refuses the object the row is about, once it is known.
 struct Values<'a> {
     row: &'a MySqlRow,
     database: &'a DatabaseName,
+    object: Option<(ObjectKind, &'a str)>,
 }
 
 fn values<'a>(row: &'a MySqlRow, database: &'a DatabaseName) -> Values<'a> {
-    Values { row, database }
+    Values {
+        row,
+        database,
+        object: None,
+    }
 }
 
-impl Values<'_> {
+impl<'a> Values<'a> {
+    /// The same row, about the object `kind` `name`.
+    fn about(&self, kind: ObjectKind, name: &'a str) -> Values<'a> {
+        Values {
+            row: self.row,
+            database: self.database,
+            object: Some((kind, name)),
+        }
+    }
+
+    fn unreadable(&self) -> SafeError {
+        match self.object {
+            Some((kind, name)) => refuse(self.database, kind, name, Reason::UnreadableDefinition),
+            None => unsupported(self.database),
+        }
+    }
+
     fn optional(&self, index: usize) -> Result<Option<String>, SafeError> {
         let bytes: Option<Vec<u8>> = self
             .row
             .try_get_unchecked(index)
-            .or_unreadable(|| unsupported(self.database))?;
+            .or_unreadable(|| self.unreadable())?;
         bytes
-            .map(|bytes| String::from_utf8(bytes).or_safe(|| unsupported(self.database)))
+            .map(|bytes| String::from_utf8(bytes).or_safe(|| self.unreadable()))
             .transpose()
     }
 
     fn text(&self, index: usize) -> Result<String, SafeError> {
-        self.optional(index)?
-            .ok_or_else(|| unsupported(self.database))
+        self.optional(index)?.ok_or_else(|| self.unreadable())
     }
 }
 
-/// Reads the model of `database`.
+/// Reads the model of `database`, and the server's `VERSION()`.
 pub(super) async fn read(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
-) -> Result<DatabaseModel, SafeError> {
+) -> Result<(DatabaseModel, String), SafeError> {
     let relations = tables::read(connection, database).await?;
+    let flavor = relations.flavor;
     let mut sequences = relations.sequences;
     sequences::read(connection, database, &mut sequences).await?;
-    Ok(DatabaseModel {
+    let model = DatabaseModel {
         name: database.as_str().to_owned(),
+        flavor,
         default_charset: relations.default_charset,
         default_collation: relations.default_collation,
         tables: relations.tables,
         views: relations.views,
         sequences,
-        routines: programs::routines(connection, database).await?,
+        routines: programs::routines(connection, database, flavor).await?,
         triggers: programs::triggers(connection, database).await?,
         events: programs::events(connection, database).await?,
-    })
+    };
+    Ok((model, relations.version))
+}
+
+/// The catalog queries of each flavor: MySQL 8 and MariaDB name some columns differently, or
+/// only one of them has them.
+fn by_flavor(flavor: Flavor, mariadb: &'static str, mysql: &'static str) -> &'static str {
+    match flavor {
+        Flavor::Mariadb => mariadb,
+        Flavor::Mysql => mysql,
+    }
 }

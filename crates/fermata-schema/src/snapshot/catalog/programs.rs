@@ -3,13 +3,25 @@
 //! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
 //! empty.
 
-use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{
+    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
+};
 use sqlx::mysql::MySqlConnection;
 
-use super::{rows, unsupported, values};
+use super::{refuse, rows, unsupported, values};
 use crate::safe_context::SafeCode;
-use crate::snapshot::model::{Event, Interval, Parameter, Routine, RoutineKind, Trigger};
+use crate::snapshot::model::{Event, Flavor, Interval, Parameter, Routine, RoutineKind, Trigger};
 use crate::snapshot::normalize::mysql;
+
+/// Every query of stored programs, the same on both flavors.
+pub(super) const QUERIES: &[&str] = &[ROUTINES, TRIGGERS, EVENTS];
+
+fn routine_kind(kind: RoutineKind) -> ObjectKind {
+    match kind {
+        RoutineKind::Function => ObjectKind::Function,
+        RoutineKind::Procedure => ObjectKind::Procedure,
+    }
+}
 
 const ROUTINES: &str = "SELECT r.ROUTINE_NAME, r.ROUTINE_TYPE, r.DTD_IDENTIFIER, \
      r.CHARACTER_SET_NAME, r.COLLATION_NAME, r.ROUTINE_BODY, r.ROUTINE_DEFINITION, \
@@ -34,7 +46,12 @@ const EVENTS: &str = "SELECT EVENT_NAME, CAST(EXECUTE_AT AS CHAR), INTERVAL_VALU
 pub(super) async fn routines(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
+    flavor: Flavor,
 ) -> Result<Vec<Routine>, SafeError> {
+    let spelled = |data_type: &str| match flavor {
+        Flavor::Mariadb => mysql::display_width(data_type),
+        Flavor::Mysql => data_type.to_owned(),
+    };
     let mut routines: Vec<Routine> = Vec::new();
     for row in rows(connection, ROUTINES, database, 2).await? {
         let v = values(&row, database);
@@ -44,36 +61,50 @@ pub(super) async fn routines(
             "PROCEDURE" => RoutineKind::Procedure,
             _ => return Err(unsupported(database)),
         };
+        let v = v.about(routine_kind(kind), &name);
         let known = routines
             .last()
             .is_some_and(|last| last.name == name && last.kind == kind);
         if !known {
             if v.text(5)? != "SQL" {
-                return Err(unsupported(database));
+                return Err(refuse(
+                    database,
+                    routine_kind(kind),
+                    &name,
+                    Reason::ExternalLanguage,
+                ));
             }
+            // NULL when the account may neither run nor read the routine's body: MySQL needs
+            // SHOW_ROUTINE (or the definer's own account), MariaDB SELECT on `mysql.proc`.
             let body = v.optional(6)?.ok_or_else(|| {
-                SafeError::about(
-                    ErrorCode::PermissionDenied,
-                    Subject::Database(database.clone()),
-                )
+                let mut object = ObjectSubject::kind(database, routine_kind(kind));
+                object.name = fermata_schema_core::ObjectName::new(name.clone()).ok();
+                SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
             })?;
             let returns = match (kind, v.optional(2)?) {
                 (RoutineKind::Function, Some(dtd)) => {
-                    let mut returns = mysql::display_width(&dtd);
+                    let mut returns = spelled(&dtd);
                     if let (Some(charset), Some(collation)) = (v.optional(3)?, v.optional(4)?) {
                         returns.push_str(&format!(
                             " CHARSET {} COLLATE {}",
-                            mysql::utf8mb3(&charset),
-                            mysql::utf8mb3(&collation)
+                            charset_name(flavor, &charset),
+                            charset_name(flavor, &collation)
                         ));
                     }
                     Some(returns)
                 }
-                (RoutineKind::Function, None) => return Err(unsupported(database)),
+                (RoutineKind::Function, None) => {
+                    return Err(refuse(
+                        database,
+                        ObjectKind::Function,
+                        &name,
+                        Reason::UnreadableDefinition,
+                    ));
+                }
                 (RoutineKind::Procedure, _) => None,
             };
             routines.push(Routine {
-                name,
+                name: name.clone(),
                 kind,
                 parameters: Vec::new(),
                 parameter_list: String::new(),
@@ -92,7 +123,7 @@ pub(super) async fn routines(
             routine.parameters.push(Parameter {
                 mode: v.optional(13)?,
                 name: parameter,
-                data_type: mysql::display_width(&v.text(15)?),
+                data_type: spelled(&v.text(15)?),
             });
         }
     }
@@ -108,18 +139,29 @@ pub(super) async fn triggers(
     let mut triggers = Vec::new();
     for row in rows(connection, TRIGGERS, database, 1).await? {
         let v = values(&row, database);
+        let name = v.text(0)?;
+        let v = v.about(ObjectKind::Trigger, &name);
         if v.text(8)? != "ROW" {
-            return Err(unsupported(database));
+            return Err(refuse(
+                database,
+                ObjectKind::Trigger,
+                &name,
+                Reason::StatementTrigger,
+            ));
         }
         triggers.push(Trigger {
-            name: v.text(0)?,
+            name: name.clone(),
             table: v.text(1)?,
             timing: v.text(2)?,
             event: v.text(3)?,
-            action_order: v
-                .text(4)?
-                .parse::<u32>()
-                .or_safe(|| unsupported(database))?,
+            action_order: v.text(4)?.parse::<u32>().or_safe(|| {
+                refuse(
+                    database,
+                    ObjectKind::Trigger,
+                    &name,
+                    Reason::UnreadableDefinition,
+                )
+            })?,
             body: v.text(5)?,
             definer: v.text(6)?,
             sql_mode: v.text(7)?,
@@ -136,22 +178,25 @@ pub(super) async fn events(
     let mut events = Vec::new();
     for row in rows(connection, EVENTS, database, 1).await? {
         let v = values(&row, database);
+        let name = v.text(0)?;
+        let v = v.about(ObjectKind::Event, &name);
+        let refused = |reason| refuse(database, ObjectKind::Event, &name, reason);
         if v.text(13)? != "SQL" {
-            return Err(unsupported(database));
+            return Err(refused(Reason::ExternalLanguage));
         }
         let interval = match (v.optional(2)?, v.optional(3)?) {
             (Some(value), Some(field)) => Some(Interval { value, field }),
             (None, None) => None,
-            _ => return Err(unsupported(database)),
+            _ => return Err(refused(Reason::UnreadableDefinition)),
         };
         let status = match v.text(6)?.as_str() {
             "ENABLED" => "ENABLE",
             "DISABLED" => "DISABLE",
             "SLAVESIDE_DISABLED" | "REPLICA_SIDE_DISABLED" => "DISABLE ON SLAVE",
-            _ => return Err(unsupported(database)),
+            _ => return Err(refused(Reason::EventStatus)),
         };
         events.push(Event {
-            name: v.text(0)?,
+            name: name.clone(),
             execute_at: v.optional(1)?,
             interval,
             starts: v.optional(4)?,
@@ -166,4 +211,12 @@ pub(super) async fn events(
         });
     }
     Ok(events)
+}
+
+/// A character set or collation name as the flavor spells it.
+fn charset_name(flavor: Flavor, name: &str) -> String {
+    match flavor {
+        Flavor::Mariadb => mysql::utf8mb3(name),
+        Flavor::Mysql => name.to_owned(),
+    }
 }

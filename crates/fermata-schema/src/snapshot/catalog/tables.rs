@@ -1,38 +1,57 @@
 //! The database's defaults, tables, views and sequences (their names; their definitions are
 //! read by `sequences`), with the tables' columns, index parts, foreign keys, checks, options
-//! and partitions.
+//! and partitions. The first query is the same on both flavors and also reads `VERSION()`, which
+//! decides the flavor of the others: MySQL 8 has `STATISTICS.IS_VISIBLE` and `EXPRESSION`,
+//! `COLUMNS.SRS_ID`, and checks only through `TABLE_CONSTRAINTS`; MariaDB has
+//! `STATISTICS.IGNORED`, `CHECK_CONSTRAINTS.TABLE_NAME` and `LEVEL`, and SRIDs in
+//! `GEOMETRY_COLUMNS`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, ObjectKind, Reason, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
-use super::{rows, unsupported, values};
+use super::{by_flavor, refuse, rows, values};
 use crate::safe_context::SafeCode;
 use crate::snapshot::model::{
-    Check, Column, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition, Partitioning,
-    Sequence, Subpartition, Table, TableOption, View,
+    Check, Column, Flavor, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition,
+    Partitioning, RowPeriod, Sequence, Subpartition, Table, TableOption, View,
 };
 use crate::snapshot::normalize::{self, mysql};
 
-/// The database's defaults and its tables, views and sequences: the schema's row always comes,
-/// with NULL table columns when the database is empty.
-const TABLES: &str = "SELECT s.DEFAULT_CHARACTER_SET_NAME, s.DEFAULT_COLLATION_NAME, \
+/// The server's version, the database's defaults and its tables, views and sequences: the
+/// schema's row always comes, with NULL table columns when the database is empty. A view's
+/// algorithm is not here (MySQL's `VIEWS` has no `ALGORITHM`): it is read from `SHOW CREATE
+/// VIEW` on both flavors.
+const TABLES: &str = "SELECT VERSION(), s.DEFAULT_CHARACTER_SET_NAME, s.DEFAULT_COLLATION_NAME, \
      t.TABLE_NAME, t.TABLE_TYPE, t.ENGINE, t.TABLE_COLLATION, t.CREATE_OPTIONS, t.TABLE_COMMENT, \
      (SELECT CHARACTER_SET_NAME FROM information_schema.COLLATIONS c \
       WHERE c.COLLATION_NAME = t.TABLE_COLLATION), \
-     v.VIEW_DEFINITION, v.CHECK_OPTION, v.DEFINER, v.SECURITY_TYPE, v.ALGORITHM \
+     v.VIEW_DEFINITION, v.CHECK_OPTION, v.DEFINER, v.SECURITY_TYPE \
      FROM information_schema.SCHEMATA s \
      LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = ? \
      LEFT JOIN information_schema.VIEWS v ON v.TABLE_SCHEMA = ? AND v.TABLE_NAME = t.TABLE_NAME \
      WHERE s.SCHEMA_NAME = ? ORDER BY BINARY t.TABLE_NAME";
-const COLUMNS: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, \
-     EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, GENERATION_EXPRESSION \
+/// Columns; the last is MySQL's SRID (MariaDB's are read from `GEOMETRY_COLUMNS`).
+const COLUMNS_MARIADB: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, \
+     COLUMN_DEFAULT, EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, \
+     GENERATION_EXPRESSION, NULL \
      FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, ORDINAL_POSITION";
-const INDEXES: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), COLUMN_NAME, \
-     CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, IGNORED \
-     FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
+const COLUMNS_MYSQL: &str = "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, \
+     COLUMN_DEFAULT, EXTRA, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, \
+     GENERATION_EXPRESSION, CAST(SRS_ID AS CHAR) \
+     FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? \
+     ORDER BY BINARY TABLE_NAME, ORDINAL_POSITION";
+/// Index parts: the last three are MariaDB's `IGNORED`, MySQL's `IS_VISIBLE` and MySQL's
+/// functional part `EXPRESSION`, each a constant on the other flavor.
+const INDEXES_MARIADB: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), \
+     COLUMN_NAME, CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, IGNORED, 'YES', \
+     NULL FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
+     ORDER BY BINARY TABLE_NAME, BINARY INDEX_NAME, SEQ_IN_INDEX";
+const INDEXES_MYSQL: &str = "SELECT TABLE_NAME, INDEX_NAME, CAST(NON_UNIQUE AS CHAR), \
+     COLUMN_NAME, CAST(SUB_PART AS CHAR), INDEX_TYPE, COLLATION, INDEX_COMMENT, 'NO', IS_VISIBLE, \
+     EXPRESSION FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, BINARY INDEX_NAME, SEQ_IN_INDEX";
 const FOREIGN_KEYS: &str = "SELECT rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.COLUMN_NAME, \
      k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, \
@@ -42,14 +61,38 @@ const FOREIGN_KEYS: &str = "SELECT rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.COLUMN_N
       AND k.TABLE_NAME = rc.TABLE_NAME AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME \
      WHERE rc.CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY rc.TABLE_NAME, BINARY rc.CONSTRAINT_NAME, k.ORDINAL_POSITION";
-const CHECKS: &str = "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE, LEVEL \
+/// Checks: table, name, clause, level (`Column` or `Table`), enforced. MySQL's
+/// `CHECK_CONSTRAINTS` names no table; `TABLE_CONSTRAINTS` does, and says whether a check is
+/// enforced. MySQL prints every check as a table constraint.
+const CHECKS_MARIADB: &str = "SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE, LEVEL, 'YES' \
      FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME, BINARY CONSTRAINT_NAME";
+const CHECKS_MYSQL: &str = "SELECT tc.TABLE_NAME, tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, 'Table', \
+     tc.ENFORCED FROM information_schema.TABLE_CONSTRAINTS tc \
+     JOIN information_schema.CHECK_CONSTRAINTS cc ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA \
+      AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME \
+     WHERE tc.CONSTRAINT_SCHEMA = ? AND tc.CONSTRAINT_TYPE = 'CHECK' \
+     ORDER BY BINARY tc.TABLE_NAME, BINARY tc.CONSTRAINT_NAME";
+/// MariaDB's spatial reference systems of spatial columns (its `SHOW CREATE TABLE` does not
+/// print `REF_SYSTEM_ID`); read only when a table has a spatial column.
+const SRIDS_MARIADB: &str = "SELECT G_TABLE_NAME, G_GEOMETRY_COLUMN, CAST(SRID AS CHAR) \
+     FROM information_schema.GEOMETRY_COLUMNS WHERE G_TABLE_SCHEMA = ? AND SRID <> 0";
 const PARTITIONS: &str = "SELECT TABLE_NAME, PARTITION_NAME, SUBPARTITION_NAME, PARTITION_METHOD, \
      SUBPARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION, PARTITION_DESCRIPTION, \
      PARTITION_COMMENT FROM information_schema.PARTITIONS \
      WHERE TABLE_SCHEMA = ? AND PARTITION_NAME IS NOT NULL \
      ORDER BY BINARY TABLE_NAME, PARTITION_ORDINAL_POSITION, SUBPARTITION_ORDINAL_POSITION";
+
+/// Every query the catalog may run on a MySQL server, for the test that checks each column they
+/// name against MySQL's own view definitions.
+pub(super) const MYSQL_QUERIES: &[&str] = &[
+    TABLES,
+    COLUMNS_MYSQL,
+    INDEXES_MYSQL,
+    FOREIGN_KEYS,
+    CHECKS_MYSQL,
+    PARTITIONS,
+];
 
 /// The partitioning methods the model renders.
 const PARTITION_METHODS: &[&str] = &[
@@ -61,10 +104,26 @@ const PARTITION_METHODS: &[&str] = &[
     "LINEAR KEY",
     "RANGE COLUMNS",
     "LIST COLUMNS",
+    "SYSTEM_TIME",
+];
+
+/// The spatial column types.
+const SPATIAL_TYPES: &[&str] = &[
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
 ];
 
 /// What the tables query finds.
 pub(super) struct Relations {
+    pub(super) version: String,
+    pub(super) flavor: Flavor,
     pub(super) default_charset: String,
     pub(super) default_collation: String,
     pub(super) tables: Vec<Table>,
@@ -73,12 +132,253 @@ pub(super) struct Relations {
     pub(super) sequences: Vec<Sequence>,
 }
 
+/// What a column's `EXTRA` says, read phrase by phrase (MariaDB separates them with `, `, MySQL
+/// with a space); `None` when it says something the model does not hold.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Extra {
+    /// MySQL's mark of an expression default (`CURRENT_TIMESTAMP` among them).
+    default_generated: bool,
+    auto_increment: bool,
+    invisible: bool,
+    generated: Option<bool>,
+    on_update: Option<String>,
+    without_system_versioning: bool,
+}
+
+/// A phrase of `EXTRA` and what it sets.
+type Phrase = (&'static str, fn(&mut Extra));
+
+fn read_extra(extra: &str) -> Option<Extra> {
+    let mut read = Extra::default();
+    let mut rest = extra.trim();
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([',', ' ']);
+        if rest.is_empty() {
+            break;
+        }
+        let phrases: [Phrase; 9] = [
+            // MySQL marks expression defaults, whose `COLUMN_DEFAULT` is the bare expression.
+            ("DEFAULT_GENERATED", |e| e.default_generated = true),
+            ("auto_increment", |e| e.auto_increment = true),
+            ("INVISIBLE", |e| e.invisible = true),
+            ("VIRTUAL GENERATED", |e| e.generated = Some(false)),
+            ("STORED GENERATED", |e| e.generated = Some(true)),
+            ("PERSISTENT GENERATED", |e| e.generated = Some(true)),
+            ("WITHOUT SYSTEM VERSIONING", |e| {
+                e.without_system_versioning = true
+            }),
+            ("VIRTUAL", |e| e.generated = Some(false)),
+            ("STORED", |e| e.generated = Some(true)),
+        ];
+        if let Some((phrase, apply)) = phrases.iter().find(|(phrase, _)| rest.starts_with(phrase)) {
+            apply(&mut read);
+            rest = &rest[phrase.len()..];
+        } else if let Some(after) = rest.strip_prefix("on update ") {
+            let end = after.find([',', ' ']).unwrap_or(after.len());
+            read.on_update = Some(after[..end].to_owned());
+            rest = &after[end..];
+        } else {
+            return None;
+        }
+    }
+    Some(read)
+}
+
+/// One row of `information_schema.COLUMNS` as the catalog query reads it, every value as the
+/// server gives it (MySQL's `SRS_ID` for the SRID; MariaDB's is read from `GEOMETRY_COLUMNS`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnRow {
+    pub name: String,
+    /// `COLUMN_TYPE`.
+    pub column_type: String,
+    /// `IS_NULLABLE` = `YES`.
+    pub nullable: bool,
+    /// `COLUMN_DEFAULT`: an SQL expression on MariaDB (`'x'`, `NULL`, `current_timestamp()`), a
+    /// bare value or expression on MySQL (`x`, SQL NULL, `CURRENT_TIMESTAMP`, `rand()`).
+    pub default: Option<String>,
+    pub extra: String,
+    pub charset: Option<String>,
+    pub collation: Option<String>,
+    pub comment: String,
+    pub generation_expression: Option<String>,
+    pub srid: Option<u32>,
+}
+
+/// The column types MySQL gives no `DEFAULT NULL` when they have no default: their default can
+/// only be an expression.
+const NO_DEFAULT_NULL: &[&str] = &[
+    "tinyblob",
+    "blob",
+    "mediumblob",
+    "longblob",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+];
+
+/// The column a catalog row of a `flavor` server describes, spelled as that server spells it:
+/// MariaDB's `utf8` is written `utf8mb3`, and its defaults are SQL expressions already; MySQL's
+/// bare defaults become the SQL `SHOW CREATE TABLE` prints (`'0'`, `b'101'`, `CURRENT_TIMESTAMP`,
+/// `(rand())`, `NULL` where MySQL prints `DEFAULT NULL`). `Err` with the reason when the row
+/// says something the model cannot hold.
+pub fn column_from_catalog(flavor: Flavor, row: ColumnRow) -> Result<Column, Reason> {
+    let charset_name = |name: String| match flavor {
+        Flavor::Mariadb => mysql::utf8mb3(&name),
+        Flavor::Mysql => name,
+    };
+    let extra = read_extra(&row.extra).ok_or(Reason::ColumnAttribute)?;
+    let expression = row
+        .generation_expression
+        .filter(|expression| !expression.is_empty());
+    let (generated, row_period) = match (extra.generated, expression) {
+        (Some(true), Some(expression)) if expression == "ROW START" => {
+            (None, Some(RowPeriod::Start))
+        }
+        (Some(true), Some(expression)) if expression == "ROW END" => (None, Some(RowPeriod::End)),
+        (Some(stored), Some(expression)) => (Some(Generated { expression, stored }), None),
+        (None, _) => (None, None),
+        (Some(_), None) => return Err(Reason::ColumnAttribute),
+    };
+    let column_type = match flavor {
+        Flavor::Mariadb => mysql::display_width(&row.column_type),
+        Flavor::Mysql => row.column_type,
+    };
+    let computed = generated.is_some() || row_period.is_some();
+    let default = match flavor {
+        Flavor::Mariadb => row
+            .default
+            .filter(|_| !computed)
+            .map(|default| mysql::current_timestamp(&default)),
+        Flavor::Mysql if computed || extra.auto_increment => None,
+        Flavor::Mysql => match (row.default, extra.default_generated) {
+            (Some(value), true) if is_current_timestamp(&value) => Some(value),
+            (Some(value), true) => Some(format!("({value})")),
+            (None, true) => return Err(Reason::ColumnAttribute),
+            (Some(value), false) if column_type.starts_with("bit(") => Some(value),
+            (Some(value), false) => Some(crate::snapshot::render::literal(&value)),
+            (None, false) if row.nullable && !NO_DEFAULT_NULL.contains(&column_type.as_str()) => {
+                Some("NULL".to_owned())
+            }
+            (None, false) => None,
+        },
+    };
+    Ok(Column {
+        name: row.name,
+        column_type,
+        nullable: row.nullable,
+        default,
+        on_update: extra.on_update.map(|on_update| match flavor {
+            Flavor::Mariadb => mysql::current_timestamp(&on_update),
+            Flavor::Mysql => on_update,
+        }),
+        auto_increment: extra.auto_increment,
+        invisible: extra.invisible,
+        srid: row.srid,
+        row_period,
+        without_system_versioning: extra.without_system_versioning,
+        charset: row.charset.map(charset_name),
+        collation: row.collation.map(charset_name),
+        generated,
+        check: None,
+        comment: row.comment,
+    })
+}
+
+/// `CURRENT_TIMESTAMP` or `CURRENT_TIMESTAMP(n)`, as MySQL writes the default and the
+/// `ON UPDATE` of a time column.
+fn is_current_timestamp(value: &str) -> bool {
+    match value.strip_prefix("CURRENT_TIMESTAMP") {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('(')
+            .and_then(|rest| rest.strip_suffix(')'))
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// One row of `information_schema.STATISTICS`: one part of an index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexRow {
+    /// `INDEX_NAME`.
+    pub name: String,
+    pub non_unique: bool,
+    /// `COLUMN_NAME`; none for a functional part.
+    pub column: Option<String>,
+    /// `SUB_PART`.
+    pub sub_part: Option<String>,
+    pub index_type: String,
+    /// `COLLATION`: `A`, `D` or none.
+    pub collation: Option<String>,
+    pub comment: String,
+    /// MariaDB's `IGNORED` = `YES`.
+    pub ignored: bool,
+    /// MySQL's `IS_VISIBLE` (MariaDB's indexes are all visible).
+    pub visible: bool,
+    /// MySQL's `EXPRESSION` of a functional part.
+    pub expression: Option<String>,
+}
+
+/// Adds the part `row` describes to `indexes`, the table's indexes so far in catalog order: to
+/// the last index when it is the same one, else as a new index. `Err` with the reason when the
+/// row says something the model cannot hold.
+pub fn add_index_row(indexes: &mut Vec<Index>, row: IndexRow) -> Result<(), Reason> {
+    let kind = match (row.name.as_str(), row.non_unique, row.index_type.as_str()) {
+        ("PRIMARY", false, _) => IndexKind::Primary,
+        (_, _, "FULLTEXT") => IndexKind::Fulltext,
+        (_, _, "SPATIAL") => IndexKind::Spatial,
+        (_, false, _) => IndexKind::Unique,
+        _ => IndexKind::Key,
+    };
+    // Whether `USING` is printed (given explicitly, or a MariaDB long unique key kept as a
+    // hash) only `SHOW CREATE TABLE` says; it is read from there. Another type (MariaDB's
+    // vector indexes) is not in the model.
+    if !matches!(
+        row.index_type.as_str(),
+        "BTREE" | "HASH" | "RTREE" | "FULLTEXT" | "SPATIAL" | ""
+    ) {
+        return Err(Reason::IndexKind);
+    }
+    let part = IndexPart {
+        column: match (&row.expression, row.column) {
+            (Some(_), _) => String::new(),
+            (None, Some(column)) => column,
+            (None, None) => return Err(Reason::IndexKind),
+        },
+        expression: row.expression,
+        // A spatial index reports the length of its key (32) as a prefix it does not have.
+        prefix: match kind {
+            IndexKind::Spatial => None,
+            _ => row
+                .sub_part
+                .map(|prefix| prefix.parse().map_err(|_| Reason::IndexKind))
+                .transpose()?,
+        },
+        descending: row.collation.as_deref() == Some("D"),
+    };
+    match indexes.last_mut().filter(|index| index.name == row.name) {
+        Some(index) => index.parts.push(part),
+        None => indexes.push(Index {
+            name: row.name,
+            kind,
+            parts: vec![part],
+            using: None,
+            comment: row.comment,
+            ignored: row.ignored,
+            invisible: !row.visible,
+            without_overlaps: None,
+        }),
+    }
+    Ok(())
+}
+
 /// Reads `database`'s tables, views and sequence names.
 pub(super) async fn read(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
 ) -> Result<Relations, SafeError> {
-    let unsupported = || unsupported(database);
+    let unsupported = || super::unsupported(database);
     let relations = rows(connection, TABLES, database, 3).await?;
     let first = relations.first().ok_or_else(|| {
         SafeError::about(
@@ -86,8 +386,14 @@ pub(super) async fn read(
             Subject::Database(database.clone()),
         )
     })?;
-    let default_charset = mysql::utf8mb3(&values(first, database).text(0)?);
-    let default_collation = mysql::utf8mb3(&values(first, database).text(1)?);
+    let version = values(first, database).text(0)?;
+    let flavor = Flavor::of_version(&version);
+    let charset_name = |name: String| match flavor {
+        Flavor::Mariadb => mysql::utf8mb3(&name),
+        Flavor::Mysql => name,
+    };
+    let default_charset = charset_name(values(first, database).text(1)?);
+    let default_collation = charset_name(values(first, database).text(2)?);
 
     // The server prints a view's definition without this database's qualifier; the catalog
     // qualifies every name, so the qualifier is taken off to compare the two.
@@ -103,24 +409,29 @@ pub(super) async fn read(
     let mut partitioned = false;
     for row in &relations {
         let v = values(row, database);
-        let Some(name) = v.optional(2)? else {
+        let Some(name) = v.optional(3)? else {
             continue;
         };
-        match v.text(3)?.as_str() {
-            "BASE TABLE" => {}
+        let v = v.about(ObjectKind::Table, &name);
+        let system_versioned = match v.text(4)?.as_str() {
+            "BASE TABLE" => false,
+            "SYSTEM VERSIONED" => true,
             "VIEW" => {
+                let v = v.about(ObjectKind::View, &name);
                 views.push(View {
                     name: name.clone(),
-                    definition: v.text(9)?.replace(&qualifier, ""),
-                    check_option: v.text(10)?,
-                    definer: v.text(11)?,
-                    security: v.text(12)?,
-                    algorithm: v.text(13)?,
+                    definition: v.text(10)?.replace(&qualifier, ""),
+                    check_option: v.text(11)?,
+                    definer: v.text(12)?,
+                    security: v.text(13)?,
+                    // From `SHOW CREATE VIEW`.
+                    algorithm: String::new(),
                 });
                 not_tables.insert(name);
                 continue;
             }
             "SEQUENCE" => {
+                let v = v.about(ObjectKind::Sequence, &name);
                 sequences.push(Sequence {
                     name: name.clone(),
                     start: String::new(),
@@ -129,18 +440,31 @@ pub(super) async fn read(
                     increment: String::new(),
                     cache: String::new(),
                     cycle: false,
-                    engine: v.text(4)?,
-                    comment: v.optional(7)?.unwrap_or_default(),
+                    engine: v.text(5)?,
+                    comment: v.optional(8)?.unwrap_or_default(),
                 });
                 not_tables.insert(name);
                 continue;
             }
-            // System-versioned tables and anything else the model does not hold: refuse rather
-            // than write a snapshot that leaves them out or says less about them.
-            _ => return Err(unsupported()),
-        }
-        let printed =
-            normalize::options(&v.optional(6)?.unwrap_or_default()).ok_or_else(unsupported)?;
+            // Anything else the model does not hold: refuse rather than write a snapshot that
+            // leaves it out or says less about it.
+            _ => {
+                return Err(refuse(
+                    database,
+                    ObjectKind::Table,
+                    &name,
+                    Reason::TableType,
+                ));
+            }
+        };
+        let printed = normalize::options(&v.optional(7)?.unwrap_or_default()).ok_or_else(|| {
+            refuse(
+                database,
+                ObjectKind::Table,
+                &name,
+                Reason::UnreadableDefinition,
+            )
+        })?;
         let mut row_format = None;
         let mut options = Vec::new();
         for option in printed {
@@ -165,26 +489,27 @@ pub(super) async fn read(
         tables.insert(
             name.clone(),
             Table {
-                name,
-                engine: v.text(4)?,
-                collation: mysql::utf8mb3(&v.text(5)?),
-                charset: mysql::utf8mb3(&v.text(8)?),
+                engine: v.text(5)?,
+                collation: charset_name(v.text(6)?),
+                charset: charset_name(v.text(9)?),
                 row_format,
                 options,
-                comment: v.optional(7)?.unwrap_or_default(),
-                columns: Vec::new(),
-                indexes: Vec::new(),
-                foreign_keys: Vec::new(),
-                checks: Vec::new(),
-                partitioning: None,
+                comment: v.optional(8)?.unwrap_or_default(),
+                system_versioned,
+                name,
+                ..Table::default()
             },
         );
     }
 
     let mut column_checks: BTreeMap<(String, String), String> = BTreeMap::new();
-    for row in rows(connection, CHECKS, database, 1).await? {
+    let checks = by_flavor(flavor, CHECKS_MARIADB, CHECKS_MYSQL);
+    for row in rows(connection, checks, database, 1).await? {
         let v = values(&row, database);
-        let (table, name, clause, level) = (v.text(0)?, v.text(1)?, v.text(2)?, v.text(3)?);
+        let table = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table);
+        let (name, clause, level) = (v.text(1)?, v.text(2)?, v.text(3)?);
+        let not_enforced = v.text(4)? == "NO";
         match level.as_str() {
             "Column" => {
                 column_checks.insert((table, name), clause);
@@ -193,101 +518,94 @@ pub(super) async fn read(
                 .get_mut(&table)
                 .ok_or_else(unsupported)?
                 .checks
-                .push(Check { name, clause }),
+                .push(Check {
+                    name,
+                    clause,
+                    not_enforced,
+                }),
         }
     }
 
-    for row in rows(connection, COLUMNS, database, 1).await? {
+    let mut spatial = false;
+    let columns = by_flavor(flavor, COLUMNS_MARIADB, COLUMNS_MYSQL);
+    for row in rows(connection, columns, database, 1).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
         if not_tables.contains(&table_name) {
             continue;
         }
-        let name = v.text(1)?;
-        let extra = v.optional(5)?.unwrap_or_default();
-        // MySQL 8 marks expression defaults; the default itself says as much.
-        let extra = extra
-            .strip_prefix("DEFAULT_GENERATED")
-            .map_or(extra.as_str(), str::trim_start);
-        let generated = match v.optional(9)? {
-            Some(expression) if extra.contains("GENERATED") => Some(Generated {
-                expression,
-                stored: extra.contains("STORED"),
-            }),
-            _ => None,
-        };
-        let on_update = extra
-            .strip_prefix("on update ")
-            .map(mysql::current_timestamp);
-        let auto_increment = extra == "auto_increment";
-        let invisible = extra == "INVISIBLE";
-        if !(extra.is_empty()
-            || generated.is_some()
-            || on_update.is_some()
-            || auto_increment
-            || invisible)
-        {
-            return Err(unsupported());
-        }
-        let check = column_checks.remove(&(table_name.clone(), name.clone()));
-        let column = Column {
-            name,
-            column_type: mysql::display_width(&v.text(2)?),
+        let v = v.about(ObjectKind::Table, &table_name);
+        let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
+        let row = ColumnRow {
+            name: v.text(1)?,
+            column_type: v.text(2)?,
             nullable: v.text(3)? == "YES",
-            default: v
-                .optional(4)?
-                .filter(|_| generated.is_none())
-                .map(|default| mysql::current_timestamp(&default)),
-            on_update,
-            auto_increment,
-            invisible,
-            charset: v.optional(6)?.map(|charset| mysql::utf8mb3(&charset)),
-            collation: v.optional(7)?.map(|collation| mysql::utf8mb3(&collation)),
-            generated,
-            check,
+            default: v.optional(4)?,
+            extra: v.optional(5)?.unwrap_or_default(),
+            charset: v.optional(6)?,
+            collation: v.optional(7)?,
             comment: v.optional(8)?.unwrap_or_default(),
+            generation_expression: v.optional(9)?,
+            srid: v
+                .optional(10)?
+                .map(|srid| srid.parse::<u32>().or_safe(|| refused(Reason::ColumnType)))
+                .transpose()?,
         };
+        let mut column = column_from_catalog(flavor, row).map_err(refused)?;
+        spatial |= SPATIAL_TYPES.contains(&column.column_type.as_str());
+        column.check = column_checks.remove(&(table_name.clone(), column.name.clone()));
         tables
             .get_mut(&table_name)
             .ok_or_else(unsupported)?
             .columns
             .push(column);
     }
-    if !column_checks.is_empty() {
-        return Err(unsupported());
+    if let Some(((table, _), _)) = column_checks.into_iter().next() {
+        return Err(refuse(
+            database,
+            ObjectKind::Table,
+            &table,
+            Reason::CheckConstraint,
+        ));
+    }
+    if spatial && flavor == Flavor::Mariadb {
+        for row in rows(connection, SRIDS_MARIADB, database, 1).await? {
+            let v = values(&row, database);
+            let (table_name, column_name) = (v.text(0)?, v.text(1)?);
+            let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
+            let srid = v.text(2)?.parse::<u32>().or_safe(refused)?;
+            let Some(table) = tables.get_mut(&table_name) else {
+                continue;
+            };
+            let column = table
+                .columns
+                .iter_mut()
+                .find(|column| column.name == column_name)
+                .ok_or_else(refused)?;
+            column.srid = Some(srid);
+        }
     }
 
-    for row in rows(connection, INDEXES, database, 1).await? {
+    let indexes = by_flavor(flavor, INDEXES_MARIADB, INDEXES_MYSQL);
+    for row in rows(connection, indexes, database, 1).await? {
         let v = values(&row, database);
-        let table = tables.get_mut(&v.text(0)?).ok_or_else(unsupported)?;
-        let name = v.text(1)?;
-        let index_type = v.text(5)?;
-        let kind = match (name.as_str(), v.text(2)?.as_str(), index_type.as_str()) {
-            ("PRIMARY", "0", _) => IndexKind::Primary,
-            (_, _, "FULLTEXT") => IndexKind::Fulltext,
-            (_, _, "SPATIAL") => IndexKind::Spatial,
-            (_, "0", _) => IndexKind::Unique,
-            _ => IndexKind::Key,
+        let table_name = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table_name);
+        let refused = |reason| refuse(database, ObjectKind::Table, &table_name, reason);
+        let table = tables.get_mut(&table_name).ok_or_else(unsupported)?;
+        let row = IndexRow {
+            name: v.text(1)?,
+            non_unique: v.text(2)? != "0",
+            column: v.optional(3)?,
+            sub_part: v.optional(4)?,
+            index_type: v.text(5)?,
+            collation: v.optional(6)?,
+            comment: v.optional(7)?.unwrap_or_default(),
+            ignored: v.optional(8)?.as_deref() == Some("YES"),
+            visible: v.optional(9)?.as_deref() != Some("NO"),
+            expression: v.optional(10)?,
         };
-        let part = IndexPart {
-            column: v.text(3)?,
-            prefix: v
-                .optional(4)?
-                .map(|prefix| prefix.parse::<u32>().or_safe(unsupported))
-                .transpose()?,
-            descending: v.optional(6)?.as_deref() == Some("D"),
-        };
-        match table.indexes.last_mut().filter(|index| index.name == name) {
-            Some(index) => index.parts.push(part),
-            None => table.indexes.push(Index {
-                name,
-                kind,
-                parts: vec![part],
-                using: None,
-                comment: v.optional(7)?.unwrap_or_default(),
-                ignored: v.optional(8)?.as_deref() == Some("YES"),
-            }),
-        }
+        add_index_row(&mut table.indexes, row).map_err(refused)?;
     }
 
     for row in rows(connection, FOREIGN_KEYS, database, 1).await? {
@@ -327,6 +645,8 @@ pub(super) async fn read(
         });
     }
     Ok(Relations {
+        version,
+        flavor,
         default_charset,
         default_collation,
         tables,
@@ -341,16 +661,25 @@ async fn read_partitions(
     database: &DatabaseName,
     tables: &mut BTreeMap<String, Table>,
 ) -> Result<(), SafeError> {
-    let unsupported = || unsupported(database);
+    let unsupported = || super::unsupported(database);
     for row in rows(connection, PARTITIONS, database, 1).await? {
         let v = values(&row, database);
-        let table = tables.get_mut(&v.text(0)?).ok_or_else(unsupported)?;
+        let table_name = v.text(0)?;
+        let v = v.about(ObjectKind::Table, &table_name);
+        let table = tables.get_mut(&table_name).ok_or_else(unsupported)?;
         let method = v.text(3)?;
         if !PARTITION_METHODS.contains(&method.as_str()) {
-            return Err(unsupported());
+            return Err(refuse(
+                database,
+                ObjectKind::Table,
+                &table_name,
+                Reason::PartitioningMethod,
+            ));
         }
+        let system_time = method == "SYSTEM_TIME";
         let partitioning = table.partitioning.get_or_insert_with(|| Partitioning {
             method,
+            system_time: None,
             expression: String::new(),
             subpartition_method: None,
             subpartition_expression: None,
@@ -368,9 +697,17 @@ async fn read_partitions(
         {
             Some(partition) => partition,
             None => {
+                // A system-time partition holds history or the current rows; the bound the
+                // catalog gives a history partition follows from the `INTERVAL`.
+                let values = match (system_time, v.optional(7)?) {
+                    (true, Some(current)) if current == "CURRENT" => Some(current),
+                    (true, _) => Some("HISTORY".to_owned()),
+                    (false, values) => values,
+                };
                 partitioning.partitions.push(Partition {
                     name,
-                    values: v.optional(7)?,
+                    values,
+                    default: false,
                     comment: String::new(),
                     subpartitions: Vec::new(),
                 });

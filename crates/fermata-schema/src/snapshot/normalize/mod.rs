@@ -1,13 +1,17 @@
 //! The server's own `SHOW CREATE` text brought into canonical form, so it can be compared with
 //! what [`super::render`] makes of the model: the definer taken out wherever the server puts it,
 //! this database's qualifier removed, counters dropped, keys, constraints and table options put
-//! in the canonical order, and the spelling differences between MySQL 8 and MariaDB releases
-//! evened out ([`mysql`]). Each function returns `None` when the text does not have the shape it
-//! expects; the caller then refuses the database as unsupported.
+//! in the canonical order, a column's collation clause written one way. A MariaDB text also
+//! gets the spelling differences between MariaDB releases evened out ([`mysql`]); a MySQL text
+//! keeps MySQL's own spelling (`int`, `CURRENT_TIMESTAMP`, its version comments). Each function
+//! returns `None` when the text does not have the shape it expects; the caller then refuses the
+//! object.
 
 pub mod mysql;
 
-use super::model::{Routine, RoutineKind, Table};
+use fermata_schema_core::Reason;
+
+use super::model::{Flavor, Index, Period, Routine, RoutineKind, Table};
 use super::render::{identifier, option_rank};
 use super::scan::{Token, Tokens, closing_paren, quoted_end, split_top_level};
 
@@ -27,6 +31,17 @@ pub fn strip_definer(text: &str) -> Option<String> {
 pub fn view(text: &str, database: &str) -> Option<String> {
     let text = strip_definer(text)?;
     Some(text.replace(&format!("{}.", identifier(database)), ""))
+}
+
+/// The algorithm `SHOW CREATE VIEW` names (`CREATE ALGORITHM=MERGE ...`): MySQL's `VIEWS` has no
+/// `ALGORITHM` column, so both flavors read it here.
+pub fn view_algorithm(text: &str) -> Option<String> {
+    let rest = text.strip_prefix("CREATE ALGORITHM=")?;
+    let end = rest.find(' ')?;
+    let algorithm = &rest[..end];
+    ["UNDEFINED", "MERGE", "TEMPTABLE"]
+        .contains(&algorithm)
+        .then(|| algorithm.to_owned())
 }
 
 /// The server's `SHOW CREATE SEQUENCE` text in canonical form (MariaDB prints it that way).
@@ -88,9 +103,14 @@ pub struct RoutineText {
 }
 
 /// The server's `SHOW CREATE PROCEDURE` or `SHOW CREATE FUNCTION` text in canonical form: the
-/// definer taken out, the name quoted, the return type in canonical spelling (with the
+/// definer taken out, the name quoted, the return type in its flavor's spelling (with the
 /// collation of the model's return type where the server leaves it implicit).
-pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineText> {
+pub fn routine(
+    text: &str,
+    routine: &Routine,
+    database: &str,
+    flavor: Flavor,
+) -> Option<RoutineText> {
     let mut tokens = Tokens::new(text);
     tokens.expect(&["CREATE"])?;
     tokens.skip_definer()?;
@@ -103,7 +123,10 @@ pub fn routine(text: &str, routine: &Routine, database: &str) -> Option<RoutineT
     if routine.kind == RoutineKind::Function {
         let returns = rest.strip_prefix(" RETURNS ")?;
         let end = returns.find('\n').unwrap_or(returns.len());
-        let mut spelled = mysql::utf8mb3_text(&mysql::display_width(&returns[..end]));
+        let mut spelled = match flavor {
+            Flavor::Mariadb => mysql::utf8mb3_text(&mysql::display_width(&returns[..end])),
+            Flavor::Mysql => returns[..end].to_owned(),
+        };
         if let Some(expected) = &routine.returns
             && spelled.contains(" CHARSET ")
             && !spelled.contains(" COLLATE ")
@@ -164,14 +187,158 @@ pub fn parameters_match(routine: &Routine, parameter_list: &str) -> bool {
             })
 }
 
-/// Where a body line of `SHOW CREATE TABLE` goes in the canonical order.
+/// Where a body line of `SHOW CREATE TABLE` goes in the canonical order: MariaDB's order, with
+/// the keys and constraints sorted by name.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Clause {
     Column(usize),
+    ApplicationPeriod,
     Primary,
     Key(Vec<u8>),
     ForeignKey(Vec<u8>),
     Check(Vec<u8>),
+    SystemPeriod,
+}
+
+/// `PERIOD FOR name (`start`, `end`)` of a body line, with `SYSTEM_TIME` as the system period's
+/// name.
+fn period_line(line: &str) -> Option<Period> {
+    let rest = line.trim_start().strip_prefix("PERIOD FOR ")?;
+    let (name, rest) = match rest.strip_prefix("SYSTEM_TIME ") {
+        Some(rest) => ("SYSTEM_TIME".to_owned(), rest),
+        None => {
+            let end = quoted_end(rest, 0).filter(|_| rest.starts_with('`'))?;
+            (
+                rest[1..end - 1].replace("``", "`"),
+                rest[end..].strip_prefix(' ')?,
+            )
+        }
+    };
+    let inner = rest.strip_prefix('(')?.strip_suffix(')')?;
+    let columns = split_top_level(inner)?;
+    let [start, end] = columns.as_slice() else {
+        return None;
+    };
+    let unquote = |text: &str| {
+        let text = text.trim();
+        (text.starts_with('`') && quoted_end(text, 0) == Some(text.len()))
+            .then(|| text[1..text.len() - 1].replace("``", "`"))
+    };
+    Some(Period {
+        name,
+        start: unquote(start)?,
+        end: unquote(end)?,
+    })
+}
+
+/// The facts about a table that only its `SHOW CREATE TABLE` text gives, added to the model
+/// read from the catalog: its periods (MariaDB before 11.4 has no `PERIODS` view), which
+/// unique key ends `WITHOUT OVERLAPS` (the catalog lists the period's end and start columns as
+/// its last parts), a key's `USING` when the server prints it, whether a `LIST` partition is
+/// the `DEFAULT` one (the catalog describes it as `VALUES IN (0)`), and what follows
+/// `PARTITION BY SYSTEM_TIME`. The period's own check (`start < end`, which the catalog lists
+/// under the period's name) is taken out of the table's checks. The model then renders these
+/// as the text says them, and the rest of the text is still compared with the rest of the
+/// model. `Err` with the reason when the text says something the model cannot hold.
+pub fn table_facts(text: &str, table: &mut Table) -> Result<(), Reason> {
+    let text = mysql::unwrap_version_comments(text);
+    let mut lines = text.lines();
+    lines.next();
+    for line in lines.by_ref() {
+        if line.starts_with(')') {
+            if line.ends_with(" WITH SYSTEM VERSIONING") != table.system_versioned {
+                return Err(Reason::PeriodClause);
+            }
+            break;
+        }
+        let line = line.strip_suffix(',').unwrap_or(line);
+        if line.starts_with("  `") || line.starts_with("  CONSTRAINT ") {
+            continue;
+        }
+        if line.trim_start().starts_with("PERIOD FOR ") {
+            let period = period_line(line).ok_or(Reason::PeriodClause)?;
+            let known = |name: &str| table.columns.iter().any(|column| column.name == name);
+            if !known(&period.start) || !known(&period.end) {
+                return Err(Reason::PeriodClause);
+            }
+            if period.name == "SYSTEM_TIME" {
+                table.system_period = Some(period);
+            } else {
+                table.checks.retain(|check| check.name != period.name);
+                table.application_period = Some(period);
+            }
+        } else if line.contains("KEY `") || line.starts_with("  PRIMARY KEY ") {
+            let name = if line.starts_with("  PRIMARY KEY ") {
+                "PRIMARY".to_owned()
+            } else {
+                quoted_after(line, "KEY ").ok_or(Reason::IndexKind)?
+            };
+            let index = table
+                .indexes
+                .iter_mut()
+                .find(|index| index.name == name)
+                .ok_or(Reason::IndexKind)?;
+            key_facts(line, index, table.application_period.as_ref())?;
+        }
+    }
+    let Some(partitioning) = &mut table.partitioning else {
+        return Ok(());
+    };
+    for line in lines {
+        let line = line.trim_start_matches([' ', '(']);
+        if let Some(rest) = line.strip_prefix("PARTITION BY SYSTEM_TIME") {
+            partitioning.system_time = Some(rest.trim_start().to_owned());
+        } else if let Some(rest) = line.strip_prefix("PARTITION ") {
+            let end = if rest.starts_with('`') {
+                quoted_end(rest, 0).ok_or(Reason::PartitioningClause)?
+            } else {
+                rest.find(' ').unwrap_or(rest.len())
+            };
+            let name = if rest.starts_with('`') {
+                rest[1..end - 1].replace("``", "`")
+            } else {
+                rest[..end].to_owned()
+            };
+            let after = &rest[end..];
+            if after.starts_with(" DEFAULT") {
+                let partition = partitioning
+                    .partitions
+                    .iter_mut()
+                    .find(|partition| partition.name == name)
+                    .ok_or(Reason::PartitioningClause)?;
+                partition.default = true;
+                partition.values = None;
+            }
+        }
+    }
+    if partitioning.method == "SYSTEM_TIME" && partitioning.system_time.is_none() {
+        return Err(Reason::PartitioningClause);
+    }
+    Ok(())
+}
+
+/// A key line's `WITHOUT OVERLAPS` and `USING`.
+fn key_facts(line: &str, index: &mut Index, period: Option<&Period>) -> Result<(), Reason> {
+    if line.contains(" WITHOUT OVERLAPS)") {
+        let period = period.ok_or(Reason::PeriodClause)?;
+        // The catalog lists the period's end and start after the key's own parts.
+        let parts = index.parts.len();
+        let tail: Vec<&str> = index.parts[parts.saturating_sub(2)..]
+            .iter()
+            .map(|part| part.column.as_str())
+            .collect();
+        if parts < 3 || tail != [period.end.as_str(), period.start.as_str()] {
+            return Err(Reason::PeriodClause);
+        }
+        index.parts.truncate(parts - 2);
+        index.without_overlaps = Some(period.name.clone());
+    }
+    for using in ["HASH", "BTREE", "RTREE"] {
+        if line.contains(&format!(") USING {using}")) {
+            index.using = Some(using.to_owned());
+        }
+    }
+    Ok(())
 }
 
 /// The first quoted identifier in `text` after `after`, unquoted.
@@ -243,8 +410,16 @@ pub fn options(text: &str) -> Option<Vec<PrintedOption>> {
 /// The table options line in canonical form: `ENGINE`, `DEFAULT CHARSET`, `COLLATE` (spelled
 /// out with the model's collation where the server leaves it implicit), then the others by
 /// [`option_rank`], without `AUTO_INCREMENT=`.
-fn footer(line: &str, table: &Table) -> Option<String> {
-    let printed = options(&mysql::utf8mb3_text(line.strip_prefix(") ")?))?;
+fn footer(line: &str, table: &Table, flavor: Flavor) -> Option<String> {
+    let line = line.strip_prefix(") ")?;
+    let (line, versioning) = match line.strip_suffix(" WITH SYSTEM VERSIONING") {
+        Some(line) => (line, " WITH SYSTEM VERSIONING"),
+        None => (line, ""),
+    };
+    let printed = match flavor {
+        Flavor::Mariadb => options(&mysql::utf8mb3_text(line))?,
+        Flavor::Mysql => options(line)?,
+    };
     let value = |name: &str| {
         printed
             .iter()
@@ -273,15 +448,19 @@ fn footer(line: &str, table: &Table) -> Option<String> {
             out.push_str(&format!(" {}={}", option.name, option.value));
         }
     }
+    out.push_str(versioning);
     Some(out)
 }
 
-/// The server's `SHOW CREATE TABLE` text in canonical form: columns in canonical spelling, key
-/// and constraint lines in the canonical order, the options line in canonical form, and the
-/// partitioning after it with quoted names. `None` when the text does not have the shape of a
-/// `CREATE TABLE`.
-pub fn table(text: &str, table: &Table) -> Option<String> {
-    let text = mysql::unwrap_version_comments(text);
+/// The `SHOW CREATE TABLE` text of a `flavor` server in canonical form: column lines in
+/// canonical spelling, key and constraint lines in the canonical order, the options line in
+/// canonical form, and the partitioning after it (MariaDB's with quoted names, MySQL's as MySQL
+/// prints it). `None` when the text does not have the shape of a `CREATE TABLE`.
+pub fn table(text: &str, table: &Table, flavor: Flavor) -> Option<String> {
+    let text = match flavor {
+        Flavor::Mariadb => mysql::unwrap_version_comments(text),
+        Flavor::Mysql => text.to_owned(),
+    };
     let mut lines = text.lines();
     let head = lines.next()?;
     if head != format!("CREATE TABLE {} (", identifier(&table.name)) {
@@ -299,7 +478,15 @@ pub fn table(text: &str, table: &Table) -> Option<String> {
     let mut clauses = Vec::with_capacity(body.len());
     for (position, line) in body.iter().enumerate() {
         let clause = if line.starts_with("  `") {
-            (Clause::Column(position), mysql::column_line(line)?)
+            let line = match flavor {
+                Flavor::Mariadb => mysql::column_line(line, table)?,
+                Flavor::Mysql => mysql::mysql_column_line(line, table)?,
+            };
+            (Clause::Column(position), line)
+        } else if line.starts_with("  PERIOD FOR SYSTEM_TIME ") {
+            (Clause::SystemPeriod, (*line).to_owned())
+        } else if line.starts_with("  PERIOD FOR ") {
+            (Clause::ApplicationPeriod, (*line).to_owned())
         } else if line.starts_with("  PRIMARY KEY ") {
             (Clause::Primary, (*line).to_owned())
         } else if line.starts_with("  CONSTRAINT ") && line.contains(" FOREIGN KEY ") {
@@ -324,11 +511,14 @@ pub fn table(text: &str, table: &Table) -> Option<String> {
             .map(|(_, line)| line.as_str())
             .collect::<Vec<_>>()
             .join(",\n"),
-        footer(footer_line?, table)?
+        footer(footer_line?, table, flavor)?
     );
     for line in lines {
         canonical.push('\n');
-        canonical.push_str(&mysql::partition_line(line));
+        match flavor {
+            Flavor::Mariadb => canonical.push_str(&mysql::partition_line(line)),
+            Flavor::Mysql => canonical.push_str(line),
+        }
     }
     Some(canonical)
 }
@@ -351,6 +541,7 @@ mod tests {
             foreign_keys: Vec::new(),
             checks: Vec::new(),
             partitioning: None,
+            ..Table::default()
         }
     }
 
@@ -358,7 +549,7 @@ mod tests {
     fn counters_and_key_order_do_not_matter() {
         let server = "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  KEY `zz` (`b`),\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`)\n) ENGINE=InnoDB AUTO_INCREMENT=42 DEFAULT CHARSET=utf8mb4";
         assert_eq!(
-            table(server, &bare_table()).unwrap(),
+            table(server, &bare_table(), Flavor::Mariadb).unwrap(),
             "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `b` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n  KEY `a``b` (`b`),\n  KEY `zz` (`b`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
         );
     }

@@ -1,27 +1,33 @@
-//! What MySQL 8 and the MariaDB releases print differently for the same schema, brought into the
-//! canonical (MariaDB 10.11) spelling. Each rule applies to the server's text and, where the
-//! catalog shows the same difference, to the catalog's values, so both sides meet:
+//! What MySQL 8 and the MariaDB releases print differently for the same schema.
 //!
-//! - version comments: MySQL wraps clauses of `SHOW CREATE TABLE` and `SHOW CREATE DATABASE` in
-//!   `/*!50100 PARTITION BY ... */` or `/*!80016 DEFAULT ENCRYPTION='N' */`; the clause is kept,
-//!   the comment markers go ([`unwrap_version_comments`]). Stored programs' and views' texts
-//!   are left alone: their bodies are compared exactly, comments included;
-//! - integer display widths: MySQL 8.0.19+ prints `int`, MariaDB `int(11)`; the default width of
-//!   each integer type is written out ([`display_width`]);
-//! - `utf8`: MySQL before 8.0.30 and MariaDB before 10.6 say `utf8` for `utf8mb3`
-//!   ([`utf8mb3`], [`utf8mb3_text`]);
-//! - a column's `COLLATE x` without `CHARACTER SET` (MySQL prints the character set only when
-//!   it differs from the table's): the character set, the collation's prefix, is written out;
-//! - `CURRENT_TIMESTAMP` (MySQL) is `current_timestamp()` (MariaDB), and an expression default
-//!   is in parentheses on both ([`crate::snapshot::render::canonical_default`]);
-//! - MySQL prints partition names unquoted; they are quoted.
+//! A MariaDB text is brought into the canonical MariaDB 10.11 spelling, and each rule applies to
+//! the server's text and, where the catalog shows the same difference, to the catalog's values,
+//! so both sides meet:
 //!
-//! Foreign keys (whose order MySQL 8 does not keep) and table options (which MySQL 8 prints in
-//! another order) are put in the canonical order by the table normalization itself, and the
-//! definer is taken out wherever the server puts it (`super::strip_definer`). Always printing
-//! `COLLATE=` (MariaDB 11.x, and 10.x releases since November 2022) is met by writing it out
-//! where an older server leaves it implicit.
+//! - version comments around clauses of `SHOW CREATE TABLE` lose their markers
+//!   ([`unwrap_version_comments`]);
+//! - integer display widths are written out where a release leaves them out ([`display_width`]);
+//! - `utf8`: MariaDB before 10.6 says `utf8` for `utf8mb3` ([`utf8mb3`], [`utf8mb3_text`]);
+//! - a column's `COLLATE x` without `CHARACTER SET`: the character set, the collation's prefix,
+//!   is written out;
+//! - `CURRENT_TIMESTAMP` is `current_timestamp()`, and an expression default is in parentheses
+//!   ([`crate::snapshot::render::canonical_default`]);
+//! - partition names are quoted.
+//!
+//! A MySQL text keeps MySQL's own spelling: `int` without a display width, `CURRENT_TIMESTAMP`,
+//! expression defaults as MySQL parenthesizes them, its version comments (`/*!80023
+//! INVISIBLE */`, `/*!80003 SRID 4326 */`, `/*!80000 INVISIBLE */`, `/*!80016 NOT ENFORCED */`,
+//! `/*!50100 PARTITION BY ... */`) and its bare partition names. Only a column's collation
+//! clause is written one way ([`mysql_column_line`]): MySQL prints it by rules the catalog does
+//! not expose (whether a collation is its character set's default, whether it was given
+//! explicitly).
+//!
+//! On both flavors, foreign keys (whose order MySQL 8 does not keep) and table options are put
+//! in the canonical order by the table normalization itself, and the definer is taken out
+//! wherever the server puts it (`super::strip_definer`). `COLLATE=` after the table's character
+//! set is written out where a server leaves it implicit.
 
+use crate::snapshot::model::Table;
 use crate::snapshot::render::canonical_default;
 use crate::snapshot::scan::{closing_paren, find_top_level, quoted_end};
 
@@ -144,10 +150,31 @@ fn term_end(text: &str) -> Option<usize> {
     }
 }
 
-/// One column line of `SHOW CREATE TABLE` in canonical form.
-pub(super) fn column_line(line: &str) -> Option<String> {
+/// One column line of `SHOW CREATE TABLE` in canonical form. MariaDB does not print a spatial
+/// column's `REF_SYSTEM_ID`; the model's (from `GEOMETRY_COLUMNS`) is written after the type,
+/// where the file gives it.
+pub(super) fn column_line(line: &str, table: &Table) -> Option<String> {
     let name_end = quoted_end(line, 2)?;
     let (name, rest) = line.split_at(name_end);
+    let column_name = line[3..name_end - 1].replace("``", "`");
+    let srid = table
+        .columns
+        .iter()
+        .find(|column| column.name == column_name)
+        .and_then(|column| column.srid);
+    let with_srid;
+    let rest = match srid {
+        Some(srid) if !rest.contains(" REF_SYSTEM_ID=") && !rest.contains(" SRID ") => {
+            let type_end = rest[1..].find(' ').map_or(rest.len(), |end| end + 1);
+            with_srid = format!(
+                "{} REF_SYSTEM_ID={srid}{}",
+                &rest[..type_end],
+                &rest[type_end..]
+            );
+            with_srid.as_str()
+        }
+        _ => rest,
+    };
     let rest = utf8mb3_text(rest);
     let rest = rest.strip_prefix(' ')?;
     let mut rest = format!(" {}", display_width(rest));
@@ -190,4 +217,69 @@ pub(super) fn partition_line(line: &str) -> String {
         }
     }
     line.to_owned()
+}
+
+/// One column line of a MySQL `SHOW CREATE TABLE` in canonical form: its collation clause,
+/// which MySQL prints after the type, written as the renderer writes it (none when the
+/// collation is the table's; `COLLATE x` when only the collation differs; `CHARACTER SET c
+/// COLLATE x` when the character set differs too). `None` when the clause names another
+/// character set or collation than the model's column, or when the model's column needs a clause
+/// the text does not have (the text would then describe another column).
+pub(super) fn mysql_column_line(line: &str, table: &Table) -> Option<String> {
+    let name_end = quoted_end(line, 2)?;
+    let column_name = line[3..name_end - 1].replace("``", "`");
+    let column = table
+        .columns
+        .iter()
+        .find(|column| column.name == column_name)?;
+    let rest = &line[name_end..];
+    let charset_at = find_top_level(rest, " CHARACTER SET ");
+    let collate_at = find_top_level(rest, " COLLATE ");
+    // The clause follows the type; a later `CHARACTER SET` or `COLLATE` (in a comment, say) is
+    // quoted or parenthesized and not found here.
+    let word_after = |at: usize, keyword: &str| {
+        let start = at + keyword.len();
+        let end = rest[start..]
+            .find(' ')
+            .map_or(rest.len(), |end| start + end);
+        (rest[start..end].to_owned(), end)
+    };
+    let stated_charset = charset_at.map(|at| word_after(at, " CHARACTER SET "));
+    let stated_collation = collate_at.map(|at| word_after(at, " COLLATE "));
+    if let Some((charset, _)) = &stated_charset
+        && column.charset.as_ref() != Some(charset)
+    {
+        return None;
+    }
+    if let Some((collation, _)) = &stated_collation
+        && column.collation.as_ref() != Some(collation)
+    {
+        return None;
+    }
+    let canonical = match (&column.charset, &column.collation) {
+        (Some(charset), Some(collation)) if collation != &table.collation => {
+            if charset == &table.charset {
+                format!(" COLLATE {collation}")
+            } else {
+                format!(" CHARACTER SET {charset} COLLATE {collation}")
+            }
+        }
+        _ => String::new(),
+    };
+    let clause = match (charset_at, collate_at) {
+        (None, None) if canonical.is_empty() => return Some(line.to_owned()),
+        (None, None) => return None,
+        (Some(start), Some(_)) => {
+            let end = stated_collation.as_ref().map(|(_, end)| *end)?;
+            (start, end)
+        }
+        (Some(start), None) => (start, stated_charset.as_ref().map(|(_, end)| *end)?),
+        (None, Some(start)) => (start, stated_collation.as_ref().map(|(_, end)| *end)?),
+    };
+    Some(format!(
+        "{}{}{canonical}{}",
+        &line[..name_end],
+        &rest[..clause.0],
+        &rest[clause.1..]
+    ))
 }

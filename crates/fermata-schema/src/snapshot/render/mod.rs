@@ -1,6 +1,6 @@
-//! Canonical DDL rendered from the model, in the server's own `SHOW CREATE` style (MariaDB 10.11
-//! spelling): tables, views and sequences in [`table`], routines, triggers and events in
-//! [`program`]. A canonical statement has no definer, no database qualifier for this database's
+//! Canonical DDL rendered from the model, in the `SHOW CREATE` style of the server it was read
+//! from (MariaDB 10.11's spelling for MariaDB, MySQL 8's for MySQL): tables, views and sequences
+//! in [`table`], routines, triggers and events in [`program`]. A canonical statement has no definer, no database qualifier for this database's
 //! objects, no `AUTO_INCREMENT=` counter and no sequence value, so it applies as-is, with the
 //! text protocol, in another, empty database. [`super::normalize`] brings the server's own text
 //! into the same form, so the two can be compared.

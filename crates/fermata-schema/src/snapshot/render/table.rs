@@ -1,22 +1,52 @@
-//! Tables, views and sequences rendered from the model. A table's clauses come in one stable
-//! order: columns in their order, then the primary key, the other keys by name, foreign keys by
-//! name, checks by name; then `ENGINE`, `DEFAULT CHARSET=... COLLATE=...` always spelled out,
-//! the other options in the order of [`option_rank`], and the partitioning. An expression
-//! default is written in parentheses ([`canonical_default`]), as MySQL prints it and both servers
-//! accept it.
+//! Tables, views and sequences rendered from the model, each in its server's own spelling. A
+//! table's clauses come in one stable order: columns in their order, then the primary key, the
+//! other keys by name, foreign keys by name, checks by name; then `ENGINE`,
+//! `DEFAULT CHARSET=... COLLATE=...` always spelled out, the other options in the order of
+//! [`option_rank`], and the partitioning.
+//!
+//! A MariaDB table is written as MariaDB 10.11 prints it (`int(11)`, `current_timestamp()`,
+//! `REF_SYSTEM_ID=4326`, ` INVISIBLE` before the default); an expression default is written in
+//! parentheses ([`canonical_default`]). A MySQL table is written as MySQL 8 prints it: the
+//! column type as its catalog gives it (`int`), `CURRENT_TIMESTAMP`, expression defaults in the
+//! parentheses MySQL adds around the stored expression, `/*!80003 SRID n */` after the
+//! nullability, `/*!80023 INVISIBLE */` before the comment, `/*!80000 INVISIBLE */` on keys,
+//! `/*!80016 NOT ENFORCED */` on checks, and the partitioning in its `/*!50100 ... */` comment
+//! with partition names bare where they need no quotes. Either way a column whose collation
+//! differs from the table's names it, with its character set when that differs too.
 
 use super::{identifier, literal};
 use crate::snapshot::model::{
-    Column, ForeignKey, Index, IndexKind, Partition, Partitioning, Sequence, Table, View,
+    Column, Flavor, ForeignKey, Index, IndexKind, Partition, Partitioning, RowPeriod, Sequence,
+    Table, View,
 };
 
-fn column_line(table: &Table, column: &Column) -> String {
-    let mut line = format!("  {} {}", identifier(&column.name), column.column_type);
-    if let (Some(charset), Some(collation)) = (&column.charset, &column.collation)
-        && collation != &table.collation
-    {
-        line.push_str(&format!(" CHARACTER SET {charset} COLLATE {collation}"));
+fn column_line(table: &Table, column: &Column, flavor: Flavor) -> String {
+    match flavor {
+        Flavor::Mariadb => mariadb_column_line(table, column),
+        Flavor::Mysql => mysql_column_line(table, column),
     }
+}
+
+/// ` CHARACTER SET cs COLLATE coll`, or ` COLLATE coll` when the character set is the
+/// table's, for a column whose collation is not the table's; nothing otherwise.
+fn mysql_collation(table: &Table, column: &Column) -> String {
+    match (&column.charset, &column.collation) {
+        (Some(charset), Some(collation)) if collation != &table.collation => {
+            if charset == &table.charset {
+                format!(" COLLATE {collation}")
+            } else {
+                format!(" CHARACTER SET {charset} COLLATE {collation}")
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+/// A column as MySQL 8 prints it: type, collation, generation, nullability, SRID, default,
+/// `ON UPDATE`, `AUTO_INCREMENT`, visibility, comment.
+fn mysql_column_line(table: &Table, column: &Column) -> String {
+    let mut line = format!("  {} {}", identifier(&column.name), column.column_type);
+    line.push_str(&mysql_collation(table, column));
     if let Some(generated) = &column.generated {
         let kind = if generated.stored {
             "STORED"
@@ -27,6 +57,64 @@ fn column_line(table: &Table, column: &Column) -> String {
             " GENERATED ALWAYS AS ({}) {kind}",
             generated.expression
         ));
+    }
+    if !column.nullable {
+        line.push_str(" NOT NULL");
+    } else if column.column_type.starts_with("timestamp") && column.generated.is_none() {
+        line.push_str(" NULL");
+    }
+    if let Some(srid) = column.srid {
+        line.push_str(&format!(" /*!80003 SRID {srid} */"));
+    }
+    if let Some(default) = &column.default {
+        line.push_str(&format!(" DEFAULT {default}"));
+    }
+    if let Some(on_update) = &column.on_update {
+        line.push_str(&format!(" ON UPDATE {on_update}"));
+    }
+    if column.auto_increment {
+        line.push_str(" AUTO_INCREMENT");
+    }
+    if column.invisible {
+        line.push_str(" /*!80023 INVISIBLE */");
+    }
+    if !column.comment.is_empty() {
+        line.push_str(&format!(" COMMENT {}", literal(&column.comment)));
+    }
+    line
+}
+
+fn mariadb_column_line(table: &Table, column: &Column) -> String {
+    let mut line = format!("  {} {}", identifier(&column.name), column.column_type);
+    if let Some(srid) = column.srid {
+        line.push_str(&format!(" REF_SYSTEM_ID={srid}"));
+    }
+    if let (Some(charset), Some(collation)) = (&column.charset, &column.collation)
+        && collation != &table.collation
+    {
+        line.push_str(&format!(" CHARACTER SET {charset} COLLATE {collation}"));
+    }
+    if let Some(row_period) = column.row_period {
+        line.push_str(match row_period {
+            RowPeriod::Start => " GENERATED ALWAYS AS ROW START",
+            RowPeriod::End => " GENERATED ALWAYS AS ROW END",
+        });
+        if column.invisible {
+            line.push_str(" INVISIBLE");
+        }
+    } else if let Some(generated) = &column.generated {
+        let kind = if generated.stored {
+            "STORED"
+        } else {
+            "VIRTUAL"
+        };
+        line.push_str(&format!(
+            " GENERATED ALWAYS AS ({}) {kind}",
+            generated.expression
+        ));
+        if column.invisible {
+            line.push_str(" INVISIBLE");
+        }
     } else {
         if !column.nullable {
             line.push_str(" NOT NULL");
@@ -46,6 +134,9 @@ fn column_line(table: &Table, column: &Column) -> String {
             line.push_str(" AUTO_INCREMENT");
         }
     }
+    if column.without_system_versioning {
+        line.push_str(" WITHOUT SYSTEM VERSIONING");
+    }
     if !column.comment.is_empty() {
         line.push_str(&format!(" COMMENT {}", literal(&column.comment)));
     }
@@ -55,12 +146,15 @@ fn column_line(table: &Table, column: &Column) -> String {
     line
 }
 
-fn index_line(index: &Index) -> String {
+fn index_line(index: &Index, flavor: Flavor) -> String {
     let parts: Vec<String> = index
         .parts
         .iter()
         .map(|part| {
-            let mut text = identifier(&part.column);
+            let mut text = match &part.expression {
+                Some(expression) => format!("({expression})"),
+                None => identifier(&part.column),
+            };
             if let Some(prefix) = part.prefix {
                 text.push_str(&format!("({prefix})"));
             }
@@ -69,6 +163,12 @@ fn index_line(index: &Index) -> String {
             }
             text
         })
+        .chain(
+            index
+                .without_overlaps
+                .iter()
+                .map(|period| format!("{} WITHOUT OVERLAPS", identifier(period))),
+        )
         .collect();
     let head = match index.kind {
         IndexKind::Primary => "PRIMARY KEY".to_owned(),
@@ -86,6 +186,12 @@ fn index_line(index: &Index) -> String {
     }
     if index.ignored {
         line.push_str(" IGNORED");
+    }
+    if index.invisible {
+        line.push_str(match flavor {
+            Flavor::Mariadb => " INVISIBLE",
+            Flavor::Mysql => " /*!80000 INVISIBLE */",
+        });
     }
     line
 }
@@ -120,20 +226,41 @@ fn foreign_key_line(key: &ForeignKey) -> String {
     line
 }
 
-/// The canonical `CREATE TABLE` of `table`, without a trailing newline.
-pub fn render_table(table: &Table) -> String {
+/// The canonical `CREATE TABLE` of `table`, read from a `flavor` server, without a trailing
+/// newline.
+pub fn render_table(table: &Table, flavor: Flavor) -> String {
     let mut lines: Vec<String> = table
         .columns
         .iter()
-        .map(|column| column_line(table, column))
+        .map(|column| column_line(table, column, flavor))
         .collect();
-    lines.extend(table.indexes.iter().map(index_line));
+    lines.extend(table.application_period.iter().map(|period| {
+        format!(
+            "  PERIOD FOR {} ({}, {})",
+            identifier(&period.name),
+            identifier(&period.start),
+            identifier(&period.end)
+        )
+    }));
+    lines.extend(table.indexes.iter().map(|index| index_line(index, flavor)));
     lines.extend(table.foreign_keys.iter().map(foreign_key_line));
     lines.extend(table.checks.iter().map(|check| {
+        let enforcement = if check.not_enforced && flavor == Flavor::Mysql {
+            " /*!80016 NOT ENFORCED */"
+        } else {
+            ""
+        };
         format!(
-            "  CONSTRAINT {} CHECK ({})",
+            "  CONSTRAINT {} CHECK ({}){enforcement}",
             identifier(&check.name),
             check.clause
+        )
+    }));
+    lines.extend(table.system_period.iter().map(|period| {
+        format!(
+            "  PERIOD FOR SYSTEM_TIME ({}, {})",
+            identifier(&period.start),
+            identifier(&period.end)
         )
     }));
     let mut options: Vec<(String, String, bool)> = table
@@ -165,8 +292,11 @@ pub fn render_table(table: &Table) -> String {
             footer.push_str(&format!(" {name}={value}"));
         }
     }
+    if table.system_versioned {
+        footer.push_str(" WITH SYSTEM VERSIONING");
+    }
     if let Some(partitioning) = &table.partitioning {
-        footer.push_str(&partition_clause(partitioning, &table.engine));
+        footer.push_str(&partition_clause(partitioning, &table.engine, flavor));
     }
     format!(
         "CREATE TABLE {} (\n{}\n{footer}",
@@ -233,6 +363,26 @@ pub fn canonical_default(default: &str) -> String {
 /// Whether the partitions are the ones `PARTITIONS n` creates: `HASH` or `KEY` partitions named
 /// `p0`, `p1`, ... with nothing else said about them.
 fn default_partitions(partitioning: &Partitioning) -> bool {
+    if partitioning.method == "SYSTEM_TIME" {
+        // `PARTITIONS n`: history partitions `p0`, `p1`, ... and the current one, `pn`.
+        let count = partitioning.partitions.len();
+        return count >= 2
+            && partitioning
+                .partitions
+                .iter()
+                .enumerate()
+                .all(|(i, partition)| {
+                    let (name, values) = if i + 1 == count {
+                        ("pn".to_owned(), "CURRENT")
+                    } else {
+                        (format!("p{i}"), "HISTORY")
+                    };
+                    partition.name == name
+                        && partition.values.as_deref() == Some(values)
+                        && partition.comment.is_empty()
+                        && partition.subpartitions.is_empty()
+                });
+    }
     (partitioning.method.ends_with("HASH") || partitioning.method.ends_with("KEY"))
         && partitioning.subpartition_method.is_none()
         && partitioning
@@ -261,7 +411,12 @@ fn default_subpartitions(partitioning: &Partitioning) -> Option<usize> {
 }
 
 /// `RANGE (expr)`, or `RANGE  COLUMNS(a,b)` with MariaDB's two spaces.
-fn method_clause(method: &str, expression: &str) -> String {
+fn method_clause(partitioning_method: &str, expression: &str, system_time: Option<&str>) -> String {
+    let method = partitioning_method;
+    if method == "SYSTEM_TIME" {
+        // MariaDB prints the space after `SYSTEM_TIME` even when nothing follows it.
+        return format!("SYSTEM_TIME {}", system_time.unwrap_or_default());
+    }
     match method.strip_suffix(" COLUMNS") {
         Some(kind) => format!("{kind}  COLUMNS({expression})"),
         None => format!("{method} ({expression})"),
@@ -273,6 +428,7 @@ fn partition_values(method: &str, values: Option<&str>) -> String {
         ("RANGE", Some("MAXVALUE")) => " VALUES LESS THAN MAXVALUE".to_owned(),
         ("RANGE" | "RANGE COLUMNS", Some(values)) => format!(" VALUES LESS THAN ({values})"),
         ("LIST" | "LIST COLUMNS", Some(values)) => format!(" VALUES IN ({values})"),
+        ("SYSTEM_TIME", Some(values)) => format!(" {values}"),
         _ => String::new(),
     }
 }
@@ -285,16 +441,35 @@ fn comment_clause(comment: &str) -> String {
     }
 }
 
+/// A partition's name: always quoted on MariaDB; on MySQL only where a bare name would not
+/// read as one.
+fn partition_name(name: &str, flavor: Flavor) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        && !name.chars().all(|c| c.is_ascii_digit());
+    match flavor {
+        Flavor::Mysql if bare => name.to_owned(),
+        _ => identifier(name),
+    }
+}
+
 fn partition_line(
     partitioning: &Partitioning,
     partition: &Partition,
     engine: &str,
     list_subpartitions: bool,
+    flavor: Flavor,
 ) -> String {
+    let values = if partition.default {
+        " DEFAULT".to_owned()
+    } else {
+        partition_values(&partitioning.method, partition.values.as_deref())
+    };
     let mut line = format!(
-        "PARTITION {}{}{}",
-        identifier(&partition.name),
-        partition_values(&partitioning.method, partition.values.as_deref()),
+        "PARTITION {}{values}{}",
+        partition_name(&partition.name, flavor),
         comment_clause(&partition.comment)
     );
     if list_subpartitions {
@@ -304,7 +479,7 @@ fn partition_line(
             .map(|sub| {
                 format!(
                     "SUBPARTITION {}{} ENGINE = {engine}",
-                    identifier(&sub.name),
+                    partition_name(&sub.name, flavor),
                     comment_clause(&sub.comment)
                 )
             })
@@ -316,14 +491,30 @@ fn partition_line(
     line
 }
 
-/// The `PARTITION BY` lines that follow the table options, as MariaDB prints them.
-fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
+/// The `PARTITION BY` lines that follow the table options: as MariaDB prints them, or, for
+/// MySQL, inside the version comment MySQL prints them in (`/*!50500` for the `COLUMNS` methods,
+/// `/*!50100` for the others).
+fn partition_clause(partitioning: &Partitioning, engine: &str, flavor: Flavor) -> String {
+    let (open, close) = match flavor {
+        Flavor::Mariadb => ("\n PARTITION BY ".to_owned(), ""),
+        Flavor::Mysql if partitioning.method.ends_with(" COLUMNS") => {
+            ("\n/*!50500 PARTITION BY ".to_owned(), " */")
+        }
+        Flavor::Mysql => ("\n/*!50100 PARTITION BY ".to_owned(), " */"),
+    };
     let mut clause = format!(
-        "\n PARTITION BY {}",
-        method_clause(&partitioning.method, &partitioning.expression)
+        "{open}{}",
+        method_clause(
+            &partitioning.method,
+            &partitioning.expression,
+            partitioning.system_time.as_deref()
+        )
     );
     if default_partitions(partitioning) {
-        clause.push_str(&format!("\nPARTITIONS {}", partitioning.partitions.len()));
+        clause.push_str(&format!(
+            "\nPARTITIONS {}{close}",
+            partitioning.partitions.len()
+        ));
         return clause;
     }
     let default_subpartitions = default_subpartitions(partitioning);
@@ -335,7 +526,8 @@ fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
                 partitioning
                     .subpartition_expression
                     .as_deref()
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                None
             )
         ));
         if let Some(count) = default_subpartitions {
@@ -347,9 +539,11 @@ fn partition_clause(partitioning: &Partitioning, engine: &str) -> String {
     let lines: Vec<String> = partitioning
         .partitions
         .iter()
-        .map(|partition| partition_line(partitioning, partition, engine, list_subpartitions))
+        .map(|partition| {
+            partition_line(partitioning, partition, engine, list_subpartitions, flavor)
+        })
         .collect();
-    clause.push_str(&format!("\n({})", lines.join(",\n ")));
+    clause.push_str(&format!("\n({}){close}", lines.join(",\n ")));
     clause
 }
 

@@ -93,6 +93,33 @@ pub async fn snapshot_account(admin: &mut MySqlConnection, visible: &[String]) -
     create_account(admin, user, visible).await
 }
 
+/// Creates a snapshot account with the minimum grants of every kind of object on `visible`
+/// (`SELECT`, `SHOW VIEW`, `TRIGGER`, `EVENT`) and `SELECT` on `mysql.proc` for routines.
+pub async fn full_snapshot_account(
+    admin: &mut MySqlConnection,
+    visible: &[String],
+) -> (String, String) {
+    let (user, password) = snapshot_account(admin, visible).await;
+    for database in visible {
+        grant(
+            admin,
+            &format!("TRIGGER, EVENT ON {}.*", grant_pattern(database)),
+            &user,
+        )
+        .await;
+    }
+    grant(admin, "SELECT ON `mysql`.`proc`", &user).await;
+    (user, password)
+}
+
+/// `GRANT what TO user`.
+pub async fn grant(admin: &mut MySqlConnection, what: &str, user: &str) {
+    admin
+        .execute(format!("GRANT {what} TO '{user}'@'127.0.0.1'").as_str())
+        .await
+        .unwrap();
+}
+
 /// Creates a snapshot account whose name starts with `prefix`, allowed to read nothing.
 pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -> (String, String) {
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await
@@ -223,6 +250,32 @@ pub const CORPUS: &[&str] = &[
     "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
     "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
         DISABLE ON SLAVE DO BEGIN SELECT 1; END",
+];
+
+/// The object kinds captured beyond [`CORPUS`], each as the MariaDB manual writes it: spatial
+/// columns with and without a spatial reference system and `SPATIAL` indexes; system-versioned
+/// tables, implicit (hidden row start and end) and explicit (named columns, `PERIOD FOR
+/// SYSTEM_TIME`, a column `WITHOUT SYSTEM VERSIONING`), partitioned by `SYSTEM_TIME` with
+/// `INTERVAL`, `LIMIT` and default partitions; an application-time period with a `WITHOUT
+/// OVERLAPS` key; `INET4`, `INET6` and `UUID` columns with defaults; compressed columns; a
+/// `DEFAULT` list partition; a long unique key kept as a hash; an invisible generated column.
+pub const CAPTURES: &[&str] = &[
+    "CREATE TABLE `geo` (id int NOT NULL PRIMARY KEY,         p POINT REF_SYSTEM_ID=4326 NOT NULL COMMENT 'wgs84', g GEOMETRY,         l LINESTRING REF_SYSTEM_ID=3857 DEFAULT NULL, SPATIAL KEY sp (p)) ENGINE=InnoDB",
+    "CREATE TABLE `geo myisam` (p POLYGON NOT NULL, SPATIAL KEY (p)) ENGINE=MyISAM",
+    "CREATE TABLE versioned (a int, b varchar(10)) WITH SYSTEM VERSIONING",
+    "CREATE TABLE `versioned explicit` (id int NOT NULL PRIMARY KEY,         a int WITHOUT SYSTEM VERSIONING COMMENT 'no history',         rs timestamp(6) GENERATED ALWAYS AS ROW START INVISIBLE,         re timestamp(6) GENERATED ALWAYS AS ROW END INVISIBLE,         PERIOD FOR SYSTEM_TIME (rs, re)) WITH SYSTEM VERSIONING COMMENT 'audited'",
+    "CREATE TABLE versioned_trx (id int,         rs bigint unsigned GENERATED ALWAYS AS ROW START,         re bigint unsigned GENERATED ALWAYS AS ROW END,         PERIOD FOR SYSTEM_TIME (rs, re)) ENGINE=InnoDB WITH SYSTEM VERSIONING",
+    "CREATE TABLE history_interval (a int) WITH SYSTEM VERSIONING         PARTITION BY SYSTEM_TIME INTERVAL 1 MONTH STARTS '2020-01-01 00:00:00'         (PARTITION p0 HISTORY, PARTITION p1 HISTORY COMMENT 'older', PARTITION pcur CURRENT)",
+    "CREATE TABLE history_limit (a int) WITH SYSTEM VERSIONING         PARTITION BY SYSTEM_TIME LIMIT 1000 PARTITIONS 3",
+    "CREATE TABLE history_default (a int) WITH SYSTEM VERSIONING PARTITION BY SYSTEM_TIME",
+    "CREATE TABLE bookings (id int NOT NULL, room int, starts date NOT NULL, ends date NOT NULL,         PERIOD FOR stay (starts, ends), UNIQUE KEY no_double (room, stay WITHOUT OVERLAPS),         KEY by_start (starts))",
+    "CREATE TABLE addresses (id int NOT NULL PRIMARY KEY, v4 INET4 NOT NULL DEFAULT '127.0.0.1',         v6 INET6 DEFAULT '::1', u UUID NOT NULL DEFAULT '123e4567-e89b-12d3-a456-426655440000',         u2 UUID INVISIBLE, KEY (v6))",
+    "CREATE TABLE squeezed (id int, t text COMPRESSED,         v varchar(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin COMPRESSED NOT NULL DEFAULT 'x',         b blob COMPRESSED)",
+    "CREATE TABLE listed (a int, b varchar(5)) PARTITION BY LIST (a)         (PARTITION p0 VALUES IN (0), PARTITION p1 VALUES IN (1,2),         PARTITION `p other` DEFAULT COMMENT 'the rest')",
+    "CREATE TABLE listed_columns (a int, b int) PARTITION BY LIST COLUMNS (a, b)         SUBPARTITION BY HASH (b) SUBPARTITIONS 2         (PARTITION p0 VALUES IN ((1,2)), PARTITION pd DEFAULT)",
+    "CREATE TABLE long_unique (id int, body blob, UNIQUE KEY body_once (body))",
+    "CREATE TABLE hashed (id int, KEY by_id (id) USING HASH) ENGINE=MEMORY",
+    "CREATE TABLE invisible_generated (a int, b int GENERATED ALWAYS AS (a + 1) VIRTUAL INVISIBLE)",
 ];
 
 /// Creates `database` anew (utf8mb4 by default) and runs `statements` in it, leaving `admin` in it.

@@ -257,6 +257,15 @@ fn inventory_panel(page: &SchemaPage, inventory: &InventoryPanel) -> Markup {
                 dt { "Expires" } dd { "in " (inventory.expiry) " (" (view.expires_at) ")" }
             }
         }
+        @if !view.ignored.is_empty() {
+            p.note #inventory-ignored {
+                "Ignored by " code { "[schema] ignore_databases" } " (" (view.ignored.len()) "): "
+                @for (index, name) in view.ignored.iter().enumerate() {
+                    @if index > 0 { ", " }
+                    code { (name) }
+                }
+            }
+        }
         @if let Some(error) = &page.registry_error {
             p.note { "Registry: " (error.message) }
         }
@@ -352,7 +361,11 @@ fn operation_panel(operation: &OperationView, live: bool) -> Markup {
             }
             @if summary.kind == "inventory" {
                 @if let Some(inventory) = &operation.inventory {
-                    p { "Found " (inventory.databases.len()) " database(s)." }
+                    p { "Found " (inventory.databases.len()) " database(s)."
+                        @if !inventory.ignored.is_empty() {
+                            " Ignored " (inventory.ignored.len()) " by " code { "ignore_databases" } "."
+                        }
+                    }
                 }
             }
             @if !operation.databases.is_empty() {
@@ -537,6 +550,11 @@ pub(crate) fn report_page(operation: &OperationView) -> Markup {
             @if let Some(inventory) = &operation.inventory {
                 h2 { "Databases found" }
                 ul { @for name in &inventory.databases { li { code { (name) } } } }
+                @if !inventory.ignored.is_empty() {
+                    h2 { "Databases ignored" }
+                    p.note { "Visible to the snapshot account, left out by " code { "[schema] ignore_databases" } "." }
+                    ul #ignored-databases { @for name in &inventory.ignored { li { code { (name) } } } }
+                }
             }
         }
         @for database in &operation.databases {
@@ -655,6 +673,7 @@ mod tests {
                 discovered_at: "2026-01-02T03:00:00.000Z".to_owned(),
                 expires_at: "2026-01-03T03:00:00.000Z".to_owned(),
                 databases: vec!["app".to_owned(), "billing <&>".to_owned()],
+                ignored: vec!["scratch <1>".to_owned()],
             },
             age: "4 minutes".to_owned(),
             expiry: if expired { "2 hours" } else { "23 hours" }.to_owned(),

@@ -21,9 +21,9 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use crate::HttpState;
-use crate::policy::{self, Routes};
 use crate::assets;
 use crate::auth::Authenticated;
+use crate::policy::{self, Routes};
 
 pub(crate) fn routes() -> Routes {
     Routes::new().get(

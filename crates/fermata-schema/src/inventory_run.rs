@@ -121,6 +121,7 @@ impl InventoryWorkflow {
                     actor: fermata_store::UserId(actor.clone()),
                     server_version: found.server_version.clone(),
                     databases: found.databases.clone(),
+                    ignored: found.ignored.clone(),
                     lifetime: self.lifetime,
                 };
                 async move {

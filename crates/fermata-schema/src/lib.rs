@@ -39,7 +39,9 @@ pub mod view;
 
 pub use admin::Administrator;
 pub use engine::{EngineWorkflows, workflow_name};
-pub use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
+pub use fermata_schema_core::{
+    DatabaseName, ErrorCode, ErrorStage, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
+};
 pub use filter::Filter;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;

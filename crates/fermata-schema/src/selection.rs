@@ -67,6 +67,7 @@ mod tests {
                 .iter()
                 .map(|n| DatabaseName::new(*n).unwrap())
                 .collect(),
+            ignored: Vec::new(),
         }
     }
 

@@ -7,6 +7,8 @@
 //! 2. `database:<position>`, one durable step per selected database, one after another. A
 //!    database the registry does not list fails as `unregistered` with
 //!    `DATABASE_NOT_REGISTERED`. Otherwise the database must still be visible; it is snapshotted
+//!    with the table filter its merged manifest records (so like is compared with like, whatever
+//!    the configuration says now; the configured filter only for a manifest older than filters)
 //!    over a bounded set of connections and snapshotted again over a new connection (a schema
 //!    that changed meanwhile is the retried `SCHEMA_CHANGED`), and the snapshot hash is compared
 //!    with the registry's: the same hash is `unchanged` and `fresh`; another is `changed` and
@@ -172,13 +174,9 @@ impl VerificationWorkflow {
             .source
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::SourceNotConfigured))?;
-        let live = LiveSnapshot::take(
-            source,
-            database,
-            self.settings.connections,
-            &self.settings.filter,
-        )
-        .await?;
+        // Like with like: the merged snapshot's own filter, when its manifest records one.
+        let filter = self.merged_filter(commit, database).await?;
+        let live = LiveSnapshot::take(source, database, self.settings.connections, &filter).await?;
         self.probe.snapshot_taken(database, attempt).await?;
         live.verify_again(source, database).await?;
 
@@ -215,6 +213,30 @@ impl VerificationWorkflow {
             .context("record a database's result")?;
         tracing::info!(operation = %id, position, outcome = outcome.as_str(), differing = report.differences.len(), "database verified");
         Ok(StepOutcome { outcome })
+    }
+
+    /// The filter to snapshot `database` with: the one its merged manifest at `commit`
+    /// records, else the configured one (a snapshot merged before manifests recorded filters).
+    async fn merged_filter(
+        &self,
+        commit: &str,
+        database: &DatabaseName,
+    ) -> Result<crate::Filter, SafeError> {
+        let package = self
+            .settings
+            .package
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
+        let recorded = package.merged_filter(commit, database).await?;
+        match recorded {
+            Some(filter) => {
+                if filter.ignore_tables != self.settings.filter.ignore_tables {
+                    tracing::info!(database = %database, "the merged snapshot was taken with another table filter than the configured one; the verification uses the merged one");
+                }
+                Ok(filter)
+            }
+            None => Ok(self.settings.filter.clone()),
+        }
     }
 
     /// The database's merged files at `commit`, without the manifest.

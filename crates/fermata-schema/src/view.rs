@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use fermata_schema_core::{ErrorCode, ErrorStage, SafeError};
+use fermata_schema_core::{ErrorCode, ErrorStage, SafeError, Subject};
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
     DatabaseCheck, DatabaseResult, FileDifference, Inventory, Operation, OperationStep,
@@ -24,6 +24,10 @@ pub struct ErrorView {
     pub code: ErrorCode,
     pub retryable: bool,
     pub message: String,
+    /// What the message names, as data: an operation, a database, or an object of a database
+    /// with its kind, name and the fixed reason it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Subject>,
 }
 
 impl From<&SafeError> for ErrorView {
@@ -33,6 +37,7 @@ impl From<&SafeError> for ErrorView {
             code: error.code(),
             retryable: error.retryable(),
             message: error.message(),
+            subject: error.subject().cloned(),
         }
     }
 }
@@ -140,7 +145,8 @@ impl From<&DatabaseResult> for DatabaseView {
     }
 }
 
-/// An inventory: its header and its names in order.
+/// An inventory: its header, its names in order, and the visible databases the configured
+/// filter (`[schema] ignore_databases`) left out.
 #[derive(Debug, Clone, Serialize)]
 pub struct InventoryView {
     pub id: String,
@@ -150,6 +156,7 @@ pub struct InventoryView {
     pub discovered_at: String,
     pub expires_at: String,
     pub databases: Vec<String>,
+    pub ignored: Vec<String>,
 }
 
 impl From<&Inventory> for InventoryView {
@@ -166,6 +173,7 @@ impl From<&Inventory> for InventoryView {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
+            ignored: inventory.ignored.iter().map(ToString::to_string).collect(),
         }
     }
 }
@@ -400,6 +408,16 @@ impl OperationView {
                 let _ = writeln!(text, "  databases ({}):", inventory.databases.len());
                 for name in &inventory.databases {
                     let _ = writeln!(text, "    {}", printable(name));
+                }
+                if !inventory.ignored.is_empty() {
+                    let _ = writeln!(
+                        text,
+                        "  ignored by ignore_databases ({}):",
+                        inventory.ignored.len()
+                    );
+                    for name in &inventory.ignored {
+                        let _ = writeln!(text, "    {}", printable(name));
+                    }
                 }
             }
         }

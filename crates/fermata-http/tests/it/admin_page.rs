@@ -2,7 +2,8 @@
 //! (a redirect to the login form without a session, the 403 page without the role), the forms'
 //! CSRF check, POST-redirect-GET with the flash shown once, an empty selection refused next to
 //! its button, a wrong ID refused by the clear action, a stale session sent to re-authenticate
-//! before a decision, and a report page for an operation. No worker runs here.
+//! before a decision, and a report page for an operation; the databases an inventory left out,
+//! and a refresh failed by an unsupported object, named on the page. No worker runs here.
 
 use std::time::Duration;
 
@@ -11,7 +12,11 @@ use axum::http::{Request, StatusCode, header};
 use fermata_collab::WriterFence;
 use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
-use fermata_store::schema::{DatabaseName, InventoryId, NewInventory, OperationId};
+use fermata_schema::{ObjectKind, ObjectSubject, Reason};
+use fermata_store::schema::{
+    DatabaseName, DatabaseReport, ErrorCode, InventoryId, NewInventory, OperationId, OperationKind,
+    SafeError, Subject, Transition,
+};
 use fermata_store::{Role, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use support::{Answer, Caller};
@@ -237,6 +242,7 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
             actor: ada.id,
             server_version: "11.4.2-MariaDB".to_owned(),
             databases: vec![DatabaseName::new("app").unwrap()],
+            ignored: Vec::new(),
             lifetime: Duration::from_secs(3600),
         })
         .await
@@ -299,5 +305,135 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
     assert_eq!(
         location(&stale),
         format!("/reauth?next=/admin/schema%3Foperation%3D{id}")
+    );
+}
+
+/// The page lists the databases the inventory's filter left out, and a refresh failed by an
+/// object the snapshot cannot capture names it on the operation's report: the database, the
+/// object's kind and name, and the fixed reason.
+#[tokio::test]
+async fn ignored_databases_and_an_unsupported_object_are_named_on_the_page() {
+    let app = App::new().await;
+    let started = app
+        .post(
+            &app.ada,
+            "/admin/schema/inventory",
+            &[("request_key", "discover")],
+            true,
+        )
+        .await;
+    let discovery: OperationId = location(&started)
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ada = app.state.accounts.user_named("ada").await.unwrap();
+    let schema = app.storage.schema();
+    let inventory = schema
+        .record_inventory(&NewInventory {
+            id: InventoryId::generate(),
+            operation: discovery,
+            actor: ada.id,
+            server_version: "11.4.2-MariaDB".to_owned(),
+            databases: vec![DatabaseName::new("app").unwrap()],
+            ignored: vec![DatabaseName::new("scratch<1>").unwrap()],
+            lifetime: Duration::from_secs(3600),
+        })
+        .await
+        .unwrap();
+    let page = app.get(&app.ada, "/admin/schema", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("id=\"inventory-ignored\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<code>scratch&lt;1&gt;</code>"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("value=\"scratch"), "{}", page.body);
+    let report = app
+        .get(
+            &app.ada,
+            &format!("/admin/schema/operations/{discovery}"),
+            None,
+        )
+        .await;
+    assert!(
+        report.body.contains("id=\"ignored-databases\""),
+        "{}",
+        report.body
+    );
+
+    // A refresh of `app` failed by its spatial index.
+    let refresh = app
+        .post(
+            &app.ada,
+            "/admin/schema/start",
+            &[
+                ("request_key", "refresh-geo"),
+                ("inventory", &inventory.id.to_string()),
+                ("action", "refresh"),
+                ("databases", "app"),
+            ],
+            true,
+        )
+        .await;
+    assert_eq!(refresh.status, StatusCode::SEE_OTHER);
+    let operation = schema
+        .recent_operations(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|operation| operation.kind == OperationKind::Refresh)
+        .unwrap();
+    let app_name = DatabaseName::new("app").unwrap();
+    let refused = SafeError::about(
+        ErrorCode::UnsupportedSchemaOutput,
+        Subject::Object(ObjectSubject::named(
+            &app_name,
+            ObjectKind::Table,
+            "geo",
+            Reason::IndexKind,
+        )),
+    );
+    assert!(
+        schema
+            .begin_database(operation.id, &app_name)
+            .await
+            .unwrap()
+    );
+    assert!(
+        schema
+            .finish_database(
+                operation.id,
+                &app_name,
+                &DatabaseReport::failed(refused.clone(), false)
+            )
+            .await
+            .unwrap()
+    );
+    schema
+        .transition(operation.id, &Transition::fail(operation.state, refused))
+        .await
+        .unwrap()
+        .unwrap();
+    let report = app
+        .get(
+            &app.ada,
+            &format!("/admin/schema/operations/{}", operation.id),
+            None,
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK);
+    let named =
+        "the schema of database `app` cannot be captured faithfully: table `geo`: index kind";
+    assert!(
+        report.body.matches(named).count() >= 2,
+        "the operation and the database row both name the object: {}",
+        report.body
     );
 }

@@ -11,8 +11,10 @@ use axum::http::{StatusCode, header};
 use fermata_collab::WriterFence;
 use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
+use fermata_schema::{ObjectKind, ObjectSubject, Reason};
 use fermata_store::schema::{
-    DatabaseName, InventoryId, NewInventory, OperationId, OperationState, Transition,
+    DatabaseName, DatabaseReport, ErrorCode, InventoryId, NewInventory, OperationId,
+    OperationState, SafeError, Subject, Transition,
 };
 use fermata_store::{Role, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
@@ -31,7 +33,8 @@ struct App {
     ada: Caller,
     /// `bob`, without the role.
     bob: Caller,
-    /// An inventory of `app`, `billing` and `crm`, as the inventory workflow records one.
+    /// An inventory of `app`, `billing` and `crm` (`scratch `1`` left out by the filter), as the
+    /// inventory workflow records one.
     inventory: InventoryId,
 }
 
@@ -80,6 +83,7 @@ impl App {
                     .into_iter()
                     .map(|name| DatabaseName::new(name).unwrap())
                     .collect(),
+                ignored: vec![DatabaseName::new("scratch `1`").unwrap()],
                 lifetime: Duration::from_secs(3600),
             })
             .await
@@ -417,5 +421,99 @@ async fn reviews_are_read_and_decided_only_while_pending_and_decided_on_a_fresh_
     assert_eq!(
         error(&rejected),
         (StatusCode::CONFLICT, "REVIEW_NOT_PENDING".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn an_inventory_shows_what_the_filter_left_out() {
+    let app = App::new().await;
+    let latest = app
+        .call(&app.ada, "GET", "/api/v1/schema/inventory", None)
+        .await;
+    assert_eq!(latest.status, StatusCode::OK, "{}", latest.body);
+    let view = latest.json();
+    assert_eq!(view["databases"], json!(["app", "billing", "crm"]));
+    assert_eq!(view["ignored"], json!(["scratch `1`"]));
+    let operation = view["operation_id"].as_str().unwrap().to_owned();
+    let report = app
+        .call(
+            &app.ada,
+            "GET",
+            &format!("/api/v1/schema/operations/{operation}"),
+            None,
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    assert_eq!(
+        report.json()["inventory"]["ignored"],
+        json!(["scratch `1`"])
+    );
+}
+
+/// A refresh failed by an object the snapshot cannot capture: the operation's error and the
+/// database's result name the database, the object's kind and name and the fixed reason, as
+/// text and as data.
+#[tokio::test]
+async fn an_unsupported_object_is_named_in_the_api() {
+    let app = App::new().await;
+    let started = app.refresh(&app.ada, "refresh-geo", &["app"]).await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    let id = id_of(&started);
+    let app_name = DatabaseName::new("app").unwrap();
+    let refused = SafeError::about(
+        ErrorCode::UnsupportedSchemaOutput,
+        Subject::Object(ObjectSubject::named(
+            &app_name,
+            ObjectKind::Table,
+            "ge`o",
+            Reason::IndexKind,
+        )),
+    );
+    let schema = app.storage.schema();
+    assert!(schema.begin_database(id, &app_name).await.unwrap());
+    assert!(
+        schema
+            .finish_database(
+                id,
+                &app_name,
+                &DatabaseReport::failed(refused.clone(), false)
+            )
+            .await
+            .unwrap()
+    );
+    let state = schema.operation(id).await.unwrap().unwrap().state;
+    schema
+        .transition(id, &Transition::fail(state, refused.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let report = app
+        .call(
+            &app.ada,
+            "GET",
+            &format!("/api/v1/schema/operations/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let view = report.json();
+    let message =
+        "the schema of database `app` cannot be captured faithfully: table `ge``o`: index kind";
+    let subject = json!({"kind": "object", "value": {
+        "database": "app", "kind": "table", "name": "ge`o", "reason": "index_kind"}});
+    for error in [&view["error"], &view["databases"][0]["error"]] {
+        assert_eq!(error["code"], "UNSUPPORTED_SCHEMA_OUTPUT", "{view}");
+        assert_eq!(error["retryable"], false);
+        assert_eq!(error["message"], message, "{view}");
+        assert_eq!(error["subject"], subject, "{view}");
+    }
+    let listed = app
+        .call(&app.ada, "GET", "/api/v1/schema/operations", None)
+        .await;
+    assert!(
+        listed.body.contains("table `ge``o`: index kind"),
+        "{}",
+        listed.body
     );
 }

@@ -21,8 +21,9 @@ use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 
 pub use registry::{REGISTRY_FILE, REGISTRY_FORMAT, RegisteredSnapshot, Registry};
 
+use crate::filter::Filter;
 use crate::names;
-use crate::safe_context::{SafeContext, because};
+use crate::safe_context::{SafeCode, SafeContext, because};
 
 /// Where the package lives (`[schema.package]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,5 +195,40 @@ impl Package {
                 "a registered database has no folder in the package",
             )),
         }
+    }
+
+    /// The filter a database's merged snapshot was taken with, as its `manifest.json` at
+    /// `commit` records it; `None` when the manifest records none (a snapshot older than
+    /// filters) or the database has no manifest there.
+    pub async fn merged_filter(
+        &self,
+        commit: &str,
+        database: &DatabaseName,
+    ) -> Result<Option<Filter>, SafeError> {
+        let path = format!(
+            "{}/{}/manifest.json",
+            self.settings.path,
+            names::file_name(database.as_str())?
+        );
+        let Some(bytes) = self
+            .forge
+            .read_file(commit, &path)
+            .await
+            .context("read a database's merged manifest")?
+        else {
+            return Ok(None);
+        };
+        #[derive(serde::Deserialize)]
+        struct Recorded {
+            #[serde(default)]
+            filter: Option<Filter>,
+        }
+        let recorded: Recorded = serde_json::from_slice(&bytes).or_safe(|| {
+            SafeError::about(
+                ErrorCode::GithubFailed,
+                fermata_schema_core::Subject::Database(database.clone()),
+            )
+        })?;
+        Ok(recorded.filter)
     }
 }

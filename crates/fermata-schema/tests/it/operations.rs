@@ -133,6 +133,7 @@ async fn fixture(scratch: ScratchDatabase) -> Fixture {
                 .into_iter()
                 .map(|n| DatabaseName::new(n).unwrap())
                 .collect(),
+            ignored: Vec::new(),
             lifetime: Duration::from_secs(3600),
         })
         .await

@@ -756,6 +756,7 @@ async fn requests_outside_the_inventory_are_refused_before_anything_runs() {
             actor: UserId("u-admin".to_owned()),
             server_version: "test".to_owned(),
             databases: vec![DatabaseName::new(a.clone()).unwrap()],
+            ignored: Vec::new(),
             lifetime: Duration::from_millis(1),
         })
         .await

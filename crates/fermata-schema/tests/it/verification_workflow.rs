@@ -4,8 +4,9 @@
 //! new table, a dropped view) is reported as `changed`/`stale` with the files that differ, an
 //! untouched database as `unchanged`/`fresh`; an unregistered database fails as `unregistered`
 //! while the next one still runs; the lease is held while the steps run (a transient failure is
-//! retried on the injected clock meanwhile) and released at the end; and the registry view reads
-//! each database's freshness from its latest check.
+//! retried on the injected clock meanwhile) and released at the end; the registry view reads
+//! each database's freshness from its latest check; and a database merged with another table
+//! filter than the configured one is verified with the merged one.
 
 use crate::git_support;
 use crate::support;
@@ -338,6 +339,72 @@ async fn drift_is_reported_with_the_files_that_differ_and_an_untouched_database_
             .iter()
             .all(|entry| entry.freshness == RegistryFreshness::Fresh),
         "{registry:?}"
+    );
+    drop_databases(&mut admin, &names).await;
+}
+
+/// A database merged with another table filter than the configured one is verified with the
+/// merged one, so like is compared with like: its ignored scratch table does not make it drift,
+/// and changing the configuration does not either.
+#[tokio::test]
+async fn a_verification_uses_the_filter_the_merged_manifest_records() {
+    let (mut admin, names, source) = databases(1).await;
+    let database = names[0].as_str();
+    admin
+        .execute(format!("USE {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    admin
+        .execute("CREATE TABLE tmp_scratch (id int)")
+        .await
+        .unwrap();
+    let merged_with = fermata_schema::Filter {
+        ignore_databases: Vec::new(),
+        ignore_tables: vec![fermata_schema::filter::Pattern::new("tmp_*").unwrap()],
+    };
+    let mut connections = support::connections(1).await;
+    let merged = fermata_schema::snapshot::snapshot_filtered(
+        &mut connections,
+        &DatabaseName::new(database).unwrap(),
+        "test",
+        &merged_with,
+    )
+    .await
+    .unwrap();
+    assert!(!merged.files.keys().any(|path| path.contains("tmp_scratch")));
+    // The harness is configured with the default filter, which keeps `tmp_scratch`.
+    let harness = harness(source, Fault::None).await;
+    harness
+        .repository
+        .commit_package("main", std::slice::from_ref(&merged));
+    let inventory = harness.inventory().await;
+    let id = harness.verify(inventory, &[database]).await;
+    let report = harness.run_to_end(id).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert_eq!(outcome(&report, 0), (Outcome::Unchanged, Freshness::Fresh));
+    let result = report.databases[0].report.as_ref().unwrap();
+    assert_eq!(
+        result.snapshot_hash.as_deref(),
+        Some(merged.snapshot_hash.as_str())
+    );
+    assert_eq!(result.object_counts["tables"], 2);
+
+    // A real change is still found, with the same filter.
+    admin
+        .execute("ALTER TABLE customer ADD COLUMN email varchar(100) NULL")
+        .await
+        .unwrap();
+    let id = harness.verify(inventory, &[database]).await;
+    let report = harness.run_to_end(id).await;
+    assert_eq!(outcome(&report, 0), (Outcome::Changed, Freshness::Stale));
+    let result = report.databases[0].report.as_ref().unwrap();
+    assert!(
+        result
+            .differences
+            .iter()
+            .all(|difference| !difference.path.contains("tmp_scratch")),
+        "{:?}",
+        result.differences
     );
     drop_databases(&mut admin, &names).await;
 }

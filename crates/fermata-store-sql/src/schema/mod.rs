@@ -317,6 +317,7 @@ impl SchemaStore for SqlStorage {
             .bind(&new.actor.0)
             .bind(&new.server_version)
             .bind(millis(new.lifetime))
+            .bind(rows::ignored_json(&new.ignored)?)
             .execute(&mut *tx)
             .await
             .context(action)?;

@@ -79,7 +79,7 @@ pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
 }
 
 pub(super) const INVENTORY_COLUMNS: &str =
-    "id, operation_id, actor, server_version, discovered_at, expires_at";
+    "id, operation_id, actor, server_version, discovered_at, expires_at, ignored_databases";
 
 /// An inventory header row with its names (read separately, in order).
 pub(super) fn inventory(row: &AnyRow, names: &[AnyRow], action: &str) -> StoreResult<Inventory> {
@@ -94,7 +94,22 @@ pub(super) fn inventory(row: &AnyRow, names: &[AnyRow], action: &str) -> StoreRe
             .iter()
             .map(|name| database(name, 0, action))
             .collect::<StoreResult<_>>()?,
+        ignored: match optional_text(row, 6, action)? {
+            Some(json) => serde_json::from_str::<Vec<DatabaseName>>(&json)
+                .or_corrupt("stored ignored databases do not parse")?,
+            None => Vec::new(),
+        },
     })
+}
+
+/// The JSON the `ignored_databases` column keeps; NULL for none.
+pub(super) fn ignored_json(ignored: &[DatabaseName]) -> StoreResult<Option<String>> {
+    if ignored.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(ignored)
+        .map(Some)
+        .or_invalid("the ignored databases do not serialize")
 }
 
 pub(super) const RESULT_COLUMNS: &str = "operation_id, database_name, position, outcome, \

@@ -128,8 +128,8 @@ impl Statements {
             pull_request: render("SELECT pull_request FROM schema_operation WHERE id = $1"),
             insert_inventory: render(
                 "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
-                                               discovered_at, expires_at) \
-                 SELECT $1, $2, $3, $4, clock.now, clock.now + $5 \
+                                               discovered_at, expires_at, ignored_databases) \
+                 SELECT $1, $2, $3, $4, clock.now, clock.now + $5, $6 \
                  FROM (SELECT {now} AS now) AS clock WHERE true \
                  ON CONFLICT (operation_id) DO NOTHING",
             ),

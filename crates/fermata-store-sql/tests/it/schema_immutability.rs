@@ -56,6 +56,7 @@ async fn immutable_rows_refuse_direct_updates(scratch: ScratchDatabase) {
             actor: UserId("admin".to_owned()),
             server_version: "11.4.2-MariaDB".to_owned(),
             databases: vec![DatabaseName::new("app").unwrap()],
+            ignored: Vec::new(),
             lifetime: HOUR,
         })
         .await

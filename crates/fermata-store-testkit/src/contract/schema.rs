@@ -83,6 +83,7 @@ async fn inventory_of(store: &dyn Storage, databases: &[&str], lifetime: Duratio
             actor: admin(),
             server_version: "11.4.2-MariaDB".to_owned(),
             databases: names(databases),
+            ignored: Vec::new(),
             lifetime,
         })
         .await
@@ -508,6 +509,7 @@ pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harnes
             actor: admin(),
             server_version: "8.0.36".to_owned(),
             databases: names(&exact),
+            ignored: names(&["scratch 1", "scratch`2"]),
             lifetime: LONG,
         })
         .await
@@ -518,6 +520,8 @@ pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harnes
         .map(DatabaseName::as_str)
         .collect();
     assert_eq!(listed, exact);
+    // What the filter left out is kept with it, in its order.
+    assert_eq!(recorded.ignored, names(&["scratch 1", "scratch`2"]));
     assert_eq!(recorded.expires_at.since(recorded.discovered_at), LONG);
     assert_eq!(recorded.operation, operation.id);
 
@@ -529,6 +533,7 @@ pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harnes
             actor: UserId("someone-else".to_owned()),
             server_version: "9.9.9".to_owned(),
             databases: names(&["other"]),
+            ignored: Vec::new(),
             lifetime: SHORT,
         })
         .await
@@ -563,11 +568,25 @@ pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harnes
         actor: admin(),
         server_version: "8.0.36".to_owned(),
         databases: names(&["a", "a"]),
+        ignored: Vec::new(),
         lifetime: LONG,
     };
     assert_eq!(
         schema
             .record_inventory(&duplicate)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Invalid
+    );
+    let ignored_and_listed = NewInventory {
+        databases: names(&["a"]),
+        ignored: names(&["a"]),
+        ..duplicate.clone()
+    };
+    assert_eq!(
+        schema
+            .record_inventory(&ignored_and_listed)
             .await
             .unwrap_err()
             .kind(),

@@ -313,6 +313,7 @@ impl SchemaStore for MemoryStorage {
             discovered_at: now,
             expires_at: now.plus(new.lifetime),
             databases: new.databases.clone(),
+            ignored: new.ignored.clone(),
         };
         tables.inventories.push(inventory.clone());
         Ok(inventory)

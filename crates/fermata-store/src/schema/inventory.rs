@@ -1,5 +1,6 @@
 //! Inventories: an immutable header (the operation that discovered it, its actor, the server
-//! version, the discovery time and the expiry 24 hours later) and the ordered database names.
+//! version, the discovery time and the expiry 24 hours later, the visible databases the
+//! configured filter left out) and the ordered database names.
 
 use std::fmt;
 use std::str::FromStr;
@@ -51,6 +52,9 @@ pub struct NewInventory {
     pub server_version: String,
     /// The visible databases in their stable order, without duplicates.
     pub databases: Vec<DatabaseName>,
+    /// The visible databases `[schema] ignore_databases` left out, in the same order; none of
+    /// them is among `databases`.
+    pub ignored: Vec<DatabaseName>,
     /// How long it may be selected from; [`INVENTORY_LIFETIME`] outside tests.
     pub lifetime: Duration,
 }
@@ -66,6 +70,9 @@ pub struct Inventory {
     pub discovered_at: UnixMillis,
     pub expires_at: UnixMillis,
     pub databases: Vec<DatabaseName>,
+    /// The visible databases the filter left out (none for inventories recorded before they
+    /// were kept).
+    pub ignored: Vec<DatabaseName>,
 }
 
 impl Inventory {
@@ -78,7 +85,12 @@ impl NewInventory {
     /// Refuses duplicate names and out-of-range lifetimes.
     pub fn check(&self) -> StoreResult<()> {
         let mut seen = std::collections::HashSet::new();
-        if !self.databases.iter().all(|name| seen.insert(name)) {
+        if !self
+            .databases
+            .iter()
+            .chain(&self.ignored)
+            .all(|name| seen.insert(name))
+        {
             return Err(StoreError::invalid("an inventory names each database once"));
         }
         if self.server_version.is_empty() || self.server_version.len() > 200 {

@@ -406,6 +406,59 @@ mod tests {
     }
 
     #[test]
+    fn the_filters_take_patterns_and_default_to_the_shadow_tables() {
+        let defaults = parse("").unwrap().filter;
+        assert!(defaults.ignore_databases.is_empty());
+        let shadow: Vec<&str> = defaults.ignore_tables.iter().map(Pattern::as_str).collect();
+        assert_eq!(shadow, ["_*_gho", "_*_ghc", "_*_del", "_*_new", "_*_old"]);
+        assert!(defaults.ignores_table("_orders_gho"));
+
+        let chosen =
+            parse("ignore_databases = [\"scratch_*\", \"tmp?\"]\nignore_tables = [\"bak_*\"]\n")
+                .unwrap()
+                .filter;
+        assert!(chosen.ignores_database("scratch_1") && chosen.ignores_database("tmp1"));
+        assert!(!chosen.ignores_database("tmp12"));
+        // Setting `ignore_tables` replaces the default list.
+        assert!(chosen.ignores_table("bak_orders"));
+        assert!(!chosen.ignores_table("_orders_gho"));
+        let nothing = parse("ignore_tables = []\n").unwrap().filter;
+        assert!(nothing.ignore_tables.is_empty());
+        assert!(!nothing.ignores_table("_orders_gho"));
+    }
+
+    #[test]
+    fn a_bad_pattern_is_refused_naming_its_setting() {
+        let long = "x".repeat(257);
+        for (text, setting) in [
+            (
+                "ignore_databases = [\"\"]\n".to_owned(),
+                "schema.ignore_databases",
+            ),
+            (
+                format!("ignore_databases = [\"a\", \"{long}\"]\n"),
+                "schema.ignore_databases",
+            ),
+            (
+                "ignore_tables = [\"\"]\n".to_owned(),
+                "schema.ignore_tables",
+            ),
+            (
+                format!("ignore_tables = [\"{long}\"]\n"),
+                "schema.ignore_tables",
+            ),
+        ] {
+            let error = parse(&text).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("`{setting}`")) && error.contains("1 to 256 characters"),
+                "{text}: {error}"
+            );
+        }
+        // Not a list of strings: the file does not parse, and the error says where.
+        assert!(toml::from_str::<FileSchema>("ignore_tables = \"_*_gho\"\n").is_err());
+    }
+
+    #[test]
     fn each_bad_value_is_refused_naming_its_setting_without_the_password() {
         let folder = tempfile::tempdir().unwrap();
         let password = private_file(folder.path(), "s3cret-workspace");

@@ -532,6 +532,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
                 actor: user.id.clone(),
                 server_version: "11.4.2-MariaDB".to_owned(),
                 databases: vec![DatabaseName::new("held").unwrap()],
+                ignored: Vec::new(),
                 lifetime: Duration::from_secs(3600),
             })
             .await

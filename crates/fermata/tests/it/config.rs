@@ -450,3 +450,44 @@ fn read_only_schema_commands_need_no_source_password() {
         "{err}"
     );
 }
+
+/// A bad `[schema]` filter pattern stops a schema command before it connects anywhere, naming
+/// the setting and the file it came from.
+#[test]
+fn a_bad_filter_pattern_is_refused_naming_its_setting() {
+    let folder = tempfile::tempdir().unwrap();
+    let config = folder.path().join("fermata.toml");
+    for (text, setting) in [
+        (
+            "[schema]\nignore_tables = [\"_*_gho\", \"\"]\n",
+            "schema.ignore_tables",
+        ),
+        (
+            "[schema]\nignore_databases = [\"\"]\n",
+            "schema.ignore_databases",
+        ),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_fermata"))
+            .args(["schema", "check-source", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(folder.path().join("data"))
+            .env_remove("FERMATA_DATABASE_URL")
+            .env_remove("FERMATA_STORAGE")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(2), "{text}");
+        assert!(
+            text.contains(&format!("invalid setting `{setting}`")),
+            "{text}"
+        );
+        assert!(text.contains("fermata.toml"), "{text}");
+    }
+    assert!(!folder.path().join("data").exists());
+}

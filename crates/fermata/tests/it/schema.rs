@@ -8,7 +8,7 @@
 //! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
 //! stored row, an API answer or a log line. `check-source` with a full snapshot account and a
-//! narrowed one.
+//! narrowed one. An inventory that lists the databases `ignore_databases` left out.
 
 use crate::support;
 
@@ -929,4 +929,53 @@ async fn check_source_reports_what_the_snapshot_account_can_read() {
         .execute(format!("DROP USER '{narrow}'@'127.0.0.1'").as_str())
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn an_inventory_shows_what_ignore_databases_left_out() {
+    let mut mariadb = mysql::admin().await;
+    let prefix = mysql::unique("ign");
+    let kept = format!("{prefix}orders");
+    let scratch = format!("{prefix}scratch_1");
+    for database in [&kept, &scratch] {
+        mariadb
+            .execute(format!("CREATE DATABASE {}", mysql::quoted(database)).as_str())
+            .await
+            .unwrap();
+    }
+    let (user, password) =
+        mysql::snapshot_account(&mut mariadb, &[kept.clone(), scratch.clone()]).await;
+    let target = Target::sqlite();
+    configure(
+        &target,
+        &format!(
+            "\n[schema]\nignore_databases = [{}]\n",
+            Value::String(format!("{prefix}scratch_*"))
+        ),
+    );
+    configure_source(&target, &user, &password);
+    add_user(&target, "ada", true);
+
+    let (ok, view, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(
+        names_with_prefix(&view, &prefix),
+        std::slice::from_ref(&kept)
+    );
+    assert_eq!(
+        view["inventory"]["ignored"],
+        json!([scratch.clone()]),
+        "{output}"
+    );
+    let id = view["id"].as_str().unwrap().to_owned();
+    let (ok, text) = schema_text(&target, &["show", &id]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "  ignored by ignore_databases (1):\n    {scratch}\n"
+        )),
+        "{text}"
+    );
+
+    drop_databases_and_account(&mut mariadb, &[kept, scratch], &user).await;
 }

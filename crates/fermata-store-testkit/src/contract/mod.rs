@@ -18,6 +18,7 @@ mod research;
 mod schema;
 mod tenure;
 mod workflow;
+mod writer_gate;
 
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ pub use research::*;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
+pub use writer_gate::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -211,7 +213,9 @@ macro_rules! contract_suite {
             deleting_a_message_removes_its_attachments,
             images_and_attachments_go_with_their_document,
             image_and_attachment_writes_are_fenced,
-            racing_sends_let_exactly_one_win
+            racing_sends_let_exactly_one_win,
+            a_gated_store_writes_nothing_before_it_holds_the_writer_lease,
+            a_gated_store_writes_under_the_lease_and_is_refused_once_it_is_lost
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

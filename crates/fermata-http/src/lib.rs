@@ -22,6 +22,7 @@ mod metrics;
 mod pages;
 mod readiness;
 mod schema_api;
+mod standby;
 mod sync;
 
 use std::future::Future;
@@ -78,6 +79,7 @@ pub struct SchemaSetup {
 
 /// Every route.
 pub fn router(state: HttpState) -> Router {
+    let readiness = state.readiness.clone();
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -90,6 +92,10 @@ pub fn router(state: HttpState) -> Router {
         .merge(pages::routes())
         .merge(admin_page::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
+        .layer(axum::middleware::from_fn_with_state(
+            readiness,
+            standby::refuse_unless_serving,
+        ))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)
 }

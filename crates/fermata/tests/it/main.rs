@@ -15,3 +15,4 @@ mod schema;
 mod secrets;
 mod sweeps;
 mod tidy;
+mod writer;

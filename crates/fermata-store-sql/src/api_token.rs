@@ -109,13 +109,14 @@ impl ApiTokenStore for SqlStorage {
     }
 
     async fn revoke_api_token(&self, id: &ApiTokenId) -> StoreResult<bool> {
-        let mut tx = self.inner.begin_write("revoking an API token").await?;
+        let action = "revoking an API token";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.api_token_sql.revoke)
             .bind(&id.0)
             .execute(&mut *tx)
             .await
-            .context("revoking an API token")?;
-        tx.commit().await.context("revoking an API token")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 }

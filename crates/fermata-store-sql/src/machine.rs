@@ -197,14 +197,15 @@ impl MachineStore for SqlStorage {
     }
 
     async fn revoke_machine(&self, id: &MachineId, owner: &UserId) -> StoreResult<()> {
-        let mut tx = self.inner.begin_write("revoking a machine").await?;
+        let action = "revoking a machine";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.machine_sql.revoke)
             .bind(&id.0)
             .bind(&owner.0)
             .execute(&mut *tx)
             .await
-            .context("revoking a machine")?;
-        tx.commit().await.context("revoking a machine")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             return Err(fermata_store::machine::not_owners_machine());
         }

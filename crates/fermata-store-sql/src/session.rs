@@ -228,13 +228,14 @@ impl SessionStore for SqlStorage {
     }
 
     async fn delete_session(&self, id: &SessionId) -> StoreResult<bool> {
-        let mut tx = self.inner.begin_write("deleting a session").await?;
+        let action = "deleting a session";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.session_sql.delete)
             .bind(&id.0)
             .execute(&mut *tx)
             .await
-            .context("deleting a session")?;
-        tx.commit().await.context("deleting a session")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -661,24 +661,26 @@ impl WorkflowStore for SqlStorage {
     }
 
     async fn cancel_run(&self, id: &RunId) -> StoreResult<bool> {
-        let mut tx = self.inner.begin_write("cancelling a workflow run").await?;
+        let action = "cancelling a workflow run";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.workflow_sql.cancel)
             .bind(&id.0)
             .execute(&mut *tx)
             .await
-            .context("cancelling a workflow run")?;
-        tx.commit().await.context("cancelling a workflow run")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn purge_runs(&self, age: Duration) -> StoreResult<u64> {
-        let mut tx = self.inner.begin_write("purging workflow runs").await?;
+        let action = "purging workflow runs";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.workflow_sql.purge)
             .bind(millis(age)?)
             .execute(&mut *tx)
             .await
-            .context("purging workflow runs")?;
-        tx.commit().await.context("purging workflow runs")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected())
     }
 }

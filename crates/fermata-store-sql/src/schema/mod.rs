@@ -525,40 +525,40 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool> {
-        let mut tx = self
-            .inner
-            .begin_write("heartbeating the schema lease")
-            .await?;
+        let action = "heartbeating the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().heartbeat_lease)
             .bind(id.to_string())
             .bind(millis(ttl))
             .execute(&mut *tx)
             .await
-            .context("heartbeating the schema lease")?;
-        tx.commit().await.context("heartbeating the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn extend_lease_to(&self, id: OperationId, until: UnixMillis) -> StoreResult<bool> {
-        let mut tx = self.inner.begin_write("extending the schema lease").await?;
+        let action = "extending the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().extend_lease)
             .bind(id.to_string())
             .bind(until.0)
             .execute(&mut *tx)
             .await
-            .context("extending the schema lease")?;
-        tx.commit().await.context("extending the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn release_lease(&self, id: OperationId) -> StoreResult<bool> {
-        let mut tx = self.inner.begin_write("releasing the schema lease").await?;
+        let action = "releasing the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().release_lease)
             .bind(id.to_string())
             .execute(&mut *tx)
             .await
-            .context("releasing the schema lease")?;
-        tx.commit().await.context("releasing the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -717,15 +717,16 @@ impl SchemaStore for SqlStorage {
         if !from.may_become(to) {
             return Err(StoreError::invalid("an artifact cannot make that move"));
         }
-        let mut tx = self.inner.begin_write("moving an artifact").await?;
+        let action = "moving an artifact";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().move_artifact)
             .bind(id.to_string())
             .bind(from.as_str())
             .bind(to.as_str())
             .execute(&mut *tx)
             .await
-            .context("moving an artifact")?;
-        tx.commit().await.context("moving an artifact")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -734,17 +735,15 @@ impl SchemaStore for SqlStorage {
         id: OperationId,
         result: CleanupResult,
     ) -> StoreResult<bool> {
-        let mut tx = self
-            .inner
-            .begin_write("recording an artifact cleanup")
-            .await?;
+        let action = "recording an artifact cleanup";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().artifact_cleanup)
             .bind(id.to_string())
             .bind(result.as_str())
             .execute(&mut *tx)
             .await
-            .context("recording an artifact cleanup")?;
-        tx.commit().await.context("recording an artifact cleanup")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -8,22 +8,32 @@
 //!    Chat is left unchanged and its ID logged ([`fermata_docs::clear_child_conversation`]);
 //! 3. close the deferred turns an earlier release left open.
 //!
-//! Every step is idempotent, so it runs at every start and a second run finds nothing to do. A
-//! step that fails is logged and the next one still runs; the next start tries again. The counts
-//! are logged once, in one report.
+//! Every step is idempotent, so it runs at every start and a second run finds nothing to do. The
+//! first step that fails ends the sequence with a [`StartupFailure`], and the process must not
+//! serve: it would serve with stale owners and sessions. The next start runs the sequence again
+//! from the top. The counts of a sequence that completes are logged once, in one report.
 
 use fermata_docs::{ChildClearing, clear_child_conversation};
 use fermata_store::{
-    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, ErrorChain, Fence,
-    OwnerReset, SidecarState, Storage, StoreResult,
+    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, Fence, OwnerReset,
+    SidecarState, Storage, StoreError, StoreResult,
 };
 
-/// What the startup sequence did; a step that failed is `None`.
+/// What the startup sequence did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StartupReport {
-    pub owners: Option<OwnerReset>,
-    pub children: Option<ChildrenCleared>,
-    pub deferred_turns: Option<DeferredTurnRetirement>,
+    pub owners: OwnerReset,
+    pub children: ChildrenCleared,
+    pub deferred_turns: DeferredTurnRetirement,
+}
+
+/// The step of the startup sequence that failed, with the store's error as its cause.
+#[derive(Debug, thiserror::Error)]
+#[error("the startup reset could not {step}")]
+pub struct StartupFailure {
+    pub step: &'static str,
+    #[source]
+    pub source: StoreError,
 }
 
 /// What clearing children's conversations did.
@@ -37,39 +47,36 @@ pub struct ChildrenCleared {
     pub unreadable: Vec<ChannelId>,
 }
 
-/// Runs the startup sequence under `fence` and logs its report.
-pub async fn run(storage: &dyn Storage, fence: &Fence) -> StartupReport {
+/// Runs the startup sequence under `fence` and logs its report; stops at the first step that
+/// fails.
+pub async fn run(storage: &dyn Storage, fence: &Fence) -> Result<StartupReport, StartupFailure> {
+    let failed = |step| move |source| StartupFailure { step, source };
     let owners = storage
         .planner()
         .reset_owners(fence)
         .await
-        .inspect_err(|error| tracing::warn!(error = %ErrorChain(error), "could not reset Planner owners at start"))
-        .ok();
+        .map_err(failed("remove sessions and reset Planner owners"))?;
     let children = clear_children(storage, fence)
         .await
-        .inspect_err(|error| {
-            tracing::warn!(error = %ErrorChain(error), "could not clear child conversations at start");
-        })
-        .ok();
+        .map_err(failed("clear child conversations"))?;
     let deferred_turns = storage
         .planner()
         .retire_deferred_turns(fence)
         .await
-        .inspect_err(|error| tracing::warn!(error = %ErrorChain(error), "could not retire deferred Planner turns"))
-        .ok();
+        .map_err(failed("retire deferred Planner turns"))?;
     let report = StartupReport {
         owners,
         children,
         deferred_turns,
     };
     log(&report);
-    report
+    Ok(report)
 }
 
 fn log(report: &StartupReport) {
-    let owners = report.owners.unwrap_or_default();
-    let children = report.children.clone().unwrap_or_default();
-    let turns = report.deferred_turns.unwrap_or_default();
+    let owners = report.owners;
+    let children = &report.children;
+    let turns = report.deferred_turns;
     tracing::info!(
         expired_sessions = owners.sessions.expired,
         metadata_only_sessions = owners.sessions.metadata_only,

@@ -29,6 +29,7 @@ mod policy;
 mod readiness;
 mod repositories_api;
 mod schema_api;
+mod standby;
 mod sync;
 
 use std::future::Future;
@@ -121,6 +122,10 @@ pub fn router(state: HttpState) -> Router {
             policy::authorize,
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
+        .layer(axum::middleware::from_fn_with_state(
+            state.readiness.clone(),
+            standby::refuse_unless_serving,
+        ))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)
 }

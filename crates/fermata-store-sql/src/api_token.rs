@@ -61,14 +61,16 @@ fn token_from(row: &AnyRow, action: &str) -> StoreResult<ApiToken> {
 impl ApiTokenStore for SqlStorage {
     async fn create_api_token(&self, token: &NewApiToken) -> StoreResult<ApiToken> {
         let action = "creating an API token";
+        let mut tx = self.inner.begin_write(action).await?;
         sqlx::query(&self.inner.api_token_sql.insert)
             .bind(&token.id.0)
             .bind(&token.user.0)
             .bind(&token.label)
             .bind(token.secret_hash.0.to_vec())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         self.api_token(&token.id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the new API token vanished"))
@@ -76,11 +78,13 @@ impl ApiTokenStore for SqlStorage {
 
     async fn use_api_token(&self, hash: &SecretHash) -> StoreResult<Option<ApiToken>> {
         let action = "using an API token";
+        let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.inner.api_token_sql.use_live)
             .bind(hash.0.to_vec())
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         row.map(|row| token_from(&row, action)).transpose()
     }
 
@@ -105,11 +109,14 @@ impl ApiTokenStore for SqlStorage {
     }
 
     async fn revoke_api_token(&self, id: &ApiTokenId) -> StoreResult<bool> {
+        let action = "revoking an API token";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.api_token_sql.revoke)
             .bind(&id.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("revoking an API token")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 }

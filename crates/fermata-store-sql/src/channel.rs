@@ -486,22 +486,26 @@ impl SqlStorage {
         let action = "saving a navigation reference";
         let sql = &self.inner.channel_sql;
         let Some(channel) = channel else {
+            let mut tx = self.inner.begin_write(action).await?;
             sqlx::query(&sql.clear_navigation)
                 .bind(&user.0)
-                .execute(&self.inner.pool)
+                .execute(&mut *tx)
                 .await
                 .context(action)?;
+            tx.commit().await.context(action)?;
             return Ok(());
         };
         if self.get_channel(channel).await?.is_none() {
             return Err(unavailable(channel));
         }
+        let mut tx = self.inner.begin_write(action).await?;
         sqlx::query(&sql.set_navigation)
             .bind(&user.0)
             .bind(&channel.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(())
     }
 

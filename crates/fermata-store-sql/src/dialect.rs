@@ -59,6 +59,22 @@ impl Dialect {
         }
     }
 
+    /// Settings for every session of the shared pool that bound each wait to `limit`, so a
+    /// session whose client froze or vanished cannot hold its locks for longer: a statement, a
+    /// lock wait and a transaction left idle on PostgreSQL (the server ends such a session, and
+    /// its transaction rolls back), the wait for the write lock on SQLite.
+    pub(crate) fn pool_session_settings(self, limit: std::time::Duration) -> Vec<String> {
+        let millis = limit.as_millis().max(1);
+        match self {
+            Dialect::Sqlite => vec![format!("PRAGMA busy_timeout = {millis}")],
+            Dialect::Postgres => vec![
+                format!("SET statement_timeout = {millis}"),
+                format!("SET lock_timeout = {millis}"),
+                format!("SET idle_in_transaction_session_timeout = {millis}"),
+            ],
+        }
+    }
+
     /// Reads the server session behind a connection, where there is one.
     pub(crate) fn server_session_id(self) -> Option<&'static str> {
         match self {
@@ -129,6 +145,19 @@ mod tests {
              FROM leases WHERE name = $1 FOR KEY SHARE"
         );
         let queue = "SELECT id FROM runs LIMIT 1{for_update}{skip_locked}";
+        let limit = std::time::Duration::from_millis(1_500);
+        assert_eq!(
+            Dialect::Postgres.pool_session_settings(limit),
+            [
+                "SET statement_timeout = 1500",
+                "SET lock_timeout = 1500",
+                "SET idle_in_transaction_session_timeout = 1500",
+            ]
+        );
+        assert_eq!(
+            Dialect::Sqlite.pool_session_settings(limit),
+            ["PRAGMA busy_timeout = 1500"]
+        );
         assert_eq!(Dialect::Sqlite.render(queue), "SELECT id FROM runs LIMIT 1");
         assert_eq!(
             Dialect::Postgres.render(queue),

@@ -67,6 +67,11 @@ impl FencedTransaction {
             .rows_affected())
     }
 
+    /// The transaction itself, for a gated write that runs its statements as an ordinary one.
+    pub(crate) fn into_transaction(self) -> Transaction<'static, Any> {
+        self.transaction
+    }
+
     pub(crate) async fn commit(self, action: &str) -> StoreResult<()> {
         self.transaction.commit().await.context(action)
     }
@@ -82,7 +87,7 @@ impl Inner {
     ) -> StoreResult<FencedTransaction> {
         let sql = &self.fence_sql;
         let lease = fence.lease.as_str();
-        let mut transaction = self.begin_write(action).await?;
+        let mut transaction = self.begin_ungated(action).await?;
         sqlx::query(&sql.lock_lease)
             .bind(lease)
             .fetch_optional(&mut *transaction)

@@ -156,7 +156,7 @@ impl LeaseStore for SqlStorage {
         let ttl = millis(ttl)?;
         let inner = &self.inner;
         let sql = &inner.lease_sql;
-        let mut tx = inner.begin_write(action).await?;
+        let mut tx = inner.begin_ungated(action).await?;
         sqlx::query(&sql.insert_if_absent)
             .bind(name.as_str())
             .execute(&mut *tx)

@@ -132,10 +132,11 @@ impl SqlStorage {
             Dialect::Sqlite => 4,
             Dialect::Postgres => 10,
         };
+        let wait_limit = options.wait_limit;
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _meta| Box::pin(prepare_connection(conn, dialect)))
+            .after_connect(move |conn, _meta| Box::pin(prepare_pooled(conn, dialect, wait_limit)))
             .connect_with(connect_options.clone())
             .await
             .context("connecting to the database")?;
@@ -225,8 +226,27 @@ impl SqlStorage {
 }
 
 impl Inner {
-    /// Begins a write transaction on a pooled connection (`BEGIN IMMEDIATE` on SQLite).
+    /// Begins a write transaction on a pooled connection (`BEGIN IMMEDIATE` on SQLite). When the
+    /// store was opened with a writer fence, the transaction is a fenced one under the process's
+    /// current fence, and is refused (`Fenced`) while the process does not hold the writer lease:
+    /// every write a serving process makes goes through the fence, whether or not its method
+    /// names one.
     async fn begin_write(
+        &self,
+        action: &str,
+    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        match &self.options.writer_fence {
+            None => self.begin_ungated(action).await,
+            Some(writer) => {
+                let fence = writer.gate(action)?;
+                Ok(self.begin_fenced(&fence, action).await?.into_transaction())
+            }
+        }
+    }
+
+    /// Begins a write transaction that no writer fence gates: for the lease operations, and for
+    /// fenced transactions, which check their own fence.
+    async fn begin_ungated(
         &self,
         action: &str,
     ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
@@ -273,6 +293,23 @@ async fn prepare_connection(conn: &mut AnyConnection, dialect: Dialect) -> Resul
         conn.execute("PRAGMA foreign_keys = ON").await?;
         let busy = format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis());
         conn.execute(busy.as_str()).await?;
+    }
+    Ok(())
+}
+
+/// Settings every pooled connection gets: those of every connection, then the bounds on its
+/// waits when the store was given a limit. Connections outside the pool (migrations, the lease
+/// renewal channel) keep their own.
+async fn prepare_pooled(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    wait_limit: Option<Duration>,
+) -> Result<(), sqlx::Error> {
+    prepare_connection(conn, dialect).await?;
+    if let Some(limit) = wait_limit {
+        for setting in dialect.pool_session_settings(limit) {
+            conn.execute(setting.as_str()).await?;
+        }
     }
     Ok(())
 }

@@ -101,14 +101,16 @@ impl SqlStorage {
 impl MachineStore for SqlStorage {
     async fn pair_machine(&self, machine: &NewMachine) -> StoreResult<Machine> {
         let action = "pairing a machine";
+        let mut tx = self.inner.begin_write(action).await?;
         sqlx::query(&self.inner.machine_sql.insert)
             .bind(&machine.id.0)
             .bind(&machine.owner.0)
             .bind(&machine.name)
             .bind(machine.secret_hash.0.to_vec())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         self.machine(&machine.id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the new machine vanished"))
@@ -151,13 +153,15 @@ impl MachineStore for SqlStorage {
         credentials: Option<&[u8]>,
     ) -> StoreResult<Machine> {
         let action = "rotating machine credentials";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.machine_sql.rotate)
             .bind(&id.0)
             .bind(expected_revision)
             .bind(credentials.map(<[u8]>::to_vec))
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, None).await);
         }
@@ -174,14 +178,16 @@ impl MachineStore for SqlStorage {
         secret_hash: &SecretHash,
     ) -> StoreResult<Machine> {
         let action = "re-authorizing a machine";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.machine_sql.reauthorize)
             .bind(&id.0)
             .bind(&owner.0)
             .bind(expected_revision)
             .bind(secret_hash.0.to_vec())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             return Err(self.machine_conflict_or_missing(id, Some(owner)).await);
         }
@@ -191,12 +197,15 @@ impl MachineStore for SqlStorage {
     }
 
     async fn revoke_machine(&self, id: &MachineId, owner: &UserId) -> StoreResult<()> {
+        let action = "revoking a machine";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.machine_sql.revoke)
             .bind(&id.0)
             .bind(&owner.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("revoking a machine")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             return Err(fermata_store::machine::not_owners_machine());
         }

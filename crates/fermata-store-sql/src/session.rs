@@ -141,6 +141,7 @@ impl SessionStore for SqlStorage {
         let action = "creating a session";
         let ttl =
             i64::try_from(new.ttl.as_millis()).or_invalid("a session lifetime is too long")?;
+        let mut tx = self.inner.begin_write(action).await?;
         let inserted = sqlx::query(&self.inner.session_sql.insert)
             .bind(&new.id.0)
             .bind(&new.user.0)
@@ -148,9 +149,10 @@ impl SessionStore for SqlStorage {
             .bind(ttl)
             .bind(new.credentials.clone())
             .bind(new.verified_password_hash.as_deref())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if inserted.rows_affected() == 0 {
             return Err(password_changed());
         }
@@ -170,11 +172,13 @@ impl SessionStore for SqlStorage {
 
     async fn reauthenticate(&self, id: &SessionId) -> StoreResult<Session> {
         let action = "re-authenticating a session";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.session_sql.reauthenticate)
             .bind(&id.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             return Err(ended());
         }
@@ -192,13 +196,15 @@ impl SessionStore for SqlStorage {
     ) -> StoreResult<Session> {
         let action = "rotating session credentials";
         let sql = &self.inner.session_sql;
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&sql.rotate)
             .bind(&id.0)
             .bind(expected_revision)
             .bind(credentials.map(<[u8]>::to_vec))
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 0 {
             let count: i64 = sqlx::query_scalar(&sql.exists)
                 .bind(&id.0)
@@ -222,11 +228,14 @@ impl SessionStore for SqlStorage {
     }
 
     async fn delete_session(&self, id: &SessionId) -> StoreResult<bool> {
+        let action = "deleting a session";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.session_sql.delete)
             .bind(&id.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("deleting a session")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -342,10 +342,9 @@ impl SqlStorage {
         claim: &Claim,
         action: &str,
     ) -> StoreResult<Run> {
-        let row = query
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
+        let mut tx = self.inner.begin_write(action).await?;
+        let row = query.fetch_optional(&mut *tx).await.context(action)?;
+        tx.commit().await.context(action)?;
         match row {
             Some(row) => run_from(&row, action),
             None => Err(fenced(claim)),
@@ -357,13 +356,15 @@ impl SqlStorage {
 impl WorkflowStore for SqlStorage {
     async fn create_run(&self, new: &NewRun) -> StoreResult<Run> {
         let action = "creating a workflow run";
+        let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.inner.workflow_sql.insert_run)
             .bind(&new.id.0)
             .bind(&new.workflow)
             .bind(&new.input)
-            .fetch_one(&self.inner.pool)
+            .fetch_one(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         run_from(&row, action)
     }
 
@@ -660,20 +661,26 @@ impl WorkflowStore for SqlStorage {
     }
 
     async fn cancel_run(&self, id: &RunId) -> StoreResult<bool> {
+        let action = "cancelling a workflow run";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.workflow_sql.cancel)
             .bind(&id.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("cancelling a workflow run")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn purge_runs(&self, age: Duration) -> StoreResult<u64> {
+        let action = "purging workflow runs";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.workflow_sql.purge)
             .bind(millis(age)?)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("purging workflow runs")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected())
     }
 }

@@ -30,6 +30,7 @@ pub mod tenure;
 pub mod time;
 pub mod user;
 pub mod workflow;
+pub mod writer_fence;
 
 pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
 pub use attachments::{
@@ -84,6 +85,7 @@ pub use workflow::{
     Claim, ClaimGeneration, ClaimedRun, Hook, HookDelivery, HookWait, JournaledError, NewRun, Run,
     RunClaim, RunId, RunState, StepRecord, StepState, StepUpdate, WorkflowStore,
 };
+pub use writer_fence::WriterFence;
 
 /// One handle on an application database: every store of one adapter.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -137,4 +139,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 pub struct StoreOptions {
     /// Runs inside each fenced write; see [`FencedWriteHook`].
     pub fenced_write_hook: Option<FencedWriteHook>,
+    /// A serving process's writer fence: every write, fenced by name or not, is then made under
+    /// it (see [`writer_fence`]). `None` for a process that serves nothing (the commands).
+    pub writer_fence: Option<WriterFence>,
+    /// The longest any one wait of the shared pool on the database may last: a statement, a
+    /// lock, a transaction left idle (PostgreSQL), the write lock (SQLite's busy timeout). The
+    /// serving process derives it from the writer lease's timings; `None` keeps the adapter's
+    /// defaults. Adapters without a database ignore it.
+    pub wait_limit: Option<std::time::Duration>,
 }

@@ -7,6 +7,7 @@ mod account_commands;
 pub mod cli;
 pub mod config;
 pub mod failure;
+mod fault;
 mod keys;
 mod logging;
 mod schema_commands;

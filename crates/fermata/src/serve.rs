@@ -16,10 +16,11 @@ use std::time::Duration;
 use fermata_accounts::{AccountSettings, Accounts};
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
-use fermata_store::{ErrorChain, Lease, Storage, TenureStart};
+use fermata_store::{ErrorChain, Storage, TenureStart};
 use fermata_store_sql::SqlStorage;
 use tokio::net::TcpListener;
 use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeSettings;
@@ -63,7 +64,15 @@ struct Server {
 /// The first phase: checks (and migrates) the schema, opens the services, binds the listener
 /// and starts HTTP, all before the lease is taken.
 async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
-    let store = storage::open(&settings.storage).await?;
+    // Every write this process makes goes through its writer fence, which stays empty until it
+    // holds the writer lease.
+    let fence = WriterFence::default();
+    let store = storage::open_gated(
+        &settings.storage,
+        fence.clone(),
+        settings.lease.database_wait(),
+    )
+    .await?;
     storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
@@ -90,7 +99,9 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         .map_err(|error| Failure::runtime(error.to_string()))?;
     let metrics = Arc::new(Metrics::new(VERSION));
     let readiness = Readiness::default();
-    let fence = WriterFence::default();
+    // A refused client asks again after about as long as a planned hand-over takes: the holder's
+    // drain, then the standby's next look at the lease.
+    readiness.set_retry_after(settings.lease.drain_timeout + settings.lease.retry_delay());
     let rooms = RoomManager::new(Arc::clone(&shared), fence.clone(), settings.collab);
     let documents = Documents::new(Arc::clone(&shared), fence.clone(), rooms.clone());
     let media = Media::new(Arc::clone(&shared), fence.clone(), settings.media);
@@ -174,7 +185,18 @@ async fn take_lease(
         let _ = server.http.stop().await;
         return Err(Failure::store("cannot record this process's tenure", error));
     }
-    startup_cleanup(&server.store, &server.accounts, lease).await;
+    // A start that cannot reset does not serve: the fence stays empty, no room has opened (every
+    // route but health, readiness and metrics is refused until `Serving`), and the lease goes back.
+    if let Err(failure) = fermata_collab::startup::run(&server.store, &lease.fence()).await {
+        tracing::error!(error = %ErrorChain(&failure), "the startup reset failed; not serving");
+        if let Err(error) = server.store.leases().release(lease).await {
+            tracing::warn!(error = %ErrorChain(&error), "could not release the writer lease; it expires by itself");
+        }
+        server.metrics.lease_dropped();
+        let _ = server.http.stop().await;
+        return Err(Failure::runtime(format!("{failure}; not serving")).with_source(failure));
+    }
+    check_for_an_administrator(&server.accounts).await;
     server.fence.set(Some(lease.fence()));
     server.readiness.set(Phase::Serving);
     tracing::info!(
@@ -249,9 +271,9 @@ async fn run(
     }
 }
 
-/// The last phase: stops taking work, lets what is in flight finish within the drain timeout
-/// (rooms, then sweeps, workflow runs and requests), then closes the tenure and releases the
-/// lease, or, when the lease was lost, reports it.
+/// The last phase: stops taking work, lets what is in flight (rooms, sweeps, workflow runs and
+/// requests, all at once) finish within the drain timeout, then closes the tenure and releases
+/// the lease, or, when the lease was lost, reports it.
 async fn drain(server: Server, running: Running, timeout: Duration) -> Result<(), Failure> {
     let Running {
         worker,
@@ -264,18 +286,26 @@ async fn drain(server: Server, running: Running, timeout: Duration) -> Result<()
         // Nothing more may be written under a lease that is gone.
         server.fence.set(None);
     }
-    // Rooms checkpoint (while the fence still holds) and close their clients with a retry-later
-    // reason, so the HTTP drain is not held up by WebSockets.
-    server
-        .rooms
-        .shutdown("the server is stopping; reconnect shortly")
-        .await;
-    // A sweep in flight may be waiting on a database that no longer answers (a lost lease):
-    // it gets the drain timeout, then is cut off, and its transaction rolls back.
-    sweeper.drain(timeout).await;
-    // A run in flight gives its claim back; another process resumes it from its journal.
-    worker.drain(timeout).await;
-    server.http.drain(timeout).await;
+    // Every part drains at once, under one deadline, so the whole drain takes at most
+    // `drain_timeout`, which the lease arithmetic counts on. Rooms checkpoint (while the fence
+    // still holds) and close their clients with a retry-later reason, which also ends the
+    // WebSockets HTTP waits for; a sweep in flight may be waiting on a database that no longer
+    // answers (a lost lease), and is cut off, its transaction rolled back; a run in flight gives
+    // its claim back, and another process resumes it from its journal.
+    let deadline = Instant::now() + timeout;
+    let room_manager = &server.rooms;
+    let rooms = async {
+        let closing = room_manager.shutdown("the server is stopping; reconnect shortly");
+        if tokio::time::timeout_at(deadline, closing).await.is_err() {
+            tracing::warn!("rooms still closing after the drain timeout were cut off");
+        }
+    };
+    tokio::join!(
+        rooms,
+        sweeper.drain_until(deadline),
+        worker.drain_until(deadline),
+        server.http.drain_until(deadline),
+    );
     // Requests in flight finished under the fence; nothing writes after this.
     server.fence.set(None);
 
@@ -346,11 +376,11 @@ impl<T: Send + 'static> Background<T> {
         (&mut self.handle).await
     }
 
-    /// Stops the task and waits at most `timeout` for it to end; one still running then is cut
+    /// Stops the task and waits for it to end until `deadline`; one still running then is cut
     /// off with a warning.
-    async fn drain(mut self, timeout: Duration) {
+    async fn drain_until(mut self, deadline: Instant) {
         self.stop.cancel();
-        if tokio::time::timeout(timeout, &mut self.handle)
+        if tokio::time::timeout_at(deadline, &mut self.handle)
             .await
             .is_err()
         {
@@ -360,13 +390,8 @@ impl<T: Send + 'static> Background<T> {
     }
 }
 
-/// Under the new writer lease and before any room opens: runs the startup sequence (sessions a
-/// restart cannot keep and Planner owners, child conversations, deferred turns; see
-/// [`fermata_collab::startup`]), and tells the operator how to create the first administrator
-/// when there is none. A failure here is logged and does not stop the server: the sequence runs
-/// again at the next start.
-async fn startup_cleanup(store: &dyn Storage, accounts: &Accounts, lease: &Lease) {
-    fermata_collab::startup::run(store, &lease.fence()).await;
+/// Tells the operator how to create the first administrator when there is none.
+async fn check_for_an_administrator(accounts: &Accounts) {
     match accounts.has_system_admin().await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(

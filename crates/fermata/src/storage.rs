@@ -1,7 +1,9 @@
 //! Opening the application database from the storage settings, and bringing its schema up to
 //! this release before anything else touches it.
 
-use fermata_store::{StoreError, StoreOptions};
+use std::time::Duration;
+
+use fermata_store::{StoreError, StoreOptions, WriterFence};
 use fermata_store_sql::{Database, MigrationStatus, SqlStorage};
 
 use crate::config::{StorageKind, StorageSettings, ensure_data_dir};
@@ -10,8 +12,32 @@ use crate::failure::Failure;
 /// The SQLite file's name inside the data folder.
 pub(crate) const SQLITE_FILE: &str = "fermata.db";
 
-/// Connects to the configured database (creating the data folder for SQLite).
+/// Connects to the configured database (creating the data folder for SQLite), for a command: its
+/// writes are not gated by the writer lease (see docs/operations.md, "Commands that write").
 pub(crate) async fn open(settings: &StorageSettings) -> Result<SqlStorage, Failure> {
+    open_with(settings, StoreOptions::default()).await
+}
+
+/// Connects to the configured database for the serving process: every write it makes goes
+/// through `fence`, so it writes nothing before it holds the writer lease or after it lost it.
+/// Every wait of its pool on the database is bounded by `wait_limit`.
+pub(crate) async fn open_gated(
+    settings: &StorageSettings,
+    fence: WriterFence,
+    wait_limit: Duration,
+) -> Result<SqlStorage, Failure> {
+    let options = StoreOptions {
+        writer_fence: Some(fence),
+        wait_limit: Some(wait_limit),
+        fenced_write_hook: crate::fault::pause_fenced_writes(),
+    };
+    open_with(settings, options).await
+}
+
+async fn open_with(
+    settings: &StorageSettings,
+    options: StoreOptions,
+) -> Result<SqlStorage, Failure> {
     let database = match settings.kind {
         StorageKind::Sqlite => {
             ensure_data_dir(&settings.data_dir).map_err(|error| {
@@ -32,7 +58,7 @@ pub(crate) async fn open(settings: &StorageSettings) -> Result<SqlStorage, Failu
                 .unwrap_or_default(),
         },
     };
-    SqlStorage::connect(&database, StoreOptions::default())
+    SqlStorage::connect(&database, options)
         .await
         .map_err(|error| Failure::store("cannot open the application database", error))
 }

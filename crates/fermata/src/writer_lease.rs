@@ -94,6 +94,25 @@ impl LeaseTimings {
     pub fn retry_delay(&self) -> Duration {
         self.renew_every / 10
     }
+
+    /// The longest one wait of the serving process's pool on the database may last: PostgreSQL's
+    /// `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, SQLite's
+    /// busy timeout. It is the drain timeout, the time a stop already grants work in flight, so
+    /// a holder's statement never outlives its own drain, and a frozen holder's transaction is
+    /// ended by the database at most this long after its last statement.
+    pub fn database_wait(&self) -> Duration {
+        self.drain_timeout
+    }
+
+    /// How long after the writer lease expires a waiting successor holds it, at most, even when
+    /// the holder froze inside a fenced write: the frozen statement ends within one
+    /// [`database_wait`](Self::database_wait), its idle transaction is ended within another, and
+    /// the successor looks at the lease every [`retry_delay`](Self::retry_delay), once more when
+    /// an acquisition gave up on the lock at the moment it was freed. From the holder's last
+    /// renewal, a successor takes over within `ttl` plus this bound (38 s at the defaults).
+    pub fn takeover_bound(&self) -> Duration {
+        2 * self.database_wait() + 2 * self.retry_delay()
+    }
 }
 
 /// Who holds the lease: host, process and a per-start instance ID, so a log line or `status`
@@ -140,12 +159,19 @@ pub async fn take(
         let peek = leases.peek(&name).await?;
         if peek.is_free() {
             let sent = Instant::now();
-            match leases.acquire(&name, holder, timings.ttl).await? {
-                Acquisition::Granted(lease) => return Ok(Some(Granted { lease, sent })),
-                Acquisition::Held(record) if handover == Handover::Refuse => {
+            match leases.acquire(&name, holder, timings.ttl).await {
+                Ok(Acquisition::Granted(lease)) => return Ok(Some(Granted { lease, sent })),
+                Ok(Acquisition::Held(record)) if handover == Handover::Refuse => {
                     return Err(TakeError::Held(record));
                 }
-                Acquisition::Held(_) => {}
+                Ok(Acquisition::Held(_)) => {}
+                // A takeover waits for the old holder's write in flight at most one database
+                // wait; a holder that froze in it is ended by the database meanwhile, so the
+                // waiting process tries again.
+                Err(error) if handover == Handover::Wait && error.is_retryable() => {
+                    tracing::warn!(error = %ErrorChain(&error), "could not take the writer lease yet; trying again");
+                }
+                Err(error) => return Err(error.into()),
             }
         } else if let Some(record) = peek.live_holder() {
             if handover == Handover::Refuse {
@@ -326,6 +352,17 @@ mod tests {
         let timings = LeaseTimings::default();
         assert_eq!(timings.check(), Ok(()));
         assert_eq!(timings.retry_delay(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_takeover_bound_follows_from_the_timings() {
+        let timings = LeaseTimings::default();
+        assert_eq!(timings.database_wait(), Duration::from_secs(3));
+        assert_eq!(timings.takeover_bound(), Duration::from_secs(8));
+        assert_eq!(
+            timings.ttl + timings.takeover_bound(),
+            Duration::from_secs(38)
+        );
     }
 
     #[test]

@@ -173,6 +173,7 @@ async fn nothing_is_published_before_it_is_saved() {
         CollabSettings::default(),
         StoreOptions {
             fenced_write_hook: Some(pause.hook()),
+            ..StoreOptions::default()
         },
     )
     .await;

@@ -357,8 +357,8 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
         .await
         .unwrap();
 
-    let first = startup::run(store, &seeded.fence).await;
-    let owners = first.owners.expect("the owner reset ran");
+    let first = startup::run(store, &seeded.fence).await.unwrap();
+    let owners = first.owners;
     assert_eq!(
         owners.sessions,
         SessionSweep {
@@ -369,18 +369,18 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
     assert_eq!((owners.owners_cleared, owners.owners_kept), (4, 1));
     assert_eq!(
         first.children,
-        Some(ChildrenCleared {
+        ChildrenCleared {
             cleared: 1,
             citing_chat: vec![seeded.citing.clone()],
             unreadable: vec![seeded.unreadable.clone()],
-        })
+        }
     );
     assert_eq!(
         first.deferred_turns,
-        Some(DeferredTurnRetirement {
+        DeferredTurnRetirement {
             cancelled: 1,
             interrupted: 1
-        })
+        }
     );
 
     // Owners: only the kept hold's; statuses forced; generation, summary and cursor unchanged.
@@ -483,22 +483,19 @@ async fn startup_runs_once_and_then_finds_nothing(scratch: ScratchDatabase) {
     );
 
     // A second run finds nothing to do.
-    let second = startup::run(store, &seeded.fence).await;
-    let owners = second.owners.expect("the owner reset ran");
+    let second = startup::run(store, &seeded.fence).await.unwrap();
+    let owners = second.owners;
     assert_eq!(owners.sessions, SessionSweep::default());
     assert_eq!((owners.owners_cleared, owners.owners_kept), (0, 1));
     assert_eq!(
         second.children,
-        Some(ChildrenCleared {
+        ChildrenCleared {
             cleared: 0,
             citing_chat: vec![seeded.citing.clone()],
             unreadable: vec![seeded.unreadable.clone()],
-        })
+        }
     );
-    assert_eq!(
-        second.deferred_turns,
-        Some(DeferredTurnRetirement::default())
-    );
+    assert_eq!(second.deferred_turns, DeferredTurnRetirement::default());
     assert_eq!(seed::deferred_turns(&seeded.store.storage).await, turns);
     assert_eq!(
         collaboration

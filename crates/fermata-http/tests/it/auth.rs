@@ -685,6 +685,7 @@ async fn malformed_input_gets_a_clear_error() {
 #[tokio::test]
 async fn health_readiness_and_metrics_still_answer() {
     let app = App::new().await;
+    app.state.readiness.set(fermata_http::Phase::Starting);
     let nobody = Caller::default();
     assert_eq!(
         app.call(&nobody, "GET", "/healthz", None).await.body,

@@ -261,12 +261,14 @@ impl SchemaStore for SqlStorage {
     async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool> {
         let action = "recording a refresh's reviewed base commit";
         let sql = self.schema_sql();
+        let mut tx = self.inner.begin_write(action).await?;
         let recorded = sqlx::query(&sql.record_reviewed_base)
             .bind(id.to_string())
             .bind(commit)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if recorded.rows_affected() == 1 {
             return Ok(true);
         }
@@ -283,12 +285,14 @@ impl SchemaStore for SqlStorage {
         let sql = self.schema_sql();
         let json =
             serde_json::to_string(pull).or_invalid("pull-request data does not serialize")?;
+        let mut tx = self.inner.begin_write(action).await?;
         let recorded = sqlx::query(&sql.record_pull_request)
             .bind(id.to_string())
             .bind(&json)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if recorded.rows_affected() == 1 {
             return Ok(true);
         }
@@ -381,12 +385,14 @@ impl SchemaStore for SqlStorage {
 
     async fn begin_database(&self, id: OperationId, database: &DatabaseName) -> StoreResult<bool> {
         let action = "starting a database's work";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().begin_database)
             .bind(id.to_string())
             .bind(database.as_str())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 1 {
             return Ok(true);
         }
@@ -402,6 +408,7 @@ impl SchemaStore for SqlStorage {
     ) -> StoreResult<bool> {
         report.check()?;
         let action = "recording a database result";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().finish_database)
             .bind(id.to_string())
             .bind(database.as_str())
@@ -412,9 +419,10 @@ impl SchemaStore for SqlStorage {
             .bind(report.merged_hash.clone())
             .bind(rows::error_text(report.error.as_ref()))
             .bind(rows::differences_text(report))
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if done.rows_affected() == 1 {
             return Ok(true);
         }
@@ -518,31 +526,40 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool> {
+        let action = "heartbeating the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().heartbeat_lease)
             .bind(id.to_string())
             .bind(millis(ttl))
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("heartbeating the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn extend_lease_to(&self, id: OperationId, until: UnixMillis) -> StoreResult<bool> {
+        let action = "extending the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().extend_lease)
             .bind(id.to_string())
             .bind(until.0)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("extending the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn release_lease(&self, id: OperationId) -> StoreResult<bool> {
+        let action = "releasing the schema lease";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().release_lease)
             .bind(id.to_string())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("releasing the schema lease")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -605,12 +622,14 @@ impl SchemaStore for SqlStorage {
 
     async fn open_review(&self, id: OperationId, lifetime: Duration) -> StoreResult<Review> {
         let action = "opening a review";
+        let mut tx = self.inner.begin_write(action).await?;
         sqlx::query(&self.schema_sql().open_review)
             .bind(id.to_string())
             .bind(millis(lifetime))
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         self.review(id)
             .await?
             .ok_or_else(|| StoreError::unavailable("the opened review vanished"))
@@ -633,13 +652,15 @@ impl SchemaStore for SqlStorage {
             Decision::Reject(actor) => (ReviewState::Rejected, Some(actor.0.clone())),
             Decision::Expire => (ReviewState::Expired, None),
         };
+        let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.schema_sql().decide_review)
             .bind(id.to_string())
             .bind(state.as_str())
             .bind(actor)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         if let Some(row) = row {
             return Ok(Decided::Recorded(rows::review(&row, action)?));
         }
@@ -651,6 +672,7 @@ impl SchemaStore for SqlStorage {
 
     async fn record_artifact(&self, new: &NewArtifact) -> StoreResult<Artifact> {
         let action = "recording an artifact";
+        let mut tx = self.inner.begin_write(action).await?;
         sqlx::query(&self.schema_sql().insert_artifact)
             .bind(new.operation.to_string())
             .bind(&new.blob_locator)
@@ -661,9 +683,10 @@ impl SchemaStore for SqlStorage {
             .bind(&new.manifest)
             .bind(new.decision_expires_at.0)
             .bind(&new.cleanup_target)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         let artifact = self
             .artifact(new.operation)
             .await?
@@ -695,13 +718,16 @@ impl SchemaStore for SqlStorage {
         if !from.may_become(to) {
             return Err(StoreError::invalid("an artifact cannot make that move"));
         }
+        let action = "moving an artifact";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().move_artifact)
             .bind(id.to_string())
             .bind(from.as_str())
             .bind(to.as_str())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("moving an artifact")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -710,27 +736,32 @@ impl SchemaStore for SqlStorage {
         id: OperationId,
         result: CleanupResult,
     ) -> StoreResult<bool> {
+        let action = "recording an artifact cleanup";
+        let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.schema_sql().artifact_cleanup)
             .bind(id.to_string())
             .bind(result.as_str())
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await
-            .context("recording an artifact cleanup")?;
+            .context(action)?;
+        tx.commit().await.context(action)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn create_cleanup_grant(&self, new: &NewCleanupGrant) -> StoreResult<CleanupGrant> {
         new.check()?;
         let action = "creating a cleanup grant";
+        let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.schema_sql().insert_grant)
             .bind(new.token_hash.0.to_vec())
             .bind(new.operation.to_string())
             .bind(&new.actor.0)
             .bind(millis(new.lifetime))
             .bind(rows::allowed_text(&new.allowed))
-            .fetch_one(&self.inner.pool)
+            .fetch_one(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         rows::grant(&row, action)
     }
 
@@ -740,12 +771,14 @@ impl SchemaStore for SqlStorage {
         kind: CleanupKind,
     ) -> StoreResult<Option<CleanupGrant>> {
         let action = "consuming a cleanup grant";
+        let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.schema_sql().consume_grant)
             .bind(token_hash.0.to_vec())
             .bind(format!("%,{},%", kind.as_str()))
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&mut *tx)
             .await
             .context(action)?;
+        tx.commit().await.context(action)?;
         row.map(|row| rows::grant(&row, action)).transpose()
     }
 

@@ -49,6 +49,7 @@ async fn pausable(harness: &dyn Harness) -> (Arc<dyn Storage>, PausedWrites) {
     let pause = PausedWrites::default();
     let options = StoreOptions {
         fenced_write_hook: Some(pause.hook()),
+        ..StoreOptions::default()
     };
     (harness.open(options).await, pause)
 }

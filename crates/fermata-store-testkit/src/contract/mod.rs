@@ -19,6 +19,7 @@ mod research;
 mod schema;
 mod tenure;
 mod workflow;
+mod writer_gate;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use research::*;
 pub use schema::*;
 pub use tenure::*;
 pub use workflow::*;
+pub use writer_gate::*;
 
 /// What the suite needs from an adapter under test.
 #[async_trait]
@@ -220,7 +222,9 @@ macro_rules! contract_suite {
             overrides_are_recorded_newest_first_and_checked,
             a_creation_key_keeps_the_caller_that_used_it_first,
             every_change_of_access_raises_the_access_generation,
-            repository_writes_under_a_lost_lease_are_fenced
+            repository_writes_under_a_lost_lease_are_fenced,
+            a_gated_store_writes_nothing_before_it_holds_the_writer_lease,
+            a_gated_store_writes_under_the_lease_and_is_refused_once_it_is_lost
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -25,6 +25,7 @@ pub(super) struct SessionRow {
 #[async_trait]
 impl UserStore for MemoryStorage {
     async fn create_user(&self, user: &NewUser) -> StoreResult<User> {
+        self.inner.gate("create user")?;
         let mut state = self.inner.state();
         if state.users.values().any(|u| u.name == user.name) || state.users.contains_key(&user.id) {
             return Err(StoreError::conflict(format!(
@@ -60,6 +61,7 @@ impl UserStore for MemoryStorage {
     }
 
     async fn set_password_hash(&self, id: &UserId, password_hash: &str) -> StoreResult<User> {
+        self.inner.gate("set password hash")?;
         let mut state = self.inner.state();
         let user = state
             .users
@@ -83,6 +85,7 @@ impl UserStore for MemoryStorage {
     }
 
     async fn set_roles(&self, id: &UserId, roles: &BTreeSet<Role>) -> StoreResult<User> {
+        self.inner.gate("set roles")?;
         let mut state = self.inner.state();
         let user = state
             .users
@@ -105,6 +108,7 @@ impl UserStore for MemoryStorage {
 #[async_trait]
 impl SessionStore for MemoryStorage {
     async fn create_session(&self, new: &NewSession) -> StoreResult<Session> {
+        self.inner.gate("create session")?;
         let mut state = self.inner.state();
         let Some(user) = state.users.get(&new.user) else {
             return Err(StoreError::invalid("a session needs an existing user"));
@@ -180,6 +184,7 @@ impl SessionStore for MemoryStorage {
     }
 
     async fn reauthenticate(&self, id: &SessionId) -> StoreResult<Session> {
+        self.inner.gate("reauthenticate")?;
         let now = UnixMillis::now();
         let mut state = self.inner.state();
         let row = state
@@ -197,6 +202,7 @@ impl SessionStore for MemoryStorage {
         expected_revision: i64,
         credentials: Option<&[u8]>,
     ) -> StoreResult<Session> {
+        self.inner.gate("rotate session credentials")?;
         let mut state = self.inner.state();
         let row = state
             .sessions
@@ -213,6 +219,7 @@ impl SessionStore for MemoryStorage {
     }
 
     async fn delete_session(&self, id: &SessionId) -> StoreResult<bool> {
+        self.inner.gate("delete session")?;
         let mut state = self.inner.state();
         state.planner.forget_session(id);
         let removed = state.sessions.remove(id).is_some();
@@ -279,6 +286,7 @@ pub(super) fn sweep(state: &mut State, now: UnixMillis) -> SessionSweep {
 #[async_trait]
 impl ApiTokenStore for MemoryStorage {
     async fn create_api_token(&self, token: &NewApiToken) -> StoreResult<ApiToken> {
+        self.inner.gate("create api token")?;
         let mut state = self.inner.state();
         if !state.users.contains_key(&token.user) {
             return Err(StoreError::invalid("an API token needs an existing user"));
@@ -308,6 +316,7 @@ impl ApiTokenStore for MemoryStorage {
     }
 
     async fn use_api_token(&self, hash: &SecretHash) -> StoreResult<Option<ApiToken>> {
+        self.inner.gate("use api token")?;
         let mut state = self.inner.state();
         let found = state
             .api_tokens
@@ -346,6 +355,7 @@ impl ApiTokenStore for MemoryStorage {
     }
 
     async fn revoke_api_token(&self, id: &ApiTokenId) -> StoreResult<bool> {
+        self.inner.gate("revoke api token")?;
         let mut state = self.inner.state();
         match state.api_tokens.get_mut(id) {
             Some((token, _)) if token.revoked_at.is_none() => {
@@ -361,6 +371,7 @@ impl ApiTokenStore for MemoryStorage {
 #[async_trait]
 impl MachineStore for MemoryStorage {
     async fn pair_machine(&self, machine: &NewMachine) -> StoreResult<Machine> {
+        self.inner.gate("pair machine")?;
         let mut state = self.inner.state();
         if !state.users.contains_key(&machine.owner) {
             return Err(StoreError::invalid("a machine needs an existing owner"));
@@ -429,6 +440,7 @@ impl MachineStore for MemoryStorage {
         expected_revision: i64,
         credentials: Option<&[u8]>,
     ) -> StoreResult<Machine> {
+        self.inner.gate("rotate machine credentials")?;
         let mut state = self.inner.state();
         let (machine, _) = state
             .machines
@@ -449,6 +461,7 @@ impl MachineStore for MemoryStorage {
         expected_revision: i64,
         secret_hash: &SecretHash,
     ) -> StoreResult<Machine> {
+        self.inner.gate("reauthorize machine")?;
         let mut state = self.inner.state();
         let taken = state
             .machines
@@ -472,6 +485,7 @@ impl MachineStore for MemoryStorage {
     }
 
     async fn revoke_machine(&self, id: &MachineId, owner: &UserId) -> StoreResult<()> {
+        self.inner.gate("revoke machine")?;
         let mut state = self.inner.state();
         let owned = state
             .machines

@@ -594,6 +594,7 @@ impl CollaborationStore for MemoryStorage {
     }
 
     async fn set_navigation(&self, user: &UserId, channel: Option<&ChannelId>) -> StoreResult<()> {
+        self.inner.gate("set navigation")?;
         let mut state = self.inner.state();
         if !state.users.contains_key(user) {
             return Err(StoreError::invalid(

@@ -102,6 +102,17 @@ impl Inner {
         Arc::clone(gates.entry(lease.clone()).or_default())
     }
 
+    /// Refuses a write that names no fence while the store gates writes on a writer fence that
+    /// is empty or no longer the live token of its lease, as the SQL adapters do in the write's
+    /// transaction; see [`fermata_store::writer_fence`].
+    fn gate(&self, action: &str) -> StoreResult<()> {
+        if let Some(writer) = &self.options.writer_fence {
+            let fence = writer.gate(action)?;
+            self.state().check_fence(&fence, UnixMillis::now())?;
+        }
+        Ok(())
+    }
+
     /// Runs `write` as a fenced write: under the lease's write gate, only while `fence` names the
     /// current token of a live lease, with the state changes applied in one critical section.
     async fn fenced<T>(

@@ -92,6 +92,7 @@ impl SchemaStore for MemoryStorage {
         new: &NewOperation,
         lease_ttl: Duration,
     ) -> StoreResult<Reservation> {
+        self.inner.gate("reserve operation")?;
         new.check()?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
@@ -206,6 +207,7 @@ impl SchemaStore for MemoryStorage {
         id: OperationId,
         transition: &Transition,
     ) -> StoreResult<Option<Operation>> {
+        self.inner.gate("transition")?;
         transition.check()?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
@@ -234,6 +236,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn bind_run(&self, id: OperationId, run_id: &str) -> StoreResult<bool> {
+        self.inner.gate("bind run")?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
         let Some(operation) = tables.operation_mut(id) else {
@@ -254,6 +257,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn record_reviewed_base(&self, id: OperationId, commit: &str) -> StoreResult<bool> {
+        self.inner.gate("record reviewed base")?;
         let mut state = self.inner.state();
         let Some(operation) = state.schema.operation_mut(id) else {
             return Ok(false);
@@ -270,6 +274,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool> {
+        self.inner.gate("record pull request")?;
         let mut state = self.inner.state();
         let Some(operation) = state.schema.operation_mut(id) else {
             return Ok(false);
@@ -286,6 +291,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {
+        self.inner.gate("record inventory")?;
         new.check()?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
@@ -355,6 +361,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn begin_database(&self, id: OperationId, database: &DatabaseName) -> StoreResult<bool> {
+        self.inner.gate("begin database")?;
         let mut state = self.inner.state();
         let row = state.schema.result_mut(id, database)?;
         if row.finished_at.is_some() {
@@ -370,6 +377,7 @@ impl SchemaStore for MemoryStorage {
         database: &DatabaseName,
         report: &DatabaseReport,
     ) -> StoreResult<bool> {
+        self.inner.gate("finish database")?;
         report.check()?;
         let mut state = self.inner.state();
         let row = state.schema.result_mut(id, database)?;
@@ -439,6 +447,7 @@ impl SchemaStore for MemoryStorage {
         progress: &StepProgress,
         lease_ttl: Option<Duration>,
     ) -> StoreResult<OperationStep> {
+        self.inner.gate("record step")?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
         let now = UnixMillis::now();
@@ -495,6 +504,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool> {
+        self.inner.gate("heartbeat lease")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         Ok(match state.schema.live_lease_of(id, now) {
@@ -507,6 +517,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn extend_lease_to(&self, id: OperationId, until: UnixMillis) -> StoreResult<bool> {
+        self.inner.gate("extend lease to")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         Ok(match state.schema.live_lease_of(id, now) {
@@ -521,10 +532,12 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn release_lease(&self, id: OperationId) -> StoreResult<bool> {
+        self.inner.gate("release lease")?;
         Ok(self.inner.state().schema.release_lease_of(id))
     }
 
     async fn clear_lease(&self, clearing: &LeaseClearing) -> StoreResult<ClearOutcome> {
+        self.inner.gate("clear lease")?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
         let now = UnixMillis::now();
@@ -557,6 +570,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn open_review(&self, id: OperationId, lifetime: Duration) -> StoreResult<Review> {
+        self.inner.gate("open review")?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
         if !tables.operations.iter().any(|op| op.id == id) {
@@ -582,6 +596,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn decide_review(&self, id: OperationId, decision: &Decision) -> StoreResult<Decided> {
+        self.inner.gate("decide review")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let review = state
@@ -607,6 +622,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn record_artifact(&self, new: &NewArtifact) -> StoreResult<Artifact> {
+        self.inner.gate("record artifact")?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
         if let Some(existing) = tables.artifacts.get(&new.operation) {
@@ -643,6 +659,7 @@ impl SchemaStore for MemoryStorage {
         from: ArtifactState,
         to: ArtifactState,
     ) -> StoreResult<bool> {
+        self.inner.gate("move artifact")?;
         if !from.may_become(to) {
             return Err(StoreError::invalid("an artifact cannot make that move"));
         }
@@ -661,6 +678,7 @@ impl SchemaStore for MemoryStorage {
         id: OperationId,
         result: CleanupResult,
     ) -> StoreResult<bool> {
+        self.inner.gate("record artifact cleanup")?;
         let mut state = self.inner.state();
         Ok(match state.schema.artifacts.get_mut(&id) {
             Some(artifact) if artifact.cleanup_result.is_none() => {
@@ -672,6 +690,7 @@ impl SchemaStore for MemoryStorage {
     }
 
     async fn create_cleanup_grant(&self, new: &NewCleanupGrant) -> StoreResult<CleanupGrant> {
+        self.inner.gate("create cleanup grant")?;
         new.check()?;
         let mut state = self.inner.state();
         let tables = &mut state.schema;
@@ -697,6 +716,7 @@ impl SchemaStore for MemoryStorage {
         token_hash: &SecretHash,
         kind: CleanupKind,
     ) -> StoreResult<Option<CleanupGrant>> {
+        self.inner.gate("consume cleanup grant")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         Ok(match state.schema.grants.get_mut(token_hash) {

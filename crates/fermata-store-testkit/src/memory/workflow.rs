@@ -224,6 +224,7 @@ impl Workflows {
 #[async_trait]
 impl WorkflowStore for MemoryStorage {
     async fn create_run(&self, new: &NewRun) -> StoreResult<Run> {
+        self.inner.gate("create run")?;
         let mut state = self.inner.state();
         let workflows = &mut state.workflows;
         if workflows.runs.contains_key(&new.id) {
@@ -262,6 +263,7 @@ impl WorkflowStore for MemoryStorage {
         workflows: &[String],
         ttl: Duration,
     ) -> StoreResult<Option<ClaimedRun>> {
+        self.inner.gate("claim run")?;
         let ttl = check_ttl(ttl)?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
@@ -302,6 +304,7 @@ impl WorkflowStore for MemoryStorage {
     }
 
     async fn heartbeat(&self, claim: &Claim, ttl: Duration) -> StoreResult<Claim> {
+        self.inner.gate("heartbeat")?;
         let ttl = check_ttl(ttl)?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
@@ -331,6 +334,7 @@ impl WorkflowStore for MemoryStorage {
         key: &str,
         update: &StepUpdate,
     ) -> StoreResult<StepRecord> {
+        self.inner.gate("record step")?;
         let mut state = self.inner.state();
         state
             .workflows
@@ -343,6 +347,7 @@ impl WorkflowStore for MemoryStorage {
         key: &str,
         timeout: Option<Duration>,
     ) -> StoreResult<HookWait> {
+        self.inner.gate("await hook")?;
         let mut state = self.inner.state();
         state
             .workflows
@@ -350,6 +355,7 @@ impl WorkflowStore for MemoryStorage {
     }
 
     async fn suspend(&self, claim: &Claim, wake_after: Option<Duration>) -> StoreResult<Run> {
+        self.inner.gate("suspend")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;
@@ -364,6 +370,7 @@ impl WorkflowStore for MemoryStorage {
     }
 
     async fn release(&self, claim: &Claim) -> StoreResult<Run> {
+        self.inner.gate("release")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;
@@ -378,6 +385,7 @@ impl WorkflowStore for MemoryStorage {
         claim: &Claim,
         outcome: Result<String, JournaledError>,
     ) -> StoreResult<Run> {
+        self.inner.gate("finish")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let row = state.workflows.claimed(claim, now)?;
@@ -404,6 +412,7 @@ impl WorkflowStore for MemoryStorage {
         idempotency_key: &str,
         payload: &str,
     ) -> StoreResult<HookDelivery> {
+        self.inner.gate("deliver hook")?;
         let mut state = self.inner.state();
         state
             .workflows
@@ -421,6 +430,7 @@ impl WorkflowStore for MemoryStorage {
     }
 
     async fn cancel_run(&self, id: &RunId) -> StoreResult<bool> {
+        self.inner.gate("cancel run")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         match state.workflows.runs.get_mut(id) {
@@ -436,6 +446,7 @@ impl WorkflowStore for MemoryStorage {
     }
 
     async fn purge_runs(&self, age: Duration) -> StoreResult<u64> {
+        self.inner.gate("purge runs")?;
         let mut state = self.inner.state();
         let now = UnixMillis::now();
         let workflows = &mut state.workflows;

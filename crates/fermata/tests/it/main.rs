@@ -16,3 +16,4 @@ mod schema;
 mod secrets;
 mod sweeps;
 mod tidy;
+mod writer;

@@ -11,7 +11,7 @@ use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
 use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManager, WriterFence};
 use fermata_crypto::Keyring;
-use fermata_http::{HttpState, Metrics, Readiness, router};
+use fermata_http::{HttpState, Metrics, Phase, Readiness, router};
 use fermata_schema::artifact::ArtifactStore;
 use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
 use fermata_schema::{
@@ -71,8 +71,11 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
     let schema = Operations::new(Arc::clone(&shared), workflows.clone());
     let reviews = Reviews::new(Arc::clone(&shared), workflows, artifacts, None);
     let registry = RegistryReports::new(Arc::clone(&shared), None);
+    // The handlers are tested as a serving process runs them; `standby.rs` tests the others.
+    let readiness = Readiness::default();
+    readiness.set(Phase::Serving);
     HttpState {
-        readiness: Readiness::default(),
+        readiness,
         metrics: Arc::new(Metrics::new("test")),
         accounts: Arc::new(accounts),
         media: Media::new(Arc::clone(&shared), fence.clone(), MediaSettings::default()),

@@ -111,6 +111,34 @@ impl Target {
         Fermata::spawn(command)
     }
 
+    /// `fermata serve` as [`Target::serve`] does, with `env` set.
+    pub fn serve_with_env(&self, extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Fermata {
+        let mut command = self.command("serve");
+        command.args(["--listen", "127.0.0.1:0"]).args(extra);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        Fermata::spawn(command)
+    }
+
+    /// How many rows `table` holds, read with a plain query.
+    pub async fn count_rows(&self, table: &str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        match &self.database {
+            Database::Postgres { url } => {
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::query_scalar(&sql).fetch_one(&mut conn).await.unwrap()
+            }
+            Database::Sqlite { path } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+                let mut conn = sqlx::SqliteConnection::connect_with(&options)
+                    .await
+                    .unwrap();
+                sqlx::query_scalar(&sql).fetch_one(&mut conn).await.unwrap()
+            }
+        }
+    }
+
     /// Runs a short command to the end.
     pub fn run(&self, subcommand: &str) -> (ExitStatus, String) {
         let output = self.command(subcommand).output().unwrap();
@@ -250,6 +278,15 @@ impl Fermata {
     pub fn terminate(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());

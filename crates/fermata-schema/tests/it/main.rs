@@ -16,6 +16,7 @@ mod mysql_output;
 mod operations;
 mod package;
 mod refresh_workflow;
+mod server_errors;
 mod snapshot;
 mod source_check;
 mod verification_workflow;

@@ -8,7 +8,8 @@
 //! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
 //! stored row, an API answer or a log line. `check-source` with a full snapshot account and a
-//! narrowed one. An inventory that lists the databases `ignore_databases` left out.
+//! narrowed one. An inventory that lists the databases `ignore_databases` left out, and a refresh
+//! whose report names the object it could not capture.
 
 use crate::support;
 
@@ -978,4 +979,70 @@ async fn an_inventory_shows_what_ignore_databases_left_out() {
     );
 
     drop_databases_and_account(&mut mariadb, &[kept, scratch], &user).await;
+}
+
+/// A database holding an object the snapshot cannot capture (a MERGE table) fails its refresh,
+/// and the command's report names the database, the object and why, for people and in JSON.
+#[tokio::test]
+async fn an_unsupported_object_is_named_on_the_command_line() {
+    let mut mariadb = mysql::admin().await;
+    let database = mysql::unique("merge");
+    let quoted = mysql::quoted(&database);
+    for statement in [
+        format!("CREATE DATABASE {quoted}"),
+        format!("USE {quoted}"),
+        format!("CREATE TABLE {quoted}.part1 (a int) ENGINE=MyISAM"),
+        format!(
+            "CREATE TABLE {quoted}.`merged` (a int) ENGINE=MRG_MyISAM UNION=(part1) INSERT_METHOD=LAST"
+        ),
+    ] {
+        mariadb.execute(statement.as_str()).await.unwrap();
+    }
+    let (user, password) =
+        mysql::snapshot_account(&mut mariadb, std::slice::from_ref(&database)).await;
+    let target = Target::sqlite();
+    configure_source(&target, &user, &password);
+    let repository = empty_package(&target.config().with_file_name("package"));
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::String(repository.display().to_string())
+        ),
+    );
+    add_user(&target, "ada", true);
+    let (ok, inventory, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let inventory_id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+
+    let (ok, report, output) = schema_json(
+        &target,
+        &[
+            "refresh",
+            "--inventory",
+            &inventory_id,
+            &database,
+            "--as",
+            "ada",
+        ],
+    );
+    assert!(!ok, "{output}");
+    let named = format!(
+        "the schema of database `{database}` cannot be captured faithfully: table `merged`: \
+         definition the catalog does not describe exactly"
+    );
+    assert_eq!(report["state"], "failed", "{output}");
+    let error = &report["databases"][0]["error"];
+    assert_eq!(error["code"], "UNSUPPORTED_SCHEMA_OUTPUT", "{output}");
+    assert_eq!(error["message"], named.as_str(), "{output}");
+    assert_eq!(error["subject"]["value"]["name"], "merged", "{output}");
+    assert!(
+        output.contains(&format!("fermata: {named} (UNSUPPORTED_SCHEMA_OUTPUT)")),
+        "{output}"
+    );
+    let id = report["id"].as_str().unwrap().to_owned();
+    let (_, text) = schema_text(&target, &["show", &id]);
+    assert!(text.contains(&named), "{text}");
+
+    drop_databases_and_account(&mut mariadb, std::slice::from_ref(&database), &user).await;
 }

@@ -1,15 +1,17 @@
 //! The definitions of MariaDB sequences. They are not in `information_schema` (before MariaDB
 //! 11.5), but a sequence reads as a one-row table of its settings, so one `UNION ALL` query reads
 //! every sequence of the database at once, however many there are. `next_not_cached_value`, the
-//! current value, is data and is not read.
+//! current value, is data and is not read. A sequence dropped since the tables query listed it
+//! is a schema change (retried), not a catalog this server cannot read.
 
-use fermata_schema_core::{DatabaseName, SafeError};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
-use super::{rows, unsupported, values};
+use super::{unsupported, values};
+use crate::safe_context::caused;
 use crate::snapshot::model::Sequence;
 use crate::snapshot::render::identifier;
-use crate::source::DriverContext;
+use crate::source::{DriverContext, DriverFailure, mysql_error_number, query_error_about};
 
 /// Fills in the settings of `sequences` (named, in name order).
 pub(super) async fn read(
@@ -33,7 +35,22 @@ pub(super) async fn read(
             )
         })
         .collect();
-    let found = rows(connection, &selects.join(" UNION ALL "), database, 0).await?;
+    let sql = selects.join(" UNION ALL ");
+    let found = sqlx::query(&sql)
+        .fetch_all(&mut *connection)
+        .await
+        .map_err(|error| match mysql_error_number(&error) {
+            // ER_NO_SUCH_TABLE, ER_UNKNOWN_SEQUENCES: dropped since the tables query listed it.
+            Some(1146 | 4091) => caused(
+                SafeError::about(
+                    ErrorCode::SchemaChanged,
+                    Subject::Database(database.clone()),
+                ),
+                "read the sequences",
+                DriverFailure::of(&error),
+            ),
+            _ => query_error_about(&error, "read the sequences", database),
+        })?;
     if found.len() != sequences.len() {
         return Err(unsupported(database));
     }

@@ -10,11 +10,13 @@ mod admin_page;
 mod admin_render;
 mod api;
 pub mod auth;
+pub mod client_address;
 mod cookies;
 pub mod csrf;
 mod documents_api;
 mod error;
 mod images_api;
+mod limits;
 mod metrics;
 mod pages;
 mod readiness;
@@ -22,7 +24,6 @@ mod schema_api;
 mod sync;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -32,7 +33,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
-pub use metrics::{Metrics, RenewalOutcome};
+pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
+pub use metrics::{Limit, Metrics, RenewalOutcome};
 pub use readiness::{Phase, Readiness};
 
 pub use error::ApiError;
@@ -90,19 +92,17 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops accepting and finishes
-/// the requests in flight.
+/// Serves `router` on `listener` under `limits` (see [`limits`]) until `shutdown` completes,
+/// then stops accepting and finishes the requests in flight. Turned-away clients are counted in
+/// `metrics`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    limits: ServerLimits,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    limits::serve(listener, router, limits, metrics, shutdown).await
 }
 
 async fn healthz() -> &'static str {

@@ -39,6 +39,41 @@ struct OutcomeLabel {
     outcome: &'static str,
 }
 
+/// A limit that turned a client away or cut it short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// A connection over the cap of its peer address (served from the health reserve).
+    PeerConnections,
+    /// A connection over the total cap (served from the health reserve, or closed).
+    Connections,
+    /// A connection whose request head did not arrive in time.
+    HeaderTimeout,
+    /// A request body that fell behind the minimum rate.
+    BodyRate,
+    /// A decode or thumbnail that waited its whole queue time for a turn.
+    DecodeQueue,
+    /// A login or re-authentication refused while its name or address was locked.
+    Login,
+}
+
+impl Limit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Limit::PeerConnections => "peer_connections",
+            Limit::Connections => "connections",
+            Limit::HeaderTimeout => "header_timeout",
+            Limit::BodyRate => "body_rate",
+            Limit::DecodeQueue => "decode_queue",
+            Limit::Login => "login",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LimitLabel {
+    limit: &'static str,
+}
+
 /// Every metric the process exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -47,6 +82,7 @@ pub struct Metrics {
     lease_token: Gauge,
     lease_expires_at: Gauge<f64, AtomicU64>,
     renewals: Family<OutcomeLabel, Counter>,
+    limited: Family<LimitLabel, Counter>,
 }
 
 impl Metrics {
@@ -55,6 +91,7 @@ impl Metrics {
         let lease_token = Gauge::default();
         let lease_expires_at = Gauge::<f64, AtomicU64>::default();
         let renewals = Family::<OutcomeLabel, Counter>::default();
+        let limited = Family::<LimitLabel, Counter>::default();
         let mut registry = Registry::with_prefix("fermata");
         registry.register(
             "build",
@@ -81,12 +118,18 @@ impl Metrics {
             "Writer lease renewal attempts by outcome",
             renewals.clone(),
         );
+        registry.register(
+            "limited",
+            "Clients turned away or cut short, by the limit that did it",
+            limited.clone(),
+        );
         Metrics {
             registry,
             lease_held,
             lease_token,
             lease_expires_at,
             renewals,
+            limited,
         }
     }
 
@@ -108,6 +151,15 @@ impl Metrics {
         self.renewals
             .get_or_create(&OutcomeLabel {
                 outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// A client was turned away or cut short by `limit`.
+    pub fn limited(&self, limit: Limit) {
+        self.limited
+            .get_or_create(&LimitLabel {
+                limit: limit.as_str(),
             })
             .inc();
     }

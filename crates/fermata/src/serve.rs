@@ -76,6 +76,8 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let mut http = tokio::spawn(fermata_http::serve(
         listener,
         fermata_http::router(state),
+        settings.http.limits.clone(),
+        Arc::clone(&metrics),
         http_stop.clone().cancelled_owned(),
     ));
     tracing::info!(listen = %local, storage = store.driver(), "listening");

@@ -7,4 +7,5 @@ mod admin_page;
 mod auth;
 mod documents;
 mod images;
+mod limits;
 mod schema;

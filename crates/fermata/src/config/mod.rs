@@ -12,10 +12,12 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod http;
 mod media;
 mod schema;
 mod schema_source;
 
+pub use http::HttpSettings;
 pub use schema::SchemaSettings;
 
 /// Where a setting's value came from.
@@ -128,6 +130,9 @@ pub struct ServeSettings {
     /// A document's images and Chat attachments: byte limits and the thumbnail cache
     /// (`[media]`).
     pub media: fermata_collab::MediaSettings,
+    /// The HTTP server's timeouts, body rate and connection caps, and the trusted proxies
+    /// (`[http]`).
+    pub http: HttpSettings,
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -166,6 +171,7 @@ pub struct FileConfig {
     documents: Option<FileDocuments>,
     schema: Option<schema::FileSchema>,
     media: Option<media::FileMedia>,
+    http: Option<http::FileHttp>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -423,6 +429,7 @@ impl Sources {
             collab: self.collab_settings()?,
             schema: self.schema()?,
             media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
+            http: http::http_settings(self.file.http.as_ref(), &self.file_origin())?,
         })
     }
 
@@ -714,6 +721,45 @@ mod tests {
             (
                 "[media]\nmax_input_bytes = 4096\nmax_stored_image_bytes = 4096\nattachment_max_bytes = 4096\n",
                 "media.max_input_bytes",
+            ),
+        ] {
+            let error = from_file(text).unwrap().serve().unwrap_err();
+            assert_eq!(error.setting, key, "{text}");
+        }
+    }
+
+    #[test]
+    fn http_limits_are_read_and_checked() {
+        let settings = from_file(
+            "[http]\nheader_read_timeout = \"5s\"\nmax_connections_per_peer = 16\n\
+             trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n",
+        )
+        .unwrap()
+        .serve()
+        .unwrap();
+        let limits = settings.http.limits;
+        assert_eq!(limits.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(limits.max_connections_per_peer, 16);
+        assert!(limits.trusted_proxies.contains("10.2.3.4".parse().unwrap()));
+        assert!(!limits.trusted_proxies.contains("11.2.3.4".parse().unwrap()));
+        assert_eq!(
+            limits.keep_alive_timeout,
+            fermata_http::ServerLimits::default().keep_alive_timeout
+        );
+        for (text, key) in [
+            (
+                "[http]\nheader_read_timeout = \"1ms\"\n",
+                "http.header_read_timeout",
+            ),
+            ("[http]\nbody_min_rate = 0\n", "http.body_min_rate"),
+            ("[http]\nmax_connections = 10\n", "http.max_connections"),
+            (
+                "[http]\nmax_connections_per_peer = 0\n",
+                "http.max_connections_per_peer",
+            ),
+            (
+                "[http]\ntrusted_proxies = [\"proxy.example\"]\n",
+                "http.trusted_proxies",
             ),
         ] {
             let error = from_file(text).unwrap().serve().unwrap_err();

@@ -26,7 +26,10 @@ pub mod sweeps;
 pub use descriptions::Descriptions;
 pub use documents::{DocumentView, Documents, Page};
 pub use fence::WriterFence;
-pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload};
+pub use media::{
+    ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload,
+    UploadReservation, default_decode_concurrency,
+};
 pub use research::Research;
 pub use room::{Outbound, Refusal, close};
 pub use rooms::{Connection, RoomManager};

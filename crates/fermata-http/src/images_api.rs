@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fermata_collab::{ImageSource, MediaFailure, ServedFile};
+use fermata_collab::{ImageSource, MediaFailure, ServedFile, UploadReservation};
 use fermata_media::{MediaError, Width};
 use fermata_store::{
     AttachmentId, AttachmentInfo, ChannelId, ImageHash, ImageInfo, MessageRequestId, OriginalFile,
@@ -83,6 +83,12 @@ impl From<MediaFailure> for ApiError {
                 };
                 ApiError::new(status, code, refusal.to_string())
             }
+            MediaFailure::Busy { retry_after } => {
+                let mut error =
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", failure.to_string());
+                error.retry_after = Some(retry_after.as_secs().max(1));
+                error
+            }
             MediaFailure::Interrupted => {
                 tracing::error!(error = %failure, "request failed");
                 ApiError::new(
@@ -95,8 +101,12 @@ impl From<MediaFailure> for ApiError {
     }
 }
 
-/// The raw request body, refused as too large before it is all read.
-async fn body_bytes(state: &HttpState, request: Request) -> Result<Vec<u8>, ApiError> {
+/// The raw request body, refused as too large before it is all read, and read only once the
+/// upload buffer has room for it (the reservation is held until the upload is handled).
+async fn body_bytes(
+    state: &HttpState,
+    request: Request,
+) -> Result<(Vec<u8>, UploadReservation), ApiError> {
     let limit = state.media.settings().max_input_bytes;
     let too_large = |size: usize| -> ApiError {
         MediaFailure::Refused(MediaError::TooLarge { size, limit }).into()
@@ -109,10 +119,11 @@ async fn body_bytes(state: &HttpState, request: Request) -> Result<Vec<u8>, ApiE
     if let Some(size) = declared.filter(|size| *size > limit) {
         return Err(too_large(size));
     }
+    let reservation = state.media.reserve_upload(declared).await?;
     let bytes = axum::body::to_bytes(request.into_body(), limit)
         .await
         .map_err(|_| too_large(limit + 1))?;
-    Ok(bytes.to_vec())
+    Ok((bytes.to_vec(), reservation))
 }
 
 #[derive(Deserialize)]
@@ -228,7 +239,7 @@ async fn upload_image(
     request: Request,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
-    let bytes = body_bytes(&state, request).await?;
+    let (bytes, _reservation) = body_bytes(&state, request).await?;
     let stored_by = format!("user:{}", caller.0.user.id);
     let upload = state
         .media
@@ -357,7 +368,7 @@ async fn upload_attachment(
             ));
         }
     };
-    let bytes = body_bytes(&state, request).await?;
+    let (bytes, _reservation) = body_bytes(&state, request).await?;
     let info = state
         .media
         .upload_attachment(&id, &caller.0.user.id, query.name, bytes, original)

@@ -709,10 +709,36 @@ mod tests {
         assert_eq!(settings.media.max_stored_image_bytes, 2 << 20);
         assert_eq!(settings.media.attachment_bytes, 1 << 20);
         assert_eq!(settings.media.upload_image_bytes, 1 << 20);
+        let decoding = from_file(
+            "[media]\nmax_decode_bytes = 67108864\ndecode_concurrency = 3\ndecode_queue_wait = \"2s\"\n",
+        )
+        .unwrap()
+        .serve()
+        .unwrap()
+        .media;
+        assert_eq!(decoding.decode.max_alloc, 64 << 20);
+        assert_eq!(decoding.decode_concurrency, 3);
+        assert_eq!(decoding.decode_queue_wait, Duration::from_secs(2));
         for (text, key) in [
             (
                 "[media]\nmax_stored_image_bytes = 0\n",
                 "media.max_stored_image_bytes",
+            ),
+            (
+                "[media]\nmax_decode_bytes = 1000\n",
+                "media.max_decode_bytes",
+            ),
+            (
+                "[media]\ndecode_concurrency = 0\n",
+                "media.decode_concurrency",
+            ),
+            (
+                "[media]\ndecode_queue_wait = \"forever\"\n",
+                "media.decode_queue_wait",
+            ),
+            (
+                "[media]\nupload_buffer_bytes = 1048576\n",
+                "media.upload_buffer_bytes",
             ),
             (
                 "[media]\nmax_input_bytes = 2097152\nmax_stored_image_bytes = 1048576\nattachment_max_bytes = 4194304\n",

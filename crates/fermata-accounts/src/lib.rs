@@ -13,8 +13,9 @@ mod machines;
 mod planner_credentials;
 mod revision;
 mod rotation;
+mod sealed_cookies;
 mod sessions;
-mod throttle;
+pub mod throttle;
 mod tokens;
 mod users;
 
@@ -28,8 +29,8 @@ pub use credentials::Credentials;
 pub use error::AccountError;
 pub use keyring_handle::{KeyringHandle, Reload};
 pub use rotation::Reencrypted;
-pub use sessions::LoggedIn;
-pub use throttle::LoginThrottle;
+pub use sessions::{LoggedIn, LoginClient, Reauthenticated};
+pub use throttle::{LoginCounts, LoginThrottle};
 
 /// How long after entering a password a session counts as fresh.
 pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
@@ -134,6 +135,11 @@ impl Accounts {
 
     pub fn settings(&self) -> AccountSettings {
         self.settings
+    }
+
+    /// Failed logins, locks and refusals so far, for metrics.
+    pub fn login_counts(&self) -> LoginCounts {
+        self.throttle.counts()
     }
 }
 

@@ -18,6 +18,7 @@
 //! the size each declares before it is read.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fermata_media::{
@@ -129,6 +130,8 @@ pub struct Media {
     decodes: Arc<Semaphore>,
     /// One permit per byte of upload bodies allowed in memory at once.
     upload_buffer: Arc<Semaphore>,
+    /// Decodes and uploads turned away after their whole queue wait, for metrics.
+    turned_away: Arc<AtomicU64>,
 }
 
 /// Bytes of the upload buffer, held while an upload's body is read and handled.
@@ -151,6 +154,7 @@ impl Media {
                     .max(settings.max_input_bytes)
                     .min(Semaphore::MAX_PERMITS),
             )),
+            turned_away: Arc::new(AtomicU64::new(0)),
             settings,
         }
     }
@@ -180,10 +184,18 @@ impl Media {
             Ok(Ok(permit)) => Ok(permit),
             // The semaphores are never closed.
             Ok(Err(_)) => Err(MediaFailure::Interrupted),
-            Err(_) => Err(MediaFailure::Busy {
-                retry_after: wait.max(Duration::from_secs(1)),
-            }),
+            Err(_) => {
+                self.turned_away.fetch_add(1, Ordering::Relaxed);
+                Err(MediaFailure::Busy {
+                    retry_after: wait.max(Duration::from_secs(1)),
+                })
+            }
         }
+    }
+
+    /// How many decodes and uploads were turned away after waiting their whole queue time.
+    pub fn turned_away(&self) -> u64 {
+        self.turned_away.load(Ordering::Relaxed)
     }
 
     /// A turn to decode, waiting at most the queue wait.

@@ -36,6 +36,10 @@ pub enum Purpose {
     MachineCredentials,
     /// A schema operation's encrypted review artifact.
     SchemaReviewArtifact,
+    /// A browser's mark that it logged in to an account before (the row is the user's ID).
+    KnownDevice,
+    /// A new secret kept in a cookie until the page shows it once (the row is the session's ID).
+    ShownOnce,
 }
 
 impl Purpose {
@@ -44,6 +48,8 @@ impl Purpose {
             Purpose::SessionCredentials => "session-credentials",
             Purpose::MachineCredentials => "machine-credentials",
             Purpose::SchemaReviewArtifact => "schema-review-artifact",
+            Purpose::KnownDevice => "known-device",
+            Purpose::ShownOnce => "shown-once",
         }
     }
 }

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use axum_extra::extract::CookieJar;
-use fermata_accounts::{Credentials, Principal, Via};
+use fermata_accounts::{Credentials, LoginClient, Principal, Via};
 use fermata_crypto::{SecretToken, csrf_token};
 use fermata_store::{ApiToken, ApiTokenId, Machine, MachineId, Role, User};
 use serde::{Deserialize, Serialize};
@@ -138,8 +138,15 @@ async fn login(
     let address = client_address(&parts);
     let body: LoginBody = json_body(Request::from_parts(parts, body)).await?;
     let password = SecretToken::from_given(body.password);
-    let logged_in = state.accounts.login(&body.name, &password, address).await?;
-    let jar = jar.add(cookies::session(&state, &logged_in.secret));
+    let client = LoginClient {
+        address,
+        device_mark: cookies::device_mark(&jar),
+    };
+    let logged_in = state.accounts.login(&body.name, &password, client).await?;
+    let jar = jar
+        .clone()
+        .add(cookies::session(&state, &logged_in.secret))
+        .add(cookies::device(&state, &logged_in.device_mark));
     Ok((jar, Json(me_view(&logged_in.principal))).into_response())
 }
 
@@ -163,25 +170,29 @@ struct ReauthBody {
     password: String,
 }
 
+/// Re-authenticates the session and answers with its new cookie and CSRF token.
 async fn reauthenticate(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     request: Request,
-) -> Result<Json<MeView>, ApiError> {
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     require_json(&parts)?;
     let address = client_address(&parts);
     let body: ReauthBody = json_body(Request::from_parts(parts, body)).await?;
-    let session = state
+    let fresh = state
         .accounts
         .reauthenticate(&caller.0, &SecretToken::from_given(body.password), address)
         .await?;
+    let jar = jar.add(cookies::session(&state, &fresh.secret));
     let mut principal = caller.0;
     if let Via::Session(context) = &mut principal.via {
-        context.now = session.authenticated_at;
-        context.session = session;
+        context.now = fresh.session.authenticated_at;
+        context.session = fresh.session;
+        context.secret = fresh.secret;
     }
-    Ok(Json(me_view(&principal)))
+    Ok((jar, Json(me_view(&principal))).into_response())
 }
 
 async fn me(caller: Authenticated) -> Json<MeView> {

@@ -34,7 +34,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
-pub use metrics::{Limit, Metrics, RenewalOutcome};
+pub use metrics::{Limit, Metrics, Observed, RenewalOutcome};
 pub use readiness::{Phase, Readiness};
 
 pub use error::ApiError;
@@ -120,6 +120,10 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    state.metrics.observe(Observed {
+        logins: state.accounts.login_counts(),
+        decodes_turned_away: state.media.turned_away(),
+    });
     (
         [(
             header::CONTENT_TYPE,

@@ -1,6 +1,6 @@
 //! The process's Prometheus metrics, in OpenMetrics text.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -83,6 +83,16 @@ pub struct Metrics {
     lease_expires_at: Gauge<f64, AtomicU64>,
     renewals: Family<OutcomeLabel, Counter>,
     limited: Family<LimitLabel, Counter>,
+    login_failures: Counter,
+    login_locks: Counter,
+}
+
+/// Counts kept by the services themselves, copied into the metrics when they are read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Observed {
+    pub logins: fermata_accounts::LoginCounts,
+    /// Decodes turned away after waiting their whole queue time.
+    pub decodes_turned_away: u64,
 }
 
 impl Metrics {
@@ -92,6 +102,8 @@ impl Metrics {
         let lease_expires_at = Gauge::<f64, AtomicU64>::default();
         let renewals = Family::<OutcomeLabel, Counter>::default();
         let limited = Family::<LimitLabel, Counter>::default();
+        let login_failures = Counter::default();
+        let login_locks = Counter::default();
         let mut registry = Registry::with_prefix("fermata");
         registry.register(
             "build",
@@ -123,6 +135,16 @@ impl Metrics {
             "Clients turned away or cut short, by the limit that did it",
             limited.clone(),
         );
+        registry.register(
+            "login_failures",
+            "Logins and re-authentications with a wrong password or an unknown name",
+            login_failures.clone(),
+        );
+        registry.register(
+            "login_locks",
+            "Failed logins that locked (or kept locking) an account name, an address or a device",
+            login_locks.clone(),
+        );
         Metrics {
             registry,
             lease_held,
@@ -130,6 +152,29 @@ impl Metrics {
             lease_expires_at,
             renewals,
             limited,
+            login_failures,
+            login_locks,
+        }
+    }
+
+    /// Copies the counts the services keep into the metrics.
+    pub fn observe(&self, observed: Observed) {
+        self.login_failures
+            .inner()
+            .store(observed.logins.failures, Ordering::Relaxed);
+        self.login_locks
+            .inner()
+            .store(observed.logins.locks, Ordering::Relaxed);
+        for (limit, value) in [
+            (Limit::Login, observed.logins.throttled),
+            (Limit::DecodeQueue, observed.decodes_turned_away),
+        ] {
+            self.limited
+                .get_or_create(&LimitLabel {
+                    limit: limit.as_str(),
+                })
+                .inner()
+                .store(value, Ordering::Relaxed);
         }
     }
 

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use axum_extra::extract::CookieJar;
-use fermata_accounts::{AccountError, Credentials, FRESH_FOR, Principal};
+use fermata_accounts::{AccountError, Credentials, FRESH_FOR, LoginClient, Principal};
 use fermata_crypto::{SecretToken, csrf_token};
 use fermata_store::{ApiTokenId, MachineId};
 use maud::{DOCTYPE, Markup, html};
@@ -178,11 +178,19 @@ async fn login(
         return (StatusCode::FORBIDDEN, jar, page).into_response();
     }
     let password = SecretToken::from_given(form.password);
-    match state.accounts.login(&form.name, &password, address).await {
+    let client = LoginClient {
+        address,
+        device_mark: cookies::device_mark(&jar),
+    };
+    match state.accounts.login(&form.name, &password, client).await {
         Ok(logged_in) => {
-            let jar = jar.add(cookies::session(&state, &logged_in.secret)).remove(
-                axum_extra::extract::cookie::Cookie::build(LOGIN_CSRF_COOKIE).path("/login"),
-            );
+            let jar = jar
+                .clone()
+                .add(cookies::session(&state, &logged_in.secret))
+                .add(cookies::device(&state, &logged_in.device_mark))
+                .remove(
+                    axum_extra::extract::cookie::Cookie::build(LOGIN_CSRF_COOKIE).path("/login"),
+                );
             (jar, Redirect::to(&next)).into_response()
         }
         Err(error) => {
@@ -254,6 +262,7 @@ struct ReauthForm {
 async fn reauth(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     request: axum::extract::Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
@@ -271,7 +280,11 @@ async fn reauth(
         .reauthenticate(&caller.0, &password, address)
         .await
     {
-        Ok(_) => Redirect::to(&next).into_response(),
+        Ok(fresh) => (
+            jar.add(cookies::session(&state, &fresh.secret)),
+            Redirect::to(&next),
+        )
+            .into_response(),
         Err(error) => {
             let status = match error {
                 AccountError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -143,10 +143,27 @@ async fn a_wrong_password_and_an_unknown_name_look_the_same() {
 }
 
 #[tokio::test]
-async fn failed_logins_are_throttled_per_account_whether_or_not_it_exists() {
+async fn failed_logins_lock_an_account_briefly_whether_or_not_it_exists() {
     let app = App::new().await;
     let nobody = Caller::default();
-    for name in ["ada", "zed"] {
+    // Ada's browser logged in before: it holds her known-device mark.
+    let earlier = app
+        .call(
+            &nobody,
+            "POST",
+            "/api/v1/session",
+            Some(json!({"name": "ada", "password": ADMIN_PASSWORD})),
+        )
+        .await;
+    let mark = earlier
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("fermata_device="))
+        .map(|rest| rest.split(';').next().unwrap().to_owned())
+        .expect("a known-device mark");
+    for name in ["zed", "ada"] {
         for _ in 0..5 {
             let answer = app
                 .call(
@@ -172,10 +189,49 @@ async fn failed_logins_are_throttled_per_account_whether_or_not_it_exists() {
             "{name}: {}",
             throttled.body
         );
-        assert!(throttled.headers.contains_key(header::RETRY_AFTER));
+        let retry_after: u64 = throttled.headers[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry_after <= 300, "a lock is short: {retry_after}");
+        if name == "zed" {
+            // A mark made for another account does not open its lock.
+            let request = Request::post("/api/v1/session")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::COOKIE, format!("fermata_device={mark}"))
+                .body(Body::from(
+                    json!({"name": "zed", "password": ADMIN_PASSWORD}).to_string(),
+                ))
+                .unwrap();
+            assert_eq!(
+                app.send(request).await.status,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+        }
     }
+    // Ada's own browser gets through the lock with the right password, which lifts it.
+    let request = Request::post("/api/v1/session")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::COOKIE, format!("fermata_device={mark}"))
+        .body(Body::from(
+            json!({"name": "ada", "password": ADMIN_PASSWORD}).to_string(),
+        ))
+        .unwrap();
+    let known = app.send(request).await;
+    assert_eq!(known.status, StatusCode::OK, "{}", known.body);
+    app.login("ada", ADMIN_PASSWORD).await;
     // Another account is not affected.
     app.login("bob", MEMBER_PASSWORD).await;
+    let metrics = app.call(&nobody, "GET", "/metrics", None).await.body;
+    assert!(
+        metrics.contains("fermata_login_failures_total 10"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("fermata_limited_total{limit=\"login\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -226,6 +282,7 @@ async fn roles_and_freshness_are_enforced() {
         )
         .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let before = ada.clone();
     let reauth = app
         .call(
             &ada,
@@ -236,6 +293,19 @@ async fn roles_and_freshness_are_enforced() {
         .await;
     assert_eq!(reauth.status, StatusCode::OK, "{}", reauth.body);
     assert_eq!(reauth.json()["fresh"], true);
+    // Re-authentication rotates the session's secret and with it the CSRF token: the old
+    // cookie no longer signs in.
+    let ada = Caller {
+        cookie: Some(reauth.session_cookie().expect("a new session cookie")),
+        csrf: Some(reauth.json()["csrf_token"].as_str().unwrap().to_owned()),
+        bearer: None,
+    };
+    assert_ne!(ada.cookie, before.cookie);
+    assert_ne!(ada.csrf, before.csrf);
+    assert_eq!(
+        app.call(&before, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
     let created = app
         .call(&ada, "POST", "/api/v1/users", Some(json!({"name": "dave"})))
         .await;

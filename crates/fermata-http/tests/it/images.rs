@@ -674,7 +674,11 @@ fn png_claiming(width: u32, height: u32) -> Vec<u8> {
     header.extend_from_slice(&[8, 2, 0, 0, 0]);
     chunk(&mut out, b"IHDR", &header);
     // An empty zlib stream: the decoder never gets this far.
-    chunk(&mut out, b"IDAT", &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
+    chunk(
+        &mut out,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
     chunk(&mut out, b"IEND", &[]);
     out
 }

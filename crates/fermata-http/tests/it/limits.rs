@@ -182,3 +182,61 @@ async fn a_peer_over_its_cap_still_gets_health_answers_and_others_are_served() {
     );
     drop(held);
 }
+
+/// `POST /api/v1/session` as `name` with a wrong password, from `from`, naming `forwarded` in
+/// `X-Forwarded-For`: the status.
+async fn wrong_login(server: &Server, from: [u8; 4], name: &str, forwarded: &str) -> String {
+    let body = format!(r#"{{"name":"{name}","password":"not the password"}}"#);
+    let mut stream = connect(server, from).await;
+    stream
+        .write_all(
+            format!(
+                "POST /api/v1/session HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+                 X-Forwarded-For: {forwarded}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let answer = closed_within(&mut stream, Duration::from_secs(30)).await;
+    answer
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_client_is_throttled_by_its_own_address() {
+    let limits = ServerLimits {
+        trusted_proxies: fermata_http::client_address::TrustedProxies::new(vec![
+            "127.0.0.1".parse().unwrap(),
+        ]),
+        ..limits(Duration::from_secs(60))
+    };
+    let server = server(limits).await;
+    let proxy = [127, 0, 0, 1];
+    // One client behind the proxy fails with twenty names: its address is locked.
+    for n in 0..fermata_accounts::throttle::FREE_PER_ADDRESS {
+        let status = wrong_login(&server, proxy, &format!("name-{n}"), "203.0.113.1").await;
+        assert_eq!(status, "401");
+    }
+    assert_eq!(
+        wrong_login(&server, proxy, "fresh-name", "203.0.113.1").await,
+        "429"
+    );
+    // Another client behind the same proxy is not.
+    assert_eq!(
+        wrong_login(&server, proxy, "fresh-name", "203.0.113.2").await,
+        "401"
+    );
+    // A client that is not a proxy cannot pass for another by naming it.
+    let stranger = [127, 0, 0, 9];
+    assert_eq!(
+        wrong_login(&server, stranger, "other-name", "203.0.113.1").await,
+        "401",
+        "its own address is what counts"
+    );
+}

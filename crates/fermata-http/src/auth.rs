@@ -57,7 +57,7 @@ impl IntoResponse for AuthRejection {
     }
 }
 
-fn encode_next(next: &str) -> String {
+pub(crate) fn encode_next(next: &str) -> String {
     let mut out = String::new();
     for byte in next.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'/' | b'-' | b'_' | b'.' | b'~') {

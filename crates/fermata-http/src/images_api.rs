@@ -5,8 +5,8 @@
 //! bytes, never taken from `Content-Type` or a name. Files are served with the sniffed type,
 //! `X-Content-Type-Options: nosniff` and a sandboxing `Content-Security-Policy`, so a file can
 //! never run as a page of this origin. A document's image is addressed by the SHA-256 of its
-//! bytes and cached long; `?w=` asks for a thumbnail at one of Slack's widths (any other width
-//! is a 400 `invalid_width`).
+//! bytes and, like every authenticated answer, never cached (`no-store`); `?w=` asks for a
+//! thumbnail at one of Slack's widths (any other width is a 400 `invalid_width`).
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -49,10 +49,6 @@ pub(crate) fn routes() -> Router<HttpState> {
 
 /// What a stored file may do in a browser: nothing. It is shown as an image or text, never run.
 const SANDBOX: &str = "default-src 'none'; sandbox";
-/// A document's image never changes under its hash.
-const IMMUTABLE: &str = "private, max-age=31536000, immutable";
-/// Who may read an attachment changes when it is sent or its message deleted.
-const REVALIDATE: &str = "private, no-cache";
 
 impl From<MediaFailure> for ApiError {
     fn from(failure: MediaFailure) -> Self {
@@ -142,7 +138,7 @@ fn width(query: &WidthQuery) -> Result<Option<Width>, ApiError> {
 
 /// The bytes of a file, with the headers that keep a browser from treating them as anything
 /// but what they are.
-fn file_response(file: ServedFile, cache: &'static str, name: Option<&str>) -> Response {
+fn file_response(file: ServedFile, name: Option<&str>) -> Response {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -156,7 +152,8 @@ fn file_response(file: ServedFile, cache: &'static str, name: Option<&str>) -> R
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(SANDBOX),
     );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    // Like every authenticated answer: a browser keeps no copy of a document's files.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let disposition = match name {
         Some(name) => format!("inline; filename*=UTF-8''{}", percent_encode(name)),
         None => "inline".to_owned(),
@@ -285,7 +282,7 @@ async fn read_image(
         .image(&id, &sha256, width)
         .await?
         .ok_or_else(no_image)?;
-    Ok(file_response(file, IMMUTABLE, None))
+    Ok(file_response(file, None))
 }
 
 /// An attachment as the API shows it.
@@ -394,7 +391,7 @@ async fn read_attachment(
         .attachment(&id, &attachment, &caller.0.user.id, width)
         .await?
         .ok_or_else(no_attachment)?;
-    Ok(file_response(file, REVALIDATE, Some(&info.name)))
+    Ok(file_response(file, Some(&info.name)))
 }
 
 #[derive(Deserialize)]

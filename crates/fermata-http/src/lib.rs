@@ -14,6 +14,7 @@ pub mod client_address;
 mod cookies;
 pub mod csrf;
 mod documents_api;
+pub mod edge;
 mod error;
 mod images_api;
 mod limits;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 
@@ -61,8 +62,10 @@ pub struct HttpState {
     /// Which parts of the schema setup are configured, for the administrator page's empty states.
     pub schema_setup: SchemaSetup,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
-    /// proxy that terminates it).
+    /// proxy that terminates it). Answers then also carry HSTS.
     pub secure_cookies: bool,
+    /// The hosts and origins the server answers for, and who may read `/metrics`.
+    pub edge: edge::EdgeSettings,
 }
 
 /// Which parts of the schema operations are configured: the page says what is missing before
@@ -89,6 +92,10 @@ pub fn router(state: HttpState) -> Router {
         .merge(pages::routes())
         .merge(admin_page::routes())
         .layer(axum::middleware::from_fn(csrf::protect))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edge::guard,
+        ))
         .with_state(state)
 }
 
@@ -119,7 +126,25 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     (status, format!("{}\n", phase.as_str()))
 }
 
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+/// The metrics, for this machine or for a scraper with the token, as the operator chose; the
+/// writer lease's fencing token only for the scraper that presented the token.
+async fn metrics(State(state): State<HttpState>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let full = match &state.edge.metrics {
+        edge::MetricsAccess::Loopback if client_address::peer_is_loopback(&parts) => false,
+        edge::MetricsAccess::Loopback => {
+            return ApiError::forbidden("metrics are served to this machine only").into_response();
+        }
+        access @ edge::MetricsAccess::Token(_) if access.token_presented(&parts.headers) => true,
+        edge::MetricsAccess::Token(_) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "send the scrape token as a bearer token",
+            )
+            .into_response();
+        }
+    };
     state.metrics.observe(Observed {
         logins: state.accounts.login_counts(),
         decodes_turned_away: state.media.turned_away(),
@@ -129,6 +154,7 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.render(),
+        state.metrics.render_for(full),
     )
+        .into_response()
 }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -78,6 +78,8 @@ struct LimitLabel {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// What only a scraper with the token sees: the writer lease's fencing token.
+    sensitive: Registry,
     lease_held: Gauge,
     lease_token: Gauge,
     lease_expires_at: Gauge<f64, AtomicU64>,
@@ -115,7 +117,8 @@ impl Metrics {
             "1 while this process holds the writer lease",
             lease_held.clone(),
         );
-        registry.register(
+        let mut sensitive = Registry::with_prefix("fermata");
+        sensitive.register(
             "writer_lease_token",
             "The fencing token of the writer lease this process holds or last held",
             lease_token.clone(),
@@ -147,6 +150,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            sensitive,
             lease_held,
             lease_token,
             lease_expires_at,
@@ -211,9 +215,18 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
+        self.render_for(true)
+    }
+
+    /// The OpenMetrics text, with the fencing token only when `full`.
+    pub fn render_for(&self, full: bool) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.
-        encode(&mut text, &self.registry).unwrap_or_default();
+        encode_registry(&mut text, &self.registry).unwrap_or_default();
+        if full {
+            encode_registry(&mut text, &self.sensitive).unwrap_or_default();
+        }
+        encode_eof(&mut text).unwrap_or_default();
         text
     }
 }

@@ -71,6 +71,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
             package: settings.schema.package.is_some() || settings.schema.github.is_some(),
         },
         secure_cookies: settings.secure_cookies,
+        edge: settings.http.edge(local),
     };
     let http_stop = CancellationToken::new();
     let mut http = tokio::spawn(fermata_http::serve(

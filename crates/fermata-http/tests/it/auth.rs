@@ -69,6 +69,34 @@ impl App {
         self.send(request.body(Body::from(body)).unwrap()).await
     }
 
+    /// `GET /account` as `caller`, with a flash cookie when given.
+    async fn account_page(&self, caller: &Caller, flash: Option<&str>) -> Answer {
+        let mut cookies = format!("fermata_session={}", caller.cookie.as_deref().unwrap());
+        if let Some(flash) = flash {
+            cookies.push_str(&format!("; fermata_flash={flash}"));
+        }
+        let request = Request::get("/account")
+            .header(header::COOKIE, cookies)
+            .body(Body::empty())
+            .unwrap();
+        self.send(request).await
+    }
+
+    /// `GET /metrics` from `peer`, with `token` as a bearer token when given.
+    async fn metrics(&self, peer: [u8; 4], token: Option<&str>) -> Answer {
+        let mut request = Request::get("/metrics");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let mut request = request.body(Body::empty()).unwrap();
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                peer, 40000,
+            ))));
+        self.send(request).await
+    }
+
     async fn login(&self, name: &str, password: &str) -> Caller {
         support::login(&self.state, name, password).await
     }
@@ -223,7 +251,7 @@ async fn failed_logins_lock_an_account_briefly_whether_or_not_it_exists() {
     app.login("ada", ADMIN_PASSWORD).await;
     // Another account is not affected.
     app.login("bob", MEMBER_PASSWORD).await;
-    let metrics = app.call(&nobody, "GET", "/metrics", None).await.body;
+    let metrics = app.metrics([127, 0, 0, 1], None).await.body;
     assert!(
         metrics.contains("fermata_login_failures_total 10"),
         "{metrics}"
@@ -400,12 +428,47 @@ async fn browser_writes_without_the_csrf_token_are_refused() {
             &[("label", "from a form"), ("csrf", &csrf)],
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-    assert!(page.body.contains("shown only once") && page.body.contains("fmta_"));
+    // The form answers with a redirect; the new token waits, sealed, in a flash cookie, and
+    // the account page shows it once.
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(page.headers[header::LOCATION], "/account");
+    let flash = cookie_set(&page, "fermata_flash").expect("a flash cookie");
+    assert!(!flash.contains("fmta_"), "the secret is sealed: {flash}");
+    let shown = app.account_page(&ada, Some(&flash)).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(shown.body.contains("shown only once") && shown.body.contains("fmta_"));
+    assert_eq!(
+        cookie_set(&shown, "fermata_flash").as_deref(),
+        Some(""),
+        "shown once"
+    );
+    let again = app.account_page(&ada, None).await;
+    assert!(!again.body.contains("fmta_"));
+    // Another session cannot open it.
+    let bob = app.login("bob", MEMBER_PASSWORD).await;
+    let stolen = app.account_page(&bob, Some(&flash)).await;
+    assert!(!stolen.body.contains("fmta_"));
+    // A form with two tokens is refused, even when one of them is right.
+    let doubled = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "twice"), ("csrf", &csrf), ("csrf", "forged")],
+        )
+        .await;
+    assert_eq!(doubled.status, StatusCode::FORBIDDEN);
+    let doubled = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "twice"), ("csrf", &csrf), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(doubled.status, StatusCode::FORBIDDEN);
 
     // A request from another site is refused even with the right token.
     let request = Request::post("/api/v1/tokens")
-        .header(header::HOST, "fermata.example")
+        .header(header::HOST, "localhost:7878")
         .header(header::ORIGIN, "https://evil.example")
         .header(
             header::COOKIE,
@@ -425,7 +488,13 @@ async fn browser_writes_without_the_csrf_token_are_refused() {
             &[("name", "ada"), ("password", ADMIN_PASSWORD), ("csrf", "x")],
         )
         .await;
-    assert_eq!(login.status, StatusCode::FORBIDDEN);
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert!(
+        login.headers[header::LOCATION]
+            .to_str()
+            .unwrap()
+            .starts_with("/login?next=")
+    );
     assert!(login.session_cookie().is_none());
 }
 
@@ -771,16 +840,53 @@ async fn health_readiness_and_metrics_still_answer() {
         StatusCode::OK
     );
     app.state.metrics.lease_granted(7, 1_700_000_000_000);
-    let metrics = app.call(&nobody, "GET", "/metrics", None).await.body;
+    // By default, only this machine reads the metrics, and never the fencing token.
+    let metrics = app.metrics([127, 0, 0, 1], None).await.body;
     for line in [
         "fermata_build_info{version=\"test\"} 1",
         "fermata_writer_lease_held 1",
-        "fermata_writer_lease_token 7",
         "# EOF",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
             "missing {line:?} in:\n{metrics}"
+        );
+    }
+    assert!(!metrics.contains("writer_lease_token"), "{metrics}");
+    assert_eq!(
+        app.metrics([203, 0, 113, 5], None).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        app.call(&nobody, "GET", "/metrics", None).await.status,
+        StatusCode::FORBIDDEN,
+        "a request with no peer is not this machine"
+    );
+    // With a scrape token, the scraper that presents it reads everything, from anywhere.
+    let mut state = app.state.clone();
+    state.edge.metrics = fermata_http::edge::MetricsAccess::Token(Arc::new(
+        SecretToken::from_given("a scrape token of some length"),
+    ));
+    let scraped = App {
+        state,
+        storage: app.storage.clone(),
+    };
+    let full = scraped
+        .metrics([203, 0, 113, 5], Some("a scrape token of some length"))
+        .await;
+    assert_eq!(full.status, StatusCode::OK);
+    assert!(
+        full.body
+            .lines()
+            .any(|l| l == "fermata_writer_lease_token 7"),
+        "{}",
+        full.body
+    );
+    assert!(full.body.ends_with("# EOF\n"), "{}", full.body);
+    for token in [None, Some("a wrong token of some length")] {
+        assert_eq!(
+            scraped.metrics([127, 0, 0, 1], token).await.status,
+            StatusCode::UNAUTHORIZED
         );
     }
 }
@@ -829,4 +935,15 @@ async fn credentials_added_at_once_are_all_kept() {
             "{name} was acknowledged and lost"
         );
     }
+}
+
+/// The value of the cookie `name` that `answer` set.
+fn cookie_set(answer: &Answer, name: &str) -> Option<String> {
+    answer
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix(&format!("{name}=")).map(str::to_owned))
+        .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
 }

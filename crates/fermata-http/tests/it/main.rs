@@ -6,6 +6,7 @@ mod support;
 mod admin_page;
 mod auth;
 mod documents;
+mod headers;
 mod images;
 mod limits;
 mod schema;

@@ -1,13 +1,19 @@
-//! The `[http]` table: the HTTP server's timeouts, body rate and connection caps, and the
-//! proxies whose `X-Forwarded-For` is believed, into [`HttpSettings`]. `docs/limits.md` lists
-//! each with its default.
+//! The `[http]` table: the HTTP server's timeouts, body rate and connection caps, the proxies
+//! whose `X-Forwarded-For` is believed, the public origins and who may read `/metrics`, into
+//! [`HttpSettings`]. `docs/limits.md` lists each with its default.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use fermata_crypto::SecretToken;
 use fermata_http::ServerLimits;
 use fermata_http::client_address::{Network, TrustedProxies};
+use fermata_http::edge::{EdgeSettings, MetricsAccess, PublicOrigins};
 use serde::Deserialize;
 
+use super::schema_source::secret;
 use super::{ConfigError, Origin, bounded_duration};
 
 #[derive(Debug, Default, Deserialize)]
@@ -20,12 +26,40 @@ pub(super) struct FileHttp {
     max_connections: Option<usize>,
     max_connections_per_peer: Option<usize>,
     trusted_proxies: Option<Vec<String>>,
+    public_origins: Option<Vec<String>>,
+    metrics: Option<String>,
+    metrics_token_file: Option<PathBuf>,
+    metrics_token_env: Option<String>,
 }
 
 /// What `serve` needs of `[http]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpSettings {
     pub limits: ServerLimits,
+    /// `None`: the listen address and the forms of localhost.
+    pub public_origins: Option<PublicOrigins>,
+    /// `None`: loopback only.
+    pub metrics_token: Option<Arc<SecretToken>>,
+}
+
+impl HttpSettings {
+    /// How the router faces the outside, once the listen address is known.
+    pub fn edge(&self, listen: SocketAddr) -> EdgeSettings {
+        let mut edge = EdgeSettings::local(listen);
+        match &self.public_origins {
+            Some(origins) => edge.origins = origins.clone(),
+            None if listen.ip().is_unspecified() => tracing::warn!(
+                listen = %listen,
+                "listening on every address, but only localhost names are answered: \
+                 set http.public_origins to the addresses people use"
+            ),
+            None => {}
+        }
+        if let Some(token) = &self.metrics_token {
+            edge.metrics = MetricsAccess::Token(Arc::clone(token));
+        }
+        edge
+    }
 }
 
 /// The settings, every duration and count within its bounds.
@@ -88,7 +122,52 @@ pub(super) fn http_settings(
         }
         Some(n) => Some(n),
     };
+    let public_origins = file
+        .public_origins
+        .as_deref()
+        .map(PublicOrigins::listed)
+        .transpose()
+        .map_err(|problem| ConfigError::new("http.public_origins", origin.clone(), problem))?;
+    let metrics_token = match file.metrics.as_deref() {
+        None | Some("loopback") => {
+            if file.metrics_token_file.is_some() || file.metrics_token_env.is_some() {
+                return Err(ConfigError::new(
+                    "http.metrics",
+                    origin.clone(),
+                    "a scrape token is only read with `metrics = \"token\"`",
+                ));
+            }
+            None
+        }
+        Some("token") => {
+            let refuse = |key: &str, problem: &str| {
+                ConfigError::new(format!("http.{key}"), origin.clone(), problem)
+            };
+            let token = secret(
+                file.metrics_token_file.as_deref(),
+                file.metrics_token_env.as_deref(),
+                ("metrics_token_file", "metrics_token_env"),
+                &refuse,
+            )?;
+            if token.len() < 16 {
+                return Err(refuse(
+                    "metrics_token_file",
+                    "the scrape token must have at least 16 characters",
+                ));
+            }
+            Some(Arc::new(SecretToken::from_given(token.as_str())))
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                "http.metrics",
+                origin.clone(),
+                "expected `loopback` or `token`",
+            ));
+        }
+    };
     Ok(HttpSettings {
+        public_origins,
+        metrics_token,
         limits: ServerLimits {
             header_read_timeout: duration(
                 "header_read_timeout",

@@ -12,6 +12,7 @@
 
 pub mod descriptions;
 mod documents;
+mod fairness;
 mod fence;
 mod history;
 mod media;

@@ -19,6 +19,7 @@ use fermata_store::{
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
+use crate::fairness::{self, PresenceBudget};
 use crate::fence::WriterFence;
 use crate::history::Recorder;
 use crate::protocol::{self, ClientMessage};
@@ -122,6 +123,8 @@ struct Conn {
     member: UserId,
     /// The client's last presence message, for clients who join later.
     presence: Option<Vec<u8>>,
+    /// How much presence the client may still send (see `fairness`).
+    presence_budget: PresenceBudget,
 }
 
 pub(crate) struct Room {
@@ -272,6 +275,16 @@ impl Room {
         member: UserId,
         outbound: mpsc::Sender<Outbound>,
     ) -> Result<(), Refusal> {
+        let held = self.conns.values().filter(|c| c.member == member).count();
+        if !fairness::member_has_room(held, &self.settings) {
+            tracing::info!(document = %self.id, member = %member, held, "a member's connection refused: it holds its share of the room");
+            return Err(Refusal {
+                code: close::TRY_AGAIN_LATER,
+                reason: "you have as many connections to this document as one person may"
+                    .to_owned(),
+                kind: ErrorKind::Unavailable,
+            });
+        }
         if self.conns.len() >= self.settings.max_clients_per_room {
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
@@ -290,6 +303,7 @@ impl Room {
                 outbound,
                 member,
                 presence: None,
+                presence_budget: PresenceBudget::new(&self.settings),
             },
         );
         Ok(())
@@ -339,6 +353,14 @@ impl Room {
             Ok(ClientMessage::Awareness { raw, clients }) => {
                 if raw.len() > MAX_PRESENCE_BYTES {
                     self.refuse(conn, close::TOO_BIG, "the presence message is too large");
+                    return true;
+                }
+                if let Some(state) = self.conns.get_mut(&conn)
+                    && !state.presence_budget.take()
+                {
+                    if state.presence_budget.first_drop() {
+                        tracing::info!(document = %self.id, member = %state.member, "dropping presence a connection sends too fast");
+                    }
                     return true;
                 }
                 // y-websocket clients relay every presence change they hear, other clients'

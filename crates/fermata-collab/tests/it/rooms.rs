@@ -340,6 +340,67 @@ async fn presence_is_relayed_and_cleared_but_never_stored() {
     );
 }
 
+#[tokio::test]
+async fn a_member_holds_a_bounded_share_of_a_room() {
+    let settings = CollabSettings {
+        max_connections_per_member: 2,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let _first = Client::join(&rig).await;
+    let _second = Client::join(&rig).await;
+    let refusal = rig.rooms.join(&rig.document, &member()).await.unwrap_err();
+    assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
+    assert!(refusal.reason.contains("one person"), "{}", refusal.reason);
+    let other = UserId("someone-else".to_owned());
+    assert!(
+        rig.rooms.join(&rig.document, &other).await.is_ok(),
+        "another member still gets in"
+    );
+}
+
+#[tokio::test]
+async fn a_presence_flood_is_dropped_not_relayed_and_edits_still_flow() {
+    let settings = CollabSettings {
+        presence_per_second: 1,
+        presence_burst: 5,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut flooder = Client::join(&rig).await;
+    let mut bob = Client::join(&rig).await;
+    for clock in 1..=200 {
+        let presence = presence_message(42, clock, r#"{"cursor":1}"#);
+        assert!(flooder.connection.receive(presence).await);
+    }
+    flooder.type_text("still editing").await;
+    let mut presence_heard = 0;
+    let mut update_heard = false;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !update_heard {
+        let message = tokio::time::timeout_at(deadline, bob.connection.outbound.recv())
+            .await
+            .expect("the edit never arrived");
+        match message {
+            Some(Outbound::Message(bytes)) => match protocol::decode(&bytes) {
+                Ok(ClientMessage::Awareness { .. }) => presence_heard += 1,
+                Ok(ClientMessage::Update(update)) => {
+                    bob.doc.apply_update(&update).unwrap();
+                    update_heard = true;
+                }
+                _ => {}
+            },
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (5..=7).contains(&presence_heard),
+        "{presence_heard} of 200 presence messages were relayed"
+    );
+    assert_eq!(bob.doc.text(), "still editing");
+    assert!(flooder.hears_update(PATIENCE).await);
+}
+
 /// A presence message for one client, as y-protocols encodes it.
 fn presence_message(client: u64, clock: u32, state: &str) -> Vec<u8> {
     use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};

@@ -18,6 +18,12 @@ pub enum AccountError {
     /// Too many failed attempts for this account or address.
     #[error("too many failed attempts; try again in {} seconds", .retry_after.as_secs().max(1))]
     Throttled { retry_after: Duration },
+    /// The caller is who it says, but may not do this.
+    #[error("{0}")]
+    NotAllowed(&'static str),
+    /// A per-user cap is reached (tokens, machines).
+    #[error("{0}")]
+    TooMany(String),
     /// The thing does not exist, or belongs to someone else.
     #[error("{0} not found")]
     NotFound(&'static str),

@@ -31,6 +31,7 @@ pub use keyring_handle::{KeyringHandle, Reload};
 pub use rotation::Reencrypted;
 pub use sessions::{LoggedIn, LoginClient, Reauthenticated};
 pub use throttle::{LoginCounts, LoginThrottle};
+pub use tokens::TokenScope;
 
 /// How long after entering a password a session counts as fresh.
 pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
@@ -38,6 +39,10 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
 /// The prefixes of the secrets Fermata hands out, so a leaked one is recognised.
 pub const SESSION_SECRET_PREFIX: &str = "fmts_";
 pub const API_TOKEN_PREFIX: &str = "fmta_";
+/// The prefix of an API token made with the `tokens` scope: it may also create API tokens and
+/// pair or re-authorize machines. The scope is part of the secret, so it cannot be changed
+/// without changing the hash the token is found by.
+pub const MINTING_TOKEN_PREFIX: &str = "fmtk_";
 pub const MACHINE_TOKEN_PREFIX: &str = "fmtm_";
 pub const PLANNER_CREDENTIAL_PREFIX: &str = "fmtp_";
 
@@ -46,12 +51,18 @@ pub const PLANNER_CREDENTIAL_PREFIX: &str = "fmtp_";
 pub struct AccountSettings {
     /// How long a login session lives.
     pub session_ttl: Duration,
+    /// The most unrevoked API tokens one user holds.
+    pub max_api_tokens: usize,
+    /// The most paired machines one user holds.
+    pub max_machines: usize,
 }
 
 impl Default for AccountSettings {
     fn default() -> Self {
         AccountSettings {
             session_ttl: Duration::from_secs(7 * 24 * 60 * 60),
+            max_api_tokens: 50,
+            max_machines: 20,
         }
     }
 }
@@ -63,6 +74,9 @@ pub struct Accounts {
     keys: Arc<KeyringHandle>,
     throttle: LoginThrottle,
     settings: AccountSettings,
+    /// Held while a token or a machine is counted and made, so requests at the same moment
+    /// cannot all pass the cap.
+    issuing: tokio::sync::Mutex<()>,
 }
 
 /// Who made a request, and how they proved it.
@@ -70,6 +84,9 @@ pub struct Accounts {
 pub struct Principal {
     pub user: User,
     pub via: Via,
+    /// May create API tokens and pair or re-authorize machines: a browser session, or an API
+    /// token made with the `tokens` scope.
+    pub may_issue_credentials: bool,
 }
 
 /// How a principal authenticated.
@@ -103,6 +120,17 @@ impl Principal {
         }
     }
 
+    /// Refuses a principal that may not create tokens or machines.
+    pub fn require_issuing(&self) -> Result<(), AccountError> {
+        if self.may_issue_credentials {
+            Ok(())
+        } else {
+            Err(AccountError::NotAllowed(
+                "this API token may not create tokens or machines: make one with the `tokens` scope",
+            ))
+        }
+    }
+
     pub fn session(&self) -> Option<&SessionContext> {
         match &self.via {
             Via::Session(context) => Some(context),
@@ -122,6 +150,7 @@ impl Accounts {
             keys,
             throttle: LoginThrottle::default(),
             settings,
+            issuing: tokio::sync::Mutex::new(()),
         }
     }
 

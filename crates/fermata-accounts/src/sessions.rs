@@ -181,6 +181,7 @@ impl Accounts {
             return Ok(None);
         };
         Ok(Some(Principal {
+            may_issue_credentials: true,
             user,
             via: Via::Session(SessionContext {
                 session: lookup.session,

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use axum_extra::extract::CookieJar;
-use fermata_accounts::{Credentials, LoginClient, Principal, Via};
+use fermata_accounts::{Credentials, LoginClient, Principal, TokenScope, Via};
 use fermata_crypto::{SecretToken, csrf_token};
 use fermata_store::{ApiToken, ApiTokenId, Machine, MachineId, Role, User};
 use serde::{Deserialize, Serialize};
@@ -287,8 +287,11 @@ struct NewSecret<T> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LabelBody {
+struct NewTokenBody {
     label: String,
+    /// `["tokens"]` for a token that may itself create tokens and machines.
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 async fn list_tokens(
@@ -304,10 +307,20 @@ async fn create_token(
     caller: Authenticated,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body: LabelBody = json_body(request).await?;
+    caller.0.require_issuing()?;
+    let body: NewTokenBody = json_body(request).await?;
+    let scope = match body.scopes.as_slice() {
+        [] => TokenScope::Standard,
+        [scope] if scope == "tokens" => TokenScope::Issuing,
+        _ => {
+            return Err(ApiError::bad_request(
+                "the only scope is `tokens` (the token may create tokens and machines)",
+            ));
+        }
+    };
     let (token, secret) = state
         .accounts
-        .create_api_token(&caller.0.user, &body.label)
+        .create_scoped_api_token(&caller.0.user, &body.label, scope)
         .await?;
     let view = NewSecret {
         item: TokenView::from(&token),
@@ -368,6 +381,7 @@ async fn pair_machine(
     caller: Authenticated,
     request: Request,
 ) -> Result<Response, ApiError> {
+    caller.0.require_issuing()?;
     let body: NameBody = json_body(request).await?;
     let (machine, secret) = state
         .accounts
@@ -385,6 +399,7 @@ async fn reauthorize_machine(
     caller: Authenticated,
     Path(id): Path<String>,
 ) -> Result<Json<NewSecret<MachineView>>, ApiError> {
+    caller.0.require_issuing()?;
     let (machine, secret) = state
         .accounts
         .reauthorize_machine(&caller.0.user, &MachineId(id))

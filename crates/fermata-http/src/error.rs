@@ -69,6 +69,8 @@ impl From<AccountError> for ApiError {
             AccountError::WrongCredentials => (StatusCode::UNAUTHORIZED, "wrong_credentials"),
             AccountError::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "throttled"),
             AccountError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            AccountError::NotAllowed(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            AccountError::TooMany(_) => (StatusCode::CONFLICT, "too_many"),
             AccountError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AccountError::Crypto(_) => (StatusCode::INTERNAL_SERVER_ERROR, "undecryptable"),
             AccountError::Store(store) if store.is_retryable() => {

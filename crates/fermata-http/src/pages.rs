@@ -589,6 +589,8 @@ async fn after(
         Err(
             error @ (AccountError::Invalid(_)
             | AccountError::NotFound(_)
+            | AccountError::NotAllowed(_)
+            | AccountError::TooMany(_)
             | AccountError::Conflict(_)),
         ) => Some(Flash::Error(error.to_string())),
         Err(error) => return crate::error::ApiError::from(error).into_response(),
@@ -656,11 +658,14 @@ async fn create_token(
     jar: CookieJar,
     Form(form): Form<LabelForm>,
 ) -> Response {
-    let result = state
-        .accounts
-        .create_api_token(&caller.0.user, &form.label)
-        .await
-        .map(|(_, secret)| shown_once("API token", &secret));
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .create_api_token(&caller.0.user, &form.label)
+            .await
+            .map(|(_, secret)| shown_once("API token", &secret)),
+        Err(error) => Err(error),
+    };
     after(&state, &caller.0, jar, result).await
 }
 
@@ -689,11 +694,14 @@ async fn pair_machine(
     jar: CookieJar,
     Form(form): Form<NameForm>,
 ) -> Response {
-    let result = state
-        .accounts
-        .pair_machine(&caller.0.user, &form.name)
-        .await
-        .map(|(_, secret)| shown_once("machine token", &secret));
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .pair_machine(&caller.0.user, &form.name)
+            .await
+            .map(|(_, secret)| shown_once("machine token", &secret)),
+        Err(error) => Err(error),
+    };
     after(&state, &caller.0, jar, result).await
 }
 
@@ -703,11 +711,14 @@ async fn reauthorize_machine(
     jar: CookieJar,
     Path(id): Path<String>,
 ) -> Response {
-    let result = state
-        .accounts
-        .reauthorize_machine(&caller.0.user, &MachineId(id))
-        .await
-        .map(|(_, secret)| shown_once("machine token", &secret));
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .reauthorize_machine(&caller.0.user, &MachineId(id))
+            .await
+            .map(|(_, secret)| shown_once("machine token", &secret)),
+        Err(error) => Err(error),
+    };
     after(&state, &caller.0, jar, result).await
 }
 

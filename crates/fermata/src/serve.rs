@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use fermata_accounts::{AccountSettings, Accounts};
+use fermata_accounts::Accounts;
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{Lease, Storage, TenureStart};
@@ -40,9 +40,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
     let accounts = Arc::new(Accounts::new(
         Arc::clone(&shared),
         keyring,
-        AccountSettings {
-            session_ttl: settings.session_ttl,
-        },
+        settings.account_settings(),
     ));
 
     let listener = TcpListener::bind(settings.listen).await.map_err(|error| {

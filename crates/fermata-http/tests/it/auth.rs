@@ -947,3 +947,124 @@ fn cookie_set(answer: &Answer, name: &str) -> Option<String> {
         .find_map(|v| v.strip_prefix(&format!("{name}=")).map(str::to_owned))
         .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
 }
+
+#[tokio::test]
+async fn tokens_mint_only_with_their_scope_and_every_user_is_capped() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let app = &app;
+    let token = |caller: &Caller, body: Value| {
+        let caller = caller.clone();
+        async move {
+            app.call(&caller, "POST", "/api/v1/tokens", Some(body))
+                .await
+        }
+    };
+    let plain = token(&ada, json!({"label": "ci"})).await;
+    assert_eq!(plain.status, StatusCode::CREATED);
+    let program = Caller {
+        bearer: Some(plain.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    // A token without the scope reads and writes as its user, but mints nothing.
+    assert_eq!(
+        app.call(&program, "GET", "/api/v1/me", None).await.status,
+        StatusCode::OK
+    );
+    for (uri, body) in [
+        ("/api/v1/tokens", json!({"label": "more"})),
+        ("/api/v1/machines", json!({"name": "more"})),
+    ] {
+        let refused = app.call(&program, "POST", uri, Some(body)).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (StatusCode::FORBIDDEN, "forbidden".to_owned()),
+            "{uri}"
+        );
+    }
+    let page = app
+        .send(
+            Request::post("/account/tokens")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(
+                    header::AUTHORIZATION,
+                    format!("Bearer {}", program.bearer.clone().unwrap()),
+                )
+                .body(Body::from("label=through+the+page"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        app.call(&ada, "GET", "/api/v1/tokens", None)
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "the page made no token either"
+    );
+    let unknown = token(&ada, json!({"label": "x", "scopes": ["everything"]})).await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+
+    // With the scope, it may.
+    let issuing = token(&ada, json!({"label": "deploys", "scopes": ["tokens"]})).await;
+    assert_eq!(issuing.status, StatusCode::CREATED);
+    let secret = issuing.json()["token"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("fmtk_"), "{secret}");
+    let deployer = Caller {
+        bearer: Some(secret),
+        ..Caller::default()
+    };
+    let minted = token(&deployer, json!({"label": "minted"})).await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
+
+    // Every user holds a bounded number of tokens and machines.
+    let cap = fermata_accounts::AccountSettings::default();
+    for n in 3..cap.max_api_tokens {
+        let made = token(&deployer, json!({"label": format!("t{n}")})).await;
+        assert_eq!(made.status, StatusCode::CREATED, "{n}: {}", made.body);
+    }
+    let over = token(&deployer, json!({"label": "one too many"})).await;
+    assert_eq!(
+        (over.status, over.code()),
+        (StatusCode::CONFLICT, "too_many".to_owned())
+    );
+    let id = minted.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.call(&ada, "DELETE", &format!("/api/v1/tokens/{id}"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        token(&deployer, json!({"label": "in its place"}))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    for n in 0..cap.max_machines {
+        let paired = app
+            .call(
+                &deployer,
+                "POST",
+                "/api/v1/machines",
+                Some(json!({"name": format!("m{n}")})),
+            )
+            .await;
+        assert_eq!(paired.status, StatusCode::CREATED, "{n}: {}", paired.body);
+    }
+    let over = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/machines",
+            Some(json!({"name": "one too many"})),
+        )
+        .await;
+    assert_eq!(
+        (over.status, over.code()),
+        (StatusCode::CONFLICT, "too_many".to_owned())
+    );
+}

@@ -122,6 +122,9 @@ pub struct ServeSettings {
     pub secure_cookies: bool,
     /// How long a login session lives.
     pub session_ttl: Duration,
+    /// The most unrevoked API tokens and paired machines one user holds (`[accounts]`).
+    pub max_api_tokens: usize,
+    pub max_machines: usize,
     /// Live collaboration: batching, checkpoints, idle rooms and limits.
     pub collab: fermata_collab::CollabSettings,
     /// Schema operations: the source, the verification workspace, the package and the refresh
@@ -133,6 +136,17 @@ pub struct ServeSettings {
     /// The HTTP server's timeouts, body rate and connection caps, and the trusted proxies
     /// (`[http]`).
     pub http: HttpSettings,
+}
+
+impl ServeSettings {
+    /// What the account layer is given.
+    pub fn account_settings(&self) -> fermata_accounts::AccountSettings {
+        fermata_accounts::AccountSettings {
+            session_ttl: self.session_ttl,
+            max_api_tokens: self.max_api_tokens,
+            max_machines: self.max_machines,
+        }
+    }
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -172,6 +186,15 @@ pub struct FileConfig {
     schema: Option<schema::FileSchema>,
     media: Option<media::FileMedia>,
     http: Option<http::FileHttp>,
+    accounts: Option<FileAccounts>,
+}
+
+/// The `[accounts]` table: caps per user.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAccounts {
+    max_api_tokens: Option<usize>,
+    max_machines: Option<usize>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -186,6 +209,9 @@ struct FileDocuments {
     max_message_bytes: Option<usize>,
     max_document_bytes: Option<usize>,
     max_clients_per_room: Option<usize>,
+    max_connections_per_member: Option<usize>,
+    presence_per_second: Option<u32>,
+    presence_burst: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -417,7 +443,30 @@ impl Sources {
                 "1m and 366d, such as 7d or 12h",
             )?,
         };
+        let account_defaults = fermata_accounts::AccountSettings::default();
+        let cap = |key: &str, value: Option<usize>, default: usize| match value {
+            None => Ok(default),
+            Some(0) => Err(ConfigError::new(
+                format!("accounts.{key}"),
+                self.file_origin(),
+                "must be more than zero",
+            )),
+            Some(n) => Ok(n),
+        };
+        let accounts = self.file.accounts.as_ref();
+        let max_api_tokens = cap(
+            "max_api_tokens",
+            accounts.and_then(|a| a.max_api_tokens),
+            account_defaults.max_api_tokens,
+        )?;
+        let max_machines = cap(
+            "max_machines",
+            accounts.and_then(|a| a.max_machines),
+            account_defaults.max_machines,
+        )?;
         Ok(ServeSettings {
+            max_api_tokens,
+            max_machines,
             keys: self.keys(&storage)?,
             storage,
             listen: listen_addr,
@@ -471,6 +520,12 @@ impl Sources {
                     Some(n) => Ok(n),
                 }
             };
+        let small_count = |key: &str, value: Option<u32>, default: u32| {
+            count(key, value.map(|n| n as usize), default as usize).map(|n| {
+                // Read from a u32, so it fits one.
+                u32::try_from(n).unwrap_or(u32::MAX)
+            })
+        };
         Ok(fermata_collab::CollabSettings {
             batch_window: duration("batch_window", &file.batch_window, defaults.batch_window)?,
             max_batch: count("max_batch", file.max_batch, defaults.max_batch)?,
@@ -499,6 +554,21 @@ impl Sources {
                 "max_clients_per_room",
                 file.max_clients_per_room,
                 defaults.max_clients_per_room,
+            )?,
+            max_connections_per_member: count(
+                "max_connections_per_member",
+                file.max_connections_per_member,
+                defaults.max_connections_per_member,
+            )?,
+            presence_per_second: small_count(
+                "presence_per_second",
+                file.presence_per_second,
+                defaults.presence_per_second,
+            )?,
+            presence_burst: small_count(
+                "presence_burst",
+                file.presence_burst,
+                defaults.presence_burst,
             )?,
         })
     }

@@ -456,7 +456,7 @@ impl Room {
             if !self.conns.contains_key(&conn) {
                 continue;
             }
-            match self.doc.doc.apply_update(&update) {
+            match self.doc.doc.apply_client_update(&update) {
                 Ok(()) => accepted.push((conn, update)),
                 Err(error) => {
                     self.refuse(

@@ -313,6 +313,14 @@ async fn bad_messages_are_refused_and_the_room_keeps_serving() {
     );
     assert_eq!(foreign.closed().await.0, close::POLICY);
 
+    // An update that puts NUL into the text, like one that reaches past it, is refused.
+    let mut nul = Client::join(&rig).await;
+    let update = nul.doc.insert(0, "a\0b").unwrap();
+    assert!(nul.connection.receive(protocol::update(update)).await);
+    let (code, reason) = nul.closed().await;
+    assert_eq!(code, close::POLICY);
+    assert!(reason.contains("NUL"), "{reason}");
+
     good.type_text("still fine").await;
     assert!(good.hears_update(PATIENCE).await);
     assert_eq!(stored_text(&rig).await.0, "still fine");

@@ -10,6 +10,7 @@ mod credentials;
 mod error;
 mod keyring_handle;
 mod machines;
+mod password_checks;
 mod planner_credentials;
 mod revision;
 mod rotation;
@@ -28,6 +29,7 @@ use fermata_store::{ApiToken, Session, Storage, UnixMillis, User};
 pub use credentials::Credentials;
 pub use error::AccountError;
 pub use keyring_handle::{KeyringHandle, Reload};
+pub use password_checks::QUEUE_WAIT as PASSWORD_QUEUE_WAIT;
 pub use rotation::Reencrypted;
 pub use sessions::{LoggedIn, LoginClient, Reauthenticated};
 pub use throttle::{LoginCounts, LoginThrottle};
@@ -55,6 +57,8 @@ pub struct AccountSettings {
     pub max_api_tokens: usize,
     /// The most paired machines one user holds.
     pub max_machines: usize,
+    /// The most password checks running at once (each takes 19 MiB and one core).
+    pub password_concurrency: usize,
 }
 
 impl Default for AccountSettings {
@@ -63,6 +67,8 @@ impl Default for AccountSettings {
             session_ttl: Duration::from_secs(7 * 24 * 60 * 60),
             max_api_tokens: 50,
             max_machines: 20,
+            password_concurrency: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZeroUsize::get),
         }
     }
 }
@@ -77,6 +83,8 @@ pub struct Accounts {
     /// Held while a token or a machine is counted and made, so requests at the same moment
     /// cannot all pass the cap.
     issuing: tokio::sync::Mutex<()>,
+    /// Where logins and re-authentications check passwords, a bounded few at once.
+    passwords: password_checks::PasswordChecks,
 }
 
 /// Who made a request, and how they proved it.
@@ -149,8 +157,9 @@ impl Accounts {
             storage,
             keys,
             throttle: LoginThrottle::default(),
-            settings,
             issuing: tokio::sync::Mutex::new(()),
+            passwords: password_checks::PasswordChecks::start(settings.password_concurrency),
+            settings,
         }
     }
 

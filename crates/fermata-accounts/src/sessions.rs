@@ -3,14 +3,14 @@
 
 use std::net::IpAddr;
 
-use fermata_crypto::{Aad, Purpose, SecretToken, verify_password};
+use fermata_crypto::{Aad, Purpose, SecretToken};
 use fermata_store::{NewSession, SecretHash, Session, SessionId, UserName};
 
 use crate::credentials::Credentials;
 use crate::revision::at_read_revision;
 use crate::throttle::Attempt;
 use crate::{
-    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, blocking, new_id,
+    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, new_id,
 };
 
 /// A successful login: the principal, the secret for the browser's cookie, and the browser's
@@ -76,9 +76,18 @@ impl Accounts {
             .attempt(&attempt)
             .map_err(|retry_after| Self::throttled(&attempt, retry_after))?;
         let stored = user.as_ref().map(|user| user.password_hash.clone());
-        let given = password.clone();
-        let checked = stored.clone();
-        let matches = blocking(move || verify_password(given.expose(), checked.as_deref())).await;
+        let matches = match self
+            .passwords
+            .verify(password.clone(), stored.clone())
+            .await
+        {
+            Ok(matches) => matches,
+            Err(busy) => {
+                // Not a failure of this name or address: its attempt is handed back.
+                self.throttle.withdrawn(&attempt);
+                return Err(busy);
+            }
+        };
         let Some(user) = user.filter(|_| matches) else {
             return Err(self.wrong_password(&attempt));
         };
@@ -220,8 +229,14 @@ impl Accounts {
             .user_by_id(&principal.user.id)
             .await?
             .map(|user| user.password_hash);
-        let given = password.clone();
-        if !blocking(move || verify_password(given.expose(), stored.as_deref())).await {
+        let matches = match self.passwords.verify(password.clone(), stored).await {
+            Ok(matches) => matches,
+            Err(busy) => {
+                self.throttle.withdrawn(&attempt);
+                return Err(busy);
+            }
+        };
+        if !matches {
             return Err(self.wrong_password(&attempt));
         }
         self.throttle.succeeded(&attempt);

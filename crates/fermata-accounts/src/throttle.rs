@@ -189,6 +189,17 @@ impl LoginThrottle {
         }
     }
 
+    /// The attempt was never decided (the server was too busy to check the password): it stops
+    /// counting against its keys.
+    pub fn withdrawn(&self, attempt: &Attempt<'_>) {
+        let mut table = self.lock_table();
+        for (key, _) in attempt.keys() {
+            if let Some(times) = table.get_mut(&key) {
+                times.pop_back();
+            }
+        }
+    }
+
     /// The attempt failed (it was counted when it began): the longest lock it started, if any.
     pub fn failed(&self, attempt: &Attempt<'_>) -> Option<Duration> {
         self.failures.fetch_add(1, Ordering::Relaxed);

@@ -10,6 +10,7 @@
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
 
+mod decode_threads;
 pub mod descriptions;
 mod documents;
 mod fairness;

@@ -7,7 +7,7 @@
 //! limit of what may be stored (1 MiB for `upload_image`, `MAX_STORED_IMAGE_BYTES` for an image
 //! a tool made, the attachment limit for a Chat file); an image over it is stored as a smaller
 //! copy of itself, so the tables never hold anything larger. Decoding, copying and resizing
-//! run on the blocking pool.
+//! run on the media service's own decode threads (see `decode_threads`).
 //!
 //! Memory is bounded per request and in total. Each decode is held to its pixel budget
 //! ([`DecodeLimits::max_alloc`], `max_decode_bytes`), which bounds what it costs besides its
@@ -33,6 +33,7 @@ use fermata_store::{
 
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
+use crate::decode_threads::DecodeThreads;
 use crate::fence::WriterFence;
 
 /// The limits of what is accepted and stored, and the thumbnail cache's size.
@@ -132,6 +133,8 @@ pub struct Media {
     upload_buffer: Arc<Semaphore>,
     /// Decodes and uploads turned away after their whole queue wait, for metrics.
     turned_away: Arc<AtomicU64>,
+    /// Where decodes run: one thread per turn.
+    decoders: DecodeThreads,
 }
 
 /// Bytes of the upload buffer, held while an upload's body is read and handled.
@@ -155,6 +158,7 @@ impl Media {
                     .min(Semaphore::MAX_PERMITS),
             )),
             turned_away: Arc::new(AtomicU64::new(0)),
+            decoders: DecodeThreads::start(settings.decode_concurrency),
             settings,
         }
     }
@@ -393,15 +397,17 @@ impl Media {
         }
         let limits = self.settings.decode;
         let turn = self.decode_turn().await?;
-        let fitted = tokio::task::spawn_blocking(move || {
-            // The turn is held by the work itself: a request that goes away does not free it
-            // while its decode still runs.
-            let _turn = turn;
-            let inspected = inspect(&bytes, limits)?;
-            fit(bytes, inspected, store_limit, limits)
-        })
-        .await
-        .map_err(|_| MediaFailure::Interrupted)??;
+        let fitted = self
+            .decoders
+            .run(move || {
+                // The turn is held by the work itself: a request that goes away does not free it
+                // while its decode still runs.
+                let _turn = turn;
+                let inspected = inspect(&bytes, limits)?;
+                fit(bytes, inspected, store_limit, limits)
+            })
+            .await
+            .map_err(|_| MediaFailure::Interrupted)??;
         Ok(fitted)
     }
 
@@ -427,18 +433,19 @@ impl Media {
         }
         let thumbnails = Arc::clone(&self.thumbnails);
         let turn = self.decode_turn().await?;
-        tokio::task::spawn_blocking(move || {
-            let _turn = turn;
-            match thumbnails.serve(&key, &bytes, media_type, width)? {
-                Served::Original => Ok(original(bytes)),
-                Served::Thumbnail(thumbnail) => Ok(ServedFile {
-                    bytes: thumbnail.bytes.clone(),
-                    media_type: thumbnail.media_type,
-                }),
-            }
-        })
-        .await
-        .map_err(|_| MediaFailure::Interrupted)?
+        self.decoders
+            .run(move || {
+                let _turn = turn;
+                match thumbnails.serve(&key, &bytes, media_type, width)? {
+                    Served::Original => Ok(original(bytes)),
+                    Served::Thumbnail(thumbnail) => Ok(ServedFile {
+                        bytes: thumbnail.bytes.clone(),
+                        media_type: thumbnail.media_type,
+                    }),
+                }
+            })
+            .await
+            .map_err(|_| MediaFailure::Interrupted)?
     }
 }
 

@@ -68,6 +68,7 @@ impl From<AccountError> for ApiError {
             AccountError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
             AccountError::WrongCredentials => (StatusCode::UNAUTHORIZED, "wrong_credentials"),
             AccountError::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "throttled"),
+            AccountError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             AccountError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AccountError::NotAllowed(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AccountError::TooMany(_) => (StatusCode::CONFLICT, "too_many"),
@@ -83,7 +84,9 @@ impl From<AccountError> for ApiError {
             tracing::error!(error = %error, cause = cause.as_deref().unwrap_or(""), "request failed");
         }
         let retry_after = match &error {
-            AccountError::Throttled { retry_after } => Some(retry_after.as_secs().max(1)),
+            AccountError::Throttled { retry_after } | AccountError::Busy { retry_after } => {
+                Some(retry_after.as_secs().max(1))
+            }
             _ => None,
         };
         ApiError {

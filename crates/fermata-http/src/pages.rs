@@ -216,9 +216,9 @@ async fn login(
         }
         Err(error) => {
             let message = match error {
-                AccountError::Throttled { .. } | AccountError::WrongCredentials => {
-                    error.to_string()
-                }
+                AccountError::Throttled { .. }
+                | AccountError::Busy { .. }
+                | AccountError::WrongCredentials => error.to_string(),
                 _ => {
                     tracing::error!(error = %error, "login failed");
                     "The server could not log you in just now. Try again shortly.".to_owned()

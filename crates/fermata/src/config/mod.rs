@@ -122,9 +122,11 @@ pub struct ServeSettings {
     pub secure_cookies: bool,
     /// How long a login session lives.
     pub session_ttl: Duration,
-    /// The most unrevoked API tokens and paired machines one user holds (`[accounts]`).
+    /// The most unrevoked API tokens and paired machines one user holds, and the most password
+    /// checks at once (`[accounts]`).
     pub max_api_tokens: usize,
     pub max_machines: usize,
+    pub password_concurrency: usize,
     /// Live collaboration: batching, checkpoints, idle rooms and limits.
     pub collab: fermata_collab::CollabSettings,
     /// Schema operations: the source, the verification workspace, the package and the refresh
@@ -145,6 +147,7 @@ impl ServeSettings {
             session_ttl: self.session_ttl,
             max_api_tokens: self.max_api_tokens,
             max_machines: self.max_machines,
+            password_concurrency: self.password_concurrency,
         }
     }
 }
@@ -195,6 +198,7 @@ pub struct FileConfig {
 struct FileAccounts {
     max_api_tokens: Option<usize>,
     max_machines: Option<usize>,
+    password_concurrency: Option<usize>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -464,9 +468,15 @@ impl Sources {
             accounts.and_then(|a| a.max_machines),
             account_defaults.max_machines,
         )?;
+        let password_concurrency = cap(
+            "password_concurrency",
+            accounts.and_then(|a| a.password_concurrency),
+            account_defaults.password_concurrency,
+        )?;
         Ok(ServeSettings {
             max_api_tokens,
             max_machines,
+            password_concurrency,
             keys: self.keys(&storage)?,
             storage,
             listen: listen_addr,

@@ -9,6 +9,7 @@ mod support;
 
 mod admin_browser;
 mod config;
+mod hostile_load;
 mod interop;
 mod lifecycle;
 mod schema;

@@ -154,6 +154,17 @@ async fn every_page_carries_its_policy_and_is_never_stored() {
     for uri in ["/account", "/reauth?next=/account", "/admin/schema"] {
         assert_page_headers(uri, &app.page(&app.ada, uri).await);
     }
+    // The report page of an operation, here of one that does not exist.
+    let report = app
+        .page(&app.ada, "/admin/schema/operations/no-such-operation")
+        .await;
+    assert_eq!(report.status, StatusCode::NOT_FOUND);
+    assert_eq!(header(&report.headers, &header::X_FRAME_OPTIONS), "DENY");
+    assert_eq!(header(&report.headers, &header::CACHE_CONTROL), "no-store");
+    assert!(
+        header(&report.headers, &header::CONTENT_SECURITY_POLICY)
+            .contains("frame-ancestors 'none'")
+    );
     // A page answering a refusal carries them too.
     let bob = {
         app.state

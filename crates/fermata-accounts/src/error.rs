@@ -15,9 +15,18 @@ pub enum AccountError {
     /// The credentials were wrong, or the account does not exist: the two are not told apart.
     #[error("the name or password is wrong")]
     WrongCredentials,
+    /// Every password check stayed busy for the whole wait: try again shortly.
+    #[error("the server is busy checking passwords; try again in {} seconds", .retry_after.as_secs().max(1))]
+    Busy { retry_after: Duration },
     /// Too many failed attempts for this account or address.
     #[error("too many failed attempts; try again in {} seconds", .retry_after.as_secs().max(1))]
     Throttled { retry_after: Duration },
+    /// The caller is who it says, but may not do this.
+    #[error("{0}")]
+    NotAllowed(&'static str),
+    /// A per-user cap is reached (tokens, machines).
+    #[error("{0}")]
+    TooMany(String),
     /// The thing does not exist, or belongs to someone else.
     #[error("{0} not found")]
     NotFound(&'static str),

@@ -13,11 +13,13 @@ mod credentials;
 mod error;
 mod keyring_handle;
 mod machines;
+mod password_checks;
 mod planner_credentials;
 mod revision;
 mod rotation;
+mod sealed_cookies;
 mod sessions;
-mod throttle;
+pub mod throttle;
 mod tokens;
 mod users;
 
@@ -35,9 +37,11 @@ pub use client_tokens::{
 pub use credentials::Credentials;
 pub use error::AccountError;
 pub use keyring_handle::{KeyringHandle, Reload};
+pub use password_checks::QUEUE_WAIT as PASSWORD_QUEUE_WAIT;
 pub use rotation::Reencrypted;
-pub use sessions::LoggedIn;
-pub use throttle::LoginThrottle;
+pub use sessions::{LoggedIn, LoginClient, Reauthenticated};
+pub use throttle::{LoginCounts, LoginThrottle};
+pub use tokens::TokenScope;
 
 /// How long after entering a password a session counts as fresh.
 pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
@@ -45,6 +49,10 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
 /// The prefixes of the secrets Fermata hands out, so a leaked one is recognised.
 pub const SESSION_SECRET_PREFIX: &str = "fmts_";
 pub const API_TOKEN_PREFIX: &str = "fmta_";
+/// The prefix of an API token made with the `tokens` scope: it may also create API tokens and
+/// pair or re-authorize machines. The scope is part of the secret, so it cannot be changed
+/// without changing the hash the token is found by.
+pub const MINTING_TOKEN_PREFIX: &str = "fmtk_";
 pub const MACHINE_TOKEN_PREFIX: &str = "fmtm_";
 pub const PLANNER_CREDENTIAL_PREFIX: &str = "fmtp_";
 
@@ -53,12 +61,22 @@ pub const PLANNER_CREDENTIAL_PREFIX: &str = "fmtp_";
 pub struct AccountSettings {
     /// How long a login session lives.
     pub session_ttl: Duration,
+    /// The most unrevoked API tokens one user holds.
+    pub max_api_tokens: usize,
+    /// The most paired machines one user holds.
+    pub max_machines: usize,
+    /// The most password checks running at once (each takes 19 MiB and one core).
+    pub password_concurrency: usize,
 }
 
 impl Default for AccountSettings {
     fn default() -> Self {
         AccountSettings {
             session_ttl: Duration::from_secs(7 * 24 * 60 * 60),
+            max_api_tokens: 50,
+            max_machines: 20,
+            password_concurrency: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZeroUsize::get),
         }
     }
 }
@@ -72,6 +90,11 @@ pub struct Accounts {
     settings: AccountSettings,
     /// The live connections to re-check when someone's access changes.
     watch: AccessWatch,
+    /// Held while a token or a machine is counted and made, so requests at the same moment
+    /// cannot all pass the cap.
+    issuing: tokio::sync::Mutex<()>,
+    /// Where logins and re-authentications check passwords, a bounded few at once.
+    passwords: password_checks::PasswordChecks,
 }
 
 /// Who made a request, and how they proved it.
@@ -79,6 +102,9 @@ pub struct Accounts {
 pub struct Principal {
     pub user: User,
     pub via: Via,
+    /// May create API tokens and pair or re-authorize machines: a browser session, or an API
+    /// token made with the `tokens` scope.
+    pub may_issue_credentials: bool,
 }
 
 /// How a principal authenticated.
@@ -112,6 +138,17 @@ impl Principal {
         }
     }
 
+    /// Refuses a principal that may not create tokens or machines.
+    pub fn require_issuing(&self) -> Result<(), AccountError> {
+        if self.may_issue_credentials {
+            Ok(())
+        } else {
+            Err(AccountError::NotAllowed(
+                "this API token may not create tokens or machines: make one with the `tokens` scope",
+            ))
+        }
+    }
+
     pub fn session(&self) -> Option<&SessionContext> {
         match &self.via {
             Via::Session(context) => Some(context),
@@ -131,6 +168,8 @@ impl Accounts {
             storage,
             keys,
             throttle: LoginThrottle::default(),
+            issuing: tokio::sync::Mutex::new(()),
+            passwords: password_checks::PasswordChecks::start(settings.password_concurrency),
             settings,
         }
     }
@@ -150,6 +189,11 @@ impl Accounts {
     /// The live connections, asked to re-check when someone's access changes.
     pub fn access_watch(&self) -> &AccessWatch {
         &self.watch
+    }
+
+    /// Failed logins, locks and refusals so far, for metrics.
+    pub fn login_counts(&self) -> LoginCounts {
+        self.throttle.counts()
     }
 }
 

@@ -17,6 +17,15 @@ impl Accounts {
         name: &str,
     ) -> Result<(Machine, SecretToken), AccountError> {
         let name = check_label(name, "machine name")?;
+        let _issuing = self.issuing.lock().await;
+        let paired = self.storage.machines().machines_of(&owner.id).await?.len();
+        if paired >= self.settings.max_machines {
+            tracing::warn!(owner = %owner.name, paired, "refused a machine over the cap");
+            return Err(AccountError::TooMany(format!(
+                "a user pairs at most {} machines: revoke one first",
+                self.settings.max_machines
+            )));
+        }
         let secret = SecretToken::generate(MACHINE_TOKEN_PREFIX);
         let machine = self
             .storage

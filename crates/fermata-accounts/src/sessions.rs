@@ -3,20 +3,45 @@
 
 use std::net::IpAddr;
 
-use fermata_crypto::{Aad, Purpose, SecretToken, verify_password};
+use fermata_crypto::{Aad, Purpose, SecretToken};
 use fermata_store::{NewSession, SecretHash, Session, SessionId, User, UserName};
 
 use crate::credentials::Credentials;
 use crate::revision::at_read_revision;
+use crate::throttle::Attempt;
 use crate::{
-    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, blocking, new_id,
+    AccountError, Accounts, Principal, SESSION_SECRET_PREFIX, SessionContext, Via, new_id,
 };
 
-/// A successful login: the principal and the secret for the browser's cookie.
+/// A successful login: the principal, the secret for the browser's cookie, and the browser's
+/// known-device mark (the one it presented, or a new one).
 #[derive(Debug)]
 pub struct LoggedIn {
     pub principal: Principal,
     pub secret: SecretToken,
+    pub device_mark: String,
+}
+
+/// A successful re-authentication: the session, fresh, and its new secret (the old cookie and
+/// the CSRF token made from it no longer work).
+#[derive(Debug)]
+pub struct Reauthenticated {
+    pub session: Session,
+    pub secret: SecretToken,
+}
+
+/// Who is signing in, as the HTTP layer knows them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoginClient<'a> {
+    /// The client's address: never a configured proxy's own (behind one, the client it names).
+    pub address: Option<IpAddr>,
+    /// The known-device mark the browser presented, if any.
+    pub device_mark: Option<&'a str>,
+}
+
+/// An address as logs show it.
+fn shown(address: Option<IpAddr>) -> String {
+    address.map_or_else(|| "unknown".to_owned(), |address| address.to_string())
 }
 
 pub(crate) fn hash_of(secret: &SecretToken) -> SecretHash {
@@ -24,27 +49,47 @@ pub(crate) fn hash_of(secret: &SecretToken) -> SecretHash {
 }
 
 impl Accounts {
-    /// Checks a name and password, throttled per account and per address; on success, opens a
-    /// session. A wrong password and an unknown name fail the same way, in the same time.
+    /// Checks a name and password, throttled per account, per address and per known device (see
+    /// [`crate::throttle`]); on success, opens a session. A wrong password and an unknown name
+    /// fail the same way, in the same time. Failures, locks and refusals are logged with the name
+    /// and address, never the password.
     pub async fn login(
         &self,
         name: &str,
         password: &SecretToken,
-        address: Option<IpAddr>,
+        client: LoginClient<'_>,
     ) -> Result<LoggedIn, AccountError> {
-        self.throttle
-            .attempt(name, address)
-            .map_err(|retry_after| AccountError::Throttled { retry_after })?;
         let user = match UserName::new(name) {
             Ok(name) => self.storage.users().user_by_name(&name).await?,
             Err(_) => None,
         };
+        let known = user
+            .as_ref()
+            .zip(client.device_mark)
+            .and_then(|(user, mark)| self.known_device(user, mark));
+        let attempt = Attempt {
+            account: name,
+            address: client.address,
+            known_device: known.as_deref(),
+        };
+        self.throttle
+            .attempt(&attempt)
+            .map_err(|retry_after| Self::throttled(&attempt, retry_after))?;
         let stored = user.as_ref().map(|user| user.password_hash.clone());
-        let given = password.clone();
-        let checked = stored.clone();
-        let matches = blocking(move || verify_password(given.expose(), checked.as_deref())).await;
+        let matches = match self
+            .passwords
+            .verify(password.clone(), stored.clone())
+            .await
+        {
+            Ok(matches) => matches,
+            Err(busy) => {
+                // Not a failure of this name or address: its attempt is handed back.
+                self.throttle.withdrawn(&attempt);
+                return Err(busy);
+            }
+        };
         let Some(user) = user.filter(|_| matches) else {
-            return Err(AccountError::WrongCredentials);
+            return Err(self.wrong_password(&attempt));
         };
         let secret = SecretToken::generate(SESSION_SECRET_PREFIX);
         let created = self
@@ -66,13 +111,58 @@ impl Accounts {
             }
             other => other?,
         };
-        self.throttle.succeeded(name, address);
+        self.throttle.succeeded(&attempt);
         let principal = self
             .authenticate_session(&secret)
             .await?
             .ok_or(AccountError::NotFound("session"))?;
-        tracing::info!(user = %principal.user.name, "logged in");
-        Ok(LoggedIn { principal, secret })
+        tracing::info!(
+            user = %principal.user.name,
+            address = %shown(client.address),
+            known_device = known.is_some(),
+            "logged in"
+        );
+        let device_mark = match (known, client.device_mark) {
+            (Some(_), Some(mark)) => mark.to_owned(),
+            _ => self.device_mark(&principal.user),
+        };
+        Ok(LoggedIn {
+            principal,
+            secret,
+            device_mark,
+        })
+    }
+
+    /// Logs an attempt a lock refused (the throttle counted it).
+    fn throttled(attempt: &Attempt<'_>, retry_after: std::time::Duration) -> AccountError {
+        tracing::warn!(
+            user = ?attempt.account,
+            address = %shown(attempt.address),
+            known_device = attempt.known_device.is_some(),
+            retry_after_seconds = retry_after.as_secs().max(1),
+            "login refused: locked after failed attempts"
+        );
+        AccountError::Throttled { retry_after }
+    }
+
+    /// Logs and counts a wrong password (or unknown name), and the lock it starts.
+    fn wrong_password(&self, attempt: &Attempt<'_>) -> AccountError {
+        match self.throttle.failed(attempt) {
+            Some(lock) => tracing::warn!(
+                user = ?attempt.account,
+                address = %shown(attempt.address),
+                known_device = attempt.known_device.is_some(),
+                lock_seconds = lock.as_secs(),
+                "failed login; locked"
+            ),
+            None => tracing::warn!(
+                user = ?attempt.account,
+                address = %shown(attempt.address),
+                known_device = attempt.known_device.is_some(),
+                "failed login"
+            ),
+        }
+        AccountError::WrongCredentials
     }
 
     /// The principal behind a session cookie's secret, if the session is live.
@@ -100,6 +190,7 @@ impl Accounts {
             return Ok(None);
         };
         Ok(Some(Principal {
+            may_issue_credentials: true,
             user,
             via: Via::Session(SessionContext {
                 session: lookup.session,
@@ -143,20 +234,28 @@ impl Accounts {
         Ok(self.storage.users().user_by_id(id).await?)
     }
 
-    /// Records a fresh password entry for the principal's session, throttled like a login.
+    /// Records a fresh password entry for the principal's session, throttled like a login (the
+    /// session is a known client: the account's lock does not hold it, only its own failures),
+    /// and gives the session a new secret, so the cookie and CSRF token in use before stop
+    /// working.
     pub async fn reauthenticate(
         &self,
         principal: &Principal,
         password: &SecretToken,
         address: Option<IpAddr>,
-    ) -> Result<Session, AccountError> {
+    ) -> Result<Reauthenticated, AccountError> {
         let context = principal.session().ok_or_else(|| {
             AccountError::Invalid("only a browser session can re-authenticate".to_owned())
         })?;
-        let name = principal.user.name.as_str();
+        let device = format!("session:{}", context.session.id);
+        let attempt = Attempt {
+            account: principal.user.name.as_str(),
+            address,
+            known_device: Some(&device),
+        };
         self.throttle
-            .attempt(name, address)
-            .map_err(|retry_after| AccountError::Throttled { retry_after })?;
+            .attempt(&attempt)
+            .map_err(|retry_after| Self::throttled(&attempt, retry_after))?;
         // Read the hash again: the password may have changed since the session began.
         let stored = self
             .storage
@@ -164,16 +263,25 @@ impl Accounts {
             .user_by_id(&principal.user.id)
             .await?
             .map(|user| user.password_hash);
-        let given = password.clone();
-        if !blocking(move || verify_password(given.expose(), stored.as_deref())).await {
-            return Err(AccountError::WrongCredentials);
+        let matches = match self.passwords.verify(password.clone(), stored).await {
+            Ok(matches) => matches,
+            Err(busy) => {
+                self.throttle.withdrawn(&attempt);
+                return Err(busy);
+            }
+        };
+        if !matches {
+            return Err(self.wrong_password(&attempt));
         }
-        self.throttle.succeeded(name, address);
-        Ok(self
+        self.throttle.succeeded(&attempt);
+        let secret = SecretToken::generate(SESSION_SECRET_PREFIX);
+        let session = self
             .storage
             .sessions()
-            .reauthenticate(&context.session.id)
-            .await?)
+            .reauthenticate(&context.session.id, &hash_of(&secret))
+            .await?;
+        tracing::info!(user = %principal.user.name, address = %shown(address), "re-authenticated");
+        Ok(Reauthenticated { session, secret })
     }
 
     /// Ends a session, and the live connections it opened before this returns.

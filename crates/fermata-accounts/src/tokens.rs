@@ -4,17 +4,62 @@ use fermata_crypto::SecretToken;
 use fermata_store::{ApiToken, ApiTokenId, NewApiToken, Role, User, UserId};
 
 use crate::sessions::hash_of;
-use crate::{API_TOKEN_PREFIX, AccountError, Accounts, Principal, Via, check_label, new_id};
+use crate::{
+    API_TOKEN_PREFIX, AccountError, Accounts, MINTING_TOKEN_PREFIX, Principal, Via, check_label,
+    new_id,
+};
+
+/// What an API token may do besides acting as its user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TokenScope {
+    /// Everything its user may do, but create tokens or machines.
+    #[default]
+    Standard,
+    /// Also create API tokens and pair or re-authorize machines (the `tokens` scope).
+    Issuing,
+}
 
 impl Accounts {
-    /// Creates a token for `user`. The secret is returned once and never stored.
+    /// Creates a standard token for `user` (see [`Self::create_scoped_api_token`]).
     pub async fn create_api_token(
         &self,
         user: &User,
         label: &str,
     ) -> Result<(ApiToken, SecretToken), AccountError> {
+        self.create_scoped_api_token(user, label, TokenScope::Standard)
+            .await
+    }
+
+    /// Creates a token for `user` with `scope`, within the user's cap of unrevoked tokens. The
+    /// secret is returned once and never stored.
+    pub async fn create_scoped_api_token(
+        &self,
+        user: &User,
+        label: &str,
+        scope: TokenScope,
+    ) -> Result<(ApiToken, SecretToken), AccountError> {
         let label = check_label(label, "token label")?;
-        let secret = SecretToken::generate(API_TOKEN_PREFIX);
+        let _issuing = self.issuing.lock().await;
+        let live = self
+            .storage
+            .api_tokens()
+            .api_tokens_of(&user.id)
+            .await?
+            .iter()
+            .filter(|token| token.revoked_at.is_none())
+            .count();
+        if live >= self.settings.max_api_tokens {
+            tracing::warn!(user = %user.name, live, "refused an API token over the cap");
+            return Err(AccountError::TooMany(format!(
+                "a user holds at most {} API tokens: revoke one first",
+                self.settings.max_api_tokens
+            )));
+        }
+        let prefix = match scope {
+            TokenScope::Standard => API_TOKEN_PREFIX,
+            TokenScope::Issuing => MINTING_TOKEN_PREFIX,
+        };
+        let secret = SecretToken::generate(prefix);
         let token = self
             .storage
             .api_tokens()
@@ -34,7 +79,8 @@ impl Accounts {
         &self,
         secret: &SecretToken,
     ) -> Result<Option<Principal>, AccountError> {
-        if !secret.expose().starts_with(API_TOKEN_PREFIX) {
+        let issuing = secret.expose().starts_with(MINTING_TOKEN_PREFIX);
+        if !issuing && !secret.expose().starts_with(API_TOKEN_PREFIX) {
             return Ok(None);
         }
         let Some(token) = self
@@ -49,6 +95,7 @@ impl Accounts {
         Ok(user.map(|user| Principal {
             user,
             via: Via::ApiToken(token),
+            may_issue_credentials: issuing,
         }))
     }
 

@@ -10,8 +10,10 @@
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
 
+mod decode_threads;
 pub mod descriptions;
 mod documents;
+mod fairness;
 mod fence;
 mod history;
 mod media;
@@ -27,7 +29,10 @@ pub mod sweeps;
 pub use descriptions::Descriptions;
 pub use documents::{DocumentView, Documents, KeyedOutcome, Page};
 pub use fence::WriterFence;
-pub use media::{ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload};
+pub use media::{
+    ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload,
+    UploadReservation, default_decode_concurrency,
+};
 pub use repositories::{NamedMember, Repositories, Standing, may_create};
 pub use research::Research;
 pub use room::{EditError, Outbound, Refusal, close};

@@ -7,9 +7,19 @@
 //! limit of what may be stored (1 MiB for `upload_image`, `MAX_STORED_IMAGE_BYTES` for an image
 //! a tool made, the attachment limit for a Chat file); an image over it is stored as a smaller
 //! copy of itself, so the tables never hold anything larger. Decoding, copying and resizing
-//! run on the blocking pool.
+//! run on the media service's own decode threads (see `decode_threads`).
+//!
+//! Memory is bounded per request and in total. Each decode is held to its pixel budget
+//! ([`DecodeLimits::max_alloc`], `max_decode_bytes`), which bounds what it costs besides its
+//! file (see `fermata_media`'s decode module: under three budgets, about two for common images).
+//! At most `decode_concurrency` decodes and thumbnails run at once; one that waits
+//! `decode_queue_wait` for its turn is turned away as [`MediaFailure::Busy`]. The bodies of
+//! uploads waiting or being decoded are bounded together by `upload_buffer_bytes`, reserved from
+//! the size each declares before it is read.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use fermata_media::{
     DecodeLimits, Fitted, Inspected, MediaError, MediaType, Served, Thumbnails, Width, fit,
@@ -21,6 +31,9 @@ use fermata_store::{
     UserId,
 };
 
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+
+use crate::decode_threads::DecodeThreads;
 use crate::fence::WriterFence;
 
 /// The limits of what is accepted and stored, and the thumbnail cache's size.
@@ -36,7 +49,15 @@ pub struct MediaSettings {
     pub attachment_bytes: usize,
     /// The bytes of thumbnails kept in memory.
     pub thumbnail_cache_bytes: usize,
+    /// The pixel budget and dimensions of one decode (`max_decode_bytes`).
     pub decode: DecodeLimits,
+    /// The most decodes (checks of an upload, smaller copies, thumbnails) running at once.
+    pub decode_concurrency: usize,
+    /// How long a decode waits for its turn before it is turned away.
+    pub decode_queue_wait: Duration,
+    /// The bytes of upload bodies held at once, while they are read, wait and are decoded; at
+    /// least `max_input_bytes`.
+    pub upload_buffer_bytes: usize,
 }
 
 impl Default for MediaSettings {
@@ -48,8 +69,16 @@ impl Default for MediaSettings {
             attachment_bytes: 5 << 20,
             thumbnail_cache_bytes: 64 << 20,
             decode: DecodeLimits::default(),
+            decode_concurrency: default_decode_concurrency(),
+            decode_queue_wait: Duration::from_secs(5),
+            upload_buffer_bytes: 128 << 20,
         }
     }
+}
+
+/// One decode per core: decoding is CPU work, and more at once only adds memory.
+pub fn default_decode_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
 }
 
 /// Where a document's image comes from, which decides how large it may be stored.
@@ -70,7 +99,10 @@ pub enum MediaFailure {
     Refused(#[from] MediaError),
     /// The blocking work panicked or was cancelled.
     #[error("the file could not be processed")]
-    Interrupted(#[source] tokio::task::JoinError),
+    Interrupted,
+    /// Every decode slot, or the upload buffer, stayed taken for the whole queue wait.
+    #[error("the server is busy with other images; try again in a few seconds")]
+    Busy { retry_after: Duration },
 }
 
 /// Bytes to serve and their type.
@@ -95,7 +127,19 @@ pub struct Media {
     fence: WriterFence,
     thumbnails: Arc<Thumbnails>,
     settings: MediaSettings,
+    /// One permit per decode allowed at once.
+    decodes: Arc<Semaphore>,
+    /// One permit per byte of upload bodies allowed in memory at once.
+    upload_buffer: Arc<Semaphore>,
+    /// Decodes and uploads turned away after their whole queue wait, for metrics.
+    turned_away: Arc<AtomicU64>,
+    /// Where decodes run: one thread per turn.
+    decoders: DecodeThreads,
 }
+
+/// Bytes of the upload buffer, held while an upload's body is read and handled.
+#[derive(Debug)]
+pub struct UploadReservation(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl Media {
     pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, settings: MediaSettings) -> Self {
@@ -106,8 +150,61 @@ impl Media {
                 settings.thumbnail_cache_bytes,
                 settings.decode,
             )),
+            decodes: Arc::new(Semaphore::new(settings.decode_concurrency.max(1))),
+            upload_buffer: Arc::new(Semaphore::new(
+                settings
+                    .upload_buffer_bytes
+                    .max(settings.max_input_bytes)
+                    .min(Semaphore::MAX_PERMITS),
+            )),
+            turned_away: Arc::new(AtomicU64::new(0)),
+            decoders: DecodeThreads::start(settings.decode_concurrency),
             settings,
         }
+    }
+
+    /// Reserves room for an upload body of `declared` bytes (the input bound when it declares
+    /// none, or more), waiting at most the queue wait.
+    pub async fn reserve_upload(
+        &self,
+        declared: Option<usize>,
+    ) -> Result<UploadReservation, MediaFailure> {
+        let bytes = declared
+            .unwrap_or(self.settings.max_input_bytes)
+            .clamp(1, self.settings.max_input_bytes);
+        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.queued(Arc::clone(&self.upload_buffer).acquire_many_owned(bytes))
+            .await
+            .map(UploadReservation)
+    }
+
+    /// Waits for `permit` for at most the queue wait.
+    async fn queued(
+        &self,
+        permit: impl std::future::Future<Output = Result<OwnedSemaphorePermit, AcquireError>>,
+    ) -> Result<OwnedSemaphorePermit, MediaFailure> {
+        let wait = self.settings.decode_queue_wait;
+        match tokio::time::timeout(wait, permit).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // The semaphores are never closed.
+            Ok(Err(_)) => Err(MediaFailure::Interrupted),
+            Err(_) => {
+                self.turned_away.fetch_add(1, Ordering::Relaxed);
+                Err(MediaFailure::Busy {
+                    retry_after: wait.max(Duration::from_secs(1)),
+                })
+            }
+        }
+    }
+
+    /// How many decodes and uploads were turned away after waiting their whole queue time.
+    pub fn turned_away(&self) -> u64 {
+        self.turned_away.load(Ordering::Relaxed)
+    }
+
+    /// A turn to decode, waiting at most the queue wait.
+    async fn decode_turn(&self) -> Result<OwnedSemaphorePermit, MediaFailure> {
+        self.queued(Arc::clone(&self.decodes).acquire_owned()).await
     }
 
     pub fn settings(&self) -> &MediaSettings {
@@ -299,12 +396,19 @@ impl Media {
             .into());
         }
         let limits = self.settings.decode;
-        let fitted = tokio::task::spawn_blocking(move || {
-            let inspected = inspect(&bytes, limits)?;
-            fit(bytes, inspected, store_limit, limits)
-        })
-        .await
-        .map_err(MediaFailure::Interrupted)??;
+        let turn = self.decode_turn().await?;
+        let fitted = self
+            .decoders
+            .run(move || {
+                // The turn is held by the work itself: a request that goes away does not free it
+                // while its decode still runs.
+                let _turn = turn;
+                let inspected = inspect(&bytes, limits)?;
+                fit(bytes, inspected, store_limit, limits)
+            })
+            .await
+            // Dropped on purpose: the decode pool says only that the work did not finish.
+            .map_err(|_| MediaFailure::Interrupted)??;
         Ok(fitted)
     }
 
@@ -319,18 +423,31 @@ impl Media {
         let Some(width) = width else {
             return Ok(original(bytes));
         };
+        if !media_type.is_resizable() {
+            return Ok(original(bytes));
+        }
+        if let Some(thumbnail) = self.thumbnails.cached(&key, width) {
+            return Ok(ServedFile {
+                bytes: thumbnail.bytes.clone(),
+                media_type: thumbnail.media_type,
+            });
+        }
         let thumbnails = Arc::clone(&self.thumbnails);
-        tokio::task::spawn_blocking(move || {
-            match thumbnails.serve(&key, &bytes, media_type, width)? {
-                Served::Original => Ok(original(bytes)),
-                Served::Thumbnail(thumbnail) => Ok(ServedFile {
-                    bytes: thumbnail.bytes.clone(),
-                    media_type: thumbnail.media_type,
-                }),
-            }
-        })
-        .await
-        .map_err(MediaFailure::Interrupted)?
+        let turn = self.decode_turn().await?;
+        self.decoders
+            .run(move || {
+                let _turn = turn;
+                match thumbnails.serve(&key, &bytes, media_type, width)? {
+                    Served::Original => Ok(original(bytes)),
+                    Served::Thumbnail(thumbnail) => Ok(ServedFile {
+                        bytes: thumbnail.bytes.clone(),
+                        media_type: thumbnail.media_type,
+                    }),
+                }
+            })
+            .await
+            // Dropped on purpose: the decode pool says only that the work did not finish.
+            .map_err(|_| MediaFailure::Interrupted)?
     }
 }
 

@@ -27,6 +27,7 @@ use fermata_store::{
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
+use crate::fairness::{self, PresenceBudget};
 use crate::fence::WriterFence;
 use crate::history::Recorder;
 use crate::protocol::{self, ClientMessage};
@@ -177,6 +178,8 @@ struct Conn {
     told_read_only: bool,
     /// The client's last presence message, for clients who join later.
     presence: Option<Vec<u8>>,
+    /// How much presence the client may still send (see `fairness`).
+    presence_budget: PresenceBudget,
 }
 
 pub(crate) struct Room {
@@ -366,6 +369,16 @@ impl Room {
         read_only: bool,
         outbound: mpsc::Sender<Outbound>,
     ) -> Result<(), Refusal> {
+        let held = self.conns.values().filter(|c| c.member == member).count();
+        if !fairness::member_has_room(held, &self.settings) {
+            tracing::info!(document = %self.id, member = %member, held, "a member's connection refused: it holds its share of the room");
+            return Err(Refusal {
+                code: close::TRY_AGAIN_LATER,
+                reason: "you have as many connections to this document as one person may"
+                    .to_owned(),
+                kind: ErrorKind::Unavailable,
+            });
+        }
         if self.conns.len() >= self.settings.max_clients_per_room {
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
@@ -386,6 +399,7 @@ impl Room {
                 read_only,
                 told_read_only: false,
                 presence: None,
+                presence_budget: PresenceBudget::new(&self.settings),
             },
         );
         Ok(())
@@ -440,6 +454,14 @@ impl Room {
             Ok(ClientMessage::Awareness { raw, clients }) => {
                 if raw.len() > MAX_PRESENCE_BYTES {
                     self.refuse(conn, close::TOO_BIG, "the presence message is too large");
+                    return true;
+                }
+                if let Some(state) = self.conns.get_mut(&conn)
+                    && !state.presence_budget.take()
+                {
+                    if state.presence_budget.first_drop() {
+                        tracing::info!(document = %self.id, member = %state.member, "dropping presence a connection sends too fast");
+                    }
                     return true;
                 }
                 // y-websocket clients relay every presence change they hear, other clients'
@@ -535,7 +557,7 @@ impl Room {
             if !self.conns.contains_key(&conn) || self.drops_updates_of(conn, &update) {
                 continue;
             }
-            match self.doc.doc.apply_update(&update) {
+            match self.doc.doc.apply_client_update(&update) {
                 Ok(()) => accepted.push((conn, update)),
                 Err(error) => {
                     self.refuse(

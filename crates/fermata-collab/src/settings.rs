@@ -23,6 +23,12 @@ pub struct CollabSettings {
     pub max_document_bytes: usize,
     /// The most clients one room serves at once.
     pub max_clients_per_room: usize,
+    /// The most of a room's connections one member holds at once.
+    pub max_connections_per_member: usize,
+    /// Presence messages one connection may send a second, on average...
+    pub presence_per_second: u32,
+    /// ...and at once; presence over that is dropped, not relayed.
+    pub presence_burst: u32,
 }
 
 impl Default for CollabSettings {
@@ -36,6 +42,9 @@ impl Default for CollabSettings {
             max_message_bytes: 1024 * 1024,
             max_document_bytes: 8 * 1024 * 1024,
             max_clients_per_room: 64,
+            max_connections_per_member: 8,
+            presence_per_second: 10,
+            presence_burst: 20,
         }
     }
 }

@@ -39,6 +39,10 @@ pub enum Purpose {
     /// A document-scoped client token: the grant it carries, sealed so it is neither read nor
     /// forged without the keys, and no row is kept for it.
     ClientToken,
+    /// A browser's mark that it logged in to an account before (the row is the user's ID).
+    KnownDevice,
+    /// A new secret kept in a cookie until the page shows it once (the row is the session's ID).
+    ShownOnce,
 }
 
 impl Purpose {
@@ -48,6 +52,8 @@ impl Purpose {
             Purpose::MachineCredentials => "machine-credentials",
             Purpose::SchemaReviewArtifact => "schema-review-artifact",
             Purpose::ClientToken => "client-token",
+            Purpose::KnownDevice => "known-device",
+            Purpose::ShownOnce => "shown-once",
         }
     }
 }

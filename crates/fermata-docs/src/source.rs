@@ -9,17 +9,20 @@
 use std::fmt;
 use std::fmt::Write as _;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use yrs::branch::{Branch, BranchPtr};
+use yrs::types::Delta;
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 use yrs::{
-    Assoc, ClientID, Doc, GetString, IndexedSequence, OffsetKind, Options, ReadTxn, StateVector,
-    StickyIndex, Text, TextRef, Transact, Update,
+    Any, Assoc, ClientID, Doc, GetString, IndexedSequence, Observable, OffsetKind, Options, Out,
+    ReadTxn, StateVector, StickyIndex, Text, TextRef, Transact, Update,
 };
 
 /// The name of the root text that holds the MDX; browsers bind their editor to the same name.
@@ -44,6 +47,10 @@ pub enum DocError {
     /// An anchor must cover at least one code unit, or it could never be told from a deleted one.
     #[error("an anchor needs a non-empty range")]
     EmptyRange,
+    /// A client's update reaches past the document's text: it makes another root type, puts
+    /// something other than text into `source`, or puts NUL into the text.
+    #[error("the update changes something besides the document's text, or puts NUL into it")]
+    OutsideText,
 }
 
 /// A passage of the source that follows edits: two Yjs sticky indexes and the text they covered
@@ -122,6 +129,50 @@ impl SourceDoc {
     pub fn apply_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
         let update = decode_update(bytes)?;
         self.integrate(update)
+    }
+
+    /// Applies a v1 update a client sent, which may change only the text: an update that makes
+    /// a root type other than `source`, inserts anything but text into it (an embed, a nested
+    /// type) or puts NUL into the text is refused with [`DocError::OutsideText`]. Titles and the
+    /// sidecar are not Yjs types and are never reached this way.
+    ///
+    /// As with [`Self::apply_update`], a refused update may have been partly applied: the
+    /// document must then be loaded again from storage.
+    pub fn apply_client_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
+        const CHECK: &str = "fermata:client-update";
+        let roots_before = self.root_names();
+        let outside = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&outside);
+        self.text.observe(CHECK, move |txn, event| {
+            for change in event.delta(txn) {
+                if let Delta::Inserted(value, _) = change {
+                    let plain_text =
+                        matches!(value, Out::Any(Any::String(text)) if !text.contains('\0'));
+                    if !plain_text {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        let applied = self.apply_update(bytes);
+        self.text.unobserve(CHECK);
+        applied?;
+        if outside.load(Ordering::Relaxed) || self.root_names() != roots_before {
+            return Err(DocError::OutsideText);
+        }
+        Ok(())
+    }
+
+    /// The names of the document's root types, sorted.
+    fn root_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .doc
+            .transact()
+            .root_refs()
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     fn integrate(&mut self, update: Update) -> Result<(), DocError> {
@@ -360,6 +411,72 @@ mod tests {
         let mut doc = SourceDoc::new();
         doc.insert(0, text).unwrap();
         doc
+    }
+
+    /// An update a client made on its own copy of `base` with `edit` (given the root text,
+    /// fetched before the transaction opens: fetching it takes a transaction of its own).
+    fn client_update(
+        base: &SourceDoc,
+        edit: impl FnOnce(&TextRef, &mut yrs::TransactionMut),
+    ) -> Vec<u8> {
+        let client = Doc::with_options(Options {
+            offset_kind: OffsetKind::Utf16,
+            ..Options::default()
+        });
+        let text = client.get_or_insert_text(SOURCE_TEXT);
+        client
+            .transact_mut()
+            .apply_update(Update::decode_v1(&base.encode_state()).unwrap())
+            .unwrap();
+        let before = client.transact().state_vector();
+        {
+            let mut txn = client.transact_mut();
+            edit(&text, &mut txn);
+        }
+        client.transact().encode_diff_v1(&before)
+    }
+
+    #[test]
+    fn a_client_update_may_change_only_the_text() {
+        let base = doc_with("# Plan\n");
+        let typed = client_update(&base, |text, txn| text.insert(txn, 7, "Ship it."));
+        let mut doc = SourceDoc::from_state(&base.encode_state()).unwrap();
+        doc.apply_client_update(&typed).unwrap();
+        assert_eq!(doc.text(), "# Plan\nShip it.");
+
+        let other_root = {
+            let client = Doc::new();
+            let map = client.get_or_insert_map("secrets");
+            let mut txn = client.transact_mut();
+            yrs::Map::insert(&map, &mut txn, "key", "value");
+            drop(txn);
+            client
+                .transact()
+                .encode_state_as_update_v1(&StateVector::default())
+        };
+        let nul = client_update(&base, |text, txn| text.insert(txn, 0, "a\0b"));
+        let embed = client_update(&base, |text, txn| {
+            text.insert_embed(txn, 0, Any::from(7.0));
+        });
+        let nested = client_update(&base, |text, txn| {
+            text.insert_embed(txn, 0, yrs::MapPrelim::default());
+        });
+        for (what, update) in [
+            ("another root", other_root),
+            ("NUL", nul),
+            ("an embed", embed),
+            ("a nested type", nested),
+        ] {
+            let mut doc = SourceDoc::from_state(&base.encode_state()).unwrap();
+            assert_eq!(
+                doc.apply_client_update(&update),
+                Err(DocError::OutsideText),
+                "{what}"
+            );
+            // Stored history is read as it is: the same bytes apply there.
+            let mut stored = SourceDoc::from_state(&base.encode_state()).unwrap();
+            assert!(stored.apply_update(&update).is_ok(), "{what}");
+        }
     }
 
     #[test]

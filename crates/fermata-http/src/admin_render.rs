@@ -145,7 +145,7 @@ pub(crate) struct SchemaPage {
     pub(crate) recent: Vec<OperationSummary>,
 }
 
-const ADMIN_STYLE: &str = "
+pub(crate) const ADMIN_STYLE: &str = "
 body{max-width:72rem}
 section{border-top:1px solid #d9dee4;margin-top:1.5rem}
 .scroll{overflow-x:auto}
@@ -163,7 +163,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.fa
 @media (max-width:40rem){body{margin:1rem auto}td,th{padding:.25rem;font-size:.9rem}dl.facts{grid-template-columns:1fr}}
 ";
 
-const ADMIN_SCRIPT: &str = include_str!("admin_page.js");
+pub(crate) const ADMIN_SCRIPT: &str = include_str!("admin_page.js");
 
 fn error_line(error: &ErrorView) -> Markup {
     html! { span.code { (error.code.name()) } ": " (error.message) }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::CookieJar;
-use fermata_accounts::{Credentials, Principal, Via};
+use fermata_accounts::{Credentials, LoginClient, Principal, TokenScope, Via};
 use fermata_crypto::{SecretToken, csrf_token};
 use fermata_store::{ApiToken, ApiTokenId, Machine, MachineId, Role, User};
 use serde::{Deserialize, Serialize};
@@ -149,8 +149,15 @@ async fn login(
     let address = client_address(&parts);
     let body: LoginBody = json_body(Request::from_parts(parts, body)).await?;
     let password = SecretToken::from_given(body.password);
-    let logged_in = state.accounts.login(&body.name, &password, address).await?;
-    let jar = jar.add(cookies::session(&state, &logged_in.secret));
+    let client = LoginClient {
+        address,
+        device_mark: cookies::device_mark(&jar),
+    };
+    let logged_in = state.accounts.login(&body.name, &password, client).await?;
+    let jar = jar
+        .clone()
+        .add(cookies::session(&state, &logged_in.secret))
+        .add(cookies::device(&state, &logged_in.device_mark));
     Ok((jar, Json(me_view(&logged_in.principal))).into_response())
 }
 
@@ -174,25 +181,29 @@ struct ReauthBody {
     password: String,
 }
 
+/// Re-authenticates the session and answers with its new cookie and CSRF token.
 async fn reauthenticate(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     request: Request,
-) -> Result<Json<MeView>, ApiError> {
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     require_json(&parts)?;
     let address = client_address(&parts);
     let body: ReauthBody = json_body(Request::from_parts(parts, body)).await?;
-    let session = state
+    let fresh = state
         .accounts
         .reauthenticate(&caller.0, &SecretToken::from_given(body.password), address)
         .await?;
+    let jar = jar.add(cookies::session(&state, &fresh.secret));
     let mut principal = caller.0;
     if let Via::Session(context) = &mut principal.via {
-        context.now = session.authenticated_at;
-        context.session = session;
+        context.now = fresh.session.authenticated_at;
+        context.session = fresh.session;
+        context.secret = fresh.secret;
     }
-    Ok(Json(me_view(&principal)))
+    Ok((jar, Json(me_view(&principal))).into_response())
 }
 
 async fn me(caller: Authenticated) -> Json<MeView> {
@@ -287,8 +298,11 @@ struct NewSecret<T> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LabelBody {
+struct NewTokenBody {
     label: String,
+    /// `["tokens"]` for a token that may itself create tokens and machines.
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 async fn list_tokens(
@@ -304,10 +318,20 @@ async fn create_token(
     caller: Authenticated,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let body: LabelBody = json_body(request).await?;
+    caller.0.require_issuing()?;
+    let body: NewTokenBody = json_body(request).await?;
+    let scope = match body.scopes.as_slice() {
+        [] => TokenScope::Standard,
+        [scope] if scope == "tokens" => TokenScope::Issuing,
+        _ => {
+            return Err(ApiError::bad_request(
+                "the only scope is `tokens` (the token may create tokens and machines)",
+            ));
+        }
+    };
     let (token, secret) = state
         .accounts
-        .create_api_token(&caller.0.user, &body.label)
+        .create_scoped_api_token(&caller.0.user, &body.label, scope)
         .await?;
     let view = NewSecret {
         item: TokenView::from(&token),
@@ -368,6 +392,7 @@ async fn pair_machine(
     caller: Authenticated,
     request: Request,
 ) -> Result<Response, ApiError> {
+    caller.0.require_issuing()?;
     let body: NameBody = json_body(request).await?;
     let (machine, secret) = state
         .accounts
@@ -385,6 +410,7 @@ async fn reauthorize_machine(
     caller: Authenticated,
     Path(id): Path<String>,
 ) -> Result<Json<NewSecret<MachineView>>, ApiError> {
+    caller.0.require_issuing()?;
     let (machine, secret) = state
         .accounts
         .reauthorize_machine(&caller.0.user, &MachineId(id))

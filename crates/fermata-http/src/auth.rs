@@ -6,9 +6,9 @@
 //! wrong role is 403; a stale session where freshness is required is 403
 //! `reauthentication_required`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -57,7 +57,7 @@ impl IntoResponse for AuthRejection {
     }
 }
 
-fn encode_next(next: &str) -> String {
+pub(crate) fn encode_next(next: &str) -> String {
     let mut out = String::new();
     for byte in next.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'/' | b'-' | b'_' | b'.' | b'~') {
@@ -96,12 +96,10 @@ pub fn session_cookie(parts: &Parts) -> Option<SecretToken> {
         .map(|cookie| SecretToken::from_given(cookie.value()))
 }
 
-/// The client's address, as the listener saw it.
+/// The client's address: the connection's peer, or the client a configured proxy names (see
+/// [`crate::client_address`]).
 pub fn client_address(parts: &Parts) -> Option<IpAddr> {
-    parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(address)| address.ip())
+    crate::client_address::of(parts)
 }
 
 /// A logged-in user, by session cookie or API token.

@@ -110,11 +110,14 @@ pub async fn protect(request: Request, next: Next) -> Response {
         .into_response();
     };
     let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
-    let valid = fields
-        .iter()
-        .any(|(name, value)| name == CSRF_FIELD && csrf_tokens_match(&secret, value));
+    // Exactly one token: with two, a check and a handler could each read a different one.
+    let mut tokens = fields.iter().filter(|(name, _)| name == CSRF_FIELD);
+    let valid = match (tokens.next(), tokens.next()) {
+        (Some((_, value)), None) => csrf_tokens_match(&secret, value),
+        _ => false,
+    };
     if !valid {
-        return refused("the form's CSRF token is missing or does not match this session");
+        return refused("the form needs exactly one CSRF token, and it must match this session");
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

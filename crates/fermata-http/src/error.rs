@@ -124,7 +124,10 @@ impl From<AccountError> for ApiError {
             AccountError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
             AccountError::WrongCredentials => (StatusCode::UNAUTHORIZED, "wrong_credentials"),
             AccountError::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "throttled"),
+            AccountError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             AccountError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            AccountError::NotAllowed(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            AccountError::TooMany(_) => (StatusCode::CONFLICT, "too_many"),
             AccountError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AccountError::Crypto(_) => (StatusCode::INTERNAL_SERVER_ERROR, "undecryptable"),
             AccountError::Store(store) if store.is_retryable() => {
@@ -133,7 +136,9 @@ impl From<AccountError> for ApiError {
             AccountError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
         };
         let retry_after = match &error {
-            AccountError::Throttled { retry_after } => Some(retry_after.as_secs().max(1)),
+            AccountError::Throttled { retry_after } | AccountError::Busy { retry_after } => {
+                Some(retry_after.as_secs().max(1))
+            }
             _ => None,
         };
         let mut answer = ApiError::new(status, code, error.to_string());

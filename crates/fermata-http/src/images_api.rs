@@ -6,15 +6,15 @@
 //! bytes, never taken from `Content-Type` or a name. Files are served with the sniffed type,
 //! `X-Content-Type-Options: nosniff` and a sandboxing `Content-Security-Policy`, so a file can
 //! never run as a page of this origin. A document's image is addressed by the SHA-256 of its
-//! bytes and cached long; `?w=` asks for a thumbnail at one of Slack's widths (any other width
-//! is a 400 `invalid_width`).
+//! bytes and, like every authenticated answer, never cached (`no-store`); `?w=` asks for a
+//! thumbnail at one of Slack's widths (any other width is a 400 `invalid_width`).
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use fermata_collab::{ImageSource, MediaFailure, ServedFile};
+use fermata_collab::{ImageSource, MediaFailure, ServedFile, UploadReservation};
 use fermata_media::{MediaError, Width};
 use fermata_store::{
     AttachmentId, AttachmentInfo, ImageHash, ImageInfo, MessageRequestId, OriginalFile,
@@ -67,10 +67,6 @@ fn user_of(grant: &DocumentGrant) -> Result<UserId, ApiError> {
 
 /// What a stored file may do in a browser: nothing. It is shown as an image or text, never run.
 const SANDBOX: &str = "default-src 'none'; sandbox";
-/// A document's image never changes under its hash.
-const IMMUTABLE: &str = "private, max-age=31536000, immutable";
-/// Who may read an attachment changes when it is sent or its message deleted.
-const REVALIDATE: &str = "private, no-cache";
 
 impl From<MediaFailure> for ApiError {
     fn from(failure: MediaFailure) -> Self {
@@ -105,7 +101,13 @@ impl From<MediaFailure> for ApiError {
                     answer
                 }
             }
-            MediaFailure::Interrupted(_) => ApiError::new(
+            MediaFailure::Busy { retry_after } => {
+                let mut error =
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", failure.to_string());
+                error.retry_after = Some(retry_after.as_secs().max(1));
+                error
+            }
+            MediaFailure::Interrupted => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "interrupted",
                 failure.to_string(),
@@ -115,8 +117,12 @@ impl From<MediaFailure> for ApiError {
     }
 }
 
-/// The raw request body, refused as too large before it is all read.
-async fn body_bytes(state: &HttpState, request: Request) -> Result<Vec<u8>, ApiError> {
+/// The raw request body, refused as too large before it is all read, and read only once the
+/// upload buffer has room for it (the reservation is held until the upload is handled).
+async fn body_bytes(
+    state: &HttpState,
+    request: Request,
+) -> Result<(Vec<u8>, UploadReservation), ApiError> {
     let limit = state.media.settings().max_input_bytes;
     let too_large = |size: usize| -> ApiError {
         MediaFailure::Refused(MediaError::TooLarge { size, limit }).into()
@@ -129,11 +135,12 @@ async fn body_bytes(state: &HttpState, request: Request) -> Result<Vec<u8>, ApiE
     if let Some(size) = declared.filter(|size| *size > limit) {
         return Err(too_large(size));
     }
+    let reservation = state.media.reserve_upload(declared).await?;
     // Dropped on purpose: reading stops only at the limit, which the answer names.
     let bytes = axum::body::to_bytes(request.into_body(), limit)
         .await
         .map_err(|_| too_large(limit + 1))?;
-    Ok(bytes.to_vec())
+    Ok((bytes.to_vec(), reservation))
 }
 
 #[derive(Deserialize)]
@@ -152,7 +159,7 @@ fn width(query: &WidthQuery) -> Result<Option<Width>, ApiError> {
 
 /// The bytes of a file, with the headers that keep a browser from treating them as anything
 /// but what they are.
-fn file_response(file: ServedFile, cache: &'static str, name: Option<&str>) -> Response {
+fn file_response(file: ServedFile, name: Option<&str>) -> Response {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -166,7 +173,8 @@ fn file_response(file: ServedFile, cache: &'static str, name: Option<&str>) -> R
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(SANDBOX),
     );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    // Like every authenticated answer: a browser keeps no copy of a document's files.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let disposition = match name {
         Some(name) => format!("inline; filename*=UTF-8''{}", percent_encode(name)),
         None => "inline".to_owned(),
@@ -248,7 +256,7 @@ async fn upload_image(
     request: Request,
 ) -> Result<Response, ApiError> {
     let user = user_of(&grant)?;
-    let bytes = body_bytes(&state, request).await?;
+    let (bytes, _reservation) = body_bytes(&state, request).await?;
     let stored_by = format!("user:{user}");
     let upload = state
         .media
@@ -293,7 +301,7 @@ async fn read_image(
         .image(id, &sha256, width)
         .await?
         .ok_or_else(no_image)?;
-    Ok(file_response(file, IMMUTABLE, None))
+    Ok(file_response(file, None))
 }
 
 /// An attachment as the API shows it.
@@ -375,7 +383,7 @@ async fn upload_attachment(
             ));
         }
     };
-    let bytes = body_bytes(&state, request).await?;
+    let (bytes, _reservation) = body_bytes(&state, request).await?;
     let info = state
         .media
         .upload_attachment(grant.id(), &user, query.name, bytes, original)
@@ -403,7 +411,7 @@ async fn read_attachment(
         .attachment(grant.id(), &attachment, &reader, width)
         .await?
         .ok_or_else(no_attachment)?;
-    Ok(file_response(file, REVALIDATE, Some(&info.name)))
+    Ok(file_response(file, Some(&info.name)))
 }
 
 #[derive(Deserialize)]

@@ -17,12 +17,15 @@ mod admin_render;
 mod api;
 mod assets;
 pub mod auth;
+pub mod client_address;
 mod cookies;
 pub mod csrf;
 mod document_page;
 mod documents_api;
+pub mod edge;
 mod error;
 mod images_api;
+mod limits;
 mod metrics;
 mod pages;
 mod policy;
@@ -33,16 +36,16 @@ mod standby;
 mod sync;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 
-pub use metrics::{Metrics, RenewalOutcome};
+pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
+pub use metrics::{Limit, Metrics, Observed, RenewalOutcome};
 pub use policy::{Access, RouteEntry};
 pub use readiness::{Phase, Readiness};
 
@@ -72,8 +75,10 @@ pub struct HttpState {
     /// Which parts of the schema setup are configured, for the administrator page's empty states.
     pub schema_setup: SchemaSetup,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a
-    /// proxy that terminates it).
+    /// proxy that terminates it). Answers then also carry HSTS.
     pub secure_cookies: bool,
+    /// The hosts and origins the server answers for, and who may read `/metrics`.
+    pub edge: edge::EdgeSettings,
 }
 
 /// Which parts of the schema operations are configured: the page says what is missing before
@@ -126,23 +131,25 @@ pub fn router(state: HttpState) -> Router {
             state.readiness.clone(),
             standby::refuse_unless_serving,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edge::guard,
+        ))
         .layer(axum::middleware::from_fn(error::log_failures))
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops accepting and finishes
-/// the requests in flight.
+/// Serves `router` on `listener` under `limits` (see [`limits`]) until `shutdown` completes,
+/// then stops accepting and finishes the requests in flight. Turned-away clients are counted in
+/// `metrics`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    limits: ServerLimits,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    limits::serve(listener, router, limits, metrics, shutdown).await
 }
 
 async fn healthz() -> &'static str {
@@ -159,12 +166,35 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     (status, format!("{}\n", phase.as_str()))
 }
 
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+/// The metrics, for this machine or for a scraper with the token, as the operator chose; the
+/// writer lease's fencing token only for the scraper that presented the token.
+async fn metrics(State(state): State<HttpState>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let full = match &state.edge.metrics {
+        edge::MetricsAccess::Loopback if client_address::peer_is_loopback(&parts) => false,
+        edge::MetricsAccess::Loopback => {
+            return ApiError::forbidden("metrics are served to this machine only").into_response();
+        }
+        access @ edge::MetricsAccess::Token(_) if access.token_presented(&parts.headers) => true,
+        edge::MetricsAccess::Token(_) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "send the scrape token as a bearer token",
+            )
+            .into_response();
+        }
+    };
+    state.metrics.observe(Observed {
+        logins: state.accounts.login_counts(),
+        decodes_turned_away: state.media.turned_away(),
+    });
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.render(),
+        state.metrics.render_for(full),
     )
+        .into_response()
 }

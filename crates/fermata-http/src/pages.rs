@@ -1,13 +1,13 @@
 //! Server-rendered pages for people: log in, re-authenticate, log out, and the account page
-//! (connected credentials, API tokens, paired machines). Every form carries the CSRF token; a
-//! new secret is shown once, in the response to the form that made it.
+//! (connected credentials, API tokens, paired machines). Every form carries the CSRF token and
+//! answers with a redirect, so a reload repeats nothing; what the page after it shows once (an
+//! error, or a new secret sealed for the session) travels in a flash cookie.
 
 use axum::Form;
 use axum::extract::{FromRequest, Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::CookieJar;
-use fermata_accounts::{AccountError, Credentials, FRESH_FOR, Principal};
+use fermata_accounts::{AccountError, Credentials, FRESH_FOR, LoginClient, Principal};
 use fermata_crypto::{SecretToken, csrf_token};
 use fermata_store::{ApiTokenId, MachineId};
 use maud::{DOCTYPE, Markup, html};
@@ -56,6 +56,20 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.35rem;b
 .secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;margin-top:1rem;word-break:break-all}
 code{font-size:.95em}
 ";
+
+/// Every inline style a page of this server carries (the shared style, and the shared style with
+/// the administrator page's after it), for the pages' Content-Security-Policy.
+pub(crate) fn inline_styles() -> Vec<String> {
+    vec![
+        STYLE.to_owned(),
+        format!("{STYLE}{}", crate::admin_render::ADMIN_STYLE),
+    ]
+}
+
+/// Every inline script a page of this server carries.
+pub(crate) fn inline_scripts() -> Vec<&'static str> {
+    vec![crate::admin_render::ADMIN_SCRIPT]
+}
 
 fn page(title: &str, body: &Markup) -> Markup {
     styled_page(title, "", None, body)
@@ -142,10 +156,24 @@ async fn login_form(
     jar: CookieJar,
     Query(query): Query<NextQuery>,
 ) -> Response {
+    let (flash, jar) = take_flash(&state, jar, None);
     let token = SecretToken::generate("");
     let jar = jar.add(cookies::login_csrf(&state, token.expose()));
     let next = safe_next(query.next.as_deref());
-    (jar, login_page(token.expose(), &next, None)).into_response()
+    let error = flash.and_then(Flash::into_error);
+    (jar, login_page(token.expose(), &next, error.as_deref())).into_response()
+}
+
+/// Back to the login form, with `message` shown once.
+fn back_to_login(state: &HttpState, jar: CookieJar, next: &str, message: &str) -> Response {
+    (
+        jar.add(cookies::flash(
+            state,
+            &Flash::Error(message.to_owned()).encode(),
+        )),
+        Redirect::to(&format!("/login?next={}", crate::auth::encode_next(next))),
+    )
+        .into_response()
 }
 
 #[derive(Deserialize)]
@@ -167,7 +195,7 @@ async fn login(
         Form::<LoginForm>::from_request(axum::extract::Request::from_parts(parts, body), &state)
             .await
     else {
-        return (StatusCode::BAD_REQUEST, "the login form is incomplete\n").into_response();
+        return back_to_login(&state, jar, "/account", "The login form was incomplete.");
     };
     let next = safe_next(form.next.as_deref());
     // Double submit: the form's token must equal the cookie set with the form.
@@ -175,40 +203,41 @@ async fn login(
         .get(LOGIN_CSRF_COOKIE)
         .map(|c| SecretToken::from_given(c.value()).hash());
     if expected != Some(SecretToken::from_given(form.csrf.clone()).hash()) {
-        let token = SecretToken::generate("");
-        let jar = jar.add(cookies::login_csrf(&state, token.expose()));
-        let page = login_page(
-            token.expose(),
-            &next,
-            Some("The form expired. Please try again."),
-        );
-        return (StatusCode::FORBIDDEN, jar, page).into_response();
+        return back_to_login(&state, jar, &next, "The form expired. Please try again.");
     }
     let password = SecretToken::from_given(form.password);
-    match state.accounts.login(&form.name, &password, address).await {
+    let client = LoginClient {
+        address,
+        device_mark: cookies::device_mark(&jar),
+    };
+    match state.accounts.login(&form.name, &password, client).await {
         Ok(logged_in) => {
-            let jar = jar.add(cookies::session(&state, &logged_in.secret)).remove(
-                axum_extra::extract::cookie::Cookie::build(LOGIN_CSRF_COOKIE).path("/login"),
-            );
+            let jar = jar
+                .clone()
+                .add(cookies::session(&state, &logged_in.secret))
+                .add(cookies::device(&state, &logged_in.device_mark))
+                .remove(
+                    axum_extra::extract::cookie::Cookie::build(LOGIN_CSRF_COOKIE).path("/login"),
+                );
             (jar, Redirect::to(&next)).into_response()
         }
         Err(error) => {
-            let status = match error {
-                AccountError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
-                AccountError::WrongCredentials => StatusCode::UNAUTHORIZED,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
             let message = match error {
-                AccountError::Throttled { .. } | AccountError::WrongCredentials => {
-                    error.to_string()
-                }
+                AccountError::Throttled { .. }
+                | AccountError::Busy { .. }
+                | AccountError::WrongCredentials => error.to_string(),
                 _ => "The server could not log you in just now. Try again shortly.".to_owned(),
             };
-            let page = (status, login_page(&form.csrf, &next, Some(&message))).into_response();
-            if status.is_server_error() {
-                attach(page, RequestFailure::new(error))
-            } else {
+            let page = back_to_login(&state, jar, &next, &message);
+            if matches!(
+                error,
+                AccountError::Throttled { .. }
+                    | AccountError::Busy { .. }
+                    | AccountError::WrongCredentials
+            ) {
                 page
+            } else {
+                attach(page, RequestFailure::new(error))
             }
         }
     }
@@ -254,8 +283,20 @@ fn reauth_page(caller: &Principal, next: &str, error: Option<&str>) -> Markup {
     )
 }
 
-async fn reauth_form(caller: Authenticated, Query(query): Query<NextQuery>) -> Markup {
-    reauth_page(&caller.0, &safe_next(query.next.as_deref()), None)
+async fn reauth_form(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    jar: CookieJar,
+    Query(query): Query<NextQuery>,
+) -> Response {
+    let (flash, jar) = take_flash(&state, jar, None);
+    let error = flash.and_then(Flash::into_error);
+    let page = reauth_page(
+        &caller.0,
+        &safe_next(query.next.as_deref()),
+        error.as_deref(),
+    );
+    (jar, page).into_response()
 }
 
 #[derive(Deserialize)]
@@ -267,15 +308,26 @@ struct ReauthForm {
 async fn reauth(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     request: axum::extract::Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
     let address = client_address(&parts);
+    let back = |jar: CookieJar, next: &str, message: &str| {
+        (
+            jar.add(cookies::flash(
+                &state,
+                &Flash::Error(message.to_owned()).encode(),
+            )),
+            Redirect::to(&format!("/reauth?next={}", crate::auth::encode_next(next))),
+        )
+            .into_response()
+    };
     let Ok(Form(form)) =
         Form::<ReauthForm>::from_request(axum::extract::Request::from_parts(parts, body), &state)
             .await
     else {
-        return (StatusCode::BAD_REQUEST, "the form is incomplete\n").into_response();
+        return back(jar, "/account", "The form was incomplete.");
     };
     let next = safe_next(form.next.as_deref());
     let password = SecretToken::from_given(form.password);
@@ -284,25 +336,110 @@ async fn reauth(
         .reauthenticate(&caller.0, &password, address)
         .await
     {
-        Ok(_) => Redirect::to(&next).into_response(),
-        Err(error) => {
-            let status = match error {
-                AccountError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::UNAUTHORIZED,
-            };
-            (
-                status,
-                reauth_page(&caller.0, &next, Some(&error.to_string())),
-            )
-                .into_response()
+        Ok(fresh) => (
+            jar.add(cookies::session(&state, &fresh.secret)),
+            Redirect::to(&next),
+        )
+            .into_response(),
+        Err(error) => back(jar, &next, &error.to_string()),
+    }
+}
+
+/// Something a form's answer leaves for the page it redirects to, shown once: an error, or a
+/// new secret (sealed for the session, so the cookie that carries it is no copy of it).
+enum Flash {
+    Secret {
+        what: &'static str,
+        value: String,
+    },
+    /// A secret as the cookie carries it: what it is, sealed.
+    Sealed {
+        what: &'static str,
+        sealed: String,
+    },
+    Error(String),
+}
+
+/// What the secrets shown once are, as the flash cookie names them.
+const SECRET_KINDS: [(&str, &str); 2] = [("token", "API token"), ("machine", "machine token")];
+
+impl Flash {
+    /// The cookie's value: `e.BASE64` for an error, `s.KIND.SEALED` for a sealed secret.
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        match self {
+            Flash::Error(message) => format!("e.{}", base64.encode(message)),
+            Flash::Sealed { what, sealed } => {
+                let kind = SECRET_KINDS
+                    .iter()
+                    .find(|(_, shown)| shown == what)
+                    .map_or("token", |(kind, _)| kind);
+                format!("s.{kind}.{sealed}")
+            }
+            // A secret is sealed before it leaves: see `shown_once`.
+            Flash::Secret { .. } => String::new(),
+        }
+    }
+
+    fn decode(value: &str) -> Option<Flash> {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        if let Some(message) = value.strip_prefix("e.") {
+            let bytes = base64.decode(message).ok()?;
+            return String::from_utf8(bytes).ok().map(Flash::Error);
+        }
+        let (kind, sealed) = value.strip_prefix("s.")?.split_once('.')?;
+        let what = SECRET_KINDS
+            .iter()
+            .find(|(known, _)| *known == kind)
+            .map(|(_, what)| *what)?;
+        Some(Flash::Sealed {
+            what,
+            sealed: sealed.to_owned(),
+        })
+    }
+
+    fn into_error(self) -> Option<String> {
+        match self {
+            Flash::Error(message) => Some(message),
+            Flash::Secret { .. } | Flash::Sealed { .. } => None,
         }
     }
 }
 
-/// Something to show once at the top of the account page.
-enum Flash {
-    Secret { what: &'static str, value: String },
-    Error(String),
+/// What a secret is sealed for: the caller's session, or the user when there is none.
+fn seal_row(caller: &Principal) -> fermata_store::SessionId {
+    caller.session().map_or_else(
+        || fermata_store::SessionId(format!("user:{}", caller.user.id)),
+        |context| context.session.id.clone(),
+    )
+}
+
+/// The flash the browser brought, opened for `caller` when it holds a secret, and the jar that
+/// clears it (it is shown once).
+fn take_flash(
+    state: &HttpState,
+    jar: CookieJar,
+    caller: Option<&Principal>,
+) -> (Option<Flash>, CookieJar) {
+    let Some(value) = jar.get(cookies::FLASH_COOKIE).map(|c| c.value().to_owned()) else {
+        return (None, jar);
+    };
+    let jar = jar.remove(cookies::cleared_flash());
+    let flash = match Flash::decode(&value) {
+        Some(Flash::Sealed { what, sealed }) => caller.and_then(|caller| {
+            state
+                .accounts
+                .open_shown_once(&seal_row(caller), &sealed)
+                .map(|value| Flash::Secret {
+                    what,
+                    value: value.as_str().to_owned(),
+                })
+        }),
+        other => other,
+    };
+    (flash, jar)
 }
 
 async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash>) -> Response {
@@ -349,7 +486,7 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
                 }
             }
             Some(Flash::Error(message)) => { p.error role="alert" { (message) } }
-            None => {}
+            Some(Flash::Sealed { .. }) | None => {}
         }
 
         h2 { "Connected credentials" }
@@ -434,15 +571,16 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
             div { button type="submit" { "Pair machine" } }
         }
     };
-    let status = match flash {
-        Some(Flash::Error(_)) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::OK,
-    };
-    (status, page("Account", &body)).into_response()
+    page("Account", &body).into_response()
 }
 
-async fn account(State(state): State<HttpState>, caller: Authenticated) -> Response {
-    account_page(&state, &caller.0, None).await
+async fn account(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    jar: CookieJar,
+) -> Response {
+    let (flash, jar) = take_flash(&state, jar, Some(&caller.0));
+    (jar, account_page(&state, &caller.0, flash).await).into_response()
 }
 
 fn shown_once(what: &'static str, secret: &SecretToken) -> Option<Flash> {
@@ -452,22 +590,34 @@ fn shown_once(what: &'static str, secret: &SecretToken) -> Option<Flash> {
     })
 }
 
-/// Shows the account page after an action: its new secret, or its error.
+/// Answers an action of the account page with a redirect to it (so a reload repeats nothing),
+/// leaving its new secret, sealed for the session, or its error to be shown there once.
 async fn after(
     state: &HttpState,
     caller: &Principal,
+    jar: CookieJar,
     result: Result<Option<Flash>, AccountError>,
 ) -> Response {
-    match result {
-        Ok(Some(flash)) => account_page(state, caller, Some(flash)).await,
-        Ok(None) => Redirect::to("/account").into_response(),
+    let flash = match result {
+        Ok(Some(Flash::Secret { what, value })) => Some(Flash::Sealed {
+            what,
+            sealed: state.accounts.seal_shown_once(&seal_row(caller), &value),
+        }),
+        Ok(other) => other,
         Err(
             error @ (AccountError::Invalid(_)
             | AccountError::NotFound(_)
+            | AccountError::NotAllowed(_)
+            | AccountError::TooMany(_)
             | AccountError::Conflict(_)),
-        ) => account_page(state, caller, Some(Flash::Error(error.to_string()))).await,
-        Err(error) => crate::error::ApiError::from(error).into_response(),
-    }
+        ) => Some(Flash::Error(error.to_string())),
+        Err(error) => return crate::error::ApiError::from(error).into_response(),
+    };
+    let jar = match flash {
+        Some(flash) => jar.add(cookies::flash(state, &flash.encode())),
+        None => jar,
+    };
+    (jar, Redirect::to("/account")).into_response()
 }
 
 #[derive(Deserialize)]
@@ -479,6 +629,7 @@ struct CredentialForm {
 async fn add_credential(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Form(form): Form<CredentialForm>,
 ) -> Response {
     let result = async {
@@ -493,10 +644,14 @@ async fn add_credential(
         Ok(None)
     }
     .await;
-    after(&state, &caller.0, result).await
+    after(&state, &caller.0, jar, result).await
 }
 
-async fn clear_credentials(State(state): State<HttpState>, caller: Authenticated) -> Response {
+async fn clear_credentials(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    jar: CookieJar,
+) -> Response {
     let result = async {
         if let Some(session) = caller.0.session() {
             state
@@ -507,7 +662,7 @@ async fn clear_credentials(State(state): State<HttpState>, caller: Authenticated
         Ok(None)
     }
     .await;
-    after(&state, &caller.0, result).await
+    after(&state, &caller.0, jar, result).await
 }
 
 #[derive(Deserialize)]
@@ -518,19 +673,24 @@ struct LabelForm {
 async fn create_token(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Form(form): Form<LabelForm>,
 ) -> Response {
-    let result = state
-        .accounts
-        .create_api_token(&caller.0.user, &form.label)
-        .await
-        .map(|(_, secret)| shown_once("API token", &secret));
-    after(&state, &caller.0, result).await
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .create_api_token(&caller.0.user, &form.label)
+            .await
+            .map(|(_, secret)| shown_once("API token", &secret)),
+        Err(error) => Err(error),
+    };
+    after(&state, &caller.0, jar, result).await
 }
 
 async fn revoke_token(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Path(id): Path<String>,
 ) -> Response {
     let result = state
@@ -538,7 +698,7 @@ async fn revoke_token(
         .revoke_api_token(Some(&caller.0.user), &ApiTokenId(id))
         .await
         .map(|()| None);
-    after(&state, &caller.0, result).await
+    after(&state, &caller.0, jar, result).await
 }
 
 #[derive(Deserialize)]
@@ -549,32 +709,41 @@ struct NameForm {
 async fn pair_machine(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Form(form): Form<NameForm>,
 ) -> Response {
-    let result = state
-        .accounts
-        .pair_machine(&caller.0.user, &form.name)
-        .await
-        .map(|(_, secret)| shown_once("machine token", &secret));
-    after(&state, &caller.0, result).await
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .pair_machine(&caller.0.user, &form.name)
+            .await
+            .map(|(_, secret)| shown_once("machine token", &secret)),
+        Err(error) => Err(error),
+    };
+    after(&state, &caller.0, jar, result).await
 }
 
 async fn reauthorize_machine(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Path(id): Path<String>,
 ) -> Response {
-    let result = state
-        .accounts
-        .reauthorize_machine(&caller.0.user, &MachineId(id))
-        .await
-        .map(|(_, secret)| shown_once("machine token", &secret));
-    after(&state, &caller.0, result).await
+    let result = match caller.0.require_issuing() {
+        Ok(()) => state
+            .accounts
+            .reauthorize_machine(&caller.0.user, &MachineId(id))
+            .await
+            .map(|(_, secret)| shown_once("machine token", &secret)),
+        Err(error) => Err(error),
+    };
+    after(&state, &caller.0, jar, result).await
 }
 
 async fn revoke_machine(
     State(state): State<HttpState>,
     caller: Authenticated,
+    jar: CookieJar,
     Path(id): Path<String>,
 ) -> Response {
     let result = state
@@ -582,7 +751,7 @@ async fn revoke_machine(
         .revoke_machine(&caller.0.user, &MachineId(id))
         .await
         .map(|()| None);
-    after(&state, &caller.0, result).await
+    after(&state, &caller.0, jar, result).await
 }
 
 #[cfg(test)]

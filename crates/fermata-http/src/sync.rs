@@ -124,6 +124,7 @@ async fn recheck(state: &HttpState, grant: &SyncGrant) -> Result<Recheck, ApiErr
             Caller::User(Principal {
                 user,
                 via: principal.via.clone(),
+                may_issue_credentials: principal.may_issue_credentials,
             })
         }
         client @ Caller::Client(_) => client.clone(),

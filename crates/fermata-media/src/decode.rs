@@ -1,6 +1,13 @@
 //! Decoding under limits: the limits go to the decoder before it reads the header, so a file
 //! claiming huge dimensions, or one whose pixels would take more memory than allowed (a
 //! decompression bomb), is refused from its header and never decoded.
+//!
+//! `max_alloc` is the pixel budget of one decode, and with it the bound of what one decode can
+//! cost: besides the file itself, a decode holds its decoded pixels (at most `max_alloc`) and, to
+//! make a smaller copy or a thumbnail, one copy no larger than them (resized by averaging into
+//! the target size, with no full-size intermediate) and, where the encoder needs another pixel
+//! layout, that copy converted: under `3 × max_alloc` in all, and about `2 × max_alloc` for the
+//! common layouts, which encode as they are.
 
 use std::io::Cursor;
 
@@ -18,13 +25,13 @@ pub struct DecodeLimits {
 }
 
 impl Default for DecodeLimits {
-    /// 16384 pixels each way and 192 MiB of pixels: a 48-megapixel photograph in RGB decodes,
-    /// a bomb does not.
+    /// 16384 pixels each way and 128 MiB of pixels: a 44-megapixel photograph in RGB (or a
+    /// 33-megapixel image with transparency) decodes, a bomb does not.
     fn default() -> Self {
         DecodeLimits {
             max_width: 16_384,
             max_height: 16_384,
-            max_alloc: 192 << 20,
+            max_alloc: 128 << 20,
         }
     }
 }

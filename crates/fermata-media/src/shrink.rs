@@ -5,7 +5,6 @@
 use std::io::Cursor;
 
 use image::codecs::jpeg::JpegEncoder;
-use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat};
 
 use crate::decode::{DecodeLimits, decode};
@@ -71,10 +70,8 @@ pub fn fit(
     for _ in 0..MAX_TRIES {
         let new_width = ((f64::from(width) * scale).round() as u32).max(1);
         let new_height = ((f64::from(height) * scale).round() as u32).max(1);
-        let copy = encode(
-            &image.resize_exact(new_width, new_height, FilterType::Triangle),
-            kind,
-        )?;
+        // Averaging into the new size allocates only the copy (see `decode`'s budget).
+        let copy = encode(&image.thumbnail_exact(new_width, new_height), kind)?;
         if copy.len() <= store_limit {
             return Ok(Fitted {
                 bytes: copy,
@@ -91,29 +88,40 @@ pub fn fit(
     Err(cannot)
 }
 
-/// Encodes `image` as `kind` (JPEG at quality 85, the others lossless).
+/// Encodes `image` as `kind` (JPEG at quality 85, the others lossless), converting its pixels
+/// only when the encoder needs another layout.
 pub(crate) fn encode(image: &DynamicImage, kind: MediaType) -> Result<Vec<u8>, MediaError> {
     let mut out = Cursor::new(Vec::new());
     let failed = |_| MediaError::Encode { kind };
     match kind {
         MediaType::Jpeg => {
-            JpegEncoder::new_with_quality(&mut out, 85)
-                .encode_image(&image.to_rgb8())
-                .map_err(failed)?;
+            let mut encoder = JpegEncoder::new_with_quality(&mut out, 85);
+            match image {
+                DynamicImage::ImageRgb8(rgb) => encoder.encode_image(rgb),
+                DynamicImage::ImageLuma8(gray) => encoder.encode_image(gray),
+                other => encoder.encode_image(&other.to_rgb8()),
+            }
+            .map_err(failed)?;
         }
         MediaType::Png => image.write_to(&mut out, ImageFormat::Png).map_err(failed)?,
-        MediaType::Webp => DynamicImage::ImageRgba8(image.to_rgba8())
-            .write_to(&mut out, ImageFormat::WebP)
-            .map_err(failed)?,
-        MediaType::Bmp => DynamicImage::ImageRgba8(image.to_rgba8())
-            .write_to(&mut out, ImageFormat::Bmp)
-            .map_err(failed)?,
-        MediaType::Ico => DynamicImage::ImageRgba8(image.to_rgba8())
-            .write_to(&mut out, ImageFormat::Ico)
-            .map_err(failed)?,
+        MediaType::Webp => write_rgba(image, &mut out, ImageFormat::WebP).map_err(failed)?,
+        MediaType::Bmp => write_rgba(image, &mut out, ImageFormat::Bmp).map_err(failed)?,
+        MediaType::Ico => write_rgba(image, &mut out, ImageFormat::Ico).map_err(failed)?,
         MediaType::Gif | MediaType::Avif | MediaType::Text => {
             return Err(MediaError::Encode { kind });
         }
     }
     Ok(out.into_inner())
+}
+
+/// Writes `image` as RGBA with 8 bits a channel, converting it only when it is not already.
+fn write_rgba(
+    image: &DynamicImage,
+    out: &mut Cursor<Vec<u8>>,
+    format: ImageFormat,
+) -> Result<(), image::ImageError> {
+    match image {
+        DynamicImage::ImageRgba8(_) => image.write_to(out, format),
+        other => DynamicImage::ImageRgba8(other.to_rgba8()).write_to(out, format),
+    }
 }

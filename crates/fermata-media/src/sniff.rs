@@ -71,6 +71,13 @@ fn inspect_image(
     if structure::holds_markup(bytes, &text) {
         return Err(MediaError::Markup);
     }
+    if kind == MediaType::Png {
+        let inflated =
+            structure::png_compressed_text(bytes).ok_or(MediaError::Malformed { kind })?;
+        if structure::texts_hold_markup(&inflated) {
+            return Err(MediaError::Markup);
+        }
+    }
     if kind == MediaType::Avif {
         return Ok(Inspected {
             media_type: kind,

@@ -17,6 +17,11 @@
 //!   and mask arrays; the directory and the bitmaps' headers and palettes are searched.
 //! - AVIF: the payload of `mdat` boxes; every other box is searched.
 //!
+//! A PNG's compressed text chunks (`zTXt`, and `iTXt` whose compression flag is set) are also
+//! inflated and their text searched ([`png_compressed_text`]), up to [`MAX_INFLATED_TEXT`]
+//! bytes for the whole file: a file whose compressed text inflates to more is refused rather
+//! than searched in part. (The PNGs inside an ICO are searched as bytes only.)
+//!
 //! What the walk does not recognise (a bitmap header it does not know, an ICO entry that is
 //! not a whole PNG) has no pixel data, so it is searched whole. Compressed pixel data spells a
 //! markup needle by chance about once in 10^9 bytes, so searching it would refuse about one
@@ -138,6 +143,59 @@ fn png(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
         }
         at = end;
     }
+}
+
+/// The most text a PNG's compressed text chunks may inflate to, all together.
+pub(crate) const MAX_INFLATED_TEXT: usize = 2 << 20;
+
+/// The inflated text of a well-formed PNG's `zTXt` chunks and compressed `iTXt` chunks, or
+/// `None` when one does not inflate or all of them inflate to more than [`MAX_INFLATED_TEXT`].
+pub(crate) fn png_compressed_text(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    use std::io::Read as _;
+    let mut texts = Vec::new();
+    let mut budget = MAX_INFLATED_TEXT;
+    let mut at = 8;
+    while at < bytes.len() {
+        let length = usize_of(be32(bytes, at)?)?;
+        let kind = bytes.get(at + 4..at + 8)?;
+        let data = bytes.get(at + 8..at.checked_add(8)?.checked_add(length)?)?;
+        let compressed = match kind {
+            // Keyword, NUL, compression method, compressed text.
+            b"zTXt" => {
+                let keyword = data.iter().position(|&b| b == 0)?;
+                Some(data.get(keyword + 2..)?)
+            }
+            // Keyword, NUL, compression flag, method, language, NUL, translated keyword, NUL,
+            // text (compressed when the flag is 1).
+            b"iTXt" => {
+                let keyword = data.iter().position(|&b| b == 0)?;
+                let flag = *data.get(keyword + 1)?;
+                let rest = data.get(keyword + 3..)?;
+                let language = rest.iter().position(|&b| b == 0)?;
+                let rest = rest.get(language + 1..)?;
+                let translated = rest.iter().position(|&b| b == 0)?;
+                let text = rest.get(translated + 1..)?;
+                (flag == 1).then_some(text)
+            }
+            _ => None,
+        };
+        if let Some(compressed) = compressed {
+            let mut inflated = Vec::new();
+            flate2::read::ZlibDecoder::new(compressed)
+                .take(u64::try_from(budget).ok()? + 1)
+                .read_to_end(&mut inflated)
+                .ok()?;
+            budget = budget.checked_sub(inflated.len())?;
+            texts.push(inflated);
+        }
+        at = at.checked_add(12)?.checked_add(length)?;
+    }
+    Some(texts)
+}
+
+/// Whether any of `texts` (inflated text chunks) holds markup.
+pub(crate) fn texts_hold_markup(texts: &[Vec<u8>]) -> bool {
+    texts.iter().any(|text| markup_in(text))
 }
 
 /// JPEG: one or more streams back to back (a camera's multi-picture file holds its further

@@ -10,7 +10,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use image::imageops::FilterType;
 use lru::LruCache;
 
 use crate::decode::{DecodeLimits, decode};
@@ -109,7 +108,7 @@ impl Thumbnails {
             return Ok(Served::Original);
         }
         let entry = (key.to_owned(), width);
-        if let Some(served) = self.lock().lookup(&entry) {
+        if let Some(served) = self.lock().lookup(&entry, true) {
             return Ok(served);
         }
         let served = make(bytes, media_type, width, self.limits)?;
@@ -118,9 +117,10 @@ impl Thumbnails {
     }
 
     /// The copy at `width` of what is stored under `key`, when the cache holds it: a read that
-    /// finds one needs no stored bytes at all.
+    /// finds one needs no stored bytes and no turn to decode. Counted as a hit when found; a
+    /// miss is counted by the [`Self::serve`] that follows.
     pub fn cached(&self, key: &str, width: Width) -> Option<Arc<Thumbnail>> {
-        match self.lock().lookup(&(key.to_owned(), width))? {
+        match self.lock().lookup(&(key.to_owned(), width), false)? {
             Served::Thumbnail(thumbnail) => Some(thumbnail),
             Served::Original => None,
         }
@@ -139,11 +139,11 @@ impl Thumbnails {
 }
 
 impl Cache {
-    fn lookup(&mut self, entry: &(String, Width)) -> Option<Served> {
+    fn lookup(&mut self, entry: &(String, Width), count_miss: bool) -> Option<Served> {
         let found = self.entries.get(entry).cloned();
         if found.is_some() {
             self.stats.hits += 1;
-        } else {
+        } else if count_miss {
             self.stats.misses += 1;
         }
         found
@@ -193,7 +193,9 @@ fn make(
         / u64::from(image.width()))
     .max(1);
     let height = u32::try_from(height).unwrap_or(u32::MAX);
-    let resized = image.resize_exact(target, height, FilterType::Triangle);
+    // Averaging into the target size allocates only the thumbnail; a filtered resize would first
+    // make a floating-point copy as wide as the original.
+    let resized = image.thumbnail_exact(target, height);
     let kind = if media_type == MediaType::Jpeg {
         MediaType::Jpeg
     } else {

@@ -57,8 +57,8 @@ impl Statements {
             )),
             reauthenticate: dialect.render(
                 "WITH clock AS (SELECT {now} AS now) \
-                 UPDATE web_sessions SET authenticated_at = clock.now FROM clock \
-                 WHERE id = $1 AND expires_at > clock.now",
+                 UPDATE web_sessions SET authenticated_at = clock.now, secret_hash = $2 \
+                 FROM clock WHERE id = $1 AND expires_at > clock.now",
             ),
             rotate: dialect.render(
                 "UPDATE web_sessions SET credentials = $3, revision = revision + 1 \
@@ -170,11 +170,16 @@ impl SessionStore for SqlStorage {
         self.live_session(Key::Id(id)).await
     }
 
-    async fn reauthenticate(&self, id: &SessionId) -> StoreResult<Session> {
+    async fn reauthenticate(
+        &self,
+        id: &SessionId,
+        secret_hash: &SecretHash,
+    ) -> StoreResult<Session> {
         let action = "re-authenticating a session";
         let mut tx = self.inner.begin_write(action).await?;
         let done = sqlx::query(&self.inner.session_sql.reauthenticate)
             .bind(&id.0)
+            .bind(secret_hash.0.to_vec())
             .execute(&mut *tx)
             .await
             .context(action)?;

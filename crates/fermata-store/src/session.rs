@@ -93,9 +93,14 @@ pub trait SessionStore: Send + Sync {
     /// The unexpired session with this ID.
     async fn session(&self, id: &SessionId) -> StoreResult<Option<SessionLookup>>;
 
-    /// Records that the user entered their password again now. `Missing` when the session is
-    /// gone or expired.
-    async fn reauthenticate(&self, id: &SessionId) -> StoreResult<Session>;
+    /// Records that the user entered their password again now, and replaces the session's secret
+    /// with the one hashing to `secret_hash` (the ID, and what is bound to it, stay). `Missing`
+    /// when the session is gone or expired.
+    async fn reauthenticate(
+        &self,
+        id: &SessionId,
+        secret_hash: &SecretHash,
+    ) -> StoreResult<Session>;
 
     /// Replaces the credentials if the session is still at `expected_revision`, raising it.
     /// `Conflict` when another rotation came first; `Missing` when the session is gone: a

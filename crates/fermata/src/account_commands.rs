@@ -156,14 +156,23 @@ pub(crate) async fn user_list(settings: &StorageSettings) -> Result<String, Fail
     Ok(out)
 }
 
+/// Creates an API token; `issuing` gives it the `tokens` scope.
 pub(crate) async fn token_create(
     settings: &StorageSettings,
     user: &str,
     label: &str,
+    issuing: bool,
 ) -> Result<String, Failure> {
     let accounts = open_without_keys(settings).await?;
     let user = accounts.user_named(user).await?;
-    let (token, secret) = accounts.create_api_token(&user, label).await?;
+    let scope = if issuing {
+        fermata_accounts::TokenScope::Issuing
+    } else {
+        fermata_accounts::TokenScope::Standard
+    };
+    let (token, secret) = accounts
+        .create_scoped_api_token(&user, label, scope)
+        .await?;
     eprintln!(
         "created API token {} for {} ({}); it is shown once, below; send it as `Authorization: Bearer TOKEN`",
         token.id, user.name, token.label

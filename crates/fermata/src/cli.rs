@@ -355,6 +355,9 @@ enum TokenCommand {
         /// What the token is for.
         #[arg(long, default_value = "command line")]
         label: String,
+        /// `tokens`: the token may also create API tokens and pair machines.
+        #[arg(long, value_name = "SCOPE", value_parser = ["tokens"])]
+        scope: Option<String>,
     },
     /// List a user's API tokens (never their secrets).
     List {
@@ -555,9 +558,9 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
                 name, add, remove, ..
             }) => account_commands::user_role(&storage, name, add, remove).await,
             Command::User(UserCommand::List { .. }) => account_commands::user_list(&storage).await,
-            Command::Token(TokenCommand::Create { user, label, .. }) => {
-                account_commands::token_create(&storage, user, label).await
-            }
+            Command::Token(TokenCommand::Create {
+                user, label, scope, ..
+            }) => account_commands::token_create(&storage, user, label, scope.is_some()).await,
             Command::Token(TokenCommand::List { user, .. }) => {
                 account_commands::token_list(&storage, user).await
             }

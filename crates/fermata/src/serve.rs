@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_accounts::{AccountSettings, Accounts};
+use fermata_accounts::Accounts;
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
 use fermata_http::{HttpState, Metrics, Phase, Readiness};
 use fermata_store::{ErrorChain, Storage, TenureStart};
@@ -86,9 +86,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     let accounts = Arc::new(Accounts::new(
         Arc::clone(&shared),
         keyring,
-        AccountSettings {
-            session_ttl: settings.session_ttl,
-        },
+        settings.account_settings(),
     ));
 
     let listener = TcpListener::bind(settings.listen).await.map_err(|error| {
@@ -119,11 +117,22 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
             package: settings.schema.package.is_some() || settings.schema.github.is_some(),
         },
         secure_cookies: settings.secure_cookies,
+        edge: settings.http.edge(local),
     };
     let router = fermata_http::router(state);
+    let limits = settings.http.limits.clone();
+    let http_metrics = Arc::clone(&metrics);
     let http = Background::spawn(
         "requests still in flight after the drain timeout were cut off",
-        |stop| fermata_http::serve(listener, router, stop.cancelled_owned()),
+        move |stop| {
+            fermata_http::serve(
+                listener,
+                router,
+                limits,
+                http_metrics,
+                stop.cancelled_owned(),
+            )
+        },
     );
     tracing::info!(listen = %local, storage = store.driver(), "listening");
     Ok(Server {

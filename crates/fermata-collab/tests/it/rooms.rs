@@ -324,6 +324,14 @@ async fn bad_messages_are_refused_and_the_room_keeps_serving() {
     );
     assert_eq!(foreign.closed().await.0, close::POLICY);
 
+    // An update that puts NUL into the text, like one that reaches past it, is refused.
+    let mut nul = Client::join(&rig).await;
+    let update = nul.doc.insert(0, "a\0b").unwrap();
+    assert!(nul.connection.receive(protocol::update(update)).await);
+    let (code, reason) = nul.closed().await;
+    assert_eq!(code, close::POLICY);
+    assert!(reason.contains("NUL"), "{reason}");
+
     good.type_text("still fine").await;
     assert!(good.hears_update(PATIENCE).await);
     assert_eq!(stored_text(&rig).await.0, "still fine");
@@ -349,6 +357,71 @@ async fn presence_is_relayed_and_cleared_but_never_stored() {
         (String::new(), 0),
         "presence reached storage"
     );
+}
+
+#[tokio::test]
+async fn a_member_holds_a_bounded_share_of_a_room() {
+    let settings = CollabSettings {
+        max_connections_per_member: 2,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let _first = Client::join(&rig).await;
+    let _second = Client::join(&rig).await;
+    let refusal = rig
+        .rooms
+        .join(&rig.document, &member(), false)
+        .await
+        .unwrap_err();
+    assert_eq!(refusal.code, close::TRY_AGAIN_LATER);
+    assert!(refusal.reason.contains("one person"), "{}", refusal.reason);
+    let other = UserId("someone-else".to_owned());
+    assert!(
+        rig.rooms.join(&rig.document, &other, false).await.is_ok(),
+        "another member still gets in"
+    );
+}
+
+#[tokio::test]
+async fn a_presence_flood_is_dropped_not_relayed_and_edits_still_flow() {
+    let settings = CollabSettings {
+        presence_per_second: 1,
+        presence_burst: 5,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut flooder = Client::join(&rig).await;
+    let mut bob = Client::join(&rig).await;
+    for clock in 1..=200 {
+        let presence = presence_message(42, clock, r#"{"cursor":1}"#);
+        assert!(flooder.connection.receive(presence).await);
+    }
+    flooder.type_text("still editing").await;
+    let mut presence_heard = 0;
+    let mut update_heard = false;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !update_heard {
+        let message = tokio::time::timeout_at(deadline, bob.connection.outbound.recv())
+            .await
+            .expect("the edit never arrived");
+        match message {
+            Some(Outbound::Message(bytes)) => match protocol::decode(&bytes) {
+                Ok(ClientMessage::Awareness { .. }) => presence_heard += 1,
+                Ok(ClientMessage::Update(update)) => {
+                    bob.doc.apply_update(&update).unwrap();
+                    update_heard = true;
+                }
+                _ => {}
+            },
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (5..=7).contains(&presence_heard),
+        "{presence_heard} of 200 presence messages were relayed"
+    );
+    assert_eq!(bob.doc.text(), "still editing");
+    assert!(flooder.hears_update(PATIENCE).await);
 }
 
 /// A presence message for one client, as y-protocols encodes it.

@@ -69,6 +69,34 @@ impl App {
         self.send(request.body(Body::from(body)).unwrap()).await
     }
 
+    /// `GET /account` as `caller`, with a flash cookie when given.
+    async fn account_page(&self, caller: &Caller, flash: Option<&str>) -> Answer {
+        let mut cookies = format!("fermata_session={}", caller.cookie.as_deref().unwrap());
+        if let Some(flash) = flash {
+            cookies.push_str(&format!("; fermata_flash={flash}"));
+        }
+        let request = Request::get("/account")
+            .header(header::COOKIE, cookies)
+            .body(Body::empty())
+            .unwrap();
+        self.send(request).await
+    }
+
+    /// `GET /metrics` from `peer`, with `token` as a bearer token when given.
+    async fn metrics(&self, peer: [u8; 4], token: Option<&str>) -> Answer {
+        let mut request = Request::get("/metrics");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let mut request = request.body(Body::empty()).unwrap();
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                peer, 40000,
+            ))));
+        self.send(request).await
+    }
+
     async fn login(&self, name: &str, password: &str) -> Caller {
         support::login(&self.state, name, password).await
     }
@@ -143,10 +171,27 @@ async fn a_wrong_password_and_an_unknown_name_look_the_same() {
 }
 
 #[tokio::test]
-async fn failed_logins_are_throttled_per_account_whether_or_not_it_exists() {
+async fn failed_logins_lock_an_account_briefly_whether_or_not_it_exists() {
     let app = App::new().await;
     let nobody = Caller::default();
-    for name in ["ada", "zed"] {
+    // Ada's browser logged in before: it holds her known-device mark.
+    let earlier = app
+        .call(
+            &nobody,
+            "POST",
+            "/api/v1/session",
+            Some(json!({"name": "ada", "password": ADMIN_PASSWORD})),
+        )
+        .await;
+    let mark = earlier
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("fermata_device="))
+        .map(|rest| rest.split(';').next().unwrap().to_owned())
+        .expect("a known-device mark");
+    for name in ["zed", "ada"] {
         for _ in 0..5 {
             let answer = app
                 .call(
@@ -172,10 +217,49 @@ async fn failed_logins_are_throttled_per_account_whether_or_not_it_exists() {
             "{name}: {}",
             throttled.body
         );
-        assert!(throttled.headers.contains_key(header::RETRY_AFTER));
+        let retry_after: u64 = throttled.headers[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry_after <= 300, "a lock is short: {retry_after}");
+        if name == "zed" {
+            // A mark made for another account does not open its lock.
+            let request = Request::post("/api/v1/session")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::COOKIE, format!("fermata_device={mark}"))
+                .body(Body::from(
+                    json!({"name": "zed", "password": ADMIN_PASSWORD}).to_string(),
+                ))
+                .unwrap();
+            assert_eq!(
+                app.send(request).await.status,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+        }
     }
+    // Ada's own browser gets through the lock with the right password, which lifts it.
+    let request = Request::post("/api/v1/session")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::COOKIE, format!("fermata_device={mark}"))
+        .body(Body::from(
+            json!({"name": "ada", "password": ADMIN_PASSWORD}).to_string(),
+        ))
+        .unwrap();
+    let known = app.send(request).await;
+    assert_eq!(known.status, StatusCode::OK, "{}", known.body);
+    app.login("ada", ADMIN_PASSWORD).await;
     // Another account is not affected.
     app.login("bob", MEMBER_PASSWORD).await;
+    let metrics = app.metrics([127, 0, 0, 1], None).await.body;
+    assert!(
+        metrics.contains("fermata_login_failures_total 10"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("fermata_limited_total{limit=\"login\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -226,6 +310,7 @@ async fn roles_and_freshness_are_enforced() {
         )
         .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let before = ada.clone();
     let reauth = app
         .call(
             &ada,
@@ -236,6 +321,19 @@ async fn roles_and_freshness_are_enforced() {
         .await;
     assert_eq!(reauth.status, StatusCode::OK, "{}", reauth.body);
     assert_eq!(reauth.json()["fresh"], true);
+    // Re-authentication rotates the session's secret and with it the CSRF token: the old
+    // cookie no longer signs in.
+    let ada = Caller {
+        cookie: Some(reauth.session_cookie().expect("a new session cookie")),
+        csrf: Some(reauth.json()["csrf_token"].as_str().unwrap().to_owned()),
+        bearer: None,
+    };
+    assert_ne!(ada.cookie, before.cookie);
+    assert_ne!(ada.csrf, before.csrf);
+    assert_eq!(
+        app.call(&before, "GET", "/api/v1/me", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
     let created = app
         .call(&ada, "POST", "/api/v1/users", Some(json!({"name": "dave"})))
         .await;
@@ -330,12 +428,47 @@ async fn browser_writes_without_the_csrf_token_are_refused() {
             &[("label", "from a form"), ("csrf", &csrf)],
         )
         .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-    assert!(page.body.contains("shown only once") && page.body.contains("fmta_"));
+    // The form answers with a redirect; the new token waits, sealed, in a flash cookie, and
+    // the account page shows it once.
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(page.headers[header::LOCATION], "/account");
+    let flash = cookie_set(&page, "fermata_flash").expect("a flash cookie");
+    assert!(!flash.contains("fmta_"), "the secret is sealed: {flash}");
+    let shown = app.account_page(&ada, Some(&flash)).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(shown.body.contains("shown only once") && shown.body.contains("fmta_"));
+    assert_eq!(
+        cookie_set(&shown, "fermata_flash").as_deref(),
+        Some(""),
+        "shown once"
+    );
+    let again = app.account_page(&ada, None).await;
+    assert!(!again.body.contains("fmta_"));
+    // Another session cannot open it.
+    let bob = app.login("bob", MEMBER_PASSWORD).await;
+    let stolen = app.account_page(&bob, Some(&flash)).await;
+    assert!(!stolen.body.contains("fmta_"));
+    // A form with two tokens is refused, even when one of them is right.
+    let doubled = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "twice"), ("csrf", &csrf), ("csrf", "forged")],
+        )
+        .await;
+    assert_eq!(doubled.status, StatusCode::FORBIDDEN);
+    let doubled = app
+        .form(
+            &ada,
+            "/account/tokens",
+            &[("label", "twice"), ("csrf", &csrf), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(doubled.status, StatusCode::FORBIDDEN);
 
     // A request from another site is refused even with the right token.
     let request = Request::post("/api/v1/tokens")
-        .header(header::HOST, "fermata.example")
+        .header(header::HOST, "localhost:7878")
         .header(header::ORIGIN, "https://evil.example")
         .header(
             header::COOKIE,
@@ -355,7 +488,13 @@ async fn browser_writes_without_the_csrf_token_are_refused() {
             &[("name", "ada"), ("password", ADMIN_PASSWORD), ("csrf", "x")],
         )
         .await;
-    assert_eq!(login.status, StatusCode::FORBIDDEN);
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert!(
+        login.headers[header::LOCATION]
+            .to_str()
+            .unwrap()
+            .starts_with("/login?next=")
+    );
     assert!(login.session_cookie().is_none());
 }
 
@@ -702,16 +841,53 @@ async fn health_readiness_and_metrics_still_answer() {
         StatusCode::OK
     );
     app.state.metrics.lease_granted(7, 1_700_000_000_000);
-    let metrics = app.call(&nobody, "GET", "/metrics", None).await.body;
+    // By default, only this machine reads the metrics, and never the fencing token.
+    let metrics = app.metrics([127, 0, 0, 1], None).await.body;
     for line in [
         "fermata_build_info{version=\"test\"} 1",
         "fermata_writer_lease_held 1",
-        "fermata_writer_lease_token 7",
         "# EOF",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
             "missing {line:?} in:\n{metrics}"
+        );
+    }
+    assert!(!metrics.contains("writer_lease_token"), "{metrics}");
+    assert_eq!(
+        app.metrics([203, 0, 113, 5], None).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        app.call(&nobody, "GET", "/metrics", None).await.status,
+        StatusCode::FORBIDDEN,
+        "a request with no peer is not this machine"
+    );
+    // With a scrape token, the scraper that presents it reads everything, from anywhere.
+    let mut state = app.state.clone();
+    state.edge.metrics = fermata_http::edge::MetricsAccess::Token(Arc::new(
+        SecretToken::from_given("a scrape token of some length"),
+    ));
+    let scraped = App {
+        state,
+        storage: app.storage.clone(),
+    };
+    let full = scraped
+        .metrics([203, 0, 113, 5], Some("a scrape token of some length"))
+        .await;
+    assert_eq!(full.status, StatusCode::OK);
+    assert!(
+        full.body
+            .lines()
+            .any(|l| l == "fermata_writer_lease_token 7"),
+        "{}",
+        full.body
+    );
+    assert!(full.body.ends_with("# EOF\n"), "{}", full.body);
+    for token in [None, Some("a wrong token of some length")] {
+        assert_eq!(
+            scraped.metrics([127, 0, 0, 1], token).await.status,
+            StatusCode::UNAUTHORIZED
         );
     }
 }
@@ -760,4 +936,136 @@ async fn credentials_added_at_once_are_all_kept() {
             "{name} was acknowledged and lost"
         );
     }
+}
+
+/// The value of the cookie `name` that `answer` set.
+fn cookie_set(answer: &Answer, name: &str) -> Option<String> {
+    answer
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix(&format!("{name}=")).map(str::to_owned))
+        .map(|rest| rest.split(';').next().unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn tokens_mint_only_with_their_scope_and_every_user_is_capped() {
+    let app = App::new().await;
+    let ada = app.login("ada", ADMIN_PASSWORD).await;
+    let app = &app;
+    let token = |caller: &Caller, body: Value| {
+        let caller = caller.clone();
+        async move {
+            app.call(&caller, "POST", "/api/v1/tokens", Some(body))
+                .await
+        }
+    };
+    let plain = token(&ada, json!({"label": "ci"})).await;
+    assert_eq!(plain.status, StatusCode::CREATED);
+    let program = Caller {
+        bearer: Some(plain.json()["token"].as_str().unwrap().to_owned()),
+        ..Caller::default()
+    };
+    // A token without the scope reads and writes as its user, but mints nothing.
+    assert_eq!(
+        app.call(&program, "GET", "/api/v1/me", None).await.status,
+        StatusCode::OK
+    );
+    for (uri, body) in [
+        ("/api/v1/tokens", json!({"label": "more"})),
+        ("/api/v1/machines", json!({"name": "more"})),
+    ] {
+        let refused = app.call(&program, "POST", uri, Some(body)).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (StatusCode::FORBIDDEN, "forbidden".to_owned()),
+            "{uri}"
+        );
+    }
+    let page = app
+        .send(
+            Request::post("/account/tokens")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(
+                    header::AUTHORIZATION,
+                    format!("Bearer {}", program.bearer.clone().unwrap()),
+                )
+                .body(Body::from("label=through+the+page"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        app.call(&ada, "GET", "/api/v1/tokens", None)
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "the page made no token either"
+    );
+    let unknown = token(&ada, json!({"label": "x", "scopes": ["everything"]})).await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+
+    // With the scope, it may.
+    let issuing = token(&ada, json!({"label": "deploys", "scopes": ["tokens"]})).await;
+    assert_eq!(issuing.status, StatusCode::CREATED);
+    let secret = issuing.json()["token"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("fmtk_"), "{secret}");
+    let deployer = Caller {
+        bearer: Some(secret),
+        ..Caller::default()
+    };
+    let minted = token(&deployer, json!({"label": "minted"})).await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
+
+    // Every user holds a bounded number of tokens and machines.
+    let cap = fermata_accounts::AccountSettings::default();
+    for n in 3..cap.max_api_tokens {
+        let made = token(&deployer, json!({"label": format!("t{n}")})).await;
+        assert_eq!(made.status, StatusCode::CREATED, "{n}: {}", made.body);
+    }
+    let over = token(&deployer, json!({"label": "one too many"})).await;
+    assert_eq!(
+        (over.status, over.code()),
+        (StatusCode::CONFLICT, "too_many".to_owned())
+    );
+    let id = minted.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.call(&ada, "DELETE", &format!("/api/v1/tokens/{id}"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        token(&deployer, json!({"label": "in its place"}))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    for n in 0..cap.max_machines {
+        let paired = app
+            .call(
+                &deployer,
+                "POST",
+                "/api/v1/machines",
+                Some(json!({"name": format!("m{n}")})),
+            )
+            .await;
+        assert_eq!(paired.status, StatusCode::CREATED, "{n}: {}", paired.body);
+    }
+    let over = app
+        .call(
+            &ada,
+            "POST",
+            "/api/v1/machines",
+            Some(json!({"name": "one too many"})),
+        )
+        .await;
+    assert_eq!(
+        (over.status, over.code()),
+        (StatusCode::CONFLICT, "too_many".to_owned())
+    );
 }

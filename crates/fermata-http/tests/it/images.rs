@@ -273,7 +273,7 @@ async fn a_document_image_is_stored_once_and_served_by_its_hash() {
     let whole = app.get(&app.bob, &address).await;
     assert_served_safely(&whole, "image/png");
     assert_eq!(whole.bytes, bytes);
-    assert!(whole.header(&header::CACHE_CONTROL).contains("immutable"));
+    assert_eq!(whole.header(&header::CACHE_CONTROL), "no-store");
 
     let thumbnail = app.get(&app.bob, &format!("{address}?w=160")).await;
     assert_served_safely(&thumbnail, "image/png");
@@ -650,4 +650,85 @@ async fn an_attachment_keeps_what_the_original_was() {
         body["original"],
         json!({"size": bytes.len(), "width": 640, "height": 640})
     );
+}
+
+/// A PNG that claims `width` × `height` pixels of RGB: well formed to its last byte, its pixel
+/// data a few bytes. Its header alone says what decoding it would cost.
+fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = u32::MAX;
+        for byte in bytes {
+            crc ^= u32::from(*byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend_from_slice(&u32::try_from(data.len()).unwrap().to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend_from_slice(&width.to_be_bytes());
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &header);
+    // An empty zlib stream: the decoder never gets this far.
+    chunk(
+        &mut out,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+#[tokio::test]
+async fn an_image_over_the_pixel_budget_is_refused_from_its_header() {
+    let app = App::new().await;
+    let id = app.document().await;
+    // 8000 × 8000 RGB would take 192 MB to decode; the budget is 128 MiB.
+    let reply = app
+        .upload(
+            &app.ada,
+            &format!("/api/v1/documents/{id}/images"),
+            png_claiming(8000, 8000),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.code(), "image_too_large_to_decode");
+}
+
+#[tokio::test]
+async fn an_upload_waits_its_bounded_turn_and_is_then_turned_away() {
+    let mut app = App::new().await;
+    let id = app.document().await;
+    let settings = fermata_collab::MediaSettings {
+        decode_concurrency: 1,
+        decode_queue_wait: Duration::from_millis(50),
+        upload_buffer_bytes: fermata_collab::MediaSettings::default().max_input_bytes,
+        ..fermata_collab::MediaSettings::default()
+    };
+    app.state.media =
+        fermata_collab::Media::new(Arc::clone(&app.shared), app.fence.clone(), settings);
+    let uri = format!("/api/v1/documents/{id}/images");
+    // Every byte of the upload buffer is taken.
+    let held = app.state.media.reserve_upload(None).await.unwrap();
+    let reply = app.upload(&app.ada, &uri, png(40, 30)).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.code(), "busy");
+    assert_eq!(reply.header(&header::RETRY_AFTER), "1");
+    drop(held);
+    let reply = app.upload(&app.ada, &uri, png(40, 30)).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
 }

@@ -7,5 +7,7 @@ mod access;
 mod admin_page;
 mod auth;
 mod documents;
+mod headers;
 mod images;
+mod limits;
 mod schema;

@@ -219,7 +219,7 @@ pub async fn sessions_are_found_by_secret_hash_until_they_expire(harness: &dyn H
     assert_eq!(store.sessions().session(&session.id).await.unwrap(), None);
     let error = store
         .sessions()
-        .reauthenticate(&session.id)
+        .reauthenticate(&session.id, &hash(3))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Missing);
@@ -309,7 +309,7 @@ pub async fn a_deleted_session_is_never_recreated(harness: &dyn Harness) {
     );
 }
 
-pub async fn reauthentication_makes_a_session_fresh(harness: &dyn Harness) {
+pub async fn reauthentication_makes_a_session_fresh_under_a_new_secret(harness: &dyn Harness) {
     let store = plain(harness).await;
     let ada = user(&*store, "ada").await;
     let session = store
@@ -328,12 +328,29 @@ pub async fn reauthentication_makes_a_session_fresh(harness: &dyn Harness) {
         now > session.authenticated_at
     })
     .await;
-    let fresh = store.sessions().reauthenticate(&session.id).await.unwrap();
+    let fresh = store
+        .sessions()
+        .reauthenticate(&session.id, &hash(2))
+        .await
+        .unwrap();
     assert!(fresh.authenticated_at > session.authenticated_at);
     assert_eq!(
         fresh.revision, session.revision,
         "freshness is not a credential change"
     );
+    assert_eq!(fresh.id, session.id, "the session keeps its ID");
+    assert_eq!(
+        store.sessions().session_by_secret(&hash(1)).await.unwrap(),
+        None,
+        "the old secret no longer finds it"
+    );
+    let found = store
+        .sessions()
+        .session_by_secret(&hash(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.session.id, session.id);
 }
 
 pub async fn the_session_sweep_removes_expired_and_metadata_only_sessions_once(

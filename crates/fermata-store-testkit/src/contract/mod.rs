@@ -104,7 +104,7 @@ macro_rules! contract_suite {
             session_secrets_and_ids_are_unique,
             session_credential_rotation_is_revision_checked,
             a_deleted_session_is_never_recreated,
-            reauthentication_makes_a_session_fresh,
+            reauthentication_makes_a_session_fresh_under_a_new_secret,
             the_session_sweep_removes_expired_and_metadata_only_sessions_once,
             api_tokens_work_until_revoked,
             machines_are_found_by_token_hash,

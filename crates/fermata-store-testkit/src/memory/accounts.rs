@@ -183,7 +183,11 @@ impl SessionStore for MemoryStorage {
             }))
     }
 
-    async fn reauthenticate(&self, id: &SessionId) -> StoreResult<Session> {
+    async fn reauthenticate(
+        &self,
+        id: &SessionId,
+        secret_hash: &SecretHash,
+    ) -> StoreResult<Session> {
         self.inner.gate("reauthenticate")?;
         let now = UnixMillis::now();
         let mut state = self.inner.state();
@@ -193,6 +197,7 @@ impl SessionStore for MemoryStorage {
             .filter(|row| row.session.expires_at > now)
             .ok_or_else(|| StoreError::missing("the session has ended"))?;
         row.session.authenticated_at = now;
+        row.secret_hash = Some(*secret_hash);
         Ok(row.session.clone())
     }
 

@@ -1,11 +1,14 @@
-//! The `[media]` table: the byte limits of a document's images and Chat attachments, and the
-//! size of the thumbnail cache, into [`MediaSettings`].
+//! The `[media]` table: the byte limits of a document's images and Chat attachments, the size
+//! of the thumbnail cache, and what decoding may take (a pixel budget per decode, how many at
+//! once, how long one waits, the upload bodies held at once), into [`MediaSettings`].
 
 use serde::Deserialize;
 
+use std::time::Duration;
+
 use fermata_collab::MediaSettings;
 
-use super::{ConfigError, Origin};
+use super::{ConfigError, Origin, bounded_duration};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,6 +20,11 @@ pub(super) struct FileMedia {
     /// `CHAT_ATTACHMENT_MAX_BYTES`: the most a Chat attachment is stored as.
     attachment_max_bytes: Option<usize>,
     thumbnail_cache_bytes: Option<usize>,
+    /// The pixel budget of one decode.
+    max_decode_bytes: Option<u64>,
+    decode_concurrency: Option<usize>,
+    decode_queue_wait: Option<String>,
+    upload_buffer_bytes: Option<usize>,
 }
 
 /// The settings, each limit of what is stored at most the input bound.
@@ -58,8 +66,53 @@ pub(super) fn media_settings(
             file.thumbnail_cache_bytes,
             defaults.thumbnail_cache_bytes,
         )?,
+        decode: {
+            let mut decode = defaults.decode;
+            decode.max_alloc = match file.max_decode_bytes {
+                None => defaults.decode.max_alloc,
+                Some(bytes) if bytes < 1 << 20 => {
+                    return Err(ConfigError::new(
+                        "media.max_decode_bytes",
+                        origin.clone(),
+                        "must be at least 1 MiB (1048576)",
+                    ));
+                }
+                Some(bytes) => bytes,
+            };
+            decode
+        },
+        decode_concurrency: positive(
+            "decode_concurrency",
+            file.decode_concurrency,
+            defaults.decode_concurrency,
+        )?,
+        decode_queue_wait: match &file.decode_queue_wait {
+            None => defaults.decode_queue_wait,
+            Some(text) => bounded_duration(
+                "media.decode_queue_wait",
+                origin,
+                text,
+                (Duration::from_millis(10), Duration::from_secs(600)),
+                "10ms and 10m, such as 5s",
+            )?,
+        },
+        upload_buffer_bytes: positive(
+            "upload_buffer_bytes",
+            file.upload_buffer_bytes,
+            defaults.upload_buffer_bytes,
+        )?,
         ..defaults
     };
+    if settings.upload_buffer_bytes < settings.max_input_bytes {
+        return Err(ConfigError::new(
+            "media.upload_buffer_bytes",
+            origin.clone(),
+            format!(
+                "must be at least media.max_input_bytes ({}), or the largest upload never fits",
+                settings.max_input_bytes
+            ),
+        ));
+    }
     for (key, limit) in [
         ("max_stored_image_bytes", settings.max_stored_image_bytes),
         ("attachment_max_bytes", settings.attachment_bytes),

@@ -12,10 +12,12 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod http;
 mod media;
 mod schema;
 mod schema_source;
 
+pub use http::HttpSettings;
 pub use schema::{SchemaSettings, Servers};
 
 /// Where a setting's value came from.
@@ -120,6 +122,11 @@ pub struct ServeSettings {
     pub secure_cookies: bool,
     /// How long a login session lives.
     pub session_ttl: Duration,
+    /// The most unrevoked API tokens and paired machines one user holds, and the most password
+    /// checks at once (`[accounts]`).
+    pub max_api_tokens: usize,
+    pub max_machines: usize,
+    pub password_concurrency: usize,
     /// Live collaboration: batching, checkpoints, idle rooms and limits.
     pub collab: fermata_collab::CollabSettings,
     /// Schema operations: the source, the verification workspace, the package and the refresh
@@ -128,6 +135,21 @@ pub struct ServeSettings {
     /// A document's images and Chat attachments: byte limits and the thumbnail cache
     /// (`[media]`).
     pub media: fermata_collab::MediaSettings,
+    /// The HTTP server's timeouts, body rate and connection caps, and the trusted proxies
+    /// (`[http]`).
+    pub http: HttpSettings,
+}
+
+impl ServeSettings {
+    /// What the account layer is given.
+    pub fn account_settings(&self) -> fermata_accounts::AccountSettings {
+        fermata_accounts::AccountSettings {
+            session_ttl: self.session_ttl,
+            max_api_tokens: self.max_api_tokens,
+            max_machines: self.max_machines,
+            password_concurrency: self.password_concurrency,
+        }
+    }
 }
 
 /// Where the encryption keys come from. They never live in the database.
@@ -166,6 +188,17 @@ pub struct FileConfig {
     documents: Option<FileDocuments>,
     schema: Option<schema::FileSchema>,
     media: Option<media::FileMedia>,
+    http: Option<http::FileHttp>,
+    accounts: Option<FileAccounts>,
+}
+
+/// The `[accounts]` table: caps per user.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAccounts {
+    max_api_tokens: Option<usize>,
+    max_machines: Option<usize>,
+    password_concurrency: Option<usize>,
 }
 
 /// The `[documents]` table: live collaboration settings.
@@ -180,6 +213,9 @@ struct FileDocuments {
     max_message_bytes: Option<usize>,
     max_document_bytes: Option<usize>,
     max_clients_per_room: Option<usize>,
+    max_connections_per_member: Option<usize>,
+    presence_per_second: Option<u32>,
+    presence_burst: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -413,7 +449,36 @@ impl Sources {
                 "1m and 366d, such as 7d or 12h",
             )?,
         };
+        let account_defaults = fermata_accounts::AccountSettings::default();
+        let cap = |key: &str, value: Option<usize>, default: usize| match value {
+            None => Ok(default),
+            Some(0) => Err(ConfigError::new(
+                format!("accounts.{key}"),
+                self.file_origin(),
+                "must be more than zero",
+            )),
+            Some(n) => Ok(n),
+        };
+        let accounts = self.file.accounts.as_ref();
+        let max_api_tokens = cap(
+            "max_api_tokens",
+            accounts.and_then(|a| a.max_api_tokens),
+            account_defaults.max_api_tokens,
+        )?;
+        let max_machines = cap(
+            "max_machines",
+            accounts.and_then(|a| a.max_machines),
+            account_defaults.max_machines,
+        )?;
+        let password_concurrency = cap(
+            "password_concurrency",
+            accounts.and_then(|a| a.password_concurrency),
+            account_defaults.password_concurrency,
+        )?;
         Ok(ServeSettings {
+            max_api_tokens,
+            max_machines,
+            password_concurrency,
             keys: self.keys(&storage)?,
             storage,
             listen: listen_addr,
@@ -425,6 +490,7 @@ impl Sources {
             collab: self.collab_settings()?,
             schema: self.schema(Servers::Connect)?,
             media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
+            http: http::http_settings(self.file.http.as_ref(), &self.file_origin())?,
         })
     }
 
@@ -468,6 +534,12 @@ impl Sources {
                     Some(n) => Ok(n),
                 }
             };
+        let small_count = |key: &str, value: Option<u32>, default: u32| {
+            count(key, value.map(|n| n as usize), default as usize).map(|n| {
+                // Read from a u32, so it fits one.
+                u32::try_from(n).unwrap_or(u32::MAX)
+            })
+        };
         Ok(fermata_collab::CollabSettings {
             batch_window: duration("batch_window", &file.batch_window, defaults.batch_window)?,
             max_batch: count("max_batch", file.max_batch, defaults.max_batch)?,
@@ -496,6 +568,21 @@ impl Sources {
                 "max_clients_per_room",
                 file.max_clients_per_room,
                 defaults.max_clients_per_room,
+            )?,
+            max_connections_per_member: count(
+                "max_connections_per_member",
+                file.max_connections_per_member,
+                defaults.max_connections_per_member,
+            )?,
+            presence_per_second: small_count(
+                "presence_per_second",
+                file.presence_per_second,
+                defaults.presence_per_second,
+            )?,
+            presence_burst: small_count(
+                "presence_burst",
+                file.presence_burst,
+                defaults.presence_burst,
             )?,
         })
     }
@@ -707,10 +794,36 @@ mod tests {
         assert_eq!(settings.media.max_stored_image_bytes, 2 << 20);
         assert_eq!(settings.media.attachment_bytes, 1 << 20);
         assert_eq!(settings.media.upload_image_bytes, 1 << 20);
+        let decoding = from_file(
+            "[media]\nmax_decode_bytes = 67108864\ndecode_concurrency = 3\ndecode_queue_wait = \"2s\"\n",
+        )
+        .unwrap()
+        .serve()
+        .unwrap()
+        .media;
+        assert_eq!(decoding.decode.max_alloc, 64 << 20);
+        assert_eq!(decoding.decode_concurrency, 3);
+        assert_eq!(decoding.decode_queue_wait, Duration::from_secs(2));
         for (text, key) in [
             (
                 "[media]\nmax_stored_image_bytes = 0\n",
                 "media.max_stored_image_bytes",
+            ),
+            (
+                "[media]\nmax_decode_bytes = 1000\n",
+                "media.max_decode_bytes",
+            ),
+            (
+                "[media]\ndecode_concurrency = 0\n",
+                "media.decode_concurrency",
+            ),
+            (
+                "[media]\ndecode_queue_wait = \"forever\"\n",
+                "media.decode_queue_wait",
+            ),
+            (
+                "[media]\nupload_buffer_bytes = 1048576\n",
+                "media.upload_buffer_bytes",
             ),
             (
                 "[media]\nmax_input_bytes = 2097152\nmax_stored_image_bytes = 1048576\nattachment_max_bytes = 4194304\n",
@@ -719,6 +832,45 @@ mod tests {
             (
                 "[media]\nmax_input_bytes = 4096\nmax_stored_image_bytes = 4096\nattachment_max_bytes = 4096\n",
                 "media.max_input_bytes",
+            ),
+        ] {
+            let error = from_file(text).unwrap().serve().unwrap_err();
+            assert_eq!(error.setting, key, "{text}");
+        }
+    }
+
+    #[test]
+    fn http_limits_are_read_and_checked() {
+        let settings = from_file(
+            "[http]\nheader_read_timeout = \"5s\"\nmax_connections_per_peer = 16\n\
+             trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n",
+        )
+        .unwrap()
+        .serve()
+        .unwrap();
+        let limits = settings.http.limits;
+        assert_eq!(limits.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(limits.max_connections_per_peer, 16);
+        assert!(limits.trusted_proxies.contains("10.2.3.4".parse().unwrap()));
+        assert!(!limits.trusted_proxies.contains("11.2.3.4".parse().unwrap()));
+        assert_eq!(
+            limits.keep_alive_timeout,
+            fermata_http::ServerLimits::default().keep_alive_timeout
+        );
+        for (text, key) in [
+            (
+                "[http]\nheader_read_timeout = \"1ms\"\n",
+                "http.header_read_timeout",
+            ),
+            ("[http]\nbody_min_rate = 0\n", "http.body_min_rate"),
+            ("[http]\nmax_connections = 10\n", "http.max_connections"),
+            (
+                "[http]\nmax_connections_per_peer = 0\n",
+                "http.max_connections_per_peer",
+            ),
+            (
+                "[http]\ntrusted_proxies = [\"proxy.example\"]\n",
+                "http.trusted_proxies",
             ),
         ] {
             let error = from_file(text).unwrap().serve().unwrap_err();

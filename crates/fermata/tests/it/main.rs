@@ -10,6 +10,7 @@ mod support;
 mod admin_browser;
 mod config;
 mod editor_browser;
+mod hostile_load;
 mod interop;
 mod lifecycle;
 mod schema;

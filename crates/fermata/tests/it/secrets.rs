@@ -68,6 +68,13 @@ async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
         Some(&json!({"password": password})),
     );
     assert_eq!(reauth.status, 200, "{}", reauth.body);
+    // Re-authentication gave the session a new secret and CSRF token.
+    let cookie = reauth
+        .cookie("fermata_session")
+        .expect("a new session cookie");
+    let csrf = reauth.json()["csrf_token"].as_str().unwrap().to_owned();
+    let [c, x] = session_headers(&cookie, &csrf);
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
     let set = request(
         address,
         "PUT",

@@ -85,6 +85,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         registry,
         schema_setup: Default::default(),
         secure_cookies: false,
+        edge: fermata_http::edge::EdgeSettings::local(([127, 0, 0, 1], 7878).into()),
     }
 }
 

@@ -739,12 +739,31 @@ async fn hostile_clients_leave_ordinary_users_served_within_bounds() {
         "POST",
         "/api/v1/documents",
         &headers,
-        br#"{"repository": "acme/app", "title": "Under load"}"#,
+        br#"{"repository": "alice/app", "title": "Under load"}"#,
     )
     .await
     .unwrap();
     assert_eq!(created.status, 201, "{}", created.text());
     let document = created.json()["id"].as_str().unwrap().to_owned();
+    // Alice's repository: Bob edits with her, and Mallory is a member too, as the attacks on a
+    // room and its images need.
+    for member in ["bob", "mallory"] {
+        let added = http(
+            ALICE,
+            address,
+            "PUT",
+            &format!("/api/v1/repositories/alice/app/members/{member}"),
+            &headers,
+            br#"{"role": "editor"}"#,
+        )
+        .await
+        .unwrap();
+        assert!(
+            added.status == 200 || added.status == 201,
+            "{}",
+            added.text()
+        );
+    }
     let mallory = session_of(
         &login(MALLORY, address, "mallory", USER_PASSWORD, None)
             .await

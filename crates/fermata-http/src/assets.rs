@@ -11,7 +11,6 @@
 
 use std::sync::LazyLock;
 
-
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

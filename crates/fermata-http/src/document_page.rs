@@ -1,6 +1,11 @@
-//! `GET /d/{id}`: a document's page, by document ID, for signed-in users: its title and the live
-//! editor of its MDX source (the bundle built from `web/`, see [`crate::assets`]), which reaches
-//! the document over `/sync` with the page's session cookie.
+//! A document's page, for signed-in members of its repository: `GET /d/{id}` by document ID,
+//! and `GET /d/OWNER/NAME/SLUG` by its place, where a former slug redirects to the current one.
+//! Both are the one route `/d/{*document}`, whose access ([`policy::Access::DocumentPage`])
+//! resolves either form and hands the page a [`DocumentGrant`] with the caller's role. The page
+//! shows the document's title and the live editor of its MDX source (the bundle built from
+//! `web/`, see [`crate::assets`]), which reaches the document over `/sync` with the page's
+//! session cookie; a viewer's editor is read-only. Whoever cannot read the document gets the
+//! same "not found" page as for a document that does not exist ([`as_page`]).
 //!
 //! The page runs under a strict Content-Security-Policy: scripts and styles from this origin
 //! only, no inline script, connections to this origin only (the WebSocket included), images from
@@ -8,32 +13,28 @@
 //! elements: CodeMirror writes its base theme into a `<style>` element at run time, and takes
 //! the nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is in
 //! data attributes of its mount element.
-//!
-//! Who may edit is decided in [`access`], the one place the repository access model plugs into.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use fermata_accounts::Principal;
+use axum::response::{IntoResponse, Redirect, Response};
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, ChannelId, ErrorKind, RepositoryRole};
+use fermata_store::{Channel, RepositoryRole};
 use maud::{DOCTYPE, Markup, html};
-use serde::Deserialize;
 
-use crate::HttpState;
-use crate::policy::{self, Routes};
 use crate::assets;
-use crate::auth::Authenticated;
+use crate::policy::{self, Caller, DocumentGrant, Routes};
 
 pub(crate) fn routes() -> Routes {
     Routes::new().get(
-        "/d/{id}",
-        policy::Access::Document {
-            need: RepositoryRole::Viewer,
-            client_tokens: false,
-        },
+        "/d/{*document}",
+        policy::Access::DocumentPage,
         document_page,
     )
+}
+
+/// The canonical address of a document's page.
+pub(crate) fn page_path(document: &Channel) -> String {
+    format!("/d/{}/{}", document.repository, document.slug)
 }
 
 /// The colours people get in the editor: dark enough for white names on them.
@@ -60,20 +61,14 @@ enum Access {
     View,
 }
 
-#[derive(Debug, Deserialize)]
-struct PageQuery {
-    /// `view` asks for the read-only editor a viewer gets.
-    mode: Option<String>,
-}
-
-/// Who may edit. Until repositories have members and roles, every signed-in user edits and
-/// `?mode=view` shows the viewer's read-only editor; the access model replaces this with the
-/// caller's role in the document's repository.
-fn access(_caller: &Principal, _document: &Channel, query: &PageQuery) -> Access {
-    if query.mode.as_deref() == Some("view") {
-        Access::View
-    } else {
-        Access::Edit
+impl Access {
+    /// An editor or admin edits; a viewer views.
+    fn of(role: RepositoryRole) -> Self {
+        if role >= RepositoryRole::Editor {
+            Access::Edit
+        } else {
+            Access::View
+        }
     }
 }
 
@@ -124,8 +119,10 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
         header.document-head {
             h1 #document-title { (document.title) }
             p.note {
-                (document.repository.to_string()) " / " (document.slug.to_string())
+                a href=(page_path(document)) { (document.repository.to_string()) " / " (document.slug.to_string()) }
+                " · " a href="/" { "Home" }
                 " · " a href="/account" { "Your account" }
+                @if readonly { " · " span #read-only { "You can read this document, not edit it." } }
             }
         }
         @if document.archived_at.is_some() {
@@ -152,7 +149,7 @@ fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
     let body = html! {
         h1 { (title) }
         p.error role="alert" { (text) }
-        p { a href="/account" { "Your account" } }
+        p { a href="/" { "Home" } " · " a href="/account" { "Your account" } }
     };
     with_headers(
         status,
@@ -180,43 +177,50 @@ fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
     response
 }
 
-async fn document_page(
-    State(state): State<HttpState>,
-    Authenticated(caller): Authenticated,
-    Path(id): Path<String>,
-    Query(query): Query<PageQuery>,
-) -> Response {
-    let missing = || {
-        message_page(
+/// A refusal of the authorization layer on a page route, as a page: "not found" for what the
+/// caller cannot read or what does not exist, "not allowed" for what their role does not allow.
+/// Anything else (a redirect to the login form, say) is left as it is.
+pub(crate) fn as_page(refusal: Response) -> Response {
+    let json = refusal
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !json {
+        return refusal;
+    }
+    match refusal.status() {
+        StatusCode::NOT_FOUND => message_page(
             StatusCode::NOT_FOUND,
-            "No such document",
-            "There is no document at this address.",
-        )
+            "Not found",
+            "There is nothing at this address, or you are not a member of its repository.",
+        ),
+        StatusCode::FORBIDDEN => message_page(
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Your role in this repository does not allow this.",
+        ),
+        _ => refusal,
+    }
+}
+
+async fn document_page(grant: DocumentGrant, Path(named): Path<String>) -> Response {
+    let Caller::User(caller) = &grant.caller else {
+        return as_page(crate::error::ApiError::forbidden("a page is for people").into_response());
     };
-    let Ok(id) = ChannelId::parse(&id) else {
-        return missing();
-    };
-    let document = match state.documents.channel(&id).await {
-        Ok(document) => document,
-        Err(error) if error.kind() == ErrorKind::Missing => return missing(),
-        Err(error) => {
-            tracing::error!(document = %id, error = %error, "could not read a document for its page");
-            return message_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Document unavailable",
-                "The document cannot be read just now. Try again shortly.",
-            );
-        }
-    };
+    // By place with a former slug (or another spelling): the current place.
+    if named.contains('/') && named != page_path(&grant.channel).trim_start_matches("/d/") {
+        return Redirect::to(&page_path(&grant.channel)).into_response();
+    }
     let page = DocumentPage {
-        access: access(&caller, &document, &query),
+        access: Access::of(grant.role),
         user_colour: colour_of(&caller.user.id.to_string()),
         user_name: caller.user.name.to_string(),
         csrf: caller
             .session()
             .map(|context| csrf_token(&context.secret))
             .unwrap_or_default(),
-        document,
+        document: grant.channel.clone(),
     };
     // A nonce per answer: 122 random bits, in characters a CSP nonce allows.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
@@ -228,7 +232,7 @@ mod tests {
     //! The page's markup and policy: everything the editor reads is in data attributes and
     //! escaped, no script or style is inline, and every file it loads is an embedded asset.
 
-    use fermata_store::{Repository, Slug, UnixMillis};
+    use fermata_store::{ChannelId, Repository, Slug, UnixMillis};
 
     use super::*;
 

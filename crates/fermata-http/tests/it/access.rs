@@ -89,7 +89,7 @@ fn refusal(access: Access, who: Who) -> Option<StatusCode> {
     };
     match access {
         Access::Document { need, .. } | Access::Repository { need } => by_role(need),
-        Access::DocumentBySlug | Access::Sync | Access::ListDocuments => {
+        Access::DocumentBySlug | Access::Sync | Access::ListDocuments | Access::DocumentPage => {
             by_role(RepositoryRole::Viewer)
         }
         Access::CreateDocument => by_role(RepositoryRole::Editor),
@@ -703,7 +703,7 @@ async fn case(
         // Pages.
         ("GET", "/") => (Call::new(m, p), S::SEE_OTHER),
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
-        ("GET", "/d/{id}") => (Call::new(m, path(p)), S::OK),
+        ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),
         // Pages: a program's token reaches them, and each answers as it answers a bad form.
         ("POST", "/login") => (

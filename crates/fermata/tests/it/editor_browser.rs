@@ -38,11 +38,10 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--window-size=1280,900",
 ];
 
-/// The page a viewer opens. Until repositories have members and roles, the page's `mode=view`
-/// stands in for the viewer's role; with the access model this becomes `format!("/d/{id}")`,
-/// opened by a user who is a viewer of the document's repository.
+/// The page a viewer opens: the document's own page, opened by `carol`, whom [`Served::start`]
+/// makes a viewer member of the document's repository.
 fn viewer_path(id: &str) -> String {
-    format!("/d/{id}?mode=view")
+    format!("/d/{id}")
 }
 
 /// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
@@ -311,7 +310,7 @@ impl Browser {
 }
 
 /// A served Fermata with the users `ada`, `bob` and `carol`, an API token of `ada`'s, and one
-/// document.
+/// document in `ada/app`, where ada is an admin, bob an editor and carol a viewer.
 struct Served {
     target: Target,
     fermata: Fermata,
@@ -339,9 +338,19 @@ impl Served {
             "POST",
             "/api/v1/documents",
             &[("Authorization", &format!("Bearer {token}"))],
-            Some(&json!({"repository": "acme/app", "title": title})),
+            Some(&json!({"repository": "ada/app", "title": title})),
         );
         assert_eq!(created.status, 201, "{}", created.body);
+        for (name, role) in [("bob", "editor"), ("carol", "viewer")] {
+            let member = request(
+                address,
+                "PUT",
+                &format!("/api/v1/repositories/ada/app/members/{name}"),
+                &[("Authorization", &format!("Bearer {token}"))],
+                Some(&json!({ "role": role })),
+            );
+            assert_eq!(member.status, 200, "{}", member.body);
+        }
         Served {
             document: created.json()["id"].as_str().unwrap().to_owned(),
             base: format!("http://{address}"),

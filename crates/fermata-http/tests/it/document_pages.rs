@@ -1,0 +1,221 @@
+//! The pages for documents, called through the router without a socket, on a real SQLite
+//! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
+//! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
+//! documents and for unknown slugs alike.
+
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use fermata_collab::WriterFence;
+use fermata_crypto::SecretToken;
+use fermata_http::HttpState;
+use fermata_store::{Acquisition, LeaseName, Storage, StoreOptions};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use serde_json::{Value, json};
+
+use crate::support::{self, Answer, Caller};
+
+const PASSWORD: &str = "correct horse battery staple";
+
+/// `ada` administers `ada/notes`, `vic` is a viewer there, `out` is no member.
+struct App {
+    state: HttpState,
+    ada: Caller,
+    vic: Caller,
+    out: Caller,
+    _storage: ScratchStorage,
+}
+
+impl App {
+    async fn new() -> Self {
+        let storage = ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await;
+        let fence = WriterFence::default();
+        let state = support::state(&storage, fence.clone());
+        let Acquisition::Granted(lease) = storage
+            .leases()
+            .acquire(&LeaseName::WRITER, "pages-test", Duration::from_secs(3600))
+            .await
+            .unwrap()
+        else {
+            panic!("the writer lease is held");
+        };
+        fence.set(Some(lease.fence()));
+        for name in ["ada", "vic", "out"] {
+            state
+                .accounts
+                .add_user(
+                    name,
+                    Some(SecretToken::from_given(PASSWORD)),
+                    Default::default(),
+                )
+                .await
+                .unwrap();
+        }
+        let app = App {
+            ada: support::login(&state, "ada", PASSWORD).await,
+            vic: support::login(&state, "vic", PASSWORD).await,
+            out: support::login(&state, "out", PASSWORD).await,
+            state,
+            _storage: storage,
+        };
+        let made = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "ada/notes"})),
+            )
+            .await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+        let viewer = app
+            .call(
+                &app.ada,
+                "PUT",
+                "/api/v1/repositories/ada/notes/members/vic",
+                Some(json!({"role": "viewer"})),
+            )
+            .await;
+        assert_eq!(viewer.status, StatusCode::OK, "{}", viewer.body);
+        app
+    }
+
+    async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {
+        support::call(&self.state, caller, method, uri, body).await
+    }
+
+    async fn get(&self, caller: &Caller, uri: &str) -> Answer {
+        self.call(caller, "GET", uri, None).await
+    }
+
+    /// Creates a document in `ada/notes` as ada and returns its body.
+    async fn create(&self, title: &str) -> Value {
+        let answer = self
+            .call(
+                &self.ada,
+                "POST",
+                "/api/v1/documents",
+                Some(json!({"repository": "ada/notes", "title": title})),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        answer.json()
+    }
+}
+
+fn location(answer: &Answer) -> &str {
+    answer
+        .headers
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no Location: {} {}", answer.status, answer.body))
+}
+
+fn assert_not_found_page(answer: &Answer) {
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    let content_type = answer.headers[header::CONTENT_TYPE].to_str().unwrap();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    assert!(
+        answer.body.contains("<h1>Not found</h1>"),
+        "{}",
+        answer.body
+    );
+    assert!(!answer.body.contains("data-editor"), "{}", answer.body);
+}
+
+#[tokio::test]
+async fn a_document_page_is_found_by_id_and_by_place_and_a_former_slug_redirects() {
+    let app = App::new().await;
+    let created = app.create("Plan").await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["slug"], "plan");
+
+    for uri in [format!("/d/{id}"), "/d/ada/notes/plan".to_owned()] {
+        let page = app.get(&app.ada, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
+        assert!(
+            page.body.contains(&format!("data-room=\"{id}\"")),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("data-readonly=\"false\""),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("href=\"/d/ada/notes/plan\""),
+            "{}",
+            page.body
+        );
+        assert!(page.headers.contains_key(header::CONTENT_SECURITY_POLICY));
+    }
+
+    let renamed = app
+        .call(
+            &app.ada,
+            "PATCH",
+            &format!("/api/v1/documents/{id}"),
+            Some(json!({"title": "Road map"})),
+        )
+        .await;
+    assert_eq!(renamed.status, StatusCode::OK, "{}", renamed.body);
+    let slug = renamed.json()["slug"].as_str().unwrap().to_owned();
+    assert_ne!(slug, "plan");
+    let current = format!("/d/ada/notes/{slug}");
+
+    let former = app.get(&app.ada, "/d/ada/notes/plan").await;
+    assert_eq!(former.status, StatusCode::SEE_OTHER, "{}", former.body);
+    assert_eq!(location(&former), current);
+    let page = app.get(&app.ada, &current).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("Road map"), "{}", page.body);
+    // A viewer is redirected the same way; an outsider learns nothing of the former slug.
+    let former = app.get(&app.vic, "/d/ada/notes/plan").await;
+    assert_eq!(location(&former), current);
+    assert_not_found_page(&app.get(&app.out, "/d/ada/notes/plan").await);
+}
+
+#[tokio::test]
+async fn a_viewer_member_gets_the_read_only_editor() {
+    let app = App::new().await;
+    let created = app.create("Shared").await;
+    let id = created["id"].as_str().unwrap();
+    for uri in [format!("/d/{id}"), "/d/ada/notes/shared".to_owned()] {
+        let page = app.get(&app.vic, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
+        assert!(
+            page.body.contains("data-readonly=\"true\""),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains("id=\"read-only\""), "{}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn outsiders_missing_documents_and_unknown_slugs_get_the_not_found_page() {
+    let app = App::new().await;
+    let created = app.create("Private").await;
+    let id = created["id"].as_str().unwrap();
+    for uri in [
+        format!("/d/{id}"),
+        "/d/ada/notes/private".to_owned(),
+        "/d/ada/notes".to_owned(),
+    ] {
+        assert_not_found_page(&app.get(&app.out, &uri).await);
+    }
+    for uri in [
+        "/d/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13",
+        "/d/ada/notes/no-such-slug",
+        "/d/ada/elsewhere/private",
+        "/d/not-an-id",
+    ] {
+        assert_not_found_page(&app.get(&app.ada, uri).await);
+    }
+    // A visitor who is not signed in is sent to the login form, and back afterwards.
+    let visitor = app.get(&Caller::default(), "/d/ada/notes/private").await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{}", visitor.body);
+    assert_eq!(location(&visitor), "/login?next=/d/ada/notes/private");
+}

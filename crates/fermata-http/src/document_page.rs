@@ -144,6 +144,27 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
     shell(&document.title, &body)
 }
 
+/// A page with the shared look and no script, `body` in its main element.
+pub(crate) fn plain_shell(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Fermata" }
+                link rel="stylesheet" href=(assets::url("page.css"));
+            }
+            body { main { (*body) } }
+        }
+    }
+}
+
+/// A page without script as an answer: never cached, under the strict policy.
+pub(crate) fn strict_page(status: StatusCode, markup: Markup) -> Response {
+    with_headers(status, markup, &uuid::Uuid::new_v4().simple().to_string())
+}
+
 /// A page saying why there is no document to show.
 fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
     let body = html! {
@@ -151,11 +172,7 @@ fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
         p.error role="alert" { (text) }
         p { a href="/" { "Home" } " · " a href="/account" { "Your account" } }
     };
-    with_headers(
-        status,
-        shell(title, &body),
-        &uuid::Uuid::new_v4().simple().to_string(),
-    )
+    strict_page(status, plain_shell(title, &body))
 }
 
 /// The page's answer: never cached (it carries the CSRF token), under its policy.

@@ -701,7 +701,7 @@ async fn case(
             S::NOT_FOUND,
         ),
         // Pages.
-        ("GET", "/") => (Call::new(m, p), S::SEE_OTHER),
+        ("GET", "/") => (Call::new(m, p), S::OK),
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
         ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),

@@ -1,7 +1,8 @@
 //! The pages for documents, called through the router without a socket, on a real SQLite
 //! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
 //! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
-//! documents and for unknown slugs alike.
+//! documents and for unknown slugs alike; and the signed-in home with its repositories, a page
+//! at a time, and recent documents.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use axum::http::{StatusCode, header};
 use fermata_collab::WriterFence;
 use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
-use fermata_store::{Acquisition, LeaseName, Storage, StoreOptions};
+use fermata_store::{Acquisition, LeaseName, Role, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::{Value, json};
 
@@ -17,7 +18,8 @@ use crate::support::{self, Answer, Caller};
 
 const PASSWORD: &str = "correct horse battery staple";
 
-/// `ada` administers `ada/notes`, `vic` is a viewer there, `out` is no member.
+/// `ada` administers `ada/notes`, `vic` is a viewer there, `out` is no member, `root` is a
+/// `system_admin`.
 struct App {
     state: HttpState,
     ada: Caller,
@@ -42,14 +44,15 @@ impl App {
             panic!("the writer lease is held");
         };
         fence.set(Some(lease.fence()));
-        for name in ["ada", "vic", "out"] {
+        for name in ["ada", "vic", "out", "root"] {
+            let roles = if name == "root" {
+                [Role::SystemAdmin].into()
+            } else {
+                Default::default()
+            };
             state
                 .accounts
-                .add_user(
-                    name,
-                    Some(SecretToken::from_given(PASSWORD)),
-                    Default::default(),
-                )
+                .add_user(name, Some(SecretToken::from_given(PASSWORD)), roles)
                 .await
                 .unwrap();
         }
@@ -218,4 +221,91 @@ async fn outsiders_missing_documents_and_unknown_slugs_get_the_not_found_page() 
     let visitor = app.get(&Caller::default(), "/d/ada/notes/private").await;
     assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{}", visitor.body);
     assert_eq!(location(&visitor), "/login?next=/d/ada/notes/private");
+}
+
+#[tokio::test]
+async fn home_lists_the_callers_repositories_and_recent_documents() {
+    let app = App::new().await;
+    app.create("Minutes").await;
+    let home = app.get(&app.vic, "/").await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    assert!(home.headers.contains_key(header::CONTENT_SECURITY_POLICY));
+    assert!(!home.body.contains("<script"), "{}", home.body);
+    for expected in [
+        "href=\"/r/ada/notes\"",
+        "(viewer)",
+        "href=\"/d/ada/notes/minutes\"",
+        "href=\"/account\"",
+    ] {
+        assert!(home.body.contains(expected), "{expected}: {}", home.body);
+    }
+    // Only a system_admin is shown the schema page.
+    assert!(!home.body.contains("/admin/schema"), "{}", home.body);
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let home = app.get(&root, "/").await;
+    assert!(
+        home.body.contains("href=\"/admin/schema\""),
+        "{}",
+        home.body
+    );
+    assert!(
+        home.body.contains("id=\"no-repositories\""),
+        "{}",
+        home.body
+    );
+
+    // An outsider sees none of ada's; a visitor is sent to the login form.
+    let home = app.get(&app.out, "/").await;
+    assert!(!home.body.contains("ada/notes"), "{}", home.body);
+    let visitor = app.get(&Caller::default(), "/").await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER);
+    assert_eq!(location(&visitor), "/login");
+}
+
+#[tokio::test]
+async fn home_pages_through_many_repositories() {
+    let app = App::new().await;
+    for n in 0..30 {
+        let name = format!("ada/r{n:02}");
+        let made = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    }
+    let first = app.get(&app.ada, "/").await;
+    assert!(
+        first.body.contains("href=\"/r/ada/notes\""),
+        "{}",
+        first.body
+    );
+    assert!(
+        !first.body.contains("href=\"/r/ada/r29\""),
+        "{}",
+        first.body
+    );
+    let next = first
+        .body
+        .split("href=\"/?after=")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no next page: {}", first.body))
+        .to_owned();
+    let second = app.get(&app.ada, &format!("/?after={next}")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    assert!(
+        second.body.contains("href=\"/r/ada/r29\""),
+        "{}",
+        second.body
+    );
+    assert!(
+        !second.body.contains("href=\"/r/ada/notes\""),
+        "{}",
+        second.body
+    );
+    assert!(!second.body.contains("?after="), "{}", second.body);
 }

@@ -166,7 +166,7 @@ pub(crate) fn strict_page(status: StatusCode, markup: Markup) -> Response {
 }
 
 /// A page saying why there is no document to show.
-fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
+pub(crate) fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
     let body = html! {
         h1 { (title) }
         p.error role="alert" { (text) }

@@ -2,7 +2,7 @@
 //! out and re-authenticate (pages and JSON); the account page; the schema administrator page;
 //! the accounts API; the documents API with a document's images and Chat attachments; the
 //! repositories API; the schema operations API; the document page with its editor's assets; and
-//! the signed-in home page; the `/sync` WebSocket endpoint for live collaboration.
+//! the signed-in home page and the repository pages; the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! Every route is declared in one table with the access it needs ([`route_table`]), and one
 //! layer applies that table to every request (see `policy`). The server is started with a
@@ -29,6 +29,7 @@ mod pages;
 mod policy;
 mod readiness;
 mod repositories_api;
+mod repository_page;
 mod schema_api;
 mod sync;
 
@@ -103,6 +104,7 @@ fn routes() -> Routes {
         .merge(assets::routes())
         .merge(document_page::routes())
         .merge(home_page::routes())
+        .merge(repository_page::routes())
 }
 
 /// The route table: every route the router serves, with its method, path template and access.

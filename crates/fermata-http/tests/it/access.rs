@@ -705,6 +705,18 @@ async fn case(
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
         ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),
+        ("GET", "/r/{owner}/{name}") => (Call::new(m, path(p)), S::OK),
+        ("POST", "/r/{owner}/{name}/documents") => (
+            Call::new(m, path(p)).bytes(b"title=Made".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/r/{owner}/{name}/members") => (
+            Call::new(m, path(p)).bytes(b"user=zed&role=editor".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/r/{owner}/{name}/members/{user}/remove") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
         // Pages: a program's token reaches them, and each answers as it answers a bad form.
         ("POST", "/login") => (
             Call::new(m, p).bytes(b"name=ann&password=x".to_vec(), FORM),

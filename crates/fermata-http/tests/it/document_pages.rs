@@ -309,3 +309,200 @@ async fn home_pages_through_many_repositories() {
     );
     assert!(!second.body.contains("?after="), "{}", second.body);
 }
+
+/// Posts a form as `caller`, with the session's CSRF token, as the page's forms do.
+async fn post_form(app: &App, caller: &Caller, uri: &str, fields: &[(&str, &str)]) -> Answer {
+    let mut pairs: Vec<(&str, &str)> = fields.to_vec();
+    let csrf = caller.csrf.clone().unwrap_or_default();
+    pairs.push(("csrf", &csrf));
+    let body = serde_urlencoded::to_string(&pairs).unwrap();
+    let mut request = axum::http::Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(cookie) = &caller.cookie {
+        request = request.header(header::COOKIE, format!("fermata_session={cookie}"));
+    }
+    support::send(
+        &app.state,
+        request.body(axum::body::Body::from(body)).unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_repository_page_lists_filters_and_creates_documents() {
+    let app = App::new().await;
+    for title in ["Alpha plan", "Beta notes", "Old plan"] {
+        app.create(title).await;
+    }
+    let old = app.get(&app.ada, "/d/ada/notes/old-plan").await;
+    assert_eq!(old.status, StatusCode::OK, "{}", old.body);
+    let listed = app
+        .call(
+            &app.ada,
+            "GET",
+            "/api/v1/documents?repository=ada/notes",
+            None,
+        )
+        .await;
+    let old_id = listed.json()["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["title"] == "Old plan")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let archived = app
+        .call(
+            &app.ada,
+            "POST",
+            &format!("/api/v1/documents/{old_id}/archive"),
+            None,
+        )
+        .await;
+    assert_eq!(archived.status, StatusCode::OK, "{}", archived.body);
+
+    let page = app.get(&app.vic, "/r/ada/notes").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains("<script"), "{}", page.body);
+    // Newest first; the archived one only in the archived view; a viewer gets no forms.
+    let beta = page.body.find("Beta notes").unwrap();
+    let alpha = page.body.find("Alpha plan").unwrap();
+    assert!(beta < alpha, "{}", page.body);
+    assert!(!page.body.contains("Old plan"), "{}", page.body);
+    assert!(!page.body.contains("Create document"), "{}", page.body);
+    assert!(!page.body.contains("id=\"members\""), "{}", page.body);
+    let filtered = app.get(&app.vic, "/r/ada/notes?q=PLAN").await;
+    assert!(filtered.body.contains("Alpha plan"), "{}", filtered.body);
+    assert!(!filtered.body.contains("Beta notes"), "{}", filtered.body);
+    let archive_view = app.get(&app.vic, "/r/ada/notes?archived=1").await;
+    assert!(
+        archive_view.body.contains("href=\"/d/ada/notes/old-plan\""),
+        "{}",
+        archive_view.body
+    );
+    assert!(
+        !archive_view.body.contains("Alpha plan"),
+        "{}",
+        archive_view.body
+    );
+
+    // A viewer may not create; an editor's form answers with the new document's page.
+    let refused = post_form(
+        &app,
+        &app.vic,
+        "/r/ada/notes/documents",
+        &[("title", "Nope")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("<h1>Not allowed</h1>"),
+        "{}",
+        refused.body
+    );
+    let made = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/documents",
+        &[("title", "Fresh start")],
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/d/ada/notes/fresh-start");
+    // Without the CSRF token the form is refused.
+    let mut forged = app.ada.clone();
+    forged.csrf = Some("forged".to_owned());
+    let forged = post_form(
+        &app,
+        &forged,
+        "/r/ada/notes/documents",
+        &[("title", "Forged")],
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+
+    // Outsiders and unknown repositories get the not-found page.
+    assert_not_found_page(&app.get(&app.out, "/r/ada/notes").await);
+    assert_not_found_page(&app.get(&app.ada, "/r/ada/none").await);
+    let refused = post_form(
+        &app,
+        &app.out,
+        "/r/ada/notes/documents",
+        &[("title", "Nope")],
+    )
+    .await;
+    assert_not_found_page(&refused);
+}
+
+#[tokio::test]
+async fn an_admin_manages_members_from_the_repository_page() {
+    let app = App::new().await;
+    let page = app.get(&app.ada, "/r/ada/notes").await;
+    assert!(page.body.contains("id=\"members\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains("action=\"/r/ada/notes/members/vic/remove\""),
+        "{}",
+        page.body
+    );
+
+    let added = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "editor")],
+    )
+    .await;
+    assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
+    assert_eq!(location(&added), "/r/ada/notes");
+    let members = app
+        .get(&app.ada, "/api/v1/repositories/ada/notes/members")
+        .await
+        .json();
+    assert!(
+        members["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["user"] == "out" && m["role"] == "editor"),
+        "{members}"
+    );
+    assert_eq!(
+        app.get(&app.out, "/r/ada/notes").await.status,
+        StatusCode::OK
+    );
+
+    let changed = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "viewer")],
+    )
+    .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let removed = post_form(&app, &app.ada, "/r/ada/notes/members/out/remove", &[]).await;
+    assert_eq!(removed.status, StatusCode::SEE_OTHER, "{}", removed.body);
+    assert_not_found_page(&app.get(&app.out, "/r/ada/notes").await);
+
+    let unknown = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "nobody"), ("role", "viewer")],
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.body);
+    // A viewer may not manage members.
+    let refused = post_form(
+        &app,
+        &app.vic,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "admin")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+}

@@ -14,13 +14,14 @@
 //! the nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is in
 //! data attributes of its mount element.
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, RepositoryRole};
+use fermata_store::{Channel, RepositoryRole, Version};
 use maud::{DOCTYPE, Markup, html};
 
+use crate::HttpState;
 use crate::assets;
 use crate::policy::{self, Caller, DocumentGrant, Routes};
 
@@ -80,6 +81,11 @@ struct DocumentPage {
     user_colour: &'static str,
     csrf: String,
     access: Access,
+    /// Whether the caller administers the repository: archive, restore and delete.
+    admin: bool,
+    children: Vec<Channel>,
+    /// The latest history sessions, newest first.
+    history: Vec<Version>,
 }
 
 /// The policy of a page whose style elements carry `nonce`.
@@ -140,8 +146,74 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
                 noscript { p.error { "The editor needs JavaScript." } }
             }
         }
+        (around(page))
     };
     shell(&document.title, &body)
+}
+
+/// What is around the editor: rename, archive, restore and delete for those allowed, the
+/// children, and the history with a link to each session's text.
+fn around(page: &DocumentPage) -> Markup {
+    let document = &page.document;
+    let action = |what: &str| format!("/documents/{}/{what}", document.id);
+    let archived = document.archived_at.is_some();
+    html! {
+        section.document-around aria-label="About this document" {
+            @if page.access == Access::Edit && !archived {
+                h2 { "Rename" }
+                form method="post" action=(action("rename")) {
+                    input type="hidden" name="csrf" value=(page.csrf);
+                    label for="rename-title" { "Title" }
+                    input #rename-title type="text" name="title" value=(document.title) required maxlength="200";
+                    div { button type="submit" { "Rename" } }
+                }
+            }
+            @if page.admin {
+                h2 { "Manage" }
+                @if archived {
+                    form.inline method="post" action=(action("restore")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #restore-document { "Restore" }
+                    }
+                    " "
+                    form.inline method="post" action=(action("delete")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #delete-document { "Delete for good" }
+                    }
+                } @else {
+                    p.note { "Archive the document to stop its editing; an archived document can be restored or deleted." }
+                    form.inline method="post" action=(action("archive")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #archive-document { "Archive" }
+                    }
+                }
+            }
+            h2 { "Children" }
+            @if page.children.is_empty() {
+                p.note { "No child documents." }
+            } @else {
+                ul #children {
+                    @for child in &page.children { li { a href=(page_path(child)) { (child.title) } } }
+                }
+            }
+            h2 { "History" }
+            @if page.history.is_empty() {
+                p.note { "No editing sessions yet." }
+            } @else {
+                ol #history reversed {
+                    @for version in &page.history {
+                        li {
+                            a href={ "/documents/" (document.id) "/history/" (version.number) } {
+                                "Session " (version.number)
+                            }
+                            " " span.note { "ended " (version.ended_at.to_string()) }
+                            @if let Some(summary) = version.current_summary() { " — " (summary) }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A page with the shared look and no script, `body` in its main element.
@@ -221,7 +293,11 @@ pub(crate) fn as_page(refusal: Response) -> Response {
     }
 }
 
-async fn document_page(grant: DocumentGrant, Path(named): Path<String>) -> Response {
+async fn document_page(
+    State(state): State<HttpState>,
+    grant: DocumentGrant,
+    Path(named): Path<String>,
+) -> Response {
     let Caller::User(caller) = &grant.caller else {
         return as_page(crate::error::ApiError::forbidden("a page is for people").into_response());
     };
@@ -229,8 +305,29 @@ async fn document_page(grant: DocumentGrant, Path(named): Path<String>) -> Respo
     if named.contains('/') && named != page_path(&grant.channel).trim_start_matches("/d/") {
         return Redirect::to(&page_path(&grant.channel)).into_response();
     }
+    let id = grant.id();
+    let (children, history) = match (
+        state.documents.children(id, false).await,
+        state
+            .documents
+            .versions(id, crate::document_actions::HISTORY)
+            .await,
+    ) {
+        (Ok(children), Ok(history)) => (children, history),
+        (Err(error), _) | (_, Err(error)) => {
+            tracing::error!(document = %id, error = %error, "could not read a document's page");
+            return message_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Document unavailable",
+                "The document cannot be read just now. Try again shortly.",
+            );
+        }
+    };
     let page = DocumentPage {
         access: Access::of(grant.role),
+        admin: grant.role == RepositoryRole::Admin,
+        children,
+        history,
         user_colour: colour_of(&caller.user.id.to_string()),
         user_name: caller.user.name.to_string(),
         csrf: caller
@@ -277,6 +374,9 @@ mod tests {
             user_colour: colour_of("user-1"),
             csrf: "csrf-token".to_owned(),
             access,
+            admin: false,
+            children: Vec::new(),
+            history: Vec::new(),
         }
     }
 

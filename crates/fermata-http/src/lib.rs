@@ -19,6 +19,7 @@ mod assets;
 pub mod auth;
 mod cookies;
 pub mod csrf;
+mod document_actions;
 mod document_page;
 mod documents_api;
 mod error;
@@ -103,6 +104,7 @@ fn routes() -> Routes {
         .merge(admin_page::routes())
         .merge(assets::routes())
         .merge(document_page::routes())
+        .merge(document_actions::routes())
         .merge(home_page::routes())
         .merge(repository_page::routes())
 }

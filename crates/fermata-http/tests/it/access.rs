@@ -705,6 +705,25 @@ async fn case(
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
         ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),
+        ("POST", "/documents/{id}/rename") => (
+            Call::new(m, path(p)).bytes(b"title=Renamed".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/documents/{id}/archive") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
+        ("POST", "/documents/{id}/restore") => (
+            Call::new(m, format!("/documents/{}/restore", world.child)).bytes(Vec::new(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/documents/{id}/delete") => (
+            Call::new(m, format!("/documents/{}/delete", world.child)).bytes(Vec::new(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("GET", "/documents/{id}/history/{version}") => (Call::new(m, path(p)), S::OK),
+        ("POST", "/documents/{id}/history/{version}/restore") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
         ("GET", "/r/{owner}/{name}") => (Call::new(m, path(p)), S::OK),
         ("POST", "/r/{owner}/{name}/documents") => (
             Call::new(m, path(p)).bytes(b"title=Made".to_vec(), FORM),

@@ -506,3 +506,163 @@ async fn an_admin_manages_members_from_the_repository_page() {
     .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
 }
+
+/// The document's stored text, read by ada.
+async fn stored_text(app: &App, id: &str) -> String {
+    let answer = app.get(&app.ada, &format!("/api/v1/documents/{id}")).await;
+    answer.json()["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_document_is_renamed_archived_restored_and_deleted_from_its_page() {
+    let app = App::new().await;
+    let created = app.create("Draft").await;
+    let id = created["id"].as_str().unwrap();
+    let page = app.get(&app.ada, "/d/ada/notes/draft").await;
+    for expected in [
+        format!("action=\"/documents/{id}/rename\""),
+        format!("action=\"/documents/{id}/archive\""),
+    ] {
+        assert!(page.body.contains(&expected), "{expected}: {}", page.body);
+    }
+    // A viewer is offered none of it, and is refused if they post anyway.
+    let seen = app.get(&app.vic, "/d/ada/notes/draft").await;
+    assert!(!seen.body.contains("/rename\""), "{}", seen.body);
+    assert!(!seen.body.contains("/archive\""), "{}", seen.body);
+    let refused = post_form(
+        &app,
+        &app.vic,
+        &format!("/documents/{id}/rename"),
+        &[("title", "Mine")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("<h1>Not allowed</h1>"),
+        "{}",
+        refused.body
+    );
+    assert_not_found_page(
+        &post_form(&app, &app.out, &format!("/documents/{id}/archive"), &[]).await,
+    );
+
+    let renamed = post_form(
+        &app,
+        &app.ada,
+        &format!("/documents/{id}/rename"),
+        &[("title", "Final")],
+    )
+    .await;
+    assert_eq!(renamed.status, StatusCode::SEE_OTHER, "{}", renamed.body);
+    assert_eq!(location(&renamed), "/d/ada/notes/final");
+
+    let archived = post_form(&app, &app.ada, &format!("/documents/{id}/archive"), &[]).await;
+    assert_eq!(location(&archived), "/d/ada/notes/final");
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(page.body.contains("id=\"archived\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("action=\"/documents/{id}/restore\"")),
+        "{}",
+        page.body
+    );
+    let restored = post_form(&app, &app.ada, &format!("/documents/{id}/restore"), &[]).await;
+    assert_eq!(restored.status, StatusCode::SEE_OTHER, "{}", restored.body);
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(page.body.contains("data-editor"), "{}", page.body);
+
+    // Only an archived document is deleted.
+    let kept = post_form(&app, &app.ada, &format!("/documents/{id}/delete"), &[]).await;
+    assert_eq!(kept.status, StatusCode::BAD_REQUEST, "{}", kept.body);
+    post_form(&app, &app.ada, &format!("/documents/{id}/archive"), &[]).await;
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(
+        page.body
+            .contains(&format!("action=\"/documents/{id}/delete\"")),
+        "{}",
+        page.body
+    );
+    let deleted = post_form(&app, &app.ada, &format!("/documents/{id}/delete"), &[]).await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
+    assert_eq!(location(&deleted), "/r/ada/notes");
+    assert_not_found_page(&app.get(&app.ada, &format!("/d/{id}")).await);
+}
+
+#[tokio::test]
+async fn a_history_session_is_shown_and_restored_from_the_pages() {
+    let app = App::new().await;
+    let parent = app.create("Parent").await;
+    let id = parent["id"].as_str().unwrap();
+    let child = app
+        .call(
+            &app.ada,
+            "POST",
+            "/api/v1/documents",
+            Some(json!({"repository": "ada/notes", "title": "Kid", "parent": id})),
+        )
+        .await;
+    assert_eq!(child.status, StatusCode::CREATED, "{}", child.body);
+    let text = format!("/api/v1/documents/{id}/text");
+    let one = app
+        .call(&app.ada, "PUT", &text, Some(json!({"text": "# One\n"})))
+        .await;
+    assert_eq!(one.status, StatusCode::OK, "{}", one.body);
+    // Another author's edit starts another session.
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let two = app
+        .call(&root, "PUT", &text, Some(json!({"text": "# Two\n"})))
+        .await;
+    assert_eq!(two.status, StatusCode::OK, "{}", two.body);
+    let page = fermata_store_testkit::eventually_some("two sessions on the page", || async {
+        let page = app.get(&app.ada, &format!("/d/{id}")).await;
+        page.body
+            .contains(&format!("href=\"/documents/{id}/history/2\""))
+            .then_some(page)
+    })
+    .await;
+    assert!(
+        page.body
+            .contains(&format!("href=\"/documents/{id}/history/1\"")),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("href=\"/d/ada/notes/kid\""),
+        "{}",
+        page.body
+    );
+
+    // A viewer reads a session's text, with no way to restore it.
+    let seen = app
+        .get(&app.vic, &format!("/documents/{id}/history/1"))
+        .await;
+    assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
+    assert!(seen.body.contains("# One"), "{}", seen.body);
+    assert!(!seen.body.contains("confirm-restore"), "{}", seen.body);
+    assert_not_found_page(
+        &app.get(&app.out, &format!("/documents/{id}/history/1"))
+            .await,
+    );
+    let none = app
+        .get(&app.ada, &format!("/documents/{id}/history/9"))
+        .await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.body);
+
+    // The confirmation page's form restores it.
+    let confirm = app
+        .get(&app.ada, &format!("/documents/{id}/history/1"))
+        .await;
+    let action = format!("/documents/{id}/history/1/restore");
+    assert!(
+        confirm.body.contains(&format!("action=\"{action}\"")),
+        "{}",
+        confirm.body
+    );
+    let restored = post_form(&app, &app.ada, &action, &[]).await;
+    assert_eq!(restored.status, StatusCode::SEE_OTHER, "{}", restored.body);
+    assert_eq!(location(&restored), "/d/ada/notes/parent");
+    assert_eq!(stored_text(&app, id).await, "# One\n");
+}

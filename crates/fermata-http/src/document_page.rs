@@ -1,6 +1,11 @@
-//! `GET /d/{id}`: a document's page, by document ID, for signed-in users: its title and the live
-//! editor of its MDX source (the bundle built from `web/`, see [`crate::assets`]), which reaches
-//! the document over `/sync` with the page's session cookie.
+//! A document's page, for signed-in members of its repository: `GET /d/{id}` by document ID,
+//! and `GET /d/OWNER/NAME/SLUG` by its place, where a former slug redirects to the current one.
+//! Both are the one route `/d/{*document}`, whose access ([`policy::Access::DocumentPage`])
+//! resolves either form and hands the page a [`DocumentGrant`] with the caller's role. The page
+//! shows the document's title and the live editor of its MDX source (the bundle built from
+//! `web/`, see [`crate::assets`]), which reaches the document over `/sync` with the page's
+//! session cookie; a viewer's editor is read-only. Whoever cannot read the document gets the
+//! same "not found" page as for a document that does not exist ([`as_page`]).
 //!
 //! The page runs under a strict Content-Security-Policy: scripts and styles from this origin
 //! only, no inline script, connections to this origin only (the WebSocket included), images from
@@ -8,32 +13,29 @@
 //! elements: CodeMirror writes its base theme into a `<style>` element at run time, and takes
 //! the nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is in
 //! data attributes of its mount element.
-//!
-//! Who may edit is decided in [`access`], the one place the repository access model plugs into.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use fermata_accounts::Principal;
+use axum::response::{IntoResponse, Redirect, Response};
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, ChannelId, ErrorKind, RepositoryRole};
+use fermata_store::{Channel, RepositoryRole, Version};
 use maud::{DOCTYPE, Markup, html};
-use serde::Deserialize;
 
 use crate::HttpState;
 use crate::assets;
-use crate::auth::Authenticated;
-use crate::policy::{self, Routes};
+use crate::policy::{self, Caller, DocumentGrant, Routes};
 
 pub(crate) fn routes() -> Routes {
     Routes::new().get(
-        "/d/{id}",
-        policy::Access::Document {
-            need: RepositoryRole::Viewer,
-            client_tokens: false,
-        },
+        "/d/{*document}",
+        policy::Access::DocumentPage,
         document_page,
     )
+}
+
+/// The canonical address of a document's page.
+pub(crate) fn page_path(document: &Channel) -> String {
+    format!("/d/{}/{}", document.repository, document.slug)
 }
 
 /// The colours people get in the editor: dark enough for white names on them.
@@ -60,20 +62,14 @@ enum Access {
     View,
 }
 
-#[derive(Debug, Deserialize)]
-struct PageQuery {
-    /// `view` asks for the read-only editor a viewer gets.
-    mode: Option<String>,
-}
-
-/// Who may edit. Until repositories have members and roles, every signed-in user edits and
-/// `?mode=view` shows the viewer's read-only editor; the access model replaces this with the
-/// caller's role in the document's repository.
-fn access(_caller: &Principal, _document: &Channel, query: &PageQuery) -> Access {
-    if query.mode.as_deref() == Some("view") {
-        Access::View
-    } else {
-        Access::Edit
+impl Access {
+    /// An editor or admin edits; a viewer views.
+    fn of(role: RepositoryRole) -> Self {
+        if role >= RepositoryRole::Editor {
+            Access::Edit
+        } else {
+            Access::View
+        }
     }
 }
 
@@ -85,6 +81,11 @@ struct DocumentPage {
     user_colour: &'static str,
     csrf: String,
     access: Access,
+    /// Whether the caller administers the repository: archive, restore and delete.
+    admin: bool,
+    children: Vec<Channel>,
+    /// The latest history sessions, newest first.
+    history: Vec<Version>,
 }
 
 /// The policy of a page whose style elements carry `nonce`.
@@ -124,8 +125,10 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
         header.document-head {
             h1 #document-title { (document.title) }
             p.note {
-                (document.repository.to_string()) " / " (document.slug.to_string())
+                a href=(page_path(document)) { (document.repository.to_string()) " / " (document.slug.to_string()) }
+                " · " a href="/" { "Home" }
                 " · " a href="/account" { "Your account" }
+                @if readonly { " · " span #read-only { "You can read this document, not edit it." } }
             }
         }
         @if document.archived_at.is_some() {
@@ -143,22 +146,105 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
                 noscript { p.error { "The editor needs JavaScript." } }
             }
         }
+        (around(page))
     };
     shell(&document.title, &body)
 }
 
+/// What is around the editor: rename, archive, restore and delete for those allowed, the
+/// children, and the history with a link to each session's text.
+fn around(page: &DocumentPage) -> Markup {
+    let document = &page.document;
+    let action = |what: &str| format!("/documents/{}/{what}", document.id);
+    let archived = document.archived_at.is_some();
+    html! {
+        section.document-around aria-label="About this document" {
+            @if page.access == Access::Edit && !archived {
+                h2 { "Rename" }
+                form method="post" action=(action("rename")) {
+                    input type="hidden" name="csrf" value=(page.csrf);
+                    label for="rename-title" { "Title" }
+                    input #rename-title type="text" name="title" value=(document.title) required maxlength="200";
+                    div { button type="submit" { "Rename" } }
+                }
+            }
+            @if page.admin {
+                h2 { "Manage" }
+                @if archived {
+                    form.inline method="post" action=(action("restore")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #restore-document { "Restore" }
+                    }
+                    " "
+                    form.inline method="post" action=(action("delete")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #delete-document { "Delete for good" }
+                    }
+                } @else {
+                    p.note { "Archive the document to stop its editing; an archived document can be restored or deleted." }
+                    form.inline method="post" action=(action("archive")) {
+                        input type="hidden" name="csrf" value=(page.csrf);
+                        button type="submit" #archive-document { "Archive" }
+                    }
+                }
+            }
+            h2 { "Children" }
+            @if page.children.is_empty() {
+                p.note { "No child documents." }
+            } @else {
+                ul #children {
+                    @for child in &page.children { li { a href=(page_path(child)) { (child.title) } } }
+                }
+            }
+            h2 { "History" }
+            @if page.history.is_empty() {
+                p.note { "No editing sessions yet." }
+            } @else {
+                ol #history reversed {
+                    @for version in &page.history {
+                        li {
+                            a href={ "/documents/" (document.id) "/history/" (version.number) } {
+                                "Session " (version.number)
+                            }
+                            " " span.note { "ended " (version.ended_at.to_string()) }
+                            @if let Some(summary) = version.current_summary() { " — " (summary) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A page with the shared look and no script, `body` in its main element.
+pub(crate) fn plain_shell(title: &str, body: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Fermata" }
+                link rel="stylesheet" href=(assets::url("page.css"));
+            }
+            body { main { (*body) } }
+        }
+    }
+}
+
+/// A page without script as an answer: never cached, under the strict policy.
+pub(crate) fn strict_page(status: StatusCode, markup: Markup) -> Response {
+    with_headers(status, markup, &uuid::Uuid::new_v4().simple().to_string())
+}
+
 /// A page saying why there is no document to show.
-fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
+pub(crate) fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
     let body = html! {
         h1 { (title) }
         p.error role="alert" { (text) }
-        p { a href="/account" { "Your account" } }
+        p { a href="/" { "Home" } " · " a href="/account" { "Your account" } }
     };
-    with_headers(
-        status,
-        shell(title, &body),
-        &uuid::Uuid::new_v4().simple().to_string(),
-    )
+    strict_page(status, plain_shell(title, &body))
 }
 
 /// The page's answer: never cached (it carries the CSRF token), under its policy.
@@ -180,27 +266,56 @@ fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
     response
 }
 
+/// A refusal of the authorization layer on a page route, as a page: "not found" for what the
+/// caller cannot read or what does not exist, "not allowed" for what their role does not allow.
+/// Anything else (a redirect to the login form, say) is left as it is.
+pub(crate) fn as_page(refusal: Response) -> Response {
+    let json = refusal
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !json {
+        return refusal;
+    }
+    match refusal.status() {
+        StatusCode::NOT_FOUND => message_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "There is nothing at this address, or you are not a member of its repository.",
+        ),
+        StatusCode::FORBIDDEN => message_page(
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Your role in this repository does not allow this.",
+        ),
+        _ => refusal,
+    }
+}
+
 async fn document_page(
     State(state): State<HttpState>,
-    Authenticated(caller): Authenticated,
-    Path(id): Path<String>,
-    Query(query): Query<PageQuery>,
+    grant: DocumentGrant,
+    Path(named): Path<String>,
 ) -> Response {
-    let missing = || {
-        message_page(
-            StatusCode::NOT_FOUND,
-            "No such document",
-            "There is no document at this address.",
-        )
+    let Caller::User(caller) = &grant.caller else {
+        return as_page(crate::error::ApiError::forbidden("a page is for people").into_response());
     };
-    let Ok(id) = ChannelId::parse(&id) else {
-        return missing();
-    };
-    let document = match state.documents.channel(&id).await {
-        Ok(document) => document,
-        Err(error) if error.kind() == ErrorKind::Missing => return missing(),
-        Err(error) => {
-            tracing::error!(document = %id, error = %error, "could not read a document for its page");
+    // By place with a former slug (or another spelling): the current place.
+    if named.contains('/') && named != page_path(&grant.channel).trim_start_matches("/d/") {
+        return Redirect::to(&page_path(&grant.channel)).into_response();
+    }
+    let id = grant.id();
+    let (children, history) = match (
+        state.documents.children(id, false).await,
+        state
+            .documents
+            .versions(id, crate::document_actions::HISTORY)
+            .await,
+    ) {
+        (Ok(children), Ok(history)) => (children, history),
+        (Err(error), _) | (_, Err(error)) => {
+            tracing::error!(document = %id, error = %error, "could not read a document's page");
             return message_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Document unavailable",
@@ -209,14 +324,17 @@ async fn document_page(
         }
     };
     let page = DocumentPage {
-        access: access(&caller, &document, &query),
+        access: Access::of(grant.role),
+        admin: grant.role == RepositoryRole::Admin,
+        children,
+        history,
         user_colour: colour_of(&caller.user.id.to_string()),
         user_name: caller.user.name.to_string(),
         csrf: caller
             .session()
             .map(|context| csrf_token(&context.secret))
             .unwrap_or_default(),
-        document,
+        document: grant.channel.clone(),
     };
     // A nonce per answer: 122 random bits, in characters a CSP nonce allows.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
@@ -228,7 +346,7 @@ mod tests {
     //! The page's markup and policy: everything the editor reads is in data attributes and
     //! escaped, no script or style is inline, and every file it loads is an embedded asset.
 
-    use fermata_store::{Repository, Slug, UnixMillis};
+    use fermata_store::{ChannelId, Repository, Slug, UnixMillis};
 
     use super::*;
 
@@ -256,6 +374,9 @@ mod tests {
             user_colour: colour_of("user-1"),
             csrf: "csrf-token".to_owned(),
             access,
+            admin: false,
+            children: Vec::new(),
+            history: Vec::new(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! out and re-authenticate (pages and JSON); the account page; the schema administrator page;
 //! the accounts API; the documents API with a document's images and Chat attachments; the
 //! repositories API; the schema operations API; the document page with its editor's assets; and
-//! the `/sync` WebSocket endpoint for live collaboration.
+//! the signed-in home page and the repository pages; the `/sync` WebSocket endpoint for live collaboration.
 //!
 //! Every route is declared in one table with the access it needs ([`route_table`]), and one
 //! layer applies that table to every request (see `policy`). The server is started with a
@@ -20,10 +20,12 @@ pub mod auth;
 pub mod client_address;
 mod cookies;
 pub mod csrf;
+mod document_actions;
 mod document_page;
 mod documents_api;
 pub mod edge;
 mod error;
+mod home_page;
 mod images_api;
 mod limits;
 mod metrics;
@@ -31,6 +33,7 @@ mod pages;
 mod policy;
 mod readiness;
 mod repositories_api;
+mod repository_page;
 mod schema_api;
 mod standby;
 mod sync;
@@ -107,6 +110,9 @@ fn routes() -> Routes {
         .merge(admin_page::routes())
         .merge(assets::routes())
         .merge(document_page::routes())
+        .merge(document_actions::routes())
+        .merge(home_page::routes())
+        .merge(repository_page::routes())
 }
 
 /// The route table: every route the router serves, with its method, path template and access.

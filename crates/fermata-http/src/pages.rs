@@ -1,7 +1,8 @@
-//! Server-rendered pages for people: log in, re-authenticate, log out, and the account page
-//! (connected credentials, API tokens, paired machines). Every form carries the CSRF token and
-//! answers with a redirect, so a reload repeats nothing; what the page after it shows once (an
-//! error, or a new secret sealed for the session) travels in a flash cookie.
+//! Server-rendered pages for people (the signed-in home is [`crate::home_page`]): log in,
+//! re-authenticate, log out, and the account page (connected credentials, API tokens, paired
+//! machines). Every form carries the CSRF token and answers with a redirect, so a reload repeats
+//! nothing; what the page after it shows once (an error, or a new secret sealed for the session)
+//! travels in a flash cookie.
 
 use axum::Form;
 use axum::extract::{FromRequest, Path, Query, State};
@@ -22,7 +23,6 @@ use crate::policy::{Access, Routes};
 pub(crate) fn routes() -> Routes {
     use Access::{Public, SignedIn};
     Routes::new()
-        .get("/", Public, home)
         .get("/login", Public, login_form)
         .post("/login", Public, login)
         .post("/logout", SignedIn, logout)
@@ -122,14 +122,6 @@ fn safe_next(next: Option<&str>) -> String {
 #[derive(Deserialize)]
 struct NextQuery {
     next: Option<String>,
-}
-
-async fn home(jar: CookieJar) -> Redirect {
-    if jar.get(crate::auth::SESSION_COOKIE).is_some() {
-        Redirect::to("/account")
-    } else {
-        Redirect::to("/login")
-    }
 }
 
 fn login_page(csrf: &str, next: &str, error: Option<&str>) -> Markup {

@@ -325,6 +325,29 @@ pub(super) async fn document_by_slug(
         })
 }
 
+/// The document a page's `{*document}` names: its ID, or `OWNER/NAME/SLUG` (a canonical or
+/// former slug), for a signed-in user who may read it.
+pub(super) async fn document_page(
+    state: &HttpState,
+    parts: &mut Parts,
+    action: &str,
+) -> Result<DocumentGrant, Response> {
+    let principal = principal(state, parts).await?;
+    let named = path_param(parts, "document").await.unwrap_or_default();
+    let channel = room_channel(state, &named)
+        .await
+        .map_err(rejection)?
+        .ok_or_else(|| not_found().into_response())?;
+    document_grant(
+        state,
+        Caller::User(principal),
+        channel,
+        RepositoryRole::Viewer,
+        action,
+    )
+    .await
+}
+
 /// Whether `Origin`, when present, names the host the request was sent to.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {

@@ -8,7 +8,8 @@
 //!
 //! For a document or a repository the layer resolves what is named (a document by `{id}`, by
 //! `?repository=&slug=`, or by the `/sync` room name; a repository by `{owner}/{name}`, or by the
-//! `repository` of a creation's body or a list's query), computes the caller's role there, and
+//! `repository` of a creation's body or a list's query; a document page by `{*document}`, its ID
+//! or `OWNER/NAME/SLUG`), computes the caller's role there, and
 //! hands the handler a grant. An outsider learns nothing: what a caller cannot read answers 404,
 //! exactly as what does not exist; only a caller who can read it is told 403 for a write it may
 //! not make. A `system_admin` acting where they are not a member acts as an admin, and each such
@@ -61,6 +62,9 @@ pub enum Access {
     },
     /// The document `?repository=&slug=` names, read (client tokens for it accepted).
     DocumentBySlug,
+    /// A document page: the document `{*document}` names (its ID, or `OWNER/NAME/SLUG` with a
+    /// canonical or former slug), read by a signed-in member; what it refuses is shown as a page.
+    DocumentPage,
     /// The live connection to the document the room names: read to connect, write to edit.
     Sync,
     /// The repository named by `{owner}/{name}`, where the caller's role is at least `need`.
@@ -326,8 +330,18 @@ pub(crate) async fn authorize(
     }
     match grant(&policy.state, &route, parts, body).await {
         Ok(request) => next.run(request).await,
+        Err(refusal) if is_page(route.path) => refused(crate::document_page::as_page(refusal)),
         Err(refusal) => refused(refusal),
     }
+}
+
+/// Whether a route is a page for people about documents or repositories, whose refusals are
+/// shown as pages rather than JSON.
+fn is_page(path: &str) -> bool {
+    path == "/"
+        || ["/d/", "/r/", "/documents/"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
 }
 
 /// Checks the caller against the route's access and hands the handler its grant.
@@ -376,6 +390,11 @@ async fn grant(
         }
         Access::DocumentBySlug => {
             let grant = grants::document_by_slug(state, &mut parts, &action).await?;
+            parts.extensions.insert(grant);
+            body
+        }
+        Access::DocumentPage => {
+            let grant = grants::document_page(state, &mut parts, &action).await?;
             parts.extensions.insert(grant);
             body
         }

@@ -89,7 +89,7 @@ fn refusal(access: Access, who: Who) -> Option<StatusCode> {
     };
     match access {
         Access::Document { need, .. } | Access::Repository { need } => by_role(need),
-        Access::DocumentBySlug | Access::Sync | Access::ListDocuments => {
+        Access::DocumentBySlug | Access::Sync | Access::ListDocuments | Access::DocumentPage => {
             by_role(RepositoryRole::Viewer)
         }
         Access::CreateDocument => by_role(RepositoryRole::Editor),
@@ -694,10 +694,41 @@ async fn case(
             S::NOT_FOUND,
         ),
         // Pages.
-        ("GET", "/") => (Call::new(m, p), S::SEE_OTHER),
+        ("GET", "/") => (Call::new(m, p), S::OK),
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
-        ("GET", "/d/{id}") => (Call::new(m, path(p)), S::OK),
+        ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),
+        ("POST", "/documents/{id}/rename") => (
+            Call::new(m, path(p)).bytes(b"title=Renamed".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/documents/{id}/archive") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
+        ("POST", "/documents/{id}/restore") => (
+            Call::new(m, format!("/documents/{}/restore", world.child)).bytes(Vec::new(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/documents/{id}/delete") => (
+            Call::new(m, format!("/documents/{}/delete", world.child)).bytes(Vec::new(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("GET", "/documents/{id}/history/{version}") => (Call::new(m, path(p)), S::OK),
+        ("POST", "/documents/{id}/history/{version}/restore") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
+        ("GET", "/r/{owner}/{name}") => (Call::new(m, path(p)), S::OK),
+        ("POST", "/r/{owner}/{name}/documents") => (
+            Call::new(m, path(p)).bytes(b"title=Made".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/r/{owner}/{name}/members") => (
+            Call::new(m, path(p)).bytes(b"user=zed&role=editor".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/r/{owner}/{name}/members/{user}/remove") => {
+            (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
+        }
         // Pages: a program's token reaches them, and each answers as it answers a bad form.
         ("POST", "/login") => (
             Call::new(m, p).bytes(b"name=ann&password=x".to_vec(), FORM),

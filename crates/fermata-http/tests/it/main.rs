@@ -6,6 +6,7 @@ mod support;
 mod access;
 mod admin_page;
 mod auth;
+mod document_pages;
 mod documents;
 mod headers;
 mod images;

@@ -4,10 +4,12 @@
 //! killed with `kill -9` while someone types is taken over by a successor started with
 //! `--handover wait`, the page reconnects by itself, and everything typed before the page showed
 //! *saved* is stored; a pasted and a dropped image are uploaded and shown in the preview; the
-//! preview renders Markdown and shows MDX as code; and the page and its assets are served under
-//! a strict Content-Security-Policy. Each test waits for what it expects with a bound, never a
-//! fixed sleep. Screenshots of the main states go to `editor-screenshots/` in the cargo target
-//! folder (the path is printed); they are kept to look at, not compared.
+//! preview renders Markdown and shows MDX as code; the page and its assets are served under
+//! a strict Content-Security-Policy; a document is created, renamed, archived, restored and
+//! deleted from the pages; and a history session is restored from the document page. Each test
+//! waits for what it expects with a bound, never a fixed sleep. Screenshots of the main states
+//! go to `editor-screenshots/` in the cargo target folder (the path is printed); they are kept
+//! to look at, not compared.
 //!
 //! `scripts/test` installs Chromium and its driver and starts `chromedriver`, exporting
 //! `FERMATA_TEST_WEBDRIVER_URL`; without it the browser tests fail, they never skip.
@@ -38,11 +40,10 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--window-size=1280,900",
 ];
 
-/// The page a viewer opens. Until repositories have members and roles, the page's `mode=view`
-/// stands in for the viewer's role; with the access model this becomes `format!("/d/{id}")`,
-/// opened by a user who is a viewer of the document's repository.
+/// The page a viewer opens: the document's own page, opened by `carol`, whom [`Served::start`]
+/// makes a viewer member of the document's repository.
 fn viewer_path(id: &str) -> String {
-    format!("/d/{id}?mode=view")
+    format!("/d/{id}")
 }
 
 /// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
@@ -175,6 +176,32 @@ impl Browser {
         self.login(name, path).await;
         self.wait(".cm-content").await;
         self.wait_state("saved").await;
+    }
+
+    /// Waits until the browser shows the page at `path`.
+    async fn wait_path(&self, path: &str) {
+        let client = &self.client;
+        eventually(&format!("the page at {path}"), || async move {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            if url.path() == path {
+                Ok(())
+            } else {
+                Err(url.to_string())
+            }
+        })
+        .await;
+    }
+
+    /// Clicks the button or link `css`, as a person does.
+    async fn click(&self, css: &str) {
+        self.wait(css).await.click().await.unwrap();
+    }
+
+    /// Replaces what the field `css` holds with `text`.
+    async fn fill(&self, css: &str, text: &str) {
+        let field = self.wait(css).await;
+        field.clear().await.unwrap();
+        field.send_keys(text).await.unwrap();
     }
 
     /// The connection indicator: `saved`, `saving` or `offline`.
@@ -311,7 +338,7 @@ impl Browser {
 }
 
 /// A served Fermata with the users `ada`, `bob` and `carol`, an API token of `ada`'s, and one
-/// document.
+/// document in `ada/app`, where ada is an admin, bob an editor and carol a viewer.
 struct Served {
     target: Target,
     fermata: Fermata,
@@ -339,9 +366,19 @@ impl Served {
             "POST",
             "/api/v1/documents",
             &[("Authorization", &format!("Bearer {token}"))],
-            Some(&json!({"repository": "acme/app", "title": title})),
+            Some(&json!({"repository": "ada/app", "title": title})),
         );
         assert_eq!(created.status, 201, "{}", created.body);
+        for (name, role) in [("bob", "editor"), ("carol", "viewer")] {
+            let member = request(
+                address,
+                "PUT",
+                &format!("/api/v1/repositories/ada/app/members/{name}"),
+                &[("Authorization", &format!("Bearer {token}"))],
+                Some(&json!({ "role": role })),
+            );
+            assert_eq!(member.status, 200, "{}", member.body);
+        }
         Served {
             document: created.json()["id"].as_str().unwrap().to_owned(),
             base: format!("http://{address}"),
@@ -354,6 +391,16 @@ impl Served {
 
     fn page(&self) -> String {
         format!("/d/{}", self.document)
+    }
+
+    /// The document's page by its place, where its pages' forms lead back to.
+    fn page_by_place(&self) -> String {
+        let stored = self.stored();
+        format!(
+            "/d/{}/{}",
+            stored["repository"].as_str().unwrap(),
+            stored["slug"].as_str().unwrap()
+        )
     }
 
     fn bearer(&self) -> String {
@@ -893,4 +940,110 @@ async fn the_document_page_and_its_assets_are_served_under_a_strict_policy() {
         None,
     );
     assert_eq!(missing.status, 404, "{}", missing.body);
+}
+
+#[tokio::test]
+async fn a_document_is_created_renamed_archived_restored_and_deleted_from_the_pages() {
+    let served = Served::start("Already here").await;
+    let ada = Browser::open(&served.base).await;
+    ada.login("ada", "/").await;
+    ada.click("#repositories a[href='/r/ada/app']").await;
+    ada.wait_path("/r/ada/app").await;
+    ada.screenshot("10-repository").await;
+
+    // Created from the repository page, the new document opens in the editor.
+    ada.fill("#new-title", "Launch plan").await;
+    ada.click("form[action='/r/ada/app/documents'] button[type=submit]")
+        .await;
+    ada.wait_path("/d/ada/app/launch-plan").await;
+    ada.wait(".cm-content").await;
+    ada.wait_state("saved").await;
+    ada.type_at_end("Ship it.").await;
+    ada.wait_state("saved").await;
+    ada.screenshot("11-new-document").await;
+
+    // Renamed: the page moves to the new slug, and the old one leads there.
+    ada.fill("#rename-title", "Launch").await;
+    ada.click("form[action$='/rename'] button[type=submit]")
+        .await;
+    ada.wait_path("/d/ada/app/launch").await;
+    assert_eq!(
+        ada.wait("#document-title").await.text().await.unwrap(),
+        "Launch"
+    );
+    ada.goto("/d/ada/app/launch-plan").await;
+    ada.wait_path("/d/ada/app/launch").await;
+
+    // Archived: no editor, a way back; restored: the editor and its text again.
+    ada.click("#archive-document").await;
+    ada.wait("#archived").await;
+    ada.screenshot("12-archived").await;
+    ada.click("#restore-document").await;
+    ada.wait(".cm-content").await;
+    ada.wait_text("the text after the restore", |text| text == "Ship it.")
+        .await;
+
+    // Deleted (once archived): back on the repository page, and gone.
+    ada.click("#archive-document").await;
+    ada.click("#delete-document").await;
+    ada.wait_path("/r/ada/app").await;
+    let listed = ada.wait("#documents").await.text().await.unwrap();
+    assert!(!listed.contains("Launch"), "{listed}");
+    assert!(listed.contains("Already here"), "{listed}");
+    let gone = request(
+        served.address,
+        "GET",
+        "/api/v1/documents/by-slug?repository=ada/app&slug=launch",
+        &[("Authorization", &served.bearer())],
+        None,
+    );
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    ada.close().await;
+}
+
+#[tokio::test]
+async fn a_history_session_is_restored_from_the_page() {
+    let served = Served::start("Versions").await;
+    served.write("# First\n");
+    let bob = Browser::open(&served.base).await;
+    bob.open_editor("bob", &served.page()).await;
+    bob.type_at_end("Second thoughts.").await;
+    bob.wait_state("saved").await;
+    assert_eq!(served.stored_text(), "# First\nSecond thoughts.");
+
+    // The history lists ada's session and bob's; the first one's text is shown on its page.
+    let first = format!(
+        "#history a[href='/documents/{}/history/1']",
+        served.document
+    );
+    let second = format!(
+        "#history a[href='/documents/{}/history/2']",
+        served.document
+    );
+    let client = &bob.client;
+    let (first, second) = (&first, &second);
+    eventually("both sessions in the history", || async move {
+        client.refresh().await.map_err(|e| e.to_string())?;
+        client
+            .find(Locator::Css(second))
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    bob.click(first).await;
+    let shown = bob.wait("#session-text").await.text().await.unwrap();
+    assert_eq!(shown.trim_end(), "# First");
+    bob.screenshot("13-history-session").await;
+
+    // Restoring it after the confirmation puts its text back, in the editor and in storage.
+    bob.click("#confirm-restore").await;
+    bob.wait_path(&served.page_by_place()).await;
+    bob.wait(".cm-content").await;
+    bob.wait_text("the restored text", |text| text == "# First\n")
+        .await;
+    bob.wait_state("saved").await;
+    assert_eq!(served.stored_text(), "# First\n");
+    bob.screenshot("14-history-restored").await;
+    bob.close().await;
 }

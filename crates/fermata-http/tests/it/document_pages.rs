@@ -1,0 +1,668 @@
+//! The pages for documents, called through the router without a socket, on a real SQLite
+//! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
+//! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
+//! documents and for unknown slugs alike; and the signed-in home with its repositories, a page
+//! at a time, and recent documents.
+
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use fermata_collab::WriterFence;
+use fermata_crypto::SecretToken;
+use fermata_http::HttpState;
+use fermata_store::{Acquisition, LeaseName, Role, Storage, StoreOptions};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use serde_json::{Value, json};
+
+use crate::support::{self, Answer, Caller};
+
+const PASSWORD: &str = "correct horse battery staple";
+
+/// `ada` administers `ada/notes`, `vic` is a viewer there, `out` is no member, `root` is a
+/// `system_admin`.
+struct App {
+    state: HttpState,
+    ada: Caller,
+    vic: Caller,
+    out: Caller,
+    _storage: ScratchStorage,
+}
+
+impl App {
+    async fn new() -> Self {
+        let storage = ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await;
+        let fence = WriterFence::default();
+        let state = support::state(&storage, fence.clone());
+        let Acquisition::Granted(lease) = storage
+            .leases()
+            .acquire(&LeaseName::WRITER, "pages-test", Duration::from_secs(3600))
+            .await
+            .unwrap()
+        else {
+            panic!("the writer lease is held");
+        };
+        fence.set(Some(lease.fence()));
+        for name in ["ada", "vic", "out", "root"] {
+            let roles = if name == "root" {
+                [Role::SystemAdmin].into()
+            } else {
+                Default::default()
+            };
+            state
+                .accounts
+                .add_user(name, Some(SecretToken::from_given(PASSWORD)), roles)
+                .await
+                .unwrap();
+        }
+        let app = App {
+            ada: support::login(&state, "ada", PASSWORD).await,
+            vic: support::login(&state, "vic", PASSWORD).await,
+            out: support::login(&state, "out", PASSWORD).await,
+            state,
+            _storage: storage,
+        };
+        let made = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "ada/notes"})),
+            )
+            .await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+        let viewer = app
+            .call(
+                &app.ada,
+                "PUT",
+                "/api/v1/repositories/ada/notes/members/vic",
+                Some(json!({"role": "viewer"})),
+            )
+            .await;
+        assert_eq!(viewer.status, StatusCode::OK, "{}", viewer.body);
+        app
+    }
+
+    async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {
+        support::call(&self.state, caller, method, uri, body).await
+    }
+
+    async fn get(&self, caller: &Caller, uri: &str) -> Answer {
+        self.call(caller, "GET", uri, None).await
+    }
+
+    /// Creates a document in `ada/notes` as ada and returns its body.
+    async fn create(&self, title: &str) -> Value {
+        let answer = self
+            .call(
+                &self.ada,
+                "POST",
+                "/api/v1/documents",
+                Some(json!({"repository": "ada/notes", "title": title})),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        answer.json()
+    }
+}
+
+fn location(answer: &Answer) -> &str {
+    answer
+        .headers
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no Location: {} {}", answer.status, answer.body))
+}
+
+fn assert_not_found_page(answer: &Answer) {
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    let content_type = answer.headers[header::CONTENT_TYPE].to_str().unwrap();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    assert!(
+        answer.body.contains("<h1>Not found</h1>"),
+        "{}",
+        answer.body
+    );
+    assert!(!answer.body.contains("data-editor"), "{}", answer.body);
+}
+
+#[tokio::test]
+async fn a_document_page_is_found_by_id_and_by_place_and_a_former_slug_redirects() {
+    let app = App::new().await;
+    let created = app.create("Plan").await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["slug"], "plan");
+
+    for uri in [format!("/d/{id}"), "/d/ada/notes/plan".to_owned()] {
+        let page = app.get(&app.ada, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
+        assert!(
+            page.body.contains(&format!("data-room=\"{id}\"")),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("data-readonly=\"false\""),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("href=\"/d/ada/notes/plan\""),
+            "{}",
+            page.body
+        );
+        assert!(page.headers.contains_key(header::CONTENT_SECURITY_POLICY));
+    }
+
+    let renamed = app
+        .call(
+            &app.ada,
+            "PATCH",
+            &format!("/api/v1/documents/{id}"),
+            Some(json!({"title": "Road map"})),
+        )
+        .await;
+    assert_eq!(renamed.status, StatusCode::OK, "{}", renamed.body);
+    let slug = renamed.json()["slug"].as_str().unwrap().to_owned();
+    assert_ne!(slug, "plan");
+    let current = format!("/d/ada/notes/{slug}");
+
+    let former = app.get(&app.ada, "/d/ada/notes/plan").await;
+    assert_eq!(former.status, StatusCode::SEE_OTHER, "{}", former.body);
+    assert_eq!(location(&former), current);
+    let page = app.get(&app.ada, &current).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("Road map"), "{}", page.body);
+    // A viewer is redirected the same way; an outsider learns nothing of the former slug.
+    let former = app.get(&app.vic, "/d/ada/notes/plan").await;
+    assert_eq!(location(&former), current);
+    assert_not_found_page(&app.get(&app.out, "/d/ada/notes/plan").await);
+}
+
+#[tokio::test]
+async fn a_viewer_member_gets_the_read_only_editor() {
+    let app = App::new().await;
+    let created = app.create("Shared").await;
+    let id = created["id"].as_str().unwrap();
+    for uri in [format!("/d/{id}"), "/d/ada/notes/shared".to_owned()] {
+        let page = app.get(&app.vic, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
+        assert!(
+            page.body.contains("data-readonly=\"true\""),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains("id=\"read-only\""), "{}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn outsiders_missing_documents_and_unknown_slugs_get_the_not_found_page() {
+    let app = App::new().await;
+    let created = app.create("Private").await;
+    let id = created["id"].as_str().unwrap();
+    for uri in [
+        format!("/d/{id}"),
+        "/d/ada/notes/private".to_owned(),
+        "/d/ada/notes".to_owned(),
+    ] {
+        assert_not_found_page(&app.get(&app.out, &uri).await);
+    }
+    for uri in [
+        "/d/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13",
+        "/d/ada/notes/no-such-slug",
+        "/d/ada/elsewhere/private",
+        "/d/not-an-id",
+    ] {
+        assert_not_found_page(&app.get(&app.ada, uri).await);
+    }
+    // A visitor who is not signed in is sent to the login form, and back afterwards.
+    let visitor = app.get(&Caller::default(), "/d/ada/notes/private").await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{}", visitor.body);
+    assert_eq!(location(&visitor), "/login?next=/d/ada/notes/private");
+}
+
+#[tokio::test]
+async fn home_lists_the_callers_repositories_and_recent_documents() {
+    let app = App::new().await;
+    app.create("Minutes").await;
+    let home = app.get(&app.vic, "/").await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    assert!(home.headers.contains_key(header::CONTENT_SECURITY_POLICY));
+    assert!(!home.body.contains("<script"), "{}", home.body);
+    for expected in [
+        "href=\"/r/ada/notes\"",
+        "(viewer)",
+        "href=\"/d/ada/notes/minutes\"",
+        "href=\"/account\"",
+    ] {
+        assert!(home.body.contains(expected), "{expected}: {}", home.body);
+    }
+    // Only a system_admin is shown the schema page.
+    assert!(!home.body.contains("/admin/schema"), "{}", home.body);
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let home = app.get(&root, "/").await;
+    assert!(
+        home.body.contains("href=\"/admin/schema\""),
+        "{}",
+        home.body
+    );
+    assert!(
+        home.body.contains("id=\"no-repositories\""),
+        "{}",
+        home.body
+    );
+
+    // An outsider sees none of ada's; a visitor is sent to the login form.
+    let home = app.get(&app.out, "/").await;
+    assert!(!home.body.contains("ada/notes"), "{}", home.body);
+    let visitor = app.get(&Caller::default(), "/").await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER);
+    assert_eq!(location(&visitor), "/login");
+}
+
+#[tokio::test]
+async fn home_pages_through_many_repositories() {
+    let app = App::new().await;
+    for n in 0..30 {
+        let name = format!("ada/r{n:02}");
+        let made = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    }
+    let first = app.get(&app.ada, "/").await;
+    assert!(
+        first.body.contains("href=\"/r/ada/notes\""),
+        "{}",
+        first.body
+    );
+    assert!(
+        !first.body.contains("href=\"/r/ada/r29\""),
+        "{}",
+        first.body
+    );
+    let next = first
+        .body
+        .split("href=\"/?after=")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no next page: {}", first.body))
+        .to_owned();
+    let second = app.get(&app.ada, &format!("/?after={next}")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    assert!(
+        second.body.contains("href=\"/r/ada/r29\""),
+        "{}",
+        second.body
+    );
+    assert!(
+        !second.body.contains("href=\"/r/ada/notes\""),
+        "{}",
+        second.body
+    );
+    assert!(!second.body.contains("?after="), "{}", second.body);
+}
+
+/// Posts a form as `caller`, with the session's CSRF token, as the page's forms do.
+async fn post_form(app: &App, caller: &Caller, uri: &str, fields: &[(&str, &str)]) -> Answer {
+    let mut pairs: Vec<(&str, &str)> = fields.to_vec();
+    let csrf = caller.csrf.clone().unwrap_or_default();
+    pairs.push(("csrf", &csrf));
+    let body = serde_urlencoded::to_string(&pairs).unwrap();
+    let mut request = axum::http::Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(cookie) = &caller.cookie {
+        request = request.header(header::COOKIE, format!("fermata_session={cookie}"));
+    }
+    support::send(
+        &app.state,
+        request.body(axum::body::Body::from(body)).unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_repository_page_lists_filters_and_creates_documents() {
+    let app = App::new().await;
+    for title in ["Alpha plan", "Beta notes", "Old plan"] {
+        app.create(title).await;
+    }
+    let old = app.get(&app.ada, "/d/ada/notes/old-plan").await;
+    assert_eq!(old.status, StatusCode::OK, "{}", old.body);
+    let listed = app
+        .call(
+            &app.ada,
+            "GET",
+            "/api/v1/documents?repository=ada/notes",
+            None,
+        )
+        .await;
+    let old_id = listed.json()["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["title"] == "Old plan")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let archived = app
+        .call(
+            &app.ada,
+            "POST",
+            &format!("/api/v1/documents/{old_id}/archive"),
+            None,
+        )
+        .await;
+    assert_eq!(archived.status, StatusCode::OK, "{}", archived.body);
+
+    let page = app.get(&app.vic, "/r/ada/notes").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains("<script"), "{}", page.body);
+    // Newest first; the archived one only in the archived view; a viewer gets no forms.
+    let beta = page.body.find("Beta notes").unwrap();
+    let alpha = page.body.find("Alpha plan").unwrap();
+    assert!(beta < alpha, "{}", page.body);
+    assert!(!page.body.contains("Old plan"), "{}", page.body);
+    assert!(!page.body.contains("Create document"), "{}", page.body);
+    assert!(!page.body.contains("id=\"members\""), "{}", page.body);
+    let filtered = app.get(&app.vic, "/r/ada/notes?q=PLAN").await;
+    assert!(filtered.body.contains("Alpha plan"), "{}", filtered.body);
+    assert!(!filtered.body.contains("Beta notes"), "{}", filtered.body);
+    let archive_view = app.get(&app.vic, "/r/ada/notes?archived=1").await;
+    assert!(
+        archive_view.body.contains("href=\"/d/ada/notes/old-plan\""),
+        "{}",
+        archive_view.body
+    );
+    assert!(
+        !archive_view.body.contains("Alpha plan"),
+        "{}",
+        archive_view.body
+    );
+
+    // A viewer may not create; an editor's form answers with the new document's page.
+    let refused = post_form(
+        &app,
+        &app.vic,
+        "/r/ada/notes/documents",
+        &[("title", "Nope")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("<h1>Not allowed</h1>"),
+        "{}",
+        refused.body
+    );
+    let made = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/documents",
+        &[("title", "Fresh start")],
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/d/ada/notes/fresh-start");
+    // Without the CSRF token the form is refused.
+    let mut forged = app.ada.clone();
+    forged.csrf = Some("forged".to_owned());
+    let forged = post_form(
+        &app,
+        &forged,
+        "/r/ada/notes/documents",
+        &[("title", "Forged")],
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+
+    // Outsiders and unknown repositories get the not-found page.
+    assert_not_found_page(&app.get(&app.out, "/r/ada/notes").await);
+    assert_not_found_page(&app.get(&app.ada, "/r/ada/none").await);
+    let refused = post_form(
+        &app,
+        &app.out,
+        "/r/ada/notes/documents",
+        &[("title", "Nope")],
+    )
+    .await;
+    assert_not_found_page(&refused);
+}
+
+#[tokio::test]
+async fn an_admin_manages_members_from_the_repository_page() {
+    let app = App::new().await;
+    let page = app.get(&app.ada, "/r/ada/notes").await;
+    assert!(page.body.contains("id=\"members\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains("action=\"/r/ada/notes/members/vic/remove\""),
+        "{}",
+        page.body
+    );
+
+    let added = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "editor")],
+    )
+    .await;
+    assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
+    assert_eq!(location(&added), "/r/ada/notes");
+    let members = app
+        .get(&app.ada, "/api/v1/repositories/ada/notes/members")
+        .await
+        .json();
+    assert!(
+        members["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["user"] == "out" && m["role"] == "editor"),
+        "{members}"
+    );
+    assert_eq!(
+        app.get(&app.out, "/r/ada/notes").await.status,
+        StatusCode::OK
+    );
+
+    let changed = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "viewer")],
+    )
+    .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let removed = post_form(&app, &app.ada, "/r/ada/notes/members/out/remove", &[]).await;
+    assert_eq!(removed.status, StatusCode::SEE_OTHER, "{}", removed.body);
+    assert_not_found_page(&app.get(&app.out, "/r/ada/notes").await);
+
+    let unknown = post_form(
+        &app,
+        &app.ada,
+        "/r/ada/notes/members",
+        &[("user", "nobody"), ("role", "viewer")],
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.body);
+    // A viewer may not manage members.
+    let refused = post_form(
+        &app,
+        &app.vic,
+        "/r/ada/notes/members",
+        &[("user", "out"), ("role", "admin")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+}
+
+/// The document's stored text, read by ada.
+async fn stored_text(app: &App, id: &str) -> String {
+    let answer = app.get(&app.ada, &format!("/api/v1/documents/{id}")).await;
+    answer.json()["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_document_is_renamed_archived_restored_and_deleted_from_its_page() {
+    let app = App::new().await;
+    let created = app.create("Draft").await;
+    let id = created["id"].as_str().unwrap();
+    let page = app.get(&app.ada, "/d/ada/notes/draft").await;
+    for expected in [
+        format!("action=\"/documents/{id}/rename\""),
+        format!("action=\"/documents/{id}/archive\""),
+    ] {
+        assert!(page.body.contains(&expected), "{expected}: {}", page.body);
+    }
+    // A viewer is offered none of it, and is refused if they post anyway.
+    let seen = app.get(&app.vic, "/d/ada/notes/draft").await;
+    assert!(!seen.body.contains("/rename\""), "{}", seen.body);
+    assert!(!seen.body.contains("/archive\""), "{}", seen.body);
+    let refused = post_form(
+        &app,
+        &app.vic,
+        &format!("/documents/{id}/rename"),
+        &[("title", "Mine")],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("<h1>Not allowed</h1>"),
+        "{}",
+        refused.body
+    );
+    assert_not_found_page(
+        &post_form(&app, &app.out, &format!("/documents/{id}/archive"), &[]).await,
+    );
+
+    let renamed = post_form(
+        &app,
+        &app.ada,
+        &format!("/documents/{id}/rename"),
+        &[("title", "Final")],
+    )
+    .await;
+    assert_eq!(renamed.status, StatusCode::SEE_OTHER, "{}", renamed.body);
+    assert_eq!(location(&renamed), "/d/ada/notes/final");
+
+    let archived = post_form(&app, &app.ada, &format!("/documents/{id}/archive"), &[]).await;
+    assert_eq!(location(&archived), "/d/ada/notes/final");
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(page.body.contains("id=\"archived\""), "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("action=\"/documents/{id}/restore\"")),
+        "{}",
+        page.body
+    );
+    let restored = post_form(&app, &app.ada, &format!("/documents/{id}/restore"), &[]).await;
+    assert_eq!(restored.status, StatusCode::SEE_OTHER, "{}", restored.body);
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(page.body.contains("data-editor"), "{}", page.body);
+
+    // Only an archived document is deleted.
+    let kept = post_form(&app, &app.ada, &format!("/documents/{id}/delete"), &[]).await;
+    assert_eq!(kept.status, StatusCode::BAD_REQUEST, "{}", kept.body);
+    post_form(&app, &app.ada, &format!("/documents/{id}/archive"), &[]).await;
+    let page = app.get(&app.ada, "/d/ada/notes/final").await;
+    assert!(
+        page.body
+            .contains(&format!("action=\"/documents/{id}/delete\"")),
+        "{}",
+        page.body
+    );
+    let deleted = post_form(&app, &app.ada, &format!("/documents/{id}/delete"), &[]).await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
+    assert_eq!(location(&deleted), "/r/ada/notes");
+    assert_not_found_page(&app.get(&app.ada, &format!("/d/{id}")).await);
+}
+
+#[tokio::test]
+async fn a_history_session_is_shown_and_restored_from_the_pages() {
+    let app = App::new().await;
+    let parent = app.create("Parent").await;
+    let id = parent["id"].as_str().unwrap();
+    let child = app
+        .call(
+            &app.ada,
+            "POST",
+            "/api/v1/documents",
+            Some(json!({"repository": "ada/notes", "title": "Kid", "parent": id})),
+        )
+        .await;
+    assert_eq!(child.status, StatusCode::CREATED, "{}", child.body);
+    let text = format!("/api/v1/documents/{id}/text");
+    let one = app
+        .call(&app.ada, "PUT", &text, Some(json!({"text": "# One\n"})))
+        .await;
+    assert_eq!(one.status, StatusCode::OK, "{}", one.body);
+    // Another author's edit starts another session.
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let two = app
+        .call(&root, "PUT", &text, Some(json!({"text": "# Two\n"})))
+        .await;
+    assert_eq!(two.status, StatusCode::OK, "{}", two.body);
+    let page = fermata_store_testkit::eventually_some("two sessions on the page", || async {
+        let page = app.get(&app.ada, &format!("/d/{id}")).await;
+        page.body
+            .contains(&format!("href=\"/documents/{id}/history/2\""))
+            .then_some(page)
+    })
+    .await;
+    assert!(
+        page.body
+            .contains(&format!("href=\"/documents/{id}/history/1\"")),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("href=\"/d/ada/notes/kid\""),
+        "{}",
+        page.body
+    );
+
+    // A viewer reads a session's text, with no way to restore it.
+    let seen = app
+        .get(&app.vic, &format!("/documents/{id}/history/1"))
+        .await;
+    assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
+    assert!(seen.body.contains("# One"), "{}", seen.body);
+    assert!(!seen.body.contains("confirm-restore"), "{}", seen.body);
+    assert_not_found_page(
+        &app.get(&app.out, &format!("/documents/{id}/history/1"))
+            .await,
+    );
+    let none = app
+        .get(&app.ada, &format!("/documents/{id}/history/9"))
+        .await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.body);
+
+    // The confirmation page's form restores it.
+    let confirm = app
+        .get(&app.ada, &format!("/documents/{id}/history/1"))
+        .await;
+    let action = format!("/documents/{id}/history/1/restore");
+    assert!(
+        confirm.body.contains(&format!("action=\"{action}\"")),
+        "{}",
+        confirm.body
+    );
+    let restored = post_form(&app, &app.ada, &action, &[]).await;
+    assert_eq!(restored.status, StatusCode::SEE_OTHER, "{}", restored.body);
+    assert_eq!(location(&restored), "/d/ada/notes/parent");
+    assert_eq!(stored_text(&app, id).await, "# One\n");
+}

@@ -216,7 +216,11 @@ impl Matrix {
                 .add_user(name, Some(SecretToken::from_given(PASSWORD)), roles)
                 .await
                 .unwrap();
-            let (_, token) = accounts.create_api_token(&user, "matrix").await.unwrap();
+            // With the `tokens` scope, so the routes that make tokens and machines are theirs too.
+            let (_, token) = accounts
+                .create_scoped_api_token(&user, "matrix", fermata_accounts::TokenScope::Issuing)
+                .await
+                .unwrap();
             tokens.push((who, token.expose().to_owned()));
         }
         accounts
@@ -518,7 +522,10 @@ async fn case(
         _ => "root",
     };
     Some(match (m.as_str(), p) {
-        ("GET", "/healthz" | "/readyz" | "/metrics") => (Call::new(m, p), S::OK),
+        ("GET", "/healthz" | "/readyz") => (Call::new(m, p), S::OK),
+        // Metrics go to this machine or a scrape token; a request without a peer address is
+        // neither.
+        ("GET", "/metrics") => (Call::new(m, p), S::FORBIDDEN),
         // Accounts.
         ("POST", "/api/v1/session") => (
             Call::new(m, p).json(&json!({"name": "ann", "password": PASSWORD})),
@@ -729,27 +736,33 @@ async fn case(
         ("POST", "/r/{owner}/{name}/members/{user}/remove") => {
             (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
         }
-        // Pages: a program's token reaches them, and each answers as it answers a bad form.
+        // Pages: a program's token reaches them, and every form answers with a redirect.
         ("POST", "/login") => (
             Call::new(m, p).bytes(b"name=ann&password=x".to_vec(), FORM),
-            S::BAD_REQUEST,
+            S::SEE_OTHER,
         ),
         ("POST", "/logout") => (Call::new(m, p), S::SEE_OTHER),
         ("GET", "/reauth" | "/account") => (Call::new(m, p), S::OK),
-        // Only a browser session re-authenticates: a token is shown the form again.
+        // Only a browser session re-authenticates: a token is sent back to the form.
         ("POST", "/reauth") => (
             Call::new(m, p).bytes(format!("password={PASSWORD}").into_bytes(), FORM),
-            S::UNAUTHORIZED,
+            S::SEE_OTHER,
         ),
         ("POST", "/account/credentials") => (
             Call::new(m, p).bytes(b"name=x&value=y".to_vec(), FORM),
-            S::BAD_REQUEST,
+            S::SEE_OTHER,
         ),
         ("POST", "/account/credentials/clear") => {
             (Call::new(m, p).bytes(Vec::new(), FORM), S::SEE_OTHER)
         }
-        ("POST", "/account/tokens") => (Call::new(m, p).bytes(b"label=x".to_vec(), FORM), S::OK),
-        ("POST", "/account/machines") => (Call::new(m, p).bytes(b"name=x".to_vec(), FORM), S::OK),
+        ("POST", "/account/tokens") => (
+            Call::new(m, p).bytes(b"label=x".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
+        ("POST", "/account/machines") => (
+            Call::new(m, p).bytes(b"name=x".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
         (
             "POST",
             "/account/tokens/{id}/revoke"
@@ -757,7 +770,7 @@ async fn case(
             | "/account/machines/{id}/revoke",
         ) => (
             Call::new(m, p.replace("{id}", "no-such-thing")),
-            S::BAD_REQUEST,
+            S::SEE_OTHER,
         ),
         ("GET", "/admin/schema") => (Call::new(m, p), S::OK),
         ("GET", "/admin/schema/operations/{id}") => (

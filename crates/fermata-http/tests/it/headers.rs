@@ -509,11 +509,13 @@ async fn every_error_is_a_safe_json_error() {
     let app = App::new().await;
     let ada = &app.ada;
     for (method, uri, status) in [
-        ("GET", "/api/v1/documents/%FF", StatusCode::BAD_REQUEST),
+        // A document ID that is not UTF-8 names no document: the policy answers as for any
+        // missing one.
+        ("GET", "/api/v1/documents/%FF", StatusCode::NOT_FOUND),
         (
             "GET",
             "/api/v1/documents/%FF/images/%FF",
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
         ),
         (
             "GET",

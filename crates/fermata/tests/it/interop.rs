@@ -160,7 +160,10 @@ fn user_with_token(target: &Target, name: &str) -> String {
         "a long enough password\n",
     );
     assert!(status.success(), "{out}{err}");
-    let (status, out, err) = target.run_with_input(&["token", "create", "--user", name, "--scope", "tokens"], "");
+    let (status, out, err) = target.run_with_input(
+        &["token", "create", "--user", name, "--scope", "tokens"],
+        "",
+    );
     assert!(status.success(), "{err}");
     out.trim().to_owned()
 }

@@ -1,6 +1,6 @@
 //! The source check: connects as the snapshot account and says, per kind of object, whether the
 //! account can read every object of that kind in the databases an inventory would list, naming
-//! each privilege it lacks. The minimum grants per flavor and kind are [`needs`]; they are the
+//! each privilege it lacks. The minimum grants per flavor and kind are `needs`; they are the
 //! table of `docs/schema-sources.md`.
 //!
 //! The check reads the account's grants ([`grants`]) instead of trying to read objects: a
@@ -62,7 +62,7 @@ impl CheckedKind {
 
 /// Where a privilege is needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+enum Scope {
     /// On every object: `*.*`.
     Global,
     /// On each database checked: `` `db`.* ``.
@@ -73,13 +73,13 @@ pub enum Scope {
 
 /// A privilege on a scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grant {
-    pub privilege: &'static str,
-    pub scope: Scope,
+struct Grant {
+    privilege: &'static str,
+    scope: Scope,
 }
 
 /// One thing a kind needs: any of these grants (the first is the one to give).
-pub type Need = &'static [Grant];
+type Need = &'static [Grant];
 
 const fn on_database(privilege: &'static str) -> Grant {
     Grant {
@@ -111,7 +111,7 @@ const MYSQL_ROUTINES: Need = &[global("SHOW_ROUTINE"), global("SELECT")];
 /// The minimum grants of `kind` on a `flavor` server; `None` when the flavor has no such kind.
 /// Listing databases needs `SHOW DATABASES` only where the server hides them
 /// (`skip_show_database`); otherwise any privilege on a database shows it.
-pub fn needs(flavor: Flavor, kind: CheckedKind, skip_show_database: bool) -> Option<Vec<Need>> {
+fn needs(flavor: Flavor, kind: CheckedKind, skip_show_database: bool) -> Option<Vec<Need>> {
     Some(match kind {
         CheckedKind::Databases if skip_show_database => vec![SHOW_DATABASES],
         CheckedKind::Databases => Vec::new(),

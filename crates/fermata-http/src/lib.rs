@@ -4,7 +4,9 @@
 //!
 //! The server is started with a listener and a shutdown future as parameters, so tests run it on
 //! port 0 or call the router directly without a socket. Every handler reaches storage through
-//! [`fermata_accounts::Accounts`], never a driver.
+//! [`fermata_accounts::Accounts`], never a driver. What a client may take of the server
+//! (connections, time) is bounded in `limits.rs`; what every request is checked for and every
+//! answer carries (hosts, caching, page policies, safe errors) in [`edge`].
 
 mod admin_page;
 mod admin_render;
@@ -99,9 +101,9 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` under `limits` (see [`limits`]) until `shutdown` completes,
-/// then stops accepting and finishes the requests in flight. Turned-away clients are counted in
-/// `metrics`.
+/// Serves `router` on `listener` under `limits` (see [`ServerLimits`]) until `shutdown`
+/// completes, then stops accepting and finishes the requests in flight. Turned-away clients are
+/// counted in `metrics`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,

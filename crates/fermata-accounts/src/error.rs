@@ -16,7 +16,10 @@ pub enum AccountError {
     #[error("the name or password is wrong")]
     WrongCredentials,
     /// Every password check stayed busy for the whole wait: try again shortly.
-    #[error("the server is busy checking passwords; try again in {} seconds", .retry_after.as_secs().max(1))]
+    #[error(
+        "the server is busy checking passwords; try again in {} seconds",
+        .retry_after.as_secs().max(1)
+    )]
     Busy { retry_after: Duration },
     /// Too many failed attempts for this account or address.
     #[error("too many failed attempts; try again in {} seconds", .retry_after.as_secs().max(1))]

@@ -371,7 +371,12 @@ impl Room {
     ) -> Result<(), Refusal> {
         let held = self.conns.values().filter(|c| c.member == member).count();
         if !fairness::member_has_room(held, &self.settings) {
-            tracing::info!(document = %self.id, member = %member, held, "a member's connection refused: it holds its share of the room");
+            tracing::info!(
+                document = %self.id,
+                member = %member,
+                held,
+                "a member's connection refused: it holds its share of the room"
+            );
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
                 reason: "you have as many connections to this document as one person may"
@@ -460,7 +465,11 @@ impl Room {
                     && !state.presence_budget.take()
                 {
                     if state.presence_budget.first_drop() {
-                        tracing::info!(document = %self.id, member = %state.member, "dropping presence a connection sends too fast");
+                        tracing::info!(
+                            document = %self.id,
+                            member = %state.member,
+                            "dropping presence a connection sends too fast"
+                        );
                     }
                     return true;
                 }

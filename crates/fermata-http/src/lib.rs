@@ -11,6 +11,10 @@
 //! ([`fermata_accounts::Accounts`], the documents and media services of `fermata-collab`, the
 //! schema operations of `fermata-schema`), never a store that holds secrets, a line of SQL or a
 //! driver.
+//!
+//! What a client may take of the server (connections, time) is bounded in `limits.rs`; what
+//! every request is checked for and every answer carries (hosts, caching, page policies, safe
+//! errors) in [`edge`].
 
 mod admin_page;
 mod admin_render;
@@ -145,9 +149,9 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` under `limits` (see [`limits`]) until `shutdown` completes,
-/// then stops accepting and finishes the requests in flight. Turned-away clients are counted in
-/// `metrics`.
+/// Serves `router` on `listener` under `limits` (see [`ServerLimits`]) until `shutdown`
+/// completes, then stops accepting and finishes the requests in flight. Turned-away clients are
+/// counted in `metrics`.
 pub async fn serve(
     listener: TcpListener,
     router: Router,

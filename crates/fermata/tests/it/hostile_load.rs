@@ -927,15 +927,19 @@ async fn hostile_clients_leave_ordinary_users_served_within_bounds() {
         opened > PER_PEER,
         "the held sockets were never closed and reopened"
     );
+    // A stalled upload on a socket within the cap is cut short with 408; one over the cap (its
+    // address's sockets were all taken when it opened) gets 503 without its body being read.
     assert!(
-        stalled
-            .iter()
-            .all(|answer| answer.starts_with("HTTP/1.1 408")),
+        stalled.iter().all(|answer| {
+            answer.starts_with("HTTP/1.1 408") || answer.starts_with("HTTP/1.1 503")
+        }),
         "{stalled:?}"
     );
     assert!(
-        !stalled.is_empty(),
-        "the stalled upload never got its answer"
+        stalled
+            .iter()
+            .any(|answer| answer.starts_with("HTTP/1.1 408")),
+        "no stalled upload was cut short: {stalled:?}"
     );
     for line in [
         "fermata_login_failures_total",

@@ -126,6 +126,14 @@ async fn repository_page(
 ) -> Response {
     let (documents, next) = match matching(&state, &grant, &query).await {
         Ok(found) => found,
+        // A cursor this server did not give.
+        Err(error) if error.kind() == fermata_store::ErrorKind::Invalid => {
+            return message_page(
+                StatusCode::BAD_REQUEST,
+                "No such page",
+                "This list has no such page: start again from its first page.",
+            );
+        }
         Err(error) => return unavailable(error),
     };
     let role = grant.standing.role;

@@ -425,6 +425,10 @@ async fn a_repository_page_lists_filters_and_creates_documents() {
     .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
 
+    // A page cursor this server did not give is the caller's mistake.
+    let bad = app.get(&app.vic, "/r/ada/notes?after=nonsense").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+
     // Outsiders and unknown repositories get the not-found page.
     assert_not_found_page(&app.get(&app.out, "/r/ada/notes").await);
     assert_not_found_page(&app.get(&app.ada, "/r/ada/none").await);

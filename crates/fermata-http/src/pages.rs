@@ -100,8 +100,8 @@ pub(crate) fn styled_page(
     }
 }
 
-/// Only a local path is followed after a login, never another site.
-/// Only a path of this server: it starts with one `/`, and holds only the characters of a plain
+/// Only a local path is followed after a login, never another site; without one, the home
+/// page. Only a path of this server: it starts with one `/`, and holds only the characters of a plain
 /// path and query (no whitespace or control characters, which browsers drop to reach another
 /// host, and no backslash, which some read as a slash).
 fn safe_next(next: Option<&str>) -> String {
@@ -115,7 +115,8 @@ fn safe_next(next: Option<&str>) -> String {
         {
             next.to_owned()
         }
-        _ => "/account".to_owned(),
+        // The signed-in home: a person lands among their repositories and documents.
+        _ => "/".to_owned(),
     }
 }
 
@@ -187,7 +188,7 @@ async fn login(
         Form::<LoginForm>::from_request(axum::extract::Request::from_parts(parts, body), &state)
             .await
     else {
-        return back_to_login(&state, jar, "/account", "The login form was incomplete.");
+        return back_to_login(&state, jar, "/", "The login form was incomplete.");
     };
     let next = safe_next(form.next.as_deref());
     // Double submit: the form's token must equal the cookie set with the form.
@@ -765,8 +766,8 @@ mod tests {
             "/\n/x",
             "/ x",
         ] {
-            assert_eq!(safe_next(Some(hostile)), "/account", "{hostile:?}");
+            assert_eq!(safe_next(Some(hostile)), "/", "{hostile:?}");
         }
-        assert_eq!(safe_next(None), "/account");
+        assert_eq!(safe_next(None), "/");
     }
 }

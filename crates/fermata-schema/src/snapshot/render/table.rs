@@ -11,7 +11,7 @@
 //! parentheses MySQL adds around the stored expression, `/*!80003 SRID n */` after the
 //! nullability, `/*!80023 INVISIBLE */` before the comment, `/*!80000 INVISIBLE */` on keys,
 //! `/*!80016 NOT ENFORCED */` on checks, and the partitioning in its `/*!50100 ... */` comment
-//! with partition names bare where they need no quotes. Either way a column whose collation
+//! with partition names bare unless MySQL quotes them. Either way a column whose collation
 //! differs from the table's names it, with its character set when that differs too.
 
 use super::{identifier, literal};

@@ -2,7 +2,7 @@
 //! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
 //! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
 //! documents and for unknown slugs alike; and the signed-in home with its repositories, a page
-//! at a time, and recent documents.
+//! at a time, recent documents, and its form that creates a repository.
 
 use std::time::Duration;
 
@@ -328,6 +328,132 @@ async fn post_form(app: &App, caller: &Caller, uri: &str, fields: &[(&str, &str)
         request.body(axum::body::Body::from(body)).unwrap(),
     )
     .await
+}
+
+#[tokio::test]
+async fn a_repository_is_created_from_the_home_page() {
+    let app = App::new().await;
+    let home = app.get(&app.out, "/").await;
+    assert!(home.body.contains("action=\"/r\""), "{}", home.body);
+    // Only a system_admin names the owner.
+    assert!(
+        !home.body.contains("id=\"repository-owner\""),
+        "{}",
+        home.body
+    );
+
+    // Created under the caller's name: its page, with the caller as its admin.
+    let made = post_form(&app, &app.out, "/r", &[("name", " Plans_2.0 ")]).await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/r/out/Plans_2.0");
+    let page = app.get(&app.out, "/r/out/Plans_2.0").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("your role: admin"), "{}", page.body);
+    assert!(page.body.contains("id=\"members\""), "{}", page.body);
+
+    let second = post_form(&app, &app.out, "/r", &[("name", "notes")]).await;
+    assert_eq!(second.status, StatusCode::SEE_OTHER, "{}", second.body);
+
+    // Taken, invalid, or under another name: the home page again, saying why beside the form
+    // and keeping what was typed; nothing is created.
+    for (fields, status, why) in [
+        (
+            vec![("name", "Plans_2.0")],
+            StatusCode::CONFLICT,
+            "out/Plans_2.0 exists already: choose another name.",
+        ),
+        (
+            vec![("name", "notes")],
+            StatusCode::CONFLICT,
+            "out/notes exists already",
+        ),
+        (
+            vec![("name", "")],
+            StatusCode::BAD_REQUEST,
+            "Give the repository a name.",
+        ),
+        (
+            vec![("name", "two <words>")],
+            StatusCode::BAD_REQUEST,
+            "A repository's name is 1 to 100 letters",
+        ),
+        (
+            vec![("name", "..")],
+            StatusCode::BAD_REQUEST,
+            "not only dots",
+        ),
+        (
+            vec![("owner", "ada"), ("name", "mine")],
+            StatusCode::FORBIDDEN,
+            "under your own name only",
+        ),
+    ] {
+        let refused = post_form(&app, &app.out, "/r", &fields).await;
+        assert_eq!(refused.status, status, "{fields:?}: {}", refused.body);
+        assert!(
+            refused.body.contains("id=\"repository-refused\""),
+            "{}",
+            refused.body
+        );
+        assert!(refused.body.contains(why), "{why}: {}", refused.body);
+        assert!(
+            refused.body.contains("aria-invalid=\"true\""),
+            "{}",
+            refused.body
+        );
+        let typed = fields.iter().find(|(field, _)| *field == "name").unwrap().1;
+        let kept = typed.replace('<', "&lt;").replace('>', "&gt;");
+        assert!(
+            refused.body.contains(&format!("value=\"{kept}\"")),
+            "{kept}: {}",
+            refused.body
+        );
+        assert!(!refused.body.contains("<words>"), "{}", refused.body);
+    }
+    assert_not_found_page(&app.get(&app.ada, "/r/ada/mine").await);
+    let listed = app
+        .call(&app.out, "GET", "/api/v1/repositories", None)
+        .await;
+    let listed_json = listed.json();
+    let names: Vec<&str> = listed_json["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(names, ["out/Plans_2.0", "out/notes"], "{}", listed.body);
+
+    // A system_admin names any owner, for a team.
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let home = app.get(&root, "/").await;
+    assert!(
+        home.body.contains("id=\"repository-owner\""),
+        "{}",
+        home.body
+    );
+    let made = post_form(
+        &app,
+        &root,
+        "/r",
+        &[("owner", "acme"), ("name", "handbook")],
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/r/acme/handbook");
+
+    // Without the CSRF token, or signed out, nothing is made.
+    let mut forged = app.out.clone();
+    forged.csrf = Some("forged".to_owned());
+    let refused = post_form(&app, &forged, "/r", &[("name", "forged")]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let visitor = post_form(&app, &Caller::default(), "/r", &[("name", "visitor")]).await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{}", visitor.body);
+    assert!(
+        location(&visitor).starts_with("/login"),
+        "{}",
+        location(&visitor)
+    );
+    assert_not_found_page(&app.get(&app.out, "/r/out/forged").await);
 }
 
 #[tokio::test]

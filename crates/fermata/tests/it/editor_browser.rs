@@ -395,6 +395,14 @@ impl Browser {
         assert_eq!(reached, controls, "the Tab order of {what}");
     }
 
+    /// Sends the form of the field `css` by keyboard alone: Tab to the field, type `text`,
+    /// press Enter.
+    async fn submit_by_keyboard(&self, css: &str, text: &str) {
+        self.wait(css).await;
+        self.tab_to(css).await;
+        self.type_here(&format!("{text}{}", Key::Enter)).await;
+    }
+
     /// Presses Tab until `css` has the focus.
     async fn tab_to(&self, css: &str) {
         let wanted = self
@@ -1324,32 +1332,16 @@ async fn the_pages_are_usable_from_the_keyboard() {
     let ada = Browser::open(&served.base).await;
     ada.login("ada", "/").await;
 
-    // On each page, Tab goes through every control in page order, each showing its focus.
-    ada.goto("/").await;
+    // A repository and a document made with the keyboard alone; each form's answer is a page
+    // loaded afresh, where Tab starts from the top.
     ada.wait("#repository-name").await;
-    ada.assert_tab_order("the home page").await;
-
-    // A repository and a document made with the keyboard alone.
-    ada.goto("/").await;
-    ada.wait("#repository-name").await;
-    ada.tab_to("#repository-name").await;
-    ada.type_here(&format!("keys{}", Key::Enter)).await;
+    ada.submit_by_keyboard("#repository-name", "keys").await;
     ada.wait_path("/r/ada/keys").await;
-    ada.wait("#new-title").await;
-    ada.assert_tab_order("the repository page").await;
-    ada.goto("/r/ada/keys").await;
-    ada.wait("#new-title").await;
-    ada.tab_to("#new-title").await;
-    ada.type_here(&format!("By keyboard{}", Key::Enter)).await;
+    ada.submit_by_keyboard("#new-title", "By keyboard").await;
     ada.wait_path("/d/ada/keys/by-keyboard").await;
-    ada.wait(".cm-content").await;
     ada.wait_state("saved").await;
-    ada.assert_tab_order("the document page").await;
 
     // Into the editor, typing, and out of it again with Tab: the editor keeps no one in.
-    ada.goto("/d/ada/keys/by-keyboard").await;
-    ada.wait(".cm-content").await;
-    ada.wait_state("saved").await;
     ada.tab_to(".cm-content").await;
     ada.type_here("Typed without a mouse.").await;
     ada.wait_text("the typing", |text| text == "Typed without a mouse.")
@@ -1361,6 +1353,7 @@ async fn the_pages_are_usable_from_the_keyboard() {
         after_editor.starts_with("input#rename-title"),
         "Tab from the editor went to {after_editor}"
     );
+    ada.screenshot("18-keyboard").await;
     let stored = request(
         served.address,
         "GET",
@@ -1374,6 +1367,21 @@ async fn the_pages_are_usable_from_the_keyboard() {
         "{}",
         stored.body
     );
-    ada.screenshot("18-keyboard").await;
+
+    // On each page, Tab goes through every control in page order, each showing its focus.
+    for (path, ready, what) in [
+        ("/", "#repository-name", "the home page"),
+        ("/r/ada/keys", "#members", "the repository page"),
+        (
+            "/d/ada/keys/by-keyboard",
+            ".cm-content",
+            "the document page",
+        ),
+        ("/account", "#token-label", "the account page"),
+    ] {
+        ada.goto(path).await;
+        ada.wait(ready).await;
+        ada.assert_tab_order(what).await;
+    }
     ada.close().await;
 }

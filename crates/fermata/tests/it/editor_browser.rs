@@ -710,6 +710,15 @@ async fn a_viewer_gets_a_read_only_editor_that_changes_nothing() {
     );
     viewer.wait_preview("And more.").await;
     viewer.screenshot("03-viewer").await;
+
+    // Tab reaches the viewer's text too, with its focus shown, to read and copy it from the
+    // keyboard, among the page's other controls in order.
+    viewer.goto(&viewer_path(&served.document)).await;
+    viewer.wait(".cm-content").await;
+    viewer.assert_tab_order("the viewer's document page").await;
+    viewer.goto(&viewer_path(&served.document)).await;
+    viewer.wait(".cm-content").await;
+    viewer.tab_to(".cm-content").await;
     viewer.close().await;
 }
 

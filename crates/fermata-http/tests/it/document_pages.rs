@@ -1,8 +1,8 @@
-//! The pages for documents, called through the router without a socket, on a real SQLite
-//! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
-//! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
-//! documents and for unknown slugs alike; and the signed-in home with its repositories, a page
-//! at a time, recent documents, and its form that creates a repository.
+//! The pages for documents, called through the router without a socket, on a real SQLite database:
+//! a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the current one,
+//! its children linked, a viewer's read-only editor, and the "not found" page for outsiders, for
+//! missing documents and for unknown slugs alike; and the signed-in home with its repositories, a
+//! page at a time, recent documents, and its form that creates a repository.
 
 use std::time::Duration;
 
@@ -178,6 +178,56 @@ async fn a_document_page_is_found_by_id_and_by_place_and_a_former_slug_redirects
     let former = app.get(&app.vic, "/d/ada/notes/plan").await;
     assert_eq!(location(&former), current);
     assert_not_found_page(&app.get(&app.out, "/d/ada/notes/plan").await);
+}
+
+#[tokio::test]
+async fn a_document_page_links_its_children_and_leaves_out_archived_ones() {
+    let app = App::new().await;
+    let parent = app.create("Handbook").await;
+    let parent_id = parent["id"].as_str().unwrap();
+    let mut children = Vec::new();
+    for title in ["Onboarding", "Old policy"] {
+        let child = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/documents",
+                Some(json!({"repository": "ada/notes", "title": title, "parent": parent_id})),
+            )
+            .await;
+        assert_eq!(child.status, StatusCode::CREATED, "{}", child.body);
+        children.push(child.json());
+    }
+    let archived = app
+        .call(
+            &app.ada,
+            "POST",
+            &format!(
+                "/api/v1/documents/{}/archive",
+                children[1]["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(archived.status, StatusCode::OK, "{}", archived.body);
+
+    // Every member sees the children with links to their pages, the archived one left out.
+    let page = app.get(&app.vic, "/d/ada/notes/handbook").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let listed = page
+        .body
+        .split("<ul id=\"children\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</ul>").next())
+        .unwrap_or_else(|| panic!("no children list: {}", page.body));
+    assert!(
+        listed.contains("<a href=\"/d/ada/notes/onboarding\">Onboarding</a>"),
+        "{listed}"
+    );
+    assert!(!listed.contains("Old policy"), "{listed}");
+    let child = app.get(&app.vic, "/d/ada/notes/onboarding").await;
+    assert_eq!(child.status, StatusCode::OK, "{}", child.body);
+    assert!(child.body.contains("No child documents."), "{}", child.body);
 }
 
 #[tokio::test]

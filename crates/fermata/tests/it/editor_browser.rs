@@ -638,6 +638,46 @@ async fn two_people_typing_at_once_converge_and_see_each_other() {
         // CodeMirror's own styles, written under the page's style nonce, apply.
         assert_eq!(browser.style(".cm-editor", "display").await, "flex");
     }
+    // A selection is shown to the other too: bob selects his first line, ada sees it marked.
+    let content = bob.focus().await;
+    let keys = format!(
+        "{}{}{}{}{}",
+        Key::Control,
+        Key::Home,
+        Key::Null,
+        Key::Shift,
+        Key::End
+    );
+    content.send_keys(&keys).await.unwrap();
+    let seen_by = &ada;
+    eventually("bob's selection at ada's", || async move {
+        let marked = seen_by
+            .script(
+                "return Array.from(document.querySelectorAll('.cm-content .editor-remote-selection')) \
+                   .map(mark => { const copy = mark.cloneNode(true); \
+                     copy.querySelectorAll('.editor-remote-caret').forEach(c => c.remove()); \
+                     return copy.textContent; }).join('');",
+                Vec::new(),
+            )
+            .await;
+        if marked == json!("bob line 5") { Ok(()) } else { Err(marked.to_string()) }
+    })
+    .await;
+    // bob's name, at his caret on the first line, is inside the editor's frame, not cut off.
+    let inside = ada
+        .script(
+            "const frame = document.querySelector('.cm-scroller').getBoundingClientRect(); \
+             return Array.from(document.querySelectorAll('.editor-remote-name')).map(name => { \
+               const box = name.getBoundingClientRect(); \
+               return box.top >= frame.top && box.bottom <= frame.bottom; });",
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        inside,
+        json!([true]),
+        "a name is cut off by the editor's frame"
+    );
     ada.wait_preview("ada line 5").await;
     bob.wait_preview("ada line 5").await;
     ada.screenshot("01-two-people-ada").await;

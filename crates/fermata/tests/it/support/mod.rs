@@ -1,4 +1,5 @@
-//! Running the real `fermata` binary against a real database, and watching what it does.
+//! Running the real `fermata` binary against a real database, and watching what it does; and
+//! whether what a browser shows of its pages fits a phone's screen.
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 

@@ -327,6 +327,23 @@ async fn home_pages_through_many_repositories() {
             .await;
         assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
     }
+    // The API refuses what no page could reach, as the form does.
+    for name in ["ada/..", "./notes", "ada/."] {
+        let refused = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{name}: {}",
+            refused.body
+        );
+    }
     let first = app.get(&app.ada, "/").await;
     assert!(
         first.body.contains("href=\"/r/ada/notes\""),

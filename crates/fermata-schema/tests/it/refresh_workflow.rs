@@ -4,9 +4,12 @@
 //! approval, rejection and expiry; the refresh rules (expired inventory, empty selection, unknown
 //! names, duplicates, a database dropped after the inventory, a permission failure that is not
 //! retried, a transient failure that recovers on its second attempt under an injected clock,
-//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; and two
-//! concurrent decisions of which exactly one wins.
+//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; two
+//! concurrent decisions of which exactly one wins; publication through lost answers, rate limits
+//! waited out (the local forge's and the fake GitHub's `retry-after`), a failed publication held
+//! and published again once, and the removal of databases no longer on the server.
 
+use crate::fake_github::{Canned, FakeGitHub};
 use crate::git_support;
 use crate::support;
 use crate::workflow_support;
@@ -18,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::http::Method;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
@@ -231,16 +235,26 @@ struct Harness {
     _artifact_folder: tempfile::TempDir,
 }
 
-async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
-    harness_publishing(source, fault, review_window, None).await
+/// Where a harness's refreshes publish.
+enum Publishing {
+    /// The local package repository.
+    Local,
+    /// The local package repository, answering as the fault says.
+    Faulty(ForgeFault),
+    /// Another forge (the fake GitHub), whose base branch the test lays out.
+    On(Arc<dyn Forge>),
 }
 
-/// A harness whose forge answers publication's writes as `publication_fault` says.
+async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
+    harness_publishing(source, fault, review_window, Publishing::Local).await
+}
+
+/// A harness whose refreshes publish as `publishing` says.
 async fn harness_publishing(
     source: SourceSettings,
     fault: Fault,
     review_window: Duration,
-    publication_fault: Option<ForgeFault>,
+    publishing: Publishing,
 ) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
@@ -262,13 +276,14 @@ async fn harness_publishing(
     let scratch = tempfile::tempdir().unwrap();
     let package = PackageSettings::new(repository.path(), "main");
     let local = Arc::new(LocalGit::new(repository.path()));
-    let forge: Arc<dyn Forge> = match publication_fault {
-        Some(fault) => Arc::new(FaultyForge {
+    let forge: Arc<dyn Forge> = match publishing {
+        Publishing::Faulty(fault) => Arc::new(FaultyForge {
             inner: Arc::clone(&local),
             fault,
             tries: AtomicU32::new(0),
         }),
-        None => Arc::clone(&local) as Arc<dyn Forge>,
+        Publishing::Local => Arc::clone(&local) as Arc<dyn Forge>,
+        Publishing::On(forge) => forge,
     };
     let probe = Arc::new(Probe {
         fault,
@@ -1134,8 +1149,13 @@ async fn publication_survives_a_lost_answer_at_every_write() {
     for write in [Write::Commit, Write::Branch, Write::Pull] {
         let fault = ForgeFault::AnswerLost(write);
         let (mut admin, [a, b], source) = two_databases().await;
-        let harness =
-            harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
+        let harness = harness_publishing(
+            source,
+            Fault::None,
+            Duration::from_secs(3600),
+            Publishing::Faulty(fault),
+        )
+        .await;
         let inventory = harness.inventory().await;
         let base = harness.repository.head_id("main");
         let report = harness.approved(inventory, &[&a, &b]).await;
@@ -1213,8 +1233,13 @@ async fn approved_on(
     OperationReport,
 ) {
     let (admin, [a, b], source) = two_databases().await;
-    let harness =
-        harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
+    let harness = harness_publishing(
+        source,
+        Fault::None,
+        Duration::from_secs(3600),
+        Publishing::Faulty(fault),
+    )
+    .await;
     let inventory = harness.inventory().await;
     let base = harness.repository.head_id("main");
     let (id, report) = harness.approve(inventory, &[&a, &b]).await;
@@ -1239,6 +1264,65 @@ async fn a_rate_limited_publication_waits_as_the_forge_asks_and_succeeds() {
             "{key}"
         );
     }
+    assert!(harness.pauses.0.lock().unwrap().is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_publication_github_rate_limits_waits_as_asked_and_succeeds() {
+    let github = FakeGitHub::start().await;
+    github.commit_on("main", &[("README.md", b"Schemas.\n")]);
+    let (mut admin, [a, b], source) = two_databases().await;
+    let forge: Arc<dyn Forge> = Arc::new(github.forge());
+    let harness = harness_publishing(
+        source,
+        Fault::None,
+        Duration::from_secs(3600),
+        Publishing::On(forge),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    // GitHub's secondary limit on creating the branch, with `retry-after: 1`.
+    github.answer_next(Method::POST, "git/refs", Canned::SecondaryRateLimit(1));
+    github.take_requests();
+    let (id, _) = harness.approve(inventory, &[&a, &b]).await;
+    let report =
+        run_within_a_minute(&harness, id, |report| report.operation.state.is_terminal()).await;
+    assert_eq!(
+        report.operation.state,
+        OperationState::Succeeded,
+        "{:?}",
+        report.operation
+    );
+    let pull = report.operation.pull_request.unwrap();
+    assert_eq!(
+        (pull.number, pull.head.clone()),
+        (1, format!("fermata/refresh-{id}"))
+    );
+    // The branch was asked for twice (the first answered with the limit), after one wait in a
+    // step of its own; one commit, one pull request, and none of the runner's retries.
+    let writes: Vec<String> = github
+        .take_requests()
+        .into_iter()
+        .filter(|line| {
+            line.starts_with("POST git/commits")
+                || line.starts_with("POST git/refs")
+                || line.starts_with("POST pulls")
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "POST git/commits",
+            "POST git/refs",
+            "POST git/refs",
+            "POST pulls"
+        ]
+    );
+    assert_eq!(
+        harness.step_attempts(id, "publish:branch:2").await,
+        (StepState::Succeeded, 1)
+    );
     assert!(harness.pauses.0.lock().unwrap().is_empty());
     drop_databases(&mut admin, &[&a, &b]).await;
 }

@@ -746,6 +746,42 @@ async fn an_undecided_review_expires_and_releases_the_lease() {
 }
 
 #[tokio::test]
+async fn an_approval_after_the_window_is_refused_before_it_is_recorded() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(2)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    harness.awaiting_review(id).await;
+    // The window closes on the database's clock; the run has not looked yet.
+    let schema = harness.storage.schema();
+    let review = schema.review(id).await.unwrap().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while schema.clock().await.unwrap() < review.expires_at {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the window never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let late = harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), ErrorCode::ReviewExpired);
+    // Nothing of it was recorded: the review is still undecided until the run expires it.
+    let review = schema.review(id).await.unwrap().unwrap();
+    assert_eq!((review.state, review.actor), (ReviewState::Pending, None));
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Expired);
+    assert_eq!(
+        schema.review(id).await.unwrap().unwrap().state,
+        ReviewState::Expired
+    );
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
 async fn a_refresh_with_no_change_ends_with_its_report_and_no_review() {
     let (mut admin, [a, b], source) = two_databases().await;
     let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;

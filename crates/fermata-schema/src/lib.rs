@@ -3,7 +3,8 @@
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
 //! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
-//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
+//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what a
+//! verification found drifted ([`drift`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
 //! ([`view`]). What the snapshot account may read is checked by [`source_check`].
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
@@ -15,6 +16,7 @@
 pub mod admin;
 pub mod artifact;
 mod database_run;
+pub mod drift;
 pub mod engine;
 pub mod filter;
 pub mod inventory;
@@ -38,6 +40,7 @@ pub mod verification_run;
 pub mod view;
 
 pub use admin::Administrator;
+pub use drift::DriftDiffs;
 pub use engine::{EngineWorkflows, workflow_name};
 pub use fermata_schema_core::{
     DatabaseName, ErrorCode, ErrorStage, ObjectKind, ObjectSubject, Reason, SafeError, Subject,

@@ -687,7 +687,12 @@ async fn case(
             "POST",
             "/api/v1/schema/inventory" | "/api/v1/schema/refresh" | "/api/v1/schema/verification",
         ) => (Call::new(m, p).json(&json!({})), S::UNPROCESSABLE_ENTITY),
-        ("GET", "/api/v1/schema/operations/{id}" | "/api/v1/schema/operations/{id}/review") => (
+        (
+            "GET",
+            "/api/v1/schema/operations/{id}"
+            | "/api/v1/schema/operations/{id}/review"
+            | "/api/v1/schema/operations/{id}/drift",
+        ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")),
             S::NOT_FOUND,
         ),
@@ -695,6 +700,8 @@ async fn case(
             "POST",
             "/api/v1/schema/operations/{id}/approve"
             | "/api/v1/schema/operations/{id}/reject"
+            | "/api/v1/schema/operations/{id}/publish"
+            | "/api/v1/schema/operations/{id}/close-pull-request"
             | "/api/v1/schema/lease/clear",
         ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")).json(&json!({})),
@@ -778,7 +785,7 @@ async fn case(
             S::SEE_OTHER,
         ),
         ("GET", "/admin/schema") => (Call::new(m, p), S::OK),
-        ("GET", "/admin/schema/operations/{id}") => (
+        ("GET", "/admin/schema/operations/{id}" | "/admin/schema/operations/{id}/drift") => (
             Call::new(m, p.replace("{id}", "no-such-operation")),
             S::NOT_FOUND,
         ),
@@ -788,6 +795,8 @@ async fn case(
             | "/admin/schema/start"
             | "/admin/schema/operations/{id}/approve"
             | "/admin/schema/operations/{id}/reject"
+            | "/admin/schema/operations/{id}/publish"
+            | "/admin/schema/operations/{id}/close-pull-request"
             | "/admin/schema/lease/clear",
         ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")).bytes(Vec::new(), FORM),

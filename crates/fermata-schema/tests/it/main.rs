@@ -1,6 +1,10 @@
 //! The integration tests of `fermata-schema`, as one test binary: one module per subject, the
 //! shared helpers beside them. One binary links once, where a binary per file linked each.
 
+// Publication is tested against the forge's fake GitHub too; these tests use part of it.
+#[allow(dead_code)]
+#[path = "../../../fermata-forge/tests/it/fake_github/mod.rs"]
+mod fake_github;
 mod git_support;
 mod support;
 mod workflow_support;

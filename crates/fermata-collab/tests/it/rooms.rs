@@ -54,7 +54,7 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
         .unwrap()
         .id;
     let shared: Arc<dyn Storage> = store.clone();
-    let rooms = RoomManager::new(shared, fence.clone(), settings);
+    let rooms = RoomManager::new(shared, fence.clone(), settings, Arc::default());
     Rig {
         store,
         fence,

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_collab::WriterFence;
-use fermata_http::{Metrics, ServerLimits};
+use fermata_http::ServerLimits;
+use fermata_metrics::Metrics;
 use fermata_store::StoreOptions;
 use fermata_store_sql::testing::ScratchDatabase;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -17,6 +17,13 @@ pub enum RenewalOutcome {
 }
 
 impl RenewalOutcome {
+    pub(crate) const ALL: [RenewalOutcome; 4] = [
+        RenewalOutcome::Renewed,
+        RenewalOutcome::Slow,
+        RenewalOutcome::Failed,
+        RenewalOutcome::Abandoned,
+    ];
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             RenewalOutcome::Renewed => "renewed",
@@ -45,6 +52,15 @@ pub enum Limit {
 }
 
 impl Limit {
+    pub(crate) const ALL: [Limit; 6] = [
+        Limit::PeerConnections,
+        Limit::Connections,
+        Limit::HeaderTimeout,
+        Limit::BodyRate,
+        Limit::DecodeQueue,
+        Limit::Login,
+    ];
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Limit::PeerConnections => "peer_connections",
@@ -75,6 +91,15 @@ pub enum CommitOutcome {
 }
 
 impl CommitOutcome {
+    pub(crate) const ALL: [CommitOutcome; 6] = [
+        CommitOutcome::Committed,
+        CommitOutcome::Repeated,
+        CommitOutcome::Conflict,
+        CommitOutcome::Fenced,
+        CommitOutcome::Invalid,
+        CommitOutcome::Failed,
+    ];
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             CommitOutcome::Committed => "committed",
@@ -106,6 +131,15 @@ pub enum UpdateRefusal {
 }
 
 impl UpdateRefusal {
+    pub(crate) const ALL: [UpdateRefusal; 6] = [
+        UpdateRefusal::Malformed,
+        UpdateRefusal::MessageTooLarge,
+        UpdateRefusal::DocumentTooLarge,
+        UpdateRefusal::ReadOnly,
+        UpdateRefusal::PresenceRate,
+        UpdateRefusal::Stale,
+    ];
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             UpdateRefusal::Malformed => "malformed",

@@ -120,6 +120,9 @@ fn bytes_buckets() -> Histogram {
     Histogram::new(exponential_buckets(64.0, 4.0, 10))
 }
 
+/// The outcomes of a checkpoint: saved, or failed.
+const CHECKPOINT_OUTCOMES: [&str; 2] = ["saved", "failed"];
+
 /// Sets each cap of a `per` family.
 fn set_caps(family: &Family<PerLabel, Gauge>, caps: [(&'static str, usize); 2]) {
     for (per, cap) in caps {
@@ -170,7 +173,37 @@ impl Metrics {
             step_attempts: Family::default(),
             schema_operations: Family::default(),
         };
+        metrics.start_at_zero();
         metrics.register(version)
+    }
+
+    /// Creates every series whose labels come from a closed set, at zero, so each family is in
+    /// the first scrape and a rate has a start to count from.
+    fn start_at_zero(&self) {
+        // Creating a series is all that is wanted: the read guard it returns goes at once.
+        for outcome in RenewalOutcome::ALL {
+            drop(self.renewals.get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            }));
+        }
+        for limit in Limit::ALL {
+            drop(self.limited.get_or_create(&LimitLabel {
+                limit: limit.as_str(),
+            }));
+        }
+        for outcome in CommitOutcome::ALL {
+            drop(self.commits.get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            }));
+        }
+        for outcome in CHECKPOINT_OUTCOMES {
+            drop(self.checkpoints.get_or_create(&OutcomeLabel { outcome }));
+        }
+        for reason in UpdateRefusal::ALL {
+            drop(self.updates_refused.get_or_create(&ReasonLabel {
+                reason: reason.as_str(),
+            }));
+        }
     }
 
     /// Registers every handle under its name and help text.
@@ -430,7 +463,8 @@ impl Metrics {
 
     /// A checkpoint was saved (or failed to be) after `took`.
     pub fn checkpoint(&self, saved: bool, took: Duration) {
-        let outcome = if saved { "saved" } else { "failed" };
+        let [saved_label, failed_label] = CHECKPOINT_OUTCOMES;
+        let outcome = if saved { saved_label } else { failed_label };
         self.checkpoints
             .get_or_create(&OutcomeLabel { outcome })
             .inc();

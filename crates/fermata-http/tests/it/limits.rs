@@ -134,6 +134,11 @@ async fn idle_half_sent_and_stalled_requests_are_closed_within_their_bounds() {
     ] {
         assert!(metrics.contains(line), "missing {line} in {metrics}");
     }
+    // Counted, not only there: every limit's series starts at zero.
+    assert!(
+        !metrics.contains("fermata_limited_total{limit=\"header_timeout\"} 0\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -198,7 +198,8 @@ async fn a_scripted_session_shows_every_family(target: Target) {
     let live = scrape_until(address, |s| {
         s.samples.get("fermata_room_connections") >= Some(&1.0)
             && s.samples
-                .contains_key("fermata_document_commits_total{outcome=\"committed\"}")
+                .get("fermata_document_commits_total{outcome=\"committed\"}")
+                >= Some(&1.0)
     })
     .await;
     assert_eq!(live.value("fermata_rooms_open"), 1.0);
@@ -231,7 +232,8 @@ async fn a_scripted_session_shows_every_family(target: Target) {
 
     let s = scrape_until(address, |s| {
         s.samples
-            .contains_key("fermata_document_updates_refused_total{reason=\"message_too_large\"}")
+            .get("fermata_document_updates_refused_total{reason=\"message_too_large\"}")
+            >= Some(&1.0)
     })
     .await;
     // Rooms and connections with their caps (the defaults of `[documents]` and `[http]`).

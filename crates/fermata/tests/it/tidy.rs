@@ -80,6 +80,8 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("axum", &["fermata-http", "fermata"]),
     ("axum-extra", &["fermata-http"]),
     ("maud", &["fermata-http"]),
+    // The registry and its handles; every other crate records through `fermata-metrics`.
+    ("prometheus-client", &["fermata-metrics"]),
 ];
 
 /// One declared dependency of a workspace crate.

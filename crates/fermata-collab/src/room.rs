@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_docs::{DocError, OpenDocument, recover};
+use fermata_metrics::{CommitOutcome, Held, Metrics, UpdateRefusal};
 use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
     StoreResultExt, UserId,
@@ -180,6 +181,8 @@ struct Conn {
     presence: Option<Vec<u8>>,
     /// How much presence the client may still send (see `fairness`).
     presence_budget: PresenceBudget,
+    /// Its place in `fermata_room_connections`, given back when it leaves.
+    _joined: Held,
 }
 
 pub(crate) struct Room {
@@ -188,6 +191,9 @@ pub(crate) struct Room {
     storage: Arc<dyn Storage>,
     fence: WriterFence,
     settings: CollabSettings,
+    metrics: Arc<Metrics>,
+    /// Its place in `fermata_rooms_open`, given back when the room's task ends.
+    _open: Held,
     conns: HashMap<ConnId, Conn>,
     commits_since_checkpoint: usize,
     bytes_since_checkpoint: usize,
@@ -208,9 +214,10 @@ impl Room {
         storage: Arc<dyn Storage>,
         fence: WriterFence,
         settings: CollabSettings,
+        metrics: Arc<Metrics>,
         id: &ChannelId,
     ) -> Result<Room, Refusal> {
-        let doc = load(&*storage, id).await?;
+        let doc = load(&*storage, &metrics, id).await?;
         let history = Recorder::start(
             Arc::clone(&storage),
             fence.clone(),
@@ -227,6 +234,8 @@ impl Room {
             storage,
             fence,
             settings,
+            _open: metrics.room_opened(),
+            metrics,
             conns: HashMap::new(),
             commits_since_checkpoint: 0,
             bytes_since_checkpoint: 0,
@@ -405,6 +414,7 @@ impl Room {
                 told_read_only: false,
                 presence: None,
                 presence_budget: PresenceBudget::new(&self.settings),
+                _joined: self.metrics.room_joined(),
             },
         );
         Ok(())
@@ -437,6 +447,7 @@ impl Room {
             return true;
         }
         if bytes.len() > self.settings.max_message_bytes {
+            self.metrics.update_refused(UpdateRefusal::MessageTooLarge);
             self.refuse(
                 conn,
                 close::TOO_BIG,
@@ -445,10 +456,16 @@ impl Room {
             return true;
         }
         match protocol::decode(bytes) {
-            Err(_) => self.refuse(conn, close::POLICY, "not a y-websocket message"),
+            Err(_) => {
+                self.metrics.update_refused(UpdateRefusal::Malformed);
+                self.refuse(conn, close::POLICY, "not a y-websocket message");
+            }
             Ok(ClientMessage::StateVector(vector)) => match self.doc.doc.diff_since(&vector) {
                 Ok(diff) => self.send(conn, protocol::sync_step2(diff)),
-                Err(_) => self.refuse(conn, close::POLICY, "the state vector does not decode"),
+                Err(_) => {
+                    self.metrics.update_refused(UpdateRefusal::Malformed);
+                    self.refuse(conn, close::POLICY, "the state vector does not decode");
+                }
             },
             Ok(ClientMessage::Update(update)) => {
                 if self.drops_updates_of(conn, &update) {
@@ -458,12 +475,14 @@ impl Room {
             }
             Ok(ClientMessage::Awareness { raw, clients }) => {
                 if raw.len() > MAX_PRESENCE_BYTES {
+                    self.metrics.update_refused(UpdateRefusal::MessageTooLarge);
                     self.refuse(conn, close::TOO_BIG, "the presence message is too large");
                     return true;
                 }
                 if let Some(state) = self.conns.get_mut(&conn)
                     && !state.presence_budget.take()
                 {
+                    self.metrics.update_refused(UpdateRefusal::PresenceRate);
                     if state.presence_budget.first_drop() {
                         tracing::info!(
                             document = %self.id,
@@ -569,6 +588,7 @@ impl Room {
             match self.doc.doc.apply_client_update(&update) {
                 Ok(()) => accepted.push((conn, update)),
                 Err(error) => {
+                    self.metrics.update_refused(UpdateRefusal::Malformed);
                     self.refuse(
                         conn,
                         close::POLICY,
@@ -595,6 +615,7 @@ impl Room {
         if !self.fits(diff.len()) {
             let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
             for conn in senders {
+                self.metrics.update_refused(UpdateRefusal::DocumentTooLarge);
                 self.refuse(
                     conn,
                     close::TOO_BIG,
@@ -613,6 +634,7 @@ impl Room {
         let commit = self.commit_request(Some(diff.clone()), None);
         match self.commit(commit).await {
             Ok(_) => {
+                self.metrics.commit_batch(accepted.len());
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
                 self.history
@@ -645,7 +667,11 @@ impl Room {
         if !state.read_only {
             return false;
         }
-        if !state.told_read_only && !fermata_docs::is_empty_update(update) {
+        if fermata_docs::is_empty_update(update) {
+            return true;
+        }
+        self.metrics.update_refused(UpdateRefusal::ReadOnly);
+        if !state.told_read_only {
             state.told_read_only = true;
             self.send(conn, protocol::read_only_notice());
         }
@@ -655,9 +681,12 @@ impl Room {
     /// Refuses a program's edit made on a revision the document has moved on from.
     fn check_expected(&self, expected: Option<i64>) -> Result<(), EditError> {
         match expected {
-            Some(revision) if revision != self.doc.revision => Err(EditError::Stale {
-                current: self.doc.revision,
-            }),
+            Some(revision) if revision != self.doc.revision => {
+                self.metrics.update_refused(UpdateRefusal::Stale);
+                Err(EditError::Stale {
+                    current: self.doc.revision,
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -671,6 +700,7 @@ impl Room {
     ) -> Result<Committed, EditError> {
         let before = self.doc.doc.state_vector();
         if let Err(refused) = self.doc.doc.apply_update(update) {
+            self.metrics.update_refused(UpdateRefusal::Malformed);
             // The document may hold part of the refused update: start again from storage.
             let _ = self.reload_with(&[]).await;
             return Err(EditError::Refused(refused));
@@ -688,6 +718,7 @@ impl Room {
             });
         }
         if !self.fits(diff.len()) {
+            self.metrics.update_refused(UpdateRefusal::DocumentTooLarge);
             let _ = self.reload_with(&[]).await;
             return Err(
                 StoreError::invalid("the document would be larger than this server keeps").into(),
@@ -735,6 +766,7 @@ impl Room {
             .diff_since(&before)
             .or_corrupt("the rewritten document does not encode")?;
         if !self.fits(diff.len()) {
+            self.metrics.update_refused(UpdateRefusal::DocumentTooLarge);
             let _ = self.reload_with(&[]).await;
             return Err(StoreError::invalid(
                 "the text is larger than this server keeps",
@@ -771,18 +803,26 @@ impl Room {
     /// Commits under the writer fence, retrying transient failures with the same operation ID
     /// (so a retry of a commit that did land answers with its original result).
     async fn commit(&mut self, commit: Commit) -> Result<Committed, StoreError> {
-        let bytes = commit.update.as_ref().map_or(0, Vec::len);
+        let update_bytes = commit.update.as_ref().map(Vec::len);
+        let bytes = update_bytes.unwrap_or(0);
+        let started = Instant::now();
         let mut attempt = 0;
-        let committed = loop {
-            let fence = self.fence.current()?;
+        let result = loop {
+            let fence = match self.fence.current() {
+                Ok(fence) => fence,
+                Err(error) => break Err(error),
+            };
             match self.storage.collaboration().commit(&fence, &commit).await {
                 Err(error) if error.is_retryable() && attempt + 1 < COMMIT_ATTEMPTS => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
                 }
-                other => break other?,
+                other => break other,
             }
         };
+        self.metrics
+            .commit(commit_outcome(&result), started.elapsed(), update_bytes);
+        let committed = result?;
         self.doc.revision = committed.revision;
         self.doc.sequence = committed.sequence;
         self.size_estimate += bytes;
@@ -802,12 +842,14 @@ impl Room {
         let Ok(fence) = self.fence.current() else {
             return;
         };
-        match self
+        let started = Instant::now();
+        let saved = self
             .storage
             .collaboration()
             .save_checkpoint(&fence, &self.id, &self.doc.checkpoint())
-            .await
-        {
+            .await;
+        self.metrics.checkpoint(saved.is_ok(), started.elapsed());
+        match saved {
             Ok(saved) => {
                 tracing::debug!(document = %self.id, through = saved.through_sequence, "checkpoint saved");
                 self.commits_since_checkpoint = 0;
@@ -831,7 +873,7 @@ impl Room {
     /// Storage may hold more than the room did (a commit that landed although its answer was
     /// lost): the clients are sent what they lack of it, so they stay in step with what is saved.
     async fn reload_with(&mut self, updates: &[(ConnId, Vec<u8>)]) -> bool {
-        match load(&*self.storage, &self.id).await {
+        match load(&*self.storage, &self.metrics, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
                 self.history.reset(self.doc.doc.text());
@@ -916,8 +958,29 @@ impl Room {
     }
 }
 
-/// Recovers a document for a room.
-async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Refusal> {
+/// How a commit ended, for `fermata_document_commits_total`.
+fn commit_outcome(result: &Result<Committed, StoreError>) -> CommitOutcome {
+    match result {
+        Ok(committed) if committed.repeated => CommitOutcome::Repeated,
+        Ok(_) => CommitOutcome::Committed,
+        Err(error) => match error.kind() {
+            ErrorKind::Conflict => CommitOutcome::Conflict,
+            ErrorKind::Fenced => CommitOutcome::Fenced,
+            ErrorKind::Invalid => CommitOutcome::Invalid,
+            ErrorKind::Missing | ErrorKind::Corrupt | ErrorKind::Unavailable => {
+                CommitOutcome::Failed
+            }
+        },
+    }
+}
+
+/// Recovers a document for a room, timing the recoveries that succeed.
+async fn load(
+    storage: &dyn Storage,
+    metrics: &Metrics,
+    id: &ChannelId,
+) -> Result<OpenDocument, Refusal> {
+    let started = Instant::now();
     let snapshot = storage
         .collaboration()
         .recovery_snapshot(id)
@@ -944,12 +1007,14 @@ async fn load(storage: &dyn Storage, id: &ChannelId) -> Result<OpenDocument, Ref
             kind: ErrorKind::Conflict,
         });
     }
-    recover(&snapshot).map_err(|error| {
+    let recovered = recover(&snapshot).map_err(|error| {
         tracing::error!(document = %id, error = %ErrorChain(&error), "a document failed recovery");
         Refusal {
             code: close::INTERNAL,
             reason: "the document is damaged and cannot be opened".to_owned(),
             kind: ErrorKind::Corrupt,
         }
-    })
+    })?;
+    metrics.recovery(started.elapsed());
+    Ok(recovered)
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fermata_metrics::Metrics;
 use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -30,6 +31,9 @@ struct Inner {
     storage: Arc<dyn Storage>,
     fence: WriterFence,
     settings: CollabSettings,
+    /// Where rooms record what they do: open rooms and connections, commits, checkpoints,
+    /// recoveries and refused updates.
+    metrics: Arc<Metrics>,
     /// One slot per document that was opened: the inbox of its room while open. A closed room's
     /// inbox refuses sends, which tells a joiner to open a new room. The map's lock is held only
     /// to find a slot; opening (recovering) a document holds its slot's lock alone, so a slow
@@ -80,12 +84,22 @@ impl Connection {
 }
 
 impl RoomManager {
-    pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, settings: CollabSettings) -> Self {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        fence: WriterFence,
+        settings: CollabSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        metrics.room_limits(
+            settings.max_clients_per_room,
+            settings.max_connections_per_member,
+        );
         RoomManager {
             inner: Arc::new(Inner {
                 storage,
                 fence,
                 settings,
+                metrics,
                 rooms: std::sync::Mutex::new(HashMap::new()),
                 closed: std::sync::Mutex::new(None),
                 next_conn: AtomicU64::new(1),
@@ -142,6 +156,7 @@ impl RoomManager {
             Arc::clone(&self.inner.storage),
             self.inner.fence.clone(),
             self.inner.settings,
+            Arc::clone(&self.inner.metrics),
             id,
         )
         .await?;

@@ -32,12 +32,12 @@ mod error;
 mod home_page;
 mod images_api;
 mod limits;
-mod metrics;
 mod pages;
 mod policy;
 mod readiness;
 mod repositories_api;
 mod repository_page;
+mod request_count;
 mod schema_api;
 mod standby;
 mod sync;
@@ -49,10 +49,10 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use fermata_metrics::{Metrics, Observed, SchemaOperationCount};
 use tokio::net::TcpListener;
 
 pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
-pub use metrics::{Limit, Metrics, Observed, RenewalOutcome};
 pub use policy::{Access, RouteEntry};
 pub use readiness::{Phase, Readiness};
 
@@ -148,6 +148,10 @@ pub fn router(state: HttpState) -> Router {
             edge::guard,
         ))
         .layer(axum::middleware::from_fn(error::log_failures))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.metrics),
+            request_count::count,
+        ))
         .with_state(state)
 }
 
@@ -178,6 +182,29 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     (status, format!("{}\n", phase.as_str()))
 }
 
+/// The schema operations by kind and state, read from the database on each scrape (a grouped
+/// count of a small table); `None`, logged, when the database does not answer.
+async fn schema_operation_counts(
+    operations: &fermata_schema::Operations,
+) -> Option<Vec<SchemaOperationCount>> {
+    match operations.counts().await {
+        Ok(counts) => Some(
+            counts
+                .into_iter()
+                .map(|count| SchemaOperationCount {
+                    kind: count.kind.as_str(),
+                    state: count.state.as_str(),
+                    count: count.count,
+                })
+                .collect(),
+        ),
+        Err(error) => {
+            tracing::warn!(error = %fermata_store::ErrorChain(&error), "could not count the schema operations for the metrics");
+            None
+        }
+    }
+}
+
 /// The metrics, for this machine or for a scraper with the token, as the operator chose; the
 /// writer lease's fencing token only for the scraper that presented the token.
 async fn metrics(State(state): State<HttpState>, request: axum::extract::Request) -> Response {
@@ -197,9 +224,13 @@ async fn metrics(State(state): State<HttpState>, request: axum::extract::Request
             .into_response();
         }
     };
-    state.metrics.observe(Observed {
-        logins: state.accounts.login_counts(),
+    let logins = state.accounts.login_counts();
+    state.metrics.observe(&Observed {
+        login_failures: logins.failures,
+        login_locks: logins.locks,
+        login_throttled: logins.throttled,
         decodes_turned_away: state.media.turned_away(),
+        schema_operations: schema_operation_counts(&state.schema).await,
     });
     (
         [(

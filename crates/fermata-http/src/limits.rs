@@ -45,7 +45,7 @@ use tower::ServiceExt as _;
 
 use crate::client_address::{ClientAddress, TrustedProxies};
 use crate::error::ApiError;
-use crate::metrics::{Limit, Metrics};
+use fermata_metrics::{Limit, Metrics};
 
 /// The limits of the HTTP server, each a setting of `[http]` (see `docs/limits.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +142,7 @@ pub(crate) async fn serve(
         keep_alive_timeout = ?limits.keep_alive_timeout,
         "connection limits"
     );
+    metrics.http_connection_limits(total, limits.max_connections_per_peer);
     let gate = Arc::new(Gate::new(
         total,
         limits.max_connections_per_peer,
@@ -227,6 +228,7 @@ async fn connection(
         stream,
         activity: Arc::clone(&activity),
         _slot: slot,
+        _counted: shared.metrics.http_connection(),
     });
     let service = ConnectionService {
         shared: Arc::clone(&shared),
@@ -382,12 +384,14 @@ impl Drop for InFlight {
     }
 }
 
-/// The socket, recording activity as bytes move, and holding the connection's slot for as long
-/// as the socket lives (through a WebSocket upgrade too).
+/// The socket, recording activity as bytes move, and holding the connection's slot (and its
+/// place in `fermata_http_connections`) for as long as the socket lives (through a WebSocket
+/// upgrade too).
 struct Metered {
     stream: TcpStream,
     activity: Arc<Activity>,
     _slot: Slot,
+    _counted: fermata_metrics::Held,
 }
 
 impl AsyncRead for Metered {

@@ -22,6 +22,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::{Principal, Via, Watching};
 use fermata_collab::{Outbound, close};
+use fermata_metrics::UpdateRefusal;
 use fermata_store::{RepositoryRole, UnixMillis, UserId};
 use tokio::time::Instant;
 
@@ -174,6 +175,7 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
                     }
                 }
                 Some(Ok(Message::Text(_))) => {
+                    state.metrics.update_refused(UpdateRefusal::Malformed);
                     close_with(&mut socket, close::POLICY, "y-websocket messages are binary".to_owned()).await;
                     break;
                 }

@@ -18,8 +18,8 @@ use fermata_forge::{Forge, PullState};
 use fermata_schema_core::{ErrorCode, SafeError, Subject};
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, Inventory, InventoryId, LeaseClearing, NewOperation, Operation,
-    OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
-    Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, StepState, Transition,
+    OperationCount, OperationId, OperationKind, OperationState, OperationStep, PullRequest,
+    RequestKey, Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, StepState, Transition,
 };
 use fermata_store::{Storage, UnixMillis};
 
@@ -526,6 +526,15 @@ impl Operations {
             .recent_operations(limit)
             .await
             .context("list the recent operations")
+    }
+
+    /// How many operations of each kind are in each state (the pairs that have any).
+    pub async fn counts(&self) -> Result<Vec<OperationCount>, SafeError> {
+        self.storage
+            .schema()
+            .operation_counts()
+            .await
+            .context("count the operations")
     }
 
     /// The global lease, if any operation holds it.

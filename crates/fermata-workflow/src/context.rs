@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fermata_metrics::{AttemptOutcome, Metrics};
 use fermata_store::{
     Claim, ErrorChain, HookWait, RunId, StepRecord, StepState, StepUpdate, Storage, StoreError,
     StoreResultExt,
@@ -60,17 +61,28 @@ pub struct RunContext {
     claim: Claim,
     /// What the run waits on between a step's tries.
     pause: Arc<dyn RetryPause>,
+    /// Where each attempt's outcome is counted, under the run's workflow name.
+    metrics: Arc<Metrics>,
+    workflow: String,
     /// Set when the run must wait for a hook with a timeout: how long until it may run again.
     /// The worker suspends the run with it; without it, only a hook wakes the run.
     wake_after: Option<Duration>,
 }
 
 impl RunContext {
-    pub(crate) fn new(storage: Arc<dyn Storage>, claim: Claim, pause: Arc<dyn RetryPause>) -> Self {
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        claim: Claim,
+        pause: Arc<dyn RetryPause>,
+        metrics: Arc<Metrics>,
+        workflow: String,
+    ) -> Self {
         RunContext {
             storage,
             claim,
             pause,
+            metrics,
+            workflow,
             wake_after: None,
         }
     }
@@ -159,7 +171,17 @@ impl RunContext {
             )
             .await?;
             tracing::debug!(run = %run, step = key, attempt = attempt.number, "step attempt begins");
-            match body(attempt).await {
+            let outcome = body(attempt).await;
+            let retried = matches!(&outcome, Err(error) if error.retryable() && retry_delay(attempt.number).is_some());
+            self.metrics.step_attempt(
+                &self.workflow,
+                match &outcome {
+                    Ok(_) => AttemptOutcome::Succeeded,
+                    Err(_) if retried => AttemptOutcome::Retried,
+                    Err(_) => AttemptOutcome::Failed,
+                },
+            );
+            match outcome {
                 Ok(value) => {
                     let output = serde_json::to_string(&value)
                         .or_invalid("a step output does not serialize")
@@ -168,7 +190,7 @@ impl RunContext {
                     tracing::info!(run = %run, step = key, attempt = attempt.number, "step succeeded");
                     return Ok(value);
                 }
-                Err(error) if error.retryable() && retry_delay(attempt.number).is_some() => {
+                Err(error) if retried => {
                     tracing::warn!(
                         run = %run,
                         step = key,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_metrics::Metrics;
 use fermata_store::{HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult};
 use serde_json::Value;
 
@@ -34,6 +35,8 @@ pub struct Engine {
     workflows: Arc<BTreeMap<&'static str, Arc<dyn Workflow>>>,
     /// What runs wait on between a step's tries.
     pause: Arc<dyn RetryPause>,
+    /// Where step attempts are counted: the serving process's metrics, or metrics nobody reads.
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -51,7 +54,15 @@ impl Engine {
             storage,
             workflows: Arc::default(),
             pause: Arc::new(TimerPause),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts the step attempts of the runs this engine's workers execute in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Waits out retry delays with `pause` instead of tokio's timer (tests inject a clock that
@@ -139,6 +150,10 @@ impl Engine {
 
     pub(crate) fn retry_pause(&self) -> &Arc<dyn RetryPause> {
         &self.pause
+    }
+
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub(crate) fn workflow(&self, name: &str) -> Option<&Arc<dyn Workflow>> {

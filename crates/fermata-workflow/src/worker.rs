@@ -164,6 +164,8 @@ impl Worker {
             Arc::clone(self.storage()),
             claim.clone(),
             Arc::clone(self.engine.retry_pause()),
+            Arc::clone(self.engine.metrics()),
+            run.workflow.clone(),
         );
         let result = match (
             self.engine.workflow(&run.workflow),

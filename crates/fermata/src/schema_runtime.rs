@@ -19,6 +19,7 @@ use std::time::Duration;
 use fermata_accounts::KeyringHandle;
 use fermata_forge::github::GitHub;
 use fermata_forge::local::LocalGit;
+use fermata_metrics::Metrics;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
@@ -193,10 +194,19 @@ impl SchemaRuntime {
         }
     }
 
-    /// Executes runs, ends inventories whose run is gone and purges old runs until `stop` is
-    /// cancelled.
-    pub(crate) async fn work(&self, worker_name: String, stop: CancellationToken) {
-        let worker = self.engine.worker(worker_name, WorkerSettings::default());
+    /// Executes runs (recording their step attempts in `metrics`), ends inventories whose run is
+    /// gone and purges old runs until `stop` is cancelled.
+    pub(crate) async fn work(
+        &self,
+        worker_name: String,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) {
+        let worker = self
+            .engine
+            .clone()
+            .with_metrics(metrics)
+            .worker(worker_name, WorkerSettings::default());
         let purge = async {
             loop {
                 if let Err(error) = self.engine.purge(RUN_RETENTION).await {

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use fermata_accounts::Accounts;
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
-use fermata_http::{HttpState, Metrics, Phase, Readiness};
+use fermata_http::{HttpState, Phase, Readiness};
+use fermata_metrics::Metrics;
 use fermata_store::{ErrorChain, Storage, TenureStart};
 use fermata_store_sql::SqlStorage;
 use tokio::net::TcpListener;
@@ -75,6 +76,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     .await?;
     storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
+    let metrics = Arc::new(Metrics::new(VERSION));
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
     let schema = SchemaRuntime::new(
         Arc::clone(&shared),
@@ -95,12 +97,16 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     let local = listener
         .local_addr()
         .map_err(|error| Failure::runtime(error.to_string()))?;
-    let metrics = Arc::new(Metrics::new(VERSION));
     let readiness = Readiness::default();
     // A refused client asks again after about as long as a planned hand-over takes: the holder's
     // drain, then the standby's next look at the lease.
     readiness.set_retry_after(settings.lease.drain_timeout + settings.lease.retry_delay());
-    let rooms = RoomManager::new(Arc::clone(&shared), fence.clone(), settings.collab);
+    let rooms = RoomManager::new(
+        Arc::clone(&shared),
+        fence.clone(),
+        settings.collab,
+        Arc::clone(&metrics),
+    );
     let documents = Documents::new(Arc::clone(&shared), fence.clone(), rooms.clone());
     let media = Media::new(Arc::clone(&shared), fence.clone(), settings.media);
     let state = HttpState {
@@ -244,7 +250,8 @@ async fn run(
         |stop| {
             let schema = server.schema.clone();
             let name = server.holder.clone();
-            async move { schema.work(name, stop).await }
+            let metrics = Arc::clone(&server.metrics);
+            async move { schema.work(name, metrics, stop).await }
         },
     );
 

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use fermata_http::{Metrics, RenewalOutcome};
+use fermata_metrics::{Metrics, RenewalOutcome};
 use fermata_store::{
     Acquisition, ErrorChain, ErrorKind, Lease, LeaseName, LeaseRecord, LeaseRenewal, LeaseStore,
     StoreError,

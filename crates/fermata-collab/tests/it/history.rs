@@ -186,7 +186,12 @@ impl Rig {
         let writer = WriterFence::default();
         writer.set(Some(fence.clone()));
         let shared: Arc<dyn Storage> = store.clone();
-        let rooms = RoomManager::new(Arc::clone(&shared), writer.clone(), settings);
+        let rooms = RoomManager::new(
+            Arc::clone(&shared),
+            writer.clone(),
+            settings,
+            Arc::default(),
+        );
         let documents = Documents::new(shared, writer, rooms.clone());
         Rig {
             store,

@@ -1,6 +1,8 @@
 //! Rooms on a real SQLite database: persistence before publication, batching, the checkpoint
 //! policy, idle closing, limits, refusals, presence, a lost fence, read-only connections, program
-//! updates merged like a client's, and rewrites refused at a stale revision.
+//! updates merged like a client's, and rewrites refused at a stale revision. Each counts in the
+//! metrics the rooms record: rooms and connections, commits by outcome, checkpoints, recoveries
+//! and refused updates by reason.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use fermata_collab::protocol::{self, ClientMessage};
 use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFence, close};
 use fermata_docs::SourceDoc;
+use fermata_metrics::Metrics;
 use fermata_store::{
     Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions, UserId,
 };
@@ -24,6 +27,18 @@ struct Rig {
     fence: WriterFence,
     rooms: RoomManager,
     document: ChannelId,
+    metrics: Arc<Metrics>,
+}
+
+impl Rig {
+    /// The value of one series of the rooms' metrics, as `/metrics` writes it; 0 when the
+    /// series has no sample yet.
+    fn counted(&self, series: &str) -> f64 {
+        let text = self.metrics.render();
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0.0, |value| value.parse().expect("a numeric value"))
+    }
 }
 
 async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
@@ -54,12 +69,14 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
         .unwrap()
         .id;
     let shared: Arc<dyn Storage> = store.clone();
-    let rooms = RoomManager::new(shared, fence.clone(), settings);
+    let metrics = Arc::new(Metrics::new("test"));
+    let rooms = RoomManager::new(shared, fence.clone(), settings, Arc::clone(&metrics));
     Rig {
         store,
         fence,
         rooms,
         document,
+        metrics,
     }
 }
 
@@ -247,6 +264,20 @@ async fn checkpoints_follow_the_policy_and_an_idle_room_closes_with_one() {
         .expect("a checkpoint after three commits");
     assert_eq!(checkpoint.through_sequence, 3);
     assert_eq!(snapshot.updates.len(), 1);
+    assert_eq!(rig.counted("fermata_rooms_open"), 1.0);
+    assert_eq!(rig.counted("fermata_room_connections"), 1.0);
+    assert_eq!(
+        rig.counted("fermata_document_commits_total{outcome=\"committed\"}"),
+        4.0
+    );
+    assert_eq!(
+        rig.counted("fermata_document_commit_batch_updates_count"),
+        4.0
+    );
+    assert_eq!(
+        rig.counted("fermata_document_checkpoints_total{outcome=\"saved\"}"),
+        1.0
+    );
 
     writer.connection.leave().await;
     let snapshot = eventually_some("the idle room's checkpoint", || async {
@@ -264,9 +295,27 @@ async fn checkpoints_follow_the_policy_and_an_idle_room_closes_with_one() {
     })
     .await;
     assert!(snapshot.updates.is_empty());
+    assert_eq!(
+        rig.counted("fermata_document_checkpoints_total{outcome=\"saved\"}"),
+        2.0
+    );
+    assert_eq!(
+        rig.counted("fermata_document_checkpoint_duration_seconds_count"),
+        2.0
+    );
+    eventually_some("the idle room to close", || async {
+        (rig.counted("fermata_rooms_open") == 0.0).then_some(())
+    })
+    .await;
+    assert_eq!(rig.counted("fermata_room_connections"), 0.0);
     // The room has closed; a new client opens it again from the checkpoint.
     let reader = Client::join(&rig).await;
     assert_eq!(reader.doc.text(), "line 0\nline 1\nline 2\nline 3\n");
+    assert_eq!(rig.counted("fermata_rooms_open"), 1.0);
+    assert_eq!(
+        rig.counted("fermata_document_recovery_duration_seconds_count"),
+        2.0
+    );
 }
 
 #[tokio::test]
@@ -301,6 +350,19 @@ async fn limits_are_enforced_with_clear_refusals() {
     let (code, _) = second.closed().await;
     assert_eq!(code, close::TOO_BIG);
     assert_eq!(stored_text(&rig).await, (String::new(), 0));
+    assert_eq!(
+        rig.counted("fermata_room_connections_limit{per=\"room\"}"),
+        2.0
+    );
+    for reason in ["document_too_large", "message_too_large"] {
+        assert_eq!(
+            rig.counted(&format!(
+                "fermata_document_updates_refused_total{{reason=\"{reason}\"}}"
+            )),
+            1.0,
+            "{reason}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -335,6 +397,10 @@ async fn bad_messages_are_refused_and_the_room_keeps_serving() {
     good.type_text("still fine").await;
     assert!(good.hears_update(PATIENCE).await);
     assert_eq!(stored_text(&rig).await.0, "still fine");
+    assert_eq!(
+        rig.counted("fermata_document_updates_refused_total{reason=\"malformed\"}"),
+        3.0
+    );
 }
 
 #[tokio::test]
@@ -422,6 +488,10 @@ async fn a_presence_flood_is_dropped_not_relayed_and_edits_still_flow() {
     );
     assert_eq!(bob.doc.text(), "still editing");
     assert!(flooder.hears_update(PATIENCE).await);
+    assert_eq!(
+        rig.counted("fermata_document_updates_refused_total{reason=\"presence_rate\"}"),
+        f64::from(200 - presence_heard)
+    );
 }
 
 /// A presence message for one client, as y-protocols encodes it.
@@ -452,6 +522,12 @@ async fn without_the_writer_fence_nothing_is_acknowledged() {
     assert_eq!(code, close::RESYNC);
     assert!(!reader.hears_update(QUIET).await);
     assert_eq!(stored_text(&rig).await, (String::new(), 0));
+    // With no fence at all the commit is not even tried: the room reads it as the database
+    // being unavailable, as it does a store failure.
+    assert_eq!(
+        rig.counted("fermata_document_commits_total{outcome=\"failed\"}"),
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -588,6 +664,10 @@ async fn a_read_only_connection_syncs_and_its_edits_go_nowhere() {
     viewer.type_text(" dropped").await;
     assert!(!writer.hears_update(QUIET).await);
     assert!(!stored_text(&rig).await.0.contains("dropped"));
+    assert_eq!(
+        rig.counted("fermata_document_updates_refused_total{reason=\"read_only\"}"),
+        3.0
+    );
 }
 
 #[tokio::test]
@@ -672,6 +752,10 @@ async fn a_rewrite_at_a_stale_revision_changes_nothing() {
         .unwrap_err();
     assert!(matches!(refused, fermata_collab::EditError::Stale { .. }));
     assert_eq!(stored_text(&rig).await, ("typed".to_owned(), revision));
+    assert_eq!(
+        rig.counted("fermata_document_updates_refused_total{reason=\"stale\"}"),
+        2.0
+    );
     rig.rooms
         .rewrite_at(&rig.document, "replaced".to_owned(), None, Some(revision))
         .await

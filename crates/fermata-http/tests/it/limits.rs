@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_collab::WriterFence;
-use fermata_http::{Metrics, ServerLimits};
+use fermata_http::ServerLimits;
+use fermata_metrics::Metrics;
 use fermata_store::StoreOptions;
 use fermata_store_sql::testing::ScratchDatabase;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -133,6 +134,11 @@ async fn idle_half_sent_and_stalled_requests_are_closed_within_their_bounds() {
     ] {
         assert!(metrics.contains(line), "missing {line} in {metrics}");
     }
+    // Counted, not only there: every limit's series starts at zero.
+    assert!(
+        !metrics.contains("fermata_limited_total{limit=\"header_timeout\"} 0\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

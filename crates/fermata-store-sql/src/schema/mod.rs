@@ -13,9 +13,9 @@ use fermata_store::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
     ClearOutcome, DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision,
     ErrorCode, Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
-    NewOperation, Operation, OperationId, OperationStep, PullRequest, RequestKey, Reservation,
-    Review, ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress, StepState,
-    Transition,
+    NewOperation, Operation, OperationCount, OperationId, OperationStep, PullRequest, RequestKey,
+    Reservation, Review, ReviewState, SafeError, SchemaLease, SchemaStore, StepKey, StepProgress,
+    StepState, Transition,
 };
 use fermata_store::{SecretHash, StoreError, StoreResult, StoreResultExt, UnixMillis, UserId};
 use sqlx::any::AnyRow;
@@ -194,6 +194,17 @@ impl SchemaStore for SqlStorage {
             .context(action)?;
         rows.iter()
             .map(|row| rows::operation(row, action))
+            .collect()
+    }
+
+    async fn operation_counts(&self) -> StoreResult<Vec<OperationCount>> {
+        let action = "counting schema operations";
+        let rows = sqlx::query(&self.schema_sql().operation_counts)
+            .fetch_all(&self.inner.pool)
+            .await
+            .context(action)?;
+        rows.iter()
+            .map(|row| rows::operation_count(row, action))
             .collect()
     }
 

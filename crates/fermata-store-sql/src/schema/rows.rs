@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use fermata_store::schema::{
     Artifact, AuditEvent, CleanupGrant, CleanupKind, DatabaseCheck, DatabaseName, DatabaseReport,
-    DatabaseResult, FileDifference, Inventory, NewArtifact, Operation, OperationId, OperationStep,
-    PullRequest, RequestKey, Review, SafeError, SchemaLease, StepKey,
+    DatabaseResult, FileDifference, Inventory, NewArtifact, Operation, OperationCount, OperationId,
+    OperationStep, PullRequest, RequestKey, Review, SafeError, SchemaLease, StepKey,
 };
 use fermata_store::{StoreError, StoreResult, StoreResultExt, UserId};
 use sqlx::any::AnyRow;
@@ -77,6 +77,16 @@ pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
         updated_at: instant(row, 11, action)?,
         finished_at: optional_instant(row, 12, action)?,
         remove_missing: flag(row, 13, action)?,
+    })
+}
+
+/// A row of `kind, state, COUNT(*)`.
+pub(super) fn operation_count(row: &AnyRow, action: &str) -> StoreResult<OperationCount> {
+    Ok(OperationCount {
+        kind: parsed(&text(row, 0, action)?, "operation kind")?,
+        state: parsed(&text(row, 1, action)?, "operation state")?,
+        count: u64::try_from(column::<i64>(row, 2, action)?)
+            .or_corrupt("a count of operations is out of range")?,
     })
 }
 

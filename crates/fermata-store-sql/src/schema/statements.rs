@@ -19,6 +19,7 @@ pub(crate) struct Statements {
     pub(super) insert_audit: String,
     pub(super) operation: String,
     pub(super) recent_operations: String,
+    pub(super) operation_counts: String,
     pub(super) transition: String,
     pub(super) bind_run: String,
     pub(super) bind_lease_run: String,
@@ -99,6 +100,10 @@ impl Statements {
                 "SELECT {OPERATION_COLUMNS} FROM schema_operation \
                  ORDER BY created_at DESC, id DESC LIMIT $1"
             )),
+            operation_counts: render(
+                "SELECT kind, state, COUNT(*) FROM schema_operation \
+                 GROUP BY kind, state ORDER BY kind, state",
+            ),
             transition: render(&format!(
                 "UPDATE schema_operation SET state = $3, \
                         error = CASE WHEN $3 IN {FAILURES} THEN COALESCE($4, error) ELSE $4 END, \

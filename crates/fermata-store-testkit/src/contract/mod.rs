@@ -129,6 +129,7 @@ macro_rules! contract_suite {
             schema_reservations_take_the_lease_and_repeat_by_request_key,
             concurrent_reservations_let_exactly_one_take_the_lease,
             schema_transitions_are_conditional_and_terminal_states_never_change,
+            operations_are_counted_by_kind_and_state,
             the_first_bound_run_stays_bound,
             a_refresh_records_its_reviewed_base_once,
             a_publishing_refresh_records_its_pull_request_once,

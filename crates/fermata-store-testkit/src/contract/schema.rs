@@ -352,6 +352,35 @@ pub async fn schema_transitions_are_conditional_and_terminal_states_never_change
     assert_eq!(read.error.unwrap().message(), error.message());
 }
 
+pub async fn operations_are_counted_by_kind_and_state(harness: &dyn Harness) {
+    use OperationState::*;
+    let store = plain(harness).await;
+    let schema = store.schema();
+    assert_eq!(schema.operation_counts().await.unwrap(), []);
+    // A refresh reserves after an inventory of its own; a second inventory stays reserved too.
+    let refresh = created(refresh(&*store, "browser-1", LONG).await);
+    inventory_of(&*store, &["app"], LONG).await;
+    schema
+        .transition(refresh.id, &Transition::new(Reserved, Starting))
+        .await
+        .unwrap()
+        .expect("reserved becomes starting");
+    let counts: Vec<_> = schema
+        .operation_counts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|count| (count.kind, count.state, count.count))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            (OperationKind::Inventory, Reserved, 2),
+            (OperationKind::Refresh, Starting, 1),
+        ]
+    );
+}
+
 pub async fn the_first_bound_run_stays_bound(harness: &dyn Harness) {
     use OperationState::*;
     let store = plain(harness).await;

@@ -12,9 +12,9 @@ use fermata_store::schema::{
     Artifact, ArtifactState, AuditAction, AuditEvent, CleanupGrant, CleanupKind, CleanupResult,
     ClearOutcome, DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision,
     ErrorCode, Inventory, InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory,
-    NewOperation, Operation, OperationId, OperationState, OperationStep, PullRequest, RequestKey,
-    Reservation, Review, ReviewState, SafeError, SchemaLease, SchemaLeaseStatus, SchemaStore,
-    StepKey, StepProgress, StepState, Transition,
+    NewOperation, Operation, OperationCount, OperationId, OperationState, OperationStep,
+    PullRequest, RequestKey, Reservation, Review, ReviewState, SafeError, SchemaLease,
+    SchemaLeaseStatus, SchemaStore, StepKey, StepProgress, StepState, Transition,
 };
 use fermata_store::session::SecretHash;
 use fermata_store::time::UnixMillis;
@@ -201,6 +201,23 @@ impl SchemaStore for MemoryStorage {
             .take(limit)
             .cloned()
             .collect())
+    }
+
+    async fn operation_counts(&self) -> StoreResult<Vec<OperationCount>> {
+        let state = self.inner.state();
+        // Keyed by the stored text, so the order is the SQL adapters' `ORDER BY kind, state`.
+        let mut counts = BTreeMap::new();
+        for op in &state.schema.operations {
+            counts
+                .entry((op.kind.as_str(), op.state.as_str()))
+                .or_insert(OperationCount {
+                    kind: op.kind,
+                    state: op.state,
+                    count: 0,
+                })
+                .count += 1;
+        }
+        Ok(counts.into_values().collect())
     }
 
     async fn transition(

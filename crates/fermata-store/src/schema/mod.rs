@@ -15,8 +15,8 @@ pub use lease::{
     ClearOutcome, LeaseClearing, SCHEMA_LEASE_KEY, SCHEMA_LEASE_TTL, SchemaLease, SchemaLeaseStatus,
 };
 pub use operation::{
-    NewOperation, Operation, OperationId, OperationKind, OperationState, PullRequest, RequestKey,
-    Transition,
+    NewOperation, Operation, OperationCount, OperationId, OperationKind, OperationState,
+    PullRequest, RequestKey, Transition,
 };
 pub use results::{
     DatabaseCheck, DatabaseReport, DatabaseResult, FileChange, FileDifference, Freshness,

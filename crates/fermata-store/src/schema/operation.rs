@@ -232,6 +232,14 @@ pub struct PullRequest {
     pub base: String,
 }
 
+/// How many operations of one kind are in one state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationCount {
+    pub kind: OperationKind,
+    pub state: OperationState,
+    pub count: u64,
+}
+
 /// An operation to insert in `reserved` state.
 #[derive(Debug, Clone)]
 pub struct NewOperation {

@@ -9,8 +9,8 @@ use crate::schema::{
     Artifact, ArtifactState, AuditEvent, CleanupGrant, CleanupKind, CleanupResult, ClearOutcome,
     DatabaseCheck, DatabaseName, DatabaseReport, DatabaseResult, Decided, Decision, Inventory,
     InventoryId, LeaseClearing, NewArtifact, NewCleanupGrant, NewInventory, NewOperation,
-    Operation, OperationId, OperationStep, PullRequest, RequestKey, Review, SchemaLease, StepKey,
-    StepProgress, Transition,
+    Operation, OperationCount, OperationId, OperationStep, PullRequest, RequestKey, Review,
+    SchemaLease, StepKey, StepProgress, Transition,
 };
 use crate::session::SecretHash;
 use crate::time::UnixMillis;
@@ -58,6 +58,10 @@ pub trait SchemaStore: Send + Sync {
 
     /// The latest `limit` operations, newest first.
     async fn recent_operations(&self, limit: u32) -> StoreResult<Vec<Operation>>;
+
+    /// How many operations there are of each kind in each state, for the pairs that have any,
+    /// ordered by kind and state: a grouped count small and cheap enough for every metrics scrape.
+    async fn operation_counts(&self) -> StoreResult<Vec<OperationCount>>;
 
     /// Moves the operation from `transition.from` to `transition.to` if it is still in `from`
     /// (releasing its lease in the same transaction when asked). `None` when it was not in

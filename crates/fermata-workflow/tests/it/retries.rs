@@ -1,12 +1,14 @@
 //! The retry rule on tokio's paused clock, against the memory adapter: a transient error is
 //! retried 1 s, 3 s and 9 s after each failure (four tries in all), a permanent error is tried
-//! once, and a resumed run continues the attempts its step row records. Time is virtual, so the
-//! waits are measured exactly and nothing sleeps for real.
+//! once, and a resumed run continues the attempts its step row records. Each try is counted in
+//! the metrics by its outcome. Time is virtual, so the waits are measured exactly and nothing
+//! sleeps for real.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_metrics::Metrics;
 use fermata_store::{
     JournaledError, RunId, RunState, StepState, StepUpdate, Storage, StoreOptions,
 };
@@ -71,22 +73,27 @@ struct Setup {
     engine: Engine,
     worker: Worker,
     tries: Arc<Mutex<Vec<Try>>>,
+    metrics: Arc<Metrics>,
 }
 
 fn setup(failures: u32, error: JournaledError) -> Setup {
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new(StoreOptions::default()));
     let tries = Arc::default();
-    let engine = Engine::new(Arc::clone(&storage)).register(Flaky {
-        failures,
-        error,
-        tries: Arc::clone(&tries),
-    });
+    let metrics = Arc::new(Metrics::new("test"));
+    let engine = Engine::new(Arc::clone(&storage))
+        .with_metrics(Arc::clone(&metrics))
+        .register(Flaky {
+            failures,
+            error,
+            tries: Arc::clone(&tries),
+        });
     let worker = engine.worker("worker", WorkerSettings::default());
     Setup {
         storage,
         engine,
         worker,
         tries,
+        metrics,
     }
 }
 
@@ -105,6 +112,19 @@ impl Setup {
 
     fn tries(&self) -> Vec<Try> {
         self.tries.lock().unwrap().clone()
+    }
+
+    /// How many tries the metrics count as `succeeded`, `retried` and `failed`.
+    fn counted(&self) -> [u32; 3] {
+        let text = self.metrics.render();
+        ["succeeded", "retried", "failed"].map(|outcome| {
+            let series = format!(
+                "fermata_workflow_step_attempts_total{{workflow=\"flaky\",outcome=\"{outcome}\"}} "
+            );
+            text.lines()
+                .find_map(|line| line.strip_prefix(&series))
+                .map_or(0, |value| value.parse().expect("a count"))
+        })
     }
 }
 
@@ -153,6 +173,7 @@ async fn a_transient_error_is_retried_after_1_3_and_9_seconds_then_fails_after_4
     assert_eq!((step.state, step.attempts), (StepState::Failed, 4));
     assert_eq!(setup.worker.run_once().await.unwrap(), None);
     assert_eq!(setup.tries().len(), 4, "a failed step ran again");
+    assert_eq!(setup.counted(), [0, 3, 1]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -175,6 +196,7 @@ async fn a_step_that_succeeds_on_its_third_try_succeeds() {
         .unwrap();
     assert_eq!((step.state, step.attempts), (StepState::Succeeded, 3));
     assert_eq!(step.output.as_deref(), Some("3"));
+    assert_eq!(setup.counted(), [1, 2, 0]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -185,6 +207,7 @@ async fn a_permanent_error_is_tried_exactly_once() {
     assert_eq!(setup.tries().len(), 1);
     let status = setup.engine.run_status(&run).await.unwrap().unwrap();
     assert_eq!(status.error, Some(permanent()));
+    assert_eq!(setup.counted(), [0, 0, 1]);
 }
 
 #[tokio::test(start_paused = true)]

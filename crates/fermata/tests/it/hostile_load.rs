@@ -950,4 +950,12 @@ async fn hostile_clients_leave_ordinary_users_served_within_bounds() {
     ] {
         assert!(metrics.contains(line), "{line} missing from {metrics}");
     }
+    // Counted, not only there: every limit's series starts at zero.
+    for limit in ["peer_connections", "body_rate"] {
+        let zero = format!("fermata_limited_total{{limit=\"{limit}\"}} 0\n");
+        assert!(
+            !metrics.contains(&zero),
+            "{limit} counted nothing: {metrics}"
+        );
+    }
 }

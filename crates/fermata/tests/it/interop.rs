@@ -24,11 +24,11 @@ use serde_json::{Value, json};
 use support::{Fermata, Target, node, node_spawn, node_wait, request};
 
 /// A served target with an API token and one document.
-struct Session {
-    server: Fermata,
-    address: SocketAddr,
-    token: String,
-    document: String,
+pub(crate) struct Session {
+    pub(crate) server: Fermata,
+    pub(crate) address: SocketAddr,
+    pub(crate) token: String,
+    pub(crate) document: String,
 }
 
 fn token(target: &Target) -> String {
@@ -42,7 +42,8 @@ fn token(target: &Target) -> String {
     out.trim().to_owned()
 }
 
-async fn start(target: &Target, token: &str, title: &str) -> Session {
+/// Serves `target` and creates a document titled `title` in `ada/app` with `token`.
+pub(crate) async fn start(target: &Target, token: &str, title: &str) -> Session {
     let server = target.serve(&[]);
     server.wait_ready().await;
     let address = server.address().await;

@@ -13,6 +13,7 @@ mod editor_browser;
 mod hostile_load;
 mod interop;
 mod lifecycle;
+mod metrics;
 mod schema;
 mod secrets;
 mod sweeps;

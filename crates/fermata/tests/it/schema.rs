@@ -30,7 +30,7 @@ use support::{
 const PASSWORD: &str = support::USER_PASSWORD;
 
 /// Adds a `[schema.source]` for `user` and `password` to the target's configuration.
-fn configure_source(target: &Target, user: &str, password: &str) {
+pub(crate) fn configure_source(target: &Target, user: &str, password: &str) {
     let admin = mysql::admin_options();
     let password_file = target.config().with_file_name("mysql-password");
     std::fs::write(&password_file, format!("{password}\n")).unwrap();
@@ -51,7 +51,7 @@ fn configure_source(target: &Target, user: &str, password: &str) {
 }
 
 /// Appends `text` to the target's configuration.
-fn configure(target: &Target, text: &str) {
+pub(crate) fn configure(target: &Target, text: &str) {
     let mut config = std::fs::OpenOptions::new()
         .append(true)
         .open(target.config())
@@ -83,7 +83,7 @@ fn names_with_prefix(view: &Value, prefix: &str) -> Vec<String> {
 }
 
 /// Logs in as `name` and returns the session's cookie and CSRF token.
-fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
+pub(crate) fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
     let login = request(
         address,
         "POST",
@@ -114,7 +114,7 @@ async fn serve_signed_in(
 }
 
 /// `POST /api/v1/schema/inventory` with `request_key`, as `headers` say.
-fn start_inventory(
+pub(crate) fn start_inventory(
     address: std::net::SocketAddr,
     headers: &[(&str, &str)],
     request_key: &str,
@@ -129,7 +129,7 @@ fn start_inventory(
 }
 
 /// Polls the status route until the operation ends; returns every answer's body and the last.
-fn poll_until_terminal(
+pub(crate) fn poll_until_terminal(
     address: std::net::SocketAddr,
     headers: &[(&str, &str)],
     id: &str,

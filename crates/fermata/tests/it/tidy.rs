@@ -20,12 +20,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fermata-store-sql", &["fermata-store"]),
     ("fermata-store-testkit", &["fermata-store"]),
     ("fermata-docs", &["fermata-store"]),
-    ("fermata-workflow", &["fermata-store"]),
+    ("fermata-workflow", &["fermata-metrics", "fermata-store"]),
     ("fermata-forge", &[]),
+    ("fermata-metrics", &[]),
     ("fermata-accounts", &["fermata-crypto", "fermata-store"]),
     (
         "fermata-collab",
-        &["fermata-docs", "fermata-media", "fermata-store"],
+        &[
+            "fermata-docs",
+            "fermata-media",
+            "fermata-metrics",
+            "fermata-store",
+        ],
     ),
     (
         "fermata-schema",
@@ -45,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fermata-collab",
             "fermata-crypto",
             "fermata-media",
+            "fermata-metrics",
             "fermata-schema",
             "fermata-store",
         ],
@@ -57,6 +64,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fermata-crypto",
             "fermata-forge",
             "fermata-http",
+            "fermata-metrics",
             "fermata-schema",
             "fermata-store",
             "fermata-store-sql",
@@ -72,6 +80,8 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("axum", &["fermata-http", "fermata"]),
     ("axum-extra", &["fermata-http"]),
     ("maud", &["fermata-http"]),
+    // The registry and its handles; every other crate records through `fermata-metrics`.
+    ("prometheus-client", &["fermata-metrics"]),
 ];
 
 /// One declared dependency of a workspace crate.

@@ -11,7 +11,8 @@ use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
 use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManager, WriterFence};
 use fermata_crypto::Keyring;
-use fermata_http::{HttpState, Metrics, Phase, Readiness, router};
+use fermata_http::{HttpState, Phase, Readiness, router};
+use fermata_metrics::Metrics;
 use fermata_schema::artifact::ArtifactStore;
 use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
 use fermata_schema::refresh_run::{
@@ -34,10 +35,12 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         Arc::new(KeyringHandle::new(Keyring::generate(), None)),
         AccountSettings::default(),
     );
+    let metrics = Arc::new(Metrics::new("test"));
     let rooms = RoomManager::new(
         Arc::clone(&shared),
         fence.clone(),
         CollabSettings::default(),
+        Arc::clone(&metrics),
     );
     // Review artifacts in memory, sealed with a key of their own: no test here opens one.
     let artifacts = ArtifactStore::new(
@@ -86,7 +89,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
     readiness.set(Phase::Serving);
     HttpState {
         readiness,
-        metrics: Arc::new(Metrics::new("test")),
+        metrics,
         accounts: Arc::new(accounts),
         media: Media::new(Arc::clone(&shared), fence.clone(), MediaSettings::default()),
         documents: Documents::new(shared, fence, rooms),

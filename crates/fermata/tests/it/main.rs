@@ -15,6 +15,7 @@ mod interop;
 mod lifecycle;
 mod schema;
 mod secrets;
+mod stop;
 mod sweeps;
 mod tidy;
 mod writer;

@@ -14,7 +14,7 @@ use fermata_store::{
 };
 use serde_json::json;
 use sqlx::{Connection, Executor};
-use support::{Answer, PATIENCE, Target, USER_PASSWORD, add_user, request, session_headers};
+use support::{Answer, Target, USER_PASSWORD, add_user, request, session_headers, wait_for_file};
 use tokio::time::Instant;
 
 /// The lease timings of the tests' config file (`support::FAST_LEASE`).
@@ -160,19 +160,6 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
     assert_eq!(document.status, 201, "{}", document.body);
     standby.terminate();
     assert_eq!(standby.wait_exit().await.code(), Some(0));
-}
-
-/// Waits, with a bound, until `path` exists.
-async fn wait_for_file(path: &std::path::Path) {
-    let deadline = Instant::now() + PATIENCE;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn a_frozen_holder_is_taken_over_within_the_bound_and_writes_nothing_after(target: Target) {

@@ -34,6 +34,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use fermata_store::ErrorChain;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -176,7 +177,7 @@ pub(crate) async fn serve(
                 Err(error) => {
                     // Out of files or memory for a moment: what is open still closes, so try
                     // again shortly rather than spin.
-                    tracing::warn!(error = %error, "could not accept a connection");
+                    tracing::warn!(error = %ErrorChain(&error), "could not accept a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -322,7 +322,7 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
         worker.drain_until(deadline),
         server.http.drain_until(deadline),
     );
-    // Requests in flight finished under the fence; nothing writes after this.
+    // What was in flight finished under the fence or was abandoned; nothing writes after this.
     server.fence.set(None);
 
     // Closing is bounded too: a database that does not answer within one wait will not answer

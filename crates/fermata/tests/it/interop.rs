@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use fermata_store_testkit::eventually_some;
 use serde_json::json;
 use support::{
-    Fermata, Target, Typist, node, node_spawn, node_wait, request, text_of, typed_lines,
+    Fermata, Target, Typist, create_document, node, node_spawn, node_wait, request, text_of,
+    typed_lines,
 };
 
 /// A served target with an API token and one document.
@@ -47,13 +48,7 @@ async fn start(target: &Target, token: &str, title: &str) -> Session {
     server.wait_ready().await;
     let address = server.address().await;
     let bearer = format!("Bearer {token}");
-    let created = request(
-        address,
-        "POST",
-        "/api/v1/documents",
-        &[("Authorization", &bearer)],
-        Some(&json!({"repository": "ada/app", "title": title})),
-    );
+    let created = create_document(address, &[("Authorization", &bearer)], "ada/app", title);
     assert_eq!(created.status, 201, "{}", created.body);
     Session {
         server,

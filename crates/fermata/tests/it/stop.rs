@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{
-    PATIENCE, Target, Typist, add_user, request, session_headers, text_of, typed_lines,
-    wait_for_file,
+    PATIENCE, Target, Typist, add_user, create_document, request, session_headers, text_of,
+    typed_lines, wait_for_file,
 };
 use tokio::time::Instant;
 
@@ -100,13 +100,7 @@ async fn the_stop_keeps_its_budget_under_load(target: Target) {
     server.wait_ready().await;
     let address = server.address().await;
     let bearer = format!("Bearer {token}");
-    let created = request(
-        address,
-        "POST",
-        "/api/v1/documents",
-        &[("Authorization", &bearer)],
-        Some(&json!({"repository": "ada/app", "title": "Busy"})),
-    );
+    let created = create_document(address, &[("Authorization", &bearer)], "ada/app", "Busy");
     assert_eq!(created.status, 201, "{}", created.body);
     let document = created.json()["id"].as_str().unwrap().to_owned();
 

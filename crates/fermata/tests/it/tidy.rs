@@ -329,23 +329,38 @@ fn errors_logged_without_their_chain(text: &str) -> Vec<(usize, String)> {
     found
 }
 
+/// Follows the string literals of Rust source, one character at a time.
+#[derive(Default)]
+struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Whether `c` is code: outside every string literal, and not one of its quotes.
+    fn is_code(&mut self, c: char) -> bool {
+        if self.inside {
+            match c {
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.inside = false,
+                _ => {}
+            }
+            false
+        } else {
+            self.inside = c == '"';
+            !self.inside
+        }
+    }
+}
+
 /// The text between a macro's opening parenthesis (already consumed) and its closing one.
 fn macro_arguments(text: &str) -> String {
     let mut depth = 1;
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     for (index, c) in text.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
         match c {
-            '"' => in_string = true,
+            _ if !strings.is_code(c) => {}
             '(' | '[' | '{' => depth += 1,
             ')' | ']' | '}' => {
                 depth -= 1;
@@ -361,34 +376,27 @@ fn macro_arguments(text: &str) -> String {
 
 /// `arguments` split at the commas outside brackets and strings, each trimmed.
 fn top_level_arguments(arguments: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let (mut depth, mut in_string, mut escaped) = (0, false, false);
+    let mut parts = vec![String::new()];
+    let mut depth = 0;
+    let mut strings = Strings::default();
     for c in arguments.chars() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
+        match c {
+            _ if !strings.is_code(c) => {}
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(String::new());
+                continue;
             }
-        } else {
-            match c {
-                '"' => in_string = true,
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    parts.push(std::mem::take(&mut current).trim().to_owned());
-                    continue;
-                }
-                _ => {}
-            }
+            _ => {}
         }
-        current.push(c);
+        parts.last_mut().expect("a part").push(c);
     }
-    parts.push(current.trim().to_owned());
-    parts.retain(|part| !part.is_empty());
     parts
+        .into_iter()
+        .map(|part| part.trim().to_owned())
+        .filter(|part| !part.is_empty())
+        .collect()
 }
 
 #[test]

@@ -16,7 +16,8 @@ use fermata_store::{
 use serde_json::json;
 use sqlx::{Connection, Executor};
 use support::{
-    Answer, Target, USER_PASSWORD, add_user, request, session_headers, text_of, wait_for_file,
+    Answer, Target, USER_PASSWORD, add_user, create_document, request, session_headers, text_of,
+    wait_for_file,
 };
 use tokio::time::Instant;
 
@@ -112,13 +113,7 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
     let csrf = session.json()["csrf_token"].as_str().unwrap().to_owned();
     let [c, x] = session_headers(&cookie, &csrf);
     let headers = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
-    let created = request(
-        at_holder,
-        "POST",
-        "/api/v1/documents",
-        &headers,
-        Some(&json!({"repository": "acme/app", "title": "Kept"})),
-    );
+    let created = create_document(at_holder, &headers, "acme/app", "Kept");
     assert_eq!(created.status, 201, "{}", created.body);
     let kept = created.json()["id"].as_str().unwrap().to_owned();
     let written = put_text(at_holder, &token, &kept, "written by the holder\n");
@@ -138,13 +133,7 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
         Some(&json!({"label": "ci"})),
     );
     assert_not_serving(&token_request, "a token");
-    let document = request(
-        at_standby,
-        "POST",
-        "/api/v1/documents",
-        &headers,
-        Some(&json!({"repository": "acme/app", "title": "Plan"})),
-    );
+    let document = create_document(at_standby, &headers, "acme/app", "Plan");
     assert_not_serving(&document, "a document");
     assert_not_serving(
         &put_text(at_standby, &token, &kept, "written by the standby\n"),
@@ -212,13 +201,7 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
         Some(&json!({"label": "ci"})),
     );
     assert_eq!(token_request.status, 201, "{}", token_request.body);
-    let document = request(
-        at_standby,
-        "POST",
-        "/api/v1/documents",
-        &headers,
-        Some(&json!({"repository": "acme/app", "title": "Plan"})),
-    );
+    let document = create_document(at_standby, &headers, "acme/app", "Plan");
     assert_eq!(document.status, 201, "{}", document.body);
     let written = put_text(at_standby, &token, &kept, "written after the takeover\n");
     assert_eq!(written.status, 200, "{}", written.body);

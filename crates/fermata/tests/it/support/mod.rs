@@ -592,6 +592,23 @@ pub fn empty_package(path: &std::path::Path) -> PathBuf {
     path.to_owned()
 }
 
+/// `POST /api/v1/documents`: a document titled `title` in `repository`, created as `headers` say
+/// (a session's cookie and CSRF token, or a bearer token).
+pub fn create_document(
+    address: SocketAddr,
+    headers: &[(&str, &str)],
+    repository: &str,
+    title: &str,
+) -> Answer {
+    request(
+        address,
+        "POST",
+        "/api/v1/documents",
+        headers,
+        Some(&serde_json::json!({"repository": repository, "title": title})),
+    )
+}
+
 /// The text of `document` as the API gives it, read with the API token `token`.
 pub fn text_of(address: SocketAddr, token: &str, document: &str) -> String {
     let answer = request(

@@ -396,6 +396,20 @@ async fn an_administrator_refreshes_and_approves_in_the_browser() {
         message.text().await.unwrap(),
         "select at least one database"
     );
+
+    // At a phone's width the page and an operation's report, tables and all, are no wider
+    // than the screen.
+    support::narrow_to_phone(&browser.client).await;
+    browser.goto(&served.base, "/admin/schema").await;
+    browser.wait("#recent table").await;
+    support::assert_fits_the_viewport(&browser.client, "the administrator page").await;
+    browser.screenshot_at("#recent", "05-phone").await;
+    browser
+        .click("#recent a[href^='/admin/schema/operations/']")
+        .await;
+    browser.wait("table").await;
+    support::assert_fits_the_viewport(&browser.client, "an operation's report").await;
+    browser.screenshot("06-phone-report").await;
     browser.close().await;
     served.finish().await;
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fermata_store::{Storage, UserId};
+use fermata_store::{ErrorChain, Storage, UserId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::AccountError;
@@ -210,7 +210,7 @@ async fn poll(inner: Arc<Inner>) {
                 }
             }
             Err(error) => {
-                tracing::warn!(error = %error, "could not read the access generation");
+                tracing::warn!(error = %ErrorChain(&error), "could not read the access generation");
             }
         }
     }

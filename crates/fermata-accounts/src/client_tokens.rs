@@ -277,7 +277,7 @@ mod tests {
         let reload: crate::Reload = Box::new(move |_force| {
             Keyring::from_key_file(&reading.lock().unwrap())
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         });
         let accounts = accounts_with(KeyringHandle::new(keyring, Some(reload)));
         let issuer = UserId("user-ann".to_owned());

@@ -2,15 +2,18 @@
 //! this process has not loaded, the keyring is read again if its source changed (another process
 //! rotated the key file), so new credentials are sealed with the newest key.
 
+use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, RwLock};
 
 use fermata_crypto::{Aad, CryptoError, Keyring};
+use fermata_store::ErrorChain;
 use zeroize::Zeroizing;
 
 /// Reads the keyring again from where it came from when that changed since the last read, or
 /// always when `force` is set (`Ok(None)` when it did not change). Absent where keys cannot
 /// change under a running process (keys given by the environment).
-pub type Reload = Box<dyn Fn(bool) -> Result<Option<Keyring>, String> + Send + Sync>;
+pub type Reload =
+    Box<dyn Fn(bool) -> Result<Option<Keyring>, Box<dyn StdError + Send + Sync>> + Send + Sync>;
 
 /// A shared, reloadable keyring.
 pub struct KeyringHandle {
@@ -64,7 +67,7 @@ impl KeyringHandle {
             }
             Ok(None) => {}
             Err(error) => {
-                tracing::warn!(error = %error, "could not reload the keyring")
+                tracing::warn!(error = %ErrorChain(&*error), "could not reload the keyring")
             }
         }
     }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fermata_crypto::{SecretToken, verify_password};
+use fermata_store::ErrorChain;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::AccountError;
@@ -53,7 +54,7 @@ impl PasswordChecks {
                     }
                 });
             if let Err(error) = spawned {
-                tracing::error!(error = %error, "could not start a password thread");
+                tracing::error!(error = %ErrorChain(&error), "could not start a password thread");
             }
         }
         PasswordChecks {

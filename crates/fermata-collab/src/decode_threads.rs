@@ -12,6 +12,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+use fermata_store::ErrorChain;
 use tokio::sync::oneshot;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -49,7 +50,7 @@ impl DecodeThreads {
                     }
                 });
             if let Err(error) = spawned {
-                tracing::error!(error = %error, "could not start a decode thread");
+                tracing::error!(error = %ErrorChain(&error), "could not start a decode thread");
             }
         }
         DecodeThreads { jobs }

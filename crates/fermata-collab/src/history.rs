@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use fermata_store::{Change, ChannelId, ErrorChain, Storage, UnixMillis, UserId};
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::fence::WriterFence;
@@ -36,9 +37,10 @@ enum Entry {
     },
 }
 
-/// A room's recorder: the sending end of its history queue. The recording task hashes each text
-/// (off the room's task), skips a text equal to the previous one, and ends once the room (and so
-/// this) is gone and the queue is drained.
+/// A room's recorder: the sending end of its history queue. The recording, a task of its own
+/// beside the room's, hashes each text (off the room's task), skips a text equal to the previous
+/// one, and ends once the room (and so this) is gone and the queue is drained, or with the room
+/// when a stop abandons it.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     channel: ChannelId,
@@ -46,16 +48,17 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Starts the recording task of one document's room, whose text is now `text`.
+    /// The recorder of one document's room, whose text is now `text`, and the recording, for the
+    /// caller to run as a task beside the room's.
     pub(crate) fn start(
         storage: Arc<dyn Storage>,
         fence: WriterFence,
         channel: ChannelId,
         text: String,
-    ) -> Recorder {
+    ) -> (Recorder, BoxFuture<'static, ()>) {
         let (queue, mut entries) = mpsc::channel::<Entry>(QUEUE);
         let document = channel.clone();
-        tokio::spawn(async move {
+        let recording = Box::pin(async move {
             let mut last_hash = None;
             while let Some(entry) = entries.recv().await {
                 match entry {
@@ -86,7 +89,7 @@ impl Recorder {
         });
         let recorder = Recorder { channel, queue };
         recorder.submit(Entry::Baseline(text));
-        recorder
+        (recorder, recording)
     }
 
     /// The room reloaded its document: its text is the baseline from now on.

@@ -25,6 +25,7 @@ use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
     StoreResultExt, UserId,
 };
+use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
 
@@ -209,22 +210,23 @@ pub(crate) struct Room {
 }
 
 impl Room {
-    /// Opens a room by recovering its document. An archived document is not opened for editing.
+    /// Opens a room by recovering its document; also gives its history's recording, to run as a
+    /// task beside the room's. An archived document is not opened for editing.
     pub(crate) async fn open(
         storage: Arc<dyn Storage>,
         fence: WriterFence,
         settings: CollabSettings,
         metrics: Arc<Metrics>,
         id: &ChannelId,
-    ) -> Result<Room, Refusal> {
+    ) -> Result<(Room, BoxFuture<'static, ()>), Refusal> {
         let doc = load(&*storage, &metrics, id).await?;
-        let history = Recorder::start(
+        let (history, recording) = Recorder::start(
             Arc::clone(&storage),
             fence.clone(),
             id.clone(),
             doc.doc.text(),
         );
-        Ok(Room {
+        let room = Room {
             history,
             id: id.clone(),
             size_estimate: doc.doc.state_size(),
@@ -239,7 +241,8 @@ impl Room {
             conns: HashMap::new(),
             commits_since_checkpoint: 0,
             bytes_since_checkpoint: 0,
-        })
+        };
+        Ok((room, recording))
     }
 
     /// Serves the inbox until the room closes: idle, shut down, or its lease lost.

@@ -1,7 +1,7 @@
 //! The rooms of this process: one actor per open document, opened by recovery on the first join
 //! (or the first program write) and gone after its idle delay. When the writer lease is lost or
 //! the server stops, every room closes its clients with a retry-later reason and no new room
-//! opens.
+//! opens; a room that has not stopped by the end of the stop's drain is abandoned where it is.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fermata_metrics::Metrics;
 use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use crate::fence::WriterFence;
 use crate::room::{
@@ -41,6 +42,9 @@ struct Inner {
     rooms: std::sync::Mutex<HashMap<ChannelId, Slot>>,
     /// Set once rooms stop opening: the code and reason new clients are closed with.
     closed: std::sync::Mutex<Option<(u16, String)>>,
+    /// The tasks of every open room and its history's recording, so a stop that runs out of time
+    /// can abandon them.
+    tasks: std::sync::Mutex<JoinSet<()>>,
     next_conn: AtomicU64,
 }
 
@@ -102,6 +106,7 @@ impl RoomManager {
                 metrics,
                 rooms: std::sync::Mutex::new(HashMap::new()),
                 closed: std::sync::Mutex::new(None),
+                tasks: std::sync::Mutex::new(JoinSet::new()),
                 next_conn: AtomicU64::new(1),
             }),
         }
@@ -152,7 +157,7 @@ impl RoomManager {
         if let Some(inbox) = open.as_ref().filter(|inbox| !inbox.is_closed()) {
             return Ok(inbox.clone());
         }
-        let room = Room::open(
+        let (room, recording) = Room::open(
             Arc::clone(&self.inner.storage),
             self.inner.fence.clone(),
             self.inner.settings,
@@ -161,7 +166,16 @@ impl RoomManager {
         )
         .await?;
         let (inbox, receiver) = mpsc::channel(1024);
-        tokio::spawn(room.run(receiver));
+        let mut tasks = self
+            .inner
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Rooms that closed by themselves (idle) are forgotten here, so the set stays small.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(room.run(receiver));
+        tasks.spawn(recording);
+        drop(tasks);
         *open = Some(inbox.clone());
         Ok(inbox)
     }
@@ -360,6 +374,19 @@ impl RoomManager {
             }
         });
         futures::future::join_all(stops).await;
+    }
+
+    /// Ends every room task where it is, for a stop whose drain ran out of time: a room stuck
+    /// behind the database neither checkpoints nor closes its clients, and a commit in flight is
+    /// dropped: its transaction rolls back, or it committed and was never broadcast, and in
+    /// either case no client was told it was kept. Its clients' connections end with the
+    /// process.
+    pub fn abandon(&self) {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .abort_all();
     }
 }
 

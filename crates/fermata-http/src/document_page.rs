@@ -18,7 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, RepositoryRole, Version};
+use fermata_store::{Channel, ErrorChain, RepositoryRole, Version};
 use maud::{DOCTYPE, Markup, html};
 
 use crate::HttpState;
@@ -326,7 +326,7 @@ async fn document_page(
     ) {
         (Ok(children), Ok(history)) => (children, history),
         (Err(error), _) | (_, Err(error)) => {
-            tracing::error!(document = %id, error = %error, "could not read a document's page");
+            tracing::error!(document = %id, error = %ErrorChain(&error), "could not read a document's page");
             return message_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Document unavailable",

@@ -54,11 +54,10 @@ pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if let Some(RequestFailure(error)) = response.extensions().get::<RequestFailure>() {
         let status = response.status().as_u16();
-        let error = ErrorChain(&**error);
         if response.status().is_server_error() {
-            tracing::error!(%method, path, status, %error, "request failed");
+            tracing::error!(%method, path, status, error = %ErrorChain(&**error), "request failed");
         } else {
-            tracing::warn!(%method, path, status, %error, "request refused");
+            tracing::warn!(%method, path, status, error = %ErrorChain(&**error), "request refused");
         }
     }
     response
@@ -115,6 +114,22 @@ impl ApiError {
 
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid", message)
+    }
+}
+
+/// The safe message, with the real error as its source: for a log line written where an
+/// `ApiError` is handled instead of answered (a live connection's check), with `ErrorChain`.
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for ApiError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_ref()
+            .map(|RequestFailure(error)| &**error as &(dyn StdError + 'static))
     }
 }
 

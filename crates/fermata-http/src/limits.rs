@@ -34,12 +34,14 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use fermata_store::ErrorChain;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt as _;
 
@@ -116,7 +118,8 @@ fn open_file_limit() -> Option<u64> {
 }
 
 /// Serves `router` on `listener` under `limits` until `shutdown` completes, then stops
-/// accepting, lets every connection finish its request in flight, and returns.
+/// accepting, lets every connection finish its request in flight, and returns. Dropping the
+/// future before then ends every connection and the request it has in flight.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
@@ -161,18 +164,21 @@ pub(crate) async fn serve(
         limits,
         metrics,
     });
-    // Every connection holds a receiver: closing the sender asks them to finish, and the
-    // sender's `closed` completes once they all have.
+    // Every connection holds a receiver: a send asks them all to finish. Their tasks are kept
+    // in one set, so a stop that stops waiting for this future (its drain ran out of time) ends
+    // the requests still in flight with it.
     let (stop_tx, stop_rx) = watch::channel(());
+    let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        while connections.try_join_next().is_some() {}
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of files or memory for a moment: what is open still closes, so try
                     // again shortly rather than spin.
-                    tracing::warn!(error = %error, "could not accept a connection");
+                    tracing::warn!(error = %ErrorChain(&error), "could not accept a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -191,7 +197,7 @@ pub(crate) async fn serve(
                 Limit::Connections
             });
         }
-        tokio::spawn(connection(
+        connections.spawn(connection(
             stream,
             peer,
             slot,
@@ -201,9 +207,9 @@ pub(crate) async fn serve(
     }
     drop(listener);
     drop(stop_rx);
-    // Tell every connection to finish, then wait until each has dropped its receiver.
+    // Tell every connection to finish, then wait until each has.
     stop_tx.send_replace(());
-    stop_tx.closed().await;
+    while connections.join_next().await.is_some() {}
     Ok(())
 }
 

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use fermata_accounts::{Principal, Via, Watching};
 use fermata_collab::{Outbound, close};
 use fermata_metrics::UpdateRefusal;
-use fermata_store::{RepositoryRole, UnixMillis, UserId};
+use fermata_store::{ErrorChain, RepositoryRole, UnixMillis, UserId};
 use tokio::time::Instant;
 
 use crate::HttpState;
@@ -211,7 +211,7 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
                     }
                     Err(error) => {
                         // Not knowing is not allowing: the client reconnects and is checked afresh.
-                        tracing::warn!(document = %grant.channel.id, error = %error.message, "a live connection could not be checked again");
+                        tracing::warn!(document = %grant.channel.id, error = %ErrorChain(&error), "a live connection could not be checked again");
                         close_with(&mut socket, close::TRY_AGAIN_LATER, "access could not be checked; reconnect".to_owned()).await;
                         connection.leave().await;
                         let _ = done.send(());

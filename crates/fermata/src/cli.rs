@@ -575,10 +575,16 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
     if let Command::Serve(_) = command {
         let settings = sources.serve().map_err(invalid)?;
         logging::init(log_format, Role::Server, verbose);
-        return runtime.block_on(async {
+        let served = runtime.block_on(async {
             let shutdown = shutdown_on_signals();
             serve::serve(settings, shutdown).await
         });
+        // The stop abandoned what missed its deadline. Work on the blocking pool cannot be
+        // abandoned (a workflow step's git or file work), and waiting for it would hold the exit
+        // as long as it lasts: it ends with the process, as after a crash, and its run resumes
+        // from its journal.
+        runtime.shutdown_background();
+        return served;
     }
     let storage = sources.storage().map_err(invalid)?;
     logging::init(log_format, Role::Command, verbose);

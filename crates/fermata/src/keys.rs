@@ -55,7 +55,7 @@ fn reloader(source: &KeySource, seen: Option<FileStamp>) -> Option<Reload> {
                 if !force && now.is_some() && *seen == now {
                     return Ok(None);
                 }
-                let keyring = read_file(&path).map_err(|failure| failure.message)?;
+                let keyring = read_file(&path)?;
                 *seen = now;
                 Ok(Some(keyring))
             }))

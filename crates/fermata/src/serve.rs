@@ -4,14 +4,14 @@
 //! before the lease is taken (so `/healthz` answers while a `--handover wait` process waits, and a
 //! port conflict is found without touching the lease), the tenure is opened under the new fencing
 //! token, and only then is the process ready. On a graceful stop it drains HTTP, closes its
-//! tenure and releases the lease; on a lost lease it drains and exits with code 4.
+//! tenure and releases the lease; on a lost lease it drains and exits with code 4. Each of the
+//! drain and the closing after it has a deadline, and what misses it is abandoned.
 //!
 //! [`serve`] is those phases in order: `open`, `take_lease`, `run` and `drain`. Every
 //! task beside HTTP is a `Background`, stopped by one cancel, wait, warn and cut off sequence.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use fermata_accounts::Accounts;
 use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ServeSettings;
 use crate::failure::{Exit, Failure};
 use crate::schema_runtime::SchemaRuntime;
-use crate::writer_lease::{self, Granted, Keeper, KeeperExit, TakeError};
+use crate::writer_lease::{self, Granted, Keeper, KeeperExit, LeaseTimings, TakeError};
 use crate::{keys, storage};
 
 /// The release, as recorded in tenures and metrics.
@@ -40,7 +40,7 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
         return Ok(());
     };
     let running = run(&server, &settings, granted, &shutdown).await;
-    drain(server, running, settings.lease.drain_timeout).await
+    drain(server, running, settings.lease).await
 }
 
 /// What the serving process holds from opening to the end of its drain.
@@ -261,7 +261,8 @@ async fn run(
         "a sweep still in flight after the drain timeout was cut off",
         |stop| {
             let sweeps = Sweeps::new(Arc::clone(&server.shared), server.fence.clone());
-            async move { sweeps.run(SWEEP_EVERY, stop.cancelled_owned()).await }
+            let every = crate::fault::sweep_every().unwrap_or(SWEEP_EVERY);
+            async move { sweeps.run(every, stop.cancelled_owned()).await }
         },
     );
 
@@ -289,9 +290,12 @@ async fn run(
 }
 
 /// The last phase: stops taking work, lets what is in flight (rooms, sweeps, workflow runs and
-/// requests, all at once) finish within the drain timeout, then closes the tenure and releases
-/// the lease, or, when the lease was lost, reports it.
-async fn drain(server: Server, running: Running, timeout: Duration) -> Result<(), Failure> {
+/// requests, all at once) finish within the drain timeout, abandoning what has not, then closes
+/// the tenure and releases the lease within one database wait, or, when the lease was lost,
+/// reports it. So a stop takes at most `drain_timeout` plus one
+/// [`database_wait`](LeaseTimings::database_wait), and on a database that answers hardly more
+/// than `drain_timeout`.
+async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Result<(), Failure> {
     let Running {
         worker,
         sweeper,
@@ -308,13 +312,16 @@ async fn drain(server: Server, running: Running, timeout: Duration) -> Result<()
     // still holds) and close their clients with a retry-later reason, which also ends the
     // WebSockets HTTP waits for; a sweep in flight may be waiting on a database that no longer
     // answers (a lost lease), and is cut off, its transaction rolled back; a run in flight gives
-    // its claim back, and another process resumes it from its journal.
-    let deadline = Instant::now() + timeout;
+    // its claim back, and another process resumes it from its journal. A room still busy at the
+    // deadline is abandoned as the other parts are, so nothing of the drain goes on holding the
+    // database's locks while the tenure is closed and the lease released.
+    let deadline = Instant::now() + timings.drain_timeout;
     let room_manager = &server.rooms;
     let rooms = async {
         let closing = room_manager.shutdown("the server is stopping; reconnect shortly");
         if tokio::time::timeout_at(deadline, closing).await.is_err() {
-            tracing::warn!("rooms still closing after the drain timeout were cut off");
+            tracing::warn!("rooms still closing after the drain timeout were abandoned");
+            room_manager.abandon();
         }
     };
     tokio::join!(
@@ -323,27 +330,51 @@ async fn drain(server: Server, running: Running, timeout: Duration) -> Result<()
         worker.drain_until(deadline),
         server.http.drain_until(deadline),
     );
-    // Requests in flight finished under the fence; nothing writes after this.
+    // What was in flight finished under the fence or was abandoned; nothing writes after this.
     server.fence.set(None);
 
+    // Closing is bounded too: a database that does not answer within one wait will not answer
+    // in time to matter, and the lease then expires by itself.
+    let closing = Instant::now() + timings.database_wait();
     let exit = match lost {
         Some(exit) => exit,
-        None => keeper.stop().await,
+        None => match tokio::time::timeout_at(closing, keeper.stop()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                tracing::warn!(
+                    "the writer lease keeper did not stop in time; the lease expires by itself"
+                );
+                server.metrics.lease_dropped();
+                return Ok(());
+            }
+        },
     };
     let store = server.store;
     match exit {
         Ok(KeeperExit::Stopped(lease)) => {
-            if let Err(error) = store.tenures().close(&lease.fence()).await {
-                tracing::warn!(error = %ErrorChain(&error), "could not record the end of this tenure");
-            }
-            match store.leases().release(&lease).await {
-                Ok(_) => tracing::info!(token = %lease.token, "released the writer lease; stopped"),
-                Err(error) => {
-                    tracing::warn!(error = %ErrorChain(&error), "could not release the writer lease; it expires by itself")
+            let release = async {
+                if let Err(error) = store.tenures().close(&lease.fence()).await {
+                    tracing::warn!(error = %ErrorChain(&error), "could not record the end of this tenure");
                 }
+                match store.leases().release(&lease).await {
+                    Ok(_) => {
+                        tracing::info!(token = %lease.token, "released the writer lease; stopped");
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %ErrorChain(&error), "could not release the writer lease; it expires by itself");
+                    }
+                }
+            };
+            if tokio::time::timeout_at(closing, release).await.is_err() {
+                tracing::warn!(
+                    "closing the tenure and releasing the writer lease took longer than the \
+                     database wait; the lease expires by itself"
+                );
             }
             server.metrics.lease_dropped();
-            store.close().await;
+            // Closing the pool waits for connections still lent out; one an abandoned task held
+            // goes with the process instead.
+            let _ = tokio::time::timeout_at(closing, store.close()).await;
             Ok(())
         }
         Ok(KeeperExit::Lost(loss)) => {

@@ -275,7 +275,7 @@ impl Keeper {
                         "no reply within {}; connection abandoned",
                         humantime::format_duration(timings.abandon_after)
                     );
-                    tracing::warn!(error = %error, "writer lease renewal abandoned");
+                    tracing::warn!(reason = %error, "writer lease renewal abandoned");
                     self.renewal.abandon().await;
                     last_error = Some(error);
                     next_attempt = retry_at;
@@ -298,7 +298,7 @@ impl Keeper {
                         "renewal took longer than {}",
                         humantime::format_duration(timings.attempt_timeout)
                     );
-                    tracing::warn!(error = %error, "writer lease renewal too slow; retrying");
+                    tracing::warn!(reason = %error, "writer lease renewal too slow; retrying");
                     self.lease = lease;
                     last_error = Some(error);
                     next_attempt = Instant::now();

@@ -75,6 +75,26 @@ fn assert_fenced<T: std::fmt::Debug>(result: StoreResult<T>, what: &str) {
 pub async fn a_gated_store_writes_nothing_before_it_holds_the_writer_lease(harness: &dyn Harness) {
     let (store, _writer) = gated(harness).await;
     assert_fenced(store.users().create_user(&new_user("ada")).await, "a user");
+    // Refused before any statement runs, so the rows they name need not exist.
+    let ada = UserId("user-ada".to_owned());
+    assert_fenced(
+        store
+            .sessions()
+            .create_session(&new_session("s1", &ada, 1))
+            .await,
+        "a login",
+    );
+    assert_fenced(
+        store
+            .api_tokens()
+            .create_api_token(&new_token("t1", &ada, 2))
+            .await,
+        "a token",
+    );
+    assert_fenced(
+        store.collaboration().set_navigation(&ada, None).await,
+        "navigation",
+    );
     assert_fenced(store.workflows().create_run(&new_run("r1")).await, "a run");
     assert_eq!(store.users().list_users().await.unwrap(), []);
     assert_eq!(

@@ -13,15 +13,16 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use fermata_store_testkit::eventually_some;
-use serde_json::{Value, json};
-use support::{Fermata, Target, node, node_spawn, node_wait, request};
+use serde_json::json;
+use support::{
+    Fermata, Target, Typist, create_document, node, node_spawn, node_wait, request, text_of,
+    typed_lines,
+};
 
 /// A served target with an API token and one document.
 pub(crate) struct Session {
@@ -48,13 +49,7 @@ pub(crate) async fn start(target: &Target, token: &str, title: &str) -> Session 
     server.wait_ready().await;
     let address = server.address().await;
     let bearer = format!("Bearer {token}");
-    let created = request(
-        address,
-        "POST",
-        "/api/v1/documents",
-        &[("Authorization", &bearer)],
-        Some(&json!({"repository": "ada/app", "title": title})),
-    );
+    let created = create_document(address, &[("Authorization", &bearer)], "ada/app", title);
     assert_eq!(created.status, 201, "{}", created.body);
     Session {
         server,
@@ -75,83 +70,6 @@ fn client_args(address: SocketAddr, room: &str, token: &str, extra: &[&str]) -> 
     ];
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     args
-}
-
-fn text_of(address: SocketAddr, token: &str, document: &str) -> String {
-    let answer = request(
-        address,
-        "GET",
-        &format!("/api/v1/documents/{document}"),
-        &[("Authorization", &format!("Bearer {token}"))],
-        None,
-    );
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    answer.json()["text"].as_str().unwrap().to_owned()
-}
-
-/// A `typist.mjs` client, and the events it printed with when they arrived.
-struct Typist {
-    child: Child,
-    events: mpsc::Receiver<(Instant, Value)>,
-}
-
-impl Typist {
-    fn spawn(address: SocketAddr, room: &str, token: &str, prefix: &str, timeout_ms: u64) -> Self {
-        let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/interop/typist.mjs");
-        let mut child = Command::new("node")
-            .arg(script)
-            .args(["--server", &format!("ws://{address}/sync"), "--room", room])
-            .args(["--token", token, "--prefix", prefix])
-            .args(["--timeout", &timeout_ms.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run node (install Node.js, or run scripts/test)");
-        let stdout = child.stdout.take().unwrap();
-        let (send, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && send.send((Instant::now(), event)).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        Typist { child, events }
-    }
-
-    /// The next event named `name` within `within`, skipping others (which `seen` collects).
-    fn event_within(
-        &self,
-        name: &str,
-        within: Duration,
-        seen: &mut Vec<Value>,
-    ) -> Option<(Instant, Value)> {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let (at, event) = self.events.recv_timeout(left).ok()?;
-            if event["event"] == name {
-                return Some((at, event));
-            }
-            seen.push(event);
-        }
-    }
-
-    fn event(&self, name: &str, seen: &mut Vec<Value>) -> Value {
-        self.event_within(name, support::PATIENCE, seen)
-            .unwrap_or_else(|| panic!("the typist never reported {name}: {seen:?}"))
-            .1
-    }
-}
-
-impl Drop for Typist {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Adds a user with a password and an API token, through the command line.
@@ -197,13 +115,6 @@ fn set_member(address: SocketAddr, ada: &str, user: &str, role: Option<&str>) {
         "{}",
         answer.body
     );
-}
-
-/// The numbers of the lines `prefix` typed that the document holds.
-fn typed_lines(text: &str, prefix: &str) -> Vec<u64> {
-    text.lines()
-        .filter_map(|line| line.strip_prefix(prefix)?.parse().ok())
-        .collect()
 }
 
 /// Waits until the stored text holds `needle`.

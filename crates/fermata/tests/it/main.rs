@@ -16,6 +16,7 @@ mod lifecycle;
 mod metrics;
 mod schema;
 mod secrets;
+mod stop;
 mod sweeps;
 mod tidy;
 mod writer;

@@ -2,13 +2,17 @@
 //! re-authentication, credential changes, API tokens from the page API and the command line, a
 //! document's client token used where it is accepted and where it is refused, machine pairing
 //! and re-authorization, a key rotation and a password change, on SQLite and on
-//! PostgreSQL; then every column of every table, and everything the server printed, is searched
-//! for each secret.
+//! PostgreSQL (where the server's connection URL holds a password); then every column of every
+//! table, and everything the server printed at debug level (warnings and errors with their whole
+//! cause chains), is searched for each secret.
 
 use crate::support;
 
 use serde_json::json;
 use support::{Target, assert_absent, contains, every_cell, request, session_headers};
+
+/// The password in the PostgreSQL server's connection URL.
+const DATABASE_PASSWORD: &str = "db-password-7f3a9c1e";
 
 async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
     let password = "first password, long enough";
@@ -35,6 +39,16 @@ async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
     command
         .args(["--listen", "127.0.0.1:0"])
         .env("FERMATA_LOG", "debug");
+    // On PostgreSQL the server connects with a password in its URL (the test server trusts
+    // loopback connections, so any password is accepted): neither reaches a log line.
+    let database_url = match target.database() {
+        fermata_store_sql::Database::Postgres { url } => {
+            let url = url.replacen('@', &format!(":{DATABASE_PASSWORD}@"), 1);
+            command.env("FERMATA_DATABASE_URL", &url);
+            Some(url)
+        }
+        fermata_store_sql::Database::Sqlite { .. } => None,
+    };
     let mut server = support::Fermata::spawn(command);
     server.wait_ready().await;
     let address = server.address().await;
@@ -249,6 +263,10 @@ async fn no_secret_reaches_the_database_or_the_logs(target: Target) {
         ("session GitHub token", github.to_owned()),
         ("machine GitHub token", machine_github.to_owned()),
     ];
+    if let Some(url) = database_url {
+        secrets.push(("database password", DATABASE_PASSWORD.to_owned()));
+        secrets.push(("database URL", url));
+    }
     for (index, key) in keys.into_iter().enumerate() {
         secrets.push((
             if index == 0 {

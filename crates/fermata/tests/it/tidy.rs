@@ -1,7 +1,8 @@
 //! The shape of the workspace, checked: the crate graph against the layering in ARCHITECTURE.md,
 //! a `//!` doc at the top of every source file, one module-file style (`name/mod.rs`, never
-//! `name.rs` beside a `name/` folder), no ignored or panic-expecting tests, and the contract
-//! suite's case list against the cases it defines.
+//! `name.rs` beside a `name/` folder), no ignored or panic-expecting tests, the contract
+//! suite's case list against the cases it defines, and that every warning and error that logs an
+//! error logs its whole cause chain.
 //!
 //! The layering speaks of what ships: normal dependencies. Tests may name a driver (to tamper
 //! with a stored row on purpose) or a web framework (to stand up a fake forge).
@@ -293,4 +294,162 @@ fn the_contract_suite_runs_every_case_it_defines() {
         unlisted.is_empty() && undefined.is_empty(),
         "defined but never run: {unlisted:?}; listed but not defined: {undefined:?}"
     );
+}
+
+/// The field names under which a log line carries an error.
+const ERROR_FIELDS: &[&str] = &["error", "err", "cause", "failure", "source"];
+
+/// The `warn!` and `error!` calls in `text` that log an error without its cause chain: a field
+/// named as in [`ERROR_FIELDS`] whose value is not `%ErrorChain(...)`, or given in shorthand
+/// (`%error`). Each is its line number and the call's arguments.
+fn errors_logged_without_their_chain(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for macro_name in ["warn!(", "error!("] {
+        for (start, _) in text.match_indices(macro_name) {
+            let before = text[..start].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let arguments = macro_arguments(&text[start + macro_name.len()..]);
+            let logs_bare_error = top_level_arguments(&arguments)
+                .into_iter()
+                // What follows the message is its format arguments, not fields.
+                .take_while(|argument| !argument.starts_with('"'))
+                .any(|argument| {
+                    let (name, value) = match argument.split_once('=') {
+                        Some((name, value)) if !value.starts_with('=') => {
+                            (name.trim(), Some(value.trim()))
+                        }
+                        _ => (argument.trim_start_matches(['%', '?']), None),
+                    };
+                    let name = name.rsplit('.').next().unwrap_or(name);
+                    ERROR_FIELDS.contains(&name)
+                        && !value.is_some_and(|value| value.starts_with("%ErrorChain("))
+                });
+            if logs_bare_error {
+                let line = text[..start].matches('\n').count() + 1;
+                found.push((
+                    line,
+                    arguments.split_whitespace().collect::<Vec<_>>().join(" "),
+                ));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Follows the string literals of Rust source, one character at a time.
+#[derive(Default)]
+struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Whether `c` is code: outside every string literal, and not one of its quotes.
+    fn is_code(&mut self, c: char) -> bool {
+        if self.inside {
+            match c {
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.inside = false,
+                _ => {}
+            }
+            false
+        } else {
+            self.inside = c == '"';
+            !self.inside
+        }
+    }
+}
+
+/// The text between a macro's opening parenthesis (already consumed) and its closing one.
+fn macro_arguments(text: &str) -> String {
+    let mut depth = 1;
+    let mut strings = Strings::default();
+    for (index, c) in text.char_indices() {
+        match c {
+            _ if !strings.is_code(c) => {}
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return text[..index].to_owned();
+                }
+            }
+            _ => {}
+        }
+    }
+    text.to_owned()
+}
+
+/// `arguments` split at the commas outside brackets and strings, each trimmed.
+fn top_level_arguments(arguments: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut depth = 0;
+    let mut strings = Strings::default();
+    for c in arguments.chars() {
+        match c {
+            _ if !strings.is_code(c) => {}
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        parts.last_mut().expect("a part").push(c);
+    }
+    parts
+        .into_iter()
+        .map(|part| part.trim().to_owned())
+        .filter(|part| !part.is_empty())
+        .collect()
+}
+
+#[test]
+fn warnings_and_errors_log_the_whole_cause_chain() {
+    let mut offenders = Vec::new();
+    for path in source_files() {
+        let shipped = path
+            .components()
+            .any(|component| component.as_os_str() == "src");
+        if !shipped {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        for (line, call) in errors_logged_without_their_chain(&text) {
+            offenders.push(format!("{}:{line}: {call}", relative(&path)));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "log the error as `error = %ErrorChain(&error)`:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn an_error_logged_without_its_chain_is_reported() {
+    let text = r#"
+        tracing::warn!(error = %ErrorChain(&error), "kept");
+        tracing::warn!(error = %error, "top only");
+        tracing::error!(
+            document = %id,
+            %error,
+            "shorthand"
+        );
+        warn!(run = %run, err = ?err, "debug form");
+        tracing::warn!(document = %id, "no error at all: {}", error);
+        tracing::info!(error = %error, "not a warning");
+        tracing::error!(path = "a, b", status, error = %ErrorChain(&*failure), "quoted commas");
+        tracing::warn!(reason = error.as_str(), "another name");
+    "#;
+    let lines: Vec<usize> = errors_logged_without_their_chain(text)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    assert_eq!(lines, [3, 4, 9]);
 }

@@ -1,5 +1,6 @@
 //! One writer for real, with the real binary on SQLite and on PostgreSQL: a standby answers only
-//! health, readiness and metrics, and serves logins, tokens and documents once it takes over; a
+//! health, readiness and metrics (no login, token, document created or written, over HTTP or a
+//! live `/sync` connection), and serves all of them once it takes over; a
 //! holder frozen inside a fenced write is taken over within the bound the lease timings give, and
 //! writes nothing once it is continued; a start whose reset fails does not serve.
 
@@ -14,7 +15,10 @@ use fermata_store::{
 };
 use serde_json::json;
 use sqlx::{Connection, Executor};
-use support::{Answer, PATIENCE, Target, USER_PASSWORD, add_user, request, session_headers};
+use support::{
+    Answer, Target, USER_PASSWORD, add_user, create_document, request, session_headers, text_of,
+    wait_for_file,
+};
 use tokio::time::Instant;
 
 /// The lease timings of the tests' config file (`support::FAST_LEASE`).
@@ -67,8 +71,39 @@ fn assert_not_serving(answer: &Answer, what: &str) {
     );
 }
 
+/// `PUT /api/v1/documents/{document}/text` with the API token `token`.
+fn put_text(address: std::net::SocketAddr, token: &str, document: &str, text: &str) -> Answer {
+    request(
+        address,
+        "PUT",
+        &format!("/api/v1/documents/{document}/text"),
+        &[("Authorization", &format!("Bearer {token}"))],
+        Some(&json!({ "text": text })),
+    )
+}
+
+/// The WebSocket upgrade a Yjs client sends to `/sync` for `document`.
+fn sync_upgrade(address: std::net::SocketAddr, token: &str, document: &str) -> Answer {
+    request(
+        address,
+        "GET",
+        &format!("/sync/{document}?token={token}"),
+        &[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ],
+        None,
+    )
+}
+
 async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
     add_user(&target, "ada", true);
+    // A program's token, made on the command line (commands write without the lease).
+    let (status, token, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
+    assert!(status.success(), "{err}");
+    let token = token.trim().to_owned();
     let mut holder = target.serve(&[]);
     holder.wait_ready().await;
     let at_holder = holder.address().await;
@@ -78,6 +113,11 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
     let csrf = session.json()["csrf_token"].as_str().unwrap().to_owned();
     let [c, x] = session_headers(&cookie, &csrf);
     let headers = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let created = create_document(at_holder, &headers, "acme/app", "Kept");
+    assert_eq!(created.status, 201, "{}", created.body);
+    let kept = created.json()["id"].as_str().unwrap().to_owned();
+    let written = put_text(at_holder, &token, &kept, "written by the holder\n");
+    assert_eq!(written.status, 200, "{}", written.body);
 
     let mut standby = target.serve(&["--handover", "wait"]);
     standby
@@ -85,22 +125,24 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
         .await;
     let at_standby = standby.address().await;
     assert_not_serving(&login(at_standby), "a login");
-    let token = request(
+    let token_request = request(
         at_standby,
         "POST",
         "/api/v1/tokens",
         &headers,
         Some(&json!({"label": "ci"})),
     );
-    assert_not_serving(&token, "a token");
-    let document = request(
-        at_standby,
-        "POST",
-        "/api/v1/documents",
-        &headers,
-        Some(&json!({"repository": "acme/app", "title": "Plan"})),
-    );
+    assert_not_serving(&token_request, "a token");
+    let document = create_document(at_standby, &headers, "acme/app", "Plan");
     assert_not_serving(&document, "a document");
+    assert_not_serving(
+        &put_text(at_standby, &token, &kept, "written by the standby\n"),
+        "a document's text",
+    );
+    assert_not_serving(
+        &sync_upgrade(at_standby, &token, &kept),
+        "a live connection",
+    );
     let logout = request(at_standby, "DELETE", "/api/v1/session", &headers, None);
     assert_not_serving(&logout, "a logout");
     let read = request(at_standby, "GET", "/api/v1/me", &headers, None);
@@ -122,10 +164,18 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
         metrics.1
     );
 
-    // The holder still has the session the standby was asked to end, and no token.
+    // The holder still has the session the standby was asked to end, no token but the
+    // program's, one document, and its text as the holder wrote it.
     let tokens = request(at_holder, "GET", "/api/v1/tokens", &headers, None);
     assert_eq!(tokens.status, 200, "{}", tokens.body);
-    assert_eq!(tokens.json(), json!([]), "{}", tokens.body);
+    assert_eq!(
+        tokens.json().as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        tokens.body
+    );
+    assert_eq!(text_of(at_holder, &token, &kept), "written by the holder\n");
+    assert_eq!(target.count_rows("channels").await, 1);
 
     holder.terminate();
     assert_eq!(
@@ -136,42 +186,57 @@ async fn a_standby_serves_nothing_until_it_takes_over(target: Target) {
     );
     standby.wait_ready().await;
 
+    // Once it has taken over, it serves all of it.
     let session = login(at_standby);
     assert_eq!(session.status, 200, "{}", session.body);
     let cookie = session.cookie("fermata_session").unwrap();
     let csrf = session.json()["csrf_token"].as_str().unwrap().to_owned();
     let [c, x] = session_headers(&cookie, &csrf);
     let headers = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
-    let token = request(
+    let token_request = request(
         at_standby,
         "POST",
         "/api/v1/tokens",
         &headers,
         Some(&json!({"label": "ci"})),
     );
-    assert_eq!(token.status, 201, "{}", token.body);
-    let document = request(
-        at_standby,
-        "POST",
-        "/api/v1/documents",
-        &headers,
-        Some(&json!({"repository": "acme/app", "title": "Plan"})),
-    );
+    assert_eq!(token_request.status, 201, "{}", token_request.body);
+    let document = create_document(at_standby, &headers, "acme/app", "Plan");
     assert_eq!(document.status, 201, "{}", document.body);
+    let written = put_text(at_standby, &token, &kept, "written after the takeover\n");
+    assert_eq!(written.status, 200, "{}", written.body);
+    // A real Yjs client edits over `/sync`, and the edit is stored.
+    let (ok, client) = support::node(
+        "client.mjs",
+        &[
+            "--server".to_owned(),
+            format!("ws://{at_standby}/sync"),
+            "--room".to_owned(),
+            kept.clone(),
+            "--token".to_owned(),
+            token.clone(),
+            "--insert".to_owned(),
+            "typed live\n".to_owned(),
+            "--linger".to_owned(),
+            "500".to_owned(),
+        ],
+    );
+    assert!(ok, "{client}");
+    wait_for_text(at_standby, &token, &kept, "typed live").await;
     standby.terminate();
     assert_eq!(standby.wait_exit().await.code(), Some(0));
 }
 
-/// Waits, with a bound, until `path` exists.
-async fn wait_for_file(path: &std::path::Path) {
-    let deadline = Instant::now() + PATIENCE;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// Waits, with a bound, until the stored text of `document` holds `needle`.
+async fn wait_for_text(address: std::net::SocketAddr, token: &str, document: &str, needle: &str) {
+    let deadline = Instant::now() + support::PATIENCE;
+    loop {
+        let text = text_of(address, token, document);
+        if text.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{needle:?} never stored: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

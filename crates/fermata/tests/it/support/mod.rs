@@ -593,6 +593,125 @@ pub fn empty_package(path: &std::path::Path) -> PathBuf {
     path.to_owned()
 }
 
+/// `POST /api/v1/documents`: a document titled `title` in `repository`, created as `headers` say
+/// (a session's cookie and CSRF token, or a bearer token).
+pub fn create_document(
+    address: SocketAddr,
+    headers: &[(&str, &str)],
+    repository: &str,
+    title: &str,
+) -> Answer {
+    request(
+        address,
+        "POST",
+        "/api/v1/documents",
+        headers,
+        Some(&serde_json::json!({"repository": repository, "title": title})),
+    )
+}
+
+/// The text of `document` as the API gives it, read with the API token `token`.
+pub fn text_of(address: SocketAddr, token: &str, document: &str) -> String {
+    let answer = request(
+        address,
+        "GET",
+        &format!("/api/v1/documents/{document}"),
+        &[("Authorization", &format!("Bearer {token}"))],
+        None,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()["text"].as_str().unwrap().to_owned()
+}
+
+/// A `typist.mjs` client, and the events it printed with when they arrived.
+pub struct Typist {
+    child: Child,
+    events: std::sync::mpsc::Receiver<(std::time::Instant, serde_json::Value)>,
+}
+
+impl Typist {
+    pub fn spawn(
+        address: SocketAddr,
+        room: &str,
+        token: &str,
+        prefix: &str,
+        timeout_ms: u64,
+    ) -> Self {
+        let mut child = Command::new("node")
+            .arg(interop_dir().join("typist.mjs"))
+            .args(["--server", &format!("ws://{address}/sync"), "--room", room])
+            .args(["--token", token, "--prefix", prefix])
+            .args(["--timeout", &timeout_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run node (install Node.js, or run scripts/test)");
+        let stdout = child.stdout.take().unwrap();
+        let (send, events) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    && send.send((std::time::Instant::now(), event)).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Typist { child, events }
+    }
+
+    /// The next event named `name` within `within`, skipping others (which `seen` collects).
+    pub fn event_within(
+        &self,
+        name: &str,
+        within: Duration,
+        seen: &mut Vec<serde_json::Value>,
+    ) -> Option<(std::time::Instant, serde_json::Value)> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            let (at, event) = self.events.recv_timeout(left).ok()?;
+            if event["event"] == name {
+                return Some((at, event));
+            }
+            seen.push(event);
+        }
+    }
+
+    pub fn event(&self, name: &str, seen: &mut Vec<serde_json::Value>) -> serde_json::Value {
+        self.event_within(name, PATIENCE, seen)
+            .unwrap_or_else(|| panic!("the typist never reported {name}: {seen:?}"))
+            .1
+    }
+}
+
+impl Drop for Typist {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The numbers of the lines `prefix` typed that `text` holds.
+pub fn typed_lines(text: &str, prefix: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(prefix)?.parse().ok())
+        .collect()
+}
+
+/// Waits, with a bound, until `path` exists.
+pub async fn wait_for_file(path: &std::path::Path) {
+    let deadline = Instant::now() + PATIENCE;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The viewport width, in CSS pixels, of the narrowest phones in use: every page must fit it.
 pub const PHONE_WIDTH: u64 = 375;
 

@@ -50,6 +50,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fermata_metrics::{Metrics, Observed, SchemaOperationCount};
+use fermata_store::ErrorChain;
 use tokio::net::TcpListener;
 
 pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
@@ -199,7 +200,7 @@ async fn schema_operation_counts(
                 .collect(),
         ),
         Err(error) => {
-            tracing::warn!(error = %fermata_store::ErrorChain(&error), "could not count the schema operations for the metrics");
+            tracing::warn!(error = %ErrorChain(&error), "could not count the schema operations for the metrics");
             None
         }
     }

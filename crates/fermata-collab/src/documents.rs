@@ -170,24 +170,20 @@ impl Documents {
         })
     }
 
-    /// A document by ID, with its canonical text (from its open room, or recovered from storage).
+    /// A document by ID, with its canonical text: from its open room when the room is at least
+    /// at the stored revision (one row read, no recovery), otherwise recovered from storage.
     pub async fn read(&self, id: &ChannelId) -> Result<DocumentView, StoreError> {
-        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
-        if let Some((text, revision)) = self.rooms.read_open(id).await
-            && revision >= snapshot.channel.revision
-        {
-            let channel = self
-                .storage
-                .collaboration()
-                .channel(id)
-                .await?
-                .unwrap_or(snapshot.channel);
-            return Ok(DocumentView {
-                source_hash: fermata_docs::source_hash(&text),
-                text,
-                channel,
-            });
+        if let Some((text, revision)) = self.rooms.read_open(id).await {
+            let channel = self.channel(id).await?;
+            if revision >= channel.revision {
+                return Ok(DocumentView {
+                    source_hash: fermata_docs::source_hash(&text),
+                    text,
+                    channel,
+                });
+            }
         }
+        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
         let open = recover(&snapshot)?;
         Ok(DocumentView {
             text: open.doc.text(),

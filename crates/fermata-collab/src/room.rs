@@ -2,7 +2,8 @@
 //!
 //! Persistence before publication: a client update is decoded, applied to the room's document
 //! (which refuses anything undecodable or with missing predecessors), batched with the updates
-//! that arrive within the batch window, committed as one fenced, revision-checked commit under a
+//! that queued while the previous commit ran (and those that arrive within the batch window, when
+//! one is set), committed as one fenced, revision-checked commit under a
 //! fresh operation ID, and only then broadcast. If the commit fails the room reloads its document
 //! from storage, so nothing unsaved is ever served, and the clients whose updates were lost are
 //! told to resync. Presence is relayed and never stored. Once a commit that changed the text is

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use fermata_metrics::Metrics;
 use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
@@ -20,6 +20,9 @@ use crate::settings::CollabSettings;
 
 /// A document's place in the manager: its room's inbox while the room is open.
 type Slot = Arc<Mutex<Option<mpsc::Sender<Inbound>>>>;
+
+/// The smallest map size at which closed rooms' slots are swept.
+const MIN_SWEEP: usize = 64;
 
 /// Every open room.
 #[derive(Debug, Clone)]
@@ -40,6 +43,10 @@ struct Inner {
     /// to find a slot; opening (recovering) a document holds its slot's lock alone, so a slow
     /// recovery never holds up other documents.
     rooms: std::sync::Mutex<HashMap<ChannelId, Slot>>,
+    /// The map's size at which `slot` next drops the slots of closed rooms: twice what the
+    /// last sweep kept, so the map stays within twice the open rooms at an amortized constant
+    /// cost per lookup.
+    sweep_at: AtomicUsize,
     /// Set once rooms stop opening: the code and reason new clients are closed with.
     closed: std::sync::Mutex<Option<(u16, String)>>,
     /// The tasks of every open room and its history's recording, so a stop that runs out of time
@@ -105,6 +112,7 @@ impl RoomManager {
                 settings,
                 metrics,
                 rooms: std::sync::Mutex::new(HashMap::new()),
+                sweep_at: AtomicUsize::new(MIN_SWEEP),
                 closed: std::sync::Mutex::new(None),
                 tasks: std::sync::Mutex::new(JoinSet::new()),
                 next_conn: AtomicU64::new(1),
@@ -114,6 +122,16 @@ impl RoomManager {
 
     pub fn settings(&self) -> CollabSettings {
         self.inner.settings
+    }
+
+    /// How many documents the manager keeps a slot for: those with an open room, and at most
+    /// about as many again whose room closed since the last sweep.
+    pub fn slots(&self) -> usize {
+        self.inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     fn closed(&self) -> Option<Refusal> {
@@ -135,6 +153,19 @@ impl RoomManager {
             .rooms
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if rooms.len() >= self.inner.sweep_at.load(Ordering::Relaxed) {
+            // A slot nobody else holds, not locked by an opening room, whose room is gone. Anyone
+            // who took a slot took it under this lock and still holds its `Arc`, so no slot in
+            // use is dropped.
+            rooms.retain(|_, slot| {
+                Arc::strong_count(slot) > 1
+                    || slot.try_lock().map_or(true, |open| {
+                        open.as_ref().is_some_and(|inbox| !inbox.is_closed())
+                    })
+            });
+            let next = (rooms.len() * 2).max(MIN_SWEEP);
+            self.inner.sweep_at.store(next, Ordering::Relaxed);
+        }
         Arc::clone(rooms.entry(id.clone()).or_default())
     }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollabSettings {
     /// Updates arriving within this window of the first are committed together, with every update
-    /// that queued while the previous commit ran (group commit).
+    /// that queued while the previous commit ran (group commit). Zero, the default, is classic
+    /// group commit: an update that finds the room idle commits at once, and what arrives while
+    /// that commit runs forms the next batch, so an idle room adds no wait to an
+    /// acknowledgement.
     pub batch_window: Duration,
     /// At most this many updates go into one commit.
     pub max_batch: usize,
@@ -34,7 +37,7 @@ pub struct CollabSettings {
 impl Default for CollabSettings {
     fn default() -> Self {
         CollabSettings {
-            batch_window: Duration::from_millis(2),
+            batch_window: Duration::ZERO,
             max_batch: 64,
             checkpoint_every_commits: 500,
             checkpoint_every_bytes: 4 * 1024 * 1024,

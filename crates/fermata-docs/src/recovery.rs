@@ -178,14 +178,17 @@ pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryErro
     };
 
     // 3. The journal, in order.
-    for update in &snapshot.updates {
-        doc.apply_update(&update.bytes).map_err(|error| {
-            fail(RecoveryProblem::Update {
-                sequence: update.sequence,
-                error,
-            })
-        })?;
-    }
+    let journal: Vec<&[u8]> = snapshot
+        .updates
+        .iter()
+        .map(|update| update.bytes.as_slice())
+        .collect();
+    doc.apply_journal(&journal).map_err(|(index, error)| {
+        fail(RecoveryProblem::Update {
+            sequence: snapshot.updates[index].sequence,
+            error,
+        })
+    })?;
 
     // 4. The current text is what `doc` projects; every update applied in full, so there is
     // nothing waiting that could change it later.

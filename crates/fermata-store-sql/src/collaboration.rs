@@ -3,17 +3,20 @@
 //! the channel operations of `channel.rs`.
 //!
 //! Every write is one fenced transaction that locks the channel row (`FOR UPDATE` on
-//! PostgreSQL; SQLite's `BEGIN IMMEDIATE` holds the database's write lock) before it reads the
-//! counters it checks.
+//! PostgreSQL, or the row lock of the `UPDATE` that checks and advances a commit's counters;
+//! SQLite's `BEGIN IMMEDIATE` holds the database's write lock) before it relies on the counters
+//! it checks.
 
 use async_trait::async_trait;
 use fermata_store::collaboration_rules::{
-    check_checkpoint, check_commit, check_epoch_replacement, check_initial_checkpoint, repeated,
+    check_checkpoint, check_commit, check_commit_shape, check_epoch_replacement,
+    check_initial_checkpoint, repeated,
 };
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, Checkpoint, CollaborationStore, Commit, Committed,
     DescriptionDraft, Event, Fence, JournalUpdate, NewChannel, NewCheckpoint, PublishedChannel,
-    RecoverySnapshot, Repository, SidecarState, Slug, StoreError, StoreResult, UnixMillis, UserId,
+    RecoverySnapshot, Repository, SidecarState, Slug, StoreError, StoreResult, StoreResultExt,
+    UnixMillis, UserId,
 };
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Connection};
@@ -42,6 +45,8 @@ pub(crate) struct Statements {
     clear_journal: String,
     set_epoch: String,
     state: String,
+    journal: String,
+    count_expected: String,
     expected_updates: String,
 }
 
@@ -55,11 +60,13 @@ impl Statements {
             ),
             insert_operation: dialect.render(
                 "INSERT INTO channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (channel_id, operation_id) DO NOTHING",
             ),
             advance: dialect.render(
-                "UPDATE channels SET revision = $2, sequence = $3, updated_at = $4, \
-                 title = COALESCE($5, title) WHERE id = $1",
+                "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, updated_at = $3, \
+                 title = COALESCE($4, title) \
+                 WHERE id = $1 AND revision = $2 AND archived_at IS NULL \
+                 RETURNING revision, sequence, epoch, repository",
             ),
             insert_update: dialect.render(
                 "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) VALUES ($1, $2, $3, $4)",
@@ -105,6 +112,16 @@ impl Statements {
             ),
             state: dialect.render(
                 "SELECT version, sidecar, unanswered_decisions FROM channel_state WHERE channel_id = $1",
+            ),
+            journal: dialect.render(
+                "SELECT u.sequence, u.epoch, u.bytes, \
+                        CASE WHEN EXISTS (SELECT 1 FROM channel_operations o \
+                             WHERE o.channel_id = u.channel_id AND o.update_sequence = u.sequence) \
+                             THEN 1 ELSE 0 END \
+                 FROM channel_updates u WHERE u.channel_id = $1 AND u.sequence > $2 ORDER BY u.sequence",
+            ),
+            count_expected: dialect.render(
+                "SELECT count(*) FROM channel_operations WHERE channel_id = $1 AND update_sequence > $2",
             ),
             expected_updates: dialect.render(
                 "SELECT update_sequence FROM channel_operations \
@@ -244,6 +261,52 @@ impl SqlStorage {
             .collect())
     }
 
+    /// The journal after `after` and the sequences whose operation records say they carried an
+    /// update. Each journal row comes with whether a record names it, and the records are
+    /// counted: when every row is named and the count matches, the two lists are the same and
+    /// the records' own list is not read; otherwise (stored data recovery will refuse) it is.
+    async fn journal_on(
+        &self,
+        conn: &mut AnyConnection,
+        id: &ChannelId,
+        after: i64,
+        action: &str,
+    ) -> StoreResult<(Vec<JournalUpdate>, Vec<i64>)> {
+        let sql = &self.inner.collaboration_sql;
+        let rows: Vec<(i64, i64, Vec<u8>, i64)> = sqlx::query_as(&sql.journal)
+            .bind(&id.0)
+            .bind(after)
+            .fetch_all(&mut *conn)
+            .await
+            .context(action)?;
+        let recorded: i64 = sqlx::query_scalar(&sql.count_expected)
+            .bind(&id.0)
+            .bind(after)
+            .fetch_one(&mut *conn)
+            .await
+            .context(action)?;
+        let all_named = rows.iter().all(|row| row.3 == 1);
+        let expected = if all_named && usize::try_from(recorded).ok() == Some(rows.len()) {
+            rows.iter().map(|row| row.0).collect()
+        } else {
+            sqlx::query_scalar(&sql.expected_updates)
+                .bind(&id.0)
+                .bind(after)
+                .fetch_all(&mut *conn)
+                .await
+                .context(action)?
+        };
+        let updates = rows
+            .into_iter()
+            .map(|(sequence, epoch, bytes, _)| JournalUpdate {
+                sequence,
+                epoch,
+                bytes,
+            })
+            .collect();
+        Ok((updates, expected))
+    }
+
     async fn events_on(
         &self,
         conn: &mut AnyConnection,
@@ -302,36 +365,36 @@ impl SqlStorage {
         Ok(created)
     }
 
+    /// One commit: after the fence, the revision check and the advance are one `UPDATE`, the
+    /// journal row, the sidecar and the operation record follow, and nothing is read that the
+    /// writer already knows. Only a commit that cannot be written as it came (a stale or
+    /// archived document, a repeated operation, an invalid shape) reads the channel and its
+    /// earlier operation to say why, exactly as the rules order it.
     async fn commit_on(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
         let action = "committing to a document";
         let sql = &self.inner.collaboration_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let id = &commit.channel;
-        let channel = self
-            .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
-            .await?
-            .ok_or_else(|| unavailable(id))?;
-        let fingerprint = commit.fingerprint();
-        let earlier: Option<(Vec<u8>, i64, i64)> = sqlx::query_as(&sql.find_operation)
-            .bind(&id.0)
-            .bind(commit.operation.as_str())
-            .fetch_optional(tx.conn())
-            .await
-            .context(action)?;
-        if let Some((stored, revision, sequence)) = earlier {
-            // Dropped on purpose: the failure is the stored bytes themselves.
-            let stored: [u8; 32] = stored.try_into().map_err(|_| {
-                StoreError::corrupt("a stored operation fingerprint is not 32 bytes")
-            })?;
-            return repeated(stored, revision, sequence, fingerprint);
-        }
-        check_commit(&channel, commit)?;
-        let revision = channel.revision + 1;
-        let sequence = channel.sequence + 1;
+        let advanced: Option<(i64, i64, i64, String)> = match check_commit_shape(commit) {
+            Ok(()) => sqlx::query_as(&sql.advance)
+                .bind(&id.0)
+                .bind(commit.expected_revision)
+                .bind(now.0)
+                .bind(commit.title.clone())
+                .fetch_optional(tx.conn())
+                .await
+                .context(action)?,
+            Err(_) => None,
+        };
+        let Some((revision, sequence, epoch, repository)) = advanced else {
+            return self.refuse_commit(tx.conn(), commit, action).await;
+        };
         if let Some(title) = &commit.title {
+            let repository = Repository::new(repository)
+                .or_corrupt("a stored document names an invalid repository")?;
             let slug = self
-                .promote_slug(tx.conn(), id, &channel.repository, title, action)
+                .promote_slug(tx.conn(), id, &repository, title, action)
                 .await?;
             sqlx::query(&sql.set_slug)
                 .bind(&id.0)
@@ -340,20 +403,11 @@ impl SqlStorage {
                 .await
                 .context(action)?;
         }
-        sqlx::query(&sql.advance)
-            .bind(&id.0)
-            .bind(revision)
-            .bind(sequence)
-            .bind(now.0)
-            .bind(commit.title.clone())
-            .execute(tx.conn())
-            .await
-            .context(action)?;
         if let Some(update) = &commit.update {
             sqlx::query(&sql.insert_update)
                 .bind(&id.0)
                 .bind(sequence)
-                .bind(channel.epoch)
+                .bind(epoch)
                 .bind(update.clone())
                 .execute(tx.conn())
                 .await
@@ -374,22 +428,81 @@ impl SqlStorage {
                 .await
                 .context(action)?;
         }
-        sqlx::query(&sql.insert_operation)
-            .bind(&id.0)
-            .bind(commit.operation.as_str())
-            .bind(fingerprint.to_vec())
-            .bind(revision)
-            .bind(sequence)
-            .bind(commit.update.as_ref().map(|_| sequence))
-            .execute(tx.conn())
-            .await
-            .context(action)?;
+        let recorded = tx
+            .execute(
+                sqlx::query(&sql.insert_operation)
+                    .bind(&id.0)
+                    .bind(commit.operation.as_str())
+                    .bind(commit.fingerprint().to_vec())
+                    .bind(revision)
+                    .bind(sequence)
+                    .bind(commit.update.as_ref().map(|_| sequence)),
+                action,
+            )
+            .await?;
+        if recorded == 0 {
+            // The operation ID was used before, at the revision this commit expected: answer as
+            // a repeat, and roll the writes above back.
+            return self
+                .earlier_operation(tx.conn(), commit, action)
+                .await?
+                .ok_or_else(|| StoreError::corrupt("an operation conflicted but cannot be read"));
+        }
         tx.commit(action).await?;
         Ok(Committed {
             revision,
             sequence,
             repeated: false,
         })
+    }
+
+    /// The answer to a commit whose `UPDATE` matched nothing, made on the locked channel in the
+    /// order of the rules: a missing document, then a repeated operation, then the checks.
+    async fn refuse_commit(
+        &self,
+        conn: &mut AnyConnection,
+        commit: &Commit,
+        action: &str,
+    ) -> StoreResult<Committed> {
+        let id = &commit.channel;
+        let channel = self
+            .channel_on(conn, &self.inner.channel_sql.lock, id, action)
+            .await?
+            .ok_or_else(|| unavailable(id))?;
+        if let Some(repeat) = self.earlier_operation(conn, commit, action).await? {
+            return Ok(repeat);
+        }
+        check_commit(&channel, commit)?;
+        // The checks passed on the locked channel, so it changed after the `UPDATE` read it,
+        // which the lease's one-at-a-time writes rule out; refuse rather than guess.
+        Err(StoreError::conflict(format!(
+            "document {id} changed while the commit was written"
+        )))
+    }
+
+    /// The earlier commit of the same operation ID, answered as a repeat (or a conflict when
+    /// its content differs); `None` when the ID is new.
+    async fn earlier_operation(
+        &self,
+        conn: &mut AnyConnection,
+        commit: &Commit,
+        action: &str,
+    ) -> StoreResult<Option<Committed>> {
+        let earlier: Option<(Vec<u8>, i64, i64)> =
+            sqlx::query_as(&self.inner.collaboration_sql.find_operation)
+                .bind(&commit.channel.0)
+                .bind(commit.operation.as_str())
+                .fetch_optional(conn)
+                .await
+                .context(action)?;
+        let Some((stored, revision, sequence)) = earlier else {
+            return Ok(None);
+        };
+        // Dropped on purpose: the failure is the stored bytes themselves.
+        let stored: [u8; 32] = stored
+            .try_into()
+            .map_err(|_| StoreError::corrupt("a stored operation fingerprint is not 32 bytes"))?;
+        repeated(stored, revision, sequence, commit.fingerprint()).map(Some)
     }
 }
 
@@ -560,14 +673,8 @@ impl CollaborationStore for SqlStorage {
             .context(action)?;
         let checkpoint = self.checkpoint_on(&mut tx, id, action).await?;
         let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
-        let updates = self.updates_on(&mut tx, id, after, action).await?;
+        let (updates, expected) = self.journal_on(&mut tx, id, after, action).await?;
         let events = self.events_on(&mut tx, id, after, action).await?;
-        let expected: Vec<i64> = sqlx::query_scalar(&sql.expected_updates)
-            .bind(&id.0)
-            .bind(after)
-            .fetch_all(&mut *tx)
-            .await
-            .context(action)?;
         tx.commit().await.context(action)?;
         Ok(RecoverySnapshot {
             channel,

@@ -39,14 +39,32 @@ impl Dialect {
         }
     }
 
-    /// Serializes the fenced writes of one lease beyond the row lock (PostgreSQL's
-    /// `FOR KEY SHARE` lets several writers share the row). SQLite's write lock already does.
-    pub(crate) fn serialize_fenced_writes(self) -> Option<&'static str> {
+    /// The fence check of a fenced transaction, one statement: it locks the lease row so a
+    /// takeover must wait for the write (PostgreSQL `FOR KEY SHARE`, which renewal's
+    /// `FOR NO KEY UPDATE` does not conflict with), serializes the writes of one lease (a
+    /// transaction-scoped advisory lock on PostgreSQL, since `FOR KEY SHARE` lets several writers
+    /// share the row), and only then reads the database's clock and whether `$2` is the live
+    /// token of lease `$1`, from the row version it locked. Each materialized step reads the one
+    /// before it, so the locks are held before the clock is read. On SQLite, `BEGIN IMMEDIATE`
+    /// already holds the database's write lock, so the check alone remains.
+    pub(crate) fn fence_check(self) -> String {
+        let live = "CASE WHEN l.token = $2 AND l.released_at IS NULL AND l.expires_at > clock.now \
+                    THEN 1 ELSE 0 END";
         match self {
-            Dialect::Sqlite => None,
-            Dialect::Postgres => Some(
-                "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS serialized",
-            ),
+            Dialect::Sqlite => self.render(&format!(
+                "WITH clock AS (SELECT {{now}} AS now) SELECT clock.now, {live} \
+                 FROM clock LEFT JOIN leases l ON l.name = $1"
+            )),
+            Dialect::Postgres => self.render(&format!(
+                "WITH locked AS MATERIALIZED ( \
+                     SELECT token, released_at, expires_at FROM leases WHERE name = $1{{for_key_share}}), \
+                 serialized AS MATERIALIZED ( \
+                     SELECT pg_advisory_xact_lock(hashtextextended($1, 0)) AS held \
+                     FROM (SELECT count(*) FROM locked) AS seen), \
+                 clock AS MATERIALIZED ( \
+                     SELECT {{now}} AS now FROM (SELECT count(held) FROM serialized) AS waited) \
+                 SELECT clock.now, {live} FROM clock LEFT JOIN locked l ON true"
+            )),
         }
     }
 

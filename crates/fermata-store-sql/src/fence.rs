@@ -5,8 +5,9 @@
 //! with), serializes the writes of one lease (a transaction-scoped advisory lock on PostgreSQL;
 //! SQLite's `BEGIN IMMEDIATE` already holds the database's write lock), and then checks, on the
 //! database's clock and after the locks are held, that the fence's token is the lease's current
-//! token and the lease is live. Only then do the store's statements run; they commit together or
-//! not at all.
+//! token and the lease is live: all of it in one statement ([`Dialect::fence_check`]), one round
+//! trip after `BEGIN`. Only then do the store's statements run; they commit together or not at
+//! all.
 
 use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};
 use sqlx::{Any, AnyConnection, Row, Transaction};
@@ -15,26 +16,16 @@ use crate::Inner;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 
-/// The statements of a fence check, rendered for one dialect.
+/// The statement of a fence check, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct FenceStatements {
-    lock_lease: String,
-    serialize: Option<&'static str>,
     check: String,
 }
 
 impl FenceStatements {
     pub(crate) fn new(dialect: Dialect) -> Self {
         FenceStatements {
-            lock_lease: dialect.render("SELECT token FROM leases WHERE name = $1{for_key_share}"),
-            serialize: dialect.serialize_fenced_writes(),
-            check: dialect.render(
-                "WITH clock AS (SELECT {now} AS now) \
-                 SELECT clock.now, \
-                        CASE WHEN l.token = $2 AND l.released_at IS NULL AND l.expires_at > clock.now \
-                             THEN 1 ELSE 0 END AS live \
-                 FROM clock LEFT JOIN leases l ON l.name = $1",
-            ),
+            check: dialect.fence_check(),
         }
     }
 }
@@ -88,18 +79,6 @@ impl Inner {
         let sql = &self.fence_sql;
         let lease = fence.lease.as_str();
         let mut transaction = self.begin_ungated(action).await?;
-        sqlx::query(&sql.lock_lease)
-            .bind(lease)
-            .fetch_optional(&mut *transaction)
-            .await
-            .context(action)?;
-        if let Some(serialize) = sql.serialize {
-            sqlx::query(serialize)
-                .bind(lease)
-                .execute(&mut *transaction)
-                .await
-                .context(action)?;
-        }
         let row = sqlx::query(&sql.check)
             .bind(lease)
             .bind(fence.token.0)

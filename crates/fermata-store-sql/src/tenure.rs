@@ -32,10 +32,11 @@ impl Statements {
             )),
             supersede_open: dialect.render(
                 "UPDATE lease_tenures SET end_reason = 'superseded' \
-                 WHERE lease_name = $1 AND end_reason IS NULL",
+                 WHERE lease_name = $1 AND end_reason IS NULL AND token <> $2",
             ),
             insert: dialect.render(&format!(
-                "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL)"
+                "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
+                 ON CONFLICT (lease_name, token) DO NOTHING"
             )),
             close: dialect.render(
                 "UPDATE lease_tenures SET ended_at = $3, end_reason = 'stopped' \
@@ -96,11 +97,12 @@ impl TenureStore for SqlStorage {
         let action = "opening a tenure";
         let sql = &self.inner.tenure_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        if let Some(existing) = self.select_tenure(tx.conn(), fence, action).await? {
-            return Ok(existing);
-        }
+        // Written first and read only when the insert finds this token's tenure already there:
+        // a repeated open then returns it and rolls the supersede back. Tenures of other tokens
+        // were superseded when this token's tenure was opened, so that leaves nothing undone.
         sqlx::query(&sql.supersede_open)
             .bind(fence.lease.as_str())
+            .bind(fence.token.0)
             .execute(tx.conn())
             .await
             .context(action)?;
@@ -113,15 +115,23 @@ impl TenureStore for SqlStorage {
             ended_at: None,
             end: None,
         };
-        sqlx::query(&sql.insert)
-            .bind(tenure.lease.as_str())
-            .bind(tenure.token.0)
-            .bind(tenure.holder.as_str())
-            .bind(tenure.version.as_str())
-            .bind(tenure.started_at.0)
-            .execute(tx.conn())
-            .await
-            .context(action)?;
+        let inserted = tx
+            .execute(
+                sqlx::query(&sql.insert)
+                    .bind(tenure.lease.as_str())
+                    .bind(tenure.token.0)
+                    .bind(tenure.holder.as_str())
+                    .bind(tenure.version.as_str())
+                    .bind(tenure.started_at.0),
+                action,
+            )
+            .await?;
+        if inserted == 0 {
+            return self
+                .select_tenure(tx.conn(), fence, action)
+                .await?
+                .ok_or_else(|| StoreError::corrupt("a tenure conflicted but cannot be read"));
+        }
         tx.commit(action).await?;
         Ok(tenure)
     }

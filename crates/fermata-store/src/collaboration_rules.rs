@@ -40,6 +40,12 @@ pub fn check_commit(channel: &Channel, commit: &Commit) -> StoreResult<()> {
             channel.id
         )));
     }
+    check_commit_shape(commit)
+}
+
+/// The checks of [`check_commit`] that need no channel: what the commit itself carries. An
+/// adapter may make them first, to write a valid commit without reading the channel.
+pub fn check_commit_shape(commit: &Commit) -> StoreResult<()> {
     if commit.is_empty() {
         return Err(StoreError::invalid(
             "a commit carries an update, a sidecar, events or a title",

@@ -10,6 +10,10 @@
 //! - floor: the same shape with bare single-row insert transactions, N concurrent writers each
 //!   doing M inserts of a payload of the same size; per-insert latency and inserts per second.
 //!
+//! Then the same with many documents at once: D documents (default 64,
+//! `FERMATA_BENCH_DOCUMENTS`) with 2 clients each, all typing, M/4 updates each, against as many
+//! concurrent bare-insert writers.
+//!
 //! The server runs with its default `[documents]` settings. `FERMATA_BENCH_CLIENTS` sets N
 //! (default 8) and `FERMATA_BENCH_UPDATES` sets M (default 200); each writer first does a few
 //! untimed warm-up writes.
@@ -28,7 +32,9 @@ use fermata_collab::CollabSettings;
 use fermata_collab::protocol::{self, ClientMessage};
 use fermata_store::StoreOptions;
 use fermata_store_sql::Database;
-use fermata_store_sql::testing::bench::{BareInserts, Summary, durable_setting, micros, ratio};
+use fermata_store_sql::testing::bench::{
+    BareInserts, Figure, Summary, durable_setting, micros, ratio,
+};
 use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
@@ -64,8 +70,23 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 #[derive(Debug, Clone, Copy)]
 struct Workload {
+    /// Documents open at once, each with `clients` writers.
+    documents: usize,
     clients: usize,
     updates: usize,
+}
+
+impl Workload {
+    fn writers(self) -> usize {
+        self.documents * self.clients
+    }
+
+    fn name(self) -> String {
+        match self.documents {
+            1 => format!("{} clients on one document", self.clients),
+            n => format!("{n} documents x {} clients", self.clients),
+        }
+    }
 }
 
 /// What one side measured: every timed write's latency, and the wall time of all of them.
@@ -87,17 +108,28 @@ fn main() {
         "{POSTGRES_URL_VAR} is not set: run the benchmark with scripts/bench, which starts a \
          throwaway PostgreSQL server with fsync on"
     );
-    let workload = Workload {
-        clients: setting("FERMATA_BENCH_CLIENTS", 8),
-        updates: setting("FERMATA_BENCH_UPDATES", 200),
-    };
+    let updates = setting("FERMATA_BENCH_UPDATES", 200);
+    let workloads = [
+        Workload {
+            documents: 1,
+            clients: setting("FERMATA_BENCH_CLIENTS", 8),
+            updates,
+        },
+        Workload {
+            documents: setting("FERMATA_BENCH_DOCUMENTS", 64),
+            clients: 2,
+            updates: (updates / 4).max(1),
+        },
+    ];
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        measure("sqlite", ScratchDatabase::sqlite(), workload).await;
-        measure("postgres", ScratchDatabase::postgres().await, workload).await;
+        for workload in workloads {
+            measure("sqlite", ScratchDatabase::sqlite(), workload).await;
+            measure("postgres", ScratchDatabase::postgres().await, workload).await;
+        }
     });
 }
 
@@ -133,9 +165,10 @@ async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
     println!("{backend}: {}", durable_setting(&store).await);
     let settings = CollabSettings::default();
     println!(
-        "  {} writers x {} writes of {} bytes each, after {WARM_UP} untimed each; server \
+        "  {}: {} writers x {} writes of {} bytes each, after {WARM_UP} untimed each; server \
          [documents] defaults (batch window {} ms, at most {} updates a commit)",
-        workload.clients,
+        workload.name(),
+        workload.writers(),
         workload.updates,
         edit(0, 0).len(),
         settings.batch_window.as_millis(),
@@ -143,12 +176,12 @@ async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
     );
     let (live, commits) = live(&target, &data_dir, workload).await;
     let floor = floor(&store, workload).await;
-    report(&live, commits, &floor);
+    report(backend, workload, &live, commits, &floor);
     println!();
     store.storage.close().await;
 }
 
-fn report(live: &Run, commits: i64, floor: &Run) {
+fn report(backend: &str, workload: Workload, live: &Run, commits: i64, floor: &Run) {
     let (live_summary, floor_summary) = (
         Summary::of(live.latencies.clone()),
         Summary::of(floor.latencies.clone()),
@@ -179,6 +212,39 @@ fn report(live: &Run, commits: i64, floor: &Run) {
         ratio(live_summary.p99, floor_summary.p99),
         floor.per_second() / live.per_second().max(f64::EPSILON)
     );
+    let group = format!("rooms/{backend}");
+    let name = workload.name();
+    let throughput = format!("{name}: acknowledged updates/s");
+    let p99 = format!("{name}: acknowledgement p99");
+    for (figure, unit, measured, floor, floor_name, goal) in [
+        (
+            &throughput,
+            "/s",
+            live.per_second(),
+            floor.per_second(),
+            "concurrent bare-insert writers, inserts/s",
+            ">= 0.5",
+        ),
+        (
+            &p99,
+            "us",
+            micros(live_summary.p99),
+            micros(floor_summary.p99),
+            "bare insert p99",
+            "<= 3",
+        ),
+    ] {
+        Figure {
+            group: group.clone(),
+            name: figure,
+            unit,
+            measured,
+            floor,
+            floor_name,
+            goal: Some(goal),
+        }
+        .record();
+    }
 }
 
 /// `fermata WORDS...` aimed at `database`, with nothing from the caller's environment.
@@ -241,57 +307,75 @@ async fn live(database: &Database, data_dir: &Path, workload: Workload) -> (Run,
     server.wait_ready().await;
     let address = server.address().await;
     let bearer = format!("Bearer {token}");
-    let created = request(
-        address,
-        "POST",
-        "/api/v1/documents",
-        &[("Authorization", &bearer)],
-        Some(&json!({"repository": "bench/rooms", "title": "Rooms benchmark"})),
-    );
-    assert_eq!(created.status, 201, "{}", created.body);
-    let document = created.json()["id"]
-        .as_str()
-        .expect("the document's ID")
-        .to_owned();
-    let url = format!("ws://{address}/sync/{document}?token={token}");
+    let documents: Vec<String> = (0..workload.documents)
+        .map(|n| {
+            let created = request(
+                address,
+                "POST",
+                "/api/v1/documents",
+                &[("Authorization", &bearer)],
+                Some(
+                    &json!({"repository": "bench/rooms", "title": format!("Rooms benchmark {n}")}),
+                ),
+            );
+            assert_eq!(created.status, 201, "{}", created.body);
+            created.json()["id"]
+                .as_str()
+                .expect("the document's ID")
+                .to_owned()
+        })
+        .collect();
     let expected: usize = (0..workload.clients)
         .flat_map(|c| (0..WARM_UP + workload.updates).map(move |n| edit(c, n).len()))
         .sum();
 
     // Everyone connects, syncs and warms up, then waits; the clock starts as they are let go.
-    let ready = Arc::new(Barrier::new(workload.clients + 1));
-    let go = Arc::new(Barrier::new(workload.clients + 1));
-    let clients: Vec<_> = (0..workload.clients)
-        .map(|index| {
-            tokio::spawn(client(
-                url.clone(),
-                index,
-                workload.updates,
-                expected,
-                Arc::clone(&ready),
-                Arc::clone(&go),
-            ))
+    let ready = Arc::new(Barrier::new(workload.writers() + 1));
+    let go = Arc::new(Barrier::new(workload.writers() + 1));
+    let clients: Vec<Vec<_>> = documents
+        .iter()
+        .map(|document| {
+            let url = format!("ws://{address}/sync/{document}?token={token}");
+            (0..workload.clients)
+                .map(|index| {
+                    tokio::spawn(client(
+                        url.clone(),
+                        index,
+                        workload.updates,
+                        expected,
+                        Arc::clone(&ready),
+                        Arc::clone(&go),
+                    ))
+                })
+                .collect()
         })
         .collect();
     gather(&ready, "the clients to connect and warm up").await;
-    let before = revision(address, &bearer, &document).0;
+    let before: i64 = documents
+        .iter()
+        .map(|document| revision(address, &bearer, document).0)
+        .sum();
     let started = Instant::now();
     go.wait().await;
-    let mut latencies = Vec::with_capacity(workload.clients * workload.updates);
+    let mut latencies = Vec::with_capacity(workload.writers() * workload.updates);
     let mut finished = started;
-    let mut texts = Vec::new();
-    for handle in clients {
-        let outcome = handle.await.expect("a client failed");
-        latencies.extend(outcome.latencies);
-        finished = finished.max(outcome.last_ack);
-        texts.push(outcome.text);
+    let mut after = 0;
+    for (document, handles) in documents.iter().zip(clients) {
+        let mut texts = Vec::new();
+        for handle in handles {
+            let outcome = handle.await.expect("a client failed");
+            latencies.extend(outcome.latencies);
+            finished = finished.max(outcome.last_ack);
+            texts.push(outcome.text);
+        }
+        let (revision, text) = revision(address, &bearer, document);
+        after += revision;
+        assert_eq!(text.len(), expected, "the server's document lacks updates");
+        assert!(
+            texts.iter().all(|t| *t == text),
+            "a client's document differs from the server's"
+        );
     }
-    let (after, text) = revision(address, &bearer, &document);
-    assert_eq!(text.len(), expected, "the server's document lacks updates");
-    assert!(
-        texts.iter().all(|t| *t == text),
-        "a client's document differs from the server's"
-    );
     server.terminate();
     let status = server.wait_exit().await;
     assert!(
@@ -471,12 +555,12 @@ async fn floor(store: &ScratchStorage, workload: Workload) -> Run {
     let first = BareInserts::create(store, payload).await;
     // Each writer's ids in a range of its own.
     let stride = (WARM_UP + workload.updates) as i64;
-    let mut writers: Vec<BareInserts> = (1..workload.clients)
+    let mut writers: Vec<BareInserts> = (1..workload.writers())
         .map(|index| first.writer_from(index as i64 * stride + 1))
         .collect();
     writers.insert(0, first);
-    let ready = Arc::new(Barrier::new(workload.clients + 1));
-    let go = Arc::new(Barrier::new(workload.clients + 1));
+    let ready = Arc::new(Barrier::new(workload.writers() + 1));
+    let go = Arc::new(Barrier::new(workload.writers() + 1));
     let tasks: Vec<_> = writers
         .into_iter()
         .map(|mut writer| {
@@ -498,7 +582,7 @@ async fn floor(store: &ScratchStorage, workload: Workload) -> Run {
     gather(&ready, "the bare insert writers to warm up").await;
     let started = Instant::now();
     go.wait().await;
-    let mut latencies = Vec::with_capacity(workload.clients * workload.updates);
+    let mut latencies = Vec::with_capacity(workload.writers() * workload.updates);
     let mut finished = started;
     for task in tasks {
         let (times, done) = task.await.expect("a bare insert writer failed");

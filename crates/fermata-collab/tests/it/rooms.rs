@@ -1,8 +1,8 @@
 //! Rooms on a real SQLite database: persistence before publication, batching, the checkpoint
 //! policy, idle closing, limits, refusals, presence, a lost fence, read-only connections, program
-//! updates merged like a client's, and rewrites refused at a stale revision. Each counts in the
-//! metrics the rooms record: rooms and connections, commits by outcome, checkpoints, recoveries
-//! and refused updates by reason.
+//! updates merged like a client's, rewrites refused at a stale revision, and the slots of closed
+//! rooms dropped. Each counts in the metrics the rooms record: rooms and connections, commits by
+//! outcome, checkpoints, recoveries and refused updates by reason.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -762,4 +762,43 @@ async fn a_rewrite_at_a_stale_revision_changes_nothing() {
         .unwrap();
     assert!(client.hears_update(PATIENCE).await);
     assert_eq!(client.doc.text(), "replaced");
+}
+
+#[tokio::test]
+async fn the_slots_of_closed_rooms_are_dropped() {
+    let settings = CollabSettings {
+        idle_close: Duration::from_millis(50),
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let fence = rig.fence.current().unwrap();
+    // Each document's room opens for one client, which leaves; the room then closes when idle.
+    for n in 0..150 {
+        let id = rig
+            .store
+            .collaboration()
+            .create_channel(
+                &fence,
+                &NewChannel {
+                    id: ChannelId::random(),
+                    repository: Repository::new("acme/app").unwrap(),
+                    title: format!("Room {n}"),
+                    parent: None,
+                },
+            )
+            .await
+            .unwrap()
+            .id;
+        let connection = rig.rooms.join(&id, &member(), false).await.unwrap();
+        connection.leave().await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The next document to open sweeps the closed rooms' slots away.
+    let open = Client::join(&rig).await;
+    assert!(
+        rig.rooms.slots() < 64,
+        "{} slots kept for 1 open room after 151 opened",
+        rig.rooms.slots()
+    );
+    drop(open);
 }

@@ -133,3 +133,120 @@ impl BareInserts {
         started.elapsed()
     }
 }
+
+/// Where `scripts/bench` collects every figure of a run, one JSON object a line.
+pub const RECORD_VAR: &str = "FERMATA_BENCH_RECORD";
+
+/// One figure of a run against its floor: `scripts/bench` prints them as one table and keeps
+/// them as JSON for a later run to compare with.
+#[derive(Debug, Clone)]
+pub struct Figure<'a> {
+    /// The benchmark and backend, as `documents/sqlite`.
+    pub group: String,
+    /// What was measured, as `commit median`.
+    pub name: &'a str,
+    pub unit: &'a str,
+    pub measured: f64,
+    pub floor: f64,
+    /// What the floor is, as `bare insert median`.
+    pub floor_name: &'a str,
+    /// The goal for the ratio measured / floor, as `<= 1.5`, where there is one.
+    pub goal: Option<&'a str>,
+}
+
+impl Figure<'_> {
+    /// Appends the figure to the file `FERMATA_BENCH_RECORD` names; a run without it (a bench
+    /// started by hand) only prints.
+    pub fn record(&self) {
+        let Some(path) = std::env::var_os(RECORD_VAR) else {
+            return;
+        };
+        let line = serde_json::json!({
+            "group": self.group,
+            "figure": self.name,
+            "unit": self.unit,
+            "measured": self.measured,
+            "floor": self.floor,
+            "floor_name": self.floor_name,
+            "ratio": self.measured / self.floor,
+            "goal": self.goal,
+        });
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open the benchmark record");
+        writeln!(file, "{line}").expect("append to the benchmark record");
+    }
+}
+
+/// Appends `updates` to a document's journal as if each had been committed on its own (a
+/// journal row, an operation record, the counters advanced), in one transaction of multi-row
+/// inserts: a long journal for a recovery benchmark in seconds rather than one commit each.
+pub async fn seed_journal(
+    store: &ScratchStorage,
+    id: &fermata_store::ChannelId,
+    updates: &[Vec<u8>],
+) {
+    const ROWS: usize = 500;
+    let mut tx = store.storage.pool().begin().await.expect("begin the seed");
+    let (revision, sequence, epoch): (i64, i64, i64) =
+        sqlx::query_as("SELECT revision, sequence, epoch FROM channels WHERE id = $1")
+            .bind(&id.0)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("read the document's counters");
+    let mut next = 0_i64;
+    for chunk in updates.chunks(ROWS) {
+        let rows = |columns: usize| {
+            (0..chunk.len())
+                .map(|row| {
+                    let first = row * columns + 1;
+                    let places: Vec<String> =
+                        (first..first + columns).map(|n| format!("${n}")).collect();
+                    format!("({})", places.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let journal = format!(
+            "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) VALUES {}",
+            rows(4)
+        );
+        let operations = format!(
+            "INSERT INTO channel_operations \
+             (channel_id, operation_id, fingerprint, revision, sequence, update_sequence) VALUES {}",
+            rows(6)
+        );
+        let (mut journal, mut operations) = (sqlx::query(&journal), sqlx::query(&operations));
+        for bytes in chunk {
+            next += 1;
+            journal = journal
+                .bind(&id.0)
+                .bind(sequence + next)
+                .bind(epoch)
+                .bind(bytes.clone());
+            operations = operations
+                .bind(&id.0)
+                .bind(format!("seed-{}", sequence + next))
+                .bind(vec![0_u8; 32])
+                .bind(revision + next)
+                .bind(sequence + next)
+                .bind(sequence + next);
+        }
+        journal.execute(&mut *tx).await.expect("seed journal rows");
+        operations
+            .execute(&mut *tx)
+            .await
+            .expect("seed operation records");
+    }
+    sqlx::query("UPDATE channels SET revision = $2, sequence = $3 WHERE id = $1")
+        .bind(&id.0)
+        .bind(revision + next)
+        .bind(sequence + next)
+        .execute(&mut *tx)
+        .await
+        .expect("advance the document's counters");
+    tx.commit().await.expect("commit the seed");
+}

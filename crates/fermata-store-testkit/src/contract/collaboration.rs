@@ -404,6 +404,28 @@ pub async fn operation_ids_are_idempotent(harness: &dyn Harness) {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Conflict);
     assert_eq!(docs.reload(&channel).await.revision, 1);
+
+    // The same ID again at the document's current revision, which the revision check alone
+    // would let through: the earlier commit still answers, and nothing of this one is kept.
+    let reused = Commit {
+        expected_revision: 1,
+        ..different
+    };
+    let error = docs
+        .store
+        .collaboration()
+        .commit(&docs.fence, &reused)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Conflict);
+    assert_eq!(docs.reload(&channel).await.revision, 1);
+    let journal = docs
+        .store
+        .collaboration()
+        .updates_after(&channel.id, 0)
+        .await
+        .unwrap();
+    assert_eq!(journal.len(), 1);
 }
 
 pub async fn concurrent_commits_on_the_same_revision_let_exactly_one_win(harness: &dyn Harness) {

@@ -2,7 +2,8 @@
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
-//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
+//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), when
+//! drift checks run by themselves ([`schedule`]), how
 //! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
 //! ([`view`]). What the snapshot account may read is checked by [`source_check`].
@@ -28,6 +29,7 @@ pub mod refresh_run;
 pub mod registry_view;
 pub mod review;
 mod safe_context;
+pub mod schedule;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
@@ -51,6 +53,7 @@ pub use operations::{
 pub use refresh_run::{RefreshSettings, RefreshWorkflow};
 pub use registry_view::RegistryReports;
 pub use review::{Reviews, Verdict};
+pub use schedule::{Schedule, ScheduleWorkflow};
 pub use source::{SourceSettings, TlsMode};
 pub use source_check::{SourceCheck, check_source};
 pub use verification_run::{VerificationSettings, VerificationWorkflow};

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fermata_store::{HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult};
+use fermata_store::{
+    ErrorKind, HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult,
+};
 use serde_json::Value;
 
 use crate::context::{RunContext, RunError};
@@ -78,19 +80,38 @@ impl Engine {
 
     /// Starts a run of the registered workflow `workflow` with `input`, under a new ID.
     pub async fn start(&self, workflow: &str, input: &Value) -> Result<RunId, StoreError> {
+        let run = self.new_run(workflow, RunId::random(), input)?;
+        self.storage.workflows().create_run(&run).await?;
+        tracing::info!(run = %run.id, workflow, "run started");
+        Ok(run.id)
+    }
+
+    /// Starts a run of `workflow` with `input` under `id`, a key the caller derives from what the
+    /// run stands for (a due time, an event), so that starting it again, from this process or
+    /// another, starts nothing. True when this call created the run; false when a run of that
+    /// workflow had that ID already. A run of another workflow under the ID is a `Conflict`.
+    pub async fn start_once(
+        &self,
+        workflow: &str,
+        id: &RunId,
+        input: &Value,
+    ) -> Result<bool, StoreError> {
+        let run = self.new_run(workflow, id.clone(), input)?;
+        create_once(&*self.storage, &run).await
+    }
+
+    /// A run of the registered workflow `workflow`; `Invalid` when none is registered so.
+    fn new_run(&self, workflow: &str, id: RunId, input: &Value) -> Result<NewRun, StoreError> {
         if !self.workflows.contains_key(workflow) {
             return Err(StoreError::invalid(
                 "no workflow is registered under that name",
             ));
         }
-        let run = NewRun {
-            id: RunId::random(),
+        Ok(NewRun {
+            id,
             workflow: workflow.to_owned(),
             input: input.to_string(),
-        };
-        self.storage.workflows().create_run(&run).await?;
-        tracing::info!(run = %run.id, workflow, "run started");
-        Ok(run.id)
+        })
     }
 
     /// The run as stored; `None` when it does not exist (never started, or purged).
@@ -150,5 +171,23 @@ impl Engine {
             .keys()
             .map(|name| (*name).to_owned())
             .collect()
+    }
+}
+
+/// Creates `run` unless a run of its workflow has its ID; true when this call created it. A run
+/// of another workflow under the ID is a `Conflict`.
+pub(crate) async fn create_once(storage: &dyn Storage, run: &NewRun) -> Result<bool, StoreError> {
+    match storage.workflows().create_run(run).await {
+        Ok(_) => {
+            tracing::info!(run = %run.id, workflow = %run.workflow, "run started");
+            Ok(true)
+        }
+        Err(error) if error.kind() == ErrorKind::Conflict => {
+            match storage.workflows().run(&run.id).await? {
+                Some(existing) if existing.workflow == run.workflow => Ok(false),
+                _ => Err(error),
+            }
+        }
+        Err(error) => Err(error),
     }
 }

@@ -1,8 +1,8 @@
 //! Schema operations at run time: the workflow engine with the schema workflows registered
 //! (inventory, refresh and verification), the operations, review and registry services over it,
 //! the data folder's schema
-//! folders, and the background work of a serving process (a workflow worker and the retention of
-//! ended runs).
+//! folders, and the background work of a serving process (a workflow worker, the start of the
+//! next scheduled check and the retention of ended runs).
 //!
 //! The data folder holds `schema-artifacts/`, the local object store of staged candidates and
 //! review artifacts (sealed with the process keyring; an S3-compatible bucket instead when
@@ -22,7 +22,7 @@ use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
     EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
-    RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
+    RegistryReports, Reviews, ScheduleWorkflow, VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
@@ -50,6 +50,8 @@ const STEP_FOLDER_PREFIX: &str = "refresh-";
 #[derive(Debug, Clone)]
 pub(crate) struct SchemaRuntime {
     pub(crate) engine: Engine,
+    /// Scheduled drift checks (`[schema.schedule]`).
+    pub(crate) schedule: ScheduleWorkflow,
     pub(crate) operations: Operations,
     /// Review diffs and decisions of refreshes.
     pub(crate) reviews: Reviews,
@@ -142,16 +144,26 @@ impl SchemaRuntime {
             )
             .register(refresh)
             .register(verification);
+        // The operations start the three operation workflows; the schedule's workflow, which
+        // requests operations, is registered after them, on the engine workers execute.
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
         let operations = Operations::new(Arc::clone(&storage), workflows.clone());
         let operations = match &package {
             Some(package) => operations.with_forge(package.forge_handle()),
             None => operations,
         };
+        let schedule = ScheduleWorkflow::new(
+            Arc::clone(&storage),
+            operations.clone(),
+            settings.schedule,
+            package.clone(),
+        );
+        let engine = engine.register(schedule.clone());
         let registry = RegistryReports::new(Arc::clone(&storage), package.clone());
         let reviews = Reviews::new(storage, workflows, artifacts, package);
         Ok(SchemaRuntime {
             engine,
+            schedule,
             operations,
             reviews,
             registry,
@@ -182,8 +194,9 @@ impl SchemaRuntime {
         }
     }
 
-    /// Executes runs, ends inventories whose run is gone and purges old runs until `stop` is
-    /// cancelled.
+    /// Executes runs, starts the run of the next scheduled check (once per due time, checked
+    /// with the settling), ends inventories whose run is gone and purges old runs until `stop`
+    /// is cancelled.
     pub(crate) async fn work(&self, worker_name: String, stop: CancellationToken) {
         let worker = self.engine.worker(worker_name, WorkerSettings::default());
         let purge = async {
@@ -195,7 +208,21 @@ impl SchemaRuntime {
             }
         };
         let settle = async {
+            // The due time whose run this process started (or found started).
+            let mut ensured = None;
             loop {
+                match self.schedule.next_due().await {
+                    Ok(next) if next == ensured => {}
+                    Ok(_) => match self.schedule.ensure(&self.engine).await {
+                        Ok(due) => ensured = due,
+                        Err(error) => {
+                            tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not start the next scheduled check");
+                        }
+                    },
+                    Err(error) => {
+                        tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not read when the next scheduled check is due");
+                    }
+                }
                 if let Err(error) = self.operations.settle_abandoned().await {
                     tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not end abandoned inventories");
                 }

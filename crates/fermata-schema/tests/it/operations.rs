@@ -534,27 +534,6 @@ async fn an_inventory_whose_run_is_gone_is_ended(scratch: ScratchDatabase) {
     assert_eq!(fx.lease_holder().await, Some(refresh.id));
 }
 
-macro_rules! on_both_engines {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$case(super::ScratchDatabase::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$case(super::ScratchDatabase::postgres().await).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_engines!(
     a_started_operation_is_bound_to_its_run,
     a_definite_refusal_fails_the_operation_and_releases_the_lease,

@@ -1,7 +1,8 @@
 //! The `[schema]` table: the MySQL or MariaDB server whose schemas are snapshotted
 //! (`[schema.source]`), the verification workspace server (`[schema.workspace]`, the same keys),
 //! the package in the target git repository (`[schema.package]`), the S3-compatible bucket for
-//! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), and how a
+//! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), when `serve`
+//! checks for drift by itself (`[schema.schedule]`), and how a
 //! refresh runs
 //! (`review_window`, `connections`). Parsed and validated into [`SchemaSettings`] before anything
 //! starts; errors name the setting, never a password.
@@ -10,11 +11,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
-use fermata_schema::SourceSettings;
 use fermata_schema::artifact::S3Settings;
 use fermata_schema::filter::{Filter, Pattern};
 use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
+use fermata_schema::{Schedule, SourceSettings};
 use serde::Deserialize;
 
 use super::schema_source::{FileSource, secret, source_settings};
@@ -27,6 +28,8 @@ const REVIEW_WINDOWS: (Duration, Duration) = (
 );
 /// The most introspection connections a database step may open.
 const MAX_CONNECTIONS: usize = 64;
+/// The longest period of `[schema.schedule] every_hours`: a week.
+const MAX_SCHEDULE_HOURS: u64 = 7 * 24;
 /// The package's base branch when none is configured.
 const DEFAULT_BASE_BRANCH: &str = "main";
 
@@ -38,6 +41,7 @@ pub(super) struct FileSchema {
     workspace: Option<FileSource>,
     package: Option<FilePackage>,
     artifacts: Option<FileArtifacts>,
+    schedule: Option<FileSchedule>,
     review_window: Option<String>,
     /// Signed, so that a negative number is refused here, naming the setting.
     connections: Option<i64>,
@@ -62,6 +66,16 @@ struct FilePackage {
     api_url: Option<String>,
     token_file: Option<PathBuf>,
     token_env: Option<String>,
+}
+
+/// The `[schema.schedule]` table, as written: one of the two keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSchedule {
+    /// `HH:MM`, in UTC.
+    daily_at: Option<String>,
+    /// Signed, so that a negative number is refused here, naming the setting.
+    every_hours: Option<i64>,
 }
 
 /// The `[schema.artifacts]` table, as written.
@@ -106,6 +120,8 @@ pub struct SchemaSettings {
     pub github: Option<GitHubSettings>,
     /// The bucket of review artifacts; `None` keeps them in the data folder.
     pub artifacts: Option<S3Settings>,
+    /// When `serve` runs drift checks by itself; `None`: never.
+    pub schedule: Option<Schedule>,
     /// How long a review stays open before the refresh expires.
     pub review_window: Duration,
     /// The most introspection connections a database step opens.
@@ -122,6 +138,7 @@ impl Default for SchemaSettings {
             package: None,
             github: None,
             artifacts: None,
+            schedule: None,
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
             filter: Filter::default(),
@@ -193,10 +210,56 @@ pub(super) fn schema_settings(
             .as_ref()
             .map(|artifacts| artifact_settings(artifacts, origin))
             .transpose()?,
+        schedule: file
+            .schedule
+            .as_ref()
+            .map(|schedule| schedule_settings(schedule, file, origin))
+            .transpose()?,
         review_window,
         connections,
         filter,
     })
+}
+
+/// The validated `[schema.schedule]`: a daily time or a period in whole hours, with the source
+/// and the package a check needs.
+fn schedule_settings(
+    file: &FileSchedule,
+    schema: &FileSchema,
+    origin: &Origin,
+) -> Result<Schedule, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.schedule{key}"), origin.clone(), problem)
+    };
+    if schema.source.is_none() || schema.package.is_none() {
+        return Err(refuse(
+            "",
+            "a scheduled check needs `[schema.source]` and `[schema.package]`",
+        ));
+    }
+    match (&file.daily_at, file.every_hours) {
+        (Some(_), Some(_)) | (None, None) => Err(refuse(
+            "",
+            "give either `daily_at` (HH:MM in UTC) or `every_hours`",
+        )),
+        (Some(text), None) => text
+            .split_once(':')
+            .filter(|(hour, minute)| hour.len() == 2 && minute.len() == 2)
+            .and_then(|(hour, minute)| Schedule::daily(hour.parse().ok()?, minute.parse().ok()?))
+            .ok_or_else(|| refuse(".daily_at", "expected HH:MM in UTC, from 00:00 to 23:59")),
+        (None, Some(hours)) => u64::try_from(hours)
+            .ok()
+            .filter(|hours| (1..=MAX_SCHEDULE_HOURS).contains(hours))
+            .map(|hours| Schedule::Every {
+                period: Duration::from_secs(hours * 3600),
+            })
+            .ok_or_else(|| {
+                refuse(
+                    ".every_hours",
+                    &format!("must be 1 to {MAX_SCHEDULE_HOURS}"),
+                )
+            }),
+    }
 }
 
 fn package_settings(
@@ -519,6 +582,45 @@ mod tests {
             let shown = format!("{error} {error:?}");
             assert!(!shown.contains("s3cret"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_schedule_is_a_daily_time_or_a_period_in_hours_with_a_source_and_a_package() {
+        let folder = tempfile::tempdir().unwrap();
+        let password = private_file(folder.path(), "s3cret-source");
+        let needs = format!(
+            "[source]\nhost = \"h\"\nuser = \"u\"\npassword_file = {password:?}\n\
+             [package]\nrepository = {:?}\n",
+            folder.path()
+        );
+        let schedule = |table: &str| parse(&format!("{needs}[schedule]\n{table}"));
+        assert_eq!(
+            schedule("daily_at = \"03:30\"\n").unwrap().schedule,
+            Schedule::daily(3, 30)
+        );
+        assert_eq!(
+            schedule("every_hours = 6\n").unwrap().schedule,
+            Some(Schedule::Every {
+                period: Duration::from_secs(6 * 3600)
+            })
+        );
+        assert_eq!(parse(&needs).unwrap().schedule, None);
+        for (table, setting) in [
+            ("daily_at = \"3:30\"\n", "schema.schedule.daily_at"),
+            ("daily_at = \"24:00\"\n", "schema.schedule.daily_at"),
+            ("daily_at = \"noon\"\n", "schema.schedule.daily_at"),
+            ("every_hours = 0\n", "schema.schedule.every_hours"),
+            ("every_hours = 169\n", "schema.schedule.every_hours"),
+            ("every_hours = -6\n", "schema.schedule.every_hours"),
+            ("daily_at = \"03:30\"\nevery_hours = 6\n", "schema.schedule"),
+            ("", "schema.schedule"),
+        ] {
+            let error = schedule(table).unwrap_err();
+            assert_eq!(error.setting, setting, "{table}");
+        }
+        let alone = parse("[schedule]\nevery_hours = 6\n").unwrap_err();
+        assert_eq!(alone.setting, "schema.schedule");
+        assert!(alone.to_string().contains("[schema.source]"), "{alone}");
     }
 
     #[test]

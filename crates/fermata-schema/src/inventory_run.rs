@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
+use crate::notify::{EventKind, Notifier};
 use crate::operations::begin_run;
 use crate::safe_context::{SafeCode, SafeContext};
 use crate::source::SourceSettings;
@@ -44,6 +45,8 @@ pub struct InventoryWorkflow {
     lifetime: Duration,
     /// Which databases the inventory leaves out.
     filter: crate::Filter,
+    /// Where a failure is told.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for InventoryWorkflow {
@@ -63,7 +66,15 @@ impl InventoryWorkflow {
             source,
             lifetime: INVENTORY_LIFETIME,
             filter: crate::Filter::default(),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Tells `notifier` when an inventory fails.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Leaves out the databases `filter` ignores.
@@ -173,14 +184,19 @@ impl Workflow for InventoryWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+        run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+            self.execute(ctx, id)
+        })
+        .await
     }
 }
 
 /// A schema workflow's `run`: reads the operation ID from the run's input and runs `execute`
-/// for it; a failure that ends the run ends the operation `failed` with its safe error.
+/// for it; a failure that ends the run ends the operation `failed` with its safe error, and
+/// `notifier` emits `operation.failed`.
 pub(crate) async fn run_operation<'c, F, Fut>(
     storage: &dyn Storage,
+    notifier: &Notifier,
     ctx: &'c mut RunContext,
     input: Value,
     execute: F,
@@ -196,6 +212,9 @@ where
     match execute(ctx, input.operation).await {
         Err(RunError::Failed(error)) => {
             fail_operation(storage, input.operation, &run_id, &safe_error(&error)).await;
+            notifier
+                .emit(storage, EventKind::OperationFailed, input.operation, None)
+                .await?;
             Err(RunError::Failed(error))
         }
         other => other,

@@ -3,7 +3,8 @@
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
 //! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), when
-//! drift checks run by themselves ([`schedule`]), how
+//! drift checks run by themselves ([`schedule`]), which events are posted to webhooks
+//! ([`notify`]), how
 //! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
 //! ([`view`]). What the snapshot account may read is checked by [`source_check`].
@@ -21,6 +22,7 @@ pub mod filter;
 pub mod inventory;
 pub mod inventory_run;
 pub mod names;
+pub mod notify;
 pub mod operations;
 pub mod package;
 mod pool;
@@ -47,6 +49,7 @@ pub use fermata_schema_core::{
 pub use filter::Filter;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;
+pub use notify::{Notifier, NotifySettings, NotifyWorkflow};
 pub use operations::{
     OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
 };

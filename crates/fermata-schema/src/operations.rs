@@ -462,6 +462,16 @@ impl Operations {
             .context("list the recent operations")
     }
 
+    /// The latest webhook deliveries of the events of `operations`, the latest first, at most
+    /// `limit` (see [`crate::notify`]).
+    pub async fn deliveries(
+        &self,
+        operations: &[Operation],
+        limit: usize,
+    ) -> Result<Vec<crate::notify::Delivery>, SafeError> {
+        crate::notify::deliveries(&*self.storage, operations, limit).await
+    }
+
     /// The global lease, if any operation holds it.
     pub async fn lease(&self) -> Result<Option<SchemaLease>, SafeError> {
         self.storage

@@ -57,6 +57,7 @@ use crate::database_run::{
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::names;
+use crate::notify::{EXPIRY_NOTICE, EventKind, Notifier};
 use crate::package::{Package, Registry};
 use crate::publication::Publication;
 use crate::safe_context::{SafeCode, SafeContext};
@@ -130,6 +131,8 @@ pub struct RefreshWorkflow {
     storage: Arc<dyn Storage>,
     settings: Arc<RefreshSettings>,
     probe: Arc<dyn CandidateProbe>,
+    /// Where reviews, publications and failures are told.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for RefreshWorkflow {
@@ -146,7 +149,16 @@ impl RefreshWorkflow {
             storage,
             settings: Arc::new(settings),
             probe: Arc::new(NoProbe),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Tells `notifier` when a review opens or is about to expire, when a pull request is
+    /// published and when a refresh fails.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Calls `probe` in every database step (fault injection).
@@ -213,6 +225,14 @@ impl RefreshWorkflow {
             })
             .await?;
 
+        self.notifier
+            .emit(storage, EventKind::ReviewOpened, id, None)
+            .await?;
+        let notice = EXPIRY_NOTICE.min(self.settings.review_window / 2);
+        let expiring = UnixMillis(expires_at - i64::try_from(notice.as_millis()).unwrap_or(0));
+        self.notifier
+            .emit(storage, EventKind::ReviewExpiring, id, Some(expiring))
+            .await?;
         let now = schema.clock().await.map_err(RunError::Lost)?;
         let remaining = UnixMillis(expires_at).since(now);
         // The timeout is fixed by the first execution that waits; later ones pass it again.
@@ -225,6 +245,9 @@ impl RefreshWorkflow {
             .await?;
         if decision == ReviewState::Approved {
             let pull = self.publish(ctx, id, &base.commit, leased).await?;
+            self.notifier
+                .emit(storage, EventKind::PullRequestPublished, id, None)
+                .await?;
             tracing::info!(operation = %id, pull_request = pull.number, changed = changed.len(), "refresh published");
             return Ok(
                 serde_json::json!({ "changed": changed.len(), "pull_request": pull.number }),
@@ -681,6 +704,9 @@ impl Workflow for RefreshWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+        run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+            self.execute(ctx, id)
+        })
+        .await
     }
 }

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use fermata_schema_core::{ErrorCode, SafeError, Subject};
 use fermata_store::schema::{OperationId, OperationKind, OperationState, RequestKey};
 use fermata_store::{RunId, Storage, UnixMillis};
-use fermata_workflow::{Engine, RunContext, RunError, Workflow};
+use fermata_workflow::{Engine, RunContext, RunError, Workflow, start_once};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -209,8 +209,14 @@ impl ScheduleWorkflow {
             .await?;
         let next = UnixMillis(next);
         let input = serde_json::json!(DueInput { due: next.0 });
-        ctx.start_once(SCHEDULE_WORKFLOW, &schedule_run_id(next), &input)
-            .await?;
+        start_once(
+            &*self.storage,
+            SCHEDULE_WORKFLOW,
+            &schedule_run_id(next),
+            &input,
+        )
+        .await
+        .map_err(RunError::Lost)?;
         tracing::info!(due = %due, next = %next, "scheduled check due");
         let inventory: OperationId = ctx
             .step("inventory", |_| async move {

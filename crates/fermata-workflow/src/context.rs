@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_store::{
-    Claim, ErrorChain, HookWait, NewRun, RunId, StepRecord, StepState, StepUpdate, Storage,
-    StoreError, StoreResultExt,
+    Claim, ErrorChain, HookWait, RunId, StepRecord, StepState, StepUpdate, Storage, StoreError,
+    StoreResultExt,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::engine::create_once;
 use crate::retry::{RetryPause, retry_delay};
 use crate::step_error::StepError;
 
@@ -191,25 +190,6 @@ impl RunContext {
                 Err(error) => return self.fail_step(key, error).await,
             }
         }
-    }
-
-    /// Starts a run of `workflow` (registered with the engine that executes this run) with
-    /// `input` under `id`, unless a run of it has that ID: the way a run hands work to a run of
-    /// its own, once whatever number of times it is executed. True when this call created it.
-    pub async fn start_once(
-        &self,
-        workflow: &str,
-        id: &RunId,
-        input: &Value,
-    ) -> Result<bool, RunError> {
-        let run = NewRun {
-            id: id.clone(),
-            workflow: workflow.to_owned(),
-            input: input.to_string(),
-        };
-        create_once(&*self.storage, &run)
-            .await
-            .map_err(RunError::Lost)
     }
 
     /// The payload of hook `key`, once delivered. Until then the run waits: this returns

@@ -80,7 +80,12 @@ impl Engine {
 
     /// Starts a run of the registered workflow `workflow` with `input`, under a new ID.
     pub async fn start(&self, workflow: &str, input: &Value) -> Result<RunId, StoreError> {
-        let run = self.new_run(workflow, RunId::random(), input)?;
+        self.registered(workflow)?;
+        let run = NewRun {
+            id: RunId::random(),
+            workflow: workflow.to_owned(),
+            input: input.to_string(),
+        };
         self.storage.workflows().create_run(&run).await?;
         tracing::info!(run = %run.id, workflow, "run started");
         Ok(run.id)
@@ -96,22 +101,19 @@ impl Engine {
         id: &RunId,
         input: &Value,
     ) -> Result<bool, StoreError> {
-        let run = self.new_run(workflow, id.clone(), input)?;
-        create_once(&*self.storage, &run).await
+        self.registered(workflow)?;
+        start_once(&*self.storage, workflow, id, input).await
     }
 
-    /// A run of the registered workflow `workflow`; `Invalid` when none is registered so.
-    fn new_run(&self, workflow: &str, id: RunId, input: &Value) -> Result<NewRun, StoreError> {
-        if !self.workflows.contains_key(workflow) {
-            return Err(StoreError::invalid(
+    /// `Invalid` unless a workflow is registered under `workflow`.
+    fn registered(&self, workflow: &str) -> Result<(), StoreError> {
+        if self.workflows.contains_key(workflow) {
+            Ok(())
+        } else {
+            Err(StoreError::invalid(
                 "no workflow is registered under that name",
-            ));
+            ))
         }
-        Ok(NewRun {
-            id,
-            workflow: workflow.to_owned(),
-            input: input.to_string(),
-        })
     }
 
     /// The run as stored; `None` when it does not exist (never started, or purged).
@@ -174,17 +176,29 @@ impl Engine {
     }
 }
 
-/// Creates `run` unless a run of its workflow has its ID; true when this call created it. A run
-/// of another workflow under the ID is a `Conflict`.
-pub(crate) async fn create_once(storage: &dyn Storage, run: &NewRun) -> Result<bool, StoreError> {
-    match storage.workflows().create_run(run).await {
+/// Starts a run of `workflow` with `input` under `id`, unless a run of that workflow has that
+/// ID: how a run hands work to another (`workflow` must be registered with the engine whose
+/// workers are to execute it), once whatever number of times it is executed. True when this call
+/// created the run. A run of another workflow under the ID is a `Conflict`.
+pub async fn start_once(
+    storage: &dyn Storage,
+    workflow: &str,
+    id: &RunId,
+    input: &Value,
+) -> Result<bool, StoreError> {
+    let run = NewRun {
+        id: id.clone(),
+        workflow: workflow.to_owned(),
+        input: input.to_string(),
+    };
+    match storage.workflows().create_run(&run).await {
         Ok(_) => {
-            tracing::info!(run = %run.id, workflow = %run.workflow, "run started");
+            tracing::info!(run = %id, workflow, "run started");
             Ok(true)
         }
         Err(error) if error.kind() == ErrorKind::Conflict => {
-            match storage.workflows().run(&run.id).await? {
-                Some(existing) if existing.workflow == run.workflow => Ok(false),
+            match storage.workflows().run(id).await? {
+                Some(existing) if existing.workflow == workflow => Ok(false),
                 _ => Err(error),
             }
         }

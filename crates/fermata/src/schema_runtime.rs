@@ -1,5 +1,5 @@
 //! Schema operations at run time: the workflow engine with the schema workflows registered
-//! (inventory, refresh and verification), the operations, review and registry services over it,
+//! (inventory, refresh and verification, the schedule's and the notifications'), the operations, review and registry services over it,
 //! the data folder's schema
 //! folders, and the background work of a serving process (a workflow worker, the start of the
 //! next scheduled check and the retention of ended runs).
@@ -21,8 +21,9 @@ use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
-    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
-    RegistryReports, Reviews, ScheduleWorkflow, VerificationSettings, VerificationWorkflow,
+    EngineWorkflows, InventoryWorkflow, Notifier, NotifyWorkflow, Operations, RefreshSettings,
+    RefreshWorkflow, RegistryReports, Reviews, ScheduleWorkflow, VerificationSettings,
+    VerificationWorkflow,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
@@ -115,6 +116,10 @@ impl SchemaRuntime {
                 Some(Package::on(package, Arc::new(forge)))
             }
         };
+        let notifier = Notifier::new(settings.notify.as_ref());
+        let notify = NotifyWorkflow::new(Arc::clone(&storage), settings.notify.clone()).map_err(
+            |error| Failure::runtime("cannot build the webhook client").with_source(error),
+        )?;
         let refresh = RefreshWorkflow::new(
             Arc::clone(&storage),
             RefreshSettings {
@@ -127,7 +132,8 @@ impl SchemaRuntime {
                 connections: settings.connections,
                 filter: settings.filter.clone(),
             },
-        );
+        )
+        .with_notifier(notifier.clone());
         let verification = VerificationWorkflow::new(
             Arc::clone(&storage),
             VerificationSettings {
@@ -136,14 +142,17 @@ impl SchemaRuntime {
                 connections: settings.connections,
                 filter: settings.filter.clone(),
             },
-        );
+        )
+        .with_notifier(notifier.clone());
         let engine = Engine::new(Arc::clone(&storage))
             .register(
                 InventoryWorkflow::new(Arc::clone(&storage), settings.source.clone())
-                    .with_filter(settings.filter.clone()),
+                    .with_filter(settings.filter.clone())
+                    .with_notifier(notifier),
             )
             .register(refresh)
-            .register(verification);
+            .register(verification)
+            .register(notify);
         // The operations start the three operation workflows; the schedule's workflow, which
         // requests operations, is registered after them, on the engine workers execute.
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));

@@ -28,6 +28,7 @@ macro_rules! on_both_engines {
 
 mod git_support;
 mod support;
+mod webhook_support;
 mod workflow_support;
 
 mod artifact;

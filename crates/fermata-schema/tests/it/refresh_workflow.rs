@@ -9,6 +9,7 @@
 
 use crate::git_support;
 use crate::support;
+use crate::webhook_support::Receiver;
 use crate::workflow_support;
 
 use std::collections::BTreeMap;
@@ -26,8 +27,8 @@ use fermata_schema::artifact::{ArtifactStore, artifact_location};
 use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
 use fermata_schema::{
-    Administrator, EngineWorkflows, OperationReport, Operations, RefreshSettings, RefreshWorkflow,
-    Reviews, SourceSettings, Verdict, names,
+    Administrator, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow, OperationReport,
+    Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
@@ -198,6 +199,25 @@ async fn harness_publishing(
     review_window: Duration,
     publication_fault: Option<u32>,
 ) -> Harness {
+    build(source, fault, review_window, publication_fault, None).await
+}
+
+/// A harness whose refreshes post their events to the webhooks of `notify`.
+async fn harness_notifying(
+    source: SourceSettings,
+    review_window: Duration,
+    notify: NotifySettings,
+) -> Harness {
+    build(source, Fault::None, review_window, None, Some(notify)).await
+}
+
+async fn build(
+    source: SourceSettings,
+    fault: Fault,
+    review_window: Duration,
+    publication_fault: Option<u32>,
+    notify: Option<NotifySettings>,
+) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
             .open(StoreOptions::default())
@@ -252,8 +272,10 @@ async fn harness_publishing(
             filter: fermata_schema::Filter::default(),
         },
     )
-    .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);
-    let engine = workflow_support::engine(&storage, &pauses, source, refresh);
+    .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>)
+    .with_notifier(Notifier::new(notify.as_ref()));
+    let engine = workflow_support::engine(&storage, &pauses, source, refresh)
+        .register(NotifyWorkflow::new(Arc::clone(&storage), notify).unwrap());
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
     let reviews = Reviews::new(
@@ -1358,4 +1380,98 @@ async fn every_candidate_is_also_verified_in_the_workspace() {
     assert_eq!(report.operation.state, OperationState::Failed);
     harness.assert_no_step_folder_left();
     drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+/// Executes runs until `receiver` has a post of `kind`; returns its posts of that kind.
+async fn delivered(
+    harness: &Harness,
+    receiver: &Receiver,
+    kind: &str,
+) -> Vec<crate::webhook_support::Post> {
+    for _ in 0..100 {
+        let posts = receiver.of(kind);
+        if !posts.is_empty() {
+            return posts;
+        }
+        if harness.worker.run_once().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("no {kind} event arrived: {:?}", receiver.posts());
+}
+
+#[tokio::test]
+async fn webhooks_get_signed_events_when_a_review_opens_nears_its_expiry_and_is_published() {
+    // The receiver fails the first post: it is tried again, and both tries are in the report.
+    let receiver = Receiver::start(1).await;
+    let (mut admin, [unchanged, new], source) = two_databases().await;
+    let harness = harness_notifying(source, Duration::from_secs(8), receiver.settings()).await;
+    harness.register(&unchanged).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&unchanged, &new]).await;
+    harness.awaiting_review(id).await;
+
+    let opened = delivered(&harness, &receiver, "review.opened").await;
+    assert_eq!(opened.len(), 2, "one failed try, one delivered");
+    let review = harness.storage.schema().review(id).await.unwrap().unwrap();
+    for post in &opened {
+        assert!(post.verified, "{post:?}");
+        assert_eq!(post.headers["x-fermata-event"], "review.opened");
+        assert_eq!(
+            post.headers["x-fermata-delivery"],
+            format!("review.opened:{id}")
+        );
+        let body = &post.body;
+        assert_eq!(body["id"], format!("review.opened:{id}"));
+        assert_eq!(body["operation"], id.to_string());
+        assert_eq!(body["operation_kind"], "refresh");
+        assert_eq!(body["state"], "awaiting_review");
+        assert_eq!(body["review_expires_at"], review.expires_at.to_string());
+        let databases: Vec<_> = body["databases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|database| {
+                (
+                    database["name"].as_str().unwrap(),
+                    database["outcome"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            databases,
+            [(unchanged.as_str(), "unchanged"), (new.as_str(), "changed")]
+        );
+    }
+    let step = harness.step_attempts(id, "notify:review.opened:0").await;
+    assert_eq!(step, (StepState::Succeeded, 2));
+
+    // Half the window before it closes, the still pending review is announced as expiring.
+    let expiring = delivered(&harness, &receiver, "review.expiring").await;
+    assert!(expiring.iter().all(|post| post.verified));
+    let now = harness.storage.schema().clock().await.unwrap();
+    assert!(now < review.expires_at, "the notice came before the expiry");
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let pull = report.operation.pull_request.unwrap();
+    let published = delivered(&harness, &receiver, "pull_request.published").await;
+    assert_eq!(published.len(), 1);
+    assert!(published[0].verified);
+    assert_eq!(published[0].body["pull_request"]["number"], pull.number);
+    assert_eq!(published[0].body["pull_request"]["url"], pull.url.as_str());
+    assert_eq!(published[0].body["state"], "succeeded");
+
+    // No event holds DDL or a secret.
+    for post in receiver.posts() {
+        let text = post.body.to_string();
+        for forbidden in ["CREATE", "customer", "password", "webhook-test-secret"] {
+            assert!(!text.contains(forbidden), "{text}");
+        }
+    }
+    drop_databases(&mut admin, &[&unchanged, &new]).await;
 }

@@ -2,12 +2,14 @@
 //! (`[schema.source]`), the verification workspace server (`[schema.workspace]`, the same keys),
 //! the package in the target git repository (`[schema.package]`), the S3-compatible bucket for
 //! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), when `serve`
-//! checks for drift by itself (`[schema.schedule]`), and how a
+//! checks for drift by itself (`[schema.schedule]`), the webhooks events are posted to
+//! (`[schema.notify]`), and how a
 //! refresh runs
 //! (`review_window`, `connections`). Parsed and validated into [`SchemaSettings`] before anything
 //! starts; errors name the setting, never a password.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
@@ -15,8 +17,9 @@ use fermata_schema::artifact::S3Settings;
 use fermata_schema::filter::{Filter, Pattern};
 use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
-use fermata_schema::{Schedule, SourceSettings};
+use fermata_schema::{NotifySettings, Schedule, SourceSettings};
 use serde::Deserialize;
+use zeroize::Zeroizing;
 
 use super::schema_source::{FileSource, secret, source_settings};
 use super::{ConfigError, Origin, bounded_duration};
@@ -42,6 +45,7 @@ pub(super) struct FileSchema {
     package: Option<FilePackage>,
     artifacts: Option<FileArtifacts>,
     schedule: Option<FileSchedule>,
+    notify: Option<FileNotify>,
     review_window: Option<String>,
     /// Signed, so that a negative number is refused here, naming the setting.
     connections: Option<i64>,
@@ -76,6 +80,15 @@ struct FileSchedule {
     daily_at: Option<String>,
     /// Signed, so that a negative number is refused here, naming the setting.
     every_hours: Option<i64>,
+}
+
+/// The `[schema.notify]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNotify {
+    webhooks: Option<Vec<String>>,
+    secret_file: Option<PathBuf>,
+    secret_env: Option<String>,
 }
 
 /// The `[schema.artifacts]` table, as written.
@@ -122,6 +135,8 @@ pub struct SchemaSettings {
     pub artifacts: Option<S3Settings>,
     /// When `serve` runs drift checks by itself; `None`: never.
     pub schedule: Option<Schedule>,
+    /// The webhooks events are posted to, and their secret; `None`: none.
+    pub notify: Option<NotifySettings>,
     /// How long a review stays open before the refresh expires.
     pub review_window: Duration,
     /// The most introspection connections a database step opens.
@@ -139,6 +154,7 @@ impl Default for SchemaSettings {
             github: None,
             artifacts: None,
             schedule: None,
+            notify: None,
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
             filter: Filter::default(),
@@ -214,6 +230,11 @@ pub(super) fn schema_settings(
             .schedule
             .as_ref()
             .map(|schedule| schedule_settings(schedule, file, origin))
+            .transpose()?,
+        notify: file
+            .notify
+            .as_ref()
+            .map(|notify| notify_settings(notify, origin))
             .transpose()?,
         review_window,
         connections,
@@ -347,6 +368,62 @@ fn package_settings(
     Ok((settings, Some(github)))
 }
 
+/// The most webhooks `[schema.notify]` may name.
+const MAX_WEBHOOKS: usize = 10;
+/// The shortest signing secret, in bytes.
+const MIN_SECRET_BYTES: usize = 16;
+
+/// The validated `[schema.notify]`: one to [`MAX_WEBHOOKS`] webhook URLs and the signing secret,
+/// from a file or an environment variable. Errors never show a URL (it may hold a token).
+fn notify_settings(file: &FileNotify, origin: &Origin) -> Result<NotifySettings, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.notify.{key}"), origin.clone(), problem)
+    };
+    let urls = file.webhooks.clone().unwrap_or_default();
+    if urls.is_empty() || urls.len() > MAX_WEBHOOKS {
+        return Err(refuse(
+            "webhooks",
+            &format!("give 1 to {MAX_WEBHOOKS} webhook URLs"),
+        ));
+    }
+    if let Some(position) = urls
+        .iter()
+        .position(|url| !secure_url(url) || url.contains(char::is_whitespace))
+    {
+        return Err(refuse(
+            "webhooks",
+            &format!(
+                "webhook {} must be an https:// URL (plain http:// only on a loopback address)",
+                position + 1
+            ),
+        ));
+    }
+    let secret = secret(
+        file.secret_file.as_deref(),
+        file.secret_env.as_deref(),
+        ("secret_file", "secret_env"),
+        &refuse,
+    )?;
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(refuse(
+            "secret_file",
+            &format!("the signing secret must have at least {MIN_SECRET_BYTES} bytes"),
+        ));
+    }
+    Ok(NotifySettings {
+        urls,
+        secret: Arc::new(Zeroizing::new(secret.as_bytes().to_vec())),
+    })
+}
+
+/// Whether `url` is `https://`, or plain `http://` on a loopback address.
+fn secure_url(url: &str) -> bool {
+    url.starts_with("https://")
+        || ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|prefix| url.starts_with(prefix))
+}
+
 fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings, ConfigError> {
     let refuse = |key: &str, problem: &str| {
         ConfigError::new(format!("schema.artifacts.{key}"), origin.clone(), problem)
@@ -358,11 +435,7 @@ fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings
             .ok_or_else(|| refuse(key, &format!("{what} is required")))
     };
     let endpoint = required("endpoint", &file.endpoint, "the S3 service's URL")?;
-    let secure = endpoint.starts_with("https://");
-    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-        .iter()
-        .any(|prefix| endpoint.starts_with(prefix));
-    if !secure && !loopback {
+    if !secure_url(&endpoint) {
         return Err(refuse(
             "endpoint",
             "must be an https:// URL (plain http:// only on a loopback address)",
@@ -621,6 +694,50 @@ mod tests {
         let alone = parse("[schedule]\nevery_hours = 6\n").unwrap_err();
         assert_eq!(alone.setting, "schema.schedule");
         assert!(alone.to_string().contains("[schema.source]"), "{alone}");
+    }
+
+    #[test]
+    fn webhooks_are_secure_urls_with_a_secret_from_a_file_and_errors_never_show_them() {
+        let folder = tempfile::tempdir().unwrap();
+        let secret = private_file(folder.path(), "0123456789abcdef-signing\n");
+        let notify = |table: &str| parse(&format!("[notify]\n{table}"));
+        let settings = notify(&format!(
+            "webhooks = [\"https://hooks.example.com/t0ken\", \"http://127.0.0.1:9/in\"]\n\
+             secret_file = {secret:?}\n"
+        ))
+        .unwrap()
+        .notify
+        .unwrap();
+        assert_eq!(settings.urls.len(), 2);
+        assert_eq!(settings.secret.as_slice(), b"0123456789abcdef-signing");
+        assert!(!format!("{settings:?}").contains("t0ken"));
+        let short = private_file(folder.path(), "short");
+        for (table, setting) in [
+            (
+                format!("webhooks = []\nsecret_file = {secret:?}\n"),
+                "schema.notify.webhooks",
+            ),
+            (
+                format!(
+                    "webhooks = [\"http://hooks.example.com/t0ken\"]\nsecret_file = {secret:?}\n"
+                ),
+                "schema.notify.webhooks",
+            ),
+            (
+                "webhooks = [\"https://hooks.example.com/t0ken\"]\n".to_owned(),
+                "schema.notify.secret_file",
+            ),
+            (
+                format!(
+                    "webhooks = [\"https://hooks.example.com/t0ken\"]\nsecret_file = {short:?}\n"
+                ),
+                "schema.notify.secret_file",
+            ),
+        ] {
+            let error = notify(&table).unwrap_err();
+            assert_eq!(error.setting, setting, "{table}");
+            assert!(!format!("{error} {error:?}").contains("t0ken"), "{error}");
+        }
     }
 
     #[test]

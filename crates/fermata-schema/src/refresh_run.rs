@@ -29,7 +29,8 @@
 //!    commit once, `publish:commit` writes the deterministic commit, `publish:branch` creates the
 //!    branch only when absent, `publish:pull` finds or opens the pull request, and
 //!    `publish:finish` records it, marks the artifact `consumed` and ends the operation
-//!    `succeeded`, releasing the lease.
+//!    `succeeded`, releasing the lease; `cleanup` then deletes the consumed artifact under a
+//!    cleanup grant, as after a rejection.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,7 +73,7 @@ pub const DEFAULT_CONNECTIONS: usize = 8;
 pub const DEFAULT_REVIEW_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// The hook a review decision resumes the run with.
 pub const REVIEW_HOOK: &str = "review";
-/// How long the cleanup grant a rejected or expired refresh makes for itself lives.
+/// How long the cleanup grant a refresh makes for itself (published, rejected or expired) lives.
 const CLEANUP_GRANT_LIFETIME: Duration = Duration::from_secs(10 * 60);
 
 /// What a refresh works with.
@@ -245,6 +246,9 @@ impl RefreshWorkflow {
             .await?;
         if decision == ReviewState::Approved {
             let pull = self.publish(ctx, id, &base.commit, leased).await?;
+            unleased
+                .step(ctx, "cleanup", |_| async { self.clean_up(id).await })
+                .await?;
             self.notifier
                 .emit(storage, EventKind::PullRequestPublished, id, None)
                 .await?;
@@ -579,8 +583,9 @@ impl RefreshWorkflow {
         }
     }
 
-    /// Deletes a discarded artifact under a cleanup grant this step makes and consumes, and
-    /// records the result. The grant's token lives only in this step's memory.
+    /// Deletes a consumed or discarded artifact under a cleanup grant this step makes and
+    /// consumes (a grant that is not found unused, unexpired and for this operation stops it),
+    /// and records the result. The grant's token lives only in this step's memory.
     async fn clean_up(&self, id: OperationId) -> Result<(), SafeError> {
         let schema = self.storage.schema();
         let Some(artifact) = schema
@@ -590,7 +595,13 @@ impl RefreshWorkflow {
         else {
             return Ok(());
         };
-        if artifact.cleanup_result.is_some() {
+        // Only an artifact that was published from (consumed) or discarded is deleted.
+        if artifact.cleanup_result.is_some()
+            || !matches!(
+                artifact.state,
+                ArtifactState::Consumed | ArtifactState::Discarded
+            )
+        {
             return Ok(());
         }
         let operation = schema
@@ -630,7 +641,7 @@ impl RefreshWorkflow {
             .context("record the artifact cleanup")?;
         if result != CleanupResult::Failed {
             schema
-                .move_artifact(id, ArtifactState::Discarded, ArtifactState::Deleted)
+                .move_artifact(id, artifact.state, ArtifactState::Deleted)
                 .await
                 .context("move the artifact to its next state")?;
         }

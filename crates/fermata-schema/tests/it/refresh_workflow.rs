@@ -199,7 +199,23 @@ async fn harness_publishing(
     review_window: Duration,
     publication_fault: Option<u32>,
 ) -> Harness {
-    build(source, fault, review_window, publication_fault, None).await
+    build(source, fault, review_window, publication_fault, None, None).await
+}
+
+/// A harness whose artifacts go to the test bucket (moto's server, `FERMATA_TEST_S3_URL`).
+async fn harness_on_s3(source: SourceSettings) -> Harness {
+    let bucket = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(std::env::var("FERMATA_TEST_S3_URL").expect("run with scripts/test"))
+        .with_bucket_name("fermata-test")
+        .with_region("us-east-1")
+        .with_access_key_id("fermata")
+        .with_secret_access_key("fermata-secret")
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let objects: Arc<dyn ObjectStore> = Arc::new(bucket);
+    let window = Duration::from_secs(3600);
+    build(source, Fault::None, window, None, None, Some(objects)).await
 }
 
 /// A harness whose refreshes post their events to the webhooks of `notify`.
@@ -208,7 +224,7 @@ async fn harness_notifying(
     review_window: Duration,
     notify: NotifySettings,
 ) -> Harness {
-    build(source, Fault::None, review_window, None, Some(notify)).await
+    build(source, Fault::None, review_window, None, Some(notify), None).await
 }
 
 async fn build(
@@ -217,6 +233,7 @@ async fn build(
     review_window: Duration,
     publication_fault: Option<u32>,
     notify: Option<NotifySettings>,
+    bucket: Option<Arc<dyn ObjectStore>>,
 ) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
@@ -231,8 +248,9 @@ async fn build(
         &BTreeMap::from([("README.md".to_owned(), b"Schemas.\n".to_vec())]),
     );
     let artifact_folder = tempfile::tempdir().unwrap();
-    let objects: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(artifact_folder.path()).unwrap());
+    let objects: Arc<dyn ObjectStore> = bucket.unwrap_or_else(|| {
+        Arc::new(LocalFileSystem::new_with_prefix(artifact_folder.path()).unwrap())
+    });
     let keys = Arc::new(KeyringHandle::new(Keyring::generate(), None));
     let artifacts = ArtifactStore::new(Arc::clone(&objects), keys);
     let scratch = tempfile::tempdir().unwrap();
@@ -563,8 +581,19 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(review.state, ReviewState::Approved);
     assert_eq!(review.actor, Some(UserId("u-admin".to_owned())));
     assert!(review.decided_at.is_some());
+    // Published from, then deleted under the cleanup step's grant.
     let artifact = schema.artifact(id).await.unwrap().unwrap();
-    assert_eq!(artifact.state, ArtifactState::Consumed, "published from");
+    assert_eq!(
+        artifact.state,
+        ArtifactState::Deleted,
+        "published from, then deleted"
+    );
+    assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
+    assert!(harness.objects().await.is_empty());
+    assert_eq!(
+        harness.step_attempts(id, "cleanup").await,
+        (StepState::Succeeded, 1)
+    );
 
     // Published: one pull request from the operation's branch onto main, whose tree holds the
     // candidate files of the changed database and the registry with both databases.
@@ -1474,4 +1503,39 @@ async fn webhooks_get_signed_events_when_a_review_opens_nears_its_expiry_and_is_
         }
     }
     drop_databases(&mut admin, &[&unchanged, &new]).await;
+}
+
+#[tokio::test]
+async fn published_and_staged_artifacts_are_gone_from_a_bucket() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness_on_s3(source).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    harness.awaiting_review(id).await;
+    let ours = |objects: Vec<String>| -> Vec<String> {
+        objects
+            .into_iter()
+            .filter(|location| location.contains(&id.to_string()))
+            .collect()
+    };
+    // The staged candidates went when the artifact was sealed; the artifact waits for review.
+    assert_eq!(ours(harness.objects().await), [artifact_location(id)]);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(artifact.state, ArtifactState::Deleted);
+    assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
+    assert!(ours(harness.objects().await).is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
 }

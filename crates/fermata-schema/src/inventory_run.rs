@@ -1,8 +1,8 @@
 //! The inventory workflow: binds its run to the operation, discovers the databases the snapshot
 //! account can see, records the immutable inventory (header and ordered names) and ends the
 //! operation. It never takes the global lease. A failure that is not retried, or that outlived
-//! its retries, ends the operation `failed` with its safe error; [`run_operation`] does that for
-//! every schema workflow.
+//! its retries, ends the operation `failed` with its safe error, and every database still without
+//! a result `failed` with the same reason; [`run_operation`] does that for every schema workflow.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::{
-    INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
+    DatabaseReport, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState,
+    Transition,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError, Workflow};
@@ -246,10 +247,31 @@ async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, er
     match schema.transition(id, &failed).await {
         Ok(Some(_)) => {
             tracing::warn!(operation = %id, code = %error.code().name(), error = %ErrorChain(error), "schema operation failed");
+            if let Err(store_error) = end_unfinished(storage, id, error).await {
+                tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "the databases of a failed schema operation could not all be ended");
+            }
         }
         Ok(None) => {}
         Err(store_error) => {
             tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be marked failed");
         }
     }
+}
+
+/// Ends every database of the ended operation `id` that has no result yet `failed`, with the
+/// operation's `error` as its reason (and `stale`, as a database that could not be checked), so
+/// a terminal operation never shows a database pending or running.
+pub(crate) async fn end_unfinished(
+    storage: &dyn Storage,
+    id: OperationId,
+    error: &SafeError,
+) -> fermata_store::StoreResult<()> {
+    let schema = storage.schema();
+    for row in schema.database_results(id).await? {
+        if row.report.is_none() {
+            let report = DatabaseReport::failed(error.clone(), true);
+            schema.finish_database(id, &row.database, &report).await?;
+        }
+    }
+    Ok(())
 }

@@ -539,6 +539,12 @@ impl Operations {
         {
             ClearOutcome::Cleared { operation_failed } => {
                 tracing::warn!(operation = %id, actor = %admin.user(), operation_failed, "an administrator cleared an expired schema lease");
+                if operation_failed {
+                    let cleared = SafeError::new(ErrorCode::LeaseCleared);
+                    crate::inventory_run::end_unfinished(&*self.storage, id, &cleared)
+                        .await
+                        .context("end the operation's databases")?;
+                }
                 self.current(id).await
             }
             ClearOutcome::NotHeld => Err(SafeError::about(ErrorCode::LeaseNotHeld, about)),

@@ -15,7 +15,7 @@ use fermata_schema::{
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, InventoryId, NewInventory, Operation, OperationId, OperationKind,
-    OperationState, RequestKey, SafeError, Subject,
+    OperationState, Outcome, RequestKey, SafeError, Subject,
 };
 use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
@@ -452,6 +452,17 @@ async fn clearing_needs_a_fresh_session_the_exact_id_and_an_expired_lease_of_an_
     assert_eq!(cleared.state, OperationState::Failed);
     assert_eq!(cleared.error.unwrap().code(), ErrorCode::LeaseCleared);
     assert_eq!(fx.lease_holder().await, None);
+    // No database of the cleared operation is left pending: each failed with its reason.
+    let report = operations.report(operation.id).await.unwrap();
+    assert!(!report.databases.is_empty());
+    for row in &report.databases {
+        let result = row.report.as_ref().expect("every database has an outcome");
+        assert_eq!(result.outcome, Outcome::Failed);
+        assert_eq!(
+            result.error.as_ref().map(SafeError::code),
+            Some(ErrorCode::LeaseCleared)
+        );
+    }
     assert_eq!(
         code(operations.clear_lease(&fresh, &typed).await),
         ErrorCode::LeaseNotHeld

@@ -614,3 +614,33 @@ async fn webhooks_get_signed_events_when_a_verification_finds_drift_and_when_one
     );
     drop_databases(&mut admin, &names).await;
 }
+
+#[tokio::test]
+async fn a_failed_verification_leaves_no_database_pending() {
+    let (mut admin, names, source) = databases(2).await;
+    // Nothing registered: the package's base branch does not exist, and the `base` step fails
+    // before any database step runs.
+    let harness = harness(source, Fault::None).await;
+    let inventory = harness.inventory().await;
+    let id = harness
+        .verify(inventory, &[names[0].as_str(), names[1].as_str()])
+        .await;
+    let report = harness.run_to_end(id).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    let error = report.operation.error.clone().unwrap();
+    assert_eq!(error.code(), ErrorCode::GithubFailed);
+    for row in &report.databases {
+        let result = row.report.as_ref().expect("every database has an outcome");
+        assert_eq!(
+            (result.outcome, result.freshness),
+            (Outcome::Failed, Freshness::Stale)
+        );
+        assert_eq!(
+            result.error.as_ref(),
+            Some(&error),
+            "and the operation's reason"
+        );
+        assert!(row.finished_at.is_some());
+    }
+    drop_databases(&mut admin, &names).await;
+}

@@ -235,9 +235,9 @@ impl Operations {
             .context("read the database's clock")
     }
 
-    /// Closes, without merging, the pull request operation `typed` (its exact ID) published, as a
-    /// fresh administrator: the way to lift the open pull-request block when the change is not
-    /// wanted. Returns the operation.
+    /// Closes, without merging, the pull request operation `typed` (its exact ID) published, and
+    /// deletes its branch, as a fresh administrator: the way to lift the open pull-request block
+    /// when the change is not wanted. Returns the operation.
     pub async fn close_pull_request(
         &self,
         admin: &Administrator,
@@ -254,6 +254,11 @@ impl Operations {
         if !closed.context("close the pull request")? {
             return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
         }
+        // Nothing will merge the branch now; one already gone is fine.
+        forge
+            .delete_branch(&pull.head)
+            .await
+            .context("delete the pull request's branch")?;
         tracing::info!(operation = %id, actor = %admin.user(), pull_request = pull.number, "an administrator closed a pull request");
         Ok(operation)
     }

@@ -158,6 +158,9 @@ impl Forge for FaultyForge {
     async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError> {
         self.inner.close_pull_request(number).await
     }
+    async fn delete_branch(&self, branch: &str) -> Result<bool, ForgeError> {
+        self.inner.delete_branch(branch).await
+    }
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         self.inner.read_file(commit, path).await
     }
@@ -1291,6 +1294,11 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
             .unwrap()
             .state,
         PullState::Closed
+    );
+    // Its branch is deleted in the package.
+    assert_eq!(
+        harness.local.branch_head(&second_pull.head).await.unwrap(),
+        None
     );
     let inventory = harness.inventory().await;
     harness

@@ -55,7 +55,7 @@ use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
     first_steps, recorded_outcome, require_state,
 };
-use crate::engine::workflow_name;
+use crate::engine::{RunInput, workflow_name};
 use crate::inventory_run::run_operation;
 use crate::names;
 use crate::notify::{EXPIRY_NOTICE, EventKind, Notifier};
@@ -715,9 +715,29 @@ impl Workflow for RefreshWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+        let operation = serde_json::from_value::<RunInput>(input.clone()).ok();
+        let ran = run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
             self.execute(ctx, id)
         })
-        .await
+        .await;
+        if let (Err(RunError::Failed(_)), Some(RunInput { operation })) = (&ran, operation) {
+            self.discard_staged(operation).await?;
+        }
+        ran
+    }
+}
+
+impl RefreshWorkflow {
+    /// Deletes every candidate a failed refresh staged and never sealed (one already gone, or
+    /// never staged, is fine).
+    async fn discard_staged(&self, id: OperationId) -> Result<(), RunError> {
+        let results = self.storage.schema().database_results(id).await;
+        for row in results.map_err(RunError::Lost)? {
+            self.settings
+                .artifacts
+                .discard_staged(id, row.position)
+                .await;
+        }
+        Ok(())
     }
 }

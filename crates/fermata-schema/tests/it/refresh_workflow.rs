@@ -61,6 +61,8 @@ enum Fault {
     HangFirst,
     /// Nothing in the step; the verification workspace's account may not create schemas.
     WorkspaceRefused,
+    /// Fail every attempt of this database's step with this error.
+    FailDatabase(String, ErrorCode),
 }
 
 #[derive(Debug)]
@@ -85,6 +87,12 @@ impl CandidateProbe for Probe {
             "the candidate is in the step's folder"
         );
         self.folders.lock().unwrap().push(folder.to_owned());
+        if let Fault::FailDatabase(failing, code) = &self.fault {
+            return match database.as_str() == failing {
+                true => Err(SafeError::new(*code)),
+                false => Ok(()),
+            };
+        }
         if attempt.number() > 1 || self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
@@ -102,7 +110,7 @@ impl CandidateProbe for Probe {
             }
             Fault::PanicFirst => panic!("an injected panic in a database step"),
             Fault::HangFirst => std::future::pending().await,
-            Fault::WorkspaceRefused => Ok(()),
+            Fault::WorkspaceRefused | Fault::FailDatabase(..) => Ok(()),
         }
     }
 }
@@ -1545,5 +1553,38 @@ async fn published_and_staged_artifacts_are_gone_from_a_bucket() {
     assert_eq!(artifact.state, ArtifactState::Deleted);
     assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
     assert!(ours(harness.objects().await).is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_refresh_that_fails_before_sealing_leaves_no_staged_candidate() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    // The first database's candidate is staged; the second's step finds the lease gone, which
+    // fails the refresh before the artifact is sealed.
+    let fault = Fault::FailDatabase(b.clone(), ErrorCode::LeaseExpired);
+    let harness = harness(source, fault, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Succeeded, 1)
+    );
+    assert!(
+        harness
+            .storage
+            .schema()
+            .artifact(id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        harness.objects().await.is_empty(),
+        "{:?}",
+        harness.objects().await
+    );
+    harness.assert_no_step_folder_left();
     drop_databases(&mut admin, &[&a, &b]).await;
 }

@@ -143,7 +143,13 @@ function mount(root) {
     remoteSelections(ytext, awareness),
     EditorState.readOnly.of(readonly),
     EditorView.editable.of(!readonly),
-    EditorView.contentAttributes.of({ "aria-label": "Document source (MDX)" }),
+    // A viewer's text is not editable, so not focusable by itself: Tab still reaches it, to read,
+    // select and copy it from the keyboard.
+    EditorView.contentAttributes.of(
+      readonly
+        ? { "aria-label": "Document source (MDX)", "aria-readonly": "true", tabindex: "0" }
+        : { "aria-label": "Document source (MDX)" },
+    ),
   ];
   if (data.styleNonce) extensions.push(EditorView.cspNonce.of(data.styleNonce));
   if (!readonly && data.imagesUrl) {

@@ -7,12 +7,35 @@
     var message = document.getElementById("selection-message");
     var selectors = form.querySelector(".selectors");
     if (selectors) { selectors.hidden = false; }
-    var setAll = function (checked) {
-      for (var i = 0; i < boxes.length; i++) { boxes[i].checked = checked; }
+    var rowOf = function (box) { return box.closest("tr"); };
+    // Checks exactly the boxes `wanted` says yes to, among the rows the filter shows.
+    var select = function (wanted) {
+      for (var i = 0; i < boxes.length; i++) {
+        var row = rowOf(boxes[i]);
+        boxes[i].checked = !row.hidden && wanted(row);
+      }
       message.hidden = true;
     };
-    document.getElementById("select-all").addEventListener("click", function () { setAll(true); });
-    document.getElementById("select-none").addEventListener("click", function () { setAll(false); });
+    var button = function (id, wanted) {
+      document.getElementById(id).addEventListener("click", function () { select(wanted); });
+    };
+    button("select-all", function () { return true; });
+    button("select-none", function () { return false; });
+    button("select-stale", function (row) { return row.getAttribute("data-freshness") === "stale"; });
+    button("select-drifted", function (row) { return row.getAttribute("data-drifted") === "true"; });
+    // The filter hides the rows whose name does not contain its text (any case); a hidden row
+    // is never left selected.
+    var filter = document.getElementById("inventory-filter");
+    filter.addEventListener("input", function () {
+      var text = filter.value.toLowerCase();
+      var rows = form.querySelectorAll("#inventory-rows tr");
+      for (var i = 0; i < rows.length; i++) {
+        var name = (rows[i].getAttribute("data-name") || "").toLowerCase();
+        rows[i].hidden = text !== "" && name.indexOf(text) < 0;
+        var box = rows[i].querySelector("input[name=databases]");
+        if (box && rows[i].hidden) { box.checked = false; }
+      }
+    });
     form.addEventListener("submit", function (event) {
       if (!form.querySelector("input[name=databases]:checked")) {
         event.preventDefault();
@@ -29,6 +52,7 @@
   var id = panel.getAttribute("data-operation");
   var shown = panel.getAttribute("data-state");
   var field = function (name) { return panel.querySelector("[data-field=" + name + "]"); };
+  var shownHeld = shown === "publishing" && !field("error").hidden;
   var row = function (cells) {
     var tr = document.createElement("tr");
     cells.forEach(function (text) {
@@ -68,7 +92,9 @@
       if (view) {
         render(view);
         // A new state with new controls (the review, the final report): the server renders it.
-        if (view.state !== shown && (view.terminal || view.state === "awaiting_review")) {
+        // A publication that failed and waits to be published again has its own controls too.
+        var held = view.state === "publishing" && !!view.error;
+        if ((view.state !== shown && (view.terminal || view.state === "awaiting_review")) || (held && !shownHeld)) {
           window.location.reload();
           return;
         }

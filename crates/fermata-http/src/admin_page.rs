@@ -1,13 +1,15 @@
 //! The schema administrator page, `/admin/schema`, and its forms: discover databases, start a
-//! refresh or a verification with a selection, approve or reject a review, clear an expired
-//! lease; and the report page of one operation, `/admin/schema/operations/{id}`.
+//! refresh or a verification with a selection, approve or reject a review, publish again a
+//! refresh whose publication failed, close an open pull request, clear an expired lease; the
+//! report page of one operation, `/admin/schema/operations/{id}`, and the drift a verification
+//! found, `/admin/schema/operations/{id}/drift`.
 //!
 //! The forms call the same services as the JSON API (`crate::schema_api`) and the same start
 //! protocol, with a request key the page renders. Each post answers with a redirect to the page
 //! (POST-redirect-GET); what it came to travels in a short-lived cookie holding only a fixed
 //! notice or a safe error's code and subject, so no free text ever reaches the page through it.
 //! The CSRF middleware checks every form. A stale session is sent to `/reauth` and back before a
-//! decision or the clear action.
+//! decision, publishing again, closing a pull request or the clear action.
 
 use std::time::Duration;
 
@@ -21,8 +23,8 @@ use axum_extra::extract::cookie::{Cookie, SameSite};
 use fermata_accounts::Principal;
 use fermata_crypto::csrf_token;
 use fermata_schema::view::{
-    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegisteredDatabaseView,
-    RegistryView, ReviewView,
+    DriftView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
+    RegisteredDatabaseView, RegistryView, ReviewView,
 };
 use fermata_schema::{Administrator, ErrorCode, OperationRequest, SafeError, Verdict};
 use fermata_store::Role;
@@ -55,6 +57,13 @@ pub(crate) fn routes() -> Routes {
         .post("/admin/schema/inventory", page, discover)
         .post("/admin/schema/start", page, start_selected)
         .get("/admin/schema/operations/{id}", page, report)
+        .get("/admin/schema/operations/{id}/drift", page, drift)
+        .post("/admin/schema/operations/{id}/publish", page, publish)
+        .post(
+            "/admin/schema/operations/{id}/close-pull-request",
+            page,
+            close_pull_request,
+        )
         .post("/admin/schema/operations/{id}/approve", page, approve)
         .post("/admin/schema/operations/{id}/reject", page, reject)
         .post("/admin/schema/lease/clear", page, clear_lease)
@@ -269,11 +278,17 @@ async fn gather(
                 registered: registered.iter().find(|r| &r.name == name).cloned(),
             })
             .collect();
+        let missing = registered
+            .iter()
+            .filter(|r| r.freshness == "missing")
+            .cloned()
+            .collect();
         InventoryPanel {
             age: span(now.since(inventory.discovered_at)),
             expiry: span(expiry),
             expired,
             rows,
+            missing,
             view,
         }
     });
@@ -395,6 +410,7 @@ async fn discover(
             request_key: request_key(&fields)?,
             inventory: None,
             databases: Vec::new(),
+            remove_missing: false,
         };
         let admin = Administrator::from_principal(&principal)?;
         state.schema.request(&admin, &request).await
@@ -436,6 +452,7 @@ async fn start_selected(
                 .filter(|(key, _)| key == "databases")
                 .map(|(_, name)| name.clone())
                 .collect(),
+            remove_missing: field(&fields, "remove_missing") == Some("on"),
         };
         let admin = Administrator::from_principal(&principal)?;
         state.schema.request(&admin, &request).await
@@ -532,6 +549,56 @@ async fn clear_lease(
     }
 }
 
+/// Publishes again the refresh whose publication failed, for a fresh session.
+async fn publish(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Path(id): Path<String>,
+) -> Response {
+    let schema = &state.schema;
+    let publish = |admin: Administrator| async move { schema.republish(&admin, &id).await };
+    publication_action(&principal, jar, publish, Notice::PublishingAgain).await
+}
+
+/// Closes the open pull request of an operation, for a fresh session.
+async fn close_pull_request(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    jar: CookieJar,
+    Path(id): Path<String>,
+) -> Response {
+    let schema = &state.schema;
+    let close = |admin: Administrator| async move { schema.close_pull_request(&admin, &id).await };
+    publication_action(&principal, jar, close, Notice::PullRequestClosed).await
+}
+
+/// Runs `act` for a fresh session (a stale one is sent to confirm its password first) and
+/// answers with the operation's page and `notice`, or the page and the refusal, next to the
+/// publication controls.
+async fn publication_action<F, Fut>(
+    principal: &Principal,
+    jar: CookieJar,
+    act: F,
+    notice: Notice,
+) -> Response
+where
+    F: FnOnce(Administrator) -> Fut,
+    Fut: std::future::Future<Output = Result<fermata_store::schema::Operation, SafeError>>,
+{
+    if !principal.is_fresh() {
+        return reauthenticate("/admin/schema");
+    }
+    let done = match Administrator::from_principal(principal) {
+        Ok(admin) => act(admin).await,
+        Err(error) => Err(error),
+    };
+    match done {
+        Ok(operation) => redirect(jar, &page_of(operation.id), Place::Publication, Ok(notice)),
+        Err(error) => redirect(jar, "/admin/schema", Place::Publication, Err(error)),
+    }
+}
+
 async fn report(
     State(state): State<HttpState>,
     PageAdmin(_): PageAdmin,
@@ -543,17 +610,42 @@ async fn report(
     };
     match report {
         Ok(report) => admin_render::report_page(&OperationView::from(&report)).into_response(),
-        Err(error) => {
-            let status = if error.code() == ErrorCode::OperationMissing {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            let page = (
-                status,
-                admin_render::unavailable_page(&ErrorView::from(&error)),
-            );
-            attach(page.into_response(), RequestFailure::new(error))
-        }
+        Err(error) => refused_page(error),
     }
+}
+
+/// The drift a verification found, decrypted for this page and never stored.
+async fn drift(
+    State(state): State<HttpState>,
+    PageAdmin(principal): PageAdmin,
+    Path(id): Path<String>,
+) -> Response {
+    let drift = async {
+        let id = id
+            .parse::<OperationId>()
+            // Dropped on purpose: text that is not an operation ID names no operation.
+            .map_err(|_| SafeError::new(ErrorCode::OperationMissing))?;
+        let admin = Administrator::from_principal(&principal)?;
+        state.drift.diff(&admin, id).await
+    }
+    .await;
+    match drift {
+        Ok(drift) => admin_render::drift_page(&DriftView::from(&drift)).into_response(),
+        Err(error) => refused_page(error),
+    }
+}
+
+/// The page for what a report or drift page could not show: 404 for a missing operation, 410
+/// for a drift past its retention, 503 otherwise.
+fn refused_page(error: SafeError) -> Response {
+    let status = match error.code() {
+        ErrorCode::OperationMissing => StatusCode::NOT_FOUND,
+        ErrorCode::DiffExpired => StatusCode::GONE,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let page = (
+        status,
+        admin_render::unavailable_page(&ErrorView::from(&error)),
+    );
+    attach(page.into_response(), RequestFailure::new(error))
 }

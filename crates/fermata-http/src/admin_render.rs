@@ -3,12 +3,13 @@
 //! snapshot test as in the server. Times, IDs and the request key are inputs, never read here.
 //!
 //! Every error shown is a safe error's message ([`ErrorView`]); every form posts with the
-//! session's CSRF token. The page works without JavaScript; the script only adds Select all /
-//! Select none, the client-side empty-selection check and the live polling of the current
-//! operation.
+//! session's CSRF token. The page works without JavaScript; the script only adds the filter box,
+//! Select all / none / stale / drifted, the client-side empty-selection check and the live
+//! polling of the current operation.
 
+use fermata_schema::review::FileDiff;
 use fermata_schema::view::{
-    DatabaseView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
+    DatabaseView, DriftView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
     RegisteredDatabaseView, ReviewView, StepView,
 };
 use fermata_schema::{ErrorCode, SafeError};
@@ -26,6 +27,7 @@ pub(crate) enum Place {
     Start,
     Review,
     Lease,
+    Publication,
 }
 
 /// What a form's action came to, shown once after its redirect.
@@ -38,6 +40,8 @@ pub(crate) enum Notice {
     Approved,
     Rejected,
     LeaseCleared,
+    PublishingAgain,
+    PullRequestClosed,
 }
 
 impl Notice {
@@ -49,6 +53,8 @@ impl Notice {
             Notice::Approved => "Approved: the refresh publishes its pull request.",
             Notice::Rejected => "Rejected: nothing is published.",
             Notice::LeaseCleared => "The expired lease was cleared.",
+            Notice::PublishingAgain => "Publishing again: the refresh publishes its pull request.",
+            Notice::PullRequestClosed => "The pull request was closed without merging.",
         }
     }
 }
@@ -82,6 +88,7 @@ fn place_name(place: Place) -> &'static str {
         Place::Start => "start",
         Place::Review => "review",
         Place::Lease => "lease",
+        Place::Publication => "publication",
     }
 }
 
@@ -103,6 +110,8 @@ pub(crate) struct InventoryPanel {
     pub(crate) expiry: String,
     pub(crate) expired: bool,
     pub(crate) rows: Vec<InventoryRow>,
+    /// Registered databases the inventory does not list: no longer on the server.
+    pub(crate) missing: Vec<RegisteredDatabaseView>,
 }
 
 /// The global lease.
@@ -175,10 +184,10 @@ section{border-top:1px solid #d9dee4;margin-top:1.5rem}
 .warning{background:#fff6e0;border:1px solid #e5c77a;padding:.6rem}
 .actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center}
 .actions button{margin-top:0}
-fieldset{border:1px solid #d9dee4;padding:.6rem}
-fieldset label{display:flex;gap:.5rem;align-items:flex-start;margin:.35rem 0}
 pre.diff{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
 .diff .add{color:#116329}.diff .del{color:#a40e26}
+table.inventory td:first-child{width:1.5rem}
+.missing td{color:#6a737d}
 h3 .note{font-size:.85rem;font-weight:normal}
 td code,#recent td:not(:last-child){white-space:nowrap}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.facts dd{margin:0}
@@ -211,7 +220,10 @@ pub(crate) fn schema_page(page: &SchemaPage) -> Markup {
                 "Pull request " a href=(pull.url) { "#" (pull.number) } " (" (pull.head) " onto " (pull.base)
                 ") of operation " a href={ "/admin/schema/operations/" (operation) } { code { (operation) } }
                 " is open: a new refresh waits until it is merged or closed." }
+            (fresh_form(page, &format!("/admin/schema/operations/{operation}/close-pull-request"),
+                "close-pull-request", "Close the pull request without merging", "to close it"))
         }
+        (flash(Place::Publication).unwrap_or_default())
 
         section #discover aria-labelledby="discover-title" {
             h2 #discover-title { "Discover databases" }
@@ -237,7 +249,15 @@ pub(crate) fn schema_page(page: &SchemaPage) -> Markup {
             h2 #current-title { "Current operation" }
             @match &page.current {
                 None => { p.note #no-operation { "No operation is running." } }
-                Some(operation) => { (operation_panel(operation, true)) }
+                Some(operation) => {
+                    (operation_panel(operation, true))
+                    @if operation.summary.state == "publishing" && operation.summary.error.is_some() {
+                        p.warning #publication-held role="status" {
+                            "Publication failed; the approved refresh is kept. Publishing again uses the same branch, commit and pull request." }
+                        (fresh_form(page, &format!("/admin/schema/operations/{}/publish", operation.summary.id),
+                            "publish-again", "Publish again", "to publish again"))
+                    }
+                }
             }
         }
 
@@ -305,34 +325,47 @@ fn inventory_panel(page: &SchemaPage, inventory: &InventoryPanel) -> Markup {
                 input type="hidden" name="csrf" value=(page.csrf);
                 input type="hidden" name="request_key" value=(page.request_key);
                 input type="hidden" name="inventory" value=(view.id);
-                fieldset {
-                    legend { "Databases (" (inventory.rows.len()) ")" }
-                    div.actions.selectors hidden {
-                        button type="button" #select-all { "Select all" }
-                        button type="button" #select-none { "Select none" }
-                    }
-                    @for (index, row) in inventory.rows.iter().enumerate() {
-                        label for={ "db-" (index) } {
-                            input type="checkbox" name="databases" value=(row.name) id={ "db-" (index) };
-                            span {
-                                code { (row.name) }
-                                " — "
-                                @match &row.registered {
-                                    None => { "not registered" }
-                                    Some(registered) => {
-                                        "registered, merged " code { (short(&registered.merged.snapshot_hash)) }
-                                        " (" (registered.freshness) "); last verification: "
-                                        @match &registered.last_verification {
-                                            None => { "never" }
-                                            Some(check) => {
-                                                (check.outcome.unwrap_or("-")) " at "
-                                                (check.finished_at.as_deref().unwrap_or("-"))
-                                            }
-                                        }
-                                    }
+                div.actions.selectors hidden {
+                    label for="inventory-filter" { "Filter" }
+                    input #inventory-filter type="search" autocomplete="off" spellcheck="false";
+                    button type="button" #select-all { "Select all" }
+                    button type="button" #select-none { "Select none" }
+                    button type="button" #select-stale { "Select stale" }
+                    button type="button" #select-drifted { "Select drifted" }
+                }
+                div.scroll {
+                    table.inventory {
+                        caption.note { "Databases (" (inventory.rows.len()) ")" }
+                        thead { tr { th { "Select" } th { "Name" } th { "Registered" } th { "Merged hash" } th { "Freshness" } th { "Last verification" } } }
+                        tbody #inventory-rows {
+                            @for (index, row) in inventory.rows.iter().enumerate() {
+                                @let freshness = row.registered.as_ref().map_or("unregistered", |r| r.freshness);
+                                @let drifted = row.registered.as_ref()
+                                    .and_then(|r| r.last_verification.as_ref())
+                                    .is_some_and(|check| check.outcome == Some("changed"));
+                                tr data-name=(row.name) data-freshness=(freshness) data-drifted=(drifted) {
+                                    td { input type="checkbox" name="databases" value=(row.name) id={ "db-" (index) }; }
+                                    td { label for={ "db-" (index) } { code { (row.name) } } }
+                                    (registry_cells(row.registered.as_ref()))
+                                }
+                            }
+                            @for registered in &inventory.missing {
+                                tr.missing data-name=(registered.name) data-freshness="missing" data-drifted="false" {
+                                    td {}
+                                    td { code { (registered.name) } " " span.note { "not on the server" } }
+                                    (registry_cells(Some(registered)))
                                 }
                             }
                         }
+                    }
+                }
+                @if !inventory.missing.is_empty() {
+                    p {
+                        input #remove-missing type="checkbox" name="remove_missing";
+                        " "
+                        label for="remove-missing" {
+                            "A refresh also proposes removing the " (inventory.missing.len())
+                            " registered database(s) no longer on the server from the package" }
                     }
                 }
                 div.actions {
@@ -340,6 +373,49 @@ fn inventory_panel(page: &SchemaPage, inventory: &InventoryPanel) -> Markup {
                     button type="submit" name="action" value="verification" { "Start verification" }
                     span #selection-message.error role="alert" hidden {}
                 }
+            }
+        }
+    }
+}
+
+/// The registry's cells of an inventory row: registered, merged hash, freshness, last
+/// verification.
+fn registry_cells(registered: Option<&RegisteredDatabaseView>) -> Markup {
+    html! {
+        @match registered {
+            None => { td { "no" } td {} td { "unregistered" } td {} }
+            Some(registered) => {
+                td { "yes" }
+                td { code title=(registered.merged.snapshot_hash) { (short(&registered.merged.snapshot_hash)) } }
+                td { (registered.freshness) }
+                td {
+                    @match &registered.last_verification {
+                        None => { "never" }
+                        Some(check) => {
+                            a href={ "/admin/schema/operations/" (check.operation_id) } {
+                                (check.outcome.unwrap_or("-")) }
+                            " at " (check.finished_at.as_deref().unwrap_or("-"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A form posting to `action` for a fresh session, or the way to confirm the password first
+/// for a stale one (coming back to the page).
+fn fresh_form(page: &SchemaPage, action: &str, id: &str, label: &str, purpose: &str) -> Markup {
+    html! {
+        @if page.fresh {
+            form.inline method="post" action=(action) {
+                input type="hidden" name="csrf" value=(page.csrf);
+                button type="submit" id=(id) { (label) }
+            }
+        } @else {
+            form method="get" action="/reauth" {
+                input type="hidden" name="next" value="/admin/schema";
+                button type="submit" id={ "reauth-" (id) } { "Confirm your password " (purpose) }
             }
         }
     }
@@ -384,6 +460,10 @@ fn operation_panel(operation: &OperationView, live: bool) -> Markup {
             }
             p.error role="alert" data-field="error" hidden[summary.error.is_none()] {
                 @if let Some(error) = &summary.error { (error_line(error)) }
+            }
+            @if summary.kind == "verification" && operation.databases.iter().any(|d| d.outcome == Some("changed")) {
+                p { a #show-drift href={ "/admin/schema/operations/" (summary.id) "/drift" } { "Show the drift" }
+                    " (the unified diff of each file that differs from its merged snapshot)" }
             }
             @if summary.kind == "inventory" {
                 @if let Some(inventory) = &operation.inventory {
@@ -484,23 +564,31 @@ fn review_panel(page: &SchemaPage, review: &ReviewPanel) -> Markup {
                 details open {
                     summary {
                         code { (database.database.as_str()) }
-                        @if database.registered { " (registered)" } @else { " (not registered: every file is new)" }
+                        @if database.removed { " (no longer on the server: removed from the package)" }
+                        @else if database.registered { " (registered)" } @else { " (not registered: every file is new)" }
                         ": " (database.files.len()) " file(s) differ"
                     }
-                    @for file in &database.files {
-                        h3 { code { (file.path) } " " span.note { (file.change.as_str()) } }
-                        pre.diff { code {
-                            @for line in file.diff.lines() {
-                                @if line.starts_with('+') && !line.starts_with("+++") { span.add { (line) } "\n" }
-                                @else if line.starts_with('-') && !line.starts_with("---") { span.del { (line) } "\n" }
-                                @else { (line) "\n" }
-                            }
-                        } }
-                    }
+                    (file_diffs(&database.files))
                 }
             }
             (decision_forms(page, &view.operation_id))
         },
+    }
+}
+
+/// Each file's path, how it changed and its unified diff, added and removed lines marked.
+fn file_diffs(files: &[FileDiff]) -> Markup {
+    html! {
+        @for file in files {
+            h3 { code { (file.path) } " " span.note { (file.change.as_str()) } }
+            pre.diff { code {
+                @for line in file.diff.lines() {
+                    @if line.starts_with('+') && !line.starts_with("+++") { span.add { (line) } "\n" }
+                    @else if line.starts_with('-') && !line.starts_with("---") { span.del { (line) } "\n" }
+                    @else { (line) "\n" }
+                }
+            } }
+        }
     }
 }
 
@@ -629,6 +717,28 @@ pub(crate) fn report_page(operation: &OperationView) -> Markup {
     styled_page("Operation report", ADMIN_STYLE, None, &body)
 }
 
+/// The drift a verification found: each drifted database's files with their unified diffs.
+pub(crate) fn drift_page(drift: &DriftView) -> Markup {
+    let body = html! {
+        p { a href="/admin/schema" { "← Schema snapshots" } " · "
+            a href={ "/admin/schema/operations/" (drift.operation_id) } { "Operation report" } }
+        h1 { "Drift found by verification" }
+        dl.facts {
+            dt { "Operation" } dd { code #drift-operation { (drift.operation_id) } }
+            @if let Some(commit) = &drift.base_commit { dt { "Compared with" } dd { code { (commit) } } }
+            @if let Some(until) = &drift.kept_until { dt { "Kept until" } dd { (until) } }
+        }
+        @if drift.databases.is_empty() { p.note #no-drift { "No database drifted." } }
+        @for database in &drift.databases {
+            section.drift {
+                h2 { code { (database.database.as_str()) } ": " (database.files.len()) " file(s) differ" }
+                (file_diffs(&database.files))
+            }
+        }
+    };
+    styled_page("Drift", ADMIN_STYLE, None, &body)
+}
+
 /// The page a signed-in user without the role sees.
 pub(crate) fn forbidden_page(user: &str) -> Markup {
     let body = html! {
@@ -654,7 +764,7 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    use fermata_schema::review::{DatabaseDiff, FileChange, FileDiff};
+    use fermata_schema::review::{DatabaseDiff, FileChange};
     use fermata_schema::view::{CheckView, MergedSnapshotView, ReviewStateView, StepView as Step};
     use fermata_schema::{DatabaseName, Subject};
 
@@ -736,7 +846,7 @@ mod tests {
                 server_version: "11.4.2-MariaDB".to_owned(),
                 discovered_at: "2026-01-02T03:00:00.000Z".to_owned(),
                 expires_at: "2026-01-03T03:00:00.000Z".to_owned(),
-                databases: vec!["app".to_owned(), "billing <&>".to_owned()],
+                databases: vec!["app".to_owned(), "billing <&>".to_owned(), "crm".to_owned()],
                 ignored: vec!["scratch <1>".to_owned()],
             },
             age: "4 minutes".to_owned(),
@@ -751,8 +861,27 @@ mod tests {
                     name: "billing <&>".to_owned(),
                     registered: None,
                 },
+                InventoryRow {
+                    name: "crm".to_owned(),
+                    registered: Some(drifted("crm")),
+                },
             ],
+            missing: vec![RegisteredDatabaseView {
+                freshness: "missing",
+                ..registered("legacy")
+            }],
         }
+    }
+
+    /// A registered database its last verification found drifted.
+    fn drifted(name: &str) -> RegisteredDatabaseView {
+        let mut view = registered(name);
+        view.freshness = "stale";
+        if let Some(check) = view.last_verification.as_mut() {
+            check.outcome = Some("changed");
+            check.freshness = Some("stale");
+        }
+        view
     }
 
     fn database(name: &str, state: &'static str, error: Option<&SafeError>) -> DatabaseView {
@@ -828,6 +957,7 @@ mod tests {
             databases: vec![DatabaseDiff {
                 database: DatabaseName::new("app").unwrap(),
                 registered: true,
+                removed: false,
                 files: vec![FileDiff {
                     path: "tables/users.sql".to_owned(),
                     change: FileChange::Modified,
@@ -976,6 +1106,63 @@ mod tests {
             ..empty_page()
         };
         check("schedule_and_notifications", &schema_page(&page));
+    }
+
+    #[test]
+    fn a_held_publication_with_its_open_pull_request_on_a_fresh_and_a_stale_session() {
+        let mut held = running_refresh();
+        held.summary.state = "publishing";
+        held.lease = None;
+        held.summary.error = Some(ErrorView::from(&SafeError::new(
+            ErrorCode::GithubRateLimited,
+        )));
+        let pull = PullRequest {
+            number: 3,
+            url: "https://forge.example/pulls/3".to_owned(),
+            head: "fermata/refresh-2".to_owned(),
+            base: "main".to_owned(),
+        };
+        let page = SchemaPage {
+            current: Some(held),
+            open_pull: Some((OTHER.to_owned(), pull)),
+            flash: Some(Flash::Error(
+                Place::Publication,
+                ErrorView::from(&SafeError::about(
+                    ErrorCode::NothingToPublish,
+                    Subject::Operation(OTHER.parse().unwrap()),
+                )),
+            )),
+            ..empty_page()
+        };
+        check("publication_held_fresh", &schema_page(&page));
+        let stale = SchemaPage {
+            fresh: false,
+            flash: None,
+            ..page
+        };
+        check("publication_held_stale", &schema_page(&stale));
+    }
+
+    #[test]
+    fn a_verification_that_found_drift_and_its_drift_page() {
+        let mut verified = running_refresh();
+        verified.summary = summary(OPERATION, "verification", "succeeded");
+        verified.lease = None;
+        check("verification_drifted", &report_page(&verified));
+        let drift = DriftView {
+            operation_id: OPERATION.to_owned(),
+            base_commit: Some("abc123".to_owned()),
+            kept_until: Some("2026-02-01T03:04:05.000Z".to_owned()),
+            databases: vec![fermata_schema::drift::DatabaseDrift {
+                database: DatabaseName::new("app <&>").unwrap(),
+                files: vec![FileDiff {
+                    path: "tables/users.sql".to_owned(),
+                    change: FileChange::Modified,
+                    diff: "--- a/tables/users.sql\n+++ b/tables/users.sql\n@@ -1,2 +1,3 @@\n CREATE TABLE users (\n-  id int\n+  id int,\n+  name text\n".to_owned(),
+                }],
+            }],
+        };
+        check("drift", &drift_page(&drift));
     }
 
     #[test]

@@ -155,7 +155,7 @@ async fn session(
         }
         @if let Some(summary) = version.current_summary() { p { (summary) } }
         h2 { "The text this session left" }
-        pre #session-text { (version.text) }
+        pre.text #session-text { (version.text) }
         @if grant.role >= RepositoryRole::Editor && document.archived_at.is_none() {
             form method="post" action={ "/documents/" (document.id) "/history/" (number) "/restore" } {
                 input type="hidden" name="csrf" value=(csrf);

@@ -247,6 +247,17 @@ pub(crate) fn message_page(status: StatusCode, title: &str, text: &str) -> Respo
     strict_page(status, plain_shell(title, &body))
 }
 
+/// A failure to read or change storage, as a page answers it: 503 with `message`, the cause kept
+/// for the log only.
+pub(crate) fn unavailable(error: fermata_store::StoreError, message: &'static str) -> Response {
+    let failure = crate::error::RequestFailure::new(error);
+    crate::error::attach(
+        crate::error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            .into_response(),
+        failure,
+    )
+}
+
 /// The page's answer: never cached (it carries the CSRF token), under its policy.
 fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
     let mut response = (status, markup).into_response();

@@ -3,28 +3,44 @@
 //! most recently changed in them, with links to the account page and, for a `system_admin`, the
 //! schema administrator page. A visitor who is not signed in is sent to the login form.
 //!
+//! Its "New repository" form posts to `POST /r` (with the session's CSRF token, as every form
+//! does), which creates a repository as the repositories API does: under the caller's own user
+//! name, or under any owner for a `system_admin`, the creator becoming its admin. A created
+//! repository answers with a redirect to its page; a name that is invalid, not the caller's to
+//! take, or taken answers with the home page again, the form keeping what was typed and saying
+//! why beside it.
+//!
 //! The page has no script and runs under the document pages' strict policy.
 
+use axum::Form;
 use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use fermata_store::{DocumentScope, Repository, Role};
+use fermata_accounts::Principal;
+use fermata_collab::may_create;
+use fermata_crypto::csrf_token;
+use fermata_store::{DocumentScope, ErrorKind, Repository, Role, User};
 use maud::html;
 use serde::Deserialize;
 
 use crate::HttpState;
 use crate::auth::{AuthRejection, Authenticated};
-use crate::document_page::{page_path, plain_shell, strict_page};
-use crate::error::{ApiError, RequestFailure, attach};
+use crate::document_page::{page_path, plain_shell, strict_page, unavailable};
 use crate::policy::{Access, Routes};
 
 /// Repositories on one page of the home.
 const REPOSITORIES_PER_PAGE: usize = 25;
 /// Documents under "Recently changed".
 const RECENT_DOCUMENTS: usize = 10;
+/// The longest owner and name the form takes: a user name's limit, and room for a long name
+/// within a repository's 200 characters.
+const MAX_OWNER: usize = 64;
+const MAX_NAME: usize = 100;
 
 pub(crate) fn routes() -> Routes {
-    Routes::new().get("/", Access::Public, home)
+    Routes::new()
+        .get("/", Access::Public, home)
+        .post("/r", Access::SignedIn, create_repository)
 }
 
 #[derive(Deserialize)]
@@ -38,6 +54,19 @@ pub(crate) fn repository_path(repository: &Repository) -> String {
     format!("/r/{repository}")
 }
 
+/// The "New repository" form as the page shows it: empty, or what was typed and why it was
+/// refused.
+#[derive(Default, Deserialize)]
+struct RepositoryForm {
+    /// Sent by a `system_admin`'s form only; others create under their own name.
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(skip)]
+    refused: Option<String>,
+}
+
 async fn home(State(state): State<HttpState>, request: Request) -> Response {
     let (mut parts, _) = request.into_parts();
     let caller = match Authenticated::from_request_parts(&mut parts, &state).await {
@@ -48,10 +77,28 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
     let Query(query) =
         Query::<HomeQuery>::try_from_uri(&parts.uri).unwrap_or(Query(HomeQuery { after: None }));
     let after = query.after.and_then(|name| Repository::new(name).ok());
+    home_page(
+        &state,
+        &caller,
+        after.as_ref(),
+        StatusCode::OK,
+        &RepositoryForm::default(),
+    )
+    .await
+}
+
+/// The home page for `caller`, from the repository after `after`, with `form` in it.
+async fn home_page(
+    state: &HttpState,
+    caller: &Principal,
+    after: Option<&Repository>,
+    status: StatusCode,
+    form: &RepositoryForm,
+) -> Response {
     let repositories = state.documents.repositories();
     let gathered = async {
         let mut mine = repositories
-            .of_member(&caller.user.id, after.as_ref(), REPOSITORIES_PER_PAGE + 1)
+            .of_member(&caller.user.id, after, REPOSITORIES_PER_PAGE + 1)
             .await?;
         let more = mine.len() > REPOSITORIES_PER_PAGE;
         mine.truncate(REPOSITORIES_PER_PAGE);
@@ -68,18 +115,7 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
     };
     let (mine, more, recent) = match gathered.await {
         Ok(gathered) => gathered,
-        Err(error) => {
-            let failure = RequestFailure::new(error);
-            return attach(
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the home page cannot be read just now",
-                )
-                .into_response(),
-                failure,
-            );
-        }
+        Err(error) => return unavailable(error, "the home page cannot be read just now"),
     };
     let admin = caller.user.has_role(Role::SystemAdmin);
     let body = html! {
@@ -92,7 +128,7 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
         }
         h2 { "Your repositories" }
         @if mine.is_empty() && after.is_none() {
-            p.note #no-repositories { "You are not a member of any repository yet. An admin of one can add you; or create one under your name through the API." }
+            p.note #no-repositories { "You are not a member of any repository yet. Create one below, or ask an admin of one to add you." }
         } @else {
             ul #repositories {
                 @for (record, role) in &mine {
@@ -106,6 +142,7 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
             }
             @if after.is_some() { p { a href="/" { "Back to the first repositories" } } }
         }
+        (new_repository_form(caller, form))
         h2 { "Recently changed" }
         @if recent.is_empty() {
             p.note { "No documents yet." }
@@ -120,5 +157,178 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
             }
         }
     };
-    strict_page(StatusCode::OK, plain_shell("Home", &body))
+    strict_page(status, plain_shell("Home", &body))
+}
+
+/// The "New repository" form: a name under the caller's own, or, for a `system_admin`, an
+/// owner too.
+fn new_repository_form(caller: &Principal, form: &RepositoryForm) -> maud::Markup {
+    let user = caller.user.name.as_str();
+    let admin = caller.user.has_role(Role::SystemAdmin);
+    let csrf = caller
+        .session()
+        .map(|context| csrf_token(&context.secret))
+        .unwrap_or_default();
+    let described = if form.refused.is_some() {
+        "repository-rules repository-refused"
+    } else {
+        "repository-rules"
+    };
+    html! {
+        h2 { "New repository" }
+        form method="post" action="/r" {
+            input type="hidden" name="csrf" value=(csrf);
+            @if admin {
+                label for="repository-owner" { "Owner" }
+                input #repository-owner type="text" name="owner" required maxlength=(MAX_OWNER)
+                    value=(form.owner.as_deref().unwrap_or(user)) aria-describedby=(described);
+            }
+            label for="repository-name" { "Name" }
+            input #repository-name type="text" name="name" required maxlength=(MAX_NAME)
+                value=(form.name) aria-describedby=(described)
+                aria-invalid=[form.refused.as_ref().map(|_| "true")];
+            p.note #repository-rules {
+                @if admin { "Under any owner: your name, or a team's, whose members you then add. " }
+                @else { "Under your name, as " code { (user) "/name" } ". " }
+                "Letters, digits, '.', '_' and '-'. You become its admin."
+            }
+            @if let Some(why) = &form.refused { p.error role="alert" #repository-refused { (why) } }
+            div { button type="submit" { "Create repository" } }
+        }
+    }
+}
+
+/// Whether `text` may be an owner or a name: letters, digits, '.', '_' and '-', not only dots
+/// (a path segment of dots is one a browser resolves away), at most `longest` characters.
+fn is_part(text: &str, longest: usize) -> bool {
+    !text.is_empty()
+        && text.len() <= longest
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !text.chars().all(|c| c == '.')
+}
+
+/// The repository `user` asks the form for, or the status and the reason it is refused.
+fn requested(user: &User, owner: &str, name: &str) -> Result<Repository, (StatusCode, String)> {
+    let invalid = |what: String| Err((StatusCode::BAD_REQUEST, what));
+    if name.is_empty() {
+        return invalid("Give the repository a name.".to_owned());
+    }
+    if !is_part(name, MAX_NAME) {
+        return invalid(format!(
+            "A repository's name is 1 to {MAX_NAME} letters, digits, '.', '_' and '-', and not only dots."
+        ));
+    }
+    if !is_part(owner, MAX_OWNER) {
+        return invalid(format!(
+            "An owner is 1 to {MAX_OWNER} letters, digits, '.', '_' and '-', and not only dots."
+        ));
+    }
+    let Ok(repository) = Repository::new(format!("{owner}/{name}")) else {
+        return invalid("That name cannot be used for a repository.".to_owned());
+    };
+    if !may_create(user, &repository) {
+        return Err((
+            StatusCode::FORBIDDEN,
+            format!(
+                "You can create repositories under your own name only, as {}/{name}.",
+                user.name
+            ),
+        ));
+    }
+    Ok(repository)
+}
+
+async fn create_repository(
+    State(state): State<HttpState>,
+    Authenticated(caller): Authenticated,
+    Form(mut form): Form<RepositoryForm>,
+) -> Response {
+    let user = &caller.user;
+    let owner = form
+        .owner
+        .as_deref()
+        .map(str::trim)
+        .filter(|owner| !owner.is_empty())
+        .unwrap_or(user.name.as_str())
+        .to_owned();
+    form.name = form.name.trim().to_owned();
+    let repository = match requested(user, &owner, &form.name) {
+        Ok(repository) => repository,
+        Err((status, why)) => {
+            form.refused = Some(why);
+            return home_page(&state, &caller, None, status, &form).await;
+        }
+    };
+    match state
+        .documents
+        .repositories()
+        .create(user, &repository)
+        .await
+    {
+        Ok((record, true)) => {
+            tracing::info!(by = %user.name, repository = %record.name, "created a repository");
+            return Redirect::to(&repository_path(&record.name)).into_response();
+        }
+        Ok((_, false)) => {}
+        // Another request created it first.
+        Err(error) if error.kind() == ErrorKind::Conflict => {}
+        Err(error) => return unavailable(error, "the repository cannot be created just now"),
+    }
+    form.refused = Some(format!("{repository} exists already: choose another name."));
+    home_page(&state, &caller, None, StatusCode::CONFLICT, &form).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use fermata_store::{UnixMillis, UserId, UserName};
+
+    use super::*;
+
+    fn user(name: &str, roles: BTreeSet<Role>) -> User {
+        User {
+            id: UserId(format!("id-{name}")),
+            name: UserName::new(name).unwrap(),
+            password_hash: String::new(),
+            roles,
+            created_at: UnixMillis(0),
+            updated_at: UnixMillis(0),
+        }
+    }
+
+    #[test]
+    fn a_repository_is_asked_for_under_ones_own_name_unless_system_admin() {
+        let ada = user("ada", BTreeSet::new());
+        let root = user("root", [Role::SystemAdmin].into());
+        assert_eq!(
+            requested(&ada, "ada", "notes").unwrap().as_str(),
+            "ada/notes"
+        );
+        assert_eq!(
+            requested(&root, "acme", "handbook").unwrap().as_str(),
+            "acme/handbook"
+        );
+        assert_eq!(
+            requested(&ada, "acme", "handbook").unwrap_err().0,
+            StatusCode::FORBIDDEN
+        );
+        let long = "n".repeat(MAX_NAME + 1);
+        for (owner, name) in [
+            ("ada", ""),
+            ("ada", "two words"),
+            ("ada", "a/b"),
+            ("ada", ".."),
+            ("ada", "."),
+            ("ada", "<script>"),
+            ("ada", long.as_str()),
+            ("", "notes"),
+            ("..", "notes"),
+        ] {
+            let refused = requested(&root, owner, name).unwrap_err();
+            assert_eq!(refused.0, StatusCode::BAD_REQUEST, "{owner:?}/{name:?}");
+        }
+    }
 }

@@ -79,6 +79,8 @@ pub struct HttpState {
     pub reviews: fermata_schema::Reviews,
     /// The package registry with each database's last verification and freshness.
     pub registry: fermata_schema::RegistryReports,
+    /// Verifications' drift diffs.
+    pub drift: fermata_schema::DriftDiffs,
     /// Which parts of the schema setup are configured, for the administrator page's empty states.
     pub schema_setup: SchemaSetup,
     /// Mark cookies `Secure`: on when the server is reached over TLS (directly or through a

@@ -43,7 +43,8 @@ pub(crate) fn routes() -> Routes {
 }
 
 /// The look every page shares; also served as `/assets/page.css` for pages under a strict
-/// Content-Security-Policy, which refuses inline styles.
+/// Content-Security-Policy, which refuses inline styles. Every page fits a phone's width: long
+/// words break, and below 48rem a table scrolls sideways inside itself rather than the page.
 pub(crate) const STYLE: &str = "
 body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1d232a;line-height:1.45}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
@@ -55,6 +56,11 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.35rem;b
 .error{background:#fdecea;border:1px solid #e0a4a0;padding:.6rem}.note{color:#56606b}
 .secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;margin-top:1rem;word-break:break-all}
 code{font-size:.95em}
+select{font:inherit}
+select:focus-visible,textarea:focus-visible,summary:focus-visible,[tabindex]:focus-visible{outline:3px solid #2f6fdb;outline-offset:2px}
+h1,h2,h3,p,li,dt,dd,label,caption{overflow-wrap:anywhere}
+pre{overflow-x:auto}pre.text{white-space:pre-wrap;overflow-wrap:anywhere}
+@media (max-width:48rem){body{margin:1rem auto}table{display:block;overflow-x:auto}}
 ";
 
 /// Every inline style a page of this server carries (the shared style, and the shared style with

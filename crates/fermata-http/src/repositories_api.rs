@@ -129,8 +129,17 @@ async fn create(
 ) -> Result<Response, ApiError> {
     let body: CreateBody = json_body(request).await?;
     let name = Repository::new(body.name)?;
-    if name.owner_and_name().is_none() {
+    let Some((owner, repository)) = name.owner_and_name() else {
         return Err(ApiError::bad_request("a repository is named OWNER/NAME"));
+    };
+    // A path segment of dots is one a browser resolves away: its pages could not be reached.
+    if [owner, repository]
+        .iter()
+        .any(|part| part.chars().all(|c| c == '.'))
+    {
+        return Err(ApiError::bad_request(
+            "neither the owner nor the name of a repository is only dots",
+        ));
     }
     if !may_create(&caller.user, &name) {
         return Err(ApiError::forbidden(

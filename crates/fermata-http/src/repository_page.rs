@@ -18,8 +18,7 @@ use maud::html;
 use serde::Deserialize;
 
 use crate::HttpState;
-use crate::document_page::{message_page, page_path, plain_shell, strict_page};
-use crate::error::{ApiError, RequestFailure, attach};
+use crate::document_page::{self, message_page, page_path, plain_shell, strict_page};
 use crate::home_page::repository_path;
 use crate::policy::{Access, RepositoryGrant, Routes};
 
@@ -67,16 +66,7 @@ struct ListQuery {
 
 /// A failure to read or change storage, as the page answers it.
 fn unavailable(error: StoreError) -> Response {
-    let failure = RequestFailure::new(error);
-    attach(
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the repository cannot be read just now",
-        )
-        .into_response(),
-        failure,
-    )
+    document_page::unavailable(error, "the repository cannot be read just now")
 }
 
 /// The page's cursor after `document`: the documents list's own.

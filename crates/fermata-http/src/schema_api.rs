@@ -1,10 +1,11 @@
 //! The schema operations JSON API under `/api/v1/schema`: start an inventory, a refresh or a
 //! verification, list operations, read one operation (the route the administrator page polls),
-//! read a refresh's review with its diffs and approve or reject it, read the latest inventory,
-//! the package registry and the lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
+//! read a refresh's review with its diffs and approve or reject it, read a verification's drift
+//! diffs, publish again a refresh whose publication failed, close a published pull request, read
+//! the latest inventory, the package registry and the lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
 //! refuses is its safe error `{stage, code, retryable, message}`; authentication and malformed
-//! bodies are refused as by the rest of the API. The decisions and the clear action need a fresh
-//! session.
+//! bodies are refused as by the rest of the API. The decisions, publishing again, closing a pull
+//! request and the clear action need a fresh session.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -12,7 +13,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::Principal;
 use fermata_schema::view::{
-    ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView, ReviewView,
+    DriftView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView,
+    ReviewView,
 };
 use fermata_schema::{Administrator, ErrorCode, ErrorStage, OperationRequest, SafeError, Verdict};
 use fermata_store::schema::{InventoryId, OperationId, OperationKind, RequestKey};
@@ -38,6 +40,17 @@ pub(crate) fn routes() -> Routes {
         .get("/api/v1/schema/operations", SystemAdmin, list_operations)
         .get("/api/v1/schema/operations/{id}", SystemAdmin, operation)
         .get("/api/v1/schema/operations/{id}/review", SystemAdmin, review)
+        .get("/api/v1/schema/operations/{id}/drift", SystemAdmin, drift)
+        .post(
+            "/api/v1/schema/operations/{id}/publish",
+            FreshSystemAdmin,
+            publish,
+        )
+        .post(
+            "/api/v1/schema/operations/{id}/close-pull-request",
+            FreshSystemAdmin,
+            close_pull_request,
+        )
         .post(
             "/api/v1/schema/operations/{id}/approve",
             FreshSystemAdmin,
@@ -84,6 +97,8 @@ impl IntoResponse for SchemaError {
             (ErrorCode::AccessDenied, _) => StatusCode::FORBIDDEN,
             (ErrorCode::OperationMissing | ErrorCode::InventoryMissing, _) => StatusCode::NOT_FOUND,
             (ErrorCode::StorageUnavailable, _) => StatusCode::SERVICE_UNAVAILABLE,
+            (ErrorCode::DiffExpired, _) => StatusCode::GONE,
+            (ErrorCode::NothingToPublish, _) => StatusCode::CONFLICT,
             (_, ErrorStage::Lock | ErrorStage::Review) => StatusCode::CONFLICT,
             (_, ErrorStage::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -128,6 +143,7 @@ async fn start_inventory(
         request_key: request_key(body.request_key)?,
         inventory: None,
         databases: Vec::new(),
+        remove_missing: false,
     };
     start(&state, &principal, &request).await
 }
@@ -143,6 +159,10 @@ struct StartSelection {
     /// The selected names, exactly as the inventory shows them; an empty selection is refused.
     #[serde(default)]
     databases: Vec<String>,
+    /// A refresh's proposal to remove from the package the registered databases the inventory
+    /// no longer lists; a verification ignores it.
+    #[serde(default)]
+    remove_missing: bool,
 }
 
 async fn start_refresh(
@@ -178,6 +198,7 @@ async fn start_selected(
         request_key: request_key(body.request_key)?,
         inventory: Some(inventory),
         databases: body.databases,
+        remove_missing: body.remove_missing,
     };
     start(state, principal, &request).await
 }
@@ -243,6 +264,45 @@ async fn review(
         .diff(&admin(&principal)?, operation_id(&id)?)
         .await?;
     Ok(json(StatusCode::OK, ReviewView::from(&diff)))
+}
+
+/// The unified diffs of every database a verification found drifted.
+async fn drift(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    let drift = state
+        .drift
+        .diff(&admin(&principal)?, operation_id(&id)?)
+        .await?;
+    Ok(json(StatusCode::OK, DriftView::from(&drift)))
+}
+
+/// Publishes again an approved refresh whose publication failed; answers 202 with the
+/// operation, whose run publishes it.
+async fn publish(
+    State(state): State<HttpState>,
+    FreshSystemAdmin(principal): FreshSystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    let operation = state.schema.republish(&admin(&principal)?, &id).await?;
+    let report = state.schema.report(operation.id).await?;
+    Ok(json(StatusCode::ACCEPTED, OperationView::from(&report)))
+}
+
+/// Closes, without merging, the pull request an operation published.
+async fn close_pull_request(
+    State(state): State<HttpState>,
+    FreshSystemAdmin(principal): FreshSystemAdmin,
+    Path(id): Path<String>,
+) -> Result<Response, SchemaError> {
+    let operation = state
+        .schema
+        .close_pull_request(&admin(&principal)?, &id)
+        .await?;
+    let report = state.schema.report(operation.id).await?;
+    Ok(json(StatusCode::OK, OperationView::from(&report)))
 }
 
 async fn approve(

@@ -129,6 +129,9 @@ pub enum ErrorCode {
     SchemaChanged,
     /// The review artifact could not be written, read or decrypted.
     ArtifactUnavailable,
+    /// A verification's drift diff is past its retention window and deleted (subject: the
+    /// operation).
+    DiffExpired,
     /// The review decision window passed.
     ReviewExpired,
     /// The review was rejected.
@@ -148,6 +151,9 @@ pub enum ErrorCode {
     /// The base branch moved and changed what the pull request touches; the artifact is kept for
     /// a new refresh.
     BaseChanged,
+    /// A re-publication named an operation whose publication has not failed (subject: the
+    /// operation).
+    NothingToPublish,
     /// The workflow could not be started.
     StartFailed,
     /// Whether the workflow started is unknown.
@@ -180,7 +186,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (`docs/schema-operations.md`'s table lists them all).
-    pub const ALL: [ErrorCode; 54] = [
+    pub const ALL: [ErrorCode; 56] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -221,6 +227,7 @@ impl ErrorCode {
         ErrorCode::VerificationFailed,
         ErrorCode::SchemaChanged,
         ErrorCode::ArtifactUnavailable,
+        ErrorCode::DiffExpired,
         ErrorCode::ReviewExpired,
         ErrorCode::ReviewRejected,
         ErrorCode::ReviewNotPending,
@@ -229,6 +236,7 @@ impl ErrorCode {
         ErrorCode::GithubRefused,
         ErrorCode::PublicationConflict,
         ErrorCode::BaseChanged,
+        ErrorCode::NothingToPublish,
         ErrorCode::StartFailed,
         ErrorCode::StartUnknown,
         ErrorCode::StepTimedOut,
@@ -277,10 +285,10 @@ impl ErrorCode {
                 ErrorStage::Metadata
             }
             VerificationFailed | SchemaChanged => ErrorStage::Verification,
-            ArtifactUnavailable => ErrorStage::Artifact,
+            ArtifactUnavailable | DiffExpired => ErrorStage::Artifact,
             ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
             GithubFailed | GithubRateLimited | GithubRefused | PublicationConflict
-            | BaseChanged => ErrorStage::Github,
+            | BaseChanged | NothingToPublish => ErrorStage::Github,
             NotificationFailed | NotificationRefused => ErrorStage::Notification,
             StepTimedOut | RunLost | LockWaitTimeout | QueryTimedOut => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
@@ -352,6 +360,7 @@ impl ErrorCode {
             VerificationFailed => "database {} differs from its snapshot",
             SchemaChanged => "the schema of database {} changed while it was snapshotted",
             ArtifactUnavailable => "the review artifact could not be stored or read",
+            DiffExpired => "the drift diff of operation {} is past its retention window",
             ReviewExpired => "the review window closed without a decision",
             ReviewRejected => "the review was rejected",
             ReviewNotPending => "operation {} is not awaiting a review decision",
@@ -366,6 +375,7 @@ impl ErrorCode {
             BaseChanged => {
                 "the base branch changed the files this pull request would touch; refresh again"
             }
+            NothingToPublish => "operation {} has no failed publication to publish again",
             StartFailed => "the operation could not be started",
             StartUnknown => "whether the operation started is unknown",
             StepTimedOut => "a step took longer than allowed",

@@ -2,10 +2,10 @@
 //! snapshot account ([`source`]), which databases that account can see ([`inventory`]), who may
 //! run operations ([`admin`]), how a selection is checked against its inventory
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
-//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), when
-//! drift checks run by themselves ([`schedule`]), which events are posted to webhooks
-//! ([`notify`]), how
-//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what the
+//! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
+//! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what a
+//! verification found drifted ([`drift`]), when drift checks run by themselves ([`schedule`]),
+//! which events are posted to webhooks ([`notify`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
 //! ([`view`]). What the snapshot account may read is checked by [`source_check`].
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod artifact;
 mod database_run;
+pub mod drift;
 pub mod engine;
 pub mod filter;
 pub mod inventory;
@@ -42,6 +43,7 @@ pub mod verification_run;
 pub mod view;
 
 pub use admin::Administrator;
+pub use drift::DriftDiffs;
 pub use engine::{EngineWorkflows, workflow_name};
 pub use fermata_schema_core::{
     DatabaseName, ErrorCode, ErrorStage, ObjectKind, ObjectSubject, Reason, SafeError, Subject,

@@ -19,11 +19,12 @@ use fermata_schema_core::{ErrorCode, SafeError, Subject};
 use fermata_store::schema::{
     ClearOutcome, DatabaseResult, Inventory, InventoryId, LeaseClearing, NewOperation, Operation,
     OperationId, OperationKind, OperationState, OperationStep, PullRequest, RequestKey,
-    Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, Transition,
+    Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, StepState, Transition,
 };
 use fermata_store::{Storage, UnixMillis};
 
 use crate::admin::Administrator;
+use crate::refresh_run::{REPUBLISH_HOOK, is_held_step};
 use crate::safe_context::SafeContext;
 use crate::selection;
 
@@ -74,6 +75,9 @@ pub struct OperationRequest {
     pub inventory: Option<InventoryId>,
     /// The selected database names, exactly as shown in the inventory.
     pub databases: Vec<String>,
+    /// A refresh that also proposes removing from the package, in the same reviewed pull
+    /// request, the registered databases its inventory no longer lists; other kinds ignore it.
+    pub remove_missing: bool,
 }
 
 /// Everything known about one operation, for the no-store status route and the CLI.
@@ -91,6 +95,23 @@ pub struct OperationReport {
     pub actor_name: Option<String>,
     /// The review of a refresh that reached one: its decision, who made it and when.
     pub review: Option<Review>,
+}
+
+impl OperationReport {
+    /// How many rounds of the refresh's publication failed and were held (see
+    /// [`Operations::republish`]).
+    pub fn held_publications(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|step| is_held_step(step.key.as_str()) && step.state == StepState::Succeeded)
+            .count()
+    }
+
+    /// Whether the operation is an approved refresh whose publication failed and waits to be
+    /// published again.
+    pub fn awaits_republication(&self) -> bool {
+        self.operation.state == OperationState::Publishing && self.operation.error.is_some()
+    }
 }
 
 /// The schema operations service.
@@ -174,6 +195,7 @@ impl Operations {
             request_key: request.request_key.clone(),
             inventory: request.inventory.filter(|_| request.kind.takes_lease()),
             databases,
+            remove_missing: request.remove_missing && request.kind == OperationKind::Refresh,
         };
         let reserved = match schema
             .reserve_operation(&new, self.lease_ttl)
@@ -263,6 +285,46 @@ impl Operations {
         Ok(operation)
     }
 
+    /// Publishes again an approved refresh whose publication failed (its run holds it in
+    /// `publishing` with the failure, the lease released and the artifact kept): delivers the
+    /// hook of its next round, once per round, to the run, which publishes under the same
+    /// branch, commit and pull-request keys. Anything else is refused with `NOTHING_TO_PUBLISH`.
+    /// Needs a fresh administrator, as closing a pull request does.
+    pub async fn republish(
+        &self,
+        admin: &Administrator,
+        typed: &str,
+    ) -> Result<Operation, SafeError> {
+        admin.require_fresh()?;
+        let id = exact_operation_id(typed)?;
+        let report = self.report(id).await?;
+        let nothing = || SafeError::about(ErrorCode::NothingToPublish, Subject::Operation(id.0));
+        let held = report.held_publications();
+        let operation = report.operation;
+        let run_id = match &operation.run_id {
+            Some(run_id)
+                if operation.kind == OperationKind::Refresh
+                    && operation.state == OperationState::Publishing
+                    && operation.error.is_some()
+                    && held > 0 =>
+            {
+                run_id.clone()
+            }
+            _ => return Err(nothing()),
+        };
+        let round = held.saturating_add(1);
+        self.workflows
+            .resume(
+                &run_id,
+                &format!("{REPUBLISH_HOOK}:{round}"),
+                &format!("republish:{id}:{round}"),
+                &serde_json::json!({ "actor": admin.user().0 }),
+            )
+            .await?;
+        tracing::info!(operation = %id, actor = %admin.user(), round, "an administrator published a refresh again");
+        Ok(operation)
+    }
+
     /// The answer to a request whose key made `existing`: that operation, moved on if the first
     /// request never got past its reservation, or a refusal when the key came with a different
     /// request.
@@ -280,7 +342,11 @@ impl Operations {
             .context("load the database results")?;
         let recorded: BTreeSet<&str> = results.iter().map(|row| row.database.as_str()).collect();
         let inventory = request.inventory.filter(|_| request.kind.takes_lease());
-        if existing.kind != request.kind || existing.inventory != inventory || selected != recorded
+        let remove_missing = request.remove_missing && request.kind == OperationKind::Refresh;
+        if existing.kind != request.kind
+            || existing.inventory != inventory
+            || selected != recorded
+            || existing.remove_missing != remove_missing
         {
             return Err(SafeError::about(
                 ErrorCode::RequestKeyReused,

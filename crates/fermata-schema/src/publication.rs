@@ -14,23 +14,44 @@
 //! decision's time, the same parent and tree), the branch `fermata/refresh-<operation>` is
 //! created only when absent and must point at that commit when present, and the pull request is
 //! looked up by its head branch before one is opened.
+//!
+//! A write the forge answers with its rate limit is not spent on the runner's short retry
+//! schedule: [`Paced`] records the wait the forge asked for (its `retry-after`, else the time
+//! until its `x-ratelimit-reset` on the database's clock, else a minute) as the step's outcome,
+//! sleeps it out durably, and tries the write again in a step of its own (`<key>:2`, ...), as
+//! long as the waits add up to no more than `publication_wait`. Past that, the write fails as any
+//! other forge failure would.
 
 use std::collections::BTreeMap;
+use std::error::Error as StdError;
 use std::fmt::Write as _;
+use std::future::Future;
+use std::time::Duration;
 
-use fermata_forge::{CommitSpec, PullRequest, PullRequestSpec, Signature, TreeChange};
-use fermata_schema_core::{ErrorCode, SafeError, Subject};
+use fermata_forge::{
+    CommitSpec, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, Signature, TreeChange,
+};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
 use fermata_store::schema::{DatabaseResult, Freshness, OperationId, Outcome};
-use serde::Deserialize;
+use fermata_workflow::{RunContext, RunError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::artifact::ArtifactStore;
+use crate::names;
 use crate::package::{Package, REGISTRY_FILE, RegisteredSnapshot};
 use crate::safe_context::{SafeCode, SafeContext, because};
+use crate::tracked::Progress;
 
 /// Who publication commits as.
 const COMMITTER_NAME: &str = "Fermata";
 const COMMITTER_EMAIL: &str = "fermata@localhost";
+
+/// The wait when the forge names its rate limit without saying for how long.
+const UNSPECIFIED_RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
+/// The shortest wait for a rate limit, so a reset time already past still waits a little.
+const SHORTEST_RATE_LIMIT_WAIT: Duration = Duration::from_secs(1);
 
 /// The head branch of an operation's pull request.
 pub fn branch_name(operation: OperationId) -> String {
@@ -41,6 +62,18 @@ pub fn branch_name(operation: OperationId) -> String {
 #[derive(Deserialize)]
 struct Manifest {
     databases: BTreeMap<String, ManifestEntry>,
+    /// Registered databases no longer on the server, removed from the package.
+    #[serde(default)]
+    removed: Vec<DatabaseName>,
+}
+
+impl Manifest {
+    fn parse(text: &str) -> Result<Manifest, SafeError> {
+        serde_json::from_str(text).or_code(
+            ErrorCode::ArtifactUnavailable,
+            "read the artifact's manifest",
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -66,10 +99,7 @@ impl Publication<'_> {
             .context("load the artifact record")?
             .ok_or_else(|| SafeError::new(ErrorCode::ArtifactUnavailable))?;
         let contents = self.artifacts.open(&artifact.meta).await?;
-        let manifest: Manifest = serde_json::from_str(&contents.manifest).or_code(
-            ErrorCode::ArtifactUnavailable,
-            "read the artifact's manifest",
-        )?;
+        let manifest = Manifest::parse(&contents.manifest)?;
         let results = schema
             .database_results(self.operation)
             .await
@@ -105,6 +135,18 @@ impl Publication<'_> {
             change.folders.insert(
                 format!("{}/{}", self.package.settings().path, entry.folder),
                 files,
+            );
+        }
+        for database in &manifest.removed {
+            registry.unregister(database);
+            // A folder given no files is removed.
+            change.folders.insert(
+                format!(
+                    "{}/{}",
+                    self.package.settings().path,
+                    names::file_name(database.as_str())?
+                ),
+                BTreeMap::new(),
             );
         }
         change.files.insert(
@@ -201,14 +243,28 @@ impl Publication<'_> {
             .iter()
             .filter(|row| outcome(row) == Some(Outcome::Changed))
             .count();
+        // The names to remove are in the artifact row's manifest, which is not secret.
+        let artifact = self
+            .storage
+            .schema()
+            .artifact(self.operation)
+            .await
+            .context("load the artifact record")?
+            .ok_or_else(|| SafeError::new(ErrorCode::ArtifactUnavailable))?;
+        let removed = Manifest::parse(&artifact.meta.manifest)?.removed;
+        let plural = |count: usize| if count == 1 { "" } else { "s" };
+        let mut title = format!(
+            "Schema snapshots: {changed} database{} changed",
+            plural(changed)
+        );
+        if !removed.is_empty() {
+            let _ = write!(title, ", {} removed", removed.len());
+        }
         let spec = PullRequestSpec {
             head,
             base: self.package.settings().base_branch.clone(),
-            title: format!(
-                "Schema snapshots: {changed} database{} changed",
-                if changed == 1 { "" } else { "s" }
-            ),
-            body: description(self.operation, &results),
+            title,
+            body: description(self.operation, &results, &removed),
         };
         self.package
             .forge()
@@ -223,8 +279,13 @@ fn outcome(row: &DatabaseResult) -> Option<Outcome> {
 }
 
 /// The pull request's description: the changed databases with their counts, then every
-/// failure (and whether its merged snapshot is now stale), then how many were unchanged.
-pub(crate) fn description(operation: OperationId, results: &[DatabaseResult]) -> String {
+/// failure (and whether its merged snapshot is now stale), the databases removed as no longer
+/// on the server, then how many were unchanged.
+pub(crate) fn description(
+    operation: OperationId,
+    results: &[DatabaseResult],
+    removed: &[DatabaseName],
+) -> String {
     let mut text = format!("Schema snapshots from Fermata refresh `{operation}`.\n");
     let mut section = |title: &str, lines: Vec<String>| {
         if !lines.is_empty() {
@@ -234,7 +295,7 @@ pub(crate) fn description(operation: OperationId, results: &[DatabaseResult]) ->
             }
         }
     };
-    let quoted = |row: &DatabaseResult| format!("`{}`", row.database.as_str().replace('`', "``"));
+    let quoted = |name: &DatabaseName| format!("`{}`", name.as_str().replace('`', "``"));
     section(
         "Changed",
         results
@@ -248,7 +309,7 @@ pub(crate) fn description(operation: OperationId, results: &[DatabaseResult]) ->
                         .filter(|(_, count)| **count > 0)
                         .map(|(kind, count)| format!("{count} {kind}"))
                         .collect();
-                    format!("{} ({})", quoted(row), counts.join(", "))
+                    format!("{} ({})", quoted(&row.database), counts.join(", "))
                 })
             })
             .collect(),
@@ -266,10 +327,17 @@ pub(crate) fn description(operation: OperationId, results: &[DatabaseResult]) ->
                 };
                 Some(format!(
                     "{}: {} ({freshness})",
-                    quoted(row),
+                    quoted(&row.database),
                     error.message()
                 ))
             })
+            .collect(),
+    );
+    section(
+        "Removed",
+        removed
+            .iter()
+            .map(|name| format!("{}: no longer on the server", quoted(name)))
             .collect(),
     );
     let unchanged = results
@@ -280,4 +348,105 @@ pub(crate) fn description(operation: OperationId, results: &[DatabaseResult]) ->
         let _ = write!(text, "\n{unchanged} selected database(s) did not change.\n");
     }
     text
+}
+
+/// Publication steps that talk to the forge, recorded with `progress`, waiting out the forge's
+/// rate limits in durable sleeps up to `wait_limit` in all (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paced<'a> {
+    pub(crate) progress: Progress<'a>,
+    pub(crate) wait_limit: Duration,
+}
+
+/// What a paced step came to: its value, or the forge's request to wait before trying again.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Pacing<T> {
+    Done(T),
+    Wait { millis: u64 },
+}
+
+impl Paced<'_> {
+    /// Runs step `key` with `body`; a rate limit whose wait fits in what is left of the limit
+    /// is slept out and the body runs again in step `<key>:<try>`.
+    pub(crate) async fn step<T, F, Fut>(
+        &self,
+        ctx: &mut RunContext,
+        key: &str,
+        mut body: F,
+    ) -> Result<T, RunError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnMut() -> Fut + Send,
+        Fut: Future<Output = Result<T, SafeError>> + Send,
+    {
+        let storage = self.progress.storage;
+        let mut waited = Duration::ZERO;
+        let mut tries: u32 = 1;
+        loop {
+            let step_key = if tries == 1 {
+                key.to_owned()
+            } else {
+                format!("{key}:{tries}")
+            };
+            let remaining = self.wait_limit.saturating_sub(waited);
+            let paced: Pacing<T> = self
+                .progress
+                .step(ctx, &step_key, |_| {
+                    let tried = body();
+                    async move {
+                        match tried.await {
+                            Ok(value) => Ok(Pacing::Done(value)),
+                            Err(error) => match requested_wait(storage, &error).await {
+                                Some(wait) if wait <= remaining => Ok(Pacing::Wait {
+                                    millis: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                                }),
+                                _ => Err(error),
+                            },
+                        }
+                    }
+                })
+                .await?;
+            match paced {
+                Pacing::Done(value) => return Ok(value),
+                Pacing::Wait { millis } => {
+                    let wait = Duration::from_millis(millis);
+                    tracing::info!(operation = %self.progress.operation, step = %step_key, wait_ms = millis, "the forge asked to wait; publication sleeps");
+                    ctx.sleep(&format!("{step_key}:wait"), wait).await?;
+                    waited += wait;
+                    tries += 1;
+                }
+            }
+        }
+    }
+}
+
+/// How long the forge asked to wait, when `error` is its rate limit: its `retry-after`, else
+/// the time until its reset on the database's clock, else [`UNSPECIFIED_RATE_LIMIT_WAIT`].
+async fn requested_wait(storage: &dyn Storage, error: &SafeError) -> Option<Duration> {
+    if error.code() != ErrorCode::GithubRateLimited {
+        return None;
+    }
+    let mut cause: Option<&(dyn StdError + 'static)> = error.source();
+    let limit = loop {
+        let current = cause?;
+        if let Some(forge) = current.downcast_ref::<ForgeError>() {
+            break forge.kind();
+        }
+        cause = current.source();
+    };
+    let ForgeErrorKind::RateLimited { retry_after, reset } = limit else {
+        return None;
+    };
+    let wait = match (retry_after, reset) {
+        (Some(wait), _) => wait,
+        (None, Some(reset)) => {
+            // Unreadable, the clock leaves the wait unknown: the step fails as usual.
+            let now = storage.schema().clock().await.ok()?;
+            let reset_ms = i64::try_from(reset).ok()?.saturating_mul(1000);
+            Duration::from_millis(u64::try_from(reset_ms.saturating_sub(now.0)).unwrap_or(0))
+        }
+        (None, None) => UNSPECIFIED_RATE_LIMIT_WAIT,
+    };
+    Some(wait.max(SHORTEST_RATE_LIMIT_WAIT))
 }

@@ -16,10 +16,12 @@
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
 //!    failed, the operation fails with the first one's error.
-//! 5. With no changed database the operation succeeds here, its report the outcome. Otherwise
-//!    `review:open` opens the review, `artifact` seals every staged candidate into the one
-//!    review artifact, and `review:await` holds the lease to the review expiry and moves the
-//!    operation to `awaiting_review`.
+//!    A refresh asked to remove missing databases then lists, in step `missing`, the registered
+//!    databases its inventory neither lists nor left out by `ignore_databases`.
+//! 5. With no changed database (and none to remove) the operation succeeds here, its report the
+//!    outcome. Otherwise `review:open` opens the review, `artifact` seals every staged
+//!    candidate (and the names to remove) into the one review artifact, and `review:await`
+//!    holds the lease to the review expiry and moves the operation to `awaiting_review`.
 //! 6. The run waits for the decision hook until the review expires; `review:decision` reads the
 //!    one decision (recording the expiry when none came). A rejected or expired review's
 //!    `finish` ends the operation `rejected` or `expired`, releasing the lease in the same
@@ -29,8 +31,14 @@
 //!    commit once, `publish:commit` writes the deterministic commit, `publish:branch` creates the
 //!    branch only when absent, `publish:pull` finds or opens the pull request, and
 //!    `publish:finish` records it, marks the artifact `consumed` and ends the operation
-//!    `succeeded`, releasing the lease; `cleanup` then deletes the consumed artifact under a
-//!    cleanup grant, as after a rejection.
+//!    `succeeded`, releasing the lease. The forge writes wait out its rate limits in durable
+//!    sleeps (see [`crate::publication`]). A round that fails (but with `BASE_CHANGED`, which
+//!    fails the refresh) is held by `publish:held`: the operation stays `publishing` with the
+//!    error, the lease is released, the artifact is kept, and the run waits for
+//!    `republish:<round>` to run the next round (`publish:<round>:begin`, then the same steps
+//!    under `publish:<round>:`), which writes under the same keys.
+//!    Once published, `cleanup` deletes the consumed artifact under a cleanup grant, as after a
+//!    rejection.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,11 +68,11 @@ use crate::inventory_run::run_operation;
 use crate::names;
 use crate::notify::{EXPIRY_NOTICE, EventKind, Notifier};
 use crate::package::{Package, Registry};
-use crate::publication::Publication;
+use crate::publication::{Paced, Publication};
 use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
-use crate::step_failure::run_failed;
+use crate::step_failure::{run_failed, safe_error};
 use crate::tracked::Progress;
 
 /// How many introspection connections a database step opens when nothing else is configured.
@@ -73,6 +81,11 @@ pub const DEFAULT_CONNECTIONS: usize = 8;
 pub const DEFAULT_REVIEW_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// The hook a review decision resumes the run with.
 pub const REVIEW_HOOK: &str = "review";
+/// The longest a publication waits for the forge's rate limits when nothing else is configured.
+pub const DEFAULT_PUBLICATION_WAIT: Duration = Duration::from_secs(60 * 60);
+/// The hook that resumes a refresh whose publication failed, for its next round (the hook is
+/// `republish:<round>`).
+pub const REPUBLISH_HOOK: &str = "republish";
 /// How long the cleanup grant a refresh makes for itself (published, rejected or expired) lives.
 const CLEANUP_GRANT_LIFETIME: Duration = Duration::from_secs(10 * 60);
 
@@ -96,6 +109,9 @@ pub struct RefreshSettings {
     pub connections: usize,
     /// What snapshots leave out (`[schema] ignore_tables`).
     pub filter: crate::Filter,
+    /// The longest a publication waits, in all, for the forge's rate limits to lift before the
+    /// write that met them fails as usual.
+    pub publication_wait: Duration,
 }
 
 /// A seam for fault injection: called in every database step once the candidate is written to
@@ -192,12 +208,27 @@ impl RefreshWorkflow {
             |position, database, attempt| self.database(id, position, database, &registry, attempt),
         )
         .await?;
+        // The operation's request never changes, so every execution reads the same here.
+        let remove_missing = schema
+            .operation(id)
+            .await
+            .map_err(RunError::Lost)?
+            .is_some_and(|operation| operation.remove_missing);
+        let missing: Vec<DatabaseName> = if remove_missing {
+            leased
+                .step(ctx, "missing", |_| {
+                    missing_databases(storage, id, &registry)
+                })
+                .await?
+        } else {
+            Vec::new()
+        };
 
         let unleased = Progress {
             lease_ttl: None,
             ..leased
         };
-        if changed.is_empty() {
+        if changed.is_empty() && missing.is_empty() {
             finish_succeeded(&leased, ctx).await?;
             tracing::info!(operation = %id, "refresh found no change; nothing to review");
             return Ok(serde_json::json!({ "changed": 0 }));
@@ -214,7 +245,7 @@ impl RefreshWorkflow {
             .await?;
         leased
             .step(ctx, "artifact", |_| async {
-                self.seal_artifact(id, &base.commit, &changed, UnixMillis(expires_at))
+                self.seal_artifact(id, &base.commit, &changed, &missing, UnixMillis(expires_at))
                     .await
             })
             .await?;
@@ -291,7 +322,11 @@ impl RefreshWorkflow {
     }
 
     /// Publishes an approved refresh (see [`crate::publication`]) and ends it `succeeded` with
-    /// its pull request, the artifact consumed and the lease released.
+    /// its pull request, the artifact consumed and the lease released. A round of publication
+    /// that fails (other than with `BASE_CHANGED`, which ends the refresh for a new one) is held:
+    /// the operation stays `publishing` with the round's error, the lease is released, the
+    /// artifact is kept, and the run waits for `republish:<next round>`, which
+    /// [`crate::Operations::republish`] delivers; the next round writes under the same keys.
     async fn publish(
         &self,
         ctx: &mut RunContext,
@@ -300,14 +335,6 @@ impl RefreshWorkflow {
         leased: Progress<'_>,
     ) -> Result<PullRequest, RunError> {
         let schema = self.storage.schema();
-        let not_configured = || run_failed(SafeError::new(ErrorCode::PackageNotConfigured));
-        let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
-        let publication = Publication {
-            storage: &*self.storage,
-            artifacts: &self.settings.artifacts,
-            package,
-            operation: id,
-        };
         let decided_at: i64 = leased
             .step(ctx, "publish:begin", |_| async {
                 let publishing =
@@ -331,25 +358,92 @@ impl RefreshWorkflow {
                 Ok(decided.0.div_euclid(1000))
             })
             .await?;
-        let parent: String = leased
-            .step(ctx, "publish:parent", |_| async {
+        let unleased = Progress {
+            lease_ttl: None,
+            ..leased
+        };
+        let mut round: u32 = 1;
+        loop {
+            // The first round runs under the lease; later ones come after it was released.
+            let progress = if round == 1 { leased } else { unleased };
+            let published = self
+                .publish_round(ctx, id, base_commit, decided_at, round, progress)
+                .await;
+            let error = match published {
+                Err(RunError::Failed(error)) => safe_error(&error),
+                other => return other,
+            };
+            if error.code() == ErrorCode::BaseChanged {
+                return Err(run_failed(error));
+            }
+            unleased
+                .step(ctx, &round_step(round, "held"), |_| {
+                    self.hold_publication(id, round, error.clone())
+                })
+                .await?;
+            round += 1;
+            ctx.hook(&format!("{REPUBLISH_HOOK}:{round}")).await?;
+            tracing::info!(operation = %id, round, "publication is tried again");
+        }
+    }
+
+    /// One round of publication: `publish[:<round>]:parent`, `:commit`, `:branch`, `:pull` and
+    /// `:finish`; a round after the first begins with `publish:<round>:begin`, which clears the
+    /// held error.
+    async fn publish_round(
+        &self,
+        ctx: &mut RunContext,
+        id: OperationId,
+        base_commit: &str,
+        decided_at: i64,
+        round: u32,
+        progress: Progress<'_>,
+    ) -> Result<PullRequest, RunError> {
+        let schema = self.storage.schema();
+        let not_configured = || run_failed(SafeError::new(ErrorCode::PackageNotConfigured));
+        let package = self.settings.package.as_ref().ok_or_else(not_configured)?;
+        let publication = Publication {
+            storage: &*self.storage,
+            artifacts: &self.settings.artifacts,
+            package,
+            operation: id,
+        };
+        if round > 1 {
+            progress
+                .step(ctx, &round_step(round, "begin"), |_| async {
+                    let again =
+                        Transition::new(OperationState::Publishing, OperationState::Publishing);
+                    schema
+                        .transition(id, &again)
+                        .await
+                        .context("move the operation to its next state")?;
+                    require_state(&*self.storage, id, OperationState::Publishing).await
+                })
+                .await?;
+        }
+        let paced = Paced {
+            progress,
+            wait_limit: self.settings.publication_wait,
+        };
+        let parent: String = paced
+            .step(ctx, &round_step(round, "parent"), || async {
                 let change = publication.change(base_commit).await?;
                 publication.parent(base_commit, &change).await
             })
             .await?;
-        let commit: String = leased
-            .step(ctx, "publish:commit", |_| async {
+        let commit: String = paced
+            .step(ctx, &round_step(round, "commit"), || async {
                 let change = publication.change(base_commit).await?;
                 publication.commit(&parent, change, decided_at).await
             })
             .await?;
-        leased
-            .step(ctx, "publish:branch", |_| async {
+        paced
+            .step(ctx, &round_step(round, "branch"), || async {
                 publication.branch(&commit).await
             })
             .await?;
-        let pull: PullRequest = leased
-            .step(ctx, "publish:pull", |_| async {
+        let pull: PullRequest = paced
+            .step(ctx, &round_step(round, "pull"), || async {
                 publication.pull_request().await.map(|pull| PullRequest {
                     number: pull.number,
                     url: pull.url,
@@ -360,10 +454,10 @@ impl RefreshWorkflow {
             .await?;
         let unleased = Progress {
             lease_ttl: None,
-            ..leased
+            ..progress
         };
         unleased
-            .step(ctx, "publish:finish", |_| async {
+            .step(ctx, &round_step(round, "finish"), |_| async {
                 if !schema
                     .record_pull_request(id, &pull)
                     .await
@@ -387,6 +481,29 @@ impl RefreshWorkflow {
             })
             .await?;
         Ok(pull)
+    }
+
+    /// Holds a publication whose round failed with `error`: the operation stays `publishing`
+    /// with that error and releases the lease; the artifact stays stored.
+    async fn hold_publication(
+        &self,
+        id: OperationId,
+        round: u32,
+        error: SafeError,
+    ) -> Result<(), SafeError> {
+        let held = Transition {
+            error: Some(error.clone()),
+            ..Transition::new(OperationState::Publishing, OperationState::Publishing)
+                .releasing_lease()
+        };
+        self.storage
+            .schema()
+            .transition(id, &held)
+            .await
+            .context("hold the failed publication")?;
+        require_state(&*self.storage, id, OperationState::Publishing).await?;
+        tracing::warn!(operation = %id, round, code = %error.code().name(), "publication failed; the approved refresh waits to be published again");
+        Ok(())
     }
 
     /// One database's step body.
@@ -472,6 +589,7 @@ impl RefreshWorkflow {
         id: OperationId,
         base_commit: &str,
         changed: &[u32],
+        missing: &[DatabaseName],
         expires_at: UnixMillis,
     ) -> Result<(), SafeError> {
         let schema = self.storage.schema();
@@ -515,6 +633,10 @@ impl RefreshWorkflow {
                 databases,
                 format: 1,
                 operation_id: id.to_string(),
+                removed: missing
+                    .iter()
+                    .map(|name| name.as_str().to_owned())
+                    .collect(),
             })
             .or_code(
                 ErrorCode::ArtifactUnavailable,
@@ -650,6 +772,22 @@ impl RefreshWorkflow {
     }
 }
 
+/// The key of publication step `name` in `round`: `publish:<name>` in the first round,
+/// `publish:<round>:<name>` in later ones.
+fn round_step(round: u32, name: &str) -> String {
+    if round == 1 {
+        format!("publish:{name}")
+    } else {
+        format!("publish:{round}:{name}")
+    }
+}
+
+/// Whether `key` is the step that held a failed round of publication (`publish:held`, or
+/// `publish:<round>:held`).
+pub(crate) fn is_held_step(key: &str) -> bool {
+    key == "publish:held" || (key.starts_with("publish:") && key.ends_with(":held"))
+}
+
 /// The review artifact's canonical manifest: fields in sorted order, as serde writes them.
 #[derive(Serialize)]
 struct ArtifactManifest<'a> {
@@ -657,6 +795,10 @@ struct ArtifactManifest<'a> {
     databases: BTreeMap<String, ManifestEntry>,
     format: u32,
     operation_id: String,
+    /// Registered databases the inventory no longer lists, whose folders and registry entries
+    /// the pull request removes (`--remove-missing`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    removed: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -666,6 +808,33 @@ struct ManifestEntry {
     merged_hash: Option<String>,
     object_counts: BTreeMap<String, u64>,
     snapshot_hash: String,
+}
+
+/// Step `missing`'s body: the registered databases the operation's inventory neither lists nor
+/// left out by `ignore_databases`, in registry order.
+async fn missing_databases(
+    storage: &dyn Storage,
+    id: OperationId,
+    registry: &Registry,
+) -> Result<Vec<DatabaseName>, SafeError> {
+    let schema = storage.schema();
+    let selected_from = schema
+        .operation(id)
+        .await
+        .context("load the operation")?
+        .and_then(|operation| operation.inventory)
+        .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
+    let inventory = schema
+        .inventory(selected_from)
+        .await
+        .context("load the inventory")?
+        .ok_or_else(|| SafeError::new(ErrorCode::InventoryMissing))?;
+    Ok(registry
+        .databases()
+        .keys()
+        .filter(|name| !inventory.databases.contains(name) && !inventory.ignored.contains(name))
+        .cloned()
+        .collect())
 }
 
 /// A step's temporary folder that cannot be used: the local disk, which is storage for now.

@@ -6,7 +6,10 @@
 //! result has none): `fresh` when that check's live snapshot had the registered hash, `stale`
 //! when it had another, `unknown` when no such result is among the database's latest hundred
 //! results. A snapshot merged after a refresh reads fresh from that refresh's own
-//! result, since the live snapshot it took is the one that was merged.
+//! result, since the live snapshot it took is the one that was merged. Whatever its results
+//! say, a registered database the latest inventory neither lists nor left out by
+//! `ignore_databases` is `missing`: dropped, renamed, or no longer visible to the snapshot
+//! account, so no check of it can be trusted as current.
 
 use std::sync::Arc;
 
@@ -28,6 +31,7 @@ pub enum RegistryFreshness {
     Fresh,
     Stale,
     Unknown,
+    Missing,
 }
 
 impl RegistryFreshness {
@@ -36,6 +40,7 @@ impl RegistryFreshness {
             RegistryFreshness::Fresh => "fresh",
             RegistryFreshness::Stale => "stale",
             RegistryFreshness::Unknown => "unknown",
+            RegistryFreshness::Missing => "missing",
         }
     }
 }
@@ -90,6 +95,15 @@ impl RegistryReports {
             .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
         let base = package.base_snapshot().await?;
         let schema = self.storage.schema();
+        let inventory = schema
+            .latest_inventory()
+            .await
+            .context("load the latest inventory")?;
+        let on_server = |database: &DatabaseName| {
+            inventory.as_ref().is_none_or(|inventory| {
+                inventory.databases.contains(database) || inventory.ignored.contains(database)
+            })
+        };
         let mut databases = Vec::with_capacity(base.registry.databases().len());
         for (database, snapshot) in base.registry.databases() {
             let history = schema
@@ -102,6 +116,7 @@ impl RegistryReports {
                 .cloned();
             let checked = history.into_iter().find(|check| live_hash(check).is_some());
             let freshness = match checked.as_ref().and_then(live_hash) {
+                _ if !on_server(database) => RegistryFreshness::Missing,
                 Some(hash) if hash == snapshot.snapshot_hash => RegistryFreshness::Fresh,
                 Some(_) => RegistryFreshness::Stale,
                 None => RegistryFreshness::Unknown,

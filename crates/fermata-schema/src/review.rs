@@ -38,7 +38,7 @@ pub enum Verdict {
 }
 
 /// One file that differs, with its unified diff (`a/` is merged, `b/` the candidate).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileDiff {
     pub path: String,
     pub change: FileChange,
@@ -51,6 +51,9 @@ pub struct DatabaseDiff {
     pub database: DatabaseName,
     /// Whether the database has a merged snapshot (else every file is added).
     pub registered: bool,
+    /// Whether the refresh removes it from the package, as no longer on the server (every file
+    /// is removed).
+    pub removed: bool,
     pub files: Vec<FileDiff>,
 }
 
@@ -67,6 +70,8 @@ pub struct ReviewDiff {
 #[derive(Deserialize)]
 struct Manifest {
     databases: BTreeMap<String, ManifestEntry>,
+    #[serde(default)]
+    removed: Vec<DatabaseName>,
 }
 
 #[derive(Deserialize)]
@@ -257,7 +262,20 @@ impl Reviews {
             let merged = package.merged_files(&base_commit, &database).await?;
             databases.push(DatabaseDiff {
                 registered: merged.is_some(),
+                removed: false,
                 files: file_diffs(&merged.unwrap_or_default(), &candidate),
+                database,
+            });
+        }
+        for database in manifest.removed {
+            let merged = package
+                .merged_files(&base_commit, &database)
+                .await?
+                .unwrap_or_default();
+            databases.push(DatabaseDiff {
+                registered: true,
+                removed: true,
+                files: file_diffs(&merged, &BTreeMap::new()),
                 database,
             });
         }
@@ -280,7 +298,7 @@ impl Reviews {
 }
 
 /// The files that differ between `merged` and `candidate`, in path order, and how.
-pub(crate) fn differing_files(
+fn differing_files(
     merged: &BTreeMap<String, Vec<u8>>,
     candidate: &BTreeMap<&str, &[u8]>,
 ) -> Vec<FileDifference> {
@@ -306,7 +324,7 @@ pub(crate) fn differing_files(
 }
 
 /// The files that differ between `merged` and `candidate`, in path order, with their diffs.
-fn file_diffs(
+pub(crate) fn file_diffs(
     merged: &BTreeMap<String, Vec<u8>>,
     candidate: &BTreeMap<&str, &[u8]>,
 ) -> Vec<FileDiff> {

@@ -340,6 +340,7 @@ impl ScheduleWorkflow {
             request_key: key,
             inventory,
             databases: databases.unwrap_or_default(),
+            remove_missing: false,
         };
         let operation = self.operations.request(&admin, &request).await?;
         tracing::info!(operation = %operation.id, kind = kind.as_str(), due = %due, "scheduled operation requested");

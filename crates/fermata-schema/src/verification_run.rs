@@ -14,15 +14,16 @@
 //!    with the registry's: the same hash is `unchanged` and `fresh`; another is `changed` and
 //!    `stale`, the result listing every file of the live snapshot that differs from the merged
 //!    files at the base commit (added, removed or modified; `manifest.json`, which holds only
-//!    the others' hashes, is left out). A database that could not be checked is `failed` and
+//!    the others' hashes, is left out), and the unified diff of each sealed in the object store
+//!    (see [`crate::drift`]). A database that could not be checked is `failed` and
 //!    `stale`, and the next one runs; transient errors are retried by the runner's schedule,
 //!    permanent ones are not.
 //! 3. `finish` ends the operation `succeeded` and releases the lease; when every database
 //!    failed, the operation fails with the first one's error instead.
 //!
-//! Nothing is written anywhere but the application database: no file, no artifact, no
-//! publication. The results, differing files included, are the operation's own rows, which
-//! outlive the workflow run.
+//! Nothing is written but the application database's rows and the sealed drift diffs: no file,
+//! no review artifact, no publication. The results, differing files included, are the
+//! operation's own rows, which outlive the workflow run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,11 +32,13 @@ use async_trait::async_trait;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
 use fermata_store::schema::{
-    DatabaseReport, Freshness, OperationId, OperationKind, Outcome, SCHEMA_LEASE_TTL,
+    DatabaseReport, FileDifference, Freshness, OperationId, OperationKind, Outcome,
+    SCHEMA_LEASE_TTL,
 };
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde_json::Value;
 
+use crate::artifact::ArtifactStore;
 use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, finish_succeeded, first_steps,
     recorded_outcome,
@@ -44,8 +47,8 @@ use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::notify::{EventKind, Notifier};
 use crate::package::{Package, Registry};
-use crate::review::differing_files;
-use crate::safe_context::SafeContext;
+use crate::review::file_diffs;
+use crate::safe_context::{SafeCode, SafeContext};
 use crate::source::SourceSettings;
 use crate::tracked::Progress;
 
@@ -64,6 +67,8 @@ pub struct VerificationSettings {
     pub connections: usize,
     /// What snapshots leave out (`[schema] ignore_tables`).
     pub filter: crate::Filter,
+    /// Where drifted databases' diffs are sealed.
+    pub artifacts: ArtifactStore,
 }
 
 /// A seam for fault injection: called in every database step once the live snapshot is taken
@@ -208,11 +213,22 @@ impl VerificationWorkflow {
                     .filter(|(path, _)| path.as_str() != MANIFEST)
                     .map(|(path, bytes)| (path.as_str(), bytes.as_slice()))
                     .collect();
-                (
-                    Outcome::Changed,
-                    Freshness::Stale,
-                    differing_files(&merged_files, &candidate),
-                )
+                let diffs = file_diffs(&merged_files, &candidate);
+                let sealed = serde_json::to_vec(&diffs)
+                    .or_code(ErrorCode::ArtifactUnavailable, "write a drift diff")?;
+                // Written before the result row: a retry writes it again at the same place.
+                self.settings
+                    .artifacts
+                    .seal_drift(id, position, sealed)
+                    .await?;
+                let differences = diffs
+                    .into_iter()
+                    .map(|diff| FileDifference {
+                        path: diff.path,
+                        change: diff.change,
+                    })
+                    .collect();
+                (Outcome::Changed, Freshness::Stale, differences)
             };
         let report = DatabaseReport {
             outcome,

@@ -1,4 +1,4 @@
-//! Operations, reviews and the registry as people and scripts read them: the JSON of the no-store
+//! Operations, reviews, drift diffs and the registry as people and scripts read them: the JSON of the no-store
 //! routes and of the command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on
 //! the database's clock; errors are the safe error's four fields and nothing else.
 
@@ -13,9 +13,10 @@ use fermata_store::schema::{
 };
 use serde::Serialize;
 
+use crate::drift::{DatabaseDrift, DriftDiff};
 use crate::operations::OperationReport;
 use crate::registry_view::{RegisteredDatabase, RegistryReport};
-use crate::review::{DatabaseDiff, ReviewDiff};
+use crate::review::{DatabaseDiff, FileDiff, ReviewDiff};
 
 /// The safe error: `{stage, code, retryable, message}`.
 #[derive(Debug, Clone, Serialize)]
@@ -281,7 +282,9 @@ impl ReviewView {
             let _ = writeln!(text, "  decided   by {actor} at {at}");
         }
         for database in &self.databases {
-            let registered = if database.registered {
+            let registered = if database.removed {
+                "no longer on the server: removed from the package"
+            } else if database.registered {
                 "registered"
             } else {
                 "not registered"
@@ -292,13 +295,68 @@ impl ReviewView {
                 printable(database.database.as_str()),
                 database.files.len()
             );
-            for file in &database.files {
-                for line in file.diff.lines() {
-                    let _ = writeln!(text, "{}", printable(line));
-                }
-            }
+            write_diffs(&mut text, &database.files);
         }
         text
+    }
+}
+
+/// A verification's drift diffs, for the API and the command line.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftView {
+    pub operation_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    /// When the diffs are deleted (absent while the verification runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
+    pub databases: Vec<DatabaseDrift>,
+}
+
+impl From<&DriftDiff> for DriftView {
+    fn from(drift: &DriftDiff) -> Self {
+        DriftView {
+            operation_id: drift.operation.to_string(),
+            base_commit: drift.base_commit.clone(),
+            kept_until: drift.kept_until.map(instant),
+            databases: drift.databases.clone(),
+        }
+    }
+}
+
+impl DriftView {
+    /// The drift as the command line prints it: each drifted database, then each differing
+    /// file's unified diff, every line made printable.
+    pub fn to_text(&self) -> String {
+        let mut text = format!("drift found by verification {}\n", self.operation_id);
+        if let Some(commit) = &self.base_commit {
+            let _ = writeln!(text, "  base      {commit}");
+        }
+        if let Some(until) = &self.kept_until {
+            let _ = writeln!(text, "  kept to   {until}");
+        }
+        if self.databases.is_empty() {
+            text.push_str("\nno database drifted\n");
+        }
+        for database in &self.databases {
+            let _ = writeln!(
+                text,
+                "\ndatabase {}: {} file(s) differ",
+                printable(database.database.as_str()),
+                database.files.len()
+            );
+            write_diffs(&mut text, &database.files);
+        }
+        text
+    }
+}
+
+/// Appends every line of each file's unified diff to `text`, made printable.
+fn write_diffs(text: &mut String, files: &[FileDiff]) {
+    for file in files {
+        for line in file.diff.lines() {
+            let _ = writeln!(text, "{}", printable(line));
+        }
     }
 }
 

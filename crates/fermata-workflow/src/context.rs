@@ -213,6 +213,17 @@ impl RunContext {
         self.wait_for_hook(key, Some(timeout)).await
     }
 
+    /// Waits `duration` durably: the run is suspended and executed again once it has passed
+    /// (on the database's clock, counted from the first execution that reached this sleep), so
+    /// a restart neither shortens nor repeats it. `key` must be stable across executions and
+    /// unique within the run; the sleep is a hook wait (`sleep:<key>`) that nothing delivers.
+    pub async fn sleep(&mut self, key: &str, duration: Duration) -> Result<(), RunError> {
+        // A delivered hook (none is ever sent) would end the sleep as its timeout does.
+        self.wait_for_hook(&format!("sleep:{key}"), Some(duration))
+            .await?;
+        Ok(())
+    }
+
     async fn wait_for_hook(
         &mut self,
         key: &str,

@@ -7,7 +7,8 @@
 //! completed before returns its journaled output without running again ([`RunContext::step`]).
 //! A step fails with a [`StepError`] (a stable code and whether it is retryable) and is retried
 //! on transient errors by a fixed schedule ([`retry_delay`]); a run may wait
-//! for a hook delivered from outside ([`RunContext::hook`]). A worker holds a claim on the run it
+//! for a hook delivered from outside ([`RunContext::hook`]), or sleep durably
+//! ([`RunContext::sleep`]). A worker holds a claim on the run it
 //! executes and heartbeats it; a worker that dies mid-run leaves a claim that expires, another
 //! worker resumes the run from its journal, and the dead worker, should it come back, is fenced
 //! out of every write.

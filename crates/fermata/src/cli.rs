@@ -88,6 +88,10 @@ enum SchemaCommand {
         storage: StorageArgs,
         #[command(flatten)]
         selection: SelectionArgs,
+        /// Also propose removing from the package, in the same reviewed pull request, the
+        /// registered databases the inventory no longer lists (`missing`).
+        #[arg(long)]
+        remove_missing: bool,
     },
     /// Compare databases of an inventory with their merged snapshots in the package and follow
     /// the verification to its end, with a progress bar per database: `unchanged` and `fresh`,
@@ -98,6 +102,39 @@ enum SchemaCommand {
         storage: StorageArgs,
         #[command(flatten)]
         selection: SelectionArgs,
+        /// Exit 1 when any selected database drifted from its merged snapshot (for CI jobs),
+        /// after printing the report.
+        #[arg(long)]
+        exit_code: bool,
+    },
+    /// Show the drift a verification found: the unified diff of every file in which a
+    /// database's live schema differs from its merged snapshot (kept for `drift_retention`).
+    Drift {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The verification's operation ID.
+        id: String,
+        /// The system administrator who reads it.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish again an approved refresh whose publication failed, under the same branch,
+    /// commit and pull request, and follow it until it ends or fails again. The `--as` user's
+    /// password is read from the first line of standard input.
+    Publish {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The refresh's operation ID.
+        id: String,
+        /// The system administrator who publishes it.
+        #[arg(long = "as", value_name = "NAME")]
+        actor: String,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Connect as the snapshot account and report, per kind of object, whether it can read every
     /// object the snapshots need, naming each missing privilege; exit 1 when one is missing.
@@ -242,7 +279,7 @@ struct RequesterArgs {
 }
 
 impl SelectionArgs {
-    fn request(&self) -> schema_commands::SelectionRequest<'_> {
+    fn request(&self, remove_missing: bool) -> schema_commands::SelectionRequest<'_> {
         schema_commands::SelectionRequest {
             inventory: &self.inventory,
             selection: if self.all {
@@ -252,6 +289,7 @@ impl SelectionArgs {
             },
             actor: &self.requester.actor,
             request_key: self.requester.request_key.as_deref(),
+            remove_missing,
         }
     }
 }
@@ -266,9 +304,11 @@ impl SchemaCommand {
             | SchemaCommand::Verify { .. }
             | SchemaCommand::Approve { .. }
             | SchemaCommand::Reject { .. }
+            | SchemaCommand::Publish { .. }
             | SchemaCommand::CheckSource { .. } => true,
             SchemaCommand::Registry { .. }
             | SchemaCommand::Review { .. }
+            | SchemaCommand::Drift { .. }
             | SchemaCommand::Operations { .. }
             | SchemaCommand::Show { .. }
             | SchemaCommand::ClosePullRequest { .. }
@@ -285,6 +325,8 @@ impl SchemaCommand {
             | SchemaCommand::CheckSource { json, .. }
             | SchemaCommand::Registry { json, .. }
             | SchemaCommand::Review { json, .. }
+            | SchemaCommand::Drift { json, .. }
+            | SchemaCommand::Publish { json, .. }
             | SchemaCommand::Approve { json, .. }
             | SchemaCommand::Reject { json, .. }
             | SchemaCommand::Operations { json, .. }
@@ -415,6 +457,8 @@ impl Command {
                 | SchemaCommand::Verify { storage, .. }
                 | SchemaCommand::Registry { storage, .. }
                 | SchemaCommand::Review { storage, .. }
+                | SchemaCommand::Drift { storage, .. }
+                | SchemaCommand::Publish { storage, .. }
                 | SchemaCommand::Approve { storage, .. }
                 | SchemaCommand::Reject { storage, .. }
                 | SchemaCommand::Operations { storage, .. }
@@ -603,11 +647,32 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
                         )
                         .await
                     }
-                    SchemaCommand::Refresh { selection, .. } => {
-                        schema_commands::refresh(&setup, &selection.request(), format).await
+                    SchemaCommand::Refresh {
+                        selection,
+                        remove_missing,
+                        ..
+                    } => {
+                        let request = selection.request(*remove_missing);
+                        schema_commands::refresh(&setup, &request, format).await
                     }
-                    SchemaCommand::Verify { selection, .. } => {
-                        schema_commands::verify(&setup, &selection.request(), format).await
+                    SchemaCommand::Verify {
+                        selection,
+                        exit_code,
+                        ..
+                    } => {
+                        schema_commands::verify(
+                            &setup,
+                            &selection.request(false),
+                            *exit_code,
+                            format,
+                        )
+                        .await
+                    }
+                    SchemaCommand::Drift { id, actor, .. } => {
+                        schema_commands::drift(&setup, id, actor, format).await
+                    }
+                    SchemaCommand::Publish { id, actor, .. } => {
+                        schema_commands::publish(&setup, id, actor, format).await
                     }
                     SchemaCommand::Registry { .. } => {
                         schema_commands::registry(&setup, format).await

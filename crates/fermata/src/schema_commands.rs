@@ -12,11 +12,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_schema::view::{OperationSummary, OperationView, RegistryView, ReviewView, printable};
+use fermata_schema::view::{
+    DriftView, OperationSummary, OperationView, RegistryView, ReviewView, printable,
+};
 use fermata_schema::{
     Administrator, ErrorCode, ErrorStage, OperationReport, OperationRequest, SafeError, Verdict,
 };
-use fermata_store::schema::{InventoryId, OperationId, OperationKind, OperationState, RequestKey};
+use fermata_store::schema::{
+    InventoryId, OperationId, OperationKind, OperationState, Outcome, RequestKey,
+};
 use fermata_store::{LeaseName, Storage};
 use fermata_workflow::WorkerSettings;
 use tokio_util::sync::CancellationToken;
@@ -113,6 +117,14 @@ fn render(report: &OperationReport, format: Format) -> String {
     }
 }
 
+/// `view` as JSON for scripts, or as `text` writes it for people.
+fn shown<V: serde::Serialize>(view: &V, format: Format, text: impl FnOnce(&V) -> String) -> String {
+    match format {
+        Format::Json => json(view),
+        Format::Text => text(view),
+    }
+}
+
 fn json(view: &impl serde::Serialize) -> String {
     format!(
         "{}\n",
@@ -144,7 +156,18 @@ fn conclude(report: &OperationReport, format: Format, reached: bool) -> Result<S
         .error
         .clone()
         .unwrap_or_else(|| SafeError::new(ErrorCode::RunLost));
-    Err(error.into())
+    let failure = Failure::from(error);
+    if report.awaits_republication() {
+        let hint = format!(
+            "{}; the approved refresh is kept: `fermata schema publish {}` publishes it again",
+            failure.message, report.operation.id
+        );
+        return Err(Failure {
+            message: hint,
+            ..failure
+        });
+    }
+    Err(failure)
 }
 
 /// `fermata schema inventory`: starts an inventory and follows it to its end.
@@ -161,16 +184,11 @@ pub(crate) async fn inventory(
         request_key: request_key_or_new(request_key)?,
         inventory: None,
         databases: Vec::new(),
+        remove_missing: false,
     };
     let operation = opened.runtime.operations.request(&admin, &request).await?;
     eprintln!("inventory {} {}", operation.id, operation.state);
-    let report = follow(
-        &opened,
-        operation.id,
-        OperationState::is_terminal,
-        &mut StepLines::default(),
-    )
-    .await?;
+    let report = follow(&opened, operation.id, &ended, &mut StepLines::default()).await?;
     conclude(&report, format, !report.operation.state.is_failure())
 }
 
@@ -191,6 +209,9 @@ pub(crate) struct SelectionRequest<'a> {
     /// The system administrator the operation is recorded for.
     pub(crate) actor: &'a str,
     pub(crate) request_key: Option<&'a str>,
+    /// A refresh that also proposes removing the registered databases the inventory no longer
+    /// lists.
+    pub(crate) remove_missing: bool,
 }
 
 /// `fermata schema refresh`: starts a refresh of the selected databases of an inventory and
@@ -200,13 +221,9 @@ pub(crate) async fn refresh(
     request: &SelectionRequest<'_>,
     format: Format,
 ) -> Result<String, Failure> {
-    let report = start_selected(
-        setup,
-        OperationKind::Refresh,
-        request,
-        format,
-        awaits_review_or_ended,
-    )
+    let report = start_selected(setup, OperationKind::Refresh, request, format, &|report| {
+        awaits_review_or_ended(report.operation.state)
+    })
     .await?;
     let state = report.operation.state;
     conclude(
@@ -221,22 +238,38 @@ pub(crate) async fn refresh(
 
 /// `fermata schema verify`: starts a verification of the selected databases of an inventory
 /// and follows it to its end, with a bar per database (none with `--json`). It succeeds when
-/// the verification did, whatever it found.
+/// the verification did, whatever it found; with `exit_code`, a database that drifted fails
+/// it (exit 1) after the report.
 pub(crate) async fn verify(
     setup: &Setup,
     request: &SelectionRequest<'_>,
+    exit_code: bool,
     format: Format,
 ) -> Result<String, Failure> {
-    let report = start_selected(
-        setup,
-        OperationKind::Verification,
-        request,
-        format,
-        OperationState::is_terminal,
-    )
-    .await?;
+    let report =
+        start_selected(setup, OperationKind::Verification, request, format, &ended).await?;
     let succeeded = report.operation.state == OperationState::Succeeded;
-    conclude(&report, format, succeeded)
+    let text = conclude(&report, format, succeeded)?;
+    let drifted = report
+        .databases
+        .iter()
+        .filter(|row| {
+            row.report
+                .as_ref()
+                .is_some_and(|result| result.outcome == Outcome::Changed)
+        })
+        .count();
+    if !exit_code || drifted == 0 {
+        return Ok(text);
+    }
+    print!("{text}");
+    Err(Failure::runtime(format!(
+        "{drifted} database{} drifted from {} merged snapshot{}; `fermata schema drift {}` shows how",
+        if drifted == 1 { "" } else { "s" },
+        if drifted == 1 { "its" } else { "their" },
+        if drifted == 1 { "" } else { "s" },
+        report.operation.id
+    )))
 }
 
 /// Starts an operation of `kind` over `request`'s selection and follows it until `done`, with a
@@ -246,7 +279,7 @@ async fn start_selected(
     kind: OperationKind,
     request: &SelectionRequest<'_>,
     format: Format,
-    done: fn(OperationState) -> bool,
+    done: &dyn Fn(&OperationReport) -> bool,
 ) -> Result<OperationReport, Failure> {
     if matches!(request.selection, Selection::Named([])) {
         return Err(SafeError::new(ErrorCode::EmptySelection).into());
@@ -276,6 +309,7 @@ async fn start_selected(
         request_key: request_key_or_new(request.request_key)?,
         inventory: Some(inventory),
         databases,
+        remove_missing: request.remove_missing,
     };
     let operation = opened
         .runtime
@@ -296,12 +330,17 @@ fn awaits_review_or_ended(state: OperationState) -> bool {
     state == OperationState::AwaitingReview || state.is_terminal()
 }
 
-/// Follows operation `id` until `done` says its state is far enough, showing its progress with
+/// Whether the operation ended, or its publication failed and waits to be published again.
+fn ended(report: &OperationReport) -> bool {
+    report.operation.state.is_terminal() || report.awaits_republication()
+}
+
+/// Follows operation `id` until `done` says it got far enough, showing its progress with
 /// `watcher`. When no server is serving this database, this process runs the workflow itself.
 async fn follow(
     opened: &Opened,
     id: OperationId,
-    done: fn(OperationState) -> bool,
+    done: &dyn Fn(&OperationReport) -> bool,
     watcher: &mut dyn Watcher,
 ) -> Result<OperationReport, Failure> {
     let served = opened
@@ -339,14 +378,14 @@ async fn follow(
 async fn watch(
     opened: &Opened,
     id: OperationId,
-    done: fn(OperationState) -> bool,
+    done: &dyn Fn(&OperationReport) -> bool,
     watcher: &mut dyn Watcher,
 ) -> Result<OperationReport, SafeError> {
     loop {
         opened.runtime.operations.settle(id).await?;
         let report = opened.runtime.operations.report(id).await?;
         watcher.show(&report);
-        if done(report.operation.state) {
+        if done(&report) {
             return Ok(report);
         }
         tokio::time::sleep(POLL).await;
@@ -385,10 +424,7 @@ pub(crate) async fn registry(setup: &Setup, format: Format) -> Result<String, Fa
     let opened = open(setup).await?;
     let report = opened.runtime.registry.registry_view().await?;
     let view = RegistryView::from(&report);
-    Ok(match format {
-        Format::Json => json(&view),
-        Format::Text => view.to_text(),
-    })
+    Ok(shown(&view, format, RegistryView::to_text))
 }
 
 /// `fermata schema operations`: the latest operations, newest first.
@@ -483,10 +519,7 @@ pub(crate) async fn review(
         .diff(&admin, operation_id(id)?)
         .await?;
     let view = ReviewView::from(&diff);
-    Ok(match format {
-        Format::Json => json(&view),
-        Format::Text => view.to_text(),
-    })
+    Ok(shown(&view, format, ReviewView::to_text))
 }
 
 /// `fermata schema approve ID` and `reject ID`: records the decision as `actor`, with the
@@ -502,16 +535,60 @@ pub(crate) async fn decide(
     let opened = open(setup).await?;
     let admin = administrator(&*opened.storage, actor, true).await?;
     opened.runtime.reviews.decide(&admin, id, verdict).await?;
-    let report = follow(
-        &opened,
-        id,
-        OperationState::is_terminal,
-        &mut StepLines::default(),
-    )
-    .await?;
+    let report = follow(&opened, id, &ended, &mut StepLines::default()).await?;
     let wanted = match verdict {
         Verdict::Approve => OperationState::Succeeded,
         Verdict::Reject => OperationState::Rejected,
     };
     conclude(&report, format, report.operation.state == wanted)
+}
+
+/// `fermata schema drift ID`: the unified diff of every file in which verification `ID` found a
+/// database's live schema differing from its merged snapshot.
+pub(crate) async fn drift(
+    setup: &Setup,
+    id: &str,
+    actor: &str,
+    format: Format,
+) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, false).await?;
+    let drift = opened.runtime.drift.diff(&admin, operation_id(id)?).await?;
+    let view = DriftView::from(&drift);
+    Ok(shown(&view, format, DriftView::to_text))
+}
+
+/// `fermata schema publish ID`: publishes again an approved refresh whose publication failed,
+/// as `actor` with the password on standard input, and follows it until it ends or its
+/// publication fails again.
+pub(crate) async fn publish(
+    setup: &Setup,
+    id: &str,
+    actor: &str,
+    format: Format,
+) -> Result<String, Failure> {
+    let opened = open(setup).await?;
+    let admin = administrator(&*opened.storage, actor, true).await?;
+    let id = operation_id(id)?;
+    let held = opened
+        .runtime
+        .operations
+        .report(id)
+        .await?
+        .held_publications();
+    opened
+        .runtime
+        .operations
+        .republish(&admin, &id.to_string())
+        .await?;
+    let done = |report: &OperationReport| {
+        report.operation.state.is_terminal()
+            || (report.awaits_republication() && report.held_publications() > held)
+    };
+    let report = follow(&opened, id, &done, &mut StepLines::default()).await?;
+    conclude(
+        &report,
+        format,
+        report.operation.state == OperationState::Succeeded,
+    )
 }

@@ -4,8 +4,9 @@
 //! folders, and the background work of a serving process (a workflow worker, the start of the
 //! next scheduled check and the retention of ended runs).
 //!
-//! The data folder holds `schema-artifacts/`, the local object store of staged candidates and
-//! review artifacts (sealed with the process keyring; an S3-compatible bucket instead when
+//! The data folder holds `schema-artifacts/` and `schema-drift/`, the local object store of
+//! staged candidates, review artifacts and verifications' drift diffs (sealed with the process
+//! keyring; an S3-compatible bucket instead when
 //! `[schema.artifacts]` names one), and `tmp/`, where each refresh step makes
 //! its own `refresh-*` folder and removes it when the step ends. A process killed mid-step leaves
 //! its folder behind; [`sweep_scratch`] removes such leftovers before a process starts executing
@@ -21,9 +22,9 @@ use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
-    EngineWorkflows, InventoryWorkflow, Notifier, NotifyWorkflow, Operations, RefreshSettings,
-    RefreshWorkflow, RegistryReports, Reviews, ScheduleWorkflow, VerificationSettings,
-    VerificationWorkflow,
+    DriftDiffs, EngineWorkflows, InventoryWorkflow, Notifier, NotifyWorkflow, Operations,
+    RefreshSettings, RefreshWorkflow, RegistryReports, Reviews, ScheduleWorkflow,
+    VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
@@ -58,6 +59,8 @@ pub(crate) struct SchemaRuntime {
     pub(crate) reviews: Reviews,
     /// The package registry with each database's last verification and freshness.
     pub(crate) registry: RegistryReports,
+    /// Verifications' drift diffs, and their retention.
+    pub(crate) drift: DriftDiffs,
     /// The data folder's scratch folder, swept before this process executes runs.
     scratch: PathBuf,
 }
@@ -131,6 +134,7 @@ impl SchemaRuntime {
                 review_window: settings.review_window,
                 connections: settings.connections,
                 filter: settings.filter.clone(),
+                publication_wait: settings.publication_wait,
             },
         )
         .with_notifier(notifier.clone());
@@ -141,6 +145,7 @@ impl SchemaRuntime {
                 package: package.clone(),
                 connections: settings.connections,
                 filter: settings.filter.clone(),
+                artifacts: artifacts.clone(),
             },
         )
         .with_notifier(notifier.clone());
@@ -169,6 +174,11 @@ impl SchemaRuntime {
         );
         let engine = engine.register(schedule.clone());
         let registry = RegistryReports::new(Arc::clone(&storage), package.clone());
+        let drift = DriftDiffs::new(
+            Arc::clone(&storage),
+            artifacts.clone(),
+            settings.drift_retention,
+        );
         let reviews = Reviews::new(storage, workflows, artifacts, package);
         Ok(SchemaRuntime {
             engine,
@@ -176,6 +186,7 @@ impl SchemaRuntime {
             operations,
             reviews,
             registry,
+            drift,
             scratch,
         })
     }
@@ -237,6 +248,9 @@ impl SchemaRuntime {
                 }
                 if let Err(error) = self.reviews.resume_decided(SETTLE_SCAN).await {
                     tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not resume decided reviews");
+                }
+                if let Err(error) = self.drift.sweep().await {
+                    tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not delete expired drift diffs");
                 }
                 tokio::time::sleep(SETTLE_EVERY).await;
             }

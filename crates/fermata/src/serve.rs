@@ -112,6 +112,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         schema: schema.operations.clone(),
         reviews: schema.reviews.clone(),
         registry: schema.registry.clone(),
+        drift: schema.drift.clone(),
         schema_setup: fermata_http::SchemaSetup {
             source: settings.schema.source.is_some(),
             package: settings.schema.package.is_some() || settings.schema.github.is_some(),

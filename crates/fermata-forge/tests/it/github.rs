@@ -481,7 +481,7 @@ async fn rate_limits_are_retryable_and_carry_the_wait_in_numbers_only() {
     fake.answer_next(Method::GET, "git/ref/heads/main", Canned::PrimaryRateLimit);
     let primary = assert_kind(github.branch_head(BASE).await, Kind::RateLimited);
     assert!(primary.is_retryable());
-    fake.answer_next(Method::GET, "pulls", Canned::SecondaryRateLimit);
+    fake.answer_next(Method::GET, "pulls", Canned::SecondaryRateLimit(60));
     let secondary = assert_kind(github.find_pull_request(HEAD).await, Kind::RateLimited);
     assert!(secondary.is_retryable());
     // A 403 with requests left is a refusal, not a rate limit.

@@ -687,7 +687,12 @@ async fn case(
             "POST",
             "/api/v1/schema/inventory" | "/api/v1/schema/refresh" | "/api/v1/schema/verification",
         ) => (Call::new(m, p).json(&json!({})), S::UNPROCESSABLE_ENTITY),
-        ("GET", "/api/v1/schema/operations/{id}" | "/api/v1/schema/operations/{id}/review") => (
+        (
+            "GET",
+            "/api/v1/schema/operations/{id}"
+            | "/api/v1/schema/operations/{id}/review"
+            | "/api/v1/schema/operations/{id}/drift",
+        ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")),
             S::NOT_FOUND,
         ),
@@ -695,6 +700,8 @@ async fn case(
             "POST",
             "/api/v1/schema/operations/{id}/approve"
             | "/api/v1/schema/operations/{id}/reject"
+            | "/api/v1/schema/operations/{id}/publish"
+            | "/api/v1/schema/operations/{id}/close-pull-request"
             | "/api/v1/schema/lease/clear",
         ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")).json(&json!({})),
@@ -702,6 +709,11 @@ async fn case(
         ),
         // Pages.
         ("GET", "/") => (Call::new(m, p), S::OK),
+        // The home page's form: a repository under the caller's own name.
+        ("POST", "/r") => (
+            Call::new(m, p).bytes(b"name=made-here".to_vec(), FORM),
+            S::SEE_OTHER,
+        ),
         ("GET", "/assets/{name}") => (Call::new(m, "/assets/editor.js"), S::OK),
         ("GET", "/d/{*document}") => (Call::new(m, format!("/d/{d}")), S::OK),
         ("GET", "/login") => (Call::new(m, p), S::OK),
@@ -773,7 +785,7 @@ async fn case(
             S::SEE_OTHER,
         ),
         ("GET", "/admin/schema") => (Call::new(m, p), S::OK),
-        ("GET", "/admin/schema/operations/{id}") => (
+        ("GET", "/admin/schema/operations/{id}" | "/admin/schema/operations/{id}/drift") => (
             Call::new(m, p.replace("{id}", "no-such-operation")),
             S::NOT_FOUND,
         ),
@@ -783,6 +795,8 @@ async fn case(
             | "/admin/schema/start"
             | "/admin/schema/operations/{id}/approve"
             | "/admin/schema/operations/{id}/reject"
+            | "/admin/schema/operations/{id}/publish"
+            | "/admin/schema/operations/{id}/close-pull-request"
             | "/admin/schema/lease/clear",
         ) => (
             Call::new(m, p.replace("{id}", "no-such-operation")).bytes(Vec::new(), FORM),
@@ -998,4 +1012,58 @@ async fn lists_leave_out_what_the_caller_cannot_read() {
             .status,
         StatusCode::FORBIDDEN
     );
+}
+
+/// Whether a route is a page for people or what pages load, which docs/access.md lists one by
+/// one (the administrator pages it covers in one sentence).
+fn is_listed_page(path: &str) -> bool {
+    ![
+        "/api/", "/sync/", "/admin/", "/healthz", "/readyz", "/metrics",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
+}
+
+#[test]
+fn the_page_routes_in_access_md_match_the_route_table() {
+    let doc = include_str!("../../../../docs/access.md");
+    let section = doc
+        .split("## The pages")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/access.md has a section on the pages");
+    // Each row: | `METHOD PATH` | `ACCESS` | who |
+    let documented: std::collections::BTreeSet<(String, String)> = section
+        .lines()
+        .filter_map(|line| {
+            let mut cells = line.split('|').map(str::trim).skip(1);
+            let route = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+            let access = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((route.to_owned(), access.to_owned()))
+        })
+        .collect();
+    let table = fermata_http::route_table();
+    let served: std::collections::BTreeSet<(String, String)> = table
+        .iter()
+        .filter(|route| is_listed_page(route.path))
+        .map(|route| {
+            (
+                format!("{} {}", route.method, route.path),
+                format!("{:?}", route.access),
+            )
+        })
+        .collect();
+    let missing: Vec<_> = served.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/access.md's page routes differ from the route table: \
+         not in the doc {missing:#?}, not in the table {stale:#?}"
+    );
+    for route in table
+        .iter()
+        .filter(|route| route.path.starts_with("/admin/"))
+    {
+        assert_eq!(route.access, Access::AdminPage, "{}", route.path);
+    }
 }

@@ -1,8 +1,9 @@
 //! The schema administrator page through the router, on a real SQLite database: who may see it
 //! (a redirect to the login form without a session, the 403 page without the role), the forms'
 //! CSRF check, POST-redirect-GET with the flash shown once, an empty selection refused next to
-//! its button, a wrong ID refused by the clear action, a stale session sent to re-authenticate
-//! before a decision, and a report page for an operation; the databases an inventory left out,
+//! its button, a wrong ID refused by the clear action, publishing again and closing a pull
+//! request refused for an operation without either, a stale session sent to re-authenticate
+//! before a decision, publishing again or closing, and a report page for an operation; the databases an inventory left out,
 //! and a refresh failed by an unsupported object, named on the page. No worker runs here.
 
 use std::time::Duration;
@@ -290,6 +291,54 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
         .await;
     assert!(page.body.contains("id=\"error-lease\""), "{}", page.body);
 
+    // Publishing again and closing a pull request are refused for an operation without either,
+    // next to the publication controls; an inventory has no drift page.
+    let publish = app
+        .post(
+            &app.ada,
+            &format!("/admin/schema/operations/{operation}/publish"),
+            &[],
+            true,
+        )
+        .await;
+    assert_eq!(publish.status, StatusCode::SEE_OTHER);
+    let page = app
+        .get(&app.ada, "/admin/schema", Some(&flash_of(&publish)))
+        .await;
+    assert!(
+        page.body.contains(&format!(
+            "id=\"error-publication\">operation {operation} has no failed publication to publish again<"
+        )),
+        "{}",
+        page.body
+    );
+    let close = app
+        .post(
+            &app.ada,
+            &format!("/admin/schema/operations/{operation}/close-pull-request"),
+            &[],
+            true,
+        )
+        .await;
+    let page = app
+        .get(&app.ada, "/admin/schema", Some(&flash_of(&close)))
+        .await;
+    assert!(
+        page.body.contains(&format!(
+            "id=\"error-publication\">operation {operation} has no pull request on the forge<"
+        )),
+        "{}",
+        page.body
+    );
+    let drift = app
+        .get(
+            &app.ada,
+            &format!("/admin/schema/operations/{operation}/drift"),
+            None,
+        )
+        .await;
+    assert_eq!(drift.status, StatusCode::NOT_FOUND);
+
     // A stale session is sent to confirm its password, then back to the page.
     support::age_sessions(&app.storage).await;
     let id = "0b6f3c1e-5a2d-4c8e-9f10-2a3b4c5d6e7f";
@@ -306,6 +355,18 @@ async fn refusals_show_the_safe_error_next_to_their_control() {
         location(&stale),
         format!("/reauth?next=/admin/schema%3Foperation%3D{id}")
     );
+    for action in ["publish", "close-pull-request"] {
+        let stale = app
+            .post(
+                &app.ada,
+                &format!("/admin/schema/operations/{id}/{action}"),
+                &[],
+                true,
+            )
+            .await;
+        assert_eq!(stale.status, StatusCode::SEE_OTHER, "{action}");
+        assert_eq!(location(&stale), "/reauth?next=/admin/schema", "{action}");
+    }
 }
 
 /// The page lists the databases the inventory's filter left out, and a refresh failed by an

@@ -1,8 +1,8 @@
-//! The pages for documents, called through the router without a socket, on a real SQLite
-//! database: a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the
-//! current one, a viewer's read-only editor, and the "not found" page for outsiders, for missing
-//! documents and for unknown slugs alike; and the signed-in home with its repositories, a page
-//! at a time, and recent documents.
+//! The pages for documents, called through the router without a socket, on a real SQLite database:
+//! a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the current one,
+//! its children linked, a viewer's read-only editor, and the "not found" page for outsiders, for
+//! missing documents and for unknown slugs alike; and the signed-in home with its repositories, a
+//! page at a time, recent documents, and its form that creates a repository.
 
 use std::time::Duration;
 
@@ -181,6 +181,56 @@ async fn a_document_page_is_found_by_id_and_by_place_and_a_former_slug_redirects
 }
 
 #[tokio::test]
+async fn a_document_page_links_its_children_and_leaves_out_archived_ones() {
+    let app = App::new().await;
+    let parent = app.create("Handbook").await;
+    let parent_id = parent["id"].as_str().unwrap();
+    let mut children = Vec::new();
+    for title in ["Onboarding", "Old policy"] {
+        let child = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/documents",
+                Some(json!({"repository": "ada/notes", "title": title, "parent": parent_id})),
+            )
+            .await;
+        assert_eq!(child.status, StatusCode::CREATED, "{}", child.body);
+        children.push(child.json());
+    }
+    let archived = app
+        .call(
+            &app.ada,
+            "POST",
+            &format!(
+                "/api/v1/documents/{}/archive",
+                children[1]["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(archived.status, StatusCode::OK, "{}", archived.body);
+
+    // Every member sees the children with links to their pages, the archived one left out.
+    let page = app.get(&app.vic, "/d/ada/notes/handbook").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let listed = page
+        .body
+        .split("<ul id=\"children\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</ul>").next())
+        .unwrap_or_else(|| panic!("no children list: {}", page.body));
+    assert!(
+        listed.contains("<a href=\"/d/ada/notes/onboarding\">Onboarding</a>"),
+        "{listed}"
+    );
+    assert!(!listed.contains("Old policy"), "{listed}");
+    let child = app.get(&app.vic, "/d/ada/notes/onboarding").await;
+    assert_eq!(child.status, StatusCode::OK, "{}", child.body);
+    assert!(child.body.contains("No child documents."), "{}", child.body);
+}
+
+#[tokio::test]
 async fn a_viewer_member_gets_the_read_only_editor() {
     let app = App::new().await;
     let created = app.create("Shared").await;
@@ -277,6 +327,23 @@ async fn home_pages_through_many_repositories() {
             .await;
         assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
     }
+    // The API refuses what no page could reach, as the form does.
+    for name in ["ada/..", "./notes", "ada/."] {
+        let refused = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{name}: {}",
+            refused.body
+        );
+    }
     let first = app.get(&app.ada, "/").await;
     assert!(
         first.body.contains("href=\"/r/ada/notes\""),
@@ -328,6 +395,132 @@ async fn post_form(app: &App, caller: &Caller, uri: &str, fields: &[(&str, &str)
         request.body(axum::body::Body::from(body)).unwrap(),
     )
     .await
+}
+
+#[tokio::test]
+async fn a_repository_is_created_from_the_home_page() {
+    let app = App::new().await;
+    let home = app.get(&app.out, "/").await;
+    assert!(home.body.contains("action=\"/r\""), "{}", home.body);
+    // Only a system_admin names the owner.
+    assert!(
+        !home.body.contains("id=\"repository-owner\""),
+        "{}",
+        home.body
+    );
+
+    // Created under the caller's name: its page, with the caller as its admin.
+    let made = post_form(&app, &app.out, "/r", &[("name", " Plans_2.0 ")]).await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/r/out/Plans_2.0");
+    let page = app.get(&app.out, "/r/out/Plans_2.0").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("your role: admin"), "{}", page.body);
+    assert!(page.body.contains("id=\"members\""), "{}", page.body);
+
+    let second = post_form(&app, &app.out, "/r", &[("name", "notes")]).await;
+    assert_eq!(second.status, StatusCode::SEE_OTHER, "{}", second.body);
+
+    // Taken, invalid, or under another name: the home page again, saying why beside the form
+    // and keeping what was typed; nothing is created.
+    for (fields, status, why) in [
+        (
+            vec![("name", "Plans_2.0")],
+            StatusCode::CONFLICT,
+            "out/Plans_2.0 exists already: choose another name.",
+        ),
+        (
+            vec![("name", "notes")],
+            StatusCode::CONFLICT,
+            "out/notes exists already",
+        ),
+        (
+            vec![("name", "")],
+            StatusCode::BAD_REQUEST,
+            "Give the repository a name.",
+        ),
+        (
+            vec![("name", "two <words>")],
+            StatusCode::BAD_REQUEST,
+            "A repository's name is 1 to 100 letters",
+        ),
+        (
+            vec![("name", "..")],
+            StatusCode::BAD_REQUEST,
+            "not only dots",
+        ),
+        (
+            vec![("owner", "ada"), ("name", "mine")],
+            StatusCode::FORBIDDEN,
+            "under your own name only",
+        ),
+    ] {
+        let refused = post_form(&app, &app.out, "/r", &fields).await;
+        assert_eq!(refused.status, status, "{fields:?}: {}", refused.body);
+        assert!(
+            refused.body.contains("id=\"repository-refused\""),
+            "{}",
+            refused.body
+        );
+        assert!(refused.body.contains(why), "{why}: {}", refused.body);
+        assert!(
+            refused.body.contains("aria-invalid=\"true\""),
+            "{}",
+            refused.body
+        );
+        let typed = fields.iter().find(|(field, _)| *field == "name").unwrap().1;
+        let kept = typed.replace('<', "&lt;").replace('>', "&gt;");
+        assert!(
+            refused.body.contains(&format!("value=\"{kept}\"")),
+            "{kept}: {}",
+            refused.body
+        );
+        assert!(!refused.body.contains("<words>"), "{}", refused.body);
+    }
+    assert_not_found_page(&app.get(&app.ada, "/r/ada/mine").await);
+    let listed = app
+        .call(&app.out, "GET", "/api/v1/repositories", None)
+        .await;
+    let listed_json = listed.json();
+    let names: Vec<&str> = listed_json["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(names, ["out/Plans_2.0", "out/notes"], "{}", listed.body);
+
+    // A system_admin names any owner, for a team.
+    let root = support::login(&app.state, "root", PASSWORD).await;
+    let home = app.get(&root, "/").await;
+    assert!(
+        home.body.contains("id=\"repository-owner\""),
+        "{}",
+        home.body
+    );
+    let made = post_form(
+        &app,
+        &root,
+        "/r",
+        &[("owner", "acme"), ("name", "handbook")],
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::SEE_OTHER, "{}", made.body);
+    assert_eq!(location(&made), "/r/acme/handbook");
+
+    // Without the CSRF token, or signed out, nothing is made.
+    let mut forged = app.out.clone();
+    forged.csrf = Some("forged".to_owned());
+    let refused = post_form(&app, &forged, "/r", &[("name", "forged")]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let visitor = post_form(&app, &Caller::default(), "/r", &[("name", "visitor")]).await;
+    assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{}", visitor.body);
+    assert!(
+        location(&visitor).starts_with("/login"),
+        "{}",
+        location(&visitor)
+    );
+    assert_not_found_page(&app.get(&app.out, "/r/out/forged").await);
 }
 
 #[tokio::test]

@@ -21,6 +21,8 @@
 //! row is recorded. Nothing of a candidate is ever written in plaintext outside a step's own
 //! temporary folder.
 //!
+//! A verification's drift diffs are sealed the same way ([`drift`]'s module).
+//!
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
 //! versions stay loaded after a rotation), the archive has the fixed layout, and its manifest is
@@ -29,6 +31,7 @@
 //! log of whoever handles it; no content of an artifact gets into either.
 
 mod archive;
+mod drift;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,6 +49,7 @@ use sha2::{Digest, Sha256};
 use crate::safe_context::{SafeCode, because};
 
 pub use archive::{ArtifactContents, archive};
+pub use drift::{DRIFT_FOLDER, drift_location};
 
 /// The object store folder that holds review artifacts.
 pub const ARTIFACT_FOLDER: &str = "schema-artifacts";

@@ -196,6 +196,11 @@ impl Registry {
         Ok(self.databases.insert(database, snapshot))
     }
 
+    /// Removes a database's merged snapshot and returns it, when it had one.
+    pub fn unregister(&mut self, database: &DatabaseName) -> Option<RegisteredSnapshot> {
+        self.databases.remove(database)
+    }
+
     /// The database's merged snapshot, when it has one.
     pub fn get(&self, database: &DatabaseName) -> Option<&RegisteredSnapshot> {
         self.databases.get(database)

@@ -328,7 +328,7 @@ fn checked_files(
     let flavor = model.flavor;
     for table in &mut model.tables {
         let text = next()?;
-        normalize::table_facts(&text, table)
+        normalize::table_facts(&text, table, flavor)
             .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
         let canonical = render::render_table(table, flavor);
         check(

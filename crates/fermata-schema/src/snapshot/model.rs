@@ -172,6 +172,12 @@ pub struct Partition {
     /// In their order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subpartitions: Vec<Subpartition>,
+    /// Whether MySQL prints the name in backquotes. It quotes a partition name that reads as one of
+    /// its keywords (`year`, `current`) as well as one that does not read as a name, by a keyword
+    /// list the catalog does not expose, so this is read from `SHOW CREATE TABLE`, which alone
+    /// says it. Never set for MariaDB, which quotes every name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quoted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +185,9 @@ pub struct Subpartition {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub comment: String,
+    /// As [`Partition::quoted`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quoted: bool,
 }
 
 /// A MariaDB sequence. Its current value is data, like a table's `AUTO_INCREMENT` counter, and

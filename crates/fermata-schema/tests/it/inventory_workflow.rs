@@ -87,6 +87,7 @@ fn inventory_request(key: &str) -> OperationRequest {
         request_key: RequestKey::new(key).unwrap(),
         inventory: None,
         databases: Vec::new(),
+        remove_missing: false,
     }
 }
 

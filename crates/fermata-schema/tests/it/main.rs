@@ -26,6 +26,10 @@ macro_rules! on_both_engines {
     };
 }
 
+// Publication is tested against the forge's fake GitHub too; these tests use part of it.
+#[allow(dead_code)]
+#[path = "../../../fermata-forge/tests/it/fake_github/mod.rs"]
+mod fake_github;
 mod git_support;
 mod support;
 mod webhook_support;

@@ -1,15 +1,35 @@
 //! Every column the MySQL flavor's catalog queries name exists in MySQL's `information_schema`
-//! views, as MySQL's own test results define them at the two view versions the recordings hold
-//! (`I_S_VERSION` 80021 and 80030; the fixtures record the source file and commit). No server is needed: the queries are read as text, each
-//! `alias.COLUMN` checked against its view and each bare column against the views the query
-//! reads.
+//! views, as the servers' own test results define them at the three view versions the recordings
+//! hold: `I_S_VERSION` 80021 and 80030 (MySQL 8.0, from `mysql/mysql-server`) and 80400 (MySQL 8.4
+//! LTS, from Percona Server, whose views are MySQL's); each fixture records its source file and
+//! commit. No server is needed: the queries are read as text, each `alias.COLUMN` checked against
+//! its view and each bare column against the views the query reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fermata_schema::snapshot::mysql_catalog_queries;
 
-/// View name → its columns.
+/// View name → its columns. The fixture's header names the repository and file it was read from
+/// and the commit.
 fn views(fixture: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let header: Vec<&str> = fixture
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .collect();
+    assert!(
+        header.iter().any(|line| line.starts_with("# source: ")
+            && line.ends_with(
+                " mysql-test/suite/information_schema/r/i_s_schema_definition_debug.result"
+            )),
+        "the fixture names its source file"
+    );
+    assert!(
+        header.iter().any(|line| line
+            .strip_prefix("# commit: ")
+            .and_then(|rest| rest.get(..40))
+            .is_some_and(|commit| commit.bytes().all(|b| b.is_ascii_hexdigit()))),
+        "the fixture names its commit"
+    );
     fixture
         .lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
@@ -138,23 +158,36 @@ fn every_column_the_mysql_queries_name_exists_in_the_views_of_mysql_8_0_21() {
     );
 }
 
-/// The latest view definitions the recordings hold: `I_S_VERSION` 80030, recorded at a commit
-/// whose `MYSQL_VERSION` is 8.0.35.
+/// The last 8.0 view definitions: `I_S_VERSION` 80030, recorded at a commit whose
+/// `MYSQL_VERSION` is 8.0.35.
 #[test]
 fn every_column_the_mysql_queries_name_exists_in_the_views_of_mysql_8_0_30_and_later() {
     check(
         include_str!("fixtures/mysql/i_s_views_80030.txt"),
-        "8.0.30 and later",
+        "8.0.30 and later 8.0",
     );
+}
+
+/// MySQL 8.4 LTS: the view definitions at `I_S_VERSION` 80400, recorded by Percona Server for
+/// MySQL's copy of the same test.
+#[test]
+fn every_column_the_mysql_queries_name_exists_in_the_views_of_mysql_8_4() {
+    check(include_str!("fixtures/mysql/i_s_views_80400.txt"), "8.4");
 }
 
 /// The columns the MariaDB-only queries used to name on every server are not in MySQL's views:
 /// the check would have caught the original failure.
 #[test]
 fn mariadb_only_columns_are_not_in_mysql() {
-    let views = views(include_str!("fixtures/mysql/i_s_views_80021.txt"));
-    assert!(!views["VIEWS"].contains("ALGORITHM"));
-    assert!(!views["STATISTICS"].contains("IGNORED"));
-    assert!(!views["CHECK_CONSTRAINTS"].contains("TABLE_NAME"));
-    assert!(!views["CHECK_CONSTRAINTS"].contains("LEVEL"));
+    for fixture in [
+        include_str!("fixtures/mysql/i_s_views_80021.txt"),
+        include_str!("fixtures/mysql/i_s_views_80030.txt"),
+        include_str!("fixtures/mysql/i_s_views_80400.txt"),
+    ] {
+        let views = views(fixture);
+        assert!(!views["VIEWS"].contains("ALGORITHM"));
+        assert!(!views["STATISTICS"].contains("IGNORED"));
+        assert!(!views["CHECK_CONSTRAINTS"].contains("TABLE_NAME"));
+        assert!(!views["CHECK_CONSTRAINTS"].contains("LEVEL"));
+    }
 }

@@ -5,7 +5,7 @@
 
 use fermata_schema::snapshot::model::{
     Column, Flavor, ForeignKey, Index, IndexKind, IndexPart, Parameter, Partition, Partitioning,
-    Routine, RoutineKind, Table, TableOption, Trigger,
+    Routine, RoutineKind, Subpartition, Table, TableOption, Trigger,
 };
 use fermata_schema::snapshot::normalize::{self, mysql};
 use fermata_schema::snapshot::render;
@@ -183,6 +183,7 @@ fn a_mysql_8_table_keeps_mysqls_spelling() {
         default: false,
         comment: String::new(),
         subpartitions: Vec::new(),
+        quoted: false,
     };
     model.partitioning = Some(Partitioning {
         method: "RANGE".to_owned(),
@@ -432,4 +433,139 @@ fn mysql_8_routines_meet_their_models() {
     // A parameter list that does not declare the catalog's parameters is not this routine's.
     assert!(!normalize::parameters_match(&function, "y int"));
     assert!(!normalize::parameters_match(&function, ""));
+}
+
+/// Every collation clause MySQL 8.0 and 8.4 print for a column (their `SHOW CREATE TABLE` prints
+/// `CHARACTER SET` where the column's collation is not the table's or was given explicitly, and
+/// `COLLATE` where the collation is not its character set's default, was given explicitly, or is
+/// `utf8mb4_0900_ai_ci` in a table of another collation) meets the one canonical clause of the
+/// same column; a clause naming another collation than the catalog's does not.
+#[test]
+fn every_collation_clause_mysql_prints_meets_the_canonical_one() {
+    let mut model = table("t", "utf8mb4", "utf8mb4_bin");
+    let text_column = |name: &str, charset: &str, collation: &str| {
+        column_from_catalog(
+            Flavor::Mysql,
+            ColumnRow {
+                name: name.to_owned(),
+                column_type: "varchar(5)".to_owned(),
+                nullable: true,
+                charset: Some(charset.to_owned()),
+                collation: Some(collation.to_owned()),
+                ..ColumnRow::default()
+            },
+        )
+        .unwrap()
+    };
+    model.columns = vec![
+        text_column("same", "utf8mb4", "utf8mb4_bin"),
+        text_column("explicit", "utf8mb4", "utf8mb4_bin"),
+        text_column("ai", "utf8mb4", "utf8mb4_0900_ai_ci"),
+        text_column("general", "utf8mb4", "utf8mb4_general_ci"),
+        text_column("latin", "latin1", "latin1_swedish_ci"),
+        text_column("cp", "cp1250", "cp1250_general_ci"),
+    ];
+    let printed = concat!(
+        "CREATE TABLE `t` (\n",
+        "  `same` varchar(5) COLLATE utf8mb4_bin DEFAULT NULL,\n",
+        "  `explicit` varchar(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL,\n",
+        "  `ai` varchar(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci DEFAULT NULL,\n",
+        "  `general` varchar(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci DEFAULT NULL,\n",
+        "  `latin` varchar(5) CHARACTER SET latin1 DEFAULT NULL,\n",
+        "  `cp` varchar(5) CHARACTER SET cp1250 COLLATE cp1250_general_ci DEFAULT NULL\n",
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    );
+    let canonical = concat!(
+        "CREATE TABLE `t` (\n",
+        "  `same` varchar(5) DEFAULT NULL,\n",
+        "  `explicit` varchar(5) DEFAULT NULL,\n",
+        "  `ai` varchar(5) COLLATE utf8mb4_0900_ai_ci DEFAULT NULL,\n",
+        "  `general` varchar(5) COLLATE utf8mb4_general_ci DEFAULT NULL,\n",
+        "  `latin` varchar(5) CHARACTER SET latin1 COLLATE latin1_swedish_ci DEFAULT NULL,\n",
+        "  `cp` varchar(5) CHARACTER SET cp1250 COLLATE cp1250_general_ci DEFAULT NULL\n",
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    );
+    assert_eq!(
+        normalize::table(printed, &model, Flavor::Mysql).as_deref(),
+        Some(canonical)
+    );
+    assert_eq!(render::render_table(&model, Flavor::Mysql), canonical);
+    // The text describes another column than the catalog's.
+    let other = printed.replace("COLLATE utf8mb4_general_ci", "COLLATE utf8mb4_unicode_ci");
+    assert_eq!(normalize::table(&other, &model, Flavor::Mysql), None);
+    let other = printed.replace("CHARACTER SET latin1", "CHARACTER SET ascii");
+    assert_eq!(normalize::table(&other, &model, Flavor::Mysql), None);
+}
+
+/// MySQL prints a partition or subpartition name bare unless it reads as one of its keywords
+/// or not as a name (all digits, characters outside its unquoted identifiers); which names it
+/// quotes is read from the text, so every spelling it prints renders back byte for byte. Names
+/// with characters from U+0080 on are bare, as in MySQL's unquoted identifiers. MariaDB quotes
+/// every name, and its model records nothing of it.
+#[test]
+fn mysql_partition_names_keep_the_quotes_mysql_gives_them() {
+    let mut model = table("t", "utf8mb4", "utf8mb4_0900_ai_ci");
+    model.columns = vec![
+        column("id", "int", false, None),
+        column("y", "int", false, None),
+    ];
+    let sub = |name: &str| Subpartition {
+        name: name.to_owned(),
+        comment: String::new(),
+        quoted: false,
+    };
+    let partition = |name: &str, values: &str, subs: Vec<Subpartition>| Partition {
+        name: name.to_owned(),
+        values: Some(values.to_owned()),
+        default: false,
+        comment: String::new(),
+        subpartitions: subs,
+        quoted: false,
+    };
+    model.partitioning = Some(Partitioning {
+        method: "RANGE".to_owned(),
+        system_time: None,
+        expression: "`y`".to_owned(),
+        subpartition_method: Some("HASH".to_owned()),
+        subpartition_expression: Some("`id`".to_owned()),
+        partitions: vec![
+            partition("current", "2024", vec![sub("s0"), sub("year")]),
+            partition("été", "MAXVALUE", vec![sub("s2"), sub("2025")]),
+        ],
+    });
+    let printed = concat!(
+        "CREATE TABLE `t` (\n",
+        "  `id` int NOT NULL,\n",
+        "  `y` int NOT NULL\n",
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci\n",
+        "/*!50100 PARTITION BY RANGE (`y`)\n",
+        "SUBPARTITION BY HASH (`id`)\n",
+        "(PARTITION `current` VALUES LESS THAN (2024)\n",
+        " (SUBPARTITION s0 ENGINE = InnoDB,\n",
+        "  SUBPARTITION `year` ENGINE = InnoDB),\n",
+        " PARTITION été VALUES LESS THAN MAXVALUE\n",
+        " (SUBPARTITION s2 ENGINE = InnoDB,\n",
+        "  SUBPARTITION `2025` ENGINE = InnoDB)) */"
+    );
+    let mut mariadb = model.clone();
+    normalize::table_facts(printed, &mut model, Flavor::Mysql).unwrap();
+    let partitions = &model.partitioning.as_ref().unwrap().partitions;
+    assert!(partitions[0].quoted && !partitions[1].quoted);
+    assert!(!partitions[0].subpartitions[0].quoted && partitions[0].subpartitions[1].quoted);
+    assert_eq!(render::render_table(&model, Flavor::Mysql), printed);
+    assert_eq!(
+        normalize::table(printed, &model, Flavor::Mysql).as_deref(),
+        Some(printed)
+    );
+    let back: Table = serde_json::from_str(&serde_json::to_string(&model).unwrap()).unwrap();
+    assert_eq!(back, model);
+    // A release that does not count `current` as a keyword prints it bare, and that spelling
+    // meets its own reading too.
+    let bare = printed.replace("PARTITION `current`", "PARTITION current");
+    let mut other = mariadb.clone();
+    normalize::table_facts(&bare, &mut other, Flavor::Mysql).unwrap();
+    assert_eq!(render::render_table(&other, Flavor::Mysql), bare);
+    // MariaDB's quotes are its spelling of every name, not a fact about the name.
+    normalize::table_facts(printed, &mut mariadb, Flavor::Mariadb).unwrap();
+    assert!(!serde_json::to_string(&mariadb).unwrap().contains("quoted"));
 }

@@ -151,6 +151,7 @@ fn request(kind: OperationKind, key: &str, databases: &[&str]) -> OperationReque
         request_key: RequestKey::new(key).unwrap(),
         inventory: None,
         databases: databases.iter().map(|n| (*n).to_owned()).collect(),
+        remove_missing: false,
     }
 }
 

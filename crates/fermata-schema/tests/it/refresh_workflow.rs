@@ -4,9 +4,12 @@
 //! approval, rejection and expiry; the refresh rules (expired inventory, empty selection, unknown
 //! names, duplicates, a database dropped after the inventory, a permission failure that is not
 //! retried, a transient failure that recovers on its second attempt under an injected clock,
-//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; and two
-//! concurrent decisions of which exactly one wins.
+//! drift caught by the verifier, an account's connection limit respected); step folders never left behind, even by a panic; two
+//! concurrent decisions of which exactly one wins; publication through lost answers, rate limits
+//! waited out (the local forge's and the fake GitHub's `retry-after`), a failed publication held
+//! and published again once, and the removal of databases no longer on the server.
 
+use crate::fake_github::{Canned, FakeGitHub};
 use crate::git_support;
 use crate::support;
 use crate::webhook_support::Receiver;
@@ -19,16 +22,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::http::Method;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
-use fermata_forge::{CommitSpec, Forge, ForgeError, PullRequest, PullRequestSpec, PullState};
+use fermata_forge::{
+    CommitSpec, Forge, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, PullState,
+};
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
 use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
+use fermata_schema::review::FileChange;
 use fermata_schema::{
     Administrator, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow, OperationReport,
-    Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
+    OperationRequest, Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings,
+    Verdict, names,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
@@ -115,23 +123,59 @@ impl CandidateProbe for Probe {
     }
 }
 
-/// The local forge, with one write (counted over `create_commit`, `create_branch` and
-/// `open_pull_request`) done and then answered with a retryable failure, as a lost response
-/// or a crash right after the write would leave it.
+/// One of the writes publication makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Commit,
+    Branch,
+    Pull,
+}
+
+/// What the local forge does wrong, on one kind of write.
+#[derive(Debug, Clone, Copy)]
+enum ForgeFault {
+    /// The write is done and then answered with a retryable failure, once, as a lost response
+    /// or a crash right after the write would leave it.
+    AnswerLost(Write),
+    /// The write is answered with the rate limit (a `retry-after` of the given seconds), the
+    /// given number of times, before it is done, as GitHub answers a spent limit.
+    RateLimited(Write, u32, u64),
+}
+
+/// The local forge, with a [`ForgeFault`].
 #[derive(Debug)]
 struct FaultyForge {
     inner: Arc<LocalGit>,
-    fault: u32,
-    writes: AtomicU32,
+    fault: ForgeFault,
+    /// How many times the fault's write was tried.
+    tries: AtomicU32,
 }
 
 impl FaultyForge {
-    fn after_write<T>(&self, done: Result<T, ForgeError>) -> Result<T, ForgeError> {
-        let value = done?;
-        if self.writes.fetch_add(1, AtomicOrdering::SeqCst) == self.fault {
-            return Err(ForgeError::failed("an injected failure after the write"));
+    async fn write<T>(
+        &self,
+        write: Write,
+        doing: impl std::future::Future<Output = Result<T, ForgeError>>,
+    ) -> Result<T, ForgeError> {
+        match self.fault {
+            ForgeFault::AnswerLost(faulty) if faulty == write => {
+                let value = doing.await?;
+                if self.tries.fetch_add(1, AtomicOrdering::SeqCst) == 0 {
+                    return Err(ForgeError::failed("an injected failure after the write"));
+                }
+                Ok(value)
+            }
+            ForgeFault::RateLimited(faulty, times, seconds)
+                if faulty == write && self.tries.fetch_add(1, AtomicOrdering::SeqCst) < times =>
+            {
+                let limited = ForgeErrorKind::RateLimited {
+                    retry_after: Some(Duration::from_secs(seconds)),
+                    reset: None,
+                };
+                Err(ForgeError::new(limited, "an injected rate limit").with_status(429))
+            }
+            _ => doing.await,
         }
-        Ok(value)
     }
 }
 
@@ -149,16 +193,19 @@ impl Forge for FaultyForge {
         self.inner.paths_changed(from, to, paths).await
     }
     async fn create_commit(&self, spec: &CommitSpec) -> Result<String, ForgeError> {
-        self.after_write(self.inner.create_commit(spec).await)
+        self.write(Write::Commit, self.inner.create_commit(spec))
+            .await
     }
     async fn create_branch(&self, branch: &str, commit: &str) -> Result<(), ForgeError> {
-        self.after_write(self.inner.create_branch(branch, commit).await)
+        self.write(Write::Branch, self.inner.create_branch(branch, commit))
+            .await
     }
     async fn find_pull_request(&self, head: &str) -> Result<Option<PullRequest>, ForgeError> {
         self.inner.find_pull_request(head).await
     }
     async fn open_pull_request(&self, spec: &PullRequestSpec) -> Result<PullRequest, ForgeError> {
-        self.after_write(self.inner.open_pull_request(spec).await)
+        self.write(Write::Pull, self.inner.open_pull_request(spec))
+            .await
     }
     async fn pull_request(&self, number: u64) -> Result<Option<PullRequest>, ForgeError> {
         self.inner.pull_request(number).await
@@ -181,6 +228,9 @@ impl Forge for FaultyForge {
     }
 }
 
+/// The longest a publication here waits for the forge's rate limits.
+const PUBLICATION_WAIT: Duration = Duration::from_secs(30);
+
 struct Harness {
     storage: Arc<dyn Storage>,
     admin: Administrator,
@@ -198,19 +248,28 @@ struct Harness {
     _artifact_folder: tempfile::TempDir,
 }
 
-async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
-    harness_publishing(source, fault, review_window, None).await
+/// Where a harness's refreshes publish.
+enum Publishing {
+    /// The local package repository.
+    Local,
+    /// The local package repository, answering as the fault says.
+    Faulty(ForgeFault),
+    /// Another forge (the fake GitHub), whose base branch the test lays out.
+    On(Arc<dyn Forge>),
 }
 
-/// A harness whose forge fails the publication write numbered `publication_fault` (from 0),
-/// once, after doing it: the write happened and its answer was lost.
+async fn harness(source: SourceSettings, fault: Fault, review_window: Duration) -> Harness {
+    harness_publishing(source, fault, review_window, Publishing::Local).await
+}
+
+/// A harness whose refreshes publish as `publishing` says.
 async fn harness_publishing(
     source: SourceSettings,
     fault: Fault,
     review_window: Duration,
-    publication_fault: Option<u32>,
+    publishing: Publishing,
 ) -> Harness {
-    build(source, fault, review_window, publication_fault, None, None).await
+    build(source, fault, review_window, publishing, None, None).await
 }
 
 /// A harness whose artifacts go to the test bucket (moto's server, `FERMATA_TEST_S3_URL`).
@@ -226,7 +285,15 @@ async fn harness_on_s3(source: SourceSettings) -> Harness {
         .unwrap();
     let objects: Arc<dyn ObjectStore> = Arc::new(bucket);
     let window = Duration::from_secs(3600);
-    build(source, Fault::None, window, None, None, Some(objects)).await
+    build(
+        source,
+        Fault::None,
+        window,
+        Publishing::Local,
+        None,
+        Some(objects),
+    )
+    .await
 }
 
 /// A harness whose refreshes post their events to the webhooks of `notify`.
@@ -235,14 +302,22 @@ async fn harness_notifying(
     review_window: Duration,
     notify: NotifySettings,
 ) -> Harness {
-    build(source, Fault::None, review_window, None, Some(notify), None).await
+    build(
+        source,
+        Fault::None,
+        review_window,
+        Publishing::Local,
+        Some(notify),
+        None,
+    )
+    .await
 }
 
 async fn build(
     source: SourceSettings,
     fault: Fault,
     review_window: Duration,
-    publication_fault: Option<u32>,
+    publishing: Publishing,
     notify: Option<NotifySettings>,
     bucket: Option<Arc<dyn ObjectStore>>,
 ) -> Harness {
@@ -267,13 +342,14 @@ async fn build(
     let scratch = tempfile::tempdir().unwrap();
     let package = PackageSettings::new(repository.path(), "main");
     let local = Arc::new(LocalGit::new(repository.path()));
-    let forge: Arc<dyn Forge> = match publication_fault {
-        Some(fault) => Arc::new(FaultyForge {
+    let forge: Arc<dyn Forge> = match publishing {
+        Publishing::Faulty(fault) => Arc::new(FaultyForge {
             inner: Arc::clone(&local),
             fault,
-            writes: AtomicU32::new(0),
+            tries: AtomicU32::new(0),
         }),
-        None => Arc::clone(&local) as Arc<dyn Forge>,
+        Publishing::Local => Arc::clone(&local) as Arc<dyn Forge>,
+        Publishing::On(forge) => forge,
     };
     let probe = Arc::new(Probe {
         fault,
@@ -299,6 +375,7 @@ async fn build(
             review_window,
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
+            publication_wait: PUBLICATION_WAIT,
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>)
@@ -388,29 +465,31 @@ impl Harness {
         self.repository.files_at(branch)
     }
 
-    /// Runs a refresh of `databases` to its review, approves it and runs it to its end.
-    async fn approved(&self, inventory: InventoryId, databases: &[&str]) -> OperationReport {
+    /// Runs a refresh of `databases` to its review and approves it; returns its ID and its
+    /// report at the review.
+    async fn approve(
+        &self,
+        inventory: InventoryId,
+        databases: &[&str],
+    ) -> (OperationId, OperationReport) {
         let id = self.refresh(inventory, databases).await;
-        self.awaiting_review(id).await;
+        let report = self.awaiting_review(id).await;
         self.reviews
             .decide(&self.admin, id, Verdict::Approve)
             .await
             .unwrap();
+        (id, report)
+    }
+
+    /// Runs a refresh of `databases` to its review, approves it and runs it to its end.
+    async fn approved(&self, inventory: InventoryId, databases: &[&str]) -> OperationReport {
+        let (id, _) = self.approve(inventory, databases).await;
         self.run_until(id, |state| state.is_terminal()).await
     }
 
     /// Every object the store holds, by location.
     async fn objects(&self) -> Vec<String> {
-        use futures::TryStreamExt;
-        let mut all: Vec<String> = self
-            .objects
-            .list(None)
-            .map_ok(|meta| meta.location.to_string())
-            .try_collect()
-            .await
-            .unwrap();
-        all.sort();
-        all
+        workflow_support::object_locations(&*self.objects).await
     }
 
     /// Nothing is left in the scratch folder, and every step folder the probe saw is gone.
@@ -746,6 +825,42 @@ async fn an_undecided_review_expires_and_releases_the_lease() {
 }
 
 #[tokio::test]
+async fn an_approval_after_the_window_is_refused_before_it_is_recorded() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(2)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    harness.awaiting_review(id).await;
+    // The window closes on the database's clock; the run has not looked yet.
+    let schema = harness.storage.schema();
+    let review = schema.review(id).await.unwrap().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while schema.clock().await.unwrap() < review.expires_at {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the window never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let late = harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), ErrorCode::ReviewExpired);
+    // Nothing of it was recorded: the review is still undecided until the run expires it.
+    let review = schema.review(id).await.unwrap().unwrap();
+    assert_eq!((review.state, review.actor), (ReviewState::Pending, None));
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Expired);
+    assert_eq!(
+        schema.review(id).await.unwrap().unwrap().state,
+        ReviewState::Expired
+    );
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
 async fn a_refresh_with_no_change_ends_with_its_report_and_no_review() {
     let (mut admin, [a, b], source) = two_databases().await;
     let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
@@ -803,6 +918,7 @@ async fn requests_outside_the_inventory_are_refused_before_anything_runs() {
                 request_key: RequestKey::new(unique("old")).unwrap(),
                 inventory: None,
                 databases: Vec::new(),
+                remove_missing: false,
             },
             Duration::from_secs(60),
         )
@@ -1145,44 +1261,268 @@ async fn a_worker_lost_mid_step_is_replaced_and_nothing_is_done_twice() {
 
 #[tokio::test]
 async fn publication_survives_a_lost_answer_at_every_write() {
-    // The writes: the commit (0), the branch (1), the pull request (2).
-    for fault in 0..3 {
+    for write in [Write::Commit, Write::Branch, Write::Pull] {
+        let fault = ForgeFault::AnswerLost(write);
         let (mut admin, [a, b], source) = two_databases().await;
-        let harness =
-            harness_publishing(source, Fault::None, Duration::from_secs(3600), Some(fault)).await;
+        let harness = harness_publishing(
+            source,
+            Fault::None,
+            Duration::from_secs(3600),
+            Publishing::Faulty(fault),
+        )
+        .await;
         let inventory = harness.inventory().await;
         let base = harness.repository.head_id("main");
         let report = harness.approved(inventory, &[&a, &b]).await;
         assert_eq!(
             report.operation.state,
             OperationState::Succeeded,
-            "fault {fault}"
+            "fault {fault:?}"
         );
-        let id = report.operation.id;
-        // Exactly one branch, one commit on the base, one pull request.
-        assert_eq!(
-            harness.repository.branches("fermata/"),
-            [format!("fermata/refresh-{id}")]
-        );
-        let head = harness.repository.head_id(&format!("fermata/refresh-{id}"));
-        let commit = harness.repository.repository.find_commit(head).unwrap();
-        assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [base]);
-        let pull = harness
-            .local
-            .find_pull_request(&format!("fermata/refresh-{id}"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(pull.number, 1, "fault {fault}: one pull request");
-        assert!(harness.local.pull_request(2).await.unwrap().is_none());
+        assert_published_once(&harness, report.operation.id, base).await;
         assert_eq!(report.operation.pull_request.unwrap().number, 1);
         assert_eq!(
             *harness.pauses.0.lock().unwrap(),
             [Duration::from_secs(1)],
-            "fault {fault}"
+            "fault {fault:?}"
         );
         drop_databases(&mut admin, &[&a, &b]).await;
     }
+}
+
+/// Exactly one branch, one commit on `base` and one pull request (number 1) for refresh `id`.
+async fn assert_published_once(harness: &Harness, id: OperationId, base: git2::Oid) {
+    let branch = format!("fermata/refresh-{id}");
+    assert_eq!(
+        harness.repository.branches("fermata/"),
+        std::slice::from_ref(&branch)
+    );
+    let head = harness.repository.head_id(&branch);
+    let commit = harness.repository.repository.find_commit(head).unwrap();
+    assert_eq!(commit.parent_ids().collect::<Vec<_>>(), [base]);
+    let pull = harness
+        .local
+        .find_pull_request(&branch)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pull.number, 1, "one pull request");
+    assert!(harness.local.pull_request(2).await.unwrap().is_none());
+}
+
+/// Executes runs until operation `id` is in a state `done` accepts, for at most a minute: a run
+/// may sleep on the database's clock in between.
+async fn run_within_a_minute(
+    harness: &Harness,
+    id: OperationId,
+    done: impl Fn(&OperationReport) -> bool,
+) -> OperationReport {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let report = harness.operations.report(id).await.unwrap();
+        if done(&report) {
+            return report;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "operation {id} did not get there: {:?}",
+            report.operation
+        );
+        if harness.worker.run_once().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Two databases refreshed with a forge that answers as `fault` says, approved; returns the
+/// server connection, the databases, the harness, the base commit, the refresh and its report at
+/// the review.
+async fn approved_on(
+    fault: ForgeFault,
+) -> (
+    MySqlConnection,
+    [String; 2],
+    Harness,
+    git2::Oid,
+    OperationId,
+    OperationReport,
+) {
+    let (admin, [a, b], source) = two_databases().await;
+    let harness = harness_publishing(
+        source,
+        Fault::None,
+        Duration::from_secs(3600),
+        Publishing::Faulty(fault),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let base = harness.repository.head_id("main");
+    let (id, report) = harness.approve(inventory, &[&a, &b]).await;
+    (admin, [a, b], harness, base, id, report)
+}
+
+#[tokio::test]
+async fn a_rate_limited_publication_waits_as_the_forge_asks_and_succeeds() {
+    // The branch is refused twice with `retry-after: 1`.
+    let (mut admin, [a, b], harness, base, id, _) =
+        approved_on(ForgeFault::RateLimited(Write::Branch, 2, 1)).await;
+    let report =
+        run_within_a_minute(&harness, id, |report| report.operation.state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert_published_once(&harness, id, base).await;
+    // Each rate limit was waited out in a durable sleep and the write tried again in a step of
+    // its own; none spent the runner's retries.
+    for key in ["publish:branch", "publish:branch:2", "publish:branch:3"] {
+        assert_eq!(
+            harness.step_attempts(id, key).await,
+            (StepState::Succeeded, 1),
+            "{key}"
+        );
+    }
+    assert!(harness.pauses.0.lock().unwrap().is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_publication_github_rate_limits_waits_as_asked_and_succeeds() {
+    let github = FakeGitHub::start().await;
+    github.commit_on("main", &[("README.md", b"Schemas.\n")]);
+    let (mut admin, [a, b], source) = two_databases().await;
+    let forge: Arc<dyn Forge> = Arc::new(github.forge());
+    let harness = harness_publishing(
+        source,
+        Fault::None,
+        Duration::from_secs(3600),
+        Publishing::On(forge),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    // GitHub's secondary limit on creating the branch, with `retry-after: 1`.
+    github.answer_next(Method::POST, "git/refs", Canned::SecondaryRateLimit(1));
+    github.take_requests();
+    let (id, _) = harness.approve(inventory, &[&a, &b]).await;
+    let report =
+        run_within_a_minute(&harness, id, |report| report.operation.state.is_terminal()).await;
+    assert_eq!(
+        report.operation.state,
+        OperationState::Succeeded,
+        "{:?}",
+        report.operation
+    );
+    let pull = report.operation.pull_request.unwrap();
+    assert_eq!(
+        (pull.number, pull.head.clone()),
+        (1, format!("fermata/refresh-{id}"))
+    );
+    // The branch was asked for twice (the first answered with the limit), after one wait in a
+    // step of its own; one commit, one pull request, and none of the runner's retries.
+    let writes: Vec<String> = github
+        .take_requests()
+        .into_iter()
+        .filter(|line| {
+            line.starts_with("POST git/commits")
+                || line.starts_with("POST git/refs")
+                || line.starts_with("POST pulls")
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "POST git/commits",
+            "POST git/refs",
+            "POST git/refs",
+            "POST pulls"
+        ]
+    );
+    assert_eq!(
+        harness.step_attempts(id, "publish:branch:2").await,
+        (StepState::Succeeded, 1)
+    );
+    assert!(harness.pauses.0.lock().unwrap().is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_failed_publication_keeps_the_approved_refresh_and_is_published_again_once() {
+    // Rate limited for longer than the publication may wait, on every one of the four tries.
+    let (mut admin, [a, b], harness, base, id, report) =
+        approved_on(ForgeFault::RateLimited(Write::Pull, 4, 3600)).await;
+
+    // Not thrown away: still publishing, with the forge's error; the lease released; the
+    // artifact kept; the run waits to publish again.
+    let held = run_within_a_minute(&harness, id, OperationReport::awaits_republication).await;
+    assert_eq!(held.operation.state, OperationState::Publishing);
+    assert_eq!(
+        held.operation.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::GithubRateLimited)
+    );
+    assert_eq!(held.held_publications(), 1);
+    assert!(held.lease.is_none(), "the lease is released");
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(artifact.state, ArtifactState::Stored);
+    assert_eq!(
+        harness.step_attempts(id, "publish:pull").await,
+        (StepState::Failed, 4)
+    );
+    assert!(harness.local.pull_request(1).await.unwrap().is_none());
+
+    // Publishing again needs a fresh session, and an operation that waits for it.
+    let stale = harness.stale_admin().await;
+    let refused = harness
+        .operations
+        .republish(&stale, &id.to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::AccessDenied);
+    let inventory_id = report.inventory.as_ref().unwrap().operation;
+    let refused = harness
+        .operations
+        .republish(&harness.admin, &inventory_id.to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::NothingToPublish);
+
+    // Published again, twice over (the second request finds the round already asked for):
+    // the same branch and commit, and one pull request.
+    for _ in 0..2 {
+        harness
+            .operations
+            .republish(&harness.admin, &id.to_string())
+            .await
+            .unwrap();
+    }
+    let report =
+        run_within_a_minute(&harness, id, |report| report.operation.state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    assert!(report.operation.error.is_none());
+    assert_eq!(report.operation.pull_request.as_ref().unwrap().number, 1);
+    assert_published_once(&harness, id, base).await;
+    assert_eq!(
+        harness.step_attempts(id, "publish:2:pull").await,
+        (StepState::Succeeded, 1)
+    );
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    // Published from, then deleted under the cleanup step's grant.
+    assert_eq!(artifact.state, ArtifactState::Deleted);
+    let refused = harness
+        .operations
+        .republish(&harness.admin, &id.to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::NothingToPublish);
+    drop_databases(&mut admin, &[&a, &b]).await;
 }
 
 #[tokio::test]
@@ -1406,6 +1746,81 @@ async fn a_base_that_moved_is_built_on_unless_it_changed_what_is_published() {
             .is_empty()
     );
     drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_refresh_can_propose_removing_the_databases_no_longer_on_the_server() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let snapshots = [
+        support::take(&a, 1).await.unwrap(),
+        support::take(&b, 1).await.unwrap(),
+    ];
+    harness.repository.commit_package("main", &snapshots);
+    drop_database(&mut admin, &b).await;
+    let inventory = harness.inventory().await;
+
+    // Nothing of `a` changed; `b` is registered but gone: the refresh proposes removing it.
+    let request = OperationRequest {
+        remove_missing: true,
+        ..request(
+            OperationKind::Refresh,
+            "remove-missing",
+            Some(inventory),
+            &[&a],
+        )
+    };
+    let id = harness
+        .operations
+        .request(&harness.admin, &request)
+        .await
+        .unwrap()
+        .id;
+    let report = harness.awaiting_review(id).await;
+    assert!(report.operation.remove_missing);
+    assert_eq!(
+        report.databases[0].report.as_ref().unwrap().outcome,
+        Outcome::Unchanged
+    );
+    let diff = harness.reviews.diff(&harness.admin, id).await.unwrap();
+    assert_eq!(diff.databases.len(), 1);
+    let removed = &diff.databases[0];
+    assert_eq!(removed.database.as_str(), b);
+    assert!(removed.removed && removed.registered);
+    assert!(
+        removed
+            .files
+            .iter()
+            .all(|file| file.change == FileChange::Removed),
+        "{removed:?}"
+    );
+    assert!(
+        removed
+            .files
+            .iter()
+            .any(|file| file.path == "tables/order.sql")
+    );
+
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, |state| state.is_terminal()).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let tree = harness.branch_files(&report.operation.pull_request.unwrap().head);
+    let registry = Registry::parse(&tree["schemas/registry.json"]).unwrap();
+    let registered: Vec<&str> = registry
+        .databases()
+        .keys()
+        .map(DatabaseName::as_str)
+        .collect();
+    assert_eq!(registered, [a.as_str()]);
+    let gone = format!("schemas/{}/", names::file_name(&b).unwrap());
+    assert!(!tree.keys().any(|path| path.starts_with(&gone)), "{tree:?}");
+    let kept = format!("schemas/{}/", names::file_name(&a).unwrap());
+    assert!(tree.keys().any(|path| path.starts_with(&kept)));
+    drop_databases(&mut admin, &[&a]).await;
 }
 
 #[tokio::test]

@@ -11,7 +11,10 @@ use crate::workflow_support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fermata_accounts::KeyringHandle;
+use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
+use fermata_schema::artifact::ArtifactStore;
 use fermata_schema::package::{Package, PackageSettings};
 use fermata_schema::refresh_run::DEFAULT_CONNECTIONS;
 use fermata_schema::schedule::{SCHEDULE_ACTOR, schedule_run_id};
@@ -52,6 +55,10 @@ fn process(
             package: Some(package.clone()),
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
+            artifacts: ArtifactStore::new(
+                Arc::new(object_store::memory::InMemory::new()),
+                Arc::new(KeyringHandle::new(Keyring::generate(), None)),
+            ),
         },
     );
     let pauses = Arc::new(RecordedPauses::default());

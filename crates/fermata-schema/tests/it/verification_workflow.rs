@@ -5,8 +5,10 @@
 //! untouched database as `unchanged`/`fresh`; an unregistered database fails as `unregistered`
 //! while the next one still runs; the lease is held while the steps run (a transient failure is
 //! retried on the injected clock meanwhile) and released at the end; the registry view reads
-//! each database's freshness from its latest check; and a database merged with another table
-//! filter than the configured one is verified with the merged one.
+//! each database's freshness from its latest check; a drifted database's unified diffs are
+//! sealed in the object store, read on request and deleted once past their retention; and a
+//! database merged with another table filter than the configured one is verified with the
+//! merged one.
 
 use crate::git_support;
 use crate::support;
@@ -17,14 +19,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fermata_accounts::KeyringHandle;
+use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
+use fermata_schema::artifact::{ArtifactStore, drift_location};
+use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
 use fermata_schema::package::{Package, PackageSettings};
 use fermata_schema::refresh_run::DEFAULT_CONNECTIONS;
 use fermata_schema::registry_view::RegistryFreshness;
 use fermata_schema::verification_run::SnapshotProbe;
 use fermata_schema::{
-    Administrator, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow, OperationReport,
-    Operations, RegistryReports, SourceSettings, VerificationSettings, VerificationWorkflow,
+    Administrator, DriftDiffs, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow,
+    OperationReport, Operations, RegistryReports, SourceSettings, VerificationSettings,
+    VerificationWorkflow,
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, FileChange, FileDifference, Freshness, InventoryId, OperationId,
@@ -34,6 +41,7 @@ use fermata_store::{Storage, StoreOptions};
 use fermata_store_sql::testing::ScratchDatabase;
 use fermata_workflow::{Attempt, Worker, WorkerSettings};
 use git_support::TestRepository;
+use object_store::ObjectStore;
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 use support::{admin, quoted, settings, snapshot_account, unique};
@@ -85,6 +93,9 @@ impl SnapshotProbe for Probe {
 
 struct Harness {
     storage: Arc<dyn Storage>,
+    /// Where drift diffs are sealed.
+    artifacts: ArtifactStore,
+    objects: Arc<dyn ObjectStore>,
     admin: Administrator,
     operations: Operations,
     registry: RegistryReports,
@@ -121,6 +132,11 @@ async fn build(source: SourceSettings, fault: Fault, notify: Option<NotifySettin
         seen: Mutex::default(),
     });
     let pauses = Arc::new(RecordedPauses::default());
+    let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let artifacts = ArtifactStore::new(
+        Arc::clone(&objects),
+        Arc::new(KeyringHandle::new(Keyring::generate(), None)),
+    );
     let verification = VerificationWorkflow::new(
         Arc::clone(&storage),
         VerificationSettings {
@@ -128,6 +144,7 @@ async fn build(source: SourceSettings, fault: Fault, notify: Option<NotifySettin
             package: Some(package.clone()),
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
+            artifacts: artifacts.clone(),
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>)
@@ -140,6 +157,8 @@ async fn build(source: SourceSettings, fault: Fault, notify: Option<NotifySettin
         registry: RegistryReports::new(Arc::clone(&storage), Some(package)),
         worker: engine.worker("verification-test-worker", WorkerSettings::default()),
         storage,
+        artifacts,
+        objects,
         admin,
         pauses,
         probe,
@@ -174,6 +193,16 @@ impl Harness {
             snapshots.push(support::take(database, 1).await.unwrap());
         }
         self.repository.commit_package("main", &snapshots);
+    }
+
+    /// The drift diffs, kept for `retention`.
+    fn drift(&self, retention: Duration) -> DriftDiffs {
+        DriftDiffs::new(Arc::clone(&self.storage), self.artifacts.clone(), retention)
+    }
+
+    /// Every object the store holds, by location.
+    async fn objects(&self) -> Vec<String> {
+        workflow_support::object_locations(&*self.objects).await
     }
 
     async fn lease(&self) -> Option<SchemaLease> {
@@ -284,6 +313,60 @@ async fn drift_is_reported_with_the_files_that_differ_and_an_untouched_database_
             .differences
             .is_empty()
     );
+    // The drift is readable on request: one sealed diff, for the drifted database alone, whose
+    // unified diffs show what changed; no text of it is in the application database.
+    assert_eq!(harness.objects().await, [drift_location(second, 0)]);
+    let drift = harness
+        .drift(DEFAULT_DRIFT_RETENTION)
+        .diff(&harness.admin, second)
+        .await
+        .unwrap();
+    assert_eq!(drift.databases.len(), 1);
+    assert_eq!(drift.databases[0].database.as_str(), drifted);
+    let paths: Vec<&str> = drift.databases[0]
+        .files
+        .iter()
+        .map(|file| file.path.as_str())
+        .collect();
+    let listed: Vec<&str> = result.differences.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(paths, listed);
+    let customer = &drift.databases[0].files[2];
+    assert!(
+        customer
+            .diff
+            .starts_with("--- a/tables/customer.sql\n+++ b/tables/customer.sql\n")
+    );
+    assert!(
+        customer.diff.contains("\n+  `email` varchar(100)"),
+        "{}",
+        customer.diff
+    );
+    let ended = report.operation.finished_at.unwrap();
+    assert_eq!(
+        drift.kept_until.unwrap().0,
+        ended.0 + i64::try_from(DEFAULT_DRIFT_RETENTION.as_millis()).unwrap()
+    );
+    let untouched_drift = harness
+        .drift(DEFAULT_DRIFT_RETENTION)
+        .diff(&harness.admin, first)
+        .await
+        .unwrap();
+    assert!(untouched_drift.databases.is_empty());
+    // The sweep keeps what is within its retention; past it, the diff is refused and deleted.
+    assert_eq!(
+        harness
+            .drift(DEFAULT_DRIFT_RETENTION)
+            .sweep()
+            .await
+            .unwrap(),
+        0
+    );
+    let expired = harness.drift(Duration::ZERO);
+    let refused = expired.diff(&harness.admin, second).await.unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::DiffExpired);
+    assert_eq!(expired.sweep().await.unwrap(), 1);
+    assert!(harness.objects().await.is_empty());
+
     // It published nothing and ended the lease.
     assert!(harness.lease().await.is_none());
     assert!(

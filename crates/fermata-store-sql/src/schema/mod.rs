@@ -78,6 +78,7 @@ impl SqlStorage {
             .bind(&new.actor.0)
             .bind(new.request_key.as_str())
             .bind(new.inventory.map(|inventory| inventory.to_string()))
+            .bind(i64::from(new.remove_missing))
             .execute(&mut *tx)
             .await
             .context(action)?;

@@ -12,7 +12,7 @@ use fermata_store::schema::{
 use fermata_store::{StoreError, StoreResult, StoreResultExt, UserId};
 use sqlx::any::AnyRow;
 
-use crate::row::{column, instant, optional_instant};
+use crate::row::{column, flag, instant, optional_instant};
 
 /// Parses stored text that this release wrote.
 pub(super) fn parsed<T: FromStr>(text: &str, what: &str) -> StoreResult<T> {
@@ -49,7 +49,8 @@ fn count(row: &AnyRow, index: usize, action: &str) -> StoreResult<u32> {
 }
 
 pub(super) const OPERATION_COLUMNS: &str = "id, kind, state, actor, request_key, inventory_id, \
-     workflow_run_id, reviewed_base_commit, pull_request, error, created_at, updated_at, finished_at";
+     workflow_run_id, reviewed_base_commit, pull_request, error, created_at, updated_at, finished_at, \
+     remove_missing";
 
 pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
     let pull_request = optional_text(row, 8, action)?
@@ -75,6 +76,7 @@ pub(super) fn operation(row: &AnyRow, action: &str) -> StoreResult<Operation> {
         created_at: instant(row, 10, action)?,
         updated_at: instant(row, 11, action)?,
         finished_at: optional_instant(row, 12, action)?,
+        remove_missing: flag(row, 13, action)?,
     })
 }
 

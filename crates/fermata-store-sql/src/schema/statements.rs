@@ -71,8 +71,8 @@ impl Statements {
             )),
             insert_operation: render(
                 "INSERT INTO schema_operation (id, kind, state, actor, request_key, inventory_id, \
-                                               created_at, updated_at) \
-                 VALUES ($1, $2, 'reserved', $3, $4, $5, {now}, {now}) \
+                                               remove_missing, created_at, updated_at) \
+                 VALUES ($1, $2, 'reserved', $3, $4, $5, $6, {now}, {now}) \
                  ON CONFLICT (actor, request_key) DO NOTHING",
             ),
             insert_result: render(

@@ -33,6 +33,7 @@ fn operation(kind: OperationKind, key: &str, inventory: Option<InventoryId>) -> 
         } else {
             Vec::new()
         },
+        remove_missing: false,
     }
 }
 

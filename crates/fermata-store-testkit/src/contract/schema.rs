@@ -49,6 +49,7 @@ fn new_operation(
         request_key: RequestKey::new(key).unwrap(),
         inventory,
         databases: names(databases),
+        remove_missing: false,
     }
 }
 
@@ -463,6 +464,29 @@ pub async fn a_publishing_refresh_records_its_pull_request_once(harness: &dyn Ha
             .unwrap()
             .unwrap();
     }
+    // A publication that failed is held: still publishing, with its error, the lease released.
+    let held = schema
+        .transition(
+            id,
+            &Transition {
+                error: Some(SafeError::new(ErrorCode::GithubFailed)),
+                ..Transition::new(Publishing, Publishing).releasing_lease()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.state, Publishing);
+    assert_eq!(held.error, Some(SafeError::new(ErrorCode::GithubFailed)));
+    assert!(held.finished_at.is_none());
+    assert!(schema.schema_lease().await.unwrap().is_none());
+    // Published again: the error goes.
+    let again = schema
+        .transition(id, &Transition::new(Publishing, Publishing))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.error, None);
     assert!(schema.record_pull_request(id, &pull).await.unwrap());
     // The same pull request again (a retried step) is fine; another is refused.
     assert!(schema.record_pull_request(id, &pull).await.unwrap());
@@ -480,6 +504,43 @@ pub async fn a_publishing_refresh_records_its_pull_request_once(harness: &dyn Ha
         .unwrap()
         .unwrap();
     assert_eq!(done.pull_request, Some(pull));
+    assert!(!done.remove_missing);
+
+    // A refresh may propose removing missing databases, and reads so back; nothing else may.
+    let inventory = inventory_of(&*store, &["app"], LONG).await;
+    let removing = NewOperation {
+        remove_missing: true,
+        ..new_operation(
+            OperationKind::Refresh,
+            "browser-2",
+            Some(inventory),
+            &["app"],
+        )
+    };
+    let reserved = created(schema.reserve_operation(&removing, LONG).await.unwrap());
+    assert!(reserved.remove_missing);
+    assert!(
+        schema
+            .operation(reserved.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .remove_missing
+    );
+    let verification = NewOperation {
+        remove_missing: true,
+        ..new_operation(
+            OperationKind::Verification,
+            "browser-3",
+            Some(inventory),
+            &["app"],
+        )
+    };
+    let refused = schema
+        .reserve_operation(&verification, LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Invalid);
 }
 
 pub async fn inventories_are_immutable_and_keep_their_order(harness: &dyn Harness) {

@@ -133,6 +133,7 @@ impl SchemaStore for MemoryStorage {
             actor: new.actor.clone(),
             request_key: new.request_key.clone(),
             inventory: new.inventory,
+            remove_missing: new.remove_missing,
             run_id: None,
             reviewed_base_commit: None,
             pull_request: None,

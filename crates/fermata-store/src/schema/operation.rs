@@ -137,7 +137,8 @@ impl OperationState {
     }
 
     /// Whether an operation may move from `self` to `to`. Any live state may fail; a terminal
-    /// state goes nowhere.
+    /// state goes nowhere. `publishing` may "move" to itself: a publication that failed is held
+    /// there with its error (and without the lease) until it is published again.
     pub fn may_become(self, to: OperationState) -> bool {
         use OperationState::*;
         match (self, to) {
@@ -148,7 +149,7 @@ impl OperationState {
             | (StartUnknown, Running | Expired)
             | (Running, AwaitingReview | Publishing | Succeeded | Expired)
             | (AwaitingReview, Publishing | Succeeded | Rejected | Expired)
-            | (Publishing, Succeeded) => true,
+            | (Publishing, Publishing | Succeeded) => true,
             _ => false,
         }
     }
@@ -242,6 +243,9 @@ pub struct NewOperation {
     pub inventory: Option<InventoryId>,
     /// The selected databases, in inventory order, without duplicates.
     pub databases: Vec<DatabaseName>,
+    /// A refresh that also proposes removing the registered databases its inventory no longer
+    /// lists.
+    pub remove_missing: bool,
 }
 
 /// An operation row as stored.
@@ -253,6 +257,9 @@ pub struct Operation {
     pub actor: UserId,
     pub request_key: RequestKey,
     pub inventory: Option<InventoryId>,
+    /// A refresh that also proposes removing the registered databases its inventory no longer
+    /// lists.
+    pub remove_missing: bool,
     /// The workflow run, once bound.
     pub run_id: Option<String>,
     pub reviewed_base_commit: Option<String>,
@@ -320,6 +327,11 @@ impl NewOperation {
         let mut seen = std::collections::HashSet::new();
         if !self.databases.iter().all(|name| seen.insert(name)) {
             return Err(StoreError::invalid("a selection names each database once"));
+        }
+        if self.remove_missing && self.kind != OperationKind::Refresh {
+            return Err(StoreError::invalid(
+                "only a refresh proposes removing missing databases",
+            ));
         }
         match (self.kind, &self.inventory, self.databases.is_empty()) {
             (OperationKind::Inventory, None, true) => Ok(()),

@@ -1,5 +1,5 @@
 //! The engine against every adapter (memory, SQLite, PostgreSQL): runs waiting for hooks and
-//! resuming when they arrive, idempotent deliveries, hook timeouts, cancellation fencing out the
+//! resuming when they arrive, idempotent deliveries, hook timeouts, durable sleeps, cancellation fencing out the
 //! worker, a stopping worker releasing its run, retention, and a run whose journal cannot be read
 //! failing for good.
 
@@ -67,6 +67,34 @@ impl Workflow for Deadline {
             Some(decision) => Ok(json!({ "decision": decision })),
             None => Ok(json!("expired")),
         }
+    }
+}
+
+/// Counts, sleeps durably, then counts again; counts the step bodies run.
+#[derive(Default)]
+struct Nap {
+    before: Arc<AtomicU32>,
+    after: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Workflow for Nap {
+    fn name(&self) -> &'static str {
+        "nap"
+    }
+
+    async fn run(&self, ctx: &mut RunContext, _input: Value) -> Result<Value, RunError> {
+        let counter = |count: &Arc<AtomicU32>| {
+            let count = Arc::clone(count);
+            move |_| {
+                let count = Arc::clone(&count);
+                async move { Ok(count.fetch_add(1, Ordering::SeqCst)) }
+            }
+        };
+        ctx.step("before", counter(&self.before)).await?;
+        ctx.sleep("nap", Duration::from_millis(300)).await?;
+        ctx.step("after", counter(&self.after)).await?;
+        Ok(json!("awake"))
     }
 }
 
@@ -228,6 +256,35 @@ async fn a_hook_wait_with_a_timeout_ends_without_the_hook(storage: Arc<dyn Stora
     assert_eq!(late.kind(), ErrorKind::Conflict, "{late}");
 }
 
+async fn a_durable_sleep_suspends_the_run_and_resumes_it_once_after_its_time(
+    storage: Arc<dyn Storage>,
+) {
+    let nap = Nap::default();
+    let (before, after) = (Arc::clone(&nap.before), Arc::clone(&nap.after));
+    let engine = Engine::new(storage).register(nap);
+    let worker = worker(&engine);
+    let run = engine.start("nap", &json!({})).await.unwrap();
+    assert_eq!(execute(&worker).await.end, ExecutionEnd::Suspended);
+    let sleeping = engine.run_status(&run).await.unwrap().unwrap();
+    assert!(sleeping.wake_at.is_some(), "a sleep has a wake time");
+
+    eventually("the sleeping run to finish", || async {
+        match worker.run_once().await.unwrap() {
+            Some(execution) => execution.end == ExecutionEnd::Succeeded,
+            None => false,
+        }
+    })
+    .await;
+    let done = engine.run_status(&run).await.unwrap().unwrap();
+    assert_eq!(done.output.as_deref(), Some("\"awake\""));
+    assert_eq!(
+        before.load(Ordering::SeqCst),
+        1,
+        "the step before ran twice"
+    );
+    assert_eq!(after.load(Ordering::SeqCst), 1, "the step after ran twice");
+}
+
 async fn a_cancelled_run_fences_out_its_worker(storage: Arc<dyn Storage>) {
     let held = Held::default();
     let (began, go) = (Arc::clone(&held.began), Arc::clone(&held.go));
@@ -370,6 +427,7 @@ macro_rules! on_every_adapter {
 on_every_adapter!(
     a_run_waiting_on_a_hook_resumes_once_when_it_is_delivered,
     a_hook_wait_with_a_timeout_ends_without_the_hook,
+    a_durable_sleep_suspends_the_run_and_resumes_it_once_after_its_time,
     a_cancelled_run_fences_out_its_worker,
     a_worker_stopped_mid_run_releases_it_to_the_next,
     a_purged_run_is_unavailable,

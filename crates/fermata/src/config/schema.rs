@@ -5,7 +5,8 @@
 //! checks for drift by itself (`[schema.schedule]`), the webhooks events are posted to
 //! (`[schema.notify]`), and how a
 //! refresh runs
-//! (`review_window`, `connections`). Parsed and validated into [`SchemaSettings`] before anything
+//! (`review_window`, `connections`, `publication_wait`) and how long drift diffs are kept
+//! (`drift_retention`). Parsed and validated into [`SchemaSettings`] before anything
 //! starts; errors name the setting, never a password.
 
 use std::path::PathBuf;
@@ -14,9 +15,12 @@ use std::time::Duration;
 
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
 use fermata_schema::artifact::S3Settings;
+use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
 use fermata_schema::filter::{Filter, Pattern};
 use fermata_schema::package::PackageSettings;
-use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
+use fermata_schema::refresh_run::{
+    DEFAULT_CONNECTIONS, DEFAULT_PUBLICATION_WAIT, DEFAULT_REVIEW_WINDOW,
+};
 use fermata_schema::{NotifySettings, Schedule, SourceSettings};
 use serde::Deserialize;
 use zeroize::Zeroizing;
@@ -29,6 +33,13 @@ const REVIEW_WINDOWS: (Duration, Duration) = (
     Duration::from_secs(60),
     Duration::from_secs(30 * 24 * 60 * 60),
 );
+/// The shortest and longest drift diff retention.
+const DRIFT_RETENTIONS: (Duration, Duration) = (
+    Duration::from_secs(60 * 60),
+    Duration::from_secs(366 * 24 * 60 * 60),
+);
+/// The shortest and longest a publication may wait for the forge's rate limits in all.
+const PUBLICATION_WAITS: (Duration, Duration) = (Duration::ZERO, Duration::from_secs(24 * 60 * 60));
 /// The most introspection connections a database step may open.
 const MAX_CONNECTIONS: usize = 64;
 /// The longest period of `[schema.schedule] every_hours`: a week.
@@ -47,6 +58,10 @@ pub(super) struct FileSchema {
     schedule: Option<FileSchedule>,
     notify: Option<FileNotify>,
     review_window: Option<String>,
+    /// How long a verification's drift diffs are kept.
+    drift_retention: Option<String>,
+    /// The longest a publication waits, in all, for the forge's rate limits.
+    publication_wait: Option<String>,
     /// Signed, so that a negative number is refused here, naming the setting.
     connections: Option<i64>,
     /// Name patterns of databases an inventory leaves out; none by default.
@@ -139,6 +154,10 @@ pub struct SchemaSettings {
     pub notify: Option<NotifySettings>,
     /// How long a review stays open before the refresh expires.
     pub review_window: Duration,
+    /// How long a verification's drift diffs are kept after it ended.
+    pub drift_retention: Duration,
+    /// The longest a publication waits, in all, for the forge's rate limits.
+    pub publication_wait: Duration,
     /// The most introspection connections a database step opens.
     pub connections: usize,
     /// What inventories and snapshots leave out.
@@ -156,6 +175,8 @@ impl Default for SchemaSettings {
             schedule: None,
             notify: None,
             review_window: DEFAULT_REVIEW_WINDOW,
+            drift_retention: DEFAULT_DRIFT_RETENTION,
+            publication_wait: DEFAULT_PUBLICATION_WAIT,
             connections: DEFAULT_CONNECTIONS,
             filter: Filter::default(),
         }
@@ -179,6 +200,26 @@ pub(super) fn schema_settings(
             text,
             REVIEW_WINDOWS,
             "1m and 30d, such as 24h or 3d",
+        )?,
+    };
+    let drift_retention = match &file.drift_retention {
+        None => DEFAULT_DRIFT_RETENTION,
+        Some(text) => bounded_duration(
+            "schema.drift_retention",
+            origin,
+            text,
+            DRIFT_RETENTIONS,
+            "1h and 366d, such as 30d",
+        )?,
+    };
+    let publication_wait = match &file.publication_wait {
+        None => DEFAULT_PUBLICATION_WAIT,
+        Some(text) => bounded_duration(
+            "schema.publication_wait",
+            origin,
+            text,
+            PUBLICATION_WAITS,
+            "0s and 24h, such as 1h",
         )?,
     };
     let connections = match file.connections {
@@ -237,6 +278,8 @@ pub(super) fn schema_settings(
             .map(|notify| notify_settings(notify, origin))
             .transpose()?,
         review_window,
+        drift_retention,
+        publication_wait,
         connections,
         filter,
     })

@@ -1,8 +1,10 @@
 //! The schema administrator page in a real browser: Chromium driven through WebDriver against the
 //! real `fermata serve`, with a snapshot account on the throwaway MariaDB and a local package
 //! repository. One scenario per test: a refresh approved to its pull request, an empty selection
-//! refused, a refresh rejected, a non-administrator refused, an expired lease cleared, the
-//! next scheduled check and a delivered notification, and the main controls at phone width. Each waits for what it expects with a bound, never a fixed
+//! refused, a refresh rejected, a drifted database's diff shown after a verification with the
+//! inventory table's filter and selection buttons and a pull request closed from the page, a
+//! non-administrator refused, an expired lease cleared, the next scheduled check and a delivered
+//! notification, and the main controls at phone width. Each waits for what it expects with a bound, never a fixed
 //! sleep. Screenshots of the main states go to `admin-screenshots/` in the cargo target folder;
 //! they are kept to look at, not compared.
 //!
@@ -410,6 +412,195 @@ async fn an_administrator_refreshes_and_approves_in_the_browser() {
         message.text().await.unwrap(),
         "select at least one database"
     );
+
+    // At a phone's width the page and an operation's report, tables and all, are no wider
+    // than the screen.
+    support::narrow_to_phone(&browser.client).await;
+    browser.goto(&served.base, "/admin/schema").await;
+    browser.wait("#recent table").await;
+    support::assert_fits_the_viewport(&browser.client, "the administrator page").await;
+    browser.screenshot_at("#recent", "05-phone").await;
+    browser
+        .click("#recent a[href^='/admin/schema/operations/']")
+        .await;
+    browser.wait("table").await;
+    support::assert_fits_the_viewport(&browser.client, "an operation's report").await;
+    browser.screenshot("06-phone-report").await;
+    browser.close().await;
+    served.finish().await;
+}
+
+/// Fast-forwards the package's `main` to the head of `branch`: the pull request is merged.
+fn merge(served: &Served, branch: &str) {
+    let repository =
+        git2::Repository::open(served.target.config().with_file_name("package")).unwrap();
+    let head = repository
+        .find_reference(&format!("refs/heads/{branch}"))
+        .unwrap()
+        .target()
+        .unwrap();
+    repository
+        .reference("refs/heads/main", head, true, "merge the pull request")
+        .unwrap();
+}
+
+/// The values of the checked inventory boxes.
+async fn checked(browser: &Browser) -> Vec<String> {
+    let mut values = Vec::new();
+    for checkbox in browser
+        .client
+        .find_all(Locator::Css("input[name=databases]:checked"))
+        .await
+        .unwrap()
+    {
+        values.push(checkbox.attr("value").await.unwrap().unwrap_or_default());
+    }
+    values
+}
+
+/// Approves the refresh the page shows for review, confirming the password first when asked,
+/// and waits for its pull request.
+async fn approve(browser: &Browser) {
+    if browser.has("#reauth-review").await {
+        browser.click("#reauth-review").await;
+        browser.reauth_if_asked().await;
+    }
+    browser.click("#approve").await;
+    browser.reauth_if_asked().await;
+    browser.wait("#operation a.pull").await;
+}
+
+#[tokio::test]
+async fn drift_is_shown_and_the_inventory_filters_and_selects_in_the_browser() {
+    let mut served = Served::start("bd").await;
+    let [app, crm] = [served.databases[0].clone(), served.databases[1].clone()];
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    discover(&browser, &served).await;
+    refresh_to_review(&browser, &served).await;
+    approve(&browser).await;
+    let head = browser.wait("#pull-request").await.text().await.unwrap();
+    let branch = head
+        .split_whitespace()
+        .find(|word| word.starts_with("(fermata/refresh-"))
+        .map(|word| word.trim_start_matches('('))
+        .expect("the pull request's branch")
+        .to_owned();
+    merge(&served, &branch);
+
+    // One database drifts; a verification of both finds it.
+    served
+        .mariadb
+        .execute(
+            format!(
+                "ALTER TABLE {}.orders ADD COLUMN extra int NULL",
+                mysql::quoted(&app)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    browser.goto(&served.base, "/admin/schema").await;
+    // Only this test's databases: the server is shared with other tests' databases.
+    browser
+        .type_into("#inventory-filter", app.trim_end_matches("app"))
+        .await;
+    browser.click("#select-all").await;
+    let mine = checked(&browser).await;
+    assert_eq!(
+        mine,
+        [app.clone(), crm.clone()],
+        "the filter keeps this test's rows"
+    );
+    browser
+        .click("button[name=action][value=verification]")
+        .await;
+    browser.wait("#operation[data-live=true]").await;
+    browser
+        .watch_text("#operation [data-field=state]", |state| {
+            state == "succeeded" || state == "failed"
+        })
+        .await;
+    browser.click("#show-drift").await;
+    let drift = browser.wait("#drift-operation").await;
+    assert!(!drift.text().await.unwrap().is_empty());
+    let page = browser.wait("body").await.text().await.unwrap();
+    assert!(page.contains(&format!("{app}: 2 file(s) differ")), "{page}");
+    assert!(!page.contains(&format!("{crm}:")), "{page}");
+    let added = browser.wait("pre.diff .add").await.text().await.unwrap();
+    assert!(added.starts_with('+'), "{added}");
+    assert!(page.contains("+  `extra` int(11) DEFAULT NULL"), "{page}");
+    browser.screenshot("11-drift").await;
+
+    // The inventory table says so; the selection buttons pick by freshness and drift, among the
+    // rows the filter shows.
+    browser.goto(&served.base, "/admin/schema").await;
+    let row = browser
+        .wait(&format!("#inventory-rows tr[data-name='{app}']"))
+        .await;
+    assert_eq!(
+        row.attr("data-freshness").await.unwrap().as_deref(),
+        Some("stale")
+    );
+    assert_eq!(
+        row.attr("data-drifted").await.unwrap().as_deref(),
+        Some("true")
+    );
+    let cells = row.text().await.unwrap();
+    assert!(
+        cells.contains("yes") && cells.contains("changed"),
+        "{cells}"
+    );
+    browser.click("#select-drifted").await;
+    assert_eq!(checked(&browser).await, std::slice::from_ref(&app));
+    browser.click("#select-none").await;
+    browser.click("#select-stale").await;
+    assert_eq!(checked(&browser).await, std::slice::from_ref(&app));
+    browser.type_into("#inventory-filter", &crm).await;
+    assert!(
+        !browser
+            .has(&format!("#inventory-rows tr[data-name='{crm}'][hidden]"))
+            .await
+    );
+    assert!(
+        browser
+            .has(&format!("#inventory-rows tr[data-name='{app}'][hidden]"))
+            .await
+    );
+    assert!(
+        checked(&browser).await.is_empty(),
+        "a hidden row stays selected"
+    );
+    browser
+        .screenshot_at("#inventory", "12-inventory-filtered")
+        .await;
+
+    // A refresh of the drifted database opens a pull request, closed from the page.
+    let filter = browser.wait("#inventory-filter").await;
+    filter.clear().await.unwrap();
+    browser.type_into("#inventory-filter", &app).await;
+    browser.click("#select-all").await;
+    browser.click("button[name=action][value=refresh]").await;
+    browser
+        .watch_text("#operation [data-field=state]", |state| {
+            state == "awaiting_review" || state == "failed"
+        })
+        .await;
+    browser.wait("#review-operation").await;
+    approve(&browser).await;
+    browser.wait("#pull-request").await;
+    if browser.has("#reauth-close-pull-request").await {
+        browser.click("#reauth-close-pull-request").await;
+        browser.reauth_if_asked().await;
+    }
+    browser.click("#close-pull-request").await;
+    browser.reauth_if_asked().await;
+    let page = browser.wait("body").await.text().await.unwrap();
+    assert!(
+        page.contains("The pull request was closed without merging."),
+        "{page}"
+    );
+    assert!(!browser.has("#pull-request").await);
     browser.close().await;
     served.finish().await;
 }
@@ -534,6 +725,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
                     request_key: RequestKey::new("browser-discover").unwrap(),
                     inventory: None,
                     databases: Vec::new(),
+                    remove_missing: false,
                 },
             )
             .await
@@ -559,6 +751,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
                     request_key: RequestKey::new("browser-held").unwrap(),
                     inventory: Some(inventory.id),
                     databases: vec!["held".to_owned()],
+                    remove_missing: false,
                 },
             )
             .await
@@ -623,8 +816,11 @@ async fn the_main_controls_fit_a_phone() {
         .unwrap();
     for css in [
         "form[action='/admin/schema/inventory'] button[type=submit]",
+        "#inventory-filter",
         "#select-all",
         "#select-none",
+        "#select-stale",
+        "#select-drifted",
         "button[name=action][value=refresh]",
         "button[name=action][value=verification]",
     ] {

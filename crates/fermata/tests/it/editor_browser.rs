@@ -6,8 +6,11 @@
 //! *saved* is stored; a pasted and a dropped image are uploaded and shown in the preview; the
 //! preview renders Markdown and shows MDX as code; the page and its assets are served under
 //! a strict Content-Security-Policy; a document is created, renamed, archived, restored and
-//! deleted from the pages; and a history session is restored from the document page. Each test
-//! waits for what it expects with a bound, never a fixed sleep. Screenshots of the main states
+//! deleted from the pages; a history session is restored from the document page; a repository is
+//! created from the home page, a taken or invalid name said beside its form; every page, at a
+//! phone's 375 px, is no wider than the screen; and on the home, repository and document pages
+//! Tab reaches every control in page order with its focus shown, and the editor lets the focus
+//! go on. Each test waits for what it expects with a bound, never a fixed sleep. Screenshots of the main states
 //! go to `editor-screenshots/` in the cargo target folder (the path is printed); they are kept
 //! to look at, not compared.
 //!
@@ -20,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::elements::Element;
 use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -332,10 +336,117 @@ impl Browser {
         println!("screenshot: {}", path.display());
     }
 
+    /// Presses and releases `key` on the keyboard, wherever the focus is.
+    async fn press(&self, key: Key) {
+        let value = char::from(key);
+        let keys = KeyActions::new("keyboard".to_owned())
+            .then(KeyAction::Down { value })
+            .then(KeyAction::Up { value });
+        self.client.perform_actions(keys).await.unwrap();
+    }
+
+    /// Types `text` into whatever has the focus.
+    async fn type_here(&self, text: &str) {
+        let focused = self.client.active_element().await.unwrap();
+        focused.send_keys(text).await.unwrap();
+    }
+
+    /// The element with the focus, as [`FOCUSABLE`] names it, and whether its focus is shown.
+    async fn focused(&self) -> (String, bool) {
+        let script = format!(
+            "{FOCUSABLE} return [name(document.activeElement), ringed(document.activeElement)];"
+        );
+        let value = self.script(&script, Vec::new()).await;
+        (
+            value[0].as_str().unwrap_or_default().to_owned(),
+            value[1] == json!(true),
+        )
+    }
+
+    /// Presses Tab from the top of a page just loaded through every control, and asserts that the focus
+    /// goes to each control of the page in the order they are on it, and that each shows it has
+    /// the focus.
+    async fn assert_tab_order(&self, what: &str) {
+        let script =
+            format!("{FOCUSABLE} return [name(document.activeElement), controls().map(name)];");
+        let found = self.script(&script, Vec::new()).await;
+        assert_eq!(
+            found[0], "body",
+            "something on {what} has the focus before any key"
+        );
+        let controls: Vec<String> = serde_json::from_value(found[1].clone()).unwrap();
+        assert!(
+            controls.len() > 2,
+            "{what} has hardly a control: {controls:?}"
+        );
+        let mut reached = Vec::new();
+        for _ in &controls {
+            self.press(Key::Tab).await;
+            // The editor draws its ring a moment after it takes the focus.
+            let name = eventually(&format!("the focus shown on {what}"), || async {
+                match self.focused().await {
+                    (name, true) => Ok(name),
+                    (name, false) => Err(format!("{name} has the focus without showing it")),
+                }
+            })
+            .await;
+            reached.push(name);
+        }
+        assert_eq!(reached, controls, "the Tab order of {what}");
+    }
+
+    /// Sends the form of the field `css` by keyboard alone: Tab to the field, type `text`,
+    /// press Enter.
+    async fn submit_by_keyboard(&self, css: &str, text: &str) {
+        self.wait(css).await;
+        self.tab_to(css).await;
+        self.type_here(&format!("{text}{}", Key::Enter)).await;
+    }
+
+    /// Presses Tab until `css` has the focus.
+    async fn tab_to(&self, css: &str) {
+        let wanted = self
+            .script(
+                &format!("{FOCUSABLE} return name(document.querySelector(arguments[0]));"),
+                vec![json!(css)],
+            )
+            .await;
+        let wanted = wanted.as_str().unwrap().to_owned();
+        for _ in 0..100 {
+            self.press(Key::Tab).await;
+            if self.focused().await.0 == wanted {
+                return;
+            }
+        }
+        panic!("Tab never reached {css}");
+    }
+
     async fn close(self) {
         self.client.close().await.unwrap();
     }
 }
+
+/// Page script: `controls()`, the controls a keyboard reaches, in page order; `name(element)`, a
+/// name to tell them apart by; `ringed(element)`, whether its focus is drawn (the editor's
+/// ring is on its frame).
+const FOCUSABLE: &str = "
+    const controls = () => Array.from(document.querySelectorAll(
+        'a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), ' +
+        'select:not([disabled]), textarea:not([disabled]), [contenteditable=true], ' +
+        '[tabindex]:not([tabindex=\"-1\"])'))
+      .filter(e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden');
+    const name = e => !e || e === document.body ? 'body' : e.tagName.toLowerCase() +
+      (e.id ? '#' + e.id : '') +
+      (e.getAttribute('href') ? '[href=' + e.getAttribute('href') + ']' : '') +
+      (e.getAttribute('aria-label') ? '[' + e.getAttribute('aria-label') + ']' : '') +
+      (e.closest('form') ? ' in ' + e.closest('form').getAttribute('action') : '') +
+      (e.tagName === 'BUTTON' ? ' ' + e.textContent.trim() : '');
+    const ringed = e => {
+      const frame = e.closest('.cm-editor') || e;
+      const style = getComputedStyle(frame);
+      return e.matches(':focus-visible') && style.outlineStyle !== 'none' &&
+        parseFloat(style.outlineWidth) >= 2;
+    };";
 
 /// A served Fermata with the users `ada`, `bob` and `carol`, an API token of `ada`'s, and one
 /// document in `ada/app`, where ada is an admin, bob an editor and carol a viewer.
@@ -527,6 +638,46 @@ async fn two_people_typing_at_once_converge_and_see_each_other() {
         // CodeMirror's own styles, written under the page's style nonce, apply.
         assert_eq!(browser.style(".cm-editor", "display").await, "flex");
     }
+    // A selection is shown to the other too: bob selects his first line, ada sees it marked.
+    let content = bob.focus().await;
+    let keys = format!(
+        "{}{}{}{}{}",
+        Key::Control,
+        Key::Home,
+        Key::Null,
+        Key::Shift,
+        Key::End
+    );
+    content.send_keys(&keys).await.unwrap();
+    let seen_by = &ada;
+    eventually("bob's selection at ada's", || async move {
+        let marked = seen_by
+            .script(
+                "return Array.from(document.querySelectorAll('.cm-content .editor-remote-selection')) \
+                   .map(mark => { const copy = mark.cloneNode(true); \
+                     copy.querySelectorAll('.editor-remote-caret').forEach(c => c.remove()); \
+                     return copy.textContent; }).join('');",
+                Vec::new(),
+            )
+            .await;
+        if marked == json!("bob line 5") { Ok(()) } else { Err(marked.to_string()) }
+    })
+    .await;
+    // bob's name, at his caret on the first line, is inside the editor's frame, not cut off.
+    let inside = ada
+        .script(
+            "const frame = document.querySelector('.cm-scroller').getBoundingClientRect(); \
+             return Array.from(document.querySelectorAll('.editor-remote-name')).map(name => { \
+               const box = name.getBoundingClientRect(); \
+               return box.top >= frame.top && box.bottom <= frame.bottom; });",
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        inside,
+        json!([true]),
+        "a name is cut off by the editor's frame"
+    );
     ada.wait_preview("ada line 5").await;
     bob.wait_preview("ada line 5").await;
     ada.screenshot("01-two-people-ada").await;
@@ -599,6 +750,15 @@ async fn a_viewer_gets_a_read_only_editor_that_changes_nothing() {
     );
     viewer.wait_preview("And more.").await;
     viewer.screenshot("03-viewer").await;
+
+    // Tab reaches the viewer's text too, with its focus shown, to read and copy it from the
+    // keyboard, among the page's other controls in order.
+    viewer.goto(&viewer_path(&served.document)).await;
+    viewer.wait(".cm-content").await;
+    viewer.assert_tab_order("the viewer's document page").await;
+    viewer.goto(&viewer_path(&served.document)).await;
+    viewer.wait(".cm-content").await;
+    viewer.tab_to(".cm-content").await;
     viewer.close().await;
 }
 
@@ -1046,4 +1206,231 @@ async fn a_history_session_is_restored_from_the_page() {
     assert_eq!(served.stored_text(), "# First\n");
     bob.screenshot("14-history-restored").await;
     bob.close().await;
+}
+
+#[tokio::test]
+async fn a_repository_is_created_from_the_home_page() {
+    let served = Served::start("Elsewhere").await;
+    let ada = Browser::open(&served.base).await;
+    ada.login("ada", "/").await;
+    ada.wait("#repositories").await;
+    ada.screenshot("15-home").await;
+
+    // Created under ada's name, it opens with ada as its admin and room for documents.
+    ada.fill("#repository-name", "notes").await;
+    ada.click("form[action='/r'] button[type=submit]").await;
+    ada.wait_path("/r/ada/notes").await;
+    ada.wait("#new-title").await;
+    ada.wait("#members").await;
+    ada.screenshot("16-new-repository").await;
+    let read = request(
+        served.address,
+        "GET",
+        "/api/v1/repositories/ada/notes",
+        &[("Authorization", &served.bearer())],
+        None,
+    );
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.json()["role"], "admin", "{}", read.body);
+
+    // A taken name, then one that is no name: said beside the form, what was typed kept.
+    ada.goto("/").await;
+    ada.wait("#repositories a[href='/r/ada/notes']").await;
+    for (typed, why) in [
+        ("notes", "ada/notes exists already"),
+        ("my notes/2", "letters, digits"),
+    ] {
+        ada.fill("#repository-name", typed).await;
+        ada.click("form[action='/r'] button[type=submit]").await;
+        let refused = ada.wait("#repository-refused").await.text().await.unwrap();
+        assert!(refused.contains(why), "{typed}: {refused}");
+        let kept = ada
+            .wait("#repository-name")
+            .await
+            .prop("value")
+            .await
+            .unwrap();
+        assert_eq!(kept.as_deref(), Some(typed));
+    }
+    ada.screenshot("17-home-refused").await;
+    let mine = request(
+        served.address,
+        "GET",
+        "/api/v1/repositories",
+        &[("Authorization", &served.bearer())],
+        None,
+    );
+    let names: Vec<String> = mine.json()["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["ada/app", "ada/notes"], "{}", mine.body);
+    ada.close().await;
+}
+
+/// A title, a label and a line of text with no place to break them.
+const UNBROKEN: &str =
+    "Quarterly-planning-notes-for-the-whole-engineering-organisation-and-its-friends";
+
+#[tokio::test]
+async fn every_page_fits_a_phone_screen() {
+    let served = Served::start(UNBROKEN).await;
+    served.write(&format!("# {UNBROKEN}\n\n{}\n", UNBROKEN.repeat(4)));
+    let long_name = "a-member-whose-user-name-is-nearly-as-long-as-names-may-be";
+    add_user(&served.target, long_name, false);
+    let member = request(
+        served.address,
+        "PUT",
+        &format!("/api/v1/repositories/ada/app/members/{long_name}"),
+        &[("Authorization", &served.bearer())],
+        Some(&json!({ "role": "editor" })),
+    );
+    assert_eq!(member.status, 200, "{}", member.body);
+    // The write's history session, whose page is among those looked at.
+    let versions = format!("/api/v1/documents/{}/versions", served.document);
+    eventually("the write's history session", || async {
+        let listed = request(
+            served.address,
+            "GET",
+            &versions,
+            &[("Authorization", &served.bearer())],
+            None,
+        );
+        if listed.body.contains("\"number\":1") {
+            Ok(())
+        } else {
+            Err(listed.body)
+        }
+    })
+    .await;
+    let browser = Browser::open(&served.base).await;
+    support::narrow_to_phone(&browser.client).await;
+
+    browser.goto("/login").await;
+    browser.wait("#name").await;
+    support::assert_fits_the_viewport(&browser.client, "the login page").await;
+    browser.login("ada", "/account").await;
+    // The account's tables, with a token and a machine of long names.
+    browser.fill("#token-label", UNBROKEN).await;
+    browser
+        .click("form[action='/account/tokens'] button[type=submit]")
+        .await;
+    browser.wait(".secret").await;
+    browser.fill("#machine-name", UNBROKEN).await;
+    browser
+        .click("form[action='/account/machines'] button[type=submit]")
+        .await;
+    browser.wait(".secret").await;
+
+    let place = served.page_by_place();
+    let pages = [
+        ("/account", "table", "20-phone-account"),
+        ("/reauth", "#password", "21-phone-reauth"),
+        ("/", "#repositories", "22-phone-home"),
+        ("/r/ada/app", "#members", "23-phone-repository"),
+        (
+            "/r/ada/app?archived=1",
+            "#no-documents",
+            "24-phone-archived",
+        ),
+        (place.as_str(), ".cm-content", "25-phone-document"),
+        (
+            &format!("/documents/{}/history/1", served.document),
+            "#session-text",
+            "26-phone-history-session",
+        ),
+        (
+            "/d/ada/app/no-such-document",
+            "p.error",
+            "27-phone-not-found",
+        ),
+    ];
+    for (path, shown, screenshot) in &pages {
+        browser.goto(path).await;
+        browser.wait(shown).await;
+        if *shown == ".cm-content" {
+            browser.wait_state("saved").await;
+            browser.wait_preview("Quarterly").await;
+        }
+        support::assert_fits_the_viewport(&browser.client, path).await;
+        browser
+            .script(
+                "document.querySelector(arguments[0]).scrollIntoView({block: 'center'});",
+                vec![json!(shown)],
+            )
+            .await;
+        browser.screenshot(screenshot).await;
+    }
+
+    // The home page again after its form refused a name.
+    browser.goto("/").await;
+    browser
+        .fill("#repository-name", &format!("{UNBROKEN}?"))
+        .await;
+    browser.click("form[action='/r'] button[type=submit]").await;
+    browser.wait("#repository-refused").await;
+    support::assert_fits_the_viewport(&browser.client, "the home page with a refused name").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn the_pages_are_usable_from_the_keyboard() {
+    let served = Served::start("Keys").await;
+    let ada = Browser::open(&served.base).await;
+    ada.login("ada", "/").await;
+
+    // A repository and a document made with the keyboard alone; each form's answer is a page
+    // loaded afresh, where Tab starts from the top.
+    ada.wait("#repository-name").await;
+    ada.submit_by_keyboard("#repository-name", "keys").await;
+    ada.wait_path("/r/ada/keys").await;
+    ada.submit_by_keyboard("#new-title", "By keyboard").await;
+    ada.wait_path("/d/ada/keys/by-keyboard").await;
+    ada.wait_state("saved").await;
+
+    // Into the editor, typing, and out of it again with Tab: the editor keeps no one in.
+    ada.tab_to(".cm-content").await;
+    ada.type_here("Typed without a mouse.").await;
+    ada.wait_text("the typing", |text| text == "Typed without a mouse.")
+        .await;
+    ada.wait_state("saved").await;
+    ada.press(Key::Tab).await;
+    let (after_editor, _) = ada.focused().await;
+    assert!(
+        after_editor.starts_with("input#rename-title"),
+        "Tab from the editor went to {after_editor}"
+    );
+    ada.screenshot("18-keyboard").await;
+    let stored = request(
+        served.address,
+        "GET",
+        "/api/v1/documents/by-slug?repository=ada/keys&slug=by-keyboard",
+        &[("Authorization", &served.bearer())],
+        None,
+    );
+    assert_eq!(
+        stored.json()["text"],
+        "Typed without a mouse.",
+        "{}",
+        stored.body
+    );
+
+    // On each page, Tab goes through every control in page order, each showing its focus.
+    for (path, ready, what) in [
+        ("/", "#repository-name", "the home page"),
+        ("/r/ada/keys", "#members", "the repository page"),
+        (
+            "/d/ada/keys/by-keyboard",
+            ".cm-content",
+            "the document page",
+        ),
+        ("/account", "#token-label", "the account page"),
+    ] {
+        ada.goto(path).await;
+        ada.wait(ready).await;
+        ada.assert_tab_order(what).await;
+    }
+    ada.close().await;
 }

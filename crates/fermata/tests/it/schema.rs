@@ -4,7 +4,8 @@
 //! API (start an inventory, a repeated request, the no-store status route, a non-administrator
 //! refused). A refresh of a whole inventory into a package repository the test creates, followed
 //! to its review, its diff shown, then approved; another rejected. Verifications of a package of
-//! merged snapshots, one database drifted, with `verify` and `registry` in text and JSON. Then a
+//! merged snapshots, one database drifted, with `verify` (and `--exit-code`), `drift` (and its
+//! API route) and `registry` in text and JSON, and a dropped database reported `missing`. Then a
 //! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
 //! stored row, an API answer or a log line. `check-source` with a full snapshot account and a
@@ -94,6 +95,22 @@ fn login(address: std::net::SocketAddr, name: &str) -> (String, String) {
     let cookie = login.cookie("fermata_session").unwrap();
     let csrf = login.json()["csrf_token"].as_str().unwrap().to_owned();
     (cookie, csrf)
+}
+
+/// A server on `target`, its address, and the headers of `name`'s session there.
+async fn serve_signed_in(
+    target: &Target,
+    name: &str,
+) -> (
+    support::Fermata,
+    std::net::SocketAddr,
+    [(&'static str, String); 2],
+) {
+    let server = target.serve(&[]);
+    server.wait_ready().await;
+    let address = server.address().await;
+    let (cookie, csrf) = login(address, name);
+    (server, address, session_headers(&cookie, &csrf))
 }
 
 /// `POST /api/v1/schema/inventory` with `request_key`, as `headers` say.
@@ -213,11 +230,7 @@ async fn inventories_run_from_the_command_line_and_the_api() {
     );
 
     // With a server: the API starts inventories that the server's worker runs.
-    let server = target.serve(&[]);
-    server.wait_ready().await;
-    let address = server.address().await;
-    let (cookie, csrf) = login(address, "ada");
-    let [c, x] = session_headers(&cookie, &csrf);
+    let (server, address, [c, x]) = serve_signed_in(&target, "ada").await;
     let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
     let started = start_inventory(address, &session, "browser-click-1");
     assert_eq!(started.status, 202, "{}", started.body);
@@ -733,7 +746,94 @@ async fn verifications_and_the_registry_from_the_command_line() {
         verified["databases"][0]["differences"]
     );
 
-    drop_databases_and_account(&mut mariadb, &[drifting, steady], &user).await;
+    // For CI jobs: `--exit-code` fails on drift, after the report, and passes without it.
+    let verify_exit_code = |databases: &[&str]| {
+        let mut words = vec!["schema", "verify", "--inventory", &inventory_id];
+        words.extend(databases);
+        words.extend(["--as", "ada", "--exit-code"]);
+        target.command_words(&words).output().unwrap()
+    };
+    let drifted = verify_exit_code(&[&drifting, &steady]);
+    let stdout = String::from_utf8_lossy(&drifted.stdout);
+    let stderr = String::from_utf8_lossy(&drifted.stderr);
+    assert_eq!(drifted.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("changed/stale"), "{stdout}");
+    assert!(
+        stderr.contains("1 database drifted from its merged snapshot; `fermata schema drift "),
+        "{stderr}"
+    );
+    let steady_only = verify_exit_code(&[&steady]);
+    assert!(
+        steady_only.status.success(),
+        "{}",
+        String::from_utf8_lossy(&steady_only.stderr)
+    );
+
+    // The drift itself, on request: the unified diff of each differing file.
+    let (ok, text) = schema_text(&target, &["drift", &first, "--as", "ada"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("database {drifting}: 2 file(s) differ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("--- a/tables/orders.sql\n+++ b/tables/orders.sql"),
+        "{text}"
+    );
+    assert!(text.contains("\n+  `placed` date DEFAULT NULL"), "{text}");
+    let (ok, drift, output) = schema_json(&target, &["drift", &first, "--as", "ada"]);
+    assert!(ok, "{output}");
+    assert_eq!(
+        drift["databases"][0]["database"],
+        json!(drifting),
+        "{drift}"
+    );
+    assert_eq!(
+        drift["databases"][0]["files"][1]["path"],
+        "tables/orders.sql"
+    );
+    // No DDL of it is stored in the application database.
+    let cells = every_cell(&target).await;
+    assert!(
+        !cells
+            .iter()
+            .any(|(_, bytes)| support::contains(bytes, b"`placed` date")),
+        "a drift diff reached the application database"
+    );
+
+    // And through the API, for an administrator.
+    let (server, address, [c, x]) = serve_signed_in(&target, "ada").await;
+    let session = [(c.0, c.1.as_str()), (x.0, x.1.as_str())];
+    let answer = request(
+        address,
+        "GET",
+        &format!("/api/v1/schema/operations/{first}/drift"),
+        &session,
+        None,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["databases"], drift["databases"]);
+    // Stopped cleanly, so the commands below run their operations themselves.
+    let mut server = server;
+    server.terminate();
+    server.wait_exit().await;
+
+    // A registered database that is gone from the server is `missing`, not kept fresh.
+    mariadb
+        .execute(format!("DROP DATABASE {}", mysql::quoted(&steady)).as_str())
+        .await
+        .unwrap();
+    let (ok, _, output) = schema_json(&target, &["inventory", "--as", "ada"]);
+    assert!(ok, "{output}");
+    let (ok, registry, output) = schema_json(&target, &["registry"]);
+    assert!(ok, "{output}");
+    assert_eq!(registry["databases"][1]["name"], json!(steady));
+    assert_eq!(
+        registry["databases"][1]["freshness"], "missing",
+        "{registry}"
+    );
+
+    drop_databases_and_account(&mut mariadb, &[drifting], &user).await;
 }
 
 #[tokio::test]

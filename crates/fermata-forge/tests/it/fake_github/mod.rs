@@ -65,8 +65,8 @@ impl Recorded {
 pub(crate) enum Canned {
     /// The primary limit spent: 403 with `x-ratelimit-remaining: 0`.
     PrimaryRateLimit,
-    /// A secondary limit: 429 with `retry-after`.
-    SecondaryRateLimit,
+    /// A secondary limit: 429 with a `retry-after` of this many seconds.
+    SecondaryRateLimit(u32),
     /// A token without the permission: 403 with requests left.
     Forbidden,
     ServerError,
@@ -83,14 +83,14 @@ impl Canned {
                 set_rate_limit(&mut response, 0);
                 response
             }
-            Canned::SecondaryRateLimit => {
+            Canned::SecondaryRateLimit(seconds) => {
                 let mut response = error(
                     StatusCode::TOO_MANY_REQUESTS,
                     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
                 );
                 response
                     .headers_mut()
-                    .insert("retry-after", HeaderValue::from_static("60"));
+                    .insert("retry-after", HeaderValue::from(seconds));
                 response
             }
             Canned::Forbidden => error(

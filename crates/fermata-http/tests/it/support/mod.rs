@@ -13,9 +13,12 @@ use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManage
 use fermata_crypto::Keyring;
 use fermata_http::{HttpState, Metrics, Phase, Readiness, router};
 use fermata_schema::artifact::ArtifactStore;
-use fermata_schema::refresh_run::{DEFAULT_CONNECTIONS, DEFAULT_REVIEW_WINDOW};
+use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
+use fermata_schema::refresh_run::{
+    DEFAULT_CONNECTIONS, DEFAULT_PUBLICATION_WAIT, DEFAULT_REVIEW_WINDOW,
+};
 use fermata_schema::{
-    EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
+    DriftDiffs, EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
     RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::Storage;
@@ -52,6 +55,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             review_window: DEFAULT_REVIEW_WINDOW,
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
+            publication_wait: DEFAULT_PUBLICATION_WAIT,
         },
     );
     let verification = VerificationWorkflow::new(
@@ -61,6 +65,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
             package: None,
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
+            artifacts: artifacts.clone(),
         },
     );
     let engine = fermata_workflow::Engine::new(Arc::clone(&shared))
@@ -69,6 +74,11 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         .register(verification);
     let workflows = Arc::new(EngineWorkflows::new(engine));
     let schema = Operations::new(Arc::clone(&shared), workflows.clone());
+    let drift = DriftDiffs::new(
+        Arc::clone(&shared),
+        artifacts.clone(),
+        DEFAULT_DRIFT_RETENTION,
+    );
     let reviews = Reviews::new(Arc::clone(&shared), workflows, artifacts, None);
     let registry = RegistryReports::new(Arc::clone(&shared), None);
     // The handlers are tested as a serving process runs them; `standby.rs` tests the others.
@@ -83,6 +93,7 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
         schema,
         reviews,
         registry,
+        drift,
         schema_setup: Default::default(),
         secure_cookies: false,
         edge: fermata_http::edge::EdgeSettings::local(([127, 0, 0, 1], 7878).into()),

@@ -710,6 +710,7 @@ async fn read_partitions(
                     default: false,
                     comment: String::new(),
                     subpartitions: Vec::new(),
+                    quoted: false,
                 });
                 partitioning.partitions.last_mut().ok_or_else(unsupported)?
             }
@@ -719,6 +720,7 @@ async fn read_partitions(
             Some(subpartition) => partition.subpartitions.push(Subpartition {
                 name: subpartition,
                 comment,
+                quoted: false,
             }),
             None => partition.comment = comment,
         }

@@ -235,12 +235,13 @@ fn period_line(line: &str) -> Option<Period> {
 /// read from the catalog: its periods (MariaDB before 11.4 has no `PERIODS` view), which
 /// unique key ends `WITHOUT OVERLAPS` (the catalog lists the period's end and start columns as
 /// its last parts), a key's `USING` when the server prints it, whether a `LIST` partition is
-/// the `DEFAULT` one (the catalog describes it as `VALUES IN (0)`), and what follows
-/// `PARTITION BY SYSTEM_TIME`. The period's own check (`start < end`, which the catalog lists
-/// under the period's name) is taken out of the table's checks. The model then renders these
-/// as the text says them, and the rest of the text is still compared with the rest of the
-/// model. `Err` with the reason when the text says something the model cannot hold.
-pub fn table_facts(text: &str, table: &mut Table) -> Result<(), Reason> {
+/// the `DEFAULT` one (the catalog describes it as `VALUES IN (0)`), what follows
+/// `PARTITION BY SYSTEM_TIME`, and which partition and subpartition names a MySQL server quotes
+/// (its keywords; MariaDB quotes every name). The period's own check (`start < end`, which the
+/// catalog lists under the period's name) is taken out of the table's checks. The model then
+/// renders these as the text says them, and the rest of the text is still compared with the
+/// rest of the model. `Err` with the reason when the text says something the model cannot hold.
+pub fn table_facts(text: &str, table: &mut Table, flavor: Flavor) -> Result<(), Reason> {
     let text = mysql::unwrap_version_comments(text);
     let mut lines = text.lines();
     lines.next();
@@ -288,33 +289,94 @@ pub fn table_facts(text: &str, table: &mut Table) -> Result<(), Reason> {
         let line = line.trim_start_matches([' ', '(']);
         if let Some(rest) = line.strip_prefix("PARTITION BY SYSTEM_TIME") {
             partitioning.system_time = Some(rest.trim_start().to_owned());
-        } else if let Some(rest) = line.strip_prefix("PARTITION ") {
-            let end = if rest.starts_with('`') {
-                quoted_end(rest, 0).ok_or(Reason::PartitioningClause)?
-            } else {
-                rest.find(' ').unwrap_or(rest.len())
+            continue;
+        }
+        if flavor == Flavor::Mysql {
+            let (method, expression) = match line.strip_prefix("SUBPARTITION BY ") {
+                Some(_) => (
+                    partitioning.subpartition_method.as_deref(),
+                    partitioning.subpartition_expression.as_mut(),
+                ),
+                None if line.starts_with("PARTITION BY ") => (
+                    Some(partitioning.method.as_str()),
+                    Some(&mut partitioning.expression),
+                ),
+                None => (None, None),
             };
-            let name = if rest.starts_with('`') {
-                rest[1..end - 1].replace("``", "`")
-            } else {
-                rest[..end].to_owned()
-            };
-            let after = &rest[end..];
-            if after.starts_with(" DEFAULT") {
-                let partition = partitioning
-                    .partitions
-                    .iter_mut()
-                    .find(|partition| partition.name == name)
-                    .ok_or(Reason::PartitioningClause)?;
-                partition.default = true;
-                partition.values = None;
+            if let (Some(method), Some(expression)) = (method, expression)
+                && (method.ends_with("KEY") || method.ends_with(" COLUMNS"))
+                && let Some(printed) = printed_field_list(line, expression)
+            {
+                *expression = printed;
             }
+        }
+        let (subpartition, rest) = match line.strip_prefix("SUBPARTITION ") {
+            Some(rest) => (true, rest),
+            None => match line.strip_prefix("PARTITION ") {
+                Some(rest) => (false, rest),
+                None => continue,
+            },
+        };
+        if rest.starts_with("BY ") {
+            continue;
+        }
+        let quoted = rest.starts_with('`');
+        let (name, after) = if quoted {
+            let end = quoted_end(rest, 0).ok_or(Reason::PartitioningClause)?;
+            (rest[1..end - 1].replace("``", "`"), &rest[end..])
+        } else {
+            let end = rest.find([' ', ',', ')']).unwrap_or(rest.len());
+            (rest[..end].to_owned(), &rest[end..])
+        };
+        // A name the catalog does not have is left to the comparison of the whole text, which
+        // then fails; only a `DEFAULT` partition must be known here.
+        let mysql_quoted = quoted && flavor == Flavor::Mysql;
+        let mut partitions = partitioning.partitions.iter_mut();
+        if subpartition {
+            if let Some(sub) = partitions
+                .flat_map(|partition| partition.subpartitions.iter_mut())
+                .find(|sub| sub.name == name)
+            {
+                sub.quoted = mysql_quoted;
+            }
+            continue;
+        }
+        let partition = partitions.find(|partition| partition.name == name);
+        if after.starts_with(" DEFAULT") {
+            let partition = partition.ok_or(Reason::PartitioningClause)?;
+            partition.default = true;
+            partition.values = None;
+        } else if let Some(partition) = partition {
+            partition.quoted = mysql_quoted;
         }
     }
     if partitioning.method == "SYSTEM_TIME" && partitioning.system_time.is_none() {
         return Err(Reason::PartitioningClause);
     }
     Ok(())
+}
+
+/// The column list of a MySQL `PARTITION BY KEY (...)` or `... COLUMNS(...)` line as the text
+/// prints it, where it names the same columns as the catalog's list: MySQL prints each name
+/// bare unless it reads as a keyword or not as a name, as it does partition names, and the
+/// catalog may quote them. `None` when the lists name other columns.
+fn printed_field_list(line: &str, catalog: &str) -> Option<String> {
+    let open = line.find('(')?;
+    let printed = &line[open + 1..closing_paren(line, open)? - 1];
+    let names = |list: &str| -> Option<Vec<String>> {
+        split_top_level(list)?
+            .into_iter()
+            .map(|name| {
+                let name = name.trim();
+                match name.strip_prefix('`') {
+                    Some(_) => (quoted_end(name, 0) == Some(name.len()))
+                        .then(|| name[1..name.len() - 1].replace("``", "`")),
+                    None => Some(name.to_owned()),
+                }
+            })
+            .collect()
+    };
+    (names(printed)? == names(catalog)?).then(|| printed.to_owned())
 }
 
 /// A key line's `WITHOUT OVERLAPS` and `USING`.

@@ -17,10 +17,11 @@
 //! A MySQL text keeps MySQL's own spelling: `int` without a display width, `CURRENT_TIMESTAMP`,
 //! expression defaults as MySQL parenthesizes them, its version comments (`/*!80023
 //! INVISIBLE */`, `/*!80003 SRID 4326 */`, `/*!80000 INVISIBLE */`, `/*!80016 NOT ENFORCED */`,
-//! `/*!50100 PARTITION BY ... */`) and its bare partition names. Only a column's collation
-//! clause is written one way ([`mysql_column_line`]): MySQL prints it by rules the catalog does
-//! not expose (whether a collation is its character set's default, whether it was given
-//! explicitly).
+//! `/*!50100 PARTITION BY ... */`) and its partition names, bare or quoted as it prints them
+//! (which it quotes, and its `KEY` and `COLUMNS` column lists, are read from the text by
+//! [`super::table_facts`]). Only a column's collation clause is written one way
+//! ([`mysql_column_line`]): MySQL prints it by rules the catalog does not expose (whether a
+//! collation is its character set's default, whether it was given explicitly).
 //!
 //! On both flavors, foreign keys (whose order MySQL 8 does not keep) and table options are put
 //! in the canonical order by the table normalization itself, and the definer is taken out

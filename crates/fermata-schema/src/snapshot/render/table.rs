@@ -11,7 +11,7 @@
 //! parentheses MySQL adds around the stored expression, `/*!80003 SRID n */` after the
 //! nullability, `/*!80023 INVISIBLE */` before the comment, `/*!80000 INVISIBLE */` on keys,
 //! `/*!80016 NOT ENFORCED */` on checks, and the partitioning in its `/*!50100 ... */` comment
-//! with partition names bare where they need no quotes. Either way a column whose collation
+//! with partition names bare unless MySQL quotes them. Either way a column whose collation
 //! differs from the table's names it, with its character set when that differs too.
 
 use super::{identifier, literal};
@@ -441,16 +441,18 @@ fn comment_clause(comment: &str) -> String {
     }
 }
 
-/// A partition's name: always quoted on MariaDB; on MySQL only where a bare name would not
-/// read as one.
-fn partition_name(name: &str, flavor: Flavor) -> String {
+/// A partition's name: always quoted on MariaDB; on MySQL where MySQL quoted it (a keyword, see
+/// [`Partition::quoted`]) and where a bare name would not read as one: MySQL's unquoted names
+/// are made of ASCII letters, digits, `$`, `_` and characters from U+0080 on, and are not all
+/// digits.
+fn partition_name(name: &str, quoted: bool, flavor: Flavor) -> String {
     let bare = !name.is_empty()
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || !c.is_ascii())
         && !name.chars().all(|c| c.is_ascii_digit());
     match flavor {
-        Flavor::Mysql if bare => name.to_owned(),
+        Flavor::Mysql if bare && !quoted => name.to_owned(),
         _ => identifier(name),
     }
 }
@@ -469,7 +471,7 @@ fn partition_line(
     };
     let mut line = format!(
         "PARTITION {}{values}{}",
-        partition_name(&partition.name, flavor),
+        partition_name(&partition.name, partition.quoted, flavor),
         comment_clause(&partition.comment)
     );
     if list_subpartitions {
@@ -479,7 +481,7 @@ fn partition_line(
             .map(|sub| {
                 format!(
                     "SUBPARTITION {}{} ENGINE = {engine}",
-                    partition_name(&sub.name, flavor),
+                    partition_name(&sub.name, sub.quoted, flavor),
                     comment_clause(&sub.comment)
                 )
             })

@@ -72,6 +72,7 @@ pub fn request(
         request_key: RequestKey::new(key).unwrap(),
         inventory,
         databases: databases.iter().map(|name| (*name).to_owned()).collect(),
+        remove_missing: false,
     }
 }
 
@@ -107,6 +108,19 @@ pub async fn inventory(
     .await;
     assert_eq!(report.operation.state, OperationState::Succeeded);
     report.inventory.unwrap().id
+}
+
+/// Every object `objects` holds, by location, sorted.
+pub async fn object_locations(objects: &dyn object_store::ObjectStore) -> Vec<String> {
+    use futures::TryStreamExt;
+    let mut all: Vec<String> = objects
+        .list(None)
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    all.sort();
+    all
 }
 
 /// Step `key` of operation `id`: its state and how many attempts it made.

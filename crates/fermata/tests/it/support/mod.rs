@@ -1,4 +1,5 @@
-//! Running the real `fermata` binary against a real database, and watching what it does.
+//! Running the real `fermata` binary against a real database, and watching what it does; and
+//! whether what a browser shows of its pages fits a phone's screen.
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 
@@ -590,4 +591,61 @@ pub fn empty_package(path: &std::path::Path) -> PathBuf {
         )
         .unwrap();
     path.to_owned()
+}
+
+/// The viewport width, in CSS pixels, of the narrowest phones in use: every page must fit it.
+pub const PHONE_WIDTH: u64 = 375;
+
+/// Narrows a browser's viewport to [`PHONE_WIDTH`], making up for any frame around it.
+pub async fn narrow_to_phone(client: &fantoccini::Client) {
+    let viewport = || async {
+        client
+            .execute("return window.innerWidth;", Vec::new())
+            .await
+            .unwrap()
+            .as_u64()
+            .unwrap()
+    };
+    let width = u32::try_from(PHONE_WIDTH).unwrap();
+    client.set_window_size(width, 812).await.unwrap();
+    let shown = viewport().await;
+    if shown != PHONE_WIDTH {
+        let frame = u32::try_from(shown.abs_diff(PHONE_WIDTH)).unwrap();
+        client.set_window_size(width + frame, 812).await.unwrap();
+    }
+    assert_eq!(
+        viewport().await,
+        PHONE_WIDTH,
+        "the viewport is not phone-wide"
+    );
+}
+
+/// What is wider than the viewport: the page's scroll width and the first few elements that
+/// stick out of it other than inside a scroll container.
+const OVERFLOW: &str = "
+    const page = document.documentElement;
+    const width = page.clientWidth;
+    const scrolled = element => {
+      for (let up = element.parentElement; up && up !== page; up = up.parentElement) {
+        if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(up).overflowX)) return true;
+      }
+      return false;
+    };
+    const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+      (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
+    const wide = Array.from(document.body.querySelectorAll('*'))
+      .filter(e => e.getBoundingClientRect().right > width + 0.5 && !scrolled(e))
+      .slice(0, 8).map(name);
+    return { width, scroll_width: page.scrollWidth, wide };";
+
+/// Asserts that nothing on the page the browser shows is wider than its viewport: the page
+/// never scrolls sideways.
+pub async fn assert_fits_the_viewport(client: &fantoccini::Client, what: &str) {
+    let measured = client.execute(OVERFLOW, Vec::new()).await.unwrap();
+    let width = measured["width"].as_u64().unwrap();
+    let scroll_width = measured["scroll_width"].as_u64().unwrap();
+    assert!(
+        scroll_width <= width && measured["wide"] == serde_json::json!([]),
+        "{what} is wider than the viewport: {measured}"
+    );
 }

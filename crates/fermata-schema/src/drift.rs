@@ -1,0 +1,165 @@
+//! Drift diffs, on request: the unified diff of every file in which a verification found a
+//! database's live schema differing from its merged snapshot.
+//!
+//! The verification's database step seals each drifted database's diffs into the object store
+//! (see the artifact module's `drift`); no DDL reaches the application database, whose result
+//! row lists only the differing paths. A diff is kept for `drift_retention` after its
+//! verification ended, decided on the database's clock: past that it is refused with
+//! `DIFF_EXPIRED`, and [`DriftDiffs::sweep`], which a serving process runs periodically,
+//! deletes it (with every diff of an operation the application database no longer knows).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_store::schema::{Operation, OperationId, OperationKind, Outcome};
+use fermata_store::{ErrorChain, Storage, UnixMillis};
+use serde::Serialize;
+
+use crate::admin::Administrator;
+use crate::artifact::ArtifactStore;
+use crate::review::FileDiff;
+use crate::safe_context::{SafeCode, SafeContext};
+
+/// How long drift diffs are kept when nothing else is configured.
+pub const DEFAULT_DRIFT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// One drifted database: the files that differ, in path order, each with its unified diff
+/// (`a/` is the merged file, `b/` the live one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatabaseDrift {
+    pub database: DatabaseName,
+    pub files: Vec<FileDiff>,
+}
+
+/// A verification's drift: every database it found changed, in selection order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftDiff {
+    pub operation: OperationId,
+    /// The package commit the databases were compared with.
+    pub base_commit: Option<String>,
+    /// When the diffs are deleted; `None` while the verification runs.
+    pub kept_until: Option<UnixMillis>,
+    pub databases: Vec<DatabaseDrift>,
+}
+
+/// Reads and sweeps drift diffs.
+#[derive(Clone)]
+pub struct DriftDiffs {
+    storage: Arc<dyn Storage>,
+    artifacts: ArtifactStore,
+    retention: Duration,
+}
+
+impl std::fmt::Debug for DriftDiffs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriftDiffs")
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DriftDiffs {
+    pub fn new(storage: Arc<dyn Storage>, artifacts: ArtifactStore, retention: Duration) -> Self {
+        DriftDiffs {
+            storage,
+            artifacts,
+            retention,
+        }
+    }
+
+    /// The diffs of every database verification `id` found changed, decrypted here for an
+    /// administrator and never stored.
+    pub async fn diff(
+        &self,
+        _admin: &Administrator,
+        id: OperationId,
+    ) -> Result<DriftDiff, SafeError> {
+        let schema = self.storage.schema();
+        let about = Subject::Operation(id.0);
+        let operation = schema
+            .operation(id)
+            .await
+            .context("load the operation")?
+            .ok_or_else(|| SafeError::about(ErrorCode::OperationMissing, about.clone()))?;
+        if operation.kind != OperationKind::Verification {
+            return Err(SafeError::about(ErrorCode::OperationMissing, about));
+        }
+        let now = schema.clock().await.context("read the database's clock")?;
+        let kept_until = self.kept_until(&operation);
+        if kept_until.is_some_and(|until| until <= now) {
+            return Err(SafeError::about(ErrorCode::DiffExpired, about));
+        }
+        let results = schema
+            .database_results(id)
+            .await
+            .context("load the database results")?;
+        let mut databases = Vec::new();
+        for row in results {
+            let drifted = row
+                .report
+                .as_ref()
+                .is_some_and(|report| report.outcome == Outcome::Changed);
+            if !drifted {
+                continue;
+            }
+            let sealed = self
+                .artifacts
+                .open_drift(id, row.position)
+                .await?
+                .ok_or_else(|| SafeError::about(ErrorCode::DiffExpired, about.clone()))?;
+            let files: Vec<FileDiff> = serde_json::from_slice(&sealed)
+                .or_code(ErrorCode::ArtifactUnavailable, "read a drift diff")?;
+            databases.push(DatabaseDrift {
+                database: row.database,
+                files,
+            });
+        }
+        Ok(DriftDiff {
+            operation: id,
+            base_commit: operation.reviewed_base_commit,
+            kept_until,
+            databases,
+        })
+    }
+
+    /// Deletes the drift diffs of every verification that ended more than the retention ago,
+    /// and of operations the application database does not know; returns how many operations'
+    /// diffs went. A failure for one operation is logged and the next one is swept.
+    pub async fn sweep(&self) -> Result<usize, SafeError> {
+        let schema = self.storage.schema();
+        let now = schema.clock().await.context("read the database's clock")?;
+        let mut swept = 0;
+        for folder in self.artifacts.drift_operations().await? {
+            let operation = match folder.parse::<OperationId>() {
+                Ok(id) => schema.operation(id).await.context("load the operation")?,
+                Err(_) => None,
+            };
+            let expired = match &operation {
+                Some(operation) => self.kept_until(operation).is_some_and(|until| until <= now),
+                None => true,
+            };
+            if !expired {
+                continue;
+            }
+            match self.artifacts.delete_drift(&folder).await {
+                Ok(_) => swept += 1,
+                Err(error) => {
+                    tracing::warn!(operation = %folder, error = %ErrorChain(&error), "an expired drift diff could not be deleted");
+                }
+            }
+        }
+        if swept > 0 {
+            tracing::info!(operations = swept, "deleted expired drift diffs");
+        }
+        Ok(swept)
+    }
+
+    /// When `operation`'s diffs expire: the retention after it ended.
+    fn kept_until(&self, operation: &Operation) -> Option<UnixMillis> {
+        let retention = i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX);
+        operation
+            .finished_at
+            .map(|ended| UnixMillis(ended.0.saturating_add(retention)))
+    }
+}

@@ -363,6 +363,16 @@ impl Forge for GitHub {
         Ok(response.status() != StatusCode::NOT_FOUND)
     }
 
+    async fn delete_branch(&self, branch: &str) -> Result<bool, ForgeError> {
+        let url = self.url(&format!("git/refs/heads/{branch}"));
+        // GitHub answers a reference that does not exist with 422 (or 404).
+        let absent = [StatusCode::NOT_FOUND, StatusCode::UNPROCESSABLE_ENTITY];
+        let response = self
+            .send("delete the branch", self.client.delete(url), &absent)
+            .await?;
+        Ok(response.status().is_success())
+    }
+
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         match self.read_entry(commit, path).await? {
             Some(entry) => self.file_content(&entry).await.map(Some),

@@ -131,6 +131,10 @@ pub trait Forge: Send + Sync + std::fmt::Debug {
     /// False when the forge knows no such number.
     async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError>;
 
+    /// Deletes `branch` (the head of a pull request that was closed). False when there is no
+    /// such branch.
+    async fn delete_branch(&self, branch: &str) -> Result<bool, ForgeError>;
+
     /// The regular file at `path` in commit `commit` (a full commit ID), or `None` when nothing
     /// is there. A folder, a symbolic link or a submodule at `path`, or a file where one of its
     /// folders should be, is refused.

@@ -253,6 +253,20 @@ impl Forge for LocalGit {
         .await
     }
 
+    async fn delete_branch(&self, branch: &str) -> Result<bool, ForgeError> {
+        let repository = self.repository.clone();
+        let branch = branch.to_owned();
+        blocking(move || {
+            let repo = open(&repository)?;
+            match repo.find_branch(&branch, BranchType::Local) {
+                Ok(mut found) => found.delete().context("delete a branch").map(|()| true),
+                Err(error) if error.code() == GitErrorCode::NotFound => Ok(false),
+                Err(error) => Err(ForgeError::failed("read a branch").with_source(error)),
+            }
+        })
+        .await
+    }
+
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         let repository = self.repository.clone();
         let (commit, path) = (commit.to_owned(), path.to_owned());

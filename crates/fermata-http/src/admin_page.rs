@@ -28,12 +28,16 @@ use fermata_schema::view::{
 };
 use fermata_schema::{Administrator, ErrorCode, OperationRequest, SafeError, Verdict};
 use fermata_store::Role;
-use fermata_store::schema::{InventoryId, OperationId, OperationKind, OperationState, RequestKey};
+use fermata_store::UnixMillis;
+use fermata_store::schema::{
+    InventoryId, Operation, OperationId, OperationKind, OperationState, RequestKey,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::admin_render::{
-    self, Flash, InventoryPanel, InventoryRow, LeasePanel, Notice, Place, ReviewPanel, SchemaPage,
+    self, DeliveryRow, Flash, InventoryPanel, InventoryRow, LeasePanel, Notice, Place, ReviewPanel,
+    SchedulePanel, SchemaPage,
 };
 use crate::auth::{AuthRejection, Authenticated};
 use crate::error::{RequestFailure, attach};
@@ -43,6 +47,8 @@ use crate::policy::{Access, Routes};
 const FLASH_COOKIE: &str = "fermata_admin_flash";
 /// How many recent operations the page lists.
 const RECENT: u32 = 20;
+/// How many of the latest notifications (of the recent operations' events) the page lists.
+const NOTIFICATIONS: usize = 10;
 
 pub(crate) fn routes() -> Routes {
     let page = Access::AdminPage;
@@ -319,6 +325,7 @@ async fn gather(
         }),
         None => None,
     };
+    let schedule = schedule_panel(state, now, &recent).await?;
     let open_pull = schema
         .open_pull_request()
         .await
@@ -345,7 +352,36 @@ async fn gather(
         review,
         open_pull,
         recent: recent.iter().map(OperationSummary::from).collect(),
+        schedule,
     })
+}
+
+/// The next scheduled check and the latest deliveries of the recent operations' events.
+async fn schedule_panel(
+    state: &HttpState,
+    now: UnixMillis,
+    recent: &[Operation],
+) -> Result<SchedulePanel, SafeError> {
+    let next = state.schema_setup.schedule.map(|schedule| {
+        let at = schedule.next_after(now);
+        (schedule.to_string(), at.to_string(), span(at.since(now)))
+    });
+    let deliveries = state
+        .schema
+        .deliveries(recent, NOTIFICATIONS)
+        .await?
+        .into_iter()
+        .map(|delivery| DeliveryRow {
+            event: delivery.event,
+            operation_id: delivery.operation.to_string(),
+            webhook: delivery.webhook + 1,
+            state: delivery.state.as_str(),
+            attempts: delivery.attempts,
+            at: delivery.at.to_string(),
+            error: delivery.error.as_ref().map(ErrorView::from),
+        })
+        .collect();
+    Ok(SchedulePanel { next, deliveries })
 }
 
 /// The value of the first field `name` of a form.

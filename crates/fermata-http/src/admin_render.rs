@@ -132,6 +132,27 @@ pub(crate) enum ReviewPanel {
     },
 }
 
+/// The schedule and the latest webhook deliveries; shown when there is either.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SchedulePanel {
+    /// The schedule in words and the next due time, with how long until it.
+    pub(crate) next: Option<(String, String, String)>,
+    pub(crate) deliveries: Vec<DeliveryRow>,
+}
+
+/// One webhook's delivery of an event.
+#[derive(Debug, Clone)]
+pub(crate) struct DeliveryRow {
+    pub(crate) event: String,
+    pub(crate) operation_id: String,
+    /// The webhook's position in `webhooks`, from 1 as people count.
+    pub(crate) webhook: usize,
+    pub(crate) state: &'static str,
+    pub(crate) attempts: u32,
+    pub(crate) at: String,
+    pub(crate) error: Option<ErrorView>,
+}
+
 /// Everything the administrator page shows.
 #[derive(Debug, Clone)]
 pub(crate) struct SchemaPage {
@@ -152,6 +173,7 @@ pub(crate) struct SchemaPage {
     /// The latest published pull request, while it is open: the operation and the request.
     pub(crate) open_pull: Option<(String, PullRequest)>,
     pub(crate) recent: Vec<OperationSummary>,
+    pub(crate) schedule: SchedulePanel,
 }
 
 pub(crate) const ADMIN_STYLE: &str = "
@@ -258,6 +280,10 @@ pub(crate) fn schema_page(page: &SchemaPage) -> Markup {
             h2 #recent-title { "Recent operations" }
             @if page.recent.is_empty() { p.note { "No operations yet." } }
             @else { (recent_table(&page.recent)) }
+        }
+
+        @if page.schedule.next.is_some() || !page.schedule.deliveries.is_empty() {
+            (schedule_panel(&page.schedule))
         }
     };
     styled_page("Schema snapshots", ADMIN_STYLE, Some(ADMIN_SCRIPT), &body)
@@ -621,6 +647,42 @@ fn recent_table(recent: &[OperationSummary]) -> Markup {
     }
 }
 
+fn schedule_panel(panel: &SchedulePanel) -> Markup {
+    html! {
+        section #schedule aria-labelledby="schedule-title" {
+            h2 #schedule-title { "Schedule and notifications" }
+            @match &panel.next {
+                Some((every, at, until)) => {
+                    p #next-check { "Next scheduled check: " strong { (at) } " (in " (until) "; " (every) ")." }
+                }
+                None => { p.note #next-check { "No scheduled checks: set " code { "[schema.schedule]" } " to have them." } }
+            }
+            @if panel.deliveries.is_empty() {
+                p.note #no-notifications { "No notification sent lately." }
+            } @else {
+                div.scroll {
+                    table #notifications {
+                        thead { tr { th { "Event" } th { "Operation" } th { "Webhook" } th { "State" } th { "Tries" } th { "At" } th { "Error" } } }
+                        tbody {
+                            @for delivery in &panel.deliveries {
+                                tr {
+                                    td { code { (delivery.event) } }
+                                    td { a href={ "/admin/schema/operations/" (delivery.operation_id) } { code { (short(&delivery.operation_id)) "…" } } }
+                                    td { (delivery.webhook) }
+                                    td { (delivery.state) }
+                                    td { (delivery.attempts) }
+                                    td { (delivery.at) }
+                                    td { @if let Some(error) = &delivery.error { (error_line(error)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The report page of one operation, from its stored rows alone (readable after its workflow
 /// run is purged).
 pub(crate) fn report_page(operation: &OperationView) -> Markup {
@@ -721,6 +783,7 @@ mod tests {
             setup: SchemaSetup {
                 source: true,
                 package: true,
+                schedule: None,
             },
             flash: None,
             inventory: None,
@@ -730,6 +793,7 @@ mod tests {
             review: None,
             open_pull: None,
             recent: Vec::new(),
+            schedule: SchedulePanel::default(),
         }
     }
 
@@ -1005,6 +1069,43 @@ mod tests {
             ..empty_page()
         };
         check("pull_request_open", &schema_page(&page));
+    }
+
+    #[test]
+    fn the_next_scheduled_check_and_the_latest_notifications() {
+        let page = SchemaPage {
+            schedule: SchedulePanel {
+                next: Some((
+                    "daily at 03:30 UTC".to_owned(),
+                    "2026-01-03T03:30:00.000Z".to_owned(),
+                    "5 hours".to_owned(),
+                )),
+                deliveries: vec![
+                    DeliveryRow {
+                        event: "verification.drift".to_owned(),
+                        operation_id: OPERATION.to_owned(),
+                        webhook: 1,
+                        state: "succeeded",
+                        attempts: 2,
+                        at: "2026-01-02T03:31:00.000Z".to_owned(),
+                        error: None,
+                    },
+                    DeliveryRow {
+                        event: "operation.failed".to_owned(),
+                        operation_id: OTHER.to_owned(),
+                        webhook: 2,
+                        state: "failed",
+                        attempts: 1,
+                        at: "2026-01-02T03:30:10.000Z".to_owned(),
+                        error: Some(ErrorView::from(&SafeError::new(
+                            ErrorCode::NotificationRefused,
+                        ))),
+                    },
+                ],
+            },
+            ..empty_page()
+        };
+        check("schedule_and_notifications", &schema_page(&page));
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct SchemaSetup {
     pub source: bool,
     /// A `[schema.package]` repository: without it refreshes fail and there is no registry.
     pub package: bool,
+    /// `[schema.schedule]`: when `serve` checks for drift by itself.
+    pub schedule: Option<fermata_schema::Schedule>,
 }
 
 /// Every route, with the access it needs: the one place routes are added.

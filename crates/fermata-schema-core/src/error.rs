@@ -34,6 +34,8 @@ pub enum ErrorStage {
     Artifact,
     Review,
     Github,
+    /// Posting an event to a webhook.
+    Notification,
     Timeout,
     /// Fermata's own application database.
     Storage,
@@ -158,6 +160,11 @@ pub enum ErrorCode {
     StartUnknown,
     /// A step took longer than its limit.
     StepTimedOut,
+    /// A webhook could not be reached, or answered 429 or a 5xx status.
+    NotificationFailed,
+    /// A webhook answered with a status that trying again will not change (a 3xx or a 4xx but
+    /// 429).
+    NotificationRefused,
     /// Fermata's application database could not be used for now.
     StorageUnavailable,
 }
@@ -179,7 +186,7 @@ impl ErrorStage {
 
 impl ErrorCode {
     /// Every code, in declaration order (`docs/schema-operations.md`'s table lists them all).
-    pub const ALL: [ErrorCode; 54] = [
+    pub const ALL: [ErrorCode; 56] = [
         ErrorCode::AccessDenied,
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseCleared,
@@ -233,6 +240,8 @@ impl ErrorCode {
         ErrorCode::StartFailed,
         ErrorCode::StartUnknown,
         ErrorCode::StepTimedOut,
+        ErrorCode::NotificationFailed,
+        ErrorCode::NotificationRefused,
         ErrorCode::StorageUnavailable,
     ];
 
@@ -280,6 +289,7 @@ impl ErrorCode {
             ReviewExpired | ReviewRejected | ReviewNotPending => ErrorStage::Review,
             GithubFailed | GithubRateLimited | GithubRefused | PublicationConflict
             | BaseChanged | NothingToPublish => ErrorStage::Github,
+            NotificationFailed | NotificationRefused => ErrorStage::Notification,
             StepTimedOut | RunLost | LockWaitTimeout | QueryTimedOut => ErrorStage::Timeout,
             StorageUnavailable | RunUnreadable => ErrorStage::Storage,
         }
@@ -301,6 +311,7 @@ impl ErrorCode {
                 | GithubFailed
                 | GithubRateLimited
                 | StepTimedOut
+                | NotificationFailed
                 | StartUnknown
                 | StorageUnavailable
                 | SchemaChanged
@@ -368,6 +379,8 @@ impl ErrorCode {
             StartFailed => "the operation could not be started",
             StartUnknown => "whether the operation started is unknown",
             StepTimedOut => "a step took longer than allowed",
+            NotificationFailed => "the webhook could not be reached or failed; it is tried again",
+            NotificationRefused => "the webhook refused the event",
             StorageUnavailable => "the application database is unavailable; try again",
             LeaseNotHeld => "operation {} holds no lease",
             LeaseNotExpired => "the lease of operation {} has not expired",

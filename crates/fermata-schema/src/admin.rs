@@ -36,6 +36,16 @@ impl Administrator {
         }
     }
 
+    /// The actor of the operations the schedule requests ([`SCHEDULE_ACTOR`]), never fresh.
+    ///
+    /// [`SCHEDULE_ACTOR`]: crate::schedule::SCHEDULE_ACTOR
+    pub(crate) fn schedule() -> Self {
+        Administrator {
+            user: UserId(crate::schedule::SCHEDULE_ACTOR.to_owned()),
+            fresh: false,
+        }
+    }
+
     pub fn user(&self) -> &UserId {
         &self.user
     }

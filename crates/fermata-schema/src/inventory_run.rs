@@ -1,8 +1,8 @@
 //! The inventory workflow: binds its run to the operation, discovers the databases the snapshot
 //! account can see, records the immutable inventory (header and ordered names) and ends the
 //! operation. It never takes the global lease. A failure that is not retried, or that outlived
-//! its retries, ends the operation `failed` with its safe error; [`run_operation`] does that for
-//! every schema workflow.
+//! its retries, ends the operation `failed` with its safe error, and every database still without
+//! a result `failed` with the same reason; [`run_operation`] does that for every schema workflow.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError};
 use fermata_store::schema::{
-    INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState, Transition,
+    DatabaseReport, INVENTORY_LIFETIME, InventoryId, NewInventory, OperationId, OperationState,
+    Transition,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError, Workflow};
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 use crate::engine::{RunInput, workflow_name};
 use crate::inventory::discover;
+use crate::notify::{EventKind, Notifier};
 use crate::operations::begin_run;
 use crate::safe_context::{SafeCode, SafeContext};
 use crate::source::SourceSettings;
@@ -44,6 +46,8 @@ pub struct InventoryWorkflow {
     lifetime: Duration,
     /// Which databases the inventory leaves out.
     filter: crate::Filter,
+    /// Where a failure is told.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for InventoryWorkflow {
@@ -63,7 +67,15 @@ impl InventoryWorkflow {
             source,
             lifetime: INVENTORY_LIFETIME,
             filter: crate::Filter::default(),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Tells `notifier` when an inventory fails.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Leaves out the databases `filter` ignores.
@@ -173,14 +185,19 @@ impl Workflow for InventoryWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+        run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+            self.execute(ctx, id)
+        })
+        .await
     }
 }
 
 /// A schema workflow's `run`: reads the operation ID from the run's input and runs `execute`
-/// for it; a failure that ends the run ends the operation `failed` with its safe error.
+/// for it; a failure that ends the run ends the operation `failed` with its safe error, and
+/// `notifier` emits `operation.failed`.
 pub(crate) async fn run_operation<'c, F, Fut>(
     storage: &dyn Storage,
+    notifier: &Notifier,
     ctx: &'c mut RunContext,
     input: Value,
     execute: F,
@@ -196,6 +213,9 @@ where
     match execute(ctx, input.operation).await {
         Err(RunError::Failed(error)) => {
             fail_operation(storage, input.operation, &run_id, &safe_error(&error)).await;
+            notifier
+                .emit(storage, EventKind::OperationFailed, input.operation, None)
+                .await?;
             Err(RunError::Failed(error))
         }
         other => other,
@@ -227,10 +247,31 @@ async fn fail_operation(storage: &dyn Storage, id: OperationId, run_id: &str, er
     match schema.transition(id, &failed).await {
         Ok(Some(_)) => {
             tracing::warn!(operation = %id, code = %error.code().name(), error = %ErrorChain(error), "schema operation failed");
+            if let Err(store_error) = end_unfinished(storage, id, error).await {
+                tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "the databases of a failed schema operation could not all be ended");
+            }
         }
         Ok(None) => {}
         Err(store_error) => {
             tracing::warn!(operation = %id, error = %ErrorChain(&store_error), "a failed schema operation could not be marked failed");
         }
     }
+}
+
+/// Ends every database of the ended operation `id` that has no result yet `failed`, with the
+/// operation's `error` as its reason (and `stale`, as a database that could not be checked), so
+/// a terminal operation never shows a database pending or running.
+pub(crate) async fn end_unfinished(
+    storage: &dyn Storage,
+    id: OperationId,
+    error: &SafeError,
+) -> fermata_store::StoreResult<()> {
+    let schema = storage.schema();
+    for row in schema.database_results(id).await? {
+        if row.report.is_none() {
+            let report = DatabaseReport::failed(error.clone(), true);
+            schema.finish_database(id, &row.database, &report).await?;
+        }
+    }
+    Ok(())
 }

@@ -4,7 +4,8 @@
 //! ([`selection`]), how operations are started, read and cleared ([`operations`]) and run as
 //! durable workflows ([`engine`], [`inventory_run`], [`refresh_run`], [`verification_run`]), how
 //! their candidates are sealed for review ([`artifact`]) and reviewed ([`review`]), what a
-//! verification found drifted ([`drift`]), what the
+//! verification found drifted ([`drift`]), when drift checks run by themselves ([`schedule`]),
+//! which events are posted to webhooks ([`notify`]), what the
 //! registry says of each registered database ([`registry_view`]), and how they are shown
 //! ([`view`]). What the snapshot account may read is checked by [`source_check`].
 //! A database's schema becomes its canonical snapshot files in [`snapshot`]. The package of
@@ -22,6 +23,7 @@ pub mod filter;
 pub mod inventory;
 pub mod inventory_run;
 pub mod names;
+pub mod notify;
 pub mod operations;
 pub mod package;
 mod pool;
@@ -30,6 +32,7 @@ pub mod refresh_run;
 pub mod registry_view;
 pub mod review;
 mod safe_context;
+pub mod schedule;
 pub mod selection;
 pub mod snapshot;
 pub mod source;
@@ -48,12 +51,14 @@ pub use fermata_schema_core::{
 pub use filter::Filter;
 pub use inventory::{Discovery, SYSTEM_DATABASES, discover};
 pub use inventory_run::InventoryWorkflow;
+pub use notify::{Notifier, NotifySettings, NotifyWorkflow};
 pub use operations::{
     OperationReport, OperationRequest, Operations, StartFailure, Workflows, begin_run,
 };
 pub use refresh_run::{RefreshSettings, RefreshWorkflow};
 pub use registry_view::RegistryReports;
 pub use review::{Reviews, Verdict};
+pub use schedule::{Schedule, ScheduleWorkflow};
 pub use source::{SourceSettings, TlsMode};
 pub use source_check::{SourceCheck, check_source};
 pub use verification_run::{VerificationSettings, VerificationWorkflow};

@@ -257,9 +257,9 @@ impl Operations {
             .context("read the database's clock")
     }
 
-    /// Closes, without merging, the pull request operation `typed` (its exact ID) published, as a
-    /// fresh administrator: the way to lift the open pull-request block when the change is not
-    /// wanted. Returns the operation.
+    /// Closes, without merging, the pull request operation `typed` (its exact ID) published, and
+    /// deletes its branch, as a fresh administrator: the way to lift the open pull-request block
+    /// when the change is not wanted. Returns the operation.
     pub async fn close_pull_request(
         &self,
         admin: &Administrator,
@@ -276,6 +276,11 @@ impl Operations {
         if !closed.context("close the pull request")? {
             return Err(SafeError::about(ErrorCode::PullRequestMissing, about));
         }
+        // Nothing will merge the branch now; one already gone is fine.
+        forge
+            .delete_branch(&pull.head)
+            .await
+            .context("delete the pull request's branch")?;
         tracing::info!(operation = %id, actor = %admin.user(), pull_request = pull.number, "an administrator closed a pull request");
         Ok(operation)
     }
@@ -537,6 +542,16 @@ impl Operations {
             .context("count the operations")
     }
 
+    /// The latest webhook deliveries of the events of `operations`, the latest first, at most
+    /// `limit` (see [`crate::notify`]).
+    pub async fn deliveries(
+        &self,
+        operations: &[Operation],
+        limit: usize,
+    ) -> Result<Vec<crate::notify::Delivery>, SafeError> {
+        crate::notify::deliveries(&*self.storage, operations, limit).await
+    }
+
     /// The global lease, if any operation holds it.
     pub async fn lease(&self) -> Result<Option<SchemaLease>, SafeError> {
         self.storage
@@ -604,6 +619,12 @@ impl Operations {
         {
             ClearOutcome::Cleared { operation_failed } => {
                 tracing::warn!(operation = %id, actor = %admin.user(), operation_failed, "an administrator cleared an expired schema lease");
+                if operation_failed {
+                    let cleared = SafeError::new(ErrorCode::LeaseCleared);
+                    crate::inventory_run::end_unfinished(&*self.storage, id, &cleared)
+                        .await
+                        .context("end the operation's databases")?;
+                }
                 self.current(id).await
             }
             ClearOutcome::NotHeld => Err(SafeError::about(ErrorCode::LeaseNotHeld, about)),

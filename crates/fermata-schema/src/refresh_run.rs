@@ -37,6 +37,8 @@
 //!    error, the lease is released, the artifact is kept, and the run waits for
 //!    `republish:<round>` to run the next round (`publish:<round>:begin`, then the same steps
 //!    under `publish:<round>:`), which writes under the same keys.
+//!    Once published, `cleanup` deletes the consumed artifact under a cleanup grant, as after a
+//!    rejection.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,9 +63,10 @@ use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
     first_steps, recorded_outcome, require_state,
 };
-use crate::engine::workflow_name;
+use crate::engine::{RunInput, workflow_name};
 use crate::inventory_run::run_operation;
 use crate::names;
+use crate::notify::{EXPIRY_NOTICE, EventKind, Notifier};
 use crate::package::{Package, Registry};
 use crate::publication::{Paced, Publication};
 use crate::safe_context::{SafeCode, SafeContext};
@@ -83,7 +86,7 @@ pub const DEFAULT_PUBLICATION_WAIT: Duration = Duration::from_secs(60 * 60);
 /// The hook that resumes a refresh whose publication failed, for its next round (the hook is
 /// `republish:<round>`).
 pub const REPUBLISH_HOOK: &str = "republish";
-/// How long the cleanup grant a rejected or expired refresh makes for itself lives.
+/// How long the cleanup grant a refresh makes for itself (published, rejected or expired) lives.
 const CLEANUP_GRANT_LIFETIME: Duration = Duration::from_secs(10 * 60);
 
 /// What a refresh works with.
@@ -145,6 +148,8 @@ pub struct RefreshWorkflow {
     storage: Arc<dyn Storage>,
     settings: Arc<RefreshSettings>,
     probe: Arc<dyn CandidateProbe>,
+    /// Where reviews, publications and failures are told.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for RefreshWorkflow {
@@ -161,7 +166,16 @@ impl RefreshWorkflow {
             storage,
             settings: Arc::new(settings),
             probe: Arc::new(NoProbe),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Tells `notifier` when a review opens or is about to expire, when a pull request is
+    /// published and when a refresh fails.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Calls `probe` in every database step (fault injection).
@@ -243,6 +257,14 @@ impl RefreshWorkflow {
             })
             .await?;
 
+        self.notifier
+            .emit(storage, EventKind::ReviewOpened, id, None)
+            .await?;
+        let notice = EXPIRY_NOTICE.min(self.settings.review_window / 2);
+        let expiring = UnixMillis(expires_at - i64::try_from(notice.as_millis()).unwrap_or(0));
+        self.notifier
+            .emit(storage, EventKind::ReviewExpiring, id, Some(expiring))
+            .await?;
         let now = schema.clock().await.map_err(RunError::Lost)?;
         let remaining = UnixMillis(expires_at).since(now);
         // The timeout is fixed by the first execution that waits; later ones pass it again.
@@ -255,6 +277,12 @@ impl RefreshWorkflow {
             .await?;
         if decision == ReviewState::Approved {
             let pull = self.publish(ctx, id, &base.commit, leased).await?;
+            unleased
+                .step(ctx, "cleanup", |_| async { self.clean_up(id).await })
+                .await?;
+            self.notifier
+                .emit(storage, EventKind::PullRequestPublished, id, None)
+                .await?;
             tracing::info!(operation = %id, pull_request = pull.number, changed = changed.len(), "refresh published");
             return Ok(
                 serde_json::json!({ "changed": changed.len(), "pull_request": pull.number }),
@@ -677,8 +705,9 @@ impl RefreshWorkflow {
         }
     }
 
-    /// Deletes a discarded artifact under a cleanup grant this step makes and consumes, and
-    /// records the result. The grant's token lives only in this step's memory.
+    /// Deletes a consumed or discarded artifact under a cleanup grant this step makes and
+    /// consumes (a grant that is not found unused, unexpired and for this operation stops it),
+    /// and records the result. The grant's token lives only in this step's memory.
     async fn clean_up(&self, id: OperationId) -> Result<(), SafeError> {
         let schema = self.storage.schema();
         let Some(artifact) = schema
@@ -688,7 +717,13 @@ impl RefreshWorkflow {
         else {
             return Ok(());
         };
-        if artifact.cleanup_result.is_some() {
+        // Only an artifact that was published from (consumed) or discarded is deleted.
+        if artifact.cleanup_result.is_some()
+            || !matches!(
+                artifact.state,
+                ArtifactState::Consumed | ArtifactState::Discarded
+            )
+        {
             return Ok(());
         }
         let operation = schema
@@ -728,7 +763,7 @@ impl RefreshWorkflow {
             .context("record the artifact cleanup")?;
         if result != CleanupResult::Failed {
             schema
-                .move_artifact(id, ArtifactState::Discarded, ArtifactState::Deleted)
+                .move_artifact(id, artifact.state, ArtifactState::Deleted)
                 .await
                 .context("move the artifact to its next state")?;
         }
@@ -849,6 +884,29 @@ impl Workflow for RefreshWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+        let operation = serde_json::from_value::<RunInput>(input.clone()).ok();
+        let ran = run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+            self.execute(ctx, id)
+        })
+        .await;
+        if let (Err(RunError::Failed(_)), Some(RunInput { operation })) = (&ran, operation) {
+            self.discard_staged(operation).await?;
+        }
+        ran
+    }
+}
+
+impl RefreshWorkflow {
+    /// Deletes every candidate a failed refresh staged and never sealed (one already gone, or
+    /// never staged, is fine).
+    async fn discard_staged(&self, id: OperationId) -> Result<(), RunError> {
+        let results = self.storage.schema().database_results(id).await;
+        for row in results.map_err(RunError::Lost)? {
+            self.settings
+                .artifacts
+                .discard_staged(id, row.position)
+                .await;
+        }
+        Ok(())
     }
 }

@@ -45,6 +45,7 @@ use crate::database_run::{
 };
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
+use crate::notify::{EventKind, Notifier};
 use crate::package::{Package, Registry};
 use crate::review::file_diffs;
 use crate::safe_context::{SafeCode, SafeContext};
@@ -95,6 +96,8 @@ pub struct VerificationWorkflow {
     storage: Arc<dyn Storage>,
     settings: Arc<VerificationSettings>,
     probe: Arc<dyn SnapshotProbe>,
+    /// Where drift and failures are told.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for VerificationWorkflow {
@@ -111,7 +114,15 @@ impl VerificationWorkflow {
             storage,
             settings: Arc::new(settings),
             probe: Arc::new(NoProbe),
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Tells `notifier` when a verification finds drift or fails.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Calls `probe` in every database step (fault injection).
@@ -145,6 +156,11 @@ impl VerificationWorkflow {
         )
         .await?;
         finish_succeeded(&leased, ctx).await?;
+        if !changed.is_empty() {
+            self.notifier
+                .emit(storage, EventKind::Drift, id, None)
+                .await?;
+        }
         tracing::info!(operation = %id, databases = selected.len(), changed = changed.len(), "verification ended");
         Ok(serde_json::json!({ "changed": changed.len() }))
     }
@@ -283,6 +299,9 @@ impl Workflow for VerificationWorkflow {
     }
 
     async fn run(&self, ctx: &mut RunContext, input: Value) -> Result<Value, RunError> {
-        run_operation(&*self.storage, ctx, input, |ctx, id| self.execute(ctx, id)).await
+        run_operation(&*self.storage, &self.notifier, ctx, input, |ctx, id| {
+            self.execute(ctx, id)
+        })
+        .await
     }
 }

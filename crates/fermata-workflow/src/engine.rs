@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_metrics::Metrics;
-use fermata_store::{HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult};
+use fermata_store::{
+    ErrorKind, HookDelivery, NewRun, Run, RunId, Storage, StoreError, StoreResult,
+};
 use serde_json::Value;
 
 use crate::context::{RunContext, RunError};
@@ -89,11 +91,7 @@ impl Engine {
 
     /// Starts a run of the registered workflow `workflow` with `input`, under a new ID.
     pub async fn start(&self, workflow: &str, input: &Value) -> Result<RunId, StoreError> {
-        if !self.workflows.contains_key(workflow) {
-            return Err(StoreError::invalid(
-                "no workflow is registered under that name",
-            ));
-        }
+        self.registered(workflow)?;
         let run = NewRun {
             id: RunId::random(),
             workflow: workflow.to_owned(),
@@ -102,6 +100,31 @@ impl Engine {
         self.storage.workflows().create_run(&run).await?;
         tracing::info!(run = %run.id, workflow, "run started");
         Ok(run.id)
+    }
+
+    /// Starts a run of `workflow` with `input` under `id`, a key the caller derives from what the
+    /// run stands for (a due time, an event), so that starting it again, from this process or
+    /// another, starts nothing. True when this call created the run; false when a run of that
+    /// workflow had that ID already. A run of another workflow under the ID is a `Conflict`.
+    pub async fn start_once(
+        &self,
+        workflow: &str,
+        id: &RunId,
+        input: &Value,
+    ) -> Result<bool, StoreError> {
+        self.registered(workflow)?;
+        start_once(&*self.storage, workflow, id, input).await
+    }
+
+    /// `Invalid` unless a workflow is registered under `workflow`.
+    fn registered(&self, workflow: &str) -> Result<(), StoreError> {
+        if self.workflows.contains_key(workflow) {
+            Ok(())
+        } else {
+            Err(StoreError::invalid(
+                "no workflow is registered under that name",
+            ))
+        }
     }
 
     /// The run as stored; `None` when it does not exist (never started, or purged).
@@ -165,5 +188,35 @@ impl Engine {
             .keys()
             .map(|name| (*name).to_owned())
             .collect()
+    }
+}
+
+/// Starts a run of `workflow` with `input` under `id`, unless a run of that workflow has that
+/// ID: how a run hands work to another (`workflow` must be registered with the engine whose
+/// workers are to execute it), once whatever number of times it is executed. True when this call
+/// created the run. A run of another workflow under the ID is a `Conflict`.
+pub async fn start_once(
+    storage: &dyn Storage,
+    workflow: &str,
+    id: &RunId,
+    input: &Value,
+) -> Result<bool, StoreError> {
+    let run = NewRun {
+        id: id.clone(),
+        workflow: workflow.to_owned(),
+        input: input.to_string(),
+    };
+    match storage.workflows().create_run(&run).await {
+        Ok(_) => {
+            tracing::info!(run = %id, workflow, "run started");
+            Ok(true)
+        }
+        Err(error) if error.kind() == ErrorKind::Conflict => {
+            match storage.workflows().run(id).await? {
+                Some(existing) if existing.workflow == workflow => Ok(false),
+                _ => Err(error),
+            }
+        }
+        Err(error) => Err(error),
     }
 }

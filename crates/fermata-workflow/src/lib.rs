@@ -23,7 +23,7 @@ mod step_error;
 mod worker;
 
 pub use context::{Attempt, RunContext, RunError};
-pub use engine::{Engine, Workflow};
+pub use engine::{Engine, Workflow, start_once};
 pub use retry::{RetryPause, TimerPause, retry_delay};
 pub use step_error::StepError;
 pub use worker::{Execution, ExecutionEnd, Worker, WorkerSettings};

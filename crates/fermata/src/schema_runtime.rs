@@ -1,8 +1,8 @@
 //! Schema operations at run time: the workflow engine with the schema workflows registered
-//! (inventory, refresh and verification), the operations, review and registry services over it,
+//! (inventory, refresh and verification, the schedule's and the notifications'), the operations, review and registry services over it,
 //! the data folder's schema
-//! folders, and the background work of a serving process (a workflow worker and the retention of
-//! ended runs).
+//! folders, and the background work of a serving process (a workflow worker, the start of the
+//! next scheduled check and the retention of ended runs).
 //!
 //! The data folder holds `schema-artifacts/` and `schema-drift/`, the local object store of
 //! staged candidates, review artifacts and verifications' drift diffs (sealed with the process
@@ -23,8 +23,9 @@ use fermata_metrics::Metrics;
 use fermata_schema::artifact::{ARTIFACT_FOLDER, ArtifactStore};
 use fermata_schema::package::Package;
 use fermata_schema::{
-    DriftDiffs, EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
-    RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
+    DriftDiffs, EngineWorkflows, InventoryWorkflow, Notifier, NotifyWorkflow, Operations,
+    RefreshSettings, RefreshWorkflow, RegistryReports, Reviews, ScheduleWorkflow,
+    VerificationSettings, VerificationWorkflow,
 };
 use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{Engine, WorkerSettings};
@@ -52,6 +53,8 @@ const STEP_FOLDER_PREFIX: &str = "refresh-";
 #[derive(Debug, Clone)]
 pub(crate) struct SchemaRuntime {
     pub(crate) engine: Engine,
+    /// Scheduled drift checks (`[schema.schedule]`).
+    pub(crate) schedule: ScheduleWorkflow,
     pub(crate) operations: Operations,
     /// Review diffs and decisions of refreshes.
     pub(crate) reviews: Reviews,
@@ -117,6 +120,10 @@ impl SchemaRuntime {
                 Some(Package::on(package, Arc::new(forge)))
             }
         };
+        let notifier = Notifier::new(settings.notify.as_ref());
+        let notify = NotifyWorkflow::new(Arc::clone(&storage), settings.notify.clone()).map_err(
+            |error| Failure::runtime("cannot build the webhook client").with_source(error),
+        )?;
         let refresh = RefreshWorkflow::new(
             Arc::clone(&storage),
             RefreshSettings {
@@ -130,7 +137,8 @@ impl SchemaRuntime {
                 filter: settings.filter.clone(),
                 publication_wait: settings.publication_wait,
             },
-        );
+        )
+        .with_notifier(notifier.clone());
         let verification = VerificationWorkflow::new(
             Arc::clone(&storage),
             VerificationSettings {
@@ -140,20 +148,32 @@ impl SchemaRuntime {
                 filter: settings.filter.clone(),
                 artifacts: artifacts.clone(),
             },
-        );
+        )
+        .with_notifier(notifier.clone());
         let engine = Engine::new(Arc::clone(&storage))
             .register(
                 InventoryWorkflow::new(Arc::clone(&storage), settings.source.clone())
-                    .with_filter(settings.filter.clone()),
+                    .with_filter(settings.filter.clone())
+                    .with_notifier(notifier),
             )
             .register(refresh)
-            .register(verification);
+            .register(verification)
+            .register(notify);
+        // The operations start the three operation workflows; the schedule's workflow, which
+        // requests operations, is registered after them, on the engine workers execute.
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
         let operations = Operations::new(Arc::clone(&storage), workflows.clone());
         let operations = match &package {
             Some(package) => operations.with_forge(package.forge_handle()),
             None => operations,
         };
+        let schedule = ScheduleWorkflow::new(
+            Arc::clone(&storage),
+            operations.clone(),
+            settings.schedule,
+            package.clone(),
+        );
+        let engine = engine.register(schedule.clone());
         let registry = RegistryReports::new(Arc::clone(&storage), package.clone());
         let drift = DriftDiffs::new(
             Arc::clone(&storage),
@@ -163,6 +183,7 @@ impl SchemaRuntime {
         let reviews = Reviews::new(storage, workflows, artifacts, package);
         Ok(SchemaRuntime {
             engine,
+            schedule,
             operations,
             reviews,
             registry,
@@ -194,8 +215,9 @@ impl SchemaRuntime {
         }
     }
 
-    /// Executes runs (recording their step attempts in `metrics`), ends inventories whose run is
-    /// gone and purges old runs until `stop` is cancelled.
+    /// Executes runs (recording their step attempts in `metrics`), starts the run of the next
+    /// scheduled check (once per due time, checked with the settling), ends inventories whose run
+    /// is gone and purges old runs until `stop` is cancelled.
     pub(crate) async fn work(
         &self,
         worker_name: String,
@@ -216,7 +238,21 @@ impl SchemaRuntime {
             }
         };
         let settle = async {
+            // The due time whose run this process started (or found started).
+            let mut ensured = None;
             loop {
+                match self.schedule.next_due().await {
+                    Ok(next) if next == ensured => {}
+                    Ok(_) => match self.schedule.ensure(&self.engine).await {
+                        Ok(due) => ensured = due,
+                        Err(error) => {
+                            tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not start the next scheduled check");
+                        }
+                    },
+                    Err(error) => {
+                        tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not read when the next scheduled check is due");
+                    }
+                }
                 if let Err(error) = self.operations.settle_abandoned().await {
                     tracing::warn!(code = %error.code().name(), error = %ErrorChain(&error), "could not end abandoned inventories");
                 }

@@ -122,6 +122,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         schema_setup: fermata_http::SchemaSetup {
             source: settings.schema.source.is_some(),
             package: settings.schema.package.is_some() || settings.schema.github.is_some(),
+            schedule: settings.schema.schedule,
         },
         secure_cookies: settings.secure_cookies,
         edge: settings.http.edge(local),

@@ -861,4 +861,8 @@ async fn closing_a_pull_request_closes_it_on_github() {
     );
     assert!(github.close_pull_request(pull.number).await.unwrap());
     assert!(!github.close_pull_request(999).await.unwrap());
+    // The closed pull request's branch is deleted, once.
+    assert!(github.delete_branch(HEAD).await.unwrap());
+    assert_eq!(github.branch_head(HEAD).await.unwrap(), None);
+    assert!(!github.delete_branch(HEAD).await.unwrap());
 }

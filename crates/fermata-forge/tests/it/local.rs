@@ -256,6 +256,12 @@ async fn pull_requests_are_found_by_head_and_their_state_read_from_the_repositor
     );
     assert!(!forge.close_pull_request(9).await.unwrap());
     assert!(forge.pull_request(9).await.unwrap().is_none());
+    // A closed pull request's branch is deleted, once; the record stays.
+    let closed = forge.pull_request(3).await.unwrap().unwrap();
+    assert!(forge.delete_branch(&closed.head).await.unwrap());
+    assert_eq!(forge.branch_head(&closed.head).await.unwrap(), None);
+    assert!(!forge.delete_branch(&closed.head).await.unwrap());
+    assert!(forge.pull_request(3).await.unwrap().is_some());
 
     // A head branch that does not exist cannot be proposed.
     let error = forge

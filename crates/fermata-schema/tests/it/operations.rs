@@ -15,7 +15,7 @@ use fermata_schema::{
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, InventoryId, NewInventory, Operation, OperationId, OperationKind,
-    OperationState, RequestKey, SafeError, Subject,
+    OperationState, Outcome, RequestKey, SafeError, Subject,
 };
 use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
@@ -453,6 +453,17 @@ async fn clearing_needs_a_fresh_session_the_exact_id_and_an_expired_lease_of_an_
     assert_eq!(cleared.state, OperationState::Failed);
     assert_eq!(cleared.error.unwrap().code(), ErrorCode::LeaseCleared);
     assert_eq!(fx.lease_holder().await, None);
+    // No database of the cleared operation is left pending: each failed with its reason.
+    let report = operations.report(operation.id).await.unwrap();
+    assert!(!report.databases.is_empty());
+    for row in &report.databases {
+        let result = row.report.as_ref().expect("every database has an outcome");
+        assert_eq!(result.outcome, Outcome::Failed);
+        assert_eq!(
+            result.error.as_ref().map(SafeError::code),
+            Some(ErrorCode::LeaseCleared)
+        );
+    }
     assert_eq!(
         code(operations.clear_lease(&fresh, &typed).await),
         ErrorCode::LeaseNotHeld
@@ -533,27 +544,6 @@ async fn an_inventory_whose_run_is_gone_is_ended(scratch: ScratchDatabase) {
     let kept = operations.settle(refresh.id).await.unwrap();
     assert_eq!(kept.state, OperationState::Starting);
     assert_eq!(fx.lease_holder().await, Some(refresh.id));
-}
-
-macro_rules! on_both_engines {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$case(super::ScratchDatabase::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$case(super::ScratchDatabase::postgres().await).await;
-                }
-            )*
-        }
-    };
 }
 
 on_both_engines!(

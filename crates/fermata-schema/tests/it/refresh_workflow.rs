@@ -12,6 +12,7 @@
 use crate::fake_github::{Canned, FakeGitHub};
 use crate::git_support;
 use crate::support;
+use crate::webhook_support::Receiver;
 use crate::workflow_support;
 
 use std::collections::BTreeMap;
@@ -33,8 +34,9 @@ use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
 use fermata_schema::review::FileChange;
 use fermata_schema::{
-    Administrator, EngineWorkflows, OperationReport, OperationRequest, Operations, RefreshSettings,
-    RefreshWorkflow, Reviews, SourceSettings, Verdict, names,
+    Administrator, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow, OperationReport,
+    OperationRequest, Operations, RefreshSettings, RefreshWorkflow, Reviews, SourceSettings,
+    Verdict, names,
 };
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
@@ -67,6 +69,8 @@ enum Fault {
     HangFirst,
     /// Nothing in the step; the verification workspace's account may not create schemas.
     WorkspaceRefused,
+    /// Fail every attempt of this database's step with this error.
+    FailDatabase(String, ErrorCode),
 }
 
 #[derive(Debug)]
@@ -91,6 +95,12 @@ impl CandidateProbe for Probe {
             "the candidate is in the step's folder"
         );
         self.folders.lock().unwrap().push(folder.to_owned());
+        if let Fault::FailDatabase(failing, code) = &self.fault {
+            return match database.as_str() == failing {
+                true => Err(SafeError::new(*code)),
+                false => Ok(()),
+            };
+        }
         if attempt.number() > 1 || self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
@@ -108,7 +118,7 @@ impl CandidateProbe for Probe {
             }
             Fault::PanicFirst => panic!("an injected panic in a database step"),
             Fault::HangFirst => std::future::pending().await,
-            Fault::WorkspaceRefused => Ok(()),
+            Fault::WorkspaceRefused | Fault::FailDatabase(..) => Ok(()),
         }
     }
 }
@@ -203,6 +213,9 @@ impl Forge for FaultyForge {
     async fn close_pull_request(&self, number: u64) -> Result<bool, ForgeError> {
         self.inner.close_pull_request(number).await
     }
+    async fn delete_branch(&self, branch: &str) -> Result<bool, ForgeError> {
+        self.inner.delete_branch(branch).await
+    }
     async fn read_file(&self, commit: &str, path: &str) -> Result<Option<Vec<u8>>, ForgeError> {
         self.inner.read_file(commit, path).await
     }
@@ -256,6 +269,58 @@ async fn harness_publishing(
     review_window: Duration,
     publishing: Publishing,
 ) -> Harness {
+    build(source, fault, review_window, publishing, None, None).await
+}
+
+/// A harness whose artifacts go to the test bucket (moto's server, `FERMATA_TEST_S3_URL`).
+async fn harness_on_s3(source: SourceSettings) -> Harness {
+    let bucket = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(std::env::var("FERMATA_TEST_S3_URL").expect("run with scripts/test"))
+        .with_bucket_name("fermata-test")
+        .with_region("us-east-1")
+        .with_access_key_id("fermata")
+        .with_secret_access_key("fermata-secret")
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let objects: Arc<dyn ObjectStore> = Arc::new(bucket);
+    let window = Duration::from_secs(3600);
+    build(
+        source,
+        Fault::None,
+        window,
+        Publishing::Local,
+        None,
+        Some(objects),
+    )
+    .await
+}
+
+/// A harness whose refreshes post their events to the webhooks of `notify`.
+async fn harness_notifying(
+    source: SourceSettings,
+    review_window: Duration,
+    notify: NotifySettings,
+) -> Harness {
+    build(
+        source,
+        Fault::None,
+        review_window,
+        Publishing::Local,
+        Some(notify),
+        None,
+    )
+    .await
+}
+
+async fn build(
+    source: SourceSettings,
+    fault: Fault,
+    review_window: Duration,
+    publishing: Publishing,
+    notify: Option<NotifySettings>,
+    bucket: Option<Arc<dyn ObjectStore>>,
+) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
             .open(StoreOptions::default())
@@ -269,8 +334,9 @@ async fn harness_publishing(
         &BTreeMap::from([("README.md".to_owned(), b"Schemas.\n".to_vec())]),
     );
     let artifact_folder = tempfile::tempdir().unwrap();
-    let objects: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(artifact_folder.path()).unwrap());
+    let objects: Arc<dyn ObjectStore> = bucket.unwrap_or_else(|| {
+        Arc::new(LocalFileSystem::new_with_prefix(artifact_folder.path()).unwrap())
+    });
     let keys = Arc::new(KeyringHandle::new(Keyring::generate(), None));
     let artifacts = ArtifactStore::new(Arc::clone(&objects), keys);
     let scratch = tempfile::tempdir().unwrap();
@@ -312,8 +378,10 @@ async fn harness_publishing(
             publication_wait: PUBLICATION_WAIT,
         },
     )
-    .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>);
-    let engine = workflow_support::engine(&storage, &pauses, source, refresh);
+    .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>)
+    .with_notifier(Notifier::new(notify.as_ref()));
+    let engine = workflow_support::engine(&storage, &pauses, source, refresh)
+        .register(NotifyWorkflow::new(Arc::clone(&storage), notify).unwrap());
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     let operations = Operations::new(Arc::clone(&storage), workflows.clone()).with_forge(forge);
     let reviews = Reviews::new(
@@ -603,8 +671,19 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
     assert_eq!(review.state, ReviewState::Approved);
     assert_eq!(review.actor, Some(UserId("u-admin".to_owned())));
     assert!(review.decided_at.is_some());
+    // Published from, then deleted under the cleanup step's grant.
     let artifact = schema.artifact(id).await.unwrap().unwrap();
-    assert_eq!(artifact.state, ArtifactState::Consumed, "published from");
+    assert_eq!(
+        artifact.state,
+        ArtifactState::Deleted,
+        "published from, then deleted"
+    );
+    assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
+    assert!(harness.objects().await.is_empty());
+    assert_eq!(
+        harness.step_attempts(id, "cleanup").await,
+        (StepState::Succeeded, 1)
+    );
 
     // Published: one pull request from the operation's branch onto main, whose tree holds the
     // candidate files of the changed database and the registry with both databases.
@@ -1435,7 +1514,8 @@ async fn a_failed_publication_keeps_the_approved_refresh_and_is_published_again_
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(artifact.state, ArtifactState::Consumed);
+    // Published from, then deleted under the cleanup step's grant.
+    assert_eq!(artifact.state, ArtifactState::Deleted);
     let refused = harness
         .operations
         .republish(&harness.admin, &id.to_string())
@@ -1562,6 +1642,11 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
             .unwrap()
             .state,
         PullState::Closed
+    );
+    // Its branch is deleted in the package.
+    assert_eq!(
+        harness.local.branch_head(&second_pull.head).await.unwrap(),
+        None
     );
     let inventory = harness.inventory().await;
     harness
@@ -1753,6 +1838,168 @@ async fn every_candidate_is_also_verified_in_the_workspace() {
         "the workspace refused the scratch schema"
     );
     assert_eq!(report.operation.state, OperationState::Failed);
+    harness.assert_no_step_folder_left();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+/// Executes runs until `receiver` has a post of `kind`; returns its posts of that kind.
+async fn delivered(
+    harness: &Harness,
+    receiver: &Receiver,
+    kind: &str,
+) -> Vec<crate::webhook_support::Post> {
+    for _ in 0..100 {
+        let posts = receiver.of(kind);
+        if !posts.is_empty() {
+            return posts;
+        }
+        if harness.worker.run_once().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("no {kind} event arrived: {:?}", receiver.posts());
+}
+
+#[tokio::test]
+async fn webhooks_get_signed_events_when_a_review_opens_nears_its_expiry_and_is_published() {
+    // The receiver fails the first post: it is tried again, and both tries are in the report.
+    let receiver = Receiver::start(1).await;
+    let (mut admin, [unchanged, new], source) = two_databases().await;
+    let harness = harness_notifying(source, Duration::from_secs(8), receiver.settings()).await;
+    harness.register(&unchanged).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&unchanged, &new]).await;
+    harness.awaiting_review(id).await;
+
+    let opened = delivered(&harness, &receiver, "review.opened").await;
+    assert_eq!(opened.len(), 2, "one failed try, one delivered");
+    let review = harness.storage.schema().review(id).await.unwrap().unwrap();
+    for post in &opened {
+        assert!(post.verified, "{post:?}");
+        assert_eq!(post.headers["x-fermata-event"], "review.opened");
+        assert_eq!(
+            post.headers["x-fermata-delivery"],
+            format!("review.opened:{id}")
+        );
+        let body = &post.body;
+        assert_eq!(body["id"], format!("review.opened:{id}"));
+        assert_eq!(body["operation"], id.to_string());
+        assert_eq!(body["operation_kind"], "refresh");
+        assert_eq!(body["state"], "awaiting_review");
+        assert_eq!(body["review_expires_at"], review.expires_at.to_string());
+        let databases: Vec<_> = body["databases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|database| {
+                (
+                    database["name"].as_str().unwrap(),
+                    database["outcome"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            databases,
+            [(unchanged.as_str(), "unchanged"), (new.as_str(), "changed")]
+        );
+    }
+    let step = harness.step_attempts(id, "notify:review.opened:0").await;
+    assert_eq!(step, (StepState::Succeeded, 2));
+
+    // Half the window before it closes, the still pending review is announced as expiring.
+    let expiring = delivered(&harness, &receiver, "review.expiring").await;
+    assert!(expiring.iter().all(|post| post.verified));
+    let now = harness.storage.schema().clock().await.unwrap();
+    assert!(now < review.expires_at, "the notice came before the expiry");
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let pull = report.operation.pull_request.unwrap();
+    let published = delivered(&harness, &receiver, "pull_request.published").await;
+    assert_eq!(published.len(), 1);
+    assert!(published[0].verified);
+    assert_eq!(published[0].body["pull_request"]["number"], pull.number);
+    assert_eq!(published[0].body["pull_request"]["url"], pull.url.as_str());
+    assert_eq!(published[0].body["state"], "succeeded");
+
+    // No event holds DDL or a secret.
+    for post in receiver.posts() {
+        let text = post.body.to_string();
+        for forbidden in ["CREATE", "customer", "password", "webhook-test-secret"] {
+            assert!(!text.contains(forbidden), "{text}");
+        }
+    }
+    drop_databases(&mut admin, &[&unchanged, &new]).await;
+}
+
+#[tokio::test]
+async fn published_and_staged_artifacts_are_gone_from_a_bucket() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness_on_s3(source).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    harness.awaiting_review(id).await;
+    let ours = |objects: Vec<String>| -> Vec<String> {
+        objects
+            .into_iter()
+            .filter(|location| location.contains(&id.to_string()))
+            .collect()
+    };
+    // The staged candidates went when the artifact was sealed; the artifact waits for review.
+    assert_eq!(ours(harness.objects().await), [artifact_location(id)]);
+    harness
+        .reviews
+        .decide(&harness.admin, id, Verdict::Approve)
+        .await
+        .unwrap();
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Succeeded);
+    let artifact = harness
+        .storage
+        .schema()
+        .artifact(id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(artifact.state, ArtifactState::Deleted);
+    assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
+    assert!(ours(harness.objects().await).is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_refresh_that_fails_before_sealing_leaves_no_staged_candidate() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    // The first database's candidate is staged; the second's step finds the lease gone, which
+    // fails the refresh before the artifact is sealed.
+    let fault = Fault::FailDatabase(b.clone(), ErrorCode::LeaseExpired);
+    let harness = harness(source, fault, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.run_until(id, OperationState::is_terminal).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    assert_eq!(
+        harness.step_attempts(id, "database:0").await,
+        (StepState::Succeeded, 1)
+    );
+    assert!(
+        harness
+            .storage
+            .schema()
+            .artifact(id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        harness.objects().await.is_empty(),
+        "{:?}",
+        harness.objects().await
+    );
     harness.assert_no_step_folder_left();
     drop_databases(&mut admin, &[&a, &b]).await;
 }

@@ -12,6 +12,7 @@
 
 use crate::git_support;
 use crate::support;
+use crate::webhook_support::Receiver;
 use crate::workflow_support;
 
 use std::sync::{Arc, Mutex};
@@ -28,8 +29,9 @@ use fermata_schema::refresh_run::DEFAULT_CONNECTIONS;
 use fermata_schema::registry_view::RegistryFreshness;
 use fermata_schema::verification_run::SnapshotProbe;
 use fermata_schema::{
-    Administrator, DriftDiffs, EngineWorkflows, OperationReport, Operations, RegistryReports,
-    SourceSettings, VerificationSettings, VerificationWorkflow,
+    Administrator, DriftDiffs, EngineWorkflows, Notifier, NotifySettings, NotifyWorkflow,
+    OperationReport, Operations, RegistryReports, SourceSettings, VerificationSettings,
+    VerificationWorkflow,
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, FileChange, FileDifference, Freshness, InventoryId, OperationId,
@@ -104,6 +106,15 @@ struct Harness {
 }
 
 async fn harness(source: SourceSettings, fault: Fault) -> Harness {
+    build(source, fault, None).await
+}
+
+/// A harness whose verifications post their events to the webhooks of `notify`.
+async fn harness_notifying(source: SourceSettings, notify: NotifySettings) -> Harness {
+    build(source, Fault::None, Some(notify)).await
+}
+
+async fn build(source: SourceSettings, fault: Fault, notify: Option<NotifySettings>) -> Harness {
     let storage: Arc<dyn Storage> = Arc::new(
         ScratchDatabase::sqlite()
             .open(StoreOptions::default())
@@ -136,8 +147,10 @@ async fn harness(source: SourceSettings, fault: Fault) -> Harness {
             artifacts: artifacts.clone(),
         },
     )
-    .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>);
-    let engine = workflow_support::engine(&storage, &pauses, source, verification);
+    .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>)
+    .with_notifier(Notifier::new(notify.as_ref()));
+    let engine = workflow_support::engine(&storage, &pauses, source, verification)
+        .register(NotifyWorkflow::new(Arc::clone(&storage), notify).unwrap());
     let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
     Harness {
         operations: Operations::new(Arc::clone(&storage), workflows),
@@ -608,5 +621,109 @@ async fn the_lease_is_held_while_the_steps_run_and_released_at_the_end() {
         harness.run_to_end(next).await.operation.state,
         OperationState::Succeeded
     );
+    drop_databases(&mut admin, &names).await;
+}
+
+#[tokio::test]
+async fn webhooks_get_signed_events_when_a_verification_finds_drift_and_when_one_fails() {
+    let receiver = Receiver::start(0).await;
+    let (mut admin, names, source) = databases(2).await;
+    let [drifted, unregistered] = [names[0].as_str(), names[1].as_str()];
+    let harness = harness_notifying(source, receiver.settings()).await;
+    harness.register(&[drifted]).await;
+    let inventory = harness.inventory().await;
+    admin
+        .execute(
+            format!(
+                "ALTER TABLE {}.customer ADD COLUMN email varchar(100) NULL",
+                quoted(drifted)
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+
+    let verified = harness.verify(inventory, &[drifted]).await;
+    assert_eq!(
+        harness.run_to_end(verified).await.operation.state,
+        OperationState::Succeeded
+    );
+    let failing = harness.verify(inventory, &[unregistered]).await;
+    let report = harness.run_to_end(failing).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    for _ in 0..workflow_support::MAX_EXECUTIONS {
+        if harness.worker.run_once().await.unwrap().is_none() {
+            break;
+        }
+    }
+
+    let drift = receiver.wait_for("verification.drift").await;
+    assert_eq!(drift.len(), 1);
+    assert!(drift[0].verified);
+    let body = &drift[0].body;
+    assert_eq!(body["id"], format!("verification.drift:{verified}"));
+    assert_eq!(body["operation_kind"], "verification");
+    assert_eq!(body["state"], "succeeded");
+    assert_eq!(
+        body["databases"],
+        serde_json::json!([{"name": drifted, "outcome": "changed", "freshness": "stale"}])
+    );
+    let failed = receiver.wait_for("operation.failed").await;
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].verified);
+    let body = &failed[0].body;
+    assert_eq!(body["operation"], failing.to_string());
+    assert_eq!(body["code"], "DATABASE_NOT_REGISTERED");
+    assert_eq!(
+        body["databases"],
+        serde_json::json!([{
+            "name": unregistered,
+            "outcome": "failed",
+            "freshness": "unregistered",
+            "code": "DATABASE_NOT_REGISTERED",
+        }])
+    );
+    // The drift-free verification of the same run told nothing; no event holds DDL.
+    assert_eq!(receiver.posts().len(), 2);
+    assert!(
+        receiver
+            .posts()
+            .iter()
+            .all(|post| !post.body.to_string().contains("email"))
+    );
+    assert_eq!(
+        harness.step(verified, "notify:verification.drift:0").await,
+        (StepState::Succeeded, 1)
+    );
+    drop_databases(&mut admin, &names).await;
+}
+
+#[tokio::test]
+async fn a_failed_verification_leaves_no_database_pending() {
+    let (mut admin, names, source) = databases(2).await;
+    // Nothing registered: the package's base branch does not exist, and the `base` step fails
+    // before any database step runs.
+    let harness = harness(source, Fault::None).await;
+    let inventory = harness.inventory().await;
+    let id = harness
+        .verify(inventory, &[names[0].as_str(), names[1].as_str()])
+        .await;
+    let report = harness.run_to_end(id).await;
+    assert_eq!(report.operation.state, OperationState::Failed);
+    let error = report.operation.error.clone().unwrap();
+    assert_eq!(error.code(), ErrorCode::GithubFailed);
+    for row in &report.databases {
+        let result = row.report.as_ref().expect("every database has an outcome");
+        assert_eq!(
+            (result.outcome, result.freshness),
+            (Outcome::Failed, Freshness::Stale)
+        );
+        assert_eq!(
+            result.error.as_ref(),
+            Some(&error),
+            "and the operation's reason"
+        );
+        assert!(row.finished_at.is_some());
+    }
     drop_databases(&mut admin, &names).await;
 }

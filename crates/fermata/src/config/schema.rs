@@ -1,17 +1,19 @@
 //! The `[schema]` table: the MySQL or MariaDB server whose schemas are snapshotted
 //! (`[schema.source]`), the verification workspace server (`[schema.workspace]`, the same keys),
 //! the package in the target git repository (`[schema.package]`), the S3-compatible bucket for
-//! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), and how a
+//! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), when `serve`
+//! checks for drift by itself (`[schema.schedule]`), the webhooks events are posted to
+//! (`[schema.notify]`), and how a
 //! refresh runs
 //! (`review_window`, `connections`, `publication_wait`) and how long drift diffs are kept
 //! (`drift_retention`). Parsed and validated into [`SchemaSettings`] before anything
 //! starts; errors name the setting, never a password.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubToken};
-use fermata_schema::SourceSettings;
 use fermata_schema::artifact::S3Settings;
 use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
 use fermata_schema::filter::{Filter, Pattern};
@@ -19,7 +21,9 @@ use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{
     DEFAULT_CONNECTIONS, DEFAULT_PUBLICATION_WAIT, DEFAULT_REVIEW_WINDOW,
 };
+use fermata_schema::{NotifySettings, Schedule, SourceSettings};
 use serde::Deserialize;
+use zeroize::Zeroizing;
 
 use super::schema_source::{FileSource, secret, source_settings};
 use super::{ConfigError, Origin, bounded_duration};
@@ -38,6 +42,8 @@ const DRIFT_RETENTIONS: (Duration, Duration) = (
 const PUBLICATION_WAITS: (Duration, Duration) = (Duration::ZERO, Duration::from_secs(24 * 60 * 60));
 /// The most introspection connections a database step may open.
 const MAX_CONNECTIONS: usize = 64;
+/// The longest period of `[schema.schedule] every_hours`: a week.
+const MAX_SCHEDULE_HOURS: u64 = 7 * 24;
 /// The package's base branch when none is configured.
 const DEFAULT_BASE_BRANCH: &str = "main";
 
@@ -49,6 +55,8 @@ pub(super) struct FileSchema {
     workspace: Option<FileSource>,
     package: Option<FilePackage>,
     artifacts: Option<FileArtifacts>,
+    schedule: Option<FileSchedule>,
+    notify: Option<FileNotify>,
     review_window: Option<String>,
     /// How long a verification's drift diffs are kept.
     drift_retention: Option<String>,
@@ -77,6 +85,25 @@ struct FilePackage {
     api_url: Option<String>,
     token_file: Option<PathBuf>,
     token_env: Option<String>,
+}
+
+/// The `[schema.schedule]` table, as written: one of the two keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSchedule {
+    /// `HH:MM`, in UTC.
+    daily_at: Option<String>,
+    /// Signed, so that a negative number is refused here, naming the setting.
+    every_hours: Option<i64>,
+}
+
+/// The `[schema.notify]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNotify {
+    webhooks: Option<Vec<String>>,
+    secret_file: Option<PathBuf>,
+    secret_env: Option<String>,
 }
 
 /// The `[schema.artifacts]` table, as written.
@@ -121,6 +148,10 @@ pub struct SchemaSettings {
     pub github: Option<GitHubSettings>,
     /// The bucket of review artifacts; `None` keeps them in the data folder.
     pub artifacts: Option<S3Settings>,
+    /// When `serve` runs drift checks by itself; `None`: never.
+    pub schedule: Option<Schedule>,
+    /// The webhooks events are posted to, and their secret; `None`: none.
+    pub notify: Option<NotifySettings>,
     /// How long a review stays open before the refresh expires.
     pub review_window: Duration,
     /// How long a verification's drift diffs are kept after it ended.
@@ -141,6 +172,8 @@ impl Default for SchemaSettings {
             package: None,
             github: None,
             artifacts: None,
+            schedule: None,
+            notify: None,
             review_window: DEFAULT_REVIEW_WINDOW,
             drift_retention: DEFAULT_DRIFT_RETENTION,
             publication_wait: DEFAULT_PUBLICATION_WAIT,
@@ -234,12 +267,63 @@ pub(super) fn schema_settings(
             .as_ref()
             .map(|artifacts| artifact_settings(artifacts, origin))
             .transpose()?,
+        schedule: file
+            .schedule
+            .as_ref()
+            .map(|schedule| schedule_settings(schedule, file, origin))
+            .transpose()?,
+        notify: file
+            .notify
+            .as_ref()
+            .map(|notify| notify_settings(notify, origin))
+            .transpose()?,
         review_window,
         drift_retention,
         publication_wait,
         connections,
         filter,
     })
+}
+
+/// The validated `[schema.schedule]`: a daily time or a period in whole hours, with the source
+/// and the package a check needs.
+fn schedule_settings(
+    file: &FileSchedule,
+    schema: &FileSchema,
+    origin: &Origin,
+) -> Result<Schedule, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.schedule{key}"), origin.clone(), problem)
+    };
+    if schema.source.is_none() || schema.package.is_none() {
+        return Err(refuse(
+            "",
+            "a scheduled check needs `[schema.source]` and `[schema.package]`",
+        ));
+    }
+    match (&file.daily_at, file.every_hours) {
+        (Some(_), Some(_)) | (None, None) => Err(refuse(
+            "",
+            "give either `daily_at` (HH:MM in UTC) or `every_hours`",
+        )),
+        (Some(text), None) => text
+            .split_once(':')
+            .filter(|(hour, minute)| hour.len() == 2 && minute.len() == 2)
+            .and_then(|(hour, minute)| Schedule::daily(hour.parse().ok()?, minute.parse().ok()?))
+            .ok_or_else(|| refuse(".daily_at", "expected HH:MM in UTC, from 00:00 to 23:59")),
+        (None, Some(hours)) => u64::try_from(hours)
+            .ok()
+            .filter(|hours| (1..=MAX_SCHEDULE_HOURS).contains(hours))
+            .map(|hours| Schedule::Every {
+                period: Duration::from_secs(hours * 3600),
+            })
+            .ok_or_else(|| {
+                refuse(
+                    ".every_hours",
+                    &format!("must be 1 to {MAX_SCHEDULE_HOURS}"),
+                )
+            }),
+    }
 }
 
 fn package_settings(
@@ -327,6 +411,62 @@ fn package_settings(
     Ok((settings, Some(github)))
 }
 
+/// The most webhooks `[schema.notify]` may name.
+const MAX_WEBHOOKS: usize = 10;
+/// The shortest signing secret, in bytes.
+const MIN_SECRET_BYTES: usize = 16;
+
+/// The validated `[schema.notify]`: one to [`MAX_WEBHOOKS`] webhook URLs and the signing secret,
+/// from a file or an environment variable. Errors never show a URL (it may hold a token).
+fn notify_settings(file: &FileNotify, origin: &Origin) -> Result<NotifySettings, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.notify.{key}"), origin.clone(), problem)
+    };
+    let urls = file.webhooks.clone().unwrap_or_default();
+    if urls.is_empty() || urls.len() > MAX_WEBHOOKS {
+        return Err(refuse(
+            "webhooks",
+            &format!("give 1 to {MAX_WEBHOOKS} webhook URLs"),
+        ));
+    }
+    if let Some(position) = urls
+        .iter()
+        .position(|url| !secure_url(url) || url.contains(char::is_whitespace))
+    {
+        return Err(refuse(
+            "webhooks",
+            &format!(
+                "webhook {} must be an https:// URL (plain http:// only on a loopback address)",
+                position + 1
+            ),
+        ));
+    }
+    let secret = secret(
+        file.secret_file.as_deref(),
+        file.secret_env.as_deref(),
+        ("secret_file", "secret_env"),
+        &refuse,
+    )?;
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(refuse(
+            "secret_file",
+            &format!("the signing secret must have at least {MIN_SECRET_BYTES} bytes"),
+        ));
+    }
+    Ok(NotifySettings {
+        urls,
+        secret: Arc::new(Zeroizing::new(secret.as_bytes().to_vec())),
+    })
+}
+
+/// Whether `url` is `https://`, or plain `http://` on a loopback address.
+fn secure_url(url: &str) -> bool {
+    url.starts_with("https://")
+        || ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|prefix| url.starts_with(prefix))
+}
+
 fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings, ConfigError> {
     let refuse = |key: &str, problem: &str| {
         ConfigError::new(format!("schema.artifacts.{key}"), origin.clone(), problem)
@@ -338,11 +478,7 @@ fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings
             .ok_or_else(|| refuse(key, &format!("{what} is required")))
     };
     let endpoint = required("endpoint", &file.endpoint, "the S3 service's URL")?;
-    let secure = endpoint.starts_with("https://");
-    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-        .iter()
-        .any(|prefix| endpoint.starts_with(prefix));
-    if !secure && !loopback {
+    if !secure_url(&endpoint) {
         return Err(refuse(
             "endpoint",
             "must be an https:// URL (plain http:// only on a loopback address)",
@@ -561,6 +697,89 @@ mod tests {
             assert_eq!(error.setting, setting, "{text}");
             let shown = format!("{error} {error:?}");
             assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_schedule_is_a_daily_time_or_a_period_in_hours_with_a_source_and_a_package() {
+        let folder = tempfile::tempdir().unwrap();
+        let password = private_file(folder.path(), "s3cret-source");
+        let needs = format!(
+            "[source]\nhost = \"h\"\nuser = \"u\"\npassword_file = {password:?}\n\
+             [package]\nrepository = {:?}\n",
+            folder.path()
+        );
+        let schedule = |table: &str| parse(&format!("{needs}[schedule]\n{table}"));
+        assert_eq!(
+            schedule("daily_at = \"03:30\"\n").unwrap().schedule,
+            Schedule::daily(3, 30)
+        );
+        assert_eq!(
+            schedule("every_hours = 6\n").unwrap().schedule,
+            Some(Schedule::Every {
+                period: Duration::from_secs(6 * 3600)
+            })
+        );
+        assert_eq!(parse(&needs).unwrap().schedule, None);
+        for (table, setting) in [
+            ("daily_at = \"3:30\"\n", "schema.schedule.daily_at"),
+            ("daily_at = \"24:00\"\n", "schema.schedule.daily_at"),
+            ("daily_at = \"noon\"\n", "schema.schedule.daily_at"),
+            ("every_hours = 0\n", "schema.schedule.every_hours"),
+            ("every_hours = 169\n", "schema.schedule.every_hours"),
+            ("every_hours = -6\n", "schema.schedule.every_hours"),
+            ("daily_at = \"03:30\"\nevery_hours = 6\n", "schema.schedule"),
+            ("", "schema.schedule"),
+        ] {
+            let error = schedule(table).unwrap_err();
+            assert_eq!(error.setting, setting, "{table}");
+        }
+        let alone = parse("[schedule]\nevery_hours = 6\n").unwrap_err();
+        assert_eq!(alone.setting, "schema.schedule");
+        assert!(alone.to_string().contains("[schema.source]"), "{alone}");
+    }
+
+    #[test]
+    fn webhooks_are_secure_urls_with_a_secret_from_a_file_and_errors_never_show_them() {
+        let folder = tempfile::tempdir().unwrap();
+        let secret = private_file(folder.path(), "0123456789abcdef-signing\n");
+        let notify = |table: &str| parse(&format!("[notify]\n{table}"));
+        let settings = notify(&format!(
+            "webhooks = [\"https://hooks.example.com/t0ken\", \"http://127.0.0.1:9/in\"]\n\
+             secret_file = {secret:?}\n"
+        ))
+        .unwrap()
+        .notify
+        .unwrap();
+        assert_eq!(settings.urls.len(), 2);
+        assert_eq!(settings.secret.as_slice(), b"0123456789abcdef-signing");
+        assert!(!format!("{settings:?}").contains("t0ken"));
+        let short = private_file(folder.path(), "short");
+        for (table, setting) in [
+            (
+                format!("webhooks = []\nsecret_file = {secret:?}\n"),
+                "schema.notify.webhooks",
+            ),
+            (
+                format!(
+                    "webhooks = [\"http://hooks.example.com/t0ken\"]\nsecret_file = {secret:?}\n"
+                ),
+                "schema.notify.webhooks",
+            ),
+            (
+                "webhooks = [\"https://hooks.example.com/t0ken\"]\n".to_owned(),
+                "schema.notify.secret_file",
+            ),
+            (
+                format!(
+                    "webhooks = [\"https://hooks.example.com/t0ken\"]\nsecret_file = {short:?}\n"
+                ),
+                "schema.notify.secret_file",
+            ),
+        ] {
+            let error = notify(&table).unwrap_err();
+            assert_eq!(error.setting, setting, "{table}");
+            assert!(!format!("{error} {error:?}").contains("t0ken"), "{error}");
         }
     }
 

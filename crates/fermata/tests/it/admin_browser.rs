@@ -3,7 +3,8 @@
 //! repository. One scenario per test: a refresh approved to its pull request, an empty selection
 //! refused, a refresh rejected, a drifted database's diff shown after a verification with the
 //! inventory table's filter and selection buttons and a pull request closed from the page, a
-//! non-administrator refused, an expired lease cleared, and the main controls at phone width. Each waits for what it expects with a bound, never a fixed
+//! non-administrator refused, an expired lease cleared, the next scheduled check and a delivered
+//! notification, and the main controls at phone width. Each waits for what it expects with a bound, never a fixed
 //! sleep. Screenshots of the main states go to `admin-screenshots/` in the cargo target folder;
 //! they are kept to look at, not compared.
 //!
@@ -220,10 +221,19 @@ struct Served {
 impl Served {
     /// `prepare` runs on the stored data before the server starts.
     async fn start(tag: &str) -> Self {
-        Served::start_with(tag, |_| async {}).await
+        Served::launch(tag, "", |_| async {}).await
     }
 
     async fn start_with<F, Fut>(tag: &str, prepare: F) -> Self
+    where
+        F: FnOnce(Arc<dyn Storage>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        Served::launch(tag, "", prepare).await
+    }
+
+    /// `extra` is appended to the configuration file after the schema tables.
+    async fn launch<F, Fut>(tag: &str, extra: &str, prepare: F) -> Self
     where
         F: FnOnce(Arc<dyn Storage>) -> Fut,
         Fut: std::future::Future<Output = ()>,
@@ -267,6 +277,7 @@ impl Served {
             Value::String(repository.display().to_string()),
         )
         .unwrap();
+        config.write_all(extra.as_bytes()).unwrap();
         add_user(&target, "ada", true);
         add_user(&target, "bob", false);
         {
@@ -316,10 +327,8 @@ async fn discover(browser: &Browser, served: &Served) {
     }
 }
 
-/// Selects every database, starts a refresh and watches the live panel until the page shows
-/// the review; returns the states the panel showed.
-async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
-    // Only this test's databases: the server is shared with other tests' databases.
+/// Selects this test's databases, and only them: the server is shared with other tests'.
+async fn select_own(browser: &Browser, served: &Served) {
     browser.click("#select-all").await;
     let boxes = browser
         .client
@@ -332,6 +341,12 @@ async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
             checkbox.click().await.unwrap();
         }
     }
+}
+
+/// Selects every database, starts a refresh and watches the live panel until the page shows
+/// the review; returns the states the panel showed.
+async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
+    select_own(browser, served).await;
     browser.click("button[name=action][value=refresh]").await;
     browser.wait("#operation[data-live=true]").await;
     let states = browser
@@ -842,6 +857,73 @@ async fn the_main_controls_fit_a_phone() {
         "the page scrolls sideways at phone width: {scroll_width}px for {width}px"
     );
     browser.client.set_window_size(1280, 900).await.unwrap();
+    browser.close().await;
+    served.finish().await;
+}
+
+/// A webhook that answers 200 to every post and counts them.
+async fn counting_webhook() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&posts);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "ok" }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (url, posts)
+}
+
+#[tokio::test]
+async fn the_next_scheduled_check_and_the_latest_notifications_are_shown() {
+    let (webhook, posts) = counting_webhook().await;
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "a-webhook-secret-of-some-length\n").unwrap();
+    std::fs::set_permissions(secret.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let extra = format!(
+        "\n[schema.schedule]\nevery_hours = 6\n\n[schema.notify]\nwebhooks = [{}]\nsecret_file = {}\n",
+        Value::String(webhook),
+        Value::String(secret.path().display().to_string()),
+    );
+    let served = Served::launch("bs", &extra, |_| async {}).await;
+    let browser = Browser::open().await;
+    browser.login(&served.base, "ada", "/admin/schema").await;
+    let next = browser.wait("#next-check").await.text().await.unwrap();
+    assert!(next.starts_with("Next scheduled check: "), "{next}");
+    assert!(next.contains("every 6 hours"), "{next}");
+    assert!(browser.has("#no-notifications").await);
+
+    // A verification of databases the empty package does not register fails: its event is
+    // posted, and the page lists the delivery.
+    discover(&browser, &served).await;
+    select_own(&browser, &served).await;
+    browser
+        .click("button[name=action][value=verification]")
+        .await;
+    let states = browser
+        .watch_text("#operation [data-field=state]", |state| state == "failed")
+        .await;
+    assert_eq!(states.last().map(String::as_str), Some("failed"));
+    let deadline = Instant::now() + PATIENCE;
+    while !browser.has("#notifications").await {
+        assert!(Instant::now() < deadline, "no notification listed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        browser.goto(&served.base, "/admin/schema").await;
+    }
+    let row = browser
+        .wait("#notifications tbody tr")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(row.contains("operation.failed"), "{row}");
+    assert!(row.contains("succeeded"), "{row}");
+    assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    browser.screenshot_at("#schedule", "11-schedule").await;
     browser.close().await;
     served.finish().await;
 }

@@ -17,7 +17,7 @@ use axum::http::header::{ACCEPT, AUTHORIZATION, USER_AGENT};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -164,6 +164,7 @@ impl FakeGitHub {
         let repository = Router::new()
             .route("/git/ref/{*name}", get(get_ref))
             .route("/git/refs", post(create_ref))
+            .route("/git/refs/{*name}", delete(delete_ref))
             .route("/git/commits", post(create_commit))
             .route("/git/commits/{sha}", get(get_commit))
             .route("/git/blobs", post(create_blob))
@@ -568,6 +569,14 @@ async fn create_ref(State(hub): State<Shared>, Json(body): Json<CreateRef>) -> R
     }
     hub.refs.insert(body.name.clone(), commit);
     created(hub.reference(&body.name, commit))
+}
+
+async fn delete_ref(State(hub): State<Shared>, Path(name): Path<String>) -> Response {
+    let mut hub = lock(&hub);
+    match hub.refs.remove(&format!("refs/{name}")) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => unprocessable("Reference does not exist"),
+    }
 }
 
 async fn get_commit(State(hub): State<Shared>, Path(sha): Path<String>) -> Response {

@@ -821,27 +821,6 @@ async fn client_tokens_serve_an_app_with_its_own_sign_in(target: Target) {
     assert!(kept.iter().all(|n| *n <= typed_when_closed), "{kept:?}");
 }
 
-macro_rules! on_both {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::postgres().await).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both!(
     concurrent_clients_converge_and_late_clients_get_everything,
     acknowledged_updates_survive_a_restart_and_a_kill,

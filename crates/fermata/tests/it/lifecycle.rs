@@ -293,27 +293,6 @@ async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
     );
 }
 
-macro_rules! on_both {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::postgres().await).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both!(
     second_serve_refuses,
     handover_wait_takes_over_after_sigterm,

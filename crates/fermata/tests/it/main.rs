@@ -7,6 +7,29 @@ mod git_support;
 mod mysql;
 mod support;
 
+/// Runs each named case, `async fn case(target: Target)` of the calling module, as a test on
+/// SQLite and as one on PostgreSQL (modules `sqlite` and `postgres`).
+macro_rules! on_both {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Target::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Target::postgres().await).await;
+                }
+            )*
+        }
+    };
+}
+
 mod admin_browser;
 mod config;
 mod editor_browser;

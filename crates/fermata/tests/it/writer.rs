@@ -390,27 +390,6 @@ async fn a_failed_startup_reset_stops_the_start(target: Target) {
     assert!(peek.is_free(), "the lease was kept: {peek:?}");
 }
 
-macro_rules! on_both {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::sqlite()).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Target::postgres().await).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both!(
     a_standby_serves_nothing_until_it_takes_over,
     a_failed_startup_reset_stops_the_start,

@@ -214,9 +214,8 @@ impl Operations {
         self.start(reserved).await
     }
 
-    /// `PULL_REQUEST_OPEN` (naming the operation) while the latest published refresh's pull
-    /// request is open on the forge. Only the latest can be open: a refresh is refused until it
-    /// is merged or closed.
+    /// `PULL_REQUEST_OPEN` (naming the operation) while a published refresh's pull request is
+    /// open on the forge: a refresh is refused until it is merged or closed.
     async fn refuse_while_a_pull_request_is_open(&self) -> Result<(), SafeError> {
         match self.open_pull_request().await? {
             Some((published, _)) => Err(SafeError::about(
@@ -227,25 +226,47 @@ impl Operations {
         }
     }
 
-    /// The latest published refresh and its pull request, while the forge says it is open
-    /// (asked now, never cached); `None` without a forge.
+    /// The newest published refresh whose pull request the forge says is open (asked now, never
+    /// cached), with that pull request; `None` without a forge.
+    ///
+    /// Every published pull request not yet known to be merged or closed is asked about, newest
+    /// first, however many operations came after it. One found merged or closed is recorded as
+    /// settled and never asked about again; one closed without merging (on the forge, by hand)
+    /// also loses its branch, as [`Operations::close_pull_request`] does.
     pub async fn open_pull_request(&self) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
         let Some(forge) = &self.forge else {
             return Ok(None);
         };
-        let latest = self
-            .recent(SETTLE_SCAN)
-            .await?
-            .into_iter()
-            .find_map(|operation| Some((operation.id, operation.pull_request?)));
-        let Some((published, pull)) = latest else {
-            return Ok(None);
-        };
-        let current = forge.pull_request(pull.number).await;
-        Ok(match current.context("read the latest pull request")? {
-            Some(current) if current.state == PullState::Open => Some((published, pull)),
-            _ => None,
-        })
+        let schema = self.storage.schema();
+        let published = schema
+            .unsettled_pull_requests()
+            .await
+            .context("list the published pull requests")?;
+        for operation in published {
+            let Some(pull) = operation.pull_request else {
+                continue;
+            };
+            let current = forge.pull_request(pull.number).await;
+            let state = current
+                .context("read a published pull request")?
+                .map(|current| current.state);
+            match state {
+                Some(PullState::Open) => return Ok(Some((operation.id, pull))),
+                Some(PullState::Merged) => {}
+                // Closed without merging, or unknown to the forge: nothing will merge the branch.
+                Some(PullState::Closed) | None => {
+                    forge
+                        .delete_branch(&pull.head)
+                        .await
+                        .context("delete a closed pull request's branch")?;
+                }
+            }
+            schema
+                .settle_pull_request(operation.id)
+                .await
+                .context("record a settled pull request")?;
+        }
+        Ok(None)
     }
 
     /// The application database's clock, which every expiry is measured on.
@@ -281,6 +302,11 @@ impl Operations {
             .delete_branch(&pull.head)
             .await
             .context("delete the pull request's branch")?;
+        self.storage
+            .schema()
+            .settle_pull_request(id)
+            .await
+            .context("record a settled pull request")?;
         tracing::info!(operation = %id, actor = %admin.user(), pull_request = pull.number, "an administrator closed a pull request");
         Ok(operation)
     }

@@ -41,7 +41,7 @@ use fermata_schema::{
 use fermata_store::schema::{
     ArtifactState, CleanupResult, DatabaseName, Decision, ErrorCode, Freshness, InventoryId,
     NewInventory, OperationId, OperationKind, OperationState, Outcome, RequestKey, ReviewState,
-    SafeError, SchemaLeaseStatus, StepKey, StepState,
+    SafeError, SchemaLeaseStatus, StepKey, StepState, Transition,
 };
 use fermata_store::{Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
@@ -1554,6 +1554,56 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
             first.operation.id.0
         ))
     );
+
+    // 300 later operations (more than any page of recent ones) do not lift the block: it asks
+    // about every published pull request not known to be settled, not the latest few.
+    let schema = harness.storage.schema();
+    for n in 0..300 {
+        let reserved = schema
+            .reserve_operation(
+                &fermata_store::schema::NewOperation {
+                    id: OperationId::generate(),
+                    kind: OperationKind::Inventory,
+                    actor: UserId("u-admin".to_owned()),
+                    request_key: RequestKey::new(unique(&format!("later-{n}"))).unwrap(),
+                    inventory: None,
+                    databases: Vec::new(),
+                    remove_missing: false,
+                },
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        let fermata_store::schema::Reservation::Created(later) = reserved else {
+            panic!("{reserved:?}")
+        };
+        schema
+            .transition(
+                later.id,
+                &Transition::new(OperationState::Reserved, OperationState::Failed),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let still = harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("still-blocked"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(still.code(), ErrorCode::PullRequestOpen);
+    assert_eq!(
+        harness.operations.open_pull_request().await.unwrap(),
+        Some((first.operation.id, first_pull.clone()))
+    );
     let inventory = harness.inventory().await;
 
     // Merged (a real fast-forward of main onto the pull request's branch): allowed, and with
@@ -1656,6 +1706,56 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
             &request(
                 OperationKind::Refresh,
                 &unique("after-close"),
+                Some(inventory),
+                &[&a],
+            ),
+        )
+        .await
+        .unwrap();
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_pull_request_closed_on_the_forge_lifts_the_block_and_loses_its_branch() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    let harness = harness(source, Fault::None, Duration::from_secs(3600)).await;
+    let inventory = harness.inventory().await;
+    let published = harness.approved(inventory, &[&a, &b]).await;
+    let pull = published.operation.pull_request.clone().unwrap();
+
+    // Closed by hand on the forge, not through Fermata: the branch is still there.
+    assert!(harness.local.close_pull_request(pull.number).await.unwrap());
+    assert!(
+        harness
+            .local
+            .branch_head(&pull.head)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // The block asks, learns it is closed, records so, and deletes the branch nothing will
+    // merge; a refresh may start.
+    assert_eq!(harness.operations.open_pull_request().await.unwrap(), None);
+    assert_eq!(harness.local.branch_head(&pull.head).await.unwrap(), None);
+    assert!(
+        harness
+            .storage
+            .schema()
+            .unsettled_pull_requests()
+            .await
+            .unwrap()
+            .is_empty(),
+        "a settled pull request is not asked about again"
+    );
+    let inventory = harness.inventory().await;
+    harness
+        .operations
+        .request(
+            &harness.admin,
+            &request(
+                OperationKind::Refresh,
+                &unique("after-forge-close"),
                 Some(inventory),
                 &[&a],
             ),

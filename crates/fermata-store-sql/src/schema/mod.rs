@@ -321,6 +321,35 @@ impl SchemaStore for SqlStorage {
         Ok(current.as_ref() == Some(pull))
     }
 
+    async fn unsettled_pull_requests(&self) -> StoreResult<Vec<Operation>> {
+        let action = "listing published pull requests not known to be settled";
+        let rows = sqlx::query(&self.schema_sql().unsettled_pull_requests)
+            .fetch_all(&self.inner.pool)
+            .await
+            .context(action)?;
+        rows.iter()
+            .map(|row| rows::operation(row, action))
+            .collect()
+    }
+
+    async fn settle_pull_request(&self, id: OperationId) -> StoreResult<bool> {
+        let action = "recording a settled pull request";
+        let sql = self.schema_sql();
+        let mut tx = self.inner.begin_write(action).await?;
+        sqlx::query(&sql.settle_pull_request)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await
+            .context(action)?;
+        let published: i64 = sqlx::query_scalar(&sql.published)
+            .bind(id.to_string())
+            .fetch_one(&mut *tx)
+            .await
+            .context(action)?;
+        self.commit(tx, action).await?;
+        Ok(published == 1)
+    }
+
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {
         new.check()?;
         let action = "recording an inventory";

@@ -28,6 +28,9 @@ pub(crate) struct Statements {
     pub(super) reviewed_base: String,
     pub(super) record_pull_request: String,
     pub(super) pull_request: String,
+    pub(super) unsettled_pull_requests: String,
+    pub(super) settle_pull_request: String,
+    pub(super) published: String,
     pub(super) insert_inventory: String,
     pub(super) insert_inventory_database: String,
     pub(super) inventory: String,
@@ -131,6 +134,21 @@ impl Statements {
                  WHERE id = $1 AND pull_request IS NULL AND state = 'publishing'",
             ),
             pull_request: render("SELECT pull_request FROM schema_operation WHERE id = $1"),
+            unsettled_pull_requests: render(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM schema_operation \
+                 WHERE pull_request IS NOT NULL \
+                   AND id NOT IN (SELECT operation_id FROM schema_pull_request_settled) \
+                 ORDER BY created_at DESC, id DESC"
+            )),
+            settle_pull_request: render(
+                "INSERT INTO schema_pull_request_settled (operation_id, settled_at) \
+                 SELECT id, {now} FROM schema_operation \
+                 WHERE id = $1 AND pull_request IS NOT NULL \
+                 ON CONFLICT (operation_id) DO NOTHING",
+            ),
+            published: render(
+                "SELECT COUNT(*) FROM schema_operation WHERE id = $1 AND pull_request IS NOT NULL",
+            ),
             insert_inventory: render(
                 "INSERT INTO schema_inventory (id, operation_id, actor, server_version, \
                                                discovered_at, expires_at, ignored_databases) \

@@ -532,8 +532,21 @@ pub async fn a_publishing_refresh_records_its_pull_request_once(harness: &dyn Ha
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(done.pull_request, Some(pull));
+    assert_eq!(done.pull_request, Some(pull.clone()));
     assert!(!done.remove_missing);
+
+    // The terminal operation's pull request stays listed until it is known to be settled; the
+    // record sits beside the operation, which never changes.
+    let unsettled = schema.unsettled_pull_requests().await.unwrap();
+    assert_eq!(unsettled.iter().map(|op| op.id).collect::<Vec<_>>(), [id]);
+    assert_eq!(unsettled[0].pull_request, Some(pull));
+    assert!(schema.settle_pull_request(id).await.unwrap());
+    assert!(
+        schema.settle_pull_request(id).await.unwrap(),
+        "settling again changes nothing"
+    );
+    assert!(schema.unsettled_pull_requests().await.unwrap().is_empty());
+    assert_eq!(schema.operation(id).await.unwrap().unwrap(), done);
 
     // A refresh may propose removing missing databases, and reads so back; nothing else may.
     let inventory = inventory_of(&*store, &["app"], LONG).await;
@@ -548,6 +561,10 @@ pub async fn a_publishing_refresh_records_its_pull_request_once(harness: &dyn Ha
     };
     let reserved = created(schema.reserve_operation(&removing, LONG).await.unwrap());
     assert!(reserved.remove_missing);
+    assert!(
+        !schema.settle_pull_request(reserved.id).await.unwrap(),
+        "no pull request, nothing to settle"
+    );
     assert!(
         schema
             .operation(reserved.id)

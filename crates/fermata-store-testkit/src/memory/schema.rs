@@ -1,7 +1,7 @@
 //! The memory adapter's schema store. Every method works in one critical section, which stands
 //! in for the SQL adapters' transactions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -32,6 +32,8 @@ pub(super) struct SchemaTables {
     inventories: Vec<Inventory>,
     lease: Option<SchemaLease>,
     reviews: HashMap<OperationId, Review>,
+    /// Operations whose published pull request is known to be merged or closed.
+    settled_pulls: HashSet<OperationId>,
     artifacts: HashMap<OperationId, Artifact>,
     grants: HashMap<SecretHash, CleanupGrant>,
     audit: Vec<AuditEvent>,
@@ -306,6 +308,32 @@ impl SchemaStore for MemoryStorage {
                 Ok(true)
             }
         }
+    }
+
+    async fn unsettled_pull_requests(&self) -> StoreResult<Vec<Operation>> {
+        let state = self.inner.state();
+        let tables = &state.schema;
+        Ok(tables
+            .operations
+            .iter()
+            .rev()
+            .filter(|op| op.pull_request.is_some() && !tables.settled_pulls.contains(&op.id))
+            .cloned()
+            .collect())
+    }
+
+    async fn settle_pull_request(&self, id: OperationId) -> StoreResult<bool> {
+        self.inner.gate("settle pull request")?;
+        let mut state = self.inner.state();
+        let tables = &mut state.schema;
+        let published = tables
+            .operations
+            .iter()
+            .any(|op| op.id == id && op.pull_request.is_some());
+        if published {
+            tables.settled_pulls.insert(id);
+        }
+        Ok(published)
     }
 
     async fn record_inventory(&self, new: &NewInventory) -> StoreResult<Inventory> {

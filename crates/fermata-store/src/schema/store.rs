@@ -87,6 +87,17 @@ pub trait SchemaStore: Send + Sync {
     /// when it recorded another one before, or is not publishing.
     async fn record_pull_request(&self, id: OperationId, pull: &PullRequest) -> StoreResult<bool>;
 
+    /// Every operation whose published pull request is not yet known to be merged or closed,
+    /// newest first, from an index over published operations alone: the open pull-request block
+    /// asks the forge about each, however many operations came after it.
+    async fn unsettled_pull_requests(&self) -> StoreResult<Vec<Operation>>;
+
+    /// Records, once, that the pull request operation `id` published is merged or closed, so
+    /// [`SchemaStore::unsettled_pull_requests`] no longer lists it (a terminal operation never
+    /// changes; the record sits beside it). True when the operation published a pull request
+    /// (recording it again changes nothing); false otherwise.
+    async fn settle_pull_request(&self, id: OperationId) -> StoreResult<bool>;
+
     // Inventories.
 
     /// Records an inventory and its ordered names in one transaction. Recording again for the

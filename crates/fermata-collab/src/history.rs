@@ -60,7 +60,8 @@ impl Recorder {
         let document = channel.clone();
         let recording = Box::pin(async move {
             let mut last_hash = None;
-            while let Some(entry) = entries.recv().await {
+            let mut burst = Burst::default();
+            while let Some(entry) = burst.next(&mut entries).await {
                 match entry {
                     Entry::Baseline(text) => last_hash = Some(fermata_docs::source_hash(&text)),
                     Entry::Change {
@@ -114,6 +115,52 @@ impl Recorder {
         }
     }
 }
+/// Takes entries off the queue a burst at a time: a member's change followed, already in the
+/// queue, by more changes by the same member is taken as the last of them. Recorded one by one they would
+/// extend one session, each overwriting the text the one before wrote, so one history write per
+/// burst of commits leaves the same history as one per commit.
+#[derive(Default)]
+struct Burst {
+    /// An entry taken off the queue that ended the previous burst, to be taken next.
+    held: Option<Entry>,
+}
+
+impl Burst {
+    async fn next(&mut self, entries: &mut mpsc::Receiver<Entry>) -> Option<Entry> {
+        let mut latest = match self.held.take() {
+            Some(entry) => entry,
+            None => entries.recv().await?,
+        };
+        // Server and Planner edits (no author) are each a session of their own: never merged.
+        while let Entry::Change {
+            author: Some(author),
+            ..
+        } = &latest
+        {
+            match entries.try_recv() {
+                Ok(next @ Entry::Change { .. }) if next.author() == Some(author) => latest = next,
+                Ok(other) => {
+                    self.held = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        Some(latest)
+    }
+}
+
+impl Entry {
+    /// The member a change is credited to; `None` for a baseline and for server and Planner
+    /// edits.
+    fn author(&self) -> Option<&UserId> {
+        match self {
+            Entry::Change { author, .. } => author.as_ref(),
+            Entry::Baseline(_) => None,
+        }
+    }
+}
+
 async fn record(storage: &dyn Storage, fence: &WriterFence, change: &Change) {
     let result = match fence.current() {
         Ok(fence) => storage.history().record(&fence, change).await,
@@ -133,5 +180,53 @@ async fn record(storage: &dyn Storage, fence: &WriterFence, change: &Change) {
             error = %ErrorChain(&error),
             "a change was not recorded in history"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(text: &str, author: Option<&str>) -> Entry {
+        Entry::Change {
+            text: text.to_owned(),
+            revision: 1,
+            author: author.map(|name| UserId(name.to_owned())),
+            at: UnixMillis(0),
+        }
+    }
+
+    fn text(entry: &Entry) -> &str {
+        match entry {
+            Entry::Change { text, .. } | Entry::Baseline(text) => text,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_one_members_changes_is_taken_as_its_last() {
+        let (queue, mut entries) = mpsc::channel(QUEUE);
+        for entry in [
+            change("a1", Some("ann")),
+            change("a2", Some("ann")),
+            change("a3", Some("ann")),
+            change("b1", Some("bob")),
+            Entry::Baseline("reloaded".to_owned()),
+            change("b2", Some("bob")),
+            change("server1", None),
+            change("server2", None),
+            change("a4", Some("ann")),
+        ] {
+            queue.try_send(entry).unwrap();
+        }
+        drop(queue);
+        let mut burst = Burst::default();
+        let mut taken = Vec::new();
+        while let Some(entry) = burst.next(&mut entries).await {
+            taken.push(text(&entry).to_owned());
+        }
+        assert_eq!(
+            taken,
+            ["a3", "b1", "reloaded", "b2", "server1", "server2", "a4"]
+        );
     }
 }

@@ -25,7 +25,18 @@ use crate::SqlStorage;
 use crate::channel::unavailable;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
+use crate::fence::FencedTransaction;
 use crate::row::{column, instant};
+
+/// What one commit's statements did in a fenced transaction.
+#[derive(Debug)]
+pub(crate) enum CommitWrites {
+    /// They wrote the commit: it holds once the transaction commits.
+    Kept(Committed),
+    /// The answer needs nothing written (a repeated operation): whatever they wrote must be
+    /// rolled back.
+    Nothing(Committed),
+}
 
 /// The collaboration statements, rendered for one dialect.
 #[derive(Debug)]
@@ -370,10 +381,16 @@ impl SqlStorage {
     /// writer already knows. Only a commit that cannot be written as it came (a stale or
     /// archived document, a repeated operation, an invalid shape) reads the channel and its
     /// earlier operation to say why, exactly as the rules order it.
-    async fn commit_on(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
+    /// Runs one commit's statements in `tx`, a fenced transaction that may carry other
+    /// documents' commits too (see `group_commit.rs`): what they wrote, or the answer when they
+    /// must leave nothing behind.
+    pub(crate) async fn commit_in(
+        &self,
+        tx: &mut FencedTransaction,
+        commit: &Commit,
+    ) -> StoreResult<CommitWrites> {
         let action = "committing to a document";
         let sql = &self.inner.collaboration_sql;
-        let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let id = &commit.channel;
         let advanced: Option<(i64, i64, i64, String)> = match check_commit_shape(commit) {
@@ -388,7 +405,10 @@ impl SqlStorage {
             Err(_) => None,
         };
         let Some((revision, sequence, epoch, repository)) = advanced else {
-            return self.refuse_commit(tx.conn(), commit, action).await;
+            return self
+                .refuse_commit(tx.conn(), commit, action)
+                .await
+                .map(CommitWrites::Nothing);
         };
         if let Some(title) = &commit.title {
             let repository = Repository::new(repository)
@@ -442,18 +462,18 @@ impl SqlStorage {
             .await?;
         if recorded == 0 {
             // The operation ID was used before, at the revision this commit expected: answer as
-            // a repeat, and roll the writes above back.
+            // a repeat, with the writes above rolled back.
             return self
                 .earlier_operation(tx.conn(), commit, action)
                 .await?
+                .map(CommitWrites::Nothing)
                 .ok_or_else(|| StoreError::corrupt("an operation conflicted but cannot be read"));
         }
-        tx.commit(action).await?;
-        Ok(Committed {
+        Ok(CommitWrites::Kept(Committed {
             revision,
             sequence,
             repeated: false,
-        })
+        }))
     }
 
     /// The answer to a commit whose `UPDATE` matched nothing, made on the locked channel in the
@@ -561,7 +581,7 @@ impl CollaborationStore for SqlStorage {
     }
 
     async fn commit(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
-        self.commit_on(fence, commit).await
+        self.inner.commits.commit(self, fence, commit).await
     }
 
     async fn updates_after(

@@ -13,6 +13,7 @@ mod collaboration;
 mod dialect;
 mod error;
 mod fence;
+mod group_commit;
 mod history;
 mod jobs;
 mod lease;
@@ -99,6 +100,8 @@ struct Inner {
     connect_options: AnyConnectOptions,
     options: StoreOptions,
     fence_sql: fence::FenceStatements,
+    /// Document commits waiting to share the next fenced transaction.
+    commits: group_commit::CommitQueue,
     lease_sql: lease::Statements,
     tenure_sql: tenure::Statements,
     user_sql: user::Statements,
@@ -147,6 +150,7 @@ impl SqlStorage {
                 connect_options,
                 options,
                 fence_sql: fence::FenceStatements::new(dialect),
+                commits: group_commit::CommitQueue::default(),
                 lease_sql: lease::Statements::new(dialect),
                 tenure_sql: tenure::Statements::new(dialect),
                 user_sql: user::Statements::new(dialect),

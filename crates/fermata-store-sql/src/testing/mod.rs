@@ -21,6 +21,14 @@ pub mod planner;
 /// The variable the test command sets to the throwaway PostgreSQL server's admin URL.
 pub const POSTGRES_URL_VAR: &str = "FERMATA_TEST_POSTGRES_URL";
 
+impl SqlStorage {
+    /// How many document commits wait to share the next fenced transaction (for tests that
+    /// hold one in flight and need the rest queued behind it).
+    pub fn commits_waiting(&self) -> usize {
+        self.inner.commits.waiting_count()
+    }
+}
+
 /// A database that lives as long as this value.
 #[derive(Debug)]
 pub struct ScratchDatabase {

@@ -1,0 +1,252 @@
+//! Group commit across documents: the document commits that wait while another runs share the
+//! next fenced transaction, so one `BEGIN`, one fence check and one durable `COMMIT` (one flush)
+//! carry the batches of several rooms.
+//!
+//! The seed's rule stays: the writes of one lease run one at a time, each in a transaction that
+//! holds the lease row (see `fence.rs`). A commit joins a queue and then waits to lead; the
+//! leader takes every commit waiting under the same fence (at most [`MAX_GROUP`]), the first in
+//! the queue first, and runs them in one fenced transaction. A group of one runs exactly as a
+//! lone commit. In a larger group each member runs after a savepoint; a member that is refused,
+//! fails, or is answered as a repeat is rolled back to its savepoint alone, so it never fails
+//! another member. Each caller hears only its own answer, and a written one only after the
+//! transaction committed: if the `COMMIT` fails, every member that wrote hears that failure (and
+//! may retry under the same operation ID, which answers as a repeat if it did commit).
+//!
+//! A caller that goes away before its commit was taken leaves the queue with it; one that goes
+//! away later has its commit run and its answer dropped, as if the connection had closed after
+//! the commit.
+
+use std::sync::Mutex;
+
+use fermata_store::{Commit, Committed, Fence, StoreError, StoreResult};
+use tokio::sync::oneshot;
+
+use crate::SqlStorage;
+use crate::collaboration::CommitWrites;
+use crate::error::StoreContext;
+use crate::fence::FencedTransaction;
+
+/// The most commits one transaction carries: enough to share a flush among many rooms, few
+/// enough that a group's savepoints stay within what PostgreSQL caches per transaction (64).
+pub(crate) const MAX_GROUP: usize = 32;
+
+/// Where a member's statements can be undone without touching the rest of its group.
+const SAVEPOINT: &str = "SAVEPOINT group_member";
+const ROLLBACK_MEMBER: &str = "ROLLBACK TO SAVEPOINT group_member";
+
+/// The commits waiting for the next fenced transaction, and who runs it.
+#[derive(Debug, Default)]
+pub(crate) struct CommitQueue {
+    waiting: Mutex<Waiting>,
+    /// Held by the caller that runs a group; the others queue behind it.
+    leader: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    next_ticket: u64,
+    members: Vec<Member>,
+}
+
+/// One waiting commit and where its answer goes.
+#[derive(Debug)]
+struct Member {
+    ticket: u64,
+    fence: Fence,
+    commit: Commit,
+    answer: oneshot::Sender<StoreResult<Committed>>,
+}
+
+/// Takes a caller's commit out of the queue when the caller goes away before a leader took it.
+struct Ticket<'a> {
+    queue: &'a CommitQueue,
+    number: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .waiting()
+            .members
+            .retain(|member| member.ticket != self.number);
+    }
+}
+
+impl CommitQueue {
+    /// Commits `commit` under `fence`, in a transaction shared with the other commits waiting
+    /// when it runs; returns this commit's own answer.
+    pub(crate) async fn commit(
+        &self,
+        store: &SqlStorage,
+        fence: &Fence,
+        commit: &Commit,
+    ) -> StoreResult<Committed> {
+        let (answer, mut answered) = oneshot::channel();
+        let _ticket = self.join(fence, commit, answer);
+        loop {
+            // The answer is taken as soon as it comes: leading another group first would delay it.
+            let _leading = tokio::select! {
+                biased;
+                result = &mut answered => {
+                    return result.unwrap_or_else(|_| {
+                        Err(StoreError::unavailable(
+                            "the transaction that carried the commit was abandoned",
+                        ))
+                    });
+                }
+                leading = self.leader.lock() => leading,
+            };
+            let group = self.take_group();
+            if !group.is_empty() {
+                store.commit_group(group).await;
+            }
+        }
+    }
+
+    /// How many commits wait for a transaction now.
+    #[cfg(feature = "testing")]
+    pub(crate) fn waiting_count(&self) -> usize {
+        self.waiting().members.len()
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        // A panic while the queue was held leaves it whole: every change is one `Vec` call.
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn join(
+        &self,
+        fence: &Fence,
+        commit: &Commit,
+        answer: oneshot::Sender<StoreResult<Committed>>,
+    ) -> Ticket<'_> {
+        let mut waiting = self.waiting();
+        let ticket = waiting.next_ticket;
+        waiting.next_ticket += 1;
+        waiting.members.push(Member {
+            ticket,
+            fence: fence.clone(),
+            commit: commit.clone(),
+            answer,
+        });
+        Ticket {
+            queue: self,
+            number: ticket,
+        }
+    }
+
+    /// The next group: the first waiting commit and those after it under the same fence, in
+    /// queue order, at most [`MAX_GROUP`].
+    fn take_group(&self) -> Vec<Member> {
+        let mut waiting = self.waiting();
+        let Some(fence) = waiting.members.first().map(|member| member.fence.clone()) else {
+            return Vec::new();
+        };
+        let mut group = Vec::new();
+        let mut rest = Vec::new();
+        for member in waiting.members.drain(..) {
+            if group.len() < MAX_GROUP && member.fence == fence {
+                group.push(member);
+            } else {
+                rest.push(member);
+            }
+        }
+        waiting.members = rest;
+        group
+    }
+}
+
+impl SqlStorage {
+    /// Runs `group` (non-empty, one fence) in one fenced transaction and answers each member.
+    async fn commit_group(&self, group: Vec<Member>) {
+        let action = "committing to documents";
+        let fence = group[0].fence.clone();
+        let mut tx = match self.inner.begin_fenced(&fence, action).await {
+            Ok(tx) => tx,
+            Err(error) => return answer_all(group, &error),
+        };
+        if group.len() == 1 {
+            let member = group.into_iter().next().expect("a group of one");
+            let result = match self.commit_in(&mut tx, &member.commit).await {
+                Ok(CommitWrites::Kept(committed)) => tx.commit(action).await.map(|()| committed),
+                Ok(CommitWrites::Nothing(answer)) => Ok(answer),
+                Err(error) => Err(error),
+            };
+            // The caller may have gone; its commit stands or falls all the same.
+            let _ = member.answer.send(result);
+            return;
+        }
+        let mut written = Vec::new();
+        let mut members = group.into_iter();
+        while let Some(member) = members.next() {
+            match self.commit_member(&mut tx, &member.commit).await {
+                Ok(MemberOutcome::Wrote(committed)) => written.push((member, committed)),
+                Ok(MemberOutcome::Answered(answer)) => {
+                    let _ = member.answer.send(answer);
+                }
+                Err(broken) => {
+                    // The transaction can no longer tell one member's writes from another's:
+                    // nothing in it commits, and the members not yet run are not run.
+                    let unanswered = written.into_iter().map(|(member, _)| member);
+                    answer_all(unanswered.chain(members), &broken);
+                    let _ = member.answer.send(Err(broken));
+                    return;
+                }
+            }
+        }
+        if written.is_empty() {
+            return;
+        }
+        match tx.commit(action).await {
+            Ok(()) => {
+                for (member, committed) in written {
+                    let _ = member.answer.send(Ok(committed));
+                }
+            }
+            Err(error) => answer_all(written.into_iter().map(|(member, _)| member), &error),
+        }
+    }
+
+    /// Runs one member of a larger group after a savepoint, rolling back to it unless the
+    /// member wrote; `Err` when the savepoint or the rollback failed.
+    async fn commit_member(
+        &self,
+        tx: &mut FencedTransaction,
+        commit: &Commit,
+    ) -> StoreResult<MemberOutcome> {
+        let action = "committing to documents";
+        sqlx::query(SAVEPOINT)
+            .execute(tx.conn())
+            .await
+            .context(action)?;
+        let answer = match self.commit_in(tx, commit).await {
+            Ok(CommitWrites::Kept(committed)) => return Ok(MemberOutcome::Wrote(committed)),
+            Ok(CommitWrites::Nothing(answer)) => Ok(answer),
+            Err(error) => Err(error),
+        };
+        sqlx::query(ROLLBACK_MEMBER)
+            .execute(tx.conn())
+            .await
+            .context(action)?;
+        Ok(MemberOutcome::Answered(answer))
+    }
+}
+
+/// What one member of a larger group came to.
+enum MemberOutcome {
+    /// Its writes stand, to be committed with the group's.
+    Wrote(Committed),
+    /// Rolled back to its savepoint, with its answer: a refusal, a failure, or a repeat.
+    Answered(StoreResult<Committed>),
+}
+
+/// Gives every member the same failure: the kind and safe message of `error` (its cause goes
+/// to the logs of whoever reports it).
+fn answer_all(members: impl IntoIterator<Item = Member>, error: &StoreError) {
+    for member in members {
+        let copy = StoreError::new(error.kind(), error.message().to_owned());
+        let _ = member.answer.send(Err(copy));
+    }
+}

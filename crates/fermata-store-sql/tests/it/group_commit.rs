@@ -1,0 +1,212 @@
+//! Group commit across documents: commits that wait while another runs share the next fenced
+//! transaction, and each caller hears only its own answer. A refused commit, and one whose
+//! statements ran before its operation ID was found taken, are rolled back alone; the others in
+//! their group commit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fermata_store::collaboration::OperationId;
+use fermata_store::lease::{Acquisition, FencedWriteHook, LeaseName};
+use fermata_store::{
+    Channel, ChannelId, Commit, Committed, ErrorKind, Fence, NewChannel, Repository, Storage,
+    StoreOptions, StoreResult,
+};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use fermata_store_testkit::contract::PausedWrites;
+use fermata_store_testkit::eventually;
+
+/// Counts fenced transactions and pauses the armed one.
+struct Counted {
+    pause: PausedWrites,
+    transactions: Arc<AtomicUsize>,
+}
+
+impl Counted {
+    fn new() -> Self {
+        Counted {
+            pause: PausedWrites::default(),
+            transactions: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn hook(&self) -> FencedWriteHook {
+        let pause = self.pause.hook();
+        let transactions = Arc::clone(&self.transactions);
+        FencedWriteHook::new(move |fence| {
+            transactions.fetch_add(1, Ordering::SeqCst);
+            let pause = pause.clone();
+            let fence = fence.clone();
+            Box::pin(async move { pause.inside(&fence).await })
+        })
+    }
+
+    fn count(&self) -> usize {
+        self.transactions.load(Ordering::SeqCst)
+    }
+}
+
+async fn create(store: &ScratchStorage, fence: &Fence, title: &str) -> Channel {
+    store
+        .collaboration()
+        .create_channel(
+            fence,
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("acme").unwrap(),
+                title: title.to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn update(channel: &Channel, revision: i64, operation: &str, bytes: &[u8]) -> Commit {
+    Commit {
+        channel: channel.id.clone(),
+        operation: OperationId::new(operation).unwrap(),
+        expected_revision: revision,
+        update: Some(bytes.to_vec()),
+        sidecar: None,
+        events: Vec::new(),
+        title: None,
+    }
+}
+
+async fn journal(store: &ScratchStorage, channel: &Channel) -> Vec<Vec<u8>> {
+    store
+        .collaboration()
+        .updates_after(&channel.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|update| update.bytes)
+        .collect()
+}
+
+async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
+    let counted = Counted::new();
+    let store = Arc::new(
+        scratch
+            .open(StoreOptions {
+                fenced_write_hook: Some(counted.hook()),
+                ..StoreOptions::default()
+            })
+            .await,
+    );
+    let lease = LeaseName::new("writer").unwrap();
+    let Acquisition::Granted(granted) = store
+        .leases()
+        .acquire(&lease, "here", Duration::from_secs(3600))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease is free")
+    };
+    let fence = granted.fence();
+    let [first, second, third, fourth, repeated] = [
+        create(&store, &fence, "first").await,
+        create(&store, &fence, "second").await,
+        create(&store, &fence, "third").await,
+        create(&store, &fence, "fourth").await,
+        create(&store, &fence, "repeated").await,
+    ];
+    // An operation ID already used, sent again at the revision that followed it: its
+    // statements run before the ID is found taken (by a different commit, since the revision
+    // differs), and must all be rolled back.
+    store
+        .collaboration()
+        .commit(&fence, &update(&repeated, 0, "op-once", b"once"))
+        .await
+        .unwrap();
+
+    // The first commit holds the transaction; the rest queue behind it.
+    counted.pause.arm();
+    let run = |commit: Commit| {
+        let store = Arc::clone(&store);
+        let fence = fence.clone();
+        tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
+    };
+    let held = run(update(&first, 0, "op-first", b"first"));
+    counted.pause.entered().await;
+    let before = counted.count();
+    let queued: Vec<(&str, tokio::task::JoinHandle<StoreResult<Committed>>)> = vec![
+        ("second", run(update(&second, 0, "op-second", b"second"))),
+        ("stale", run(update(&third, 7, "op-stale", b"stale"))),
+        ("fourth", run(update(&fourth, 0, "op-fourth", b"fourth"))),
+        ("reused", run(update(&repeated, 1, "op-once", b"again"))),
+        ("third", run(update(&third, 0, "op-third", b"third"))),
+        ("repeat", run(update(&repeated, 0, "op-once", b"once"))),
+    ];
+    eventually("every commit to wait for the transaction", || async {
+        store.storage.commits_waiting() == queued.len()
+    })
+    .await;
+    counted.pause.release();
+
+    assert_eq!(held.await.unwrap().unwrap().revision, 1);
+    for (name, handle) in queued {
+        let answer = handle.await.unwrap();
+        match name {
+            "stale" => assert_eq!(answer.unwrap_err().kind(), ErrorKind::Conflict),
+            "reused" => assert_eq!(answer.unwrap_err().kind(), ErrorKind::Conflict),
+            "repeat" => {
+                let answer = answer.unwrap();
+                assert!(answer.repeated, "{answer:?}");
+                assert_eq!(answer.revision, 1);
+            }
+            _ => assert_eq!(answer.unwrap().revision, 1, "{name}"),
+        }
+    }
+    assert_eq!(
+        counted.count() - before,
+        1,
+        "the six waiting commits shared one transaction"
+    );
+
+    // What the group wrote: each written commit once, nothing of the refused one or the repeat.
+    for (channel, expected) in [
+        (&first, vec![b"first".to_vec()]),
+        (&second, vec![b"second".to_vec()]),
+        (&third, vec![b"third".to_vec()]),
+        (&fourth, vec![b"fourth".to_vec()]),
+        (&repeated, vec![b"once".to_vec()]),
+    ] {
+        assert_eq!(
+            journal(&store, channel).await,
+            expected,
+            "{}",
+            channel.title
+        );
+    }
+    let reread = store
+        .collaboration()
+        .channel(&repeated.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        reread.revision, 1,
+        "the reused ID's advance was rolled back"
+    );
+
+    // A lone commit afterwards runs in a transaction of its own, as before.
+    store
+        .collaboration()
+        .commit(&fence, &update(&first, 1, "op-alone", b"alone"))
+        .await
+        .unwrap();
+    assert_eq!(journal(&store, &first).await.len(), 2);
+}
+
+#[tokio::test]
+async fn sqlite_commits_that_wait_share_one_transaction() {
+    commits_wait_and_share_one_transaction(ScratchDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn postgres_commits_that_wait_share_one_transaction() {
+    commits_wait_and_share_one_transaction(ScratchDatabase::postgres().await).await;
+}

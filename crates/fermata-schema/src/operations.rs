@@ -21,9 +21,10 @@ use fermata_store::schema::{
     OperationCount, OperationId, OperationKind, OperationState, OperationStep, PullRequest,
     RequestKey, Reservation, Review, SCHEMA_LEASE_TTL, SchemaLease, StepState, Transition,
 };
-use fermata_store::{Storage, UnixMillis};
+use fermata_store::{ErrorChain, Storage, UnixMillis};
 
 use crate::admin::Administrator;
+use crate::notify::{EventKind, Notifier};
 use crate::refresh_run::{REPUBLISH_HOOK, is_held_step};
 use crate::safe_context::SafeContext;
 use crate::selection;
@@ -120,8 +121,11 @@ pub struct Operations {
     storage: Arc<dyn Storage>,
     workflows: Arc<dyn Workflows>,
     lease_ttl: Duration,
-    /// Where refreshes publish: asked whether the latest published pull request is still open.
+    /// Where refreshes publish: asked whether a published pull request is still open.
     forge: Option<Arc<dyn Forge>>,
+    /// Emits `operation.failed` for the operations that fail outside their run: a refused
+    /// start, a run found gone, a cleared lease.
+    notifier: Notifier,
 }
 
 impl std::fmt::Debug for Operations {
@@ -137,7 +141,16 @@ impl Operations {
             workflows,
             lease_ttl: SCHEMA_LEASE_TTL,
             forge: None,
+            notifier: Notifier::default(),
         }
+    }
+
+    /// Emits `operation.failed` through `notifier` when an operation fails outside its run (the
+    /// runs emit their own).
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Refuses a refresh while the pull request of the latest published refresh is open on
@@ -417,11 +430,14 @@ impl Operations {
                     SafeError::new(ErrorCode::StartFailed),
                 )
                 .releasing_lease();
-                schema
+                let ended = schema
                     .transition(id, &failed)
                     .await
                     .context("move the operation to its next state")?;
                 tracing::warn!(operation = %id, "the workflow refused to start a schema operation");
+                if ended.is_some() {
+                    self.notify_failed(id).await;
+                }
             }
             Err(StartFailure::Uncertain) => {
                 let unknown = Transition {
@@ -531,6 +547,7 @@ impl Operations {
             .is_some()
         {
             tracing::warn!(operation = %id, state = %to, "an inventory whose run is gone was ended");
+            self.notify_failed(id).await;
         }
         self.current(id).await
     }
@@ -650,11 +667,27 @@ impl Operations {
                     crate::inventory_run::end_unfinished(&*self.storage, id, &cleared)
                         .await
                         .context("end the operation's databases")?;
+                    self.notify_failed(id).await;
                 }
                 self.current(id).await
             }
             ClearOutcome::NotHeld => Err(SafeError::about(ErrorCode::LeaseNotHeld, about)),
             ClearOutcome::Live(_) => Err(SafeError::about(ErrorCode::LeaseNotExpired, about)),
+        }
+    }
+}
+
+impl Operations {
+    /// Emits `operation.failed` for operation `id`, which failed outside its run (an operation
+    /// that expired instead emits nothing). The failure is recorded already; a notification
+    /// that cannot be queued is logged, never turned into the caller's error.
+    async fn notify_failed(&self, id: OperationId) {
+        if let Err(error) = self
+            .notifier
+            .emit(&*self.storage, EventKind::OperationFailed, id, None)
+            .await
+        {
+            tracing::warn!(operation = %id, error = %ErrorChain(&error), "the failure of a schema operation could not be queued for notification");
         }
     }
 }

@@ -154,7 +154,7 @@ impl SchemaRuntime {
             .register(
                 InventoryWorkflow::new(Arc::clone(&storage), settings.source.clone())
                     .with_filter(settings.filter.clone())
-                    .with_notifier(notifier),
+                    .with_notifier(notifier.clone()),
             )
             .register(refresh)
             .register(verification)
@@ -162,7 +162,8 @@ impl SchemaRuntime {
         // The operations start the three operation workflows; the schedule's workflow, which
         // requests operations, is registered after them, on the engine workers execute.
         let workflows = Arc::new(EngineWorkflows::new(engine.clone()));
-        let operations = Operations::new(Arc::clone(&storage), workflows.clone());
+        let operations =
+            Operations::new(Arc::clone(&storage), workflows.clone()).with_notifier(notifier);
         let operations = match &package {
             Some(package) => operations.with_forge(package.forge_handle()),
             None => operations,

@@ -11,15 +11,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_schema::{
-    Administrator, OperationRequest, Operations, StartFailure, Workflows, begin_run,
+    Administrator, Notifier, NotifySettings, OperationRequest, Operations, StartFailure, Workflows,
+    begin_run,
 };
 use fermata_store::schema::{
     DatabaseName, ErrorCode, InventoryId, NewInventory, Operation, OperationId, OperationKind,
     OperationState, Outcome, RequestKey, SafeError, Subject,
 };
-use fermata_store::{NewUser, Role, Storage, StoreOptions, UserId, UserName};
+use fermata_store::{NewUser, Role, RunId, Storage, StoreOptions, UserId, UserName};
 use fermata_store_sql::testing::ScratchDatabase;
 use fermata_store_testkit::eventually;
+use zeroize::Zeroizing;
 
 /// What the fake workflow service does when `start()` is called.
 #[derive(Debug, Clone, Copy)]
@@ -221,8 +223,13 @@ async fn a_started_operation_is_bound_to_its_run(scratch: ScratchDatabase) {
 async fn a_definite_refusal_fails_the_operation_and_releases_the_lease(scratch: ScratchDatabase) {
     let fx = fixture(scratch).await;
     let workflows = FakeWorkflows::new(Behaviour::Refuse);
+    let webhooks = NotifySettings {
+        urls: vec!["http://127.0.0.1:9/hook".to_owned()],
+        secret: Arc::new(Zeroizing::new(b"a webhook secret".to_vec())),
+    };
     let operation = fx
         .operations(&workflows)
+        .with_notifier(Notifier::new(Some(&webhooks)))
         .request(&fx.admin, &fx.refresh("browser-1"))
         .await
         .unwrap();
@@ -230,6 +237,18 @@ async fn a_definite_refusal_fails_the_operation_and_releases_the_lease(scratch: 
     assert_eq!(operation.error.unwrap().code(), ErrorCode::StartFailed);
     assert_eq!(fx.lease_holder().await, None);
     assert_eq!(workflows.calls(), 1);
+    // The failure happened outside any run, and is notified all the same: its durable
+    // `operation.failed` delivery run exists.
+    let delivery = RunId(format!("schema-notify-operation.failed:{}", operation.id));
+    assert!(
+        fx.storage
+            .workflows()
+            .run(&delivery)
+            .await
+            .unwrap()
+            .is_some(),
+        "no delivery run for the refused start"
+    );
     // Repeating the request returns the failed operation; start() is not called again.
     let again = fx
         .operations(&workflows)

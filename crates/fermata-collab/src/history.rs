@@ -1,8 +1,9 @@
 //! DocumentHistory: each room's recorder of activity history. After a commit that changed the
 //! canonical text has been acknowledged (committed, and broadcast to the room's clients or
 //! answered to the program that asked), the room hands the new text to its recorder, which
-//! writes it to the history store on its own task, in commit order, under the writer fence.
-//! Nothing waits for it: a failure is logged, and a full queue drops the change with a warning,
+//! writes it to the history store on its own task, in commit order, under the writer fence: a
+//! member's change once they pause for a second (or every five seconds while they keep typing),
+//! as the last text of that burst. Nothing waits for it: a failure is logged, and a full queue drops the change with a warning,
 //! so history can miss a change but never blocks or fails one.
 //!
 //! Credit: a browser batch goes to the member whose update came last in it (a batch spans a few
@@ -11,10 +12,12 @@
 //! Planner edits to no one. The session rule itself lives in the storage port.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fermata_store::{Change, ChannelId, ErrorChain, Storage, UnixMillis, UserId};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout_at};
 
 use crate::fence::WriterFence;
 
@@ -115,10 +118,18 @@ impl Recorder {
         }
     }
 }
-/// Takes entries off the queue a burst at a time: a member's change followed, already in the
-/// queue, by more changes by the same member is taken as the last of them. Recorded one by one they would
-/// extend one session, each overwriting the text the one before wrote, so one history write per
-/// burst of commits leaves the same history as one per commit.
+/// How long the recorder waits after a member's change for more of theirs before it writes the
+/// text...
+const SETTLE: Duration = Duration::from_secs(1);
+/// ...and the longest it holds a change back while they keep typing.
+const HOLD_AT_MOST: Duration = Duration::from_secs(5);
+
+/// Takes entries off the queue a burst at a time: a member's change followed by more changes by
+/// the same member (waiting in the queue, or arriving within [`SETTLE`] of the one before, for
+/// at most [`HOLD_AT_MOST`]) is taken as the last of them. Recorded one by one they would extend
+/// one session, each overwriting the text the one before wrote, so one history write per burst
+/// leaves the same history as one per commit, without a second durable transaction beside
+/// every commit of a busy room.
 #[derive(Default)]
 struct Burst {
     /// An entry taken off the queue that ended the previous burst, to be taken next.
@@ -131,19 +142,21 @@ impl Burst {
             Some(entry) => entry,
             None => entries.recv().await?,
         };
-        // Server and Planner edits (no author) are each a session of their own: never merged.
-        while let Entry::Change {
-            author: Some(author),
-            ..
-        } = &latest
-        {
-            match entries.try_recv() {
-                Ok(next @ Entry::Change { .. }) if next.author() == Some(author) => latest = next,
-                Ok(other) => {
+        // Baselines, and server and Planner edits (each a session of its own), go at once.
+        let Some(author) = latest.author().cloned() else {
+            return Some(latest);
+        };
+        let hold_until = Instant::now() + HOLD_AT_MOST;
+        loop {
+            let quiet_until = (Instant::now() + SETTLE).min(hold_until);
+            match timeout_at(quiet_until, entries.recv()).await {
+                Ok(Some(next)) if next.author() == Some(&author) => latest = next,
+                Ok(Some(other)) => {
                     self.held = Some(other);
                     break;
                 }
-                Err(_) => break,
+                // Quiet for long enough, held long enough, or the room is gone: write it now.
+                Ok(None) | Err(_) => break,
             }
         }
         Some(latest)

@@ -95,6 +95,9 @@ pub struct SqlStorage {
 #[derive(Debug)]
 struct Inner {
     pool: AnyPool,
+    /// Where write transactions begin: the pool itself on PostgreSQL; on SQLite a pool of one
+    /// connection, so writers queue in the process.
+    writes: AnyPool,
     dialect: Dialect,
     /// Kept to open connections outside the pool (lease renewal, migrations).
     connect_options: AnyConnectOptions,
@@ -136,16 +139,30 @@ impl SqlStorage {
             Dialect::Postgres => 10,
         };
         let wait_limit = options.wait_limit;
-        let pool = AnyPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _meta| Box::pin(prepare_pooled(conn, dialect, wait_limit)))
-            .connect_with(connect_options.clone())
+        let pool_of = |max_connections| {
+            AnyPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+                .after_connect(move |conn, _meta| {
+                    Box::pin(prepare_pooled(conn, dialect, wait_limit))
+                })
+                .connect_with(connect_options.clone())
+        };
+        let pool = pool_of(max_connections)
             .await
             .context("connecting to the database")?;
+        // SQLite has one writer at a time. Write transactions take turns on one connection, in
+        // the order they asked, instead of meeting at `BEGIN IMMEDIATE` and polling for the lock
+        // in the busy handler's sleeps (1, 2, 5, 10 ms...), which a waiting write would add to
+        // its latency.
+        let writes = match dialect {
+            Dialect::Sqlite => pool_of(1).await.context("connecting to the database")?,
+            Dialect::Postgres => pool.clone(),
+        };
         Ok(SqlStorage {
             inner: Arc::new(Inner {
                 pool,
+                writes,
                 dialect,
                 connect_options,
                 options,
@@ -219,6 +236,7 @@ impl SqlStorage {
 
     /// Closes the pool, waiting for connections in use to come back.
     pub async fn close(&self) {
+        self.inner.writes.close().await;
         self.inner.pool.close().await;
     }
 
@@ -254,7 +272,7 @@ impl Inner {
         &self,
         action: &str,
     ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
-        self.pool
+        self.writes
             .begin_with(self.dialect.begin_write())
             .await
             .context(action)

@@ -14,6 +14,13 @@
 //! `FERMATA_BENCH_DOCUMENTS`) with 2 clients each, all typing, M/4 updates each, against as many
 //! concurrent bare-insert writers.
 //!
+//! Then what rooms cost, on each engine: memory per open room with [`ROOMS`] documents open, one
+//! idle client each, against the memory of the same documents' yrs state; the memory kept once
+//! every client left and the rooms closed; the time to open a cold document of about 1 MB
+//! (recovered from storage for its first client) against applying the same state to a fresh yrs
+//! document; and the history text kept per edit of a typing session against the edits' own
+//! bytes.
+//!
 //! The server runs with its default `[documents]` settings. `FERMATA_BENCH_CLIENTS` sets N
 //! (default 8) and `FERMATA_BENCH_UPDATES` sets M (default 200); each writer first does a few
 //! untimed warm-up writes.
@@ -23,7 +30,7 @@ mod support;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,6 +137,8 @@ fn main() {
             measure("sqlite", ScratchDatabase::sqlite(), workload).await;
             measure("postgres", ScratchDatabase::postgres().await, workload).await;
         }
+        costs("sqlite", ScratchDatabase::sqlite()).await;
+        costs("postgres", ScratchDatabase::postgres().await).await;
     });
 }
 
@@ -148,10 +157,11 @@ fn edit(client: usize, n: usize) -> String {
     format!("client {client:02} edit {n:04}\n")
 }
 
-async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
-    let target = database.database.clone();
-    // The data folder holds the key file, and for SQLite the database file itself.
-    let (data_dir, _keys_folder) = match &target {
+/// The data folder for a server on `target`: it holds the key file, and for SQLite the database
+/// file itself (the folder is then the scratch database's). A folder made here lives as long as
+/// the returned guard.
+fn data_dir(target: &Database) -> (PathBuf, Option<tempfile::TempDir>) {
+    match target {
         Database::Sqlite { path } => (
             path.parent().expect("the SQLite file's folder").to_owned(),
             None,
@@ -160,7 +170,12 @@ async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
             let folder = tempfile::tempdir().expect("create a temporary folder");
             (folder.path().to_owned(), Some(folder))
         }
-    };
+    }
+}
+
+async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
+    let target = database.database.clone();
+    let (data_dir, _keys_folder) = data_dir(&target);
     let store = database.open(StoreOptions::default()).await;
     println!("{backend}: {}", durable_setting(&store).await);
     let settings = CollabSettings::default();
@@ -287,33 +302,43 @@ fn run(database: &Database, data_dir: &Path, words: &[&str], input: &str) -> Str
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
-/// A user, an API token for it, a server and one document; then the clients' run.
-async fn live(database: &Database, data_dir: &Path, workload: Workload) -> (Run, i64) {
+/// The benchmark's user and an API token for it.
+fn bench_token(database: &Database, data_dir: &Path) -> String {
     run(
         database,
         data_dir,
         &["user", "add", "bench", "--password-stdin"],
         "a long enough password\n",
     );
-    let token = run(
+    run(
         database,
         data_dir,
         &["token", "create", "--user", "bench"],
         "",
-    );
+    )
+}
+
+/// `fermata serve` on a loopback port, ready; with `config` as its configuration file.
+async fn serve(database: &Database, data_dir: &Path, config: Option<&Path>) -> Fermata {
     let mut serve = fermata(database, data_dir, &["serve"]);
     serve.args(["--listen", "127.0.0.1:0"]);
-    let mut server = Fermata::spawn(serve);
+    if let Some(config) = config {
+        serve.arg("--config").arg(config);
+    }
+    let server = Fermata::spawn(serve);
     server.wait_ready().await;
-    let address = server.address().await;
-    let bearer = format!("Bearer {token}");
-    let documents: Vec<String> = (0..workload.documents)
+    server
+}
+
+/// Creates `count` documents; returns their IDs.
+fn create_documents(address: SocketAddr, bearer: &str, count: usize) -> Vec<String> {
+    (0..count)
         .map(|n| {
             let created = request(
                 address,
                 "POST",
                 "/api/v1/documents",
-                &[("Authorization", &bearer)],
+                &[("Authorization", bearer)],
                 Some(
                     &json!({"repository": "bench/rooms", "title": format!("Rooms benchmark {n}")}),
                 ),
@@ -324,7 +349,16 @@ async fn live(database: &Database, data_dir: &Path, workload: Workload) -> (Run,
                 .expect("the document's ID")
                 .to_owned()
         })
-        .collect();
+        .collect()
+}
+
+/// A user, an API token for it, a server and one document; then the clients' run.
+async fn live(database: &Database, data_dir: &Path, workload: Workload) -> (Run, i64) {
+    let token = bench_token(database, data_dir);
+    let mut server = serve(database, data_dir, None).await;
+    let address = server.address().await;
+    let bearer = format!("Bearer {token}");
+    let documents = create_documents(address, &bearer, workload.documents);
     let expected: usize = (0..workload.clients)
         .flat_map(|c| (0..WARM_UP + workload.updates).map(move |n| edit(c, n).len()))
         .sum();
@@ -439,21 +473,7 @@ async fn client(
     ready: Arc<Barrier>,
     go: Arc<Barrier>,
 ) -> ClientRun {
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
-        .await
-        .unwrap_or_else(|error| panic!("client {index} could not connect: {error}"));
-    let doc = Doc::new();
-    let text = doc.get_or_insert_text("source");
-    let mut client = Client {
-        socket,
-        doc,
-        text,
-        index,
-    };
-    // As y-websocket does: our state vector, so the server sends what we lack (its own step 1
-    // is answered as it arrives).
-    let vector = client.doc.transact().state_vector().encode_v1();
-    client.send(protocol::sync_step1(&vector)).await;
+    let mut client = Client::connect(&url, index).await;
     for n in 0..WARM_UP {
         client.write(&edit(index, n)).await;
     }
@@ -478,6 +498,51 @@ async fn client(
 }
 
 impl Client {
+    /// Connects to `url` and asks for the document, as y-websocket does: with our state vector,
+    /// so the server sends what we lack (its own step 1 is answered as it arrives).
+    async fn connect(url: &str, index: usize) -> Client {
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+            .await
+            .unwrap_or_else(|error| panic!("client {index} could not connect: {error}"));
+        let doc = Doc::new();
+        let text = doc.get_or_insert_text("source");
+        let mut client = Client {
+            socket,
+            doc,
+            text,
+            index,
+        };
+        let vector = client.doc.transact().state_vector().encode_v1();
+        client.send(protocol::sync_step1(&vector)).await;
+        client
+    }
+
+    /// Waits for the server's answer to our state vector (its sync step 2, the whole document
+    /// for a new client); returns its bytes.
+    async fn synced(&mut self) -> Vec<u8> {
+        loop {
+            let bytes = self.next_binary().await;
+            match protocol::decode(&bytes) {
+                Ok(ClientMessage::Update(update)) => {
+                    let decoded = Update::decode_v1(&update).expect("the server's update");
+                    self.doc
+                        .transact_mut()
+                        .apply_update(decoded)
+                        .expect("apply the server's update");
+                    return update;
+                }
+                Ok(ClientMessage::StateVector(vector)) => self.answer(&vector).await,
+                _ => {}
+            }
+        }
+    }
+
+    async fn answer(&mut self, vector: &[u8]) {
+        let vector = StateVector::decode_v1(vector).expect("the server's state vector");
+        let diff = self.doc.transact().encode_diff_v1(&vector);
+        self.send(protocol::sync_step2(diff)).await;
+    }
+
     async fn send(&mut self, message: Vec<u8>) {
         self.socket
             .send(Message::binary(message))
@@ -516,23 +581,12 @@ impl Client {
     /// client's document and returns the ids it inserts.
     async fn receive(&mut self) -> Option<IdSet> {
         let index = self.index;
-        let bytes = match tokio::time::timeout(PATIENCE, self.socket.next()).await {
-            Err(_) => panic!("client {index}: nothing from the server in {PATIENCE:?}"),
-            Ok(None) => panic!("client {index}: the server closed the connection"),
-            Ok(Some(Err(error))) => panic!("client {index}: {error}"),
-            Ok(Some(Ok(Message::Close(frame)))) => {
-                panic!("client {index}: the server closed the connection: {frame:?}")
-            }
-            Ok(Some(Ok(Message::Binary(bytes)))) => bytes,
-            Ok(Some(Ok(_))) => return None,
-        };
+        let bytes = self.next_binary().await;
         match protocol::decode(&bytes)
             .unwrap_or_else(|_| panic!("client {index}: not a y-websocket message"))
         {
             ClientMessage::StateVector(vector) => {
-                let vector = StateVector::decode_v1(&vector).expect("the server's state vector");
-                let diff = self.doc.transact().encode_diff_v1(&vector);
-                self.send(protocol::sync_step2(diff)).await;
+                self.answer(&vector).await;
                 None
             }
             ClientMessage::Update(bytes) => {
@@ -545,6 +599,23 @@ impl Client {
                 Some(inserted)
             }
             _ => None,
+        }
+    }
+
+    /// The next binary message from the server.
+    async fn next_binary(&mut self) -> Vec<u8> {
+        let index = self.index;
+        loop {
+            match tokio::time::timeout(PATIENCE, self.socket.next()).await {
+                Err(_) => panic!("client {index}: nothing from the server in {PATIENCE:?}"),
+                Ok(None) => panic!("client {index}: the server closed the connection"),
+                Ok(Some(Err(error))) => panic!("client {index}: {error}"),
+                Ok(Some(Ok(Message::Close(frame)))) => {
+                    panic!("client {index}: the server closed the connection: {frame:?}")
+                }
+                Ok(Some(Ok(Message::Binary(bytes)))) => return bytes.to_vec(),
+                Ok(Some(Ok(_))) => {}
+            }
         }
     }
 }
@@ -593,4 +664,268 @@ async fn floor(store: &ScratchStorage, workload: Workload) -> Run {
         latencies,
         wall: finished - started,
     }
+}
+
+/// Documents open at once for the memory figure (`FERMATA_BENCH_ROOMS`).
+const ROOMS: usize = 1000;
+
+/// Bytes of text each document of the memory figure holds.
+const ROOM_TEXT: usize = 2048;
+
+/// About how large the cold document is, and the size of each update that writes it.
+const COLD_BYTES: usize = 1024 * 1024;
+const COLD_CHUNK: usize = 32 * 1024;
+
+/// Edits of the typing session whose history is measured.
+const HISTORY_EDITS: usize = 500;
+
+/// Memory per open room, a cold 1 MB open and history kept per edit, on one engine; each against
+/// its floor (see the module's documentation).
+async fn costs(backend: &str, database: ScratchDatabase) {
+    let target = database.database.clone();
+    let (data_dir, _keys_folder) = data_dir(&target);
+    let store = database.open(StoreOptions::default()).await;
+    let config = data_dir.join("bench-costs.toml");
+    // Rooms close a second after their last client; one loopback peer may hold every client.
+    std::fs::write(
+        &config,
+        format!(
+            "[documents]\nidle_close = \"1s\"\n\n[http]\nmax_connections_per_peer = {}\n",
+            2 * setting("FERMATA_BENCH_ROOMS", ROOMS) + 64
+        ),
+    )
+    .expect("write the configuration");
+    let token = bench_token(&target, &data_dir);
+    let mut server = serve(&target, &data_dir, Some(&config)).await;
+    let address = server.address().await;
+    let bearer = format!("Bearer {token}");
+    let group = format!("rooms/{backend}");
+    println!("{backend}: what rooms cost");
+    room_memory(&server, address, &token, &group).await;
+    cold_open(address, &token, &bearer, &group).await;
+    history_per_edit(&store, address, &token, &bearer, &group).await;
+    server.terminate();
+    let status = server.wait_exit().await;
+    assert!(
+        status.success(),
+        "the server did not stop cleanly ({status})"
+    );
+    println!();
+    store.storage.close().await;
+}
+
+/// The server's resident memory now, in bytes (`VmRSS`).
+fn resident(server: &Fermata) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .expect("read the server's status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("the server's resident memory");
+    kib * 1024.0
+}
+
+/// `fermata_rooms_open` from the server's metrics.
+fn rooms_open(address: SocketAddr) -> usize {
+    let (status, body) = support::get(address, "/metrics").expect("the metrics");
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|line| line.strip_prefix("fermata_rooms_open "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map_or(0, |value| value as usize)
+}
+
+async fn wait_rooms_open(address: SocketAddr, expected: usize) {
+    let deadline = Instant::now() + PATIENCE;
+    while rooms_open(address) != expected {
+        assert!(
+            Instant::now() < deadline,
+            "the server never had {expected} rooms open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Creates a document with `text`, program style.
+fn create_with_text(address: SocketAddr, bearer: &str, key: &str, text: &str) -> String {
+    let created = request(
+        address,
+        "POST",
+        "/api/v1/documents",
+        &[("Authorization", bearer), ("Idempotency-Key", key)],
+        Some(&json!({"repository": "bench/costs", "title": key, "text": text})),
+    );
+    assert!(matches!(created.status, 200 | 201), "{}", created.body);
+    created.json()["id"]
+        .as_str()
+        .expect("the document's ID")
+        .to_owned()
+}
+
+/// Opens every document with one idle client each, twice (the rooms closing in between);
+/// records the memory per open room, and what the second round kept that the first had freed.
+async fn room_memory(server: &Fermata, address: SocketAddr, token: &str, group: &str) {
+    let rooms = setting("FERMATA_BENCH_ROOMS", ROOMS);
+    let bearer = format!("Bearer {token}");
+    let text: String = "memory bench line\n".repeat(ROOM_TEXT / 18);
+    let documents: Vec<String> = (0..rooms)
+        .map(|n| create_with_text(address, &bearer, &format!("memory-{n}"), &text))
+        .collect();
+    wait_rooms_open(address, 0).await;
+    let mut rounds = Vec::new();
+    let mut state_bytes = 0;
+    for _ in 0..2 {
+        let before = resident(server);
+        let mut clients = Vec::with_capacity(rooms);
+        for (index, document) in documents.iter().enumerate() {
+            let mut client = Client::connect(
+                &format!("ws://{address}/sync/{document}?token={token}"),
+                index,
+            )
+            .await;
+            state_bytes = client.synced().await.len();
+            clients.push(client);
+        }
+        wait_rooms_open(address, rooms).await;
+        let open = resident(server);
+        for mut client in clients {
+            let _ = client.socket.close(None).await;
+        }
+        wait_rooms_open(address, 0).await;
+        let closed = resident(server);
+        rounds.push((before, open, closed));
+    }
+    let per_room = (rounds[0].1 - rounds[0].0) / rooms as f64 / 1024.0;
+    let kept = (rounds[1].2 - rounds[0].2).max(0.0) / rooms as f64 / 1024.0;
+    let state = state_bytes as f64 / 1024.0;
+    println!(
+        "  {rooms} open rooms, one idle client each: {per_room:.1} KiB a room (each document's \
+         state {state:.1} KiB); resident after they closed {:.1} MiB, after a second round {:.1} MiB",
+        rounds[0].2 / 1048576.0,
+        rounds[1].2 / 1048576.0
+    );
+    Figure {
+        group: group.to_owned(),
+        name: &format!("memory per open room ({rooms} rooms, one idle client each)"),
+        unit: "KiB",
+        measured: per_room,
+        floor: state,
+        floor_name: "the document's encoded Yjs state",
+        goal: None,
+    }
+    .record();
+    Figure {
+        group: group.to_owned(),
+        name: "memory kept per room by a second open-and-close round",
+        unit: "KiB",
+        measured: kept,
+        floor: state,
+        floor_name: "the document's encoded Yjs state",
+        goal: Some("<= 1"),
+    }
+    .record();
+}
+
+/// Writes about 1 MB into a document through a client, lets its room close, then times the
+/// first client's open (connect to the whole document received) three times; records the
+/// median against applying the same state to a fresh yrs document.
+async fn cold_open(address: SocketAddr, token: &str, bearer: &str, group: &str) {
+    let document = create_documents(address, bearer, 1).remove(0);
+    let url = format!("ws://{address}/sync/{document}?token={token}");
+    let mut writer = Client::connect(&url, 0).await;
+    writer.synced().await;
+    let chunk = "cold document text, written in large updates.\n".repeat(COLD_CHUNK / 46);
+    for _ in 0..COLD_BYTES / chunk.len() {
+        writer.write(&chunk).await;
+    }
+    let _ = writer.socket.close(None).await;
+    let mut opens = Vec::new();
+    let mut applies = Vec::new();
+    for _ in 0..3 {
+        wait_rooms_open(address, 0).await;
+        let started = Instant::now();
+        let mut reader = Client::connect(&url, 1).await;
+        let state = reader.synced().await;
+        opens.push(started.elapsed());
+        let _ = reader.socket.close(None).await;
+        let started = Instant::now();
+        let doc = Doc::new();
+        doc.transact_mut()
+            .apply_update(Update::decode_v1(&state).expect("the state"))
+            .expect("apply the state");
+        applies.push(started.elapsed());
+        assert!(
+            state.len() >= COLD_BYTES / 2,
+            "the document is smaller than written"
+        );
+    }
+    let (open, apply) = (Summary::of(opens).median, Summary::of(applies).median);
+    println!(
+        "  cold open of a {:.1} MB document: {:.1} ms (median of 3); applying its state to a \
+         fresh yrs document {:.1} ms",
+        COLD_BYTES as f64 / 1e6,
+        micros(open) / 1000.0,
+        micros(apply) / 1000.0
+    );
+    Figure {
+        group: group.to_owned(),
+        name: "cold open of a 1 MB document, median of 3",
+        unit: "us",
+        measured: micros(open),
+        floor: micros(apply),
+        floor_name: "its state applied to a fresh yrs document",
+        goal: None,
+    }
+    .record();
+}
+
+/// One member types [`HISTORY_EDITS`] edits in one session; records the history text kept per
+/// edit against the edit's own bytes.
+async fn history_per_edit(
+    store: &ScratchStorage,
+    address: SocketAddr,
+    token: &str,
+    bearer: &str,
+    group: &str,
+) {
+    let document = create_documents(address, bearer, 1).remove(0);
+    let mut typist =
+        Client::connect(&format!("ws://{address}/sync/{document}?token={token}"), 0).await;
+    typist.synced().await;
+    for n in 0..HISTORY_EDITS {
+        typist.write(&edit(0, n)).await;
+    }
+    let _ = typist.socket.close(None).await;
+    wait_rooms_open(address, 0).await;
+    let sql = match store.storage.dialect() {
+        fermata_store_sql::Dialect::Sqlite => {
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(canonical_text)), 0) FROM document_versions \
+             WHERE channel_id = ?"
+        }
+        fermata_store_sql::Dialect::Postgres => {
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(canonical_text)), 0)::BIGINT FROM \
+             document_versions WHERE channel_id = $1"
+        }
+    };
+    let (sessions, kept): (i64, i64) = sqlx::query_as(sql)
+        .bind(&document)
+        .fetch_one(store.storage.pool())
+        .await
+        .expect("read the history");
+    let per_edit = kept as f64 / HISTORY_EDITS as f64;
+    println!(
+        "  history of {HISTORY_EDITS} edits by one member: {sessions} session(s), {kept} bytes of \
+         text kept, {per_edit:.1} bytes an edit"
+    );
+    Figure {
+        group: group.to_owned(),
+        name: "history text kept per edit (one member typing one session)",
+        unit: "B",
+        measured: per_edit,
+        floor: edit(0, 0).len() as f64,
+        floor_name: "the edit's own text",
+        goal: None,
+    }
+    .record();
 }

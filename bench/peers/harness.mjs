@@ -119,12 +119,13 @@ class Client {
 
 /**
  * Runs the closed loop against `url` (the document's socket URL; for Hocuspocus the server's,
- * with `room` the document's name) and returns every timed edit's latency in milliseconds, the
- * wall time in milliseconds, and the length of the text all the edits make.
+ * with `room` the document's name; the observer's is `observerUrl` where it differs) and returns every timed edit's latency in milliseconds, the
+ * wall time in milliseconds, the length of the text all the edits make, and the share of one
+ * core the harness itself used meanwhile (the clients share its one event loop).
  */
-export async function closedLoop ({ url, room, framing, writers, edits, warmUp }) {
+export async function closedLoop ({ url, observerUrl = url, room, framing, writers, edits, warmUp }) {
   if (!FRAMINGS.includes(framing)) throw new Error(`no framing ${framing}`)
-  const observer = new Client(url, room, framing, 'observer')
+  const observer = new Client(observerUrl, room, framing, 'observer')
   const clients = Array.from({ length: writers }, (_, n) => new Client(url, room, framing, `writer ${n}`))
   const everyone = [observer, ...clients]
   try {
@@ -155,11 +156,13 @@ export async function closedLoop ({ url, room, framing, writers, edits, warmUp }
       for (let i = 0; i < warmUp; i++) await one(client, edit(n, i))
     }))
     const latencies = []
+    const cpu = process.cpuUsage()
     const started = performance.now()
     await Promise.all(clients.map(async (client, n) => {
       for (let i = warmUp; i < warmUp + edits; i++) latencies.push(await one(client, edit(n, i)))
     }))
     const wall = performance.now() - started
+    const { user, system } = process.cpuUsage(cpu)
 
     const expected = clients.reduce(
       (sum, _, n) => sum + Array.from({ length: warmUp + edits }, (_, i) => edit(n, i).length).reduce((a, b) => a + b, 0),
@@ -168,7 +171,7 @@ export async function closedLoop ({ url, room, framing, writers, edits, warmUp }
     if (observer.text.length !== expected) {
       throw new Error(`the observer holds ${observer.text.length} characters, not ${expected}`)
     }
-    return { latencies, wall, length: expected }
+    return { latencies, wall, length: expected, harnessCpu: (user + system) / 1000 / wall }
   } finally {
     for (const client of everyone) client.close()
   }

@@ -119,14 +119,21 @@ function fermataCommand (bin, args, env, input) {
   })
 }
 
-/** fermata serve on one backend, with a user and an API token; each round gets a new document. */
+/**
+ * fermata serve on one backend, with two users and an API token each: the writers' and the
+ * observer's (a member may hold only `max_connections_per_member`, 8 by default, of a room's
+ * connections), both members of the repository; each round gets a new document.
+ */
 async function fermata (bin, backend, folder, postgresUrl) {
   const dataDir = path.join(folder, `fermata-${backend}`)
   const storage = backend === 'postgres' ? ['--storage', 'postgres'] : []
   const env = cleanEnvironment(backend === 'postgres' ? { FERMATA_DATABASE_URL: postgresUrl } : {})
   const common = ['--data-dir', dataDir, ...storage]
-  await fermataCommand(bin, ['user', 'add', 'bench', '--password-stdin', ...common], env, 'a long enough password\n')
-  const token = await fermataCommand(bin, ['token', 'create', '--user', 'bench', ...common], env, '')
+  const tokens = {}
+  for (const user of ['bench', 'observer']) {
+    await fermataCommand(bin, ['user', 'add', user, '--password-stdin', ...common], env, 'a long enough password\n')
+    tokens[user] = await fermataCommand(bin, ['token', 'create', '--user', user, ...common], env, '')
+  }
   const port = await freePort()
   const server = new Process(`fermata/${backend}`, bin, ['serve', '--listen', `127.0.0.1:${port}`, ...common], env)
   const base = `http://127.0.0.1:${port}`
@@ -134,28 +141,34 @@ async function fermata (bin, backend, folder, postgresUrl) {
   const api = async (method, route, body) => {
     const answer = await fetch(`${base}${route}`, {
       method,
-      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${tokens.bench}`, 'Content-Type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body)
     })
     const json = await answer.json()
     if (!answer.ok) throw new Error(`${method} ${route}: ${answer.status} ${JSON.stringify(json)}`)
     return json
   }
+  await api('POST', '/api/v1/repositories', { name: 'bench/peers' })
+  await api('PUT', '/api/v1/repositories/bench/peers/members/observer', { role: 'editor' })
   return {
     name: `fermata/${backend}`,
     server,
     async target (round) {
       const created = await api('POST', '/api/v1/documents', { repository: 'bench/peers', title: `Peers round ${round}` })
+      const socket = `ws://127.0.0.1:${port}/sync/${created.id}`
       return {
-        url: `ws://127.0.0.1:${port}/sync/${created.id}?token=${token}`,
+        url: `${socket}?token=${tokens.bench}`,
+        observerUrl: `${socket}?token=${tokens.observer}`,
         room: created.id,
         framing: 'y-websocket',
         // What fermata acknowledged is committed: the document it serves afterwards holds it all.
-        check: async (length) => {
+        // Its revision counts the commits (one each), warm-up included.
+        check: async (length, edits) => {
           const stored = await api('GET', `/api/v1/documents/${created.id}`)
           if (stored.text.length !== length) {
             throw new Error(`fermata/${backend} stored ${stored.text.length} characters, not ${length}`)
           }
+          return `${(edits / Math.max(1, stored.revision)).toFixed(1)} edits a commit`
         }
       }
     }
@@ -173,7 +186,7 @@ async function peer (name, args, env, framing) {
     async target (round) {
       const room = `peers-round-${round}`
       const url = framing === 'hocuspocus' ? `ws://127.0.0.1:${port}` : `ws://127.0.0.1:${port}/${room}`
-      return { url, room, framing, check: async () => {} }
+      return { url, room, framing, check: async () => '' }
     }
   }
 }
@@ -189,17 +202,19 @@ function percentile (sorted, percent) {
 
 const median = (values) => percentile([...values].sort((a, b) => a - b), 50)
 
-function summarize ({ latencies, wall }) {
+function summarize (run) {
+  const { latencies, wall } = run
   const sorted = [...latencies].sort((a, b) => a - b)
   return {
     perSecond: latencies.length / (wall / 1000),
     p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99)
+    p99: percentile(sorted, 99),
+    harnessCpu: run.harnessCpu
   }
 }
 
 const line = (name, figures) =>
-  `${name.padEnd(18)} ${figures.perSecond.toFixed(0).padStart(6)} edits/s  p50 ${figures.p50.toFixed(2).padStart(7)} ms  p99 ${figures.p99.toFixed(2).padStart(7)} ms`
+  `${name.padEnd(18)} ${figures.perSecond.toFixed(0).padStart(6)} edits/s  p50 ${figures.p50.toFixed(2).padStart(7)} ms  p99 ${figures.p99.toFixed(2).padStart(7)} ms  harness CPU ${(figures.harnessCpu * 100).toFixed(0).padStart(3)}%`
 
 function record (group, figure, unit, measured, floor, floorName, goal) {
   const file = process.env.FERMATA_BENCH_RECORD
@@ -239,10 +254,10 @@ async function main () {
       for (const server of servers) {
         const target = await server.target(round)
         const run = await closedLoop({ ...target, writers, edits, warmUp: WARM_UP })
-        await target.check(run.length)
+        const note = await target.check(run.length, writers * (WARM_UP + edits))
         const figures = summarize(run)
         results.get(server.name).push(figures)
-        console.log(`  round ${round}  ${line(server.name, figures)}`)
+        console.log(`  round ${round}  ${line(server.name, figures)}  ${note}`.trimEnd())
       }
     }
     const medians = new Map()
@@ -250,7 +265,8 @@ async function main () {
       const figures = {
         perSecond: median(runs.map((r) => r.perSecond)),
         p50: median(runs.map((r) => r.p50)),
-        p99: median(runs.map((r) => r.p99))
+        p99: median(runs.map((r) => r.p99)),
+        harnessCpu: median(runs.map((r) => r.harnessCpu))
       }
       medians.set(name, figures)
       console.log(`  median   ${line(name, figures)}`)

@@ -153,6 +153,14 @@ async function fermata (bin, backend, folder, postgresUrl) {
   return {
     name: `fermata/${backend}`,
     server,
+    // Where the time of an acknowledgement goes: the commits' own duration, from /metrics.
+    async commits () {
+      const metrics = await (await fetch(`${base}/metrics`)).text()
+      const value = (name) => Number((metrics.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1])
+      const count = value('fermata_document_commit_duration_seconds_count')
+      const seconds = value('fermata_document_commit_duration_seconds_sum')
+      return `${count} commits, ${(seconds / count * 1000).toFixed(2)} ms each on average`
+    },
     async target (round) {
       const created = await api('POST', '/api/v1/documents', { repository: 'bench/peers', title: `Peers round ${round}` })
       const socket = `ws://127.0.0.1:${port}/sync/${created.id}`
@@ -187,7 +195,8 @@ async function peer (name, args, env, framing) {
       const room = `peers-round-${round}`
       const url = framing === 'hocuspocus' ? `ws://127.0.0.1:${port}` : `ws://127.0.0.1:${port}/${room}`
       return { url, room, framing, check: async () => '' }
-    }
+    },
+    async commits () { return '' }
   }
 }
 
@@ -270,6 +279,10 @@ async function main () {
       }
       medians.set(name, figures)
       console.log(`  median   ${line(name, figures)}`)
+    }
+    for (const server of servers) {
+      const commits = await server.commits()
+      if (commits) console.log(`  ${server.name}: ${commits}`)
     }
 
     const shape = `${writers} writers x ${edits} edits`

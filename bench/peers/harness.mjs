@@ -18,8 +18,10 @@ import WebSocket from 'ws'
 
 const MESSAGE_SYNC = 0
 const MESSAGE_AUTH = 2
-// Hocuspocus's own message types: the reply that carries its sync step 1, and its per-update
-// status (which the harness does not use, so that every server is measured the same way).
+// Hocuspocus's own: the message type of the reply that carries its sync step 1, and the auth
+// message's subtype for a token. Its other extra messages (the per-update sync status, the
+// "authenticated" answer) are not read, so that every server is measured the same way: by what
+// the observer receives.
 const HOCUSPOCUS_SYNC_REPLY = 4
 const HOCUSPOCUS_AUTH_TOKEN = 0
 

@@ -62,18 +62,31 @@ function cleanEnvironment (extra) {
   return { ...env, ...extra }
 }
 
-/** A server process whose output goes to a log file, shown when something fails. */
+/** Every server started, so that an interrupted run stops them too. */
+const started = new Set()
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    for (const server of started) server.child.kill('SIGTERM')
+    process.exit(1)
+  })
+}
+
+/** A server process whose output is kept, and shown when something fails. */
 class Process {
   constructor (name, command, args, env) {
     this.name = name
     this.child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    started.add(this)
     this.output = []
     const keep = (chunk) => { this.output.push(chunk) }
     this.child.stdout.on('data', keep)
     this.child.stderr.on('data', keep)
     this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })))
     this.running = true
-    this.exited.then(() => { this.running = false })
+    this.exited.then(() => {
+      this.running = false
+      started.delete(this)
+    })
   }
 
   text () {

@@ -62,11 +62,13 @@ function cleanEnvironment (extra) {
   return { ...env, ...extra }
 }
 
-/** Every server started, so that an interrupted run stops them too. */
+/** Every server started and the data folder, so that an interrupted run cleans up too. */
 const started = new Set()
+let dataFolder = null
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
     for (const server of started) server.child.kill('SIGTERM')
+    if (dataFolder) rmSync(dataFolder, { recursive: true, force: true })
     process.exit(1)
   })
 }
@@ -252,6 +254,7 @@ async function main () {
   const edits = setting('FERMATA_BENCH_UPDATES', 200)
   const rounds = setting('FERMATA_BENCH_PEER_ROUNDS', 3)
   const folder = mkdtempSync(path.join(tmpdir(), 'fermata-peers-'))
+  dataFolder = folder
   const servers = []
   const stopAll = () => Promise.all(servers.map((s) => s.server.stop()))
   try {
@@ -317,6 +320,7 @@ async function main () {
     }
   } catch (error) {
     await stopAll()
+    rmSync(folder, { recursive: true, force: true })
     for (const s of servers) process.stderr.write(`--- ${s.name} output ---\n${s.server.text()}\n`)
     throw error
   }

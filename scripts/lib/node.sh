@@ -1,5 +1,7 @@
-# Node.js and the npm clients (yjs, y-websocket, ws) that the interoperability tests drive from
-# tests/interop, installed from the lockfile there. Source this file; it defines functions only.
+# Node.js and the locked npm folders: the clients (yjs, y-websocket, ws) that the
+# interoperability tests drive from tests/interop, and the peer servers and client harness of
+# the peers benchmark in bench/peers, each installed from its lockfile. Source this file; it
+# defines functions only.
 
 # Installs Debian's nodejs and npm where node (or npm) is missing.
 ensure_node() {
@@ -13,25 +15,36 @@ ensure_node() {
   fi
 }
 
-# Installs tests/interop/node_modules exactly as package-lock.json fixes it, when it is missing or
-# older than the lockfile. Quiet unless npm fails, when its output goes to stderr.
-install_interop_clients() {
+# Installs FOLDER/node_modules (FOLDER relative to the repository) exactly as its
+# package-lock.json fixes it, when it is missing or older than the lockfile. Quiet unless npm
+# fails, when its output goes to stderr.
+install_locked_npm_folder() {
   local root dir
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-  dir="$root/tests/interop"
+  dir="$root/$1"
   # npm ci writes node_modules/.package-lock.json last, so its age is the installation's.
   if [ -f "$dir/node_modules/.package-lock.json" ] \
     && ! [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     return 0
   fi
-  echo "installing the npm clients in tests/interop" >&2
+  echo "installing the npm packages in $1" >&2
   local log
   log=$(mktemp /tmp/fermata-npm.XXXXXX)
-  if ! (cd "$root" && npm ci --no-audit --no-fund --loglevel=error --prefix tests/interop) \
+  if ! (cd "$root" && npm ci --no-audit --no-fund --loglevel=error --prefix "$1") \
     >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     return 1
   fi
   rm -f "$log"
+}
+
+# The Yjs clients of the interoperability tests.
+install_interop_clients() {
+  install_locked_npm_folder tests/interop
+}
+
+# The peer servers and the client harness of the peers benchmark.
+install_bench_peers() {
+  install_locked_npm_folder bench/peers
 }

@@ -420,6 +420,27 @@ impl Harness {
         workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
     }
 
+    /// Asks for a refresh of `databases` from `inventory` under a new request key made from
+    /// `key`, as the administrator; the start protocol's answer.
+    async fn request_refresh(
+        &self,
+        key: &str,
+        inventory: InventoryId,
+        databases: &[&str],
+    ) -> Result<fermata_store::schema::Operation, SafeError> {
+        self.operations
+            .request(
+                &self.admin,
+                &request(
+                    OperationKind::Refresh,
+                    &unique(key),
+                    Some(inventory),
+                    databases,
+                ),
+            )
+            .await
+    }
+
     /// Executes runs until operation `id` is in a state `done` accepts.
     async fn run_until(
         &self,
@@ -1535,16 +1556,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
 
     // While it is open: refreshes are refused, inventories are not.
     let refused = harness
-        .operations
-        .request(
-            &harness.admin,
-            &request(
-                OperationKind::Refresh,
-                &unique("blocked"),
-                Some(inventory),
-                &[&a],
-            ),
-        )
+        .request_refresh("blocked", inventory, &[&a])
         .await
         .unwrap_err();
     assert_eq!(refused.code(), ErrorCode::PullRequestOpen);
@@ -1587,16 +1599,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
             .unwrap();
     }
     let still = harness
-        .operations
-        .request(
-            &harness.admin,
-            &request(
-                OperationKind::Refresh,
-                &unique("still-blocked"),
-                Some(inventory),
-                &[&a],
-            ),
-        )
+        .request_refresh("still-blocked", inventory, &[&a])
         .await
         .unwrap_err();
     assert_eq!(still.code(), ErrorCode::PullRequestOpen);
@@ -1700,16 +1703,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
     );
     let inventory = harness.inventory().await;
     harness
-        .operations
-        .request(
-            &harness.admin,
-            &request(
-                OperationKind::Refresh,
-                &unique("after-close"),
-                Some(inventory),
-                &[&a],
-            ),
-        )
+        .request_refresh("after-close", inventory, &[&a])
         .await
         .unwrap();
     drop_databases(&mut admin, &[&a, &b]).await;
@@ -1750,16 +1744,7 @@ async fn a_pull_request_closed_on_the_forge_lifts_the_block_and_loses_its_branch
     );
     let inventory = harness.inventory().await;
     harness
-        .operations
-        .request(
-            &harness.admin,
-            &request(
-                OperationKind::Refresh,
-                &unique("after-forge-close"),
-                Some(inventory),
-                &[&a],
-            ),
-        )
+        .request_refresh("after-forge-close", inventory, &[&a])
         .await
         .unwrap();
     drop_databases(&mut admin, &[&a, &b]).await;

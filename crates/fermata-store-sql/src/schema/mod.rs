@@ -45,6 +45,18 @@ impl SqlStorage {
         tx.commit().await.context(action)
     }
 
+    /// The operations `query` selects (its columns those of `OPERATION_COLUMNS`), in its order.
+    async fn operations<'q>(
+        &self,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+        action: &str,
+    ) -> StoreResult<Vec<Operation>> {
+        let rows = query.fetch_all(&self.inner.pool).await.context(action)?;
+        rows.iter()
+            .map(|row| rows::operation(row, action))
+            .collect()
+    }
+
     async fn fetch_inventory(
         &self,
         header: Option<AnyRow>,
@@ -186,15 +198,8 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn recent_operations(&self, limit: u32) -> StoreResult<Vec<Operation>> {
-        let action = "listing schema operations";
-        let rows = sqlx::query(&self.schema_sql().recent_operations)
-            .bind(i64::from(limit))
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::operation(row, action))
-            .collect()
+        let query = sqlx::query(&self.schema_sql().recent_operations).bind(i64::from(limit));
+        self.operations(query, "listing schema operations").await
     }
 
     async fn operation_counts(&self) -> StoreResult<Vec<OperationCount>> {
@@ -322,14 +327,9 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn unsettled_pull_requests(&self) -> StoreResult<Vec<Operation>> {
+        let query = sqlx::query(&self.schema_sql().unsettled_pull_requests);
         let action = "listing published pull requests not known to be settled";
-        let rows = sqlx::query(&self.schema_sql().unsettled_pull_requests)
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::operation(row, action))
-            .collect()
+        self.operations(query, action).await
     }
 
     async fn settle_pull_request(&self, id: OperationId) -> StoreResult<bool> {

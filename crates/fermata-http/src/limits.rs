@@ -190,6 +190,13 @@ pub(crate) async fn serve(
             drop(stream);
             continue;
         };
+        // Small writes go out at once: a live document's acknowledgements and broadcasts are a
+        // few bytes each, and Nagle's algorithm would hold one back until the client's delayed
+        // acknowledgement of the previous (up to 40 ms here). A socket that refuses the option
+        // still serves.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(error = %ErrorChain(&error), "could not turn off Nagle's algorithm on a connection");
+        }
         if slot.reserve {
             shared.metrics.limited(if slot.over_peer_cap {
                 Limit::PeerConnections

@@ -268,11 +268,14 @@ pub(crate) async fn recorded_outcome(
 pub(crate) struct LiveSnapshot {
     pub(crate) snapshot: DatabaseSnapshot,
     server_version: String,
+    /// How many connections the snapshot was taken over: the verifier opens as many new ones.
+    connections: usize,
 }
 
 impl LiveSnapshot {
     /// Snapshots `database` over at most `connections` connections within the account's
-    /// headroom, once the first connection saw it still visible.
+    /// headroom, once the first connection saw it still visible. The connections are closed
+    /// before it returns, which gives their share of the headroom back to the verifier.
     pub(crate) async fn take(
         source: &SourceSettings,
         database: &DatabaseName,
@@ -295,29 +298,35 @@ impl LiveSnapshot {
             filter,
         )
         .await?;
+        let count = connections.len();
+        pool::close(connections).await;
         Ok(LiveSnapshot {
             snapshot,
             server_version: discovery.server_version,
+            connections: count,
         })
     }
 
-    /// The shared connection verifier's first check ([`snapshot::verify_live`]) over a new
-    /// connection, opened after the snapshot's closed: a schema that changed meanwhile is the
-    /// retryable `SCHEMA_CHANGED`.
+    /// The shared connection verifier's first check ([`snapshot::verify_live`]) over new
+    /// connections, as many as the snapshot had (within the account's headroom again), opened
+    /// after the snapshot's were closed: a schema that changed meanwhile is the retryable
+    /// `SCHEMA_CHANGED`.
     pub(crate) async fn verify_again(
         &self,
         source: &SourceSettings,
         database: &DatabaseName,
     ) -> Result<(), SafeError> {
-        let mut verifier = source.connect().await?;
-        snapshot::prepare(&mut verifier).await?;
-        snapshot::verify_live(
-            &mut verifier,
+        let first = source.connect().await?;
+        let mut verifiers = pool::open(source, first, self.connections).await?;
+        let verified = snapshot::verify_live(
+            &mut verifiers,
             database,
             &self.snapshot,
             &self.server_version,
         )
-        .await
+        .await;
+        pool::close(verifiers).await;
+        verified
     }
 
     /// The shared connection verifier's second check ([`snapshot::verify_in_workspace`]): the

@@ -2,7 +2,8 @@
 //! default), and never more than the snapshot account may still open under its
 //! `max_user_connections` limit, so a refresh never takes the connections the account's other
 //! clients need, nor fails on the limit halfway. Every connection is prepared with the fixed
-//! introspection settings ([`snapshot::prepare`]).
+//! introspection settings ([`snapshot::prepare`]). A step closes its connections ([`close`])
+//! before the verifier opens its own, so the two never count against the limit together.
 //!
 //! The headroom is read on the first connection: the session value of `max_user_connections`
 //! (which both MySQL and MariaDB set to the account's own limit when it has one, else the global
@@ -11,8 +12,8 @@
 //! hosts are counted too, which errs on the side of fewer connections.
 
 use fermata_schema_core::{ErrorCode, SafeError};
-use sqlx::Row;
 use sqlx::mysql::MySqlConnection;
+use sqlx::{Connection, Row};
 
 use crate::snapshot;
 use crate::source::{DriverContext, SourceSettings};
@@ -73,6 +74,17 @@ pub(crate) async fn open(
         "introspection connections open"
     );
     Ok(connections)
+}
+
+/// Closes `connections` at once, each telling the server it is leaving, so that they no longer
+/// count against the account's limit when the next connections open.
+pub(crate) async fn close(connections: Vec<MySqlConnection>) {
+    let closing = connections.into_iter().map(|connection| async move {
+        // A connection that fails to close cleanly is dropped, which closes its socket: the
+        // server ends the session either way, and nothing read depends on it.
+        let _ = connection.close().await;
+    });
+    futures::future::join_all(closing).await;
 }
 
 #[cfg(test)]

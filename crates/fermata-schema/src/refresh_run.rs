@@ -9,10 +9,11 @@
 //! 4. `database:<position>`, one durable step per selected database, one after another: the
 //!    database must still be visible; its snapshot is taken over a bounded set of connections,
 //!    written into a temporary folder of its own (removed whatever happens, panics included),
-//!    verified by the shared connection verifier (the live database snapshotted again over a
-//!    new connection must give the same hash; with a workspace configured, the candidate must
-//!    also apply into a scratch schema there and snapshot back to the same model), compared with its merged snapshot, and, when
-//!    it changed, staged sealed in the object store. Transient errors are retried by the
+//!    verified by the shared connection verifier (the live database snapshotted again over as
+//!    many new connections, opened once the snapshot's are closed, must give the same hash; with
+//!    a workspace configured, the candidate must also apply into a scratch schema there and
+//!    snapshot back to the same model), compared with its merged snapshot, and, when it changed,
+//!    staged sealed in the object store. Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
 //!    failed, the operation fails with the first one's error.

@@ -9,7 +9,7 @@
 //!    `DATABASE_NOT_REGISTERED`. Otherwise the database must still be visible; it is snapshotted
 //!    with the table filter its merged manifest records (so like is compared with like, whatever
 //!    the configuration says now; the configured filter only for a manifest older than filters)
-//!    over a bounded set of connections and snapshotted again over a new connection (a schema
+//!    over a bounded set of connections and snapshotted again over as many new ones (a schema
 //!    that changed meanwhile is the retried `SCHEMA_CHANGED`), and the snapshot hash is compared
 //!    with the registry's: the same hash is `unchanged` and `fresh`; another is `changed` and
 //!    `stale`, the result listing every file of the live snapshot that differs from the merged

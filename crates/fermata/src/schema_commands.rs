@@ -32,8 +32,11 @@ use crate::schema_progress::{DatabaseBars, Silent, StepLines, Watcher};
 use crate::schema_runtime::SchemaRuntime;
 use crate::{keys, storage};
 
-/// How often the command looks at an operation it follows.
+/// How often the command looks at an operation a serving process runs.
 const POLL: Duration = Duration::from_millis(250);
+/// How often it looks at one it runs itself: the command exits as soon as it sees the run got far
+/// enough, and a look (a few reads of its own database) costs little next to what the run does.
+const LOCAL_POLL: Duration = Duration::from_millis(25);
 
 /// Output for people, or JSON for scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,7 +368,8 @@ async fn follow(
         let stop = stop.clone();
         tokio::spawn(async move { worker.run(stop.cancelled_owned()).await })
     });
-    let result = watch(opened, id, done, watcher).await;
+    let poll = if served { POLL } else { LOCAL_POLL };
+    let result = watch(opened, id, done, watcher, poll).await;
     stop.cancel();
     if let Some(worker) = worker {
         let _ = worker.await;
@@ -373,13 +377,14 @@ async fn follow(
     result.map_err(Failure::from)
 }
 
-/// Polls operation `id`, showing each report, until `done` (an inventory whose run is gone is
-/// ended on the way, see [`Operations::settle`](fermata_schema::Operations::settle)).
+/// Polls operation `id` every `poll`, showing each report, until `done` (an inventory whose run
+/// is gone is ended on the way, see [`Operations::settle`](fermata_schema::Operations::settle)).
 async fn watch(
     opened: &Opened,
     id: OperationId,
     done: &dyn Fn(&OperationReport) -> bool,
     watcher: &mut dyn Watcher,
+    poll: Duration,
 ) -> Result<OperationReport, SafeError> {
     loop {
         opened.runtime.operations.settle(id).await?;
@@ -388,7 +393,7 @@ async fn watch(
         if done(&report) {
             return Ok(report);
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(poll).await;
     }
 }
 

@@ -8,8 +8,9 @@
 //! everything the server sends, and the time zone `+00:00`, so that nothing read depends on the
 //! session that reads it (a `TIMESTAMP` column's literal default is printed in the session's
 //! time zone; an event's times are printed in the event's own, which the model keeps). The
-//! catalog is read with one query per category of object, ten at most; `SHOW CREATE` runs once
-//! per object, spread over the connections given, so a database costs at most its number of
+//! catalog is read with one query per category of object, ten at most (the first on one
+//! connection, the others then at once, spread over the connections given); `SHOW CREATE` runs
+//! once per object, spread over the connections too, so a database costs at most its number of
 //! objects plus ten queries. Nothing is locked. An object whose model does not render to exactly
 //! the server's text, or that holds something the model cannot represent, fails the database
 //! with the permanent `UNSUPPORTED_SCHEMA_OUTPUT` instead of producing a lossy snapshot.
@@ -36,9 +37,10 @@
 //! the file hashes, so it changes with any object and never with the server's version or the
 //! generator's. Counters are not schema: no `AUTO_INCREMENT=` and no sequence's current value.
 //!
-//! A candidate is verified twice: [`verify_live`] snapshots the source again and requires the
-//! same hash; [`verify_in_workspace`] (`workspace.rs`) applies the candidate's files into a
-//! scratch schema on a verification workspace server and requires the candidate back from it.
+//! A candidate is verified twice: [`verify_live`] snapshots the source again, over connections
+//! of its own, and requires the same hash; [`verify_in_workspace`] (`workspace.rs`) applies the
+//! candidate's files into a scratch schema on a verification workspace server and requires the
+//! candidate back from it.
 
 mod catalog;
 pub mod model;
@@ -206,8 +208,7 @@ pub async fn snapshot_filtered(
             Subject::Database(database.clone()),
         )
     };
-    let first = connections.first_mut().ok_or_else(unsupported)?;
-    let (mut model, _version) = catalog::read(first, database).await?;
+    let (mut model, _version) = catalog::read(connections, database).await?;
     model
         .tables
         .retain(|table| !filter.ignores_table(&table.name));
@@ -426,22 +427,16 @@ fn routine_object_kind(kind: model::RoutineKind) -> ObjectKind {
 }
 
 /// The first check of the shared connection verifier: snapshots `candidate`'s database again
-/// over `connection` (prepared, and not one the candidate was taken on) and requires the same
-/// snapshot hash. A difference means the schema changed meanwhile: the retryable
+/// over `connections` (prepared, at least one, and none the candidate was taken on) and requires
+/// the same snapshot hash. A difference means the schema changed meanwhile: the retryable
 /// `SCHEMA_CHANGED`, after which a new candidate is taken.
 pub async fn verify_live(
-    connection: &mut MySqlConnection,
+    connections: &mut [MySqlConnection],
     database: &DatabaseName,
     candidate: &DatabaseSnapshot,
     server_version: &str,
 ) -> Result<(), SafeError> {
-    let live = snapshot_filtered(
-        std::slice::from_mut(connection),
-        database,
-        server_version,
-        &candidate.filter,
-    )
-    .await?;
+    let live = snapshot_filtered(connections, database, server_version, &candidate.filter).await?;
     if live.snapshot_hash == candidate.snapshot_hash {
         Ok(())
     } else {

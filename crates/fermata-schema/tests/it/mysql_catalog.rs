@@ -70,6 +70,9 @@ const KEYWORDS: &[&str] = &[
     "REVERSE",
     "CURRENT_USER",
     "COUNT",
+    "UNION",
+    "ALL",
+    "DISTINCT",
 ];
 
 /// The identifiers of `query` outside string literals, with the alias or view before a dot.

@@ -279,8 +279,8 @@ async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes
     create_database(&mut admin, &database, CORPUS).await;
     let name = DatabaseName::new(database.clone()).unwrap();
     let mut candidate = take(&database, 2).await.unwrap();
-    let mut verifier = connections(1).await.pop().unwrap();
-    verify_live(&mut verifier, &name, &candidate, "test")
+    let mut verifiers = connections(2).await;
+    verify_live(&mut verifiers, &name, &candidate, "test")
         .await
         .unwrap();
 
@@ -296,14 +296,14 @@ async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes
         "ALTER EVENT once ON SCHEDULE AT '2036-01-01 00:00:00'",
     ] {
         admin.execute(change).await.unwrap();
-        let error = verify_live(&mut verifier, &name, &candidate, "test")
+        let error = verify_live(&mut verifiers, &name, &candidate, "test")
             .await
             .unwrap_err();
         assert_eq!(error.code(), ErrorCode::SchemaChanged, "{change}");
         assert!(error.retryable());
         let retried = take(&database, 2).await.unwrap();
         assert_ne!(retried.snapshot_hash, candidate.snapshot_hash, "{change}");
-        verify_live(&mut verifier, &name, &retried, "test")
+        verify_live(&mut verifiers, &name, &retried, "test")
             .await
             .unwrap();
         candidate = retried;

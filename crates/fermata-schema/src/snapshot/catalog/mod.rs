@@ -3,7 +3,10 @@
 //! foreign keys, partitions, sequence definitions, routines with their parameters, triggers,
 //! events), each ordered by the binary order of the names, so the number of queries does not
 //! grow with the number of objects: ten at most, the partitions and sequence queries only when
-//! the tables query shows a partitioned table or a sequence. Every value is read as bytes and
+//! the tables query shows a partitioned table or a sequence. The tables query runs first, on the
+//! first connection; it says which flavor the server is, and the other queries of each category
+//! are then read ahead at once, spread over all the connections (a handful of queries that each
+//! make the server open every table, which it does in parallel). Every value is read as bytes and
 //! decoded as UTF-8; anything that does not fit the model is the permanent
 //! `UNSUPPORTED_SCHEMA_OUTPUT`.
 
@@ -118,15 +121,25 @@ impl<'a> Values<'a> {
     }
 }
 
-/// Reads the model of `database`, and the server's `VERSION()`.
+/// Reads the model of `database` over `connections` (at least one), and the server's
+/// `VERSION()`. The first query runs on the first connection; it says which flavor the server is,
+/// so the others can then be read ahead at once, each over one of the connections.
 pub(super) async fn read(
-    connection: &mut MySqlConnection,
+    connections: &mut [MySqlConnection],
     database: &DatabaseName,
 ) -> Result<(DatabaseModel, String), SafeError> {
-    let relations = tables::read(connection, database).await?;
+    let (first, others) = connections
+        .split_first_mut()
+        .ok_or_else(|| unsupported(database))?;
+    let mut reader = Reader {
+        connection: first,
+        database,
+        ahead: Vec::new(),
+    };
+    let relations = tables::read(&mut reader, others, programs::QUERIES_AHEAD).await?;
     let flavor = relations.flavor;
     let mut sequences = relations.sequences;
-    sequences::read(connection, database, &mut sequences).await?;
+    sequences::read(reader.connection, database, &mut sequences).await?;
     let model = DatabaseModel {
         name: database.as_str().to_owned(),
         flavor,
@@ -135,11 +148,55 @@ pub(super) async fn read(
         tables: relations.tables,
         views: relations.views,
         sequences,
-        routines: programs::routines(connection, database, flavor).await?,
-        triggers: programs::triggers(connection, database).await?,
-        events: programs::events(connection, database).await?,
+        routines: programs::routines(&mut reader, flavor).await?,
+        triggers: programs::triggers(&mut reader).await?,
+        events: programs::events(&mut reader).await?,
     };
     Ok((model, relations.version))
+}
+
+/// The catalog queries of one snapshot: each runs once, on the first connection when it is
+/// asked for, unless it was read ahead with others over every connection.
+struct Reader<'a> {
+    connection: &'a mut MySqlConnection,
+    database: &'a DatabaseName,
+    /// The rows of the queries read ahead and not yet asked for, by query.
+    ahead: Vec<(&'static str, Vec<MySqlRow>)>,
+}
+
+impl Reader<'_> {
+    /// The rows of `sql`, with the database bound to each of its `binds` placeholders.
+    async fn rows(&mut self, sql: &'static str, binds: usize) -> Result<Vec<MySqlRow>, SafeError> {
+        if let Some(at) = self.ahead.iter().position(|(read, _)| *read == sql) {
+            return Ok(self.ahead.swap_remove(at).1);
+        }
+        rows(self.connection, sql, self.database, binds).await
+    }
+
+    /// Reads `queries` (each with its number of binds) at once, spread over the first
+    /// connection and `others`, each connection running its share one after another.
+    async fn read_ahead(
+        &mut self,
+        others: &mut [MySqlConnection],
+        queries: &[(&'static str, usize)],
+    ) -> Result<(), SafeError> {
+        let database = self.database;
+        let lanes = others.len() + 1;
+        let work = std::iter::once(&mut *self.connection)
+            .chain(others.iter_mut())
+            .enumerate()
+            .map(|(lane, connection)| async move {
+                let mut read = Vec::new();
+                for (sql, binds) in queries.iter().skip(lane).step_by(lanes) {
+                    read.push((*sql, rows(connection, sql, database, *binds).await?));
+                }
+                Ok::<_, SafeError>(read)
+            });
+        for read in futures::future::join_all(work).await {
+            self.ahead.extend(read?);
+        }
+        Ok(())
+    }
 }
 
 /// The catalog queries of each flavor: MySQL 8 and MariaDB name some columns differently, or

@@ -3,18 +3,17 @@
 //! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
 //! empty.
 
-use fermata_schema_core::{
-    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
-};
-use sqlx::mysql::MySqlConnection;
+use fermata_schema_core::{ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject};
 
-use super::{refuse, rows, unsupported, values};
+use super::{Reader, refuse, unsupported, values};
 use crate::safe_context::SafeCode;
 use crate::snapshot::model::{Event, Flavor, Interval, Parameter, Routine, RoutineKind, Trigger};
 use crate::snapshot::normalize::mysql;
 
 /// Every query of stored programs, the same on both flavors.
 pub(super) const QUERIES: &[&str] = &[ROUTINES, TRIGGERS, EVENTS];
+/// The same queries with their numbers of binds, read ahead with the tables' queries.
+pub(super) const QUERIES_AHEAD: &[(&str, usize)] = &[(ROUTINES, 2), (TRIGGERS, 1), (EVENTS, 1)];
 
 fn routine_kind(kind: RoutineKind) -> ObjectKind {
     match kind {
@@ -44,16 +43,16 @@ const EVENTS: &str = "SELECT EVENT_NAME, CAST(EXECUTE_AT AS CHAR), INTERVAL_VALU
 
 /// The routines of `database`, functions first, each kind by name.
 pub(super) async fn routines(
-    connection: &mut MySqlConnection,
-    database: &DatabaseName,
+    reader: &mut Reader<'_>,
     flavor: Flavor,
 ) -> Result<Vec<Routine>, SafeError> {
     let spelled = |data_type: &str| match flavor {
         Flavor::Mariadb => mysql::display_width(data_type),
         Flavor::Mysql => data_type.to_owned(),
     };
+    let database = reader.database;
     let mut routines: Vec<Routine> = Vec::new();
-    for row in rows(connection, ROUTINES, database, 2).await? {
+    for row in reader.rows(ROUTINES, 2).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let kind = match v.text(1)?.as_str() {
@@ -132,12 +131,10 @@ pub(super) async fn routines(
 }
 
 /// The triggers of `database`, by name.
-pub(super) async fn triggers(
-    connection: &mut MySqlConnection,
-    database: &DatabaseName,
-) -> Result<Vec<Trigger>, SafeError> {
+pub(super) async fn triggers(reader: &mut Reader<'_>) -> Result<Vec<Trigger>, SafeError> {
+    let database = reader.database;
     let mut triggers = Vec::new();
-    for row in rows(connection, TRIGGERS, database, 1).await? {
+    for row in reader.rows(TRIGGERS, 1).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let v = v.about(ObjectKind::Trigger, &name);
@@ -171,12 +168,10 @@ pub(super) async fn triggers(
 }
 
 /// The events of `database`, by name.
-pub(super) async fn events(
-    connection: &mut MySqlConnection,
-    database: &DatabaseName,
-) -> Result<Vec<Event>, SafeError> {
+pub(super) async fn events(reader: &mut Reader<'_>) -> Result<Vec<Event>, SafeError> {
+    let database = reader.database;
     let mut events = Vec::new();
-    for row in rows(connection, EVENTS, database, 1).await? {
+    for row in reader.rows(EVENTS, 1).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let v = v.about(ObjectKind::Event, &name);

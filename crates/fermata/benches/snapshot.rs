@@ -1,29 +1,48 @@
 //! Benchmark: a snapshot (introspection plus canonical rendering) of a generated database of many
-//! tables, against `mariadb-dump --no-data --routines --triggers --events --skip-lock-tables`
-//! (how a schema-only dump runs against a live server) of the same database,
-//! in the same run, on the MariaDB server `scripts/bench` provisions (`FERMATA_TEST_MYSQL_URL`).
+//! tables, and a refresh of that database as a user runs it with the real `fermata` binary,
+//! each against `mariadb-dump --no-data --routines --triggers --events --skip-lock-tables` (how a
+//! schema-only dump runs against a live server) of the same database, in the same run, on the
+//! MariaDB server `scripts/bench` provisions (`FERMATA_TEST_MYSQL_URL`).
 //!
 //! The database has `FERMATA_BENCH_TABLES` tables (default 2000), each with six columns of
 //! mixed types, a primary key, a unique key, a two-column key with a prefix, a comment and a
 //! foreign key to the table before it; a view joining two tables for every 20 tables, a trigger
 //! for every 10 tables and a stored procedure for every 20 tables.
 //!
-//! Each side runs `FERMATA_BENCH_ROUNDS` times (default 3), alternating, and the median wall
-//! time is reported with the ratio. Round trips are the server's global `Questions` counter
+//! Each of the three runs `FERMATA_BENCH_ROUNDS` times (default 3), interleaved, and the median
+//! wall time is reported with the ratio. Round trips are the server's global `Questions` counter
 //! before and after each run, divided by the number of objects; the snapshot also opens its
 //! connections (8, prepared once) inside the timed region, as a refresh does.
+//!
+//! The refresh: every round makes a fresh data folder (an embedded SQLite database) with an
+//! administrator, an empty package (a local git repository) and an inventory, untimed; then
+//! `fermata schema refresh --inventory ID DATABASE` is timed from its start to its exit at
+//! `awaiting_review` (the snapshot, its verification over new connections, the candidate staged,
+//! the review artifact sealed), and `fermata schema approve`, which publishes the pull request,
+//! is timed apart.
 
+#[path = "../tests/it/support/mod.rs"]
+mod support;
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use fermata_schema::DatabaseName;
 use fermata_schema::snapshot::{prepare, snapshot};
-use fermata_schema_core::DatabaseName;
 use fermata_store_sql::testing::bench::Figure;
+use serde_json::Value;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Executor, Row};
+use support::{Target, USER_PASSWORD, add_user, empty_package};
 
 const DATABASE: &str = "fermata_bench_snapshot";
 const CONNECTIONS: usize = 8;
+/// The password of the account `scripts/bench` provisions on its MariaDB.
+const MYSQL_PASSWORD: &str = "fermata";
+/// What `mariadb-dump` is asked for: the schema only, without locking, as a refresh reads.
+const DUMP: &str = "mariadb-dump --no-data --routines --triggers --events --skip-lock-tables";
 
 fn setting(var: &str, default: usize) -> usize {
     std::env::var(var)
@@ -122,6 +141,76 @@ async fn create(admin: &mut MySqlConnection, tables: usize) -> usize {
     objects
 }
 
+/// `fermata WORDS... --json` on `target`, with `input` on its standard input: the JSON it printed,
+/// once it succeeded.
+fn fermata_json(target: &Target, words: &[&str], input: &str) -> Value {
+    let mut words = words.to_vec();
+    words.push("--json");
+    let (status, out, err) = target.run_with_input(&words, input);
+    assert!(status.success(), "fermata {words:?} failed: {out}{err}");
+    serde_json::from_str(&out).expect("fermata prints JSON")
+}
+
+/// A data folder with an administrator, the benchmark's MariaDB as its source, an empty package
+/// and an inventory (the refresh's ID).
+fn refresh_target(options: &MySqlConnectOptions) -> (Target, String) {
+    let target = Target::sqlite();
+    let password_file = target.config().with_file_name("mysql-password");
+    std::fs::write(&password_file, format!("{MYSQL_PASSWORD}\n")).unwrap();
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let package = empty_package(&target.config().with_file_name("package"));
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    write!(
+        config,
+        "\n[schema.source]\nhost = {}\nport = {}\nuser = {}\npassword_file = {}\n\
+         tls = \"disabled\"\n\n[schema.package]\nrepository = {}\n",
+        Value::from(options.get_host()),
+        options.get_port(),
+        Value::from(options.get_username()),
+        Value::from(password_file.display().to_string()),
+        Value::from(package.display().to_string()),
+    )
+    .unwrap();
+    add_user(&target, "ada", true);
+    let inventory = fermata_json(&target, &["schema", "inventory", "--as", "ada"], "");
+    let id = inventory["inventory"]["id"].as_str().unwrap().to_owned();
+    (target, id)
+}
+
+/// `fermata schema refresh` of the database to its review, then `fermata schema approve`, which
+/// publishes it: the wall time of each.
+fn refresh(target: &Target, inventory: &str) -> (Duration, Duration) {
+    let start = Instant::now();
+    let refreshed = fermata_json(
+        target,
+        &[
+            "schema",
+            "refresh",
+            "--inventory",
+            inventory,
+            DATABASE,
+            "--as",
+            "ada",
+        ],
+        "",
+    );
+    let refresh = start.elapsed();
+    assert_eq!(refreshed["state"], "awaiting_review", "{refreshed}");
+    let operation = refreshed["id"].as_str().unwrap();
+    let start = Instant::now();
+    let approved = fermata_json(
+        target,
+        &["schema", "approve", operation, "--as", "ada"],
+        &format!("{USER_PASSWORD}\n"),
+    );
+    let approve = start.elapsed();
+    assert_eq!(approved["state"], "succeeded", "{approved}");
+    (refresh, approve)
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -144,8 +233,9 @@ async fn main() {
     );
     let name = DatabaseName::new(DATABASE).unwrap();
 
-    let (mut ours, mut dumps) = (Vec::new(), Vec::new());
-    let (mut our_questions, mut dump_questions) = (0, 0);
+    let (mut ours, mut refreshes, mut approvals, mut dumps) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut our_questions, mut refresh_questions, mut dump_questions) = (0, 0, 0);
     let mut snapshot_hash = String::new();
     for _ in 0..rounds {
         let before = questions(&mut admin).await;
@@ -159,6 +249,7 @@ async fn main() {
         let taken = snapshot(&mut connections, &name, "bench").await.unwrap();
         ours.push(start.elapsed());
         our_questions = questions(&mut admin).await - before - 1;
+        drop(connections);
         assert_eq!(taken.model.tables.len(), tables);
         let model = &taken.model;
         assert_eq!(
@@ -166,6 +257,14 @@ async fn main() {
             objects
         );
         snapshot_hash = taken.snapshot_hash;
+
+        let (target, inventory) = refresh_target(&options);
+        let before = questions(&mut admin).await;
+        let (refresh_time, approve_time) = refresh(&target, &inventory);
+        refreshes.push(refresh_time);
+        approvals.push(refresh_time + approve_time);
+        refresh_questions = questions(&mut admin).await - before - 1;
+        drop(target);
 
         let before = questions(&mut admin).await;
         let start = Instant::now();
@@ -181,7 +280,7 @@ async fn main() {
             .arg(format!("--host={}", options.get_host()))
             .arg(format!("--port={}", options.get_port()))
             .arg(format!("--user={}", options.get_username()))
-            .arg("--password=fermata")
+            .arg(format!("--password={MYSQL_PASSWORD}"))
             .arg(DATABASE)
             .output()
             .expect("mariadb-dump runs");
@@ -189,28 +288,63 @@ async fn main() {
         assert!(output.status.success(), "mariadb-dump failed");
         dump_questions = questions(&mut admin).await - before - 1;
     }
-    let (ours, dumps) = (median(ours), median(dumps));
-    println!(
-        "snapshot: {objects} objects ({tables} tables), median of {rounds}: fermata {:.0} ms, mariadb-dump {:.0} ms, ratio {:.2}x",
-        ours.as_secs_f64() * 1000.0,
-        dumps.as_secs_f64() * 1000.0,
-        ours.as_secs_f64() / dumps.as_secs_f64()
+    let (ours, refreshes, approvals, dumps) = (
+        median(ours),
+        median(refreshes),
+        median(approvals),
+        median(dumps),
     );
-    Figure {
-        group: "snapshot/mariadb".to_owned(),
-        name: "snapshot of 2,000 tables (8 connections), median",
-        unit: "ms",
-        measured: ours.as_secs_f64() * 1000.0,
-        floor: dumps.as_secs_f64() * 1000.0,
-        floor_name: "mariadb-dump --no-data --routines --triggers --events --skip-lock-tables",
-        goal: None,
+    let ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
+    let ratio = |duration: Duration| duration.as_secs_f64() / dumps.as_secs_f64();
+    println!(
+        "snapshot: {objects} objects ({tables} tables), median of {rounds}: snapshot {:.0} ms ({:.2}x), \
+         refresh {:.0} ms ({:.2}x), refresh then approval and publication {:.0} ms ({:.2}x), \
+         mariadb-dump {:.0} ms",
+        ms(ours),
+        ratio(ours),
+        ms(refreshes),
+        ratio(refreshes),
+        ms(approvals),
+        ratio(approvals),
+        ms(dumps),
+    );
+    let figures = [
+        (
+            "snapshot of 2,000 tables (8 connections), median",
+            ours,
+            None,
+        ),
+        (
+            "refresh of 2,000 tables end to end (`fermata schema refresh` to its review), median",
+            refreshes,
+            Some("<= 0.5"),
+        ),
+        (
+            "refresh, then `fermata schema approve` publishing it, median",
+            approvals,
+            None,
+        ),
+    ];
+    for (figure, measured, goal) in figures {
+        Figure {
+            group: "snapshot/mariadb".to_owned(),
+            name: figure,
+            unit: "ms",
+            measured: ms(measured),
+            floor: ms(dumps),
+            floor_name: DUMP,
+            goal,
+        }
+        .record();
     }
-    .record();
     #[allow(clippy::cast_precision_loss)]
     let per_object = |questions: u64| questions as f64 / objects as f64;
     println!(
-        "snapshot: round trips: fermata {our_questions} ({:.2} per object), mariadb-dump {dump_questions} ({:.2} per object); snapshot hash {snapshot_hash}",
+        "snapshot: round trips: snapshot {our_questions} ({:.2} per object), refresh \
+         {refresh_questions} ({:.2} per object), mariadb-dump {dump_questions} ({:.2} per object); \
+         snapshot hash {snapshot_hash}",
         per_object(our_questions),
+        per_object(refresh_questions),
         per_object(dump_questions)
     );
     admin

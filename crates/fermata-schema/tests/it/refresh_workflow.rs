@@ -420,6 +420,32 @@ impl Harness {
         workflow_support::start(&self.operations, &self.admin, kind, inventory, databases).await
     }
 
+    /// An inventory operation reserved straight in the store, as a request would, under a new
+    /// request key made from `key`; nothing runs it.
+    async fn reserve_inventory(&self, key: &str) -> fermata_store::schema::Operation {
+        let reserved = self
+            .storage
+            .schema()
+            .reserve_operation(
+                &fermata_store::schema::NewOperation {
+                    id: OperationId::generate(),
+                    kind: OperationKind::Inventory,
+                    actor: UserId("u-admin".to_owned()),
+                    request_key: RequestKey::new(unique(key)).unwrap(),
+                    inventory: None,
+                    databases: Vec::new(),
+                    remove_missing: false,
+                },
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        let fermata_store::schema::Reservation::Created(operation) = reserved else {
+            panic!("{reserved:?}")
+        };
+        operation
+    }
+
     /// Asks for a refresh of `databases` from `inventory` under a new request key made from
     /// `key`, as the administrator; the start protocol's answer.
     async fn request_refresh(
@@ -930,24 +956,7 @@ async fn requests_outside_the_inventory_are_refused_before_anything_runs() {
 
     // An expired inventory, recorded as discovery would have, a day old.
     let schema = harness.storage.schema();
-    let old = schema
-        .reserve_operation(
-            &fermata_store::schema::NewOperation {
-                id: OperationId::generate(),
-                kind: OperationKind::Inventory,
-                actor: UserId("u-admin".to_owned()),
-                request_key: RequestKey::new(unique("old")).unwrap(),
-                inventory: None,
-                databases: Vec::new(),
-                remove_missing: false,
-            },
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
-    let fermata_store::schema::Reservation::Created(old) = old else {
-        panic!("{old:?}")
-    };
+    let old = harness.reserve_inventory("old").await;
     let expired = schema
         .record_inventory(&NewInventory {
             id: InventoryId::generate(),
@@ -1571,24 +1580,7 @@ async fn an_open_pull_request_blocks_refreshes_until_it_is_merged_or_closed() {
     // about every published pull request not known to be settled, not the latest few.
     let schema = harness.storage.schema();
     for n in 0..300 {
-        let reserved = schema
-            .reserve_operation(
-                &fermata_store::schema::NewOperation {
-                    id: OperationId::generate(),
-                    kind: OperationKind::Inventory,
-                    actor: UserId("u-admin".to_owned()),
-                    request_key: RequestKey::new(unique(&format!("later-{n}"))).unwrap(),
-                    inventory: None,
-                    databases: Vec::new(),
-                    remove_missing: false,
-                },
-                Duration::from_secs(60),
-            )
-            .await
-            .unwrap();
-        let fermata_store::schema::Reservation::Created(later) = reserved else {
-            panic!("{reserved:?}")
-        };
+        let later = harness.reserve_inventory(&format!("later-{n}")).await;
         schema
             .transition(
                 later.id,

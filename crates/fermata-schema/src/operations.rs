@@ -516,15 +516,7 @@ impl Operations {
         }
         let abandoned = match &operation.run_id {
             Some(run) => self.workflows.run_is_over(run).await?,
-            None => {
-                let now = self
-                    .storage
-                    .schema()
-                    .clock()
-                    .await
-                    .context("read the database's clock")?;
-                now.since(operation.created_at) > START_GRACE
-            }
+            None => self.now().await?.since(operation.created_at) > START_GRACE,
         };
         if !abandoned {
             return Ok(operation);

@@ -17,7 +17,8 @@ use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
 pub use fermata_store::schema::FileChange;
 use fermata_store::schema::{
-    Decided, Decision, FileDifference, Operation, OperationId, OperationState, Review, ReviewState,
+    ArtifactState, Decided, Decision, FileDifference, Operation, OperationId, OperationState,
+    Review, ReviewState,
 };
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
@@ -227,10 +228,12 @@ impl Reviews {
             .await
             .context("load the review")?
             .ok_or_else(not_pending)?;
+        // A consumed or discarded artifact is being deleted: its review is over.
         let artifact = schema
             .artifact(id)
             .await
             .context("load the artifact record")?
+            .filter(|artifact| artifact.state == ArtifactState::Stored)
             .ok_or_else(not_pending)?;
         let base_commit = operation
             .reviewed_base_commit

@@ -26,6 +26,7 @@ use crate::channel::unavailable;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
+use crate::journal_read::read_journal;
 use crate::row::{column, instant};
 
 /// What one commit's statements did in a fenced transaction.
@@ -56,9 +57,6 @@ pub(crate) struct Statements {
     clear_journal: String,
     set_epoch: String,
     state: String,
-    journal: String,
-    count_expected: String,
-    expected_updates: String,
 }
 
 impl Statements {
@@ -123,20 +121,6 @@ impl Statements {
             ),
             state: dialect.render(
                 "SELECT version, sidecar, unanswered_decisions FROM channel_state WHERE channel_id = $1",
-            ),
-            journal: dialect.render(
-                "SELECT u.sequence, u.epoch, u.bytes, \
-                        CASE WHEN EXISTS (SELECT 1 FROM channel_operations o \
-                             WHERE o.channel_id = u.channel_id AND o.update_sequence = u.sequence) \
-                             THEN 1 ELSE 0 END \
-                 FROM channel_updates u WHERE u.channel_id = $1 AND u.sequence > $2 ORDER BY u.sequence",
-            ),
-            count_expected: dialect.render(
-                "SELECT count(*) FROM channel_operations WHERE channel_id = $1 AND update_sequence > $2",
-            ),
-            expected_updates: dialect.render(
-                "SELECT update_sequence FROM channel_operations \
-                 WHERE channel_id = $1 AND update_sequence > $2 ORDER BY update_sequence",
             ),
         }
     }
@@ -270,52 +254,6 @@ impl SqlStorage {
                 bytes,
             })
             .collect())
-    }
-
-    /// The journal after `after` and the sequences whose operation records say they carried an
-    /// update. Each journal row comes with whether a record names it, and the records are
-    /// counted: when every row is named and the count matches, the two lists are the same and
-    /// the records' own list is not read; otherwise (stored data recovery will refuse) it is.
-    async fn journal_on(
-        &self,
-        conn: &mut AnyConnection,
-        id: &ChannelId,
-        after: i64,
-        action: &str,
-    ) -> StoreResult<(Vec<JournalUpdate>, Vec<i64>)> {
-        let sql = &self.inner.collaboration_sql;
-        let rows: Vec<(i64, i64, Vec<u8>, i64)> = sqlx::query_as(&sql.journal)
-            .bind(&id.0)
-            .bind(after)
-            .fetch_all(&mut *conn)
-            .await
-            .context(action)?;
-        let recorded: i64 = sqlx::query_scalar(&sql.count_expected)
-            .bind(&id.0)
-            .bind(after)
-            .fetch_one(&mut *conn)
-            .await
-            .context(action)?;
-        let all_named = rows.iter().all(|row| row.3 == 1);
-        let expected = if all_named && usize::try_from(recorded).ok() == Some(rows.len()) {
-            rows.iter().map(|row| row.0).collect()
-        } else {
-            sqlx::query_scalar(&sql.expected_updates)
-                .bind(&id.0)
-                .bind(after)
-                .fetch_all(&mut *conn)
-                .await
-                .context(action)?
-        };
-        let updates = rows
-            .into_iter()
-            .map(|(sequence, epoch, bytes, _)| JournalUpdate {
-                sequence,
-                epoch,
-                bytes,
-            })
-            .collect();
-        Ok((updates, expected))
     }
 
     async fn events_on(
@@ -693,7 +631,15 @@ impl CollaborationStore for SqlStorage {
             .context(action)?;
         let checkpoint = self.checkpoint_on(&mut tx, id, action).await?;
         let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
-        let (updates, expected) = self.journal_on(&mut tx, id, after, action).await?;
+        let (updates, expected) = read_journal(
+            &mut tx,
+            &self.inner.journal_sql,
+            id,
+            after,
+            channel.sequence,
+            action,
+        )
+        .await?;
         let events = self.events_on(&mut tx, id, after, action).await?;
         tx.commit().await.context(action)?;
         Ok(RecoverySnapshot {

@@ -16,6 +16,7 @@ mod fence;
 mod group_commit;
 mod history;
 mod jobs;
+mod journal_read;
 mod lease;
 mod machine;
 mod machine_choice;
@@ -113,6 +114,7 @@ struct Inner {
     machine_sql: machine::Statements,
     channel_sql: channel::Statements,
     collaboration_sql: collaboration::Statements,
+    journal_sql: journal_read::JournalStatements,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
     jobs_sql: jobs::Statements,
@@ -176,6 +178,7 @@ impl SqlStorage {
                 machine_sql: machine::Statements::new(dialect),
                 channel_sql: channel::Statements::new(dialect),
                 collaboration_sql: collaboration::Statements::new(dialect),
+                journal_sql: journal_read::JournalStatements::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
                 jobs_sql: jobs::Statements::new(dialect),

@@ -1,6 +1,6 @@
 //! Corruption in the stored rows themselves, on SQLite and PostgreSQL: a tampered checkpoint
-//! hash, a truncated update, an update moved to another epoch, an unknown sidecar version and a
-//! missing journal row are each reported as corrupt, naming the document; recovery never answers
+//! hash, a truncated update, every update or one moved to another epoch, an unknown sidecar
+//! version and a missing journal row are each reported as corrupt, naming the document; recovery never answers
 //! with a wrong or empty document.
 
 use std::time::Duration;
@@ -82,7 +82,7 @@ async fn tamper(store: &ScratchStorage, sql: &str, id: &ChannelId) {
 }
 
 async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
-    let cases: [(&str, String); 5] = [
+    let cases: [(&str, String); 6] = [
         (
             "checkpoint hash",
             "UPDATE channel_snapshots SET source_hash = 'aaaa' WHERE channel_id = $1".to_owned(),
@@ -97,6 +97,12 @@ async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
         (
             "update from another epoch",
             "UPDATE channel_updates SET epoch = epoch + 1 WHERE channel_id = $1".to_owned(),
+        ),
+        (
+            "one update from another epoch",
+            "UPDATE channel_updates SET epoch = epoch + 1 WHERE channel_id = $1 \
+             AND sequence = (SELECT MAX(sequence) FROM channel_updates WHERE channel_id = $1)"
+                .to_owned(),
         ),
         (
             "unknown sidecar version",

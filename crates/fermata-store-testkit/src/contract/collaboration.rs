@@ -702,6 +702,45 @@ pub async fn checkpoints_replace_the_prior_one_and_prune_only_the_journal(harnes
     assert_eq!(snapshot.expected_update_sequences, [5]);
 }
 
+/// A journal longer than any batch a store reads it in, with large updates among small ones and
+/// sequences that carried no update, is recovered whole, in sequence order.
+pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
+    harness: &dyn Harness,
+) {
+    let docs = Docs::open(harness).await;
+    let channel = docs.create("acme/app", "Doc", None).await;
+    let collaboration = docs.store.collaboration();
+    let mut written = Vec::new();
+    for n in 0..4_400_i64 {
+        let update = match n {
+            _ if n % 900 == 450 => None,
+            _ if n % 1_500 == 3 => Some(vec![u8::try_from(n % 251).unwrap(); 40 * 1024 + 1]),
+            _ => Some(format!("update {n}").into_bytes()),
+        };
+        let commit = Commit {
+            expected_revision: n,
+            update: update.clone(),
+            sidecar: update.is_none().then(|| sidecar(n)),
+            ..Docs::commit(&channel, &format!("op-{n}"))
+        };
+        let committed = collaboration.commit(&docs.fence, &commit).await.unwrap();
+        if let Some(bytes) = update {
+            written.push((committed.sequence, bytes));
+        }
+    }
+    let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
+    let read: Vec<(i64, Vec<u8>)> = snapshot
+        .updates
+        .iter()
+        .map(|update| (update.sequence, update.bytes.clone()))
+        .collect();
+    assert_eq!(read.len(), written.len());
+    assert!(read == written, "the journal did not read back as written");
+    assert!(snapshot.updates.iter().all(|update| update.epoch == 1));
+    let sequences: Vec<i64> = written.iter().map(|(sequence, _)| *sequence).collect();
+    assert_eq!(snapshot.expected_update_sequences, sequences);
+}
+
 pub async fn an_epoch_replacement_installs_a_new_history_atomically(harness: &dyn Harness) {
     let docs = Docs::open(harness).await;
     let channel = docs.create("acme/app", "Doc", None).await;

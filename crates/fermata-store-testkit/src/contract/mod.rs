@@ -122,6 +122,7 @@ macro_rules! contract_suite {
             archive_and_restore_are_idempotent_and_move_no_counter,
             lists_leave_out_archived_channels_unless_asked,
             checkpoints_replace_the_prior_one_and_prune_only_the_journal,
+            a_long_journal_with_large_updates_reads_back_whole_and_in_order,
             an_epoch_replacement_installs_a_new_history_atomically,
             only_archived_channels_without_children_are_deleted_and_leave_no_trace,
             program_creation_is_idempotent_and_publishes_its_checkpoint,

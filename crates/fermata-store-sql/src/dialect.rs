@@ -109,15 +109,6 @@ impl Dialect {
         }
     }
 
-    /// An expression giving the hexadecimal text of the binary `column` (upper case on SQLite,
-    /// lower case on PostgreSQL).
-    pub(crate) fn hex(self, column: &str) -> String {
-        match self {
-            Dialect::Sqlite => format!("hex({column})"),
-            Dialect::Postgres => format!("encode({column}, 'hex')"),
-        }
-    }
-
     /// Renders a statement template: `{now}` becomes the database's clock in milliseconds,
     /// `{for_update}`, `{for_no_key_update}`, `{for_key_share}` become row locks, and
     /// `{skip_locked}` (after a row lock) passes over rows other transactions hold locked. On

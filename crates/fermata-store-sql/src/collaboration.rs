@@ -26,7 +26,7 @@ use crate::channel::unavailable;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
-use crate::journal_read::read_journal;
+use crate::journal_read::{journal_updates, read_journal};
 use crate::row::{column, instant};
 
 /// What one commit's statements did in a fenced transaction.
@@ -246,14 +246,7 @@ impl SqlStorage {
                 .fetch_all(conn)
                 .await
                 .context(action)?;
-        Ok(rows
-            .into_iter()
-            .map(|(sequence, epoch, bytes)| JournalUpdate {
-                sequence,
-                epoch,
-                bytes,
-            })
-            .collect())
+        Ok(journal_updates(rows))
     }
 
     async fn events_on(

@@ -165,14 +165,18 @@ async fn rows(
         .fetch_all(&mut *conn)
         .await
         .context(action)?;
-    Ok(rows
-        .into_iter()
+    Ok(journal_updates(rows))
+}
+
+/// Journal rows read one by one, as `(sequence, epoch, bytes)`.
+pub(crate) fn journal_updates(rows: Vec<(i64, i64, Vec<u8>)>) -> Vec<JournalUpdate> {
+    rows.into_iter()
         .map(|(sequence, epoch, bytes)| JournalUpdate {
             sequence,
             epoch,
             bytes,
         })
-        .collect())
+        .collect()
 }
 
 /// Appends the packed rows of one chunk, all of epoch `epoch`, to `updates`.

@@ -230,7 +230,7 @@ impl Operations {
     /// `PULL_REQUEST_OPEN` (naming the operation) while a published refresh's pull request is
     /// open on the forge: a refresh is refused until it is merged or closed.
     async fn refuse_while_a_pull_request_is_open(&self) -> Result<(), SafeError> {
-        match self.open_pull_request().await? {
+        match self.settle_pull_requests().await? {
             Some((published, _)) => Err(SafeError::about(
                 ErrorCode::PullRequestOpen,
                 Subject::Operation(published.0),
@@ -240,13 +240,27 @@ impl Operations {
     }
 
     /// The newest published refresh whose pull request the forge says is open (asked now, never
-    /// cached), with that pull request; `None` without a forge.
-    ///
-    /// Every published pull request not yet known to be merged or closed is asked about, newest
-    /// first, however many operations came after it. One found merged or closed is recorded as
-    /// settled and never asked about again; one closed without merging (on the forge, by hand)
-    /// also loses its branch, as [`Operations::close_pull_request`] does.
+    /// cached), with that pull request; `None` without a forge. Every published pull request not
+    /// yet recorded as merged or closed is asked about, newest first. Nothing is written: this
+    /// is what a page shows (a `GET` changes nothing, on the forge or here).
     pub async fn open_pull_request(&self) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
+        self.ask_about_pull_requests(Learned::Shown).await
+    }
+
+    /// As [`Operations::open_pull_request`], and each pull request found merged or closed is
+    /// recorded as settled, never asked about again; one closed without merging (on the forge, by
+    /// hand) also loses its branch, as [`Operations::close_pull_request`] does. Run before a
+    /// refresh starts, so however many operations came after a pull request, the block holds.
+    pub async fn settle_pull_requests(
+        &self,
+    ) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
+        self.ask_about_pull_requests(Learned::Settled).await
+    }
+
+    async fn ask_about_pull_requests(
+        &self,
+        learned: Learned,
+    ) -> Result<Option<(OperationId, PullRequest)>, SafeError> {
         let Some(forge) = &self.forge else {
             return Ok(None);
         };
@@ -263,16 +277,18 @@ impl Operations {
             let state = current
                 .context("read a published pull request")?
                 .map(|current| current.state);
-            match state {
-                Some(PullState::Open) => return Ok(Some((operation.id, pull))),
-                Some(PullState::Merged) => {}
-                // Closed without merging, or unknown to the forge: nothing will merge the branch.
-                Some(PullState::Closed) | None => {
-                    forge
-                        .delete_branch(&pull.head)
-                        .await
-                        .context("delete a closed pull request's branch")?;
-                }
+            if state == Some(PullState::Open) {
+                return Ok(Some((operation.id, pull)));
+            }
+            if learned == Learned::Shown {
+                continue;
+            }
+            // Closed without merging, or unknown to the forge: nothing will merge the branch.
+            if state != Some(PullState::Merged) {
+                forge
+                    .delete_branch(&pull.head)
+                    .await
+                    .context("delete a closed pull request's branch")?;
             }
             schema
                 .settle_pull_request(operation.id)
@@ -696,6 +712,15 @@ async fn lease_refusal(
     } else {
         SafeError::about(ErrorCode::LeaseHeld, holder)
     })
+}
+
+/// What asking the forge about published pull requests does with what it learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Learned {
+    /// Nothing: the answer is only shown.
+    Shown,
+    /// Merged and closed pull requests are recorded as settled, closed ones' branches deleted.
+    Settled,
 }
 
 /// The operation ID exactly as Fermata prints it (lowercase, hyphenated); anything else is not

@@ -1720,9 +1720,33 @@ async fn a_pull_request_closed_on_the_forge_lifts_the_block_and_loses_its_branch
             .is_some()
     );
 
-    // The block asks, learns it is closed, records so, and deletes the branch nothing will
-    // merge; a refresh may start.
+    // What a page shows asks and learns it is closed, and changes nothing.
     assert_eq!(harness.operations.open_pull_request().await.unwrap(), None);
+    assert!(
+        harness
+            .local
+            .branch_head(&pull.head)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        harness
+            .storage
+            .schema()
+            .unsettled_pull_requests()
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "showing the block recorded nothing"
+    );
+    // The block before a refresh asks, learns it is closed, records so, and deletes the branch
+    // nothing will merge; a refresh may start.
+    assert_eq!(
+        harness.operations.settle_pull_requests().await.unwrap(),
+        None
+    );
     assert_eq!(harness.local.branch_head(&pull.head).await.unwrap(), None);
     assert!(
         harness

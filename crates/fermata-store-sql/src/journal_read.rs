@@ -6,7 +6,8 @@
 //! statement per [`CHUNK`] sequences up to the channel's last one, each answering with one value
 //! that packs the entries of its rows (see [`Packing`]), the chunk's least and greatest epoch,
 //! and how many of its rows were too large for it. A chunk is a range of the journal's primary
-//! key, so whatever plan the database picks reads only that range. Rows larger than [`SMALL`]
+//! key, so whatever plan the database picks reads only that range; after an empty range the next
+//! one starts at the next row. Rows larger than [`SMALL`]
 //! bytes, whose transfer outweighs any cost per row, come back as ordinary rows, as do rows past
 //! the channel's sequence and the rows of a chunk whose epochs differ (stored data recovery
 //! refuses, naming the row). The operation records' update sequences come back packed in one
@@ -45,6 +46,8 @@ pub(crate) struct JournalStatements {
     /// The rows of channel `$1` in sequences (`$2`, `$3`] larger than `$4` bytes or not larger
     /// than `$5`, one row each.
     rows: &'static str,
+    /// The first journal sequence of channel `$1` after `$2`, if any.
+    next: &'static str,
     /// The update sequences after `$2` that the operation records of channel `$1` name, packed.
     expected: &'static str,
 }
@@ -78,6 +81,7 @@ impl JournalStatements {
             rows: "SELECT sequence, epoch, bytes FROM channel_updates \
                    WHERE channel_id = $1 AND sequence > $2 AND sequence <= $3 \
                      AND (length(bytes) > $4 OR length(bytes) <= $5) ORDER BY sequence",
+            next: "SELECT min(sequence) FROM channel_updates WHERE channel_id = $1 AND sequence > $2",
             expected,
         }
     }
@@ -118,7 +122,24 @@ pub(crate) async fn read_journal(
             (None, None, None) if large > 0 => {
                 updates.extend(rows(conn, sql, id, (start, end), LARGE, action).await?);
             }
-            (None, None, None) => {}
+            (None, None, None) => {
+                // An empty range: the next one starts at the next row, so a long stretch of
+                // sequences without updates (or a corrupt, far too large channel sequence) costs
+                // one statement rather than one per range.
+                let next: Option<i64> = sqlx::query_scalar(sql.next)
+                    .bind(&id.0)
+                    .bind(end)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .context(action)?;
+                match next {
+                    Some(next) if next <= last => {
+                        start = next - 1;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
             _ => updates.extend(rows(conn, sql, id, (start, end), ALL, action).await?),
         }
         start = end;

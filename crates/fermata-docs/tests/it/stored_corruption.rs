@@ -1,7 +1,8 @@
 //! Corruption in the stored rows themselves, on SQLite and PostgreSQL: a tampered checkpoint
 //! hash, a truncated update, every update or one moved to another epoch, an unknown sidecar
-//! version and a missing journal row are each reported as corrupt, naming the document; recovery never answers
-//! with a wrong or empty document.
+//! version and a missing journal row are each reported as corrupt, naming the document; recovery
+//! never answers with a wrong or empty document. A channel sequence far past the journal is still
+//! read.
 
 use std::time::Duration;
 
@@ -127,6 +128,42 @@ async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
             "{what}: the error does not name the document: {error}"
         );
     }
+}
+
+/// A channel whose sequence runs far past its journal (as tampering could leave it) is still
+/// read: the journal read skips the empty stretch at once instead of walking it range by range.
+async fn a_far_sequence_is_read(store: ScratchStorage) {
+    let id = document(&store).await;
+    tamper(
+        &store,
+        "UPDATE channels SET sequence = 9000000000000000000 WHERE id = $1",
+        &id,
+    )
+    .await;
+    let snapshot = store.collaboration().recovery_snapshot(&id).await.unwrap();
+    let sequences: Vec<i64> = snapshot.updates.iter().map(|u| u.sequence).collect();
+    assert_eq!(sequences, [2, 3, 4]);
+}
+
+#[tokio::test]
+async fn sqlite_a_far_sequence_is_read() {
+    a_far_sequence_is_read(
+        ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_a_far_sequence_is_read() {
+    a_far_sequence_is_read(
+        ScratchDatabase::postgres()
+            .await
+            .open(StoreOptions::default())
+            .await,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -56,15 +56,15 @@ pub(crate) fn refuse(
     )
 }
 
-/// Rows of `sql` with `database` bound to each of its `binds` placeholders.
+/// Rows of `sql` with `database` bound to each of its placeholders.
 async fn rows(
     connection: &mut MySqlConnection,
     sql: &str,
     database: &DatabaseName,
-    binds: usize,
 ) -> Result<Vec<MySqlRow>, SafeError> {
+    // Every placeholder of a catalog query is the database's name, and none is in a literal.
     let mut query = sqlx::query(sql);
-    for _ in 0..binds {
+    for _ in sql.matches('?') {
         query = query.bind(database.as_str());
     }
     query
@@ -136,7 +136,7 @@ pub(super) async fn read(
         database,
         ahead: Vec::new(),
     };
-    let relations = tables::read(&mut reader, others, programs::QUERIES_AHEAD).await?;
+    let relations = tables::read(&mut reader, others, programs::QUERIES).await?;
     let flavor = relations.flavor;
     let mut sequences = relations.sequences;
     sequences::read(reader.connection, database, &mut sequences).await?;
@@ -165,20 +165,20 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// The rows of `sql`, with the database bound to each of its `binds` placeholders.
-    async fn rows(&mut self, sql: &'static str, binds: usize) -> Result<Vec<MySqlRow>, SafeError> {
+    /// The rows of `sql`, with the database bound to each of its placeholders.
+    async fn rows(&mut self, sql: &'static str) -> Result<Vec<MySqlRow>, SafeError> {
         if let Some(at) = self.ahead.iter().position(|(read, _)| *read == sql) {
             return Ok(self.ahead.swap_remove(at).1);
         }
-        rows(self.connection, sql, self.database, binds).await
+        rows(self.connection, sql, self.database).await
     }
 
-    /// Reads `queries` (each with its number of binds) at once, spread over the first
-    /// connection and `others`, each connection running its share one after another.
+    /// Reads `queries` at once, spread over the first connection and `others`, each connection
+    /// running its share one after another.
     async fn read_ahead(
         &mut self,
         others: &mut [MySqlConnection],
-        queries: &[(&'static str, usize)],
+        queries: &[&'static str],
     ) -> Result<(), SafeError> {
         let database = self.database;
         let lanes = others.len() + 1;
@@ -187,8 +187,8 @@ impl Reader<'_> {
             .enumerate()
             .map(|(lane, connection)| async move {
                 let mut read = Vec::new();
-                for (sql, binds) in queries.iter().skip(lane).step_by(lanes) {
-                    read.push((*sql, rows(connection, sql, database, *binds).await?));
+                for sql in queries.iter().skip(lane).step_by(lanes) {
+                    read.push((*sql, rows(connection, sql, database).await?));
                 }
                 Ok::<_, SafeError>(read)
             });

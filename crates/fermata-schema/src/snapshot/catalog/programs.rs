@@ -10,10 +10,8 @@ use crate::safe_context::SafeCode;
 use crate::snapshot::model::{Event, Flavor, Interval, Parameter, Routine, RoutineKind, Trigger};
 use crate::snapshot::normalize::mysql;
 
-/// Every query of stored programs, the same on both flavors.
+/// Every query of stored programs, the same on both flavors (read ahead with the tables' queries).
 pub(super) const QUERIES: &[&str] = &[ROUTINES, TRIGGERS, EVENTS];
-/// The same queries with their numbers of binds, read ahead with the tables' queries.
-pub(super) const QUERIES_AHEAD: &[(&str, usize)] = &[(ROUTINES, 2), (TRIGGERS, 1), (EVENTS, 1)];
 
 fn routine_kind(kind: RoutineKind) -> ObjectKind {
     match kind {
@@ -52,7 +50,7 @@ pub(super) async fn routines(
     };
     let database = reader.database;
     let mut routines: Vec<Routine> = Vec::new();
-    for row in reader.rows(ROUTINES, 2).await? {
+    for row in reader.rows(ROUTINES).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let kind = match v.text(1)?.as_str() {
@@ -134,7 +132,7 @@ pub(super) async fn routines(
 pub(super) async fn triggers(reader: &mut Reader<'_>) -> Result<Vec<Trigger>, SafeError> {
     let database = reader.database;
     let mut triggers = Vec::new();
-    for row in reader.rows(TRIGGERS, 1).await? {
+    for row in reader.rows(TRIGGERS).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let v = v.about(ObjectKind::Trigger, &name);
@@ -171,7 +169,7 @@ pub(super) async fn triggers(reader: &mut Reader<'_>) -> Result<Vec<Trigger>, Sa
 pub(super) async fn events(reader: &mut Reader<'_>) -> Result<Vec<Event>, SafeError> {
     let database = reader.database;
     let mut events = Vec::new();
-    for row in reader.rows(EVENTS, 1).await? {
+    for row in reader.rows(EVENTS).await? {
         let v = values(&row, database);
         let name = v.text(0)?;
         let v = v.about(ObjectKind::Event, &name);

@@ -393,11 +393,11 @@ pub fn add_index_row(indexes: &mut Vec<Index>, row: IndexRow) -> Result<(), Reas
 pub(super) async fn read(
     reader: &mut Reader<'_>,
     others: &mut [MySqlConnection],
-    also: &[(&'static str, usize)],
+    also: &[&'static str],
 ) -> Result<Relations, SafeError> {
     let database = reader.database;
     let unsupported = || super::unsupported(database);
-    let relations = reader.rows(TABLES, 3).await?;
+    let relations = reader.rows(TABLES).await?;
     let first = relations.first().ok_or_else(|| {
         SafeError::about(
             ErrorCode::DatabaseNoLongerVisible,
@@ -523,15 +523,15 @@ pub(super) async fn read(
     let checks = by_flavor(flavor, CHECKS_MARIADB, CHECKS_MYSQL);
     let columns = by_flavor(flavor, COLUMNS_MARIADB, COLUMNS_MYSQL);
     let indexes = by_flavor(flavor, INDEXES_MARIADB, INDEXES_MYSQL);
-    let mut ahead = vec![(checks, 1), (columns, 1), (indexes, 1), (FOREIGN_KEYS, 3)];
+    let mut ahead = vec![checks, columns, indexes, FOREIGN_KEYS];
     if partitioned {
-        ahead.push((PARTITIONS, 1));
+        ahead.push(PARTITIONS);
     }
     ahead.extend_from_slice(also);
     reader.read_ahead(others, &ahead).await?;
 
     let mut column_checks: BTreeMap<(String, String), String> = BTreeMap::new();
-    for row in reader.rows(checks, 1).await? {
+    for row in reader.rows(checks).await? {
         let v = values(&row, database);
         let table = v.text(0)?;
         let v = v.about(ObjectKind::Table, &table);
@@ -554,7 +554,7 @@ pub(super) async fn read(
     }
 
     let mut spatial = false;
-    for row in reader.rows(columns, 1).await? {
+    for row in reader.rows(columns).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
         if not_tables.contains(&table_name) {
@@ -595,7 +595,7 @@ pub(super) async fn read(
         ));
     }
     if spatial && flavor == Flavor::Mariadb {
-        for row in reader.rows(SRIDS_MARIADB, 1).await? {
+        for row in reader.rows(SRIDS_MARIADB).await? {
             let v = values(&row, database);
             let (table_name, column_name) = (v.text(0)?, v.text(1)?);
             let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
@@ -612,7 +612,7 @@ pub(super) async fn read(
         }
     }
 
-    for row in reader.rows(indexes, 1).await? {
+    for row in reader.rows(indexes).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
         let v = v.about(ObjectKind::Table, &table_name);
@@ -636,7 +636,7 @@ pub(super) async fn read(
     // A key's rules come first, then its columns; as in a join, columns without rules and
     // rules without columns are no key.
     let mut rules: Option<(String, String, String, String)> = None;
-    for row in reader.rows(FOREIGN_KEYS, 3).await? {
+    for row in reader.rows(FOREIGN_KEYS).await? {
         let v = values(&row, database);
         let (table_name, name) = (v.text(0)?, v.text(1)?);
         if let Some(on_delete) = v.optional(7)? {
@@ -700,7 +700,7 @@ async fn read_partitions(
 ) -> Result<(), SafeError> {
     let database = reader.database;
     let unsupported = || super::unsupported(database);
-    for row in reader.rows(PARTITIONS, 1).await? {
+    for row in reader.rows(PARTITIONS).await? {
         let v = values(&row, database);
         let table_name = v.text(0)?;
         let v = v.about(ObjectKind::Table, &table_name);

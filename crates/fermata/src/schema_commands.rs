@@ -21,7 +21,7 @@ use fermata_schema::{
 use fermata_store::schema::{
     InventoryId, OperationId, OperationKind, OperationState, Outcome, RequestKey,
 };
-use fermata_store::{LeaseName, Storage};
+use fermata_store::{LeaseName, RunId, Storage};
 use fermata_workflow::WorkerSettings;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,10 @@ const POLL: Duration = Duration::from_millis(250);
 /// How often it looks at one it runs itself: the command exits as soon as it sees the run got far
 /// enough, and a look (a few reads of its own database) costs little next to what the run does.
 const LOCAL_POLL: Duration = Duration::from_millis(25);
+/// How long a command that runs the workflow itself waits, once the operation ended, for the run
+/// to take its last steps (the review artifact's deletion): milliseconds as a rule. A run still
+/// going after this resumes with the next worker.
+const RUN_END_GRACE: Duration = Duration::from_secs(10);
 
 /// Output for people, or JSON for scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -370,11 +374,36 @@ async fn follow(
     });
     let poll = if served { POLL } else { LOCAL_POLL };
     let result = watch(opened, id, done, watcher, poll).await;
+    if let (Some(_), Ok(report)) = (&worker, &result) {
+        let_the_run_end(opened, report).await;
+    }
     stop.cancel();
     if let Some(worker) = worker {
         let _ = worker.await;
     }
     result.map_err(Failure::from)
+}
+
+/// Once the operation of `report` ended, lets its run end too (within [`RUN_END_GRACE`]), so the
+/// steps after the operation's last state (the deletion of a decided review's artifact) are not
+/// left for the next worker when this process, the only one running it, exits.
+async fn let_the_run_end(opened: &Opened, report: &OperationReport) {
+    let operation = &report.operation;
+    let Some(run) = operation
+        .run_id
+        .clone()
+        .filter(|_| operation.state.is_terminal())
+    else {
+        return;
+    };
+    let run = RunId(run);
+    let deadline = tokio::time::Instant::now() + RUN_END_GRACE;
+    while tokio::time::Instant::now() < deadline {
+        match opened.runtime.engine.run_status(&run).await {
+            Ok(Some(run)) if !run.state.is_terminal() => tokio::time::sleep(LOCAL_POLL).await,
+            _ => return,
+        }
+    }
 }
 
 /// Polls operation `id` every `poll`, showing each report, until `done` (an inventory whose run

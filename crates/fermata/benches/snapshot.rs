@@ -24,8 +24,6 @@
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
-use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -35,7 +33,7 @@ use fermata_store_sql::testing::bench::Figure;
 use serde_json::Value;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Executor, Row};
-use support::{Target, USER_PASSWORD, add_user, empty_package};
+use support::{Target, USER_PASSWORD, add_source, add_user, configure, empty_package};
 
 const DATABASE: &str = "fermata_bench_snapshot";
 const CONNECTIONS: usize = 8;
@@ -155,25 +153,21 @@ fn fermata_json(target: &Target, words: &[&str], input: &str) -> Value {
 /// and an inventory (the refresh's ID).
 fn refresh_target(options: &MySqlConnectOptions) -> (Target, String) {
     let target = Target::sqlite();
-    let password_file = target.config().with_file_name("mysql-password");
-    std::fs::write(&password_file, format!("{MYSQL_PASSWORD}\n")).unwrap();
-    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let package = empty_package(&target.config().with_file_name("package"));
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(target.config())
-        .unwrap();
-    write!(
-        config,
-        "\n[schema.source]\nhost = {}\nport = {}\nuser = {}\npassword_file = {}\n\
-         tls = \"disabled\"\n\n[schema.package]\nrepository = {}\n",
-        Value::from(options.get_host()),
+    add_source(
+        &target,
+        options.get_host(),
         options.get_port(),
-        Value::from(options.get_username()),
-        Value::from(password_file.display().to_string()),
-        Value::from(package.display().to_string()),
-    )
-    .unwrap();
+        options.get_username(),
+        MYSQL_PASSWORD,
+    );
+    let package = empty_package(&target.config().with_file_name("package"));
+    configure(
+        &target,
+        &format!(
+            "\n[schema.package]\nrepository = {}\n",
+            Value::from(package.display().to_string())
+        ),
+    );
     add_user(&target, "ada", true);
     let inventory = fermata_json(&target, &["schema", "inventory", "--as", "ada"], "");
     let id = inventory["inventory"]["id"].as_str().unwrap().to_owned();

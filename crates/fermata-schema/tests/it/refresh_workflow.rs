@@ -1709,53 +1709,30 @@ async fn a_pull_request_closed_on_the_forge_lifts_the_block_and_loses_its_branch
     let published = harness.approved(inventory, &[&a, &b]).await;
     let pull = published.operation.pull_request.clone().unwrap();
 
+    let branch = async || harness.local.branch_head(&pull.head).await.unwrap();
+    let unsettled = async || {
+        let schema = harness.storage.schema();
+        schema.unsettled_pull_requests().await.unwrap().len()
+    };
+
     // Closed by hand on the forge, not through Fermata: the branch is still there.
     assert!(harness.local.close_pull_request(pull.number).await.unwrap());
-    assert!(
-        harness
-            .local
-            .branch_head(&pull.head)
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(branch().await.is_some());
 
     // What a page shows asks and learns it is closed, and changes nothing.
     assert_eq!(harness.operations.open_pull_request().await.unwrap(), None);
-    assert!(
-        harness
-            .local
-            .branch_head(&pull.head)
-            .await
-            .unwrap()
-            .is_some()
-    );
-    assert_eq!(
-        harness
-            .storage
-            .schema()
-            .unsettled_pull_requests()
-            .await
-            .unwrap()
-            .len(),
-        1,
-        "showing the block recorded nothing"
-    );
+    assert!(branch().await.is_some());
+    assert_eq!(unsettled().await, 1, "showing the block recorded nothing");
     // The block before a refresh asks, learns it is closed, records so, and deletes the branch
     // nothing will merge; a refresh may start.
     assert_eq!(
         harness.operations.settle_pull_requests().await.unwrap(),
         None
     );
-    assert_eq!(harness.local.branch_head(&pull.head).await.unwrap(), None);
-    assert!(
-        harness
-            .storage
-            .schema()
-            .unsettled_pull_requests()
-            .await
-            .unwrap()
-            .is_empty(),
+    assert_eq!(branch().await, None);
+    assert_eq!(
+        unsettled().await,
+        0,
         "a settled pull request is not asked about again"
     );
     let inventory = harness.inventory().await;

@@ -15,7 +15,6 @@ use crate::support;
 
 use crate::mysql;
 
-use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +29,7 @@ use fermata_store::schema::{
 use fermata_store::{Storage, UserName};
 use serde_json::{Value, json};
 use sqlx::Executor;
-use support::{Fermata, PATIENCE, Target, add_user, empty_package};
+use support::{Fermata, PATIENCE, Target, add_user, configure, empty_package};
 use tempfile::TempDir;
 use tokio::time::Instant;
 
@@ -257,27 +256,15 @@ impl Served {
         let (user, password) = mysql::snapshot_account(&mut mariadb, &databases).await;
 
         let target = Target::sqlite();
-        let admin = mysql::admin_options();
-        let password_file = target.config().with_file_name("mysql-password");
-        std::fs::write(&password_file, format!("{password}\n")).unwrap();
-        std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        crate::schema::configure_source(&target, &user, &password);
         let repository = empty_package(&target.config().with_file_name("package"));
-        let mut config = std::fs::OpenOptions::new()
-            .append(true)
-            .open(target.config())
-            .unwrap();
-        write!(
-            config,
-            "\n[schema.source]\nhost = \"{}\"\nport = {}\nuser = {}\npassword_file = \"{}\"\n\
-             tls = \"disabled\"\n\n[schema.package]\nrepository = {}\n",
-            admin.get_host(),
-            admin.get_port(),
-            Value::String(user.clone()),
-            password_file.display(),
-            Value::String(repository.display().to_string()),
-        )
-        .unwrap();
-        config.write_all(extra.as_bytes()).unwrap();
+        configure(
+            &target,
+            &format!(
+                "\n[schema.package]\nrepository = {}\n{extra}",
+                Value::String(repository.display().to_string())
+            ),
+        );
         add_user(&target, "ada", true);
         add_user(&target, "bob", false);
         {

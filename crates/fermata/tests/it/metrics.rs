@@ -7,8 +7,8 @@
 
 use crate::interop::{Session, start};
 use crate::mysql;
-use crate::schema::{configure, configure_source, login, poll_until_terminal, start_inventory};
-use crate::support::{self, Target, add_user, node, node_spawn, node_wait, request};
+use crate::schema::{configure_source, login, poll_until_terminal, start_inventory};
+use crate::support::{self, Target, add_user, configure, node, node_spawn, node_wait, request};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -17,46 +17,22 @@ use crate::support;
 use crate::git_support;
 use crate::mysql;
 
-use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::Executor;
 use support::{
-    Target, add_user, assert_absent, empty_package, every_cell, request, session_headers,
+    Target, add_source, add_user, assert_absent, configure, empty_package, every_cell, request,
+    session_headers,
 };
 
 const PASSWORD: &str = support::USER_PASSWORD;
 
-/// Adds a `[schema.source]` for `user` and `password` to the target's configuration.
+/// Adds a `[schema.source]` for `user` and `password` on the test's MariaDB to the target's
+/// configuration.
 pub(crate) fn configure_source(target: &Target, user: &str, password: &str) {
     let admin = mysql::admin_options();
-    let password_file = target.config().with_file_name("mysql-password");
-    std::fs::write(&password_file, format!("{password}\n")).unwrap();
-    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(target.config())
-        .unwrap();
-    write!(
-        config,
-        "\n[schema.source]\nhost = \"{}\"\nport = {}\nuser = {}\npassword_file = \"{}\"\ntls = \"disabled\"\n",
-        admin.get_host(),
-        admin.get_port(),
-        Value::String(user.to_owned()),
-        password_file.display()
-    )
-    .unwrap();
-}
-
-/// Appends `text` to the target's configuration.
-pub(crate) fn configure(target: &Target, text: &str) {
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(target.config())
-        .unwrap();
-    config.write_all(text.as_bytes()).unwrap();
+    add_source(target, admin.get_host(), admin.get_port(), user, password);
 }
 
 /// `fermata schema WORDS... --json`: the exit status, the JSON printed and standard error.

@@ -570,6 +570,35 @@ pub fn add_user(target: &Target, name: &str, admin: bool) -> String {
     format!("{out}{err}")
 }
 
+/// Appends `text` to the target's configuration.
+pub fn configure(target: &Target, text: &str) {
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(target.config())
+        .unwrap();
+    config.write_all(text.as_bytes()).unwrap();
+}
+
+/// Adds a `[schema.source]` on `host`:`port` for `user` (TLS off, as the throwaway servers run)
+/// to the target's configuration, with `password` in a file beside it that only its owner reads.
+pub fn add_source(target: &Target, host: &str, port: u16, user: &str, password: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let password_file = target.config().with_file_name("mysql-password");
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    configure(
+        target,
+        &format!(
+            "\n[schema.source]\nhost = {}\nport = {port}\nuser = {}\npassword_file = {}\n\
+             tls = \"disabled\"\n",
+            quoted(host),
+            quoted(user),
+            quoted(&password_file.display().to_string()),
+        ),
+    );
+}
+
 /// A git repository at `path` whose branch `main` has one empty commit: a package with nothing
 /// merged yet.
 pub fn empty_package(path: &std::path::Path) -> PathBuf {

@@ -44,9 +44,7 @@ pub(crate) enum CommitWrites {
 pub(crate) struct Statements {
     pub(crate) set_slug: String,
     find_operation: String,
-    insert_operation: String,
-    advance: String,
-    insert_update: String,
+    commit: String,
     upsert_state: String,
     insert_event: String,
     updates_after: String,
@@ -67,19 +65,7 @@ impl Statements {
                 "SELECT fingerprint, revision, sequence FROM channel_operations \
                  WHERE channel_id = $1 AND operation_id = $2",
             ),
-            insert_operation: dialect.render(
-                "INSERT INTO channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (channel_id, operation_id) DO NOTHING",
-            ),
-            advance: dialect.render(
-                "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, updated_at = $3, \
-                 title = COALESCE($4, title) \
-                 WHERE id = $1 AND revision = $2 AND archived_at IS NULL \
-                 RETURNING revision, sequence, epoch, repository",
-            ),
-            insert_update: dialect.render(
-                "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) VALUES ($1, $2, $3, $4)",
-            ),
+            commit: crate::commit_statement::render(dialect),
             upsert_state: dialect.render(
                 "INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
@@ -307,14 +293,14 @@ impl SqlStorage {
         Ok(created)
     }
 
-    /// One commit: after the fence, the revision check and the advance are one `UPDATE`, the
-    /// journal row, the sidecar and the operation record follow, and nothing is read that the
-    /// writer already knows. Only a commit that cannot be written as it came (a stale or
-    /// archived document, a repeated operation, an invalid shape) reads the channel and its
-    /// earlier operation to say why, exactly as the rules order it.
     /// Runs one commit's statements in `tx`, a fenced transaction that may carry other
     /// documents' commits too (see `group_commit.rs`): what they wrote, or the answer when they
-    /// must leave nothing behind.
+    /// must leave nothing behind. The revision check, the advance, the journal row, the sidecar
+    /// and the operation record are one query (`commit_statement.rs`), and nothing is read that
+    /// the writer already knows; a new title's slug and the events follow. Only a commit that
+    /// cannot be written as it came (a stale or archived document, a repeated operation, an
+    /// invalid shape) reads the channel and its earlier operation to say why, exactly as the
+    /// rules order it.
     pub(crate) async fn commit_in(
         &self,
         tx: &mut FencedTransaction,
@@ -324,23 +310,51 @@ impl SqlStorage {
         let sql = &self.inner.collaboration_sql;
         let now = tx.now;
         let id = &commit.channel;
-        let advanced: Option<(i64, i64, i64, String)> = match check_commit_shape(commit) {
-            Ok(()) => sqlx::query_as(&sql.advance)
-                .bind(&id.0)
-                .bind(commit.expected_revision)
-                .bind(now.0)
-                .bind(commit.title.clone())
-                .fetch_optional(tx.conn())
-                .await
-                .context(action)?,
+        let written = match check_commit_shape(commit) {
+            Ok(()) => {
+                let sidecar = commit.sidecar.as_ref();
+                let rows = sqlx::query(&sql.commit)
+                    .bind(&id.0)
+                    .bind(commit.expected_revision)
+                    .bind(now.0)
+                    .bind(commit.title.clone())
+                    .bind(commit.update.clone())
+                    .bind(sidecar.map(|s| s.version))
+                    .bind(sidecar.map(|s| s.json.clone()))
+                    .bind(sidecar.map(|s| s.unanswered_decisions))
+                    .bind(commit.operation.as_str())
+                    .bind(commit.fingerprint().to_vec())
+                    .fetch_all(tx.conn())
+                    .await
+                    .context(action)?;
+                rows.first()
+                    .map(|row| {
+                        Ok::<_, StoreError>((
+                            column::<i64>(row, 0, action)?,
+                            column::<i64>(row, 1, action)?,
+                            column::<String>(row, 2, action)?,
+                            column::<i64>(row, 3, action)?,
+                        ))
+                    })
+                    .transpose()?
+            }
             Err(_) => None,
         };
-        let Some((revision, sequence, epoch, repository)) = advanced else {
+        let Some((revision, sequence, repository, recorded)) = written else {
             return self
                 .refuse_commit(tx.conn(), commit, action)
                 .await
                 .map(CommitWrites::Nothing);
         };
+        if recorded == 0 {
+            // The operation ID was used before, at the revision this commit expected: answer as
+            // a repeat, with the writes rolled back.
+            return self
+                .earlier_operation(tx.conn(), commit, action)
+                .await?
+                .map(CommitWrites::Nothing)
+                .ok_or_else(|| StoreError::corrupt("an operation conflicted but cannot be read"));
+        }
         if let Some(title) = &commit.title {
             let repository = Repository::new(repository)
                 .or_corrupt("a stored document names an invalid repository")?;
@@ -354,19 +368,6 @@ impl SqlStorage {
                 .await
                 .context(action)?;
         }
-        if let Some(update) = &commit.update {
-            sqlx::query(&sql.insert_update)
-                .bind(&id.0)
-                .bind(sequence)
-                .bind(epoch)
-                .bind(update.clone())
-                .execute(tx.conn())
-                .await
-                .context(action)?;
-        }
-        if let Some(sidecar) = &commit.sidecar {
-            self.write_state(tx.conn(), id, sidecar, action).await?;
-        }
         for (ordinal, event) in commit.events.iter().enumerate() {
             sqlx::query(&sql.insert_event)
                 .bind(&id.0)
@@ -378,27 +379,6 @@ impl SqlStorage {
                 .execute(tx.conn())
                 .await
                 .context(action)?;
-        }
-        let recorded = tx
-            .execute(
-                sqlx::query(&sql.insert_operation)
-                    .bind(&id.0)
-                    .bind(commit.operation.as_str())
-                    .bind(commit.fingerprint().to_vec())
-                    .bind(revision)
-                    .bind(sequence)
-                    .bind(commit.update.as_ref().map(|_| sequence)),
-                action,
-            )
-            .await?;
-        if recorded == 0 {
-            // The operation ID was used before, at the revision this commit expected: answer as
-            // a repeat, with the writes above rolled back.
-            return self
-                .earlier_operation(tx.conn(), commit, action)
-                .await?
-                .map(CommitWrites::Nothing)
-                .ok_or_else(|| StoreError::corrupt("an operation conflicted but cannot be read"));
         }
         Ok(CommitWrites::Kept(Committed {
             revision,

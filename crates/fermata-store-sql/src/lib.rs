@@ -10,6 +10,7 @@ mod channel;
 mod chat;
 mod claim;
 mod collaboration;
+mod commit_statement;
 mod dialect;
 mod error;
 mod fence;

@@ -23,6 +23,7 @@ use sqlx::{AnyConnection, Connection};
 
 use crate::SqlStorage;
 use crate::channel::unavailable;
+use crate::commit_statement::{self, bind_commit};
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
@@ -39,12 +40,36 @@ pub(crate) enum CommitWrites {
     Nothing(Committed),
 }
 
+/// What a commit's statement wrote (see `commit_statement.rs`).
+struct Written {
+    revision: i64,
+    sequence: i64,
+    repository: String,
+    /// 0 when the operation ID was used before: the writes must be rolled back.
+    recorded: i64,
+}
+
+/// The commit statement's answer from column `first` of `row` on: `None` when it wrote nothing.
+fn written(row: &AnyRow, first: usize, action: &str) -> StoreResult<Option<Written>> {
+    let Some(revision) = column::<Option<i64>>(row, first, action)? else {
+        return Ok(None);
+    };
+    Ok(Some(Written {
+        revision,
+        sequence: column(row, first + 1, action)?,
+        repository: column(row, first + 2, action)?,
+        recorded: column(row, first + 3, action)?,
+    }))
+}
+
 /// The collaboration statements, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub(crate) set_slug: String,
     find_operation: String,
     commit: String,
+    /// The commit that carries its own fence check, where the dialect has one.
+    fenced_commit: Option<String>,
     upsert_state: String,
     insert_event: String,
     updates_after: String,
@@ -65,7 +90,8 @@ impl Statements {
                 "SELECT fingerprint, revision, sequence FROM channel_operations \
                  WHERE channel_id = $1 AND operation_id = $2",
             ),
-            commit: crate::commit_statement::render(dialect),
+            commit: commit_statement::render(dialect),
+            fenced_commit: (dialect == Dialect::Postgres).then(commit_statement::render_fenced),
             upsert_state: dialect.render(
                 "INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
@@ -307,40 +333,83 @@ impl SqlStorage {
         commit: &Commit,
     ) -> StoreResult<CommitWrites> {
         let action = "committing to a document";
-        let sql = &self.inner.collaboration_sql;
-        let now = tx.now;
-        let id = &commit.channel;
         let written = match check_commit_shape(commit) {
             Ok(()) => {
-                let sidecar = commit.sidecar.as_ref();
-                let rows = sqlx::query(&sql.commit)
-                    .bind(&id.0)
-                    .bind(commit.expected_revision)
-                    .bind(now.0)
-                    .bind(commit.title.clone())
-                    .bind(commit.update.clone())
-                    .bind(sidecar.map(|s| s.version))
-                    .bind(sidecar.map(|s| s.json.clone()))
-                    .bind(sidecar.map(|s| s.unanswered_decisions))
-                    .bind(commit.operation.as_str())
-                    .bind(commit.fingerprint().to_vec())
+                let query = bind_commit(sqlx::query(&self.inner.collaboration_sql.commit), commit);
+                let rows = query
+                    .bind(tx.now.0)
                     .fetch_all(tx.conn())
                     .await
                     .context(action)?;
-                rows.first()
-                    .map(|row| {
-                        Ok::<_, StoreError>((
-                            column::<i64>(row, 0, action)?,
-                            column::<i64>(row, 1, action)?,
-                            column::<String>(row, 2, action)?,
-                            column::<i64>(row, 3, action)?,
-                        ))
-                    })
-                    .transpose()?
+                match rows.first() {
+                    Some(row) => written(row, 0, action)?,
+                    None => None,
+                }
             }
             Err(_) => None,
         };
-        let Some((revision, sequence, repository, recorded)) = written else {
+        self.finish_commit(tx, commit, written).await
+    }
+
+    /// One commit in a fenced transaction of its own, committed when it wrote. On PostgreSQL a
+    /// commit of a valid shape checks its fence in the statement that writes it, so it costs
+    /// the round trips of a bare insert: `BEGIN`, one statement, `COMMIT`.
+    pub(crate) async fn commit_alone(
+        &self,
+        fence: &Fence,
+        commit: &Commit,
+    ) -> StoreResult<Committed> {
+        let action = "committing to a document";
+        let fenced_commit = self.inner.collaboration_sql.fenced_commit.as_ref();
+        let (mut tx, written) = match fenced_commit.filter(|_| check_commit_shape(commit).is_ok()) {
+            Some(statement) => {
+                let mut transaction = self.inner.begin_ungated(action).await?;
+                let query = sqlx::query(statement)
+                    .bind(fence.lease.as_str())
+                    .bind(fence.token.0);
+                let row = bind_commit(query, commit)
+                    .fetch_one(&mut *transaction)
+                    .await
+                    .context(action)?;
+                let (now, live) = (column(&row, 0, action)?, column(&row, 1, action)?);
+                let tx = self
+                    .inner
+                    .fenced(transaction, fence, now, live, action)
+                    .await?;
+                (tx, written(&row, 2, action)?)
+            }
+            None => {
+                let mut tx = self.inner.begin_fenced(fence, action).await?;
+                return match self.commit_in(&mut tx, commit).await? {
+                    CommitWrites::Kept(committed) => tx.commit(action).await.map(|()| committed),
+                    CommitWrites::Nothing(answer) => Ok(answer),
+                };
+            }
+        };
+        match self.finish_commit(&mut tx, commit, written).await? {
+            CommitWrites::Kept(committed) => tx.commit(action).await.map(|()| committed),
+            CommitWrites::Nothing(answer) => Ok(answer),
+        }
+    }
+
+    /// What follows a commit's statement: the answer when it wrote nothing or repeated an
+    /// operation, otherwise the new title's slug and the events.
+    async fn finish_commit(
+        &self,
+        tx: &mut FencedTransaction,
+        commit: &Commit,
+        written: Option<Written>,
+    ) -> StoreResult<CommitWrites> {
+        let action = "committing to a document";
+        let sql = &self.inner.collaboration_sql;
+        let (now, id) = (tx.now, &commit.channel);
+        let Some(Written {
+            revision,
+            sequence,
+            repository,
+            recorded,
+        }) = written
+        else {
             return self
                 .refuse_commit(tx.conn(), commit, action)
                 .await

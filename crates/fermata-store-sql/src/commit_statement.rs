@@ -1,14 +1,19 @@
 //! A document commit's writes as one query: the revision check and advance of the channel row,
 //! the journal row, the sidecar and the operation record travel to the database together, one
 //! round trip on PostgreSQL and one hand-off to SQLite's connection thread, rather than one each.
+//! On PostgreSQL a commit that runs alone carries its fence check in the same statement too.
 //!
-//! Both renderings take the same binds and answer the same way: one row, `(revision, sequence,
-//! repository, recorded)`, when the channel was at the expected revision and live (with
-//! `recorded` 0 when the operation ID was already used, so the caller answers a repeat and rolls
-//! the writes back), and no row when nothing was written.
+//! Every rendering takes the commit's values as the same run of binds ([`bind_commit`]) and
+//! answers with one row, `(revision, sequence, repository, recorded)`, when the channel was at the
+//! expected revision and live (with `recorded` 0 when the operation ID was already used, so the
+//! caller answers a repeat and rolls the writes back), and with no row when nothing was written.
 //!
 //! - PostgreSQL: one statement whose `UPDATE ... RETURNING` feeds the three inserts
-//!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked.
+//!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked. The fenced form
+//!   puts the fence check's steps ([`Dialect::fence_steps`]) in front, binds the lease and token
+//!   as `$1` and `$2`, takes the clock from the check, writes only when the token is live, and
+//!   always answers one row: `(now, live)` and then the four columns, null where nothing was
+//!   written.
 //! - SQLite (whose `WITH` cannot write): five statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
@@ -19,13 +24,52 @@
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
 
+use fermata_store::Commit;
+use sqlx::Any;
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+
 use crate::dialect::Dialect;
 
+/// Where a rendering finds the commit's values: the first of its binds, and the clock.
+struct Binds {
+    /// The placeholder number of the commit's first value; the rest follow in
+    /// [`bind_commit`]'s order.
+    first: usize,
+    /// The transaction's clock: a bind, or the fence check's.
+    now: String,
+}
+
+impl Binds {
+    /// Fills a template whose placeholders `{channel}`, `{expected}`, ... name the commit's
+    /// values.
+    fn fill(&self, template: &str) -> String {
+        const NAMES: [&str; 9] = [
+            "{channel}",
+            "{expected}",
+            "{title}",
+            "{update}",
+            "{version}",
+            "{json}",
+            "{unanswered}",
+            "{operation}",
+            "{fingerprint}",
+        ];
+        let filled = NAMES
+            .iter()
+            .enumerate()
+            .fold(template.to_owned(), |text, (offset, name)| {
+                text.replace(name, &format!("${}", self.first + offset))
+            });
+        filled.replace("{clock}", &self.now)
+    }
+}
+
 /// The channel row a commit may write to: its ID, at the revision the commit expected, live.
-const EXPECTED: &str = "id = $1 AND revision = $2 AND archived_at IS NULL";
+const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at IS NULL";
 
 const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, \
-                       updated_at = $3, title = COALESCE($4, title)";
+                       updated_at = {clock}, title = COALESCE({title}, title)";
 
 const UPSERT_STATE: &str = "ON CONFLICT (channel_id) DO UPDATE SET version = excluded.version, \
                             sidecar = excluded.sidecar, \
@@ -33,35 +77,90 @@ const UPSERT_STATE: &str = "ON CONFLICT (channel_id) DO UPDATE SET version = exc
 
 const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence)";
 
-/// The commit statement for `dialect`; see the module's documentation. Its binds: `$1` channel
-/// ID, `$2` expected revision, `$3` the transaction's clock, `$4` new title (or null), `$5` update
-/// bytes (or null), `$6` sidecar version (null for no sidecar), `$7` sidecar JSON, `$8`
-/// unanswered decisions, `$9` operation ID, `$10` the commit's fingerprint.
+/// The commit statement for `dialect`, to run after a fence check; see the module's
+/// documentation. Its binds: [`bind_commit`]'s, then the transaction's clock.
 pub(crate) fn render(dialect: Dialect) -> String {
+    let binds = Binds {
+        first: 1,
+        now: "$10".to_owned(),
+    };
     match dialect {
-        Dialect::Postgres => format!(
-            "WITH advanced AS ({ADVANCE} WHERE {EXPECTED} \
-                 RETURNING id, revision, sequence, epoch, repository), \
-             journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
-                 SELECT id, sequence, epoch, $5 FROM advanced WHERE $5 IS NOT NULL), \
-             state AS (INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
-                 SELECT id, $6, $7, $8 FROM advanced WHERE $6 IS NOT NULL {UPSERT_STATE}), \
-             recorded AS (INSERT INTO {OPERATION_COLUMNS} \
-                 SELECT id, $9, $10, revision, sequence, CASE WHEN $5 IS NULL THEN NULL ELSE sequence END \
-                 FROM advanced ON CONFLICT (channel_id, operation_id) DO NOTHING RETURNING 1) \
-             SELECT revision, sequence, repository, (SELECT count(*) FROM recorded) FROM advanced"
-        ),
-        Dialect::Sqlite => format!(
+        Dialect::Postgres => binds.fill(&format!(
+            "WITH {} SELECT revision, sequence, repository, (SELECT count(*) FROM recorded) \
+             FROM advanced",
+            postgres_writes("")
+        )),
+        Dialect::Sqlite => binds.fill(&format!(
             "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
-                 SELECT id, sequence + 1, epoch, $5 FROM channels WHERE {EXPECTED} AND $5 IS NOT NULL; \
+                 SELECT id, sequence + 1, epoch, {{update}} FROM channels \
+                 WHERE {EXPECTED} AND {{update}} IS NOT NULL; \
              INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
-                 SELECT id, $6, $7, $8 FROM channels WHERE {EXPECTED} AND $6 IS NOT NULL {UPSERT_STATE}; \
+                 SELECT id, {{version}}, {{json}}, {{unanswered}} FROM channels \
+                 WHERE {EXPECTED} AND {{version}} IS NOT NULL {UPSERT_STATE}; \
              INSERT INTO {OPERATION_COLUMNS} \
-                 SELECT id, $9, $10, revision + 1, sequence + 1, \
-                     CASE WHEN $5 IS NULL THEN NULL ELSE sequence + 1 END \
+                 SELECT id, {{operation}}, {{fingerprint}}, revision + 1, sequence + 1, \
+                     CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
                  FROM channels WHERE {EXPECTED} ON CONFLICT (channel_id, operation_id) DO NOTHING; \
              SELECT revision + 1, sequence + 1, repository, changes() FROM channels WHERE {EXPECTED}; \
              {ADVANCE} WHERE {EXPECTED}"
-        ),
+        )),
     }
+}
+
+/// The PostgreSQL statement of a commit that runs alone: its fence check (lease `$1`, token `$2`)
+/// and its writes, one round trip after `BEGIN`. Its binds: the lease, the token, then
+/// [`bind_commit`]'s. Its one row: `(now, live, revision, sequence, repository, recorded)`.
+pub(crate) fn render_fenced() -> String {
+    let binds = Binds {
+        first: 3,
+        now: "(SELECT now FROM fence)".to_owned(),
+    };
+    let fence = Dialect::Postgres.fence_steps();
+    binds.fill(&format!(
+        "WITH {}, fence AS MATERIALIZED ({}), {} \
+         SELECT fence.now, fence.live, a.revision, a.sequence, a.repository, \
+             (SELECT count(*) FROM recorded) \
+         FROM fence LEFT JOIN advanced a ON true",
+        fence.steps,
+        fence.answer,
+        postgres_writes(" AND (SELECT live FROM fence) = 1")
+    ))
+}
+
+/// The data-modifying `WITH` queries of a PostgreSQL commit, the advance guarded by `guard`
+/// too.
+fn postgres_writes(guard: &str) -> String {
+    format!(
+        "advanced AS ({ADVANCE} WHERE {EXPECTED}{guard} \
+             RETURNING id, revision, sequence, epoch, repository), \
+         journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
+             SELECT id, sequence, epoch, {{update}} FROM advanced WHERE {{update}} IS NOT NULL), \
+         state AS (INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
+             SELECT id, {{version}}, {{json}}, {{unanswered}} FROM advanced \
+             WHERE {{version}} IS NOT NULL {UPSERT_STATE}), \
+         recorded AS (INSERT INTO {OPERATION_COLUMNS} \
+             SELECT id, {{operation}}, {{fingerprint}}, revision, sequence, \
+                 CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence END \
+             FROM advanced ON CONFLICT (channel_id, operation_id) DO NOTHING RETURNING 1)"
+    )
+}
+
+/// Binds `commit`'s values to `query` in the order every rendering numbers them: channel,
+/// expected revision, title, update, sidecar version, sidecar JSON, unanswered decisions,
+/// operation ID, fingerprint.
+pub(crate) fn bind_commit<'q>(
+    query: Query<'q, Any, AnyArguments<'q>>,
+    commit: &Commit,
+) -> Query<'q, Any, AnyArguments<'q>> {
+    let sidecar = commit.sidecar.as_ref();
+    query
+        .bind(commit.channel.0.clone())
+        .bind(commit.expected_revision)
+        .bind(commit.title.clone())
+        .bind(commit.update.clone())
+        .bind(sidecar.map(|s| s.version))
+        .bind(sidecar.map(|s| s.json.clone()))
+        .bind(sidecar.map(|s| s.unanswered_decisions))
+        .bind(commit.operation.as_str().to_owned())
+        .bind(commit.fingerprint().to_vec())
 }

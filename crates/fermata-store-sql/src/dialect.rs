@@ -5,6 +5,12 @@
 //! milliseconds since the Unix epoch and every flag is a nullable instant (`released_at`), so
 //! values cross the `Any` driver as plain integers and text on both engines.
 
+/// A fence check in two parts; see [`Dialect::fence_steps`].
+pub(crate) struct FenceSteps {
+    pub(crate) steps: String,
+    pub(crate) answer: String,
+}
+
 /// Which SQL engine a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -48,23 +54,35 @@ impl Dialect {
     /// before it, so the locks are held before the clock is read. On SQLite, `BEGIN IMMEDIATE`
     /// already holds the database's write lock, so the check alone remains.
     pub(crate) fn fence_check(self) -> String {
+        let FenceSteps { steps, answer } = self.fence_steps();
+        format!("WITH {steps} {answer}")
+    }
+
+    /// The fence check as the `WITH` steps that take its locks and read the clock, and the
+    /// `SELECT` that answers `(now, live)` from them, for a statement that carries the check in
+    /// front of its own work.
+    pub(crate) fn fence_steps(self) -> FenceSteps {
         let live = "CASE WHEN l.token = $2 AND l.released_at IS NULL AND l.expires_at > clock.now \
-                    THEN 1 ELSE 0 END";
+                    THEN 1 ELSE 0 END AS live";
         match self {
-            Dialect::Sqlite => self.render(&format!(
-                "WITH clock AS (SELECT {{now}} AS now) SELECT clock.now, {live} \
-                 FROM clock LEFT JOIN leases l ON l.name = $1"
-            )),
-            Dialect::Postgres => self.render(&format!(
-                "WITH locked AS MATERIALIZED ( \
-                     SELECT token, released_at, expires_at FROM leases WHERE name = $1{{for_key_share}}), \
-                 serialized AS MATERIALIZED ( \
-                     SELECT pg_advisory_xact_lock(hashtextextended($1, 0)) AS held \
-                     FROM (SELECT count(*) FROM locked) AS seen), \
-                 clock AS MATERIALIZED ( \
-                     SELECT {{now}} AS now FROM (SELECT count(held) FROM serialized) AS waited) \
-                 SELECT clock.now, {live} FROM clock LEFT JOIN locked l ON true"
-            )),
+            Dialect::Sqlite => FenceSteps {
+                steps: self.render("clock AS (SELECT {now} AS now)"),
+                answer: format!(
+                    "SELECT clock.now, {live} FROM clock LEFT JOIN leases l ON l.name = $1"
+                ),
+            },
+            Dialect::Postgres => FenceSteps {
+                steps: self.render(
+                    "locked AS MATERIALIZED ( \
+                         SELECT token, released_at, expires_at FROM leases WHERE name = $1{for_key_share}), \
+                     serialized AS MATERIALIZED ( \
+                         SELECT pg_advisory_xact_lock(hashtextextended($1, 0)) AS held \
+                         FROM (SELECT count(*) FROM locked) AS seen), \
+                     clock AS MATERIALIZED ( \
+                         SELECT {now} AS now FROM (SELECT count(held) FROM serialized) AS waited)",
+                ),
+                answer: format!("SELECT clock.now, {live} FROM clock LEFT JOIN locked l ON true"),
+            },
         }
     }
 

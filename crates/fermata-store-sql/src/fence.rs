@@ -6,15 +6,17 @@
 //! SQLite's `BEGIN IMMEDIATE` already holds the database's write lock), and then checks, on the
 //! database's clock and after the locks are held, that the fence's token is the lease's current
 //! token and the lease is live: all of it in one statement ([`Dialect::fence_check`]), one round
-//! trip after `BEGIN`. Only then do the store's statements run; they commit together or not at
+//! trip after `BEGIN` (a document commit that runs alone on PostgreSQL carries the check in its
+//! own statement; see `commit_statement.rs`). Only then do the store's statements run; they commit together or not at
 //! all.
 
 use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};
-use sqlx::{Any, AnyConnection, Row, Transaction};
+use sqlx::{Any, AnyConnection, Row};
 
 use crate::Inner;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
+use crate::write_transaction::WriteTransaction;
 
 /// The statement of a fence check, rendered for one dialect.
 #[derive(Debug)]
@@ -35,7 +37,7 @@ impl FenceStatements {
 /// [`commit`]: FencedTransaction::commit
 #[derive(Debug)]
 pub(crate) struct FencedTransaction {
-    transaction: Transaction<'static, Any>,
+    transaction: WriteTransaction,
     /// The database's clock when the fence was checked, for the write's own timestamps.
     pub(crate) now: UnixMillis,
 }
@@ -59,7 +61,7 @@ impl FencedTransaction {
     }
 
     /// The transaction itself, for a gated write that runs its statements as an ordinary one.
-    pub(crate) fn into_transaction(self) -> Transaction<'static, Any> {
+    pub(crate) fn into_transaction(self) -> WriteTransaction {
         self.transaction
     }
 
@@ -76,17 +78,28 @@ impl Inner {
         fence: &Fence,
         action: &str,
     ) -> StoreResult<FencedTransaction> {
-        let sql = &self.fence_sql;
-        let lease = fence.lease.as_str();
         let mut transaction = self.begin_ungated(action).await?;
-        let row = sqlx::query(&sql.check)
-            .bind(lease)
+        let row = sqlx::query(&self.fence_sql.check)
+            .bind(fence.lease.as_str())
             .bind(fence.token.0)
             .fetch_one(&mut *transaction)
             .await
             .context(action)?;
         let now: i64 = row.try_get(0).context(action)?;
         let live: i64 = row.try_get(1).context(action)?;
+        self.fenced(transaction, fence, now, live, action).await
+    }
+
+    /// The fenced transaction `transaction` is, once a check of `fence` answered `now` and
+    /// `live` in it: `Fenced` unless the token was live.
+    pub(crate) async fn fenced(
+        &self,
+        transaction: WriteTransaction,
+        fence: &Fence,
+        now: i64,
+        live: i64,
+        action: &str,
+    ) -> StoreResult<FencedTransaction> {
         if live != 1 {
             return Err(StoreError::fenced(format!(
                 "{action}: token {} is not the live token of lease `{}`",

@@ -5,8 +5,9 @@
 //! The seed's rule stays: the writes of one lease run one at a time, each in a transaction that
 //! holds the lease row (see `fence.rs`). A commit joins a queue and then waits to lead; the
 //! leader takes every commit waiting under the same fence (at most [`MAX_GROUP`]), the first in
-//! the queue first, and runs them in one fenced transaction. A group of one runs exactly as a
-//! lone commit. In a larger group each member runs after a savepoint; a member that is refused,
+//! the queue first, and runs them in one fenced transaction. A group of one runs as a lone
+//! commit, in a transaction of its own (on PostgreSQL its fence check rides in its statement;
+//! see `commit_statement.rs`). In a larger group each member runs after a savepoint; a member that is refused,
 //! fails, or is answered as a repeat is rolled back to its savepoint alone, so it never fails
 //! another member. Each caller hears only its own answer, and a written one only after the
 //! transaction committed: if the `COMMIT` fails, every member that wrote hears that failure (and
@@ -163,21 +164,17 @@ impl SqlStorage {
     async fn commit_group(&self, group: Vec<Member>) {
         let action = "committing to documents";
         let fence = group[0].fence.clone();
-        let mut tx = match self.inner.begin_fenced(&fence, action).await {
-            Ok(tx) => tx,
-            Err(error) => return answer_all(group, &error),
-        };
         if group.len() == 1 {
             let member = group.into_iter().next().expect("a group of one");
-            let result = match self.commit_in(&mut tx, &member.commit).await {
-                Ok(CommitWrites::Kept(committed)) => tx.commit(action).await.map(|()| committed),
-                Ok(CommitWrites::Nothing(answer)) => Ok(answer),
-                Err(error) => Err(error),
-            };
+            let result = self.commit_alone(&fence, &member.commit).await;
             // The caller may have gone; its commit stands or falls all the same.
             let _ = member.answer.send(result);
             return;
         }
+        let mut tx = match self.inner.begin_fenced(&fence, action).await {
+            Ok(tx) => tx,
+            Err(error) => return answer_all(group, &error),
+        };
         let mut written = Vec::new();
         let mut members = group.into_iter();
         while let Some(member) = members.next() {

@@ -33,6 +33,7 @@ mod session;
 mod tenure;
 mod user;
 mod workflow;
+mod write_transaction;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -51,6 +52,7 @@ use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
 
 use crate::error::StoreContext;
+use crate::write_transaction::WriteTransaction;
 
 pub use dialect::Dialect;
 pub use migrations::MigrationStatus;
@@ -97,9 +99,10 @@ pub struct SqlStorage {
 #[derive(Debug)]
 struct Inner {
     pool: AnyPool,
-    /// Where write transactions begin: the pool itself on PostgreSQL; on SQLite a pool of one
-    /// connection, so writers queue in the process.
+    /// Where write transactions begin: the pool itself on PostgreSQL; on SQLite a pool of two
+    /// connections of its own, taken in turns (see `write_transaction.rs`).
     writes: AnyPool,
+    write_turns: write_transaction::WriteTurns,
     dialect: Dialect,
     /// Kept to open connections outside the pool (lease renewal, migrations).
     connect_options: AnyConnectOptions,
@@ -145,6 +148,9 @@ impl SqlStorage {
         let pool_of = |max_connections| {
             AnyPoolOptions::new()
                 .max_connections(max_connections)
+                // A SQLite connection is a file the process holds open: nothing can hang up on
+                // it, and a check before each use would cost a hand-off to its thread.
+                .test_before_acquire(dialect == Dialect::Postgres)
                 .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
                 .after_connect(move |conn, _meta| {
                     Box::pin(prepare_pooled(conn, dialect, wait_limit))
@@ -154,18 +160,19 @@ impl SqlStorage {
         let pool = pool_of(max_connections)
             .await
             .context("connecting to the database")?;
-        // SQLite has one writer at a time. Write transactions take turns on one connection, in
-        // the order they asked, instead of meeting at `BEGIN IMMEDIATE` and polling for the lock
-        // in the busy handler's sleeps (1, 2, 5, 10 ms...), which a waiting write would add to
-        // its latency.
-        let writes = match dialect {
-            Dialect::Sqlite => pool_of(1).await.context("connecting to the database")?,
-            Dialect::Postgres => pool.clone(),
+        // SQLite has one writer at a time: writes take turns (see `write_transaction.rs`).
+        let (writes, write_turns) = match dialect {
+            Dialect::Sqlite => (
+                pool_of(2).await.context("connecting to the database")?,
+                Some(Default::default()),
+            ),
+            Dialect::Postgres => (pool.clone(), None),
         };
         Ok(SqlStorage {
             inner: Arc::new(Inner {
                 pool,
                 writes,
+                write_turns,
                 dialect,
                 connect_options,
                 options,
@@ -257,10 +264,7 @@ impl Inner {
     /// current fence, and is refused (`Fenced`) while the process does not hold the writer lease:
     /// every write a serving process makes goes through the fence, whether or not its method
     /// names one.
-    async fn begin_write(
-        &self,
-        action: &str,
-    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+    async fn begin_write(&self, action: &str) -> StoreResult<WriteTransaction> {
         match &self.options.writer_fence {
             None => self.begin_ungated(action).await,
             Some(writer) => {
@@ -272,12 +276,8 @@ impl Inner {
 
     /// Begins a write transaction that no writer fence gates: for the lease operations, and for
     /// fenced transactions, which check their own fence.
-    async fn begin_ungated(
-        &self,
-        action: &str,
-    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
-        self.writes
-            .begin_with(self.dialect.begin_write())
+    async fn begin_ungated(&self, action: &str) -> StoreResult<WriteTransaction> {
+        WriteTransaction::begin(&self.writes, &self.write_turns, self.dialect.begin_write())
             .await
             .context(action)
     }

@@ -689,7 +689,7 @@ impl WorkflowStore for SqlStorage {
 /// when its connection is next used and keeps its row locks until then, so a claim made in the
 /// meantime would skip the run as locked.
 async fn rolled_back<T>(
-    tx: sqlx::Transaction<'static, sqlx::Any>,
+    tx: crate::write_transaction::WriteTransaction,
     outcome: StoreResult<T>,
     action: &str,
 ) -> StoreResult<T> {

@@ -18,12 +18,13 @@ use fermata_store::schema::{
     StepState, Transition,
 };
 use fermata_store::{SecretHash, StoreError, StoreResult, StoreResultExt, UnixMillis, UserId};
+use sqlx::Any;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Transaction};
 
 use crate::SqlStorage;
 use crate::error::StoreContext;
 use crate::row::{column, instant};
+use crate::write_transaction::WriteTransaction;
 
 pub(crate) use statements::Statements;
 
@@ -41,7 +42,7 @@ impl SqlStorage {
         &self.inner.schema_sql
     }
 
-    async fn commit(&self, tx: Transaction<'static, Any>, action: &str) -> StoreResult<()> {
+    async fn commit(&self, tx: WriteTransaction, action: &str) -> StoreResult<()> {
         tx.commit().await.context(action)
     }
 

@@ -1,0 +1,73 @@
+//! Write transactions: every store write runs in one, begun on the pool writes use, and on SQLite
+//! each holds the process's turn to write while it runs.
+//!
+//! SQLite has one writer at a time. Write transactions take turns in the order they asked (a
+//! fair mutex), instead of meeting at `BEGIN IMMEDIATE` and polling for the lock in the busy
+//! handler's sleeps (1, 2, 5, 10 ms...), which a waiting write would add to its latency. The
+//! writes' pool keeps two connections: the pool checks a connection it takes back before anyone
+//! may use it again (one more hand-off to SQLite's connection thread), and with a second one the
+//! next writer begins at once instead of waiting for that check. A transaction dropped without a
+//! commit hands its rollback to its connection's thread as the turn passes on; the next writer's
+//! `BEGIN IMMEDIATE` waits the moment it takes in the busy handler.
+//!
+//! On PostgreSQL writes begin on the shared pool and need no turn: row locks order them.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use sqlx::{Any, AnyConnection, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+/// Whose turn it is to write, where the database takes one writer at a time.
+pub(crate) type WriteTurns = Option<Arc<Mutex<()>>>;
+
+/// A write transaction and, on SQLite, the turn it holds. Dropping it without [`commit`] rolls
+/// it back. It dereferences to the connection, so `&mut *tx` runs a statement in it.
+///
+/// [`commit`]: WriteTransaction::commit
+#[derive(Debug)]
+pub(crate) struct WriteTransaction {
+    // Declared first so it drops first: its rollback is queued before the turn passes on.
+    transaction: Transaction<'static, Any>,
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl WriteTransaction {
+    /// Waits for the turn (where there is one), then begins `begin` on a connection of `pool`.
+    pub(crate) async fn begin(
+        pool: &sqlx::AnyPool,
+        turns: &WriteTurns,
+        begin: &'static str,
+    ) -> Result<Self, sqlx::Error> {
+        let turn = match turns {
+            Some(turns) => Some(Arc::clone(turns).lock_owned().await),
+            None => None,
+        };
+        Ok(WriteTransaction {
+            transaction: pool.begin_with(begin).await?,
+            _turn: turn,
+        })
+    }
+
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        self.transaction.commit().await
+    }
+
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.transaction.rollback().await
+    }
+}
+
+impl Deref for WriteTransaction {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        &self.transaction
+    }
+}
+
+impl DerefMut for WriteTransaction {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.transaction
+    }
+}

@@ -16,8 +16,9 @@ use crate::error::StoreContext;
 #[derive(Debug)]
 pub(crate) struct Statements {
     select_one: String,
-    supersede_open: String,
-    insert: String,
+    /// Opens this token's tenure and supersedes the lease's other open ones, in one query: it
+    /// changes no row when this token's tenure was already there.
+    open: String,
     close: String,
     recent: String,
 }
@@ -30,14 +31,7 @@ impl Statements {
             select_one: dialect.render(&format!(
                 "SELECT {COLUMNS} FROM lease_tenures WHERE lease_name = $1 AND token = $2"
             )),
-            supersede_open: dialect.render(
-                "UPDATE lease_tenures SET end_reason = 'superseded' \
-                 WHERE lease_name = $1 AND end_reason IS NULL AND token <> $2",
-            ),
-            insert: dialect.render(&format!(
-                "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
-                 ON CONFLICT (lease_name, token) DO NOTHING"
-            )),
+            open: open_statement(dialect),
             close: dialect.render(
                 "UPDATE lease_tenures SET ended_at = $3, end_reason = 'stopped' \
                  WHERE lease_name = $1 AND token = $2 AND end_reason IS NULL",
@@ -47,6 +41,23 @@ impl Statements {
                  ORDER BY token DESC LIMIT $2"
             )),
         }
+    }
+}
+
+/// The opening query. PostgreSQL: the supersede as a data-modifying `WITH` query of the insert,
+/// whose count is the statement's. SQLite (whose `WITH` cannot write): the insert, then the
+/// supersede only when the insert added the row (`changes()` is the count of the last completed
+/// write); the query's count sums both.
+fn open_statement(dialect: Dialect) -> String {
+    let insert = format!(
+        "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
+         ON CONFLICT (lease_name, token) DO NOTHING"
+    );
+    let supersede = "UPDATE lease_tenures SET end_reason = 'superseded' \
+                     WHERE lease_name = $1 AND end_reason IS NULL AND token <> $2";
+    match dialect {
+        Dialect::Postgres => format!("WITH superseded AS ({supersede}) {insert}"),
+        Dialect::Sqlite => format!("{insert}; {supersede} AND changes() = 1"),
     }
 }
 
@@ -97,15 +108,6 @@ impl TenureStore for SqlStorage {
         let action = "opening a tenure";
         let sql = &self.inner.tenure_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
-        // Written first and read only when the insert finds this token's tenure already there:
-        // a repeated open then returns it and rolls the supersede back. Tenures of other tokens
-        // were superseded when this token's tenure was opened, so that leaves nothing undone.
-        sqlx::query(&sql.supersede_open)
-            .bind(fence.lease.as_str())
-            .bind(fence.token.0)
-            .execute(tx.conn())
-            .await
-            .context(action)?;
         let tenure = Tenure {
             lease: fence.lease.clone(),
             token: fence.token,
@@ -115,9 +117,11 @@ impl TenureStore for SqlStorage {
             ended_at: None,
             end: None,
         };
+        // Read only when this token's tenure was already there: a repeated open returns it.
+        // Tenures of other tokens were superseded when that tenure was opened.
         let inserted = tx
             .execute(
-                sqlx::query(&sql.insert)
+                sqlx::query(&sql.open)
                     .bind(tenure.lease.as_str())
                     .bind(tenure.token.0)
                     .bind(tenure.holder.as_str())

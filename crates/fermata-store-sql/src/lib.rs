@@ -277,7 +277,8 @@ impl Inner {
     /// Begins a write transaction that no writer fence gates: for the lease operations, and for
     /// fenced transactions, which check their own fence.
     async fn begin_ungated(&self, action: &str) -> StoreResult<WriteTransaction> {
-        WriteTransaction::begin(&self.writes, &self.write_turns, self.dialect.begin_write())
+        let begin = self.dialect.begin_write();
+        WriteTransaction::begin(&self.writes, &self.write_turns, begin, POOL_ACQUIRE_TIMEOUT)
             .await
             .context(action)
     }

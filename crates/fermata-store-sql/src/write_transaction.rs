@@ -14,6 +14,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -34,13 +35,21 @@ pub(crate) struct WriteTransaction {
 
 impl WriteTransaction {
     /// Waits for the turn (where there is one), then begins `begin` on a connection of `pool`.
+    /// A turn not given within `patience` fails as the pool's own wait does
+    /// (`PoolTimedOut`): a writer that froze holding its turn makes the others fail as
+    /// unavailable rather than queue for ever.
     pub(crate) async fn begin(
         pool: &sqlx::AnyPool,
         turns: &WriteTurns,
         begin: &'static str,
+        patience: Duration,
     ) -> Result<Self, sqlx::Error> {
         let turn = match turns {
-            Some(turns) => Some(Arc::clone(turns).lock_owned().await),
+            Some(turns) => Some(
+                tokio::time::timeout(patience, Arc::clone(turns).lock_owned())
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)?,
+            ),
             None => None,
         };
         Ok(WriteTransaction {

@@ -40,6 +40,17 @@ pub(crate) enum CommitWrites {
     Nothing(Committed),
 }
 
+impl CommitWrites {
+    /// Ends `tx`, the transaction of this commit alone: committed when it wrote, otherwise
+    /// rolled back (dropped), with the commit's answer.
+    async fn settle(self, tx: FencedTransaction, action: &str) -> StoreResult<Committed> {
+        match self {
+            CommitWrites::Kept(committed) => tx.commit(action).await.map(|()| committed),
+            CommitWrites::Nothing(answer) => Ok(answer),
+        }
+    }
+}
+
 /// What a commit's statement wrote (see `commit_statement.rs`).
 struct Written {
     revision: i64,
@@ -68,8 +79,8 @@ pub(crate) struct Statements {
     pub(crate) set_slug: String,
     find_operation: String,
     commit: String,
-    /// The commit that carries its own fence check, where the dialect has one.
-    fenced_commit: Option<String>,
+    /// The commit that carries its own fence check, for a commit that runs alone.
+    fenced_commit: String,
     upsert_state: String,
     insert_event: String,
     updates_after: String,
@@ -91,7 +102,7 @@ impl Statements {
                  WHERE channel_id = $1 AND operation_id = $2",
             ),
             commit: commit_statement::render(dialect),
-            fenced_commit: (dialect == Dialect::Postgres).then(commit_statement::render_fenced),
+            fenced_commit: commit_statement::render_fenced(dialect),
             upsert_state: dialect.render(
                 "INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
@@ -351,45 +362,41 @@ impl SqlStorage {
         self.finish_commit(tx, commit, written).await
     }
 
-    /// One commit in a fenced transaction of its own, committed when it wrote. On PostgreSQL a
-    /// commit of a valid shape checks its fence in the statement that writes it, so it costs
-    /// the round trips of a bare insert: `BEGIN`, one statement, `COMMIT`.
+    /// One commit in a fenced transaction of its own, committed when it wrote. A commit of a
+    /// valid shape checks its fence in the query that writes it, so it costs what a bare insert
+    /// does: `BEGIN`, one query, `COMMIT`.
     pub(crate) async fn commit_alone(
         &self,
         fence: &Fence,
         commit: &Commit,
     ) -> StoreResult<Committed> {
         let action = "committing to a document";
-        let fenced_commit = self.inner.collaboration_sql.fenced_commit.as_ref();
-        let (mut tx, written) = match fenced_commit.filter(|_| check_commit_shape(commit).is_ok()) {
-            Some(statement) => {
-                let mut transaction = self.inner.begin_ungated(action).await?;
-                let query = sqlx::query(statement)
-                    .bind(fence.lease.as_str())
-                    .bind(fence.token.0);
-                let row = bind_commit(query, commit)
-                    .fetch_one(&mut *transaction)
-                    .await
-                    .context(action)?;
-                let (now, live) = (column(&row, 0, action)?, column(&row, 1, action)?);
-                let tx = self
-                    .inner
-                    .fenced(transaction, fence, now, live, action)
-                    .await?;
-                (tx, written(&row, 2, action)?)
-            }
-            None => {
-                let mut tx = self.inner.begin_fenced(fence, action).await?;
-                return match self.commit_in(&mut tx, commit).await? {
-                    CommitWrites::Kept(committed) => tx.commit(action).await.map(|()| committed),
-                    CommitWrites::Nothing(answer) => Ok(answer),
-                };
-            }
-        };
-        match self.finish_commit(&mut tx, commit, written).await? {
-            CommitWrites::Kept(committed) => tx.commit(action).await.map(|()| committed),
-            CommitWrites::Nothing(answer) => Ok(answer),
+        if check_commit_shape(commit).is_err() {
+            let mut tx = self.inner.begin_fenced(fence, action).await?;
+            let writes = self.commit_in(&mut tx, commit).await?;
+            return writes.settle(tx, action).await;
         }
+        let mut transaction = self.inner.begin_ungated(action).await?;
+        let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
+            .bind(fence.lease.as_str())
+            .bind(fence.token.0);
+        let mut query = bind_commit(query, commit);
+        if self.inner.dialect == Dialect::Sqlite {
+            // Read once the write lock is held (`BEGIN IMMEDIATE`): SQLite's clock is this one.
+            query = query.bind(UnixMillis::now().0);
+        }
+        let rows = query.fetch_all(&mut *transaction).await.context(action)?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::corrupt("a commit's fence check answered nothing"))?;
+        let (now, live) = (column(row, 0, action)?, column(row, 1, action)?);
+        let written = written(row, 2, action)?;
+        let mut tx = self
+            .inner
+            .fenced(transaction, fence, now, live, action)
+            .await?;
+        let writes = self.finish_commit(&mut tx, commit, written).await?;
+        writes.settle(tx, action).await
     }
 
     /// What follows a commit's statement: the answer when it wrote nothing or repeated an

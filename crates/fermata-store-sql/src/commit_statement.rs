@@ -1,25 +1,29 @@
 //! A document commit's writes as one query: the revision check and advance of the channel row,
 //! the journal row, the sidecar and the operation record travel to the database together, one
 //! round trip on PostgreSQL and one hand-off to SQLite's connection thread, rather than one each.
-//! On PostgreSQL a commit that runs alone carries its fence check in the same statement too.
+//! A commit that runs alone carries its fence check in the same query too.
 //!
 //! Every rendering takes the commit's values as the same run of binds ([`bind_commit`]) and
 //! answers with one row, `(revision, sequence, repository, recorded)`, when the channel was at the
 //! expected revision and live (with `recorded` 0 when the operation ID was already used, so the
 //! caller answers a repeat and rolls the writes back), and with no row when nothing was written.
+//! The fenced renderings ([`render_fenced`]) bind the lease and token as `$1` and `$2` first and
+//! always answer one row: `(now, live)`, then those four columns, null where nothing was written.
+//! A fence found not live fails the transaction, which rolls back whatever the query wrote.
 //!
 //! - PostgreSQL: one statement whose `UPDATE ... RETURNING` feeds the three inserts
 //!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked. The fenced form
-//!   puts the fence check's steps ([`Dialect::fence_steps`]) in front, binds the lease and token
-//!   as `$1` and `$2`, takes the clock from the check, writes only when the token is live, and
-//!   always answers one row: `(now, live)` and then the four columns, null where nothing was
-//!   written.
+//!   puts the fence check's steps ([`Dialect::fence_steps`]: the lease row `FOR KEY SHARE`, the
+//!   advisory lock, the server's clock) in front, and its `UPDATE` writes only when the token is
+//!   live.
 //! - SQLite (whose `WITH` cannot write): five statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
 //!   database's write lock, so the row cannot change between them. The answer is a `SELECT`
 //!   after the operation record, whose `changes()` is that insert's count (a `SELECT` leaves the
-//!   count as the last write set it).
+//!   count as the last write set it). The fenced form answers the fence from the lease row in
+//!   that `SELECT`, at a clock bound by the caller: SQLite's clock is the process's, and one
+//!   value keeps the check and the writes' timestamps the same instant across the statements.
 //!
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
@@ -29,7 +33,7 @@ use sqlx::Any;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, FENCE_LIVE};
 
 /// Where a rendering finds the commit's values: the first of its binds, and the clock.
 struct Binds {
@@ -90,41 +94,66 @@ pub(crate) fn render(dialect: Dialect) -> String {
              FROM advanced",
             postgres_writes("")
         )),
-        Dialect::Sqlite => binds.fill(&format!(
-            "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
-                 SELECT id, sequence + 1, epoch, {{update}} FROM channels \
-                 WHERE {EXPECTED} AND {{update}} IS NOT NULL; \
-             INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
-                 SELECT id, {{version}}, {{json}}, {{unanswered}} FROM channels \
-                 WHERE {EXPECTED} AND {{version}} IS NOT NULL {UPSERT_STATE}; \
-             INSERT INTO {OPERATION_COLUMNS} \
-                 SELECT id, {{operation}}, {{fingerprint}}, revision + 1, sequence + 1, \
-                     CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
-                 FROM channels WHERE {EXPECTED} ON CONFLICT (channel_id, operation_id) DO NOTHING; \
-             SELECT revision + 1, sequence + 1, repository, changes() FROM channels WHERE {EXPECTED}; \
-             {ADVANCE} WHERE {EXPECTED}"
-        )),
+        Dialect::Sqlite => binds.fill(&sqlite_writes(&format!(
+            "SELECT revision + 1, sequence + 1, repository, changes() FROM channels \
+             WHERE {EXPECTED}"
+        ))),
     }
 }
 
-/// The PostgreSQL statement of a commit that runs alone: its fence check (lease `$1`, token `$2`)
-/// and its writes, one round trip after `BEGIN`. Its binds: the lease, the token, then
-/// [`bind_commit`]'s. Its one row: `(now, live, revision, sequence, repository, recorded)`.
-pub(crate) fn render_fenced() -> String {
-    let binds = Binds {
-        first: 3,
-        now: "(SELECT now FROM fence)".to_owned(),
-    };
-    let fence = Dialect::Postgres.fence_steps();
-    binds.fill(&format!(
-        "WITH {}, fence AS MATERIALIZED ({}), {} \
-         SELECT fence.now, fence.live, a.revision, a.sequence, a.repository, \
-             (SELECT count(*) FROM recorded) \
-         FROM fence LEFT JOIN advanced a ON true",
-        fence.steps,
-        fence.answer,
-        postgres_writes(" AND (SELECT live FROM fence) = 1")
-    ))
+/// The statement of a commit that runs alone: its fence check (lease `$1`, token `$2`) and its
+/// writes, one round trip after `BEGIN`. Its binds: the lease, the token, [`bind_commit`]'s, and
+/// on SQLite the transaction's clock. Its one row: `(now, live, revision, sequence, repository,
+/// recorded)`.
+pub(crate) fn render_fenced(dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Postgres => {
+            let binds = Binds {
+                first: 3,
+                now: "(SELECT now FROM fence)".to_owned(),
+            };
+            let fence = dialect.fence_steps();
+            binds.fill(&format!(
+                "WITH {}, fence AS MATERIALIZED ({}), {} \
+                 SELECT fence.now, fence.live, a.revision, a.sequence, a.repository, \
+                     (SELECT count(*) FROM recorded) \
+                 FROM fence LEFT JOIN advanced a ON true",
+                fence.steps,
+                fence.answer,
+                postgres_writes(" AND (SELECT live FROM fence) = 1")
+            ))
+        }
+        Dialect::Sqlite => {
+            let binds = Binds {
+                first: 3,
+                now: "$12".to_owned(),
+            };
+            binds.fill(&sqlite_writes(&format!(
+                "SELECT clock.now, {FENCE_LIVE}, channels.revision + 1, channels.sequence + 1, \
+                     channels.repository, changes() \
+                 FROM (SELECT {{clock}} AS now) AS clock LEFT JOIN leases l ON l.name = $1 \
+                 LEFT JOIN channels ON {EXPECTED}"
+            )))
+        }
+    }
+}
+
+/// The five statements of a SQLite commit, `answer` the fourth.
+fn sqlite_writes(answer: &str) -> String {
+    format!(
+        "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
+             SELECT id, sequence + 1, epoch, {{update}} FROM channels \
+             WHERE {EXPECTED} AND {{update}} IS NOT NULL; \
+         INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
+             SELECT id, {{version}}, {{json}}, {{unanswered}} FROM channels \
+             WHERE {EXPECTED} AND {{version}} IS NOT NULL {UPSERT_STATE}; \
+         INSERT INTO {OPERATION_COLUMNS} \
+             SELECT id, {{operation}}, {{fingerprint}}, revision + 1, sequence + 1, \
+                 CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
+             FROM channels WHERE {EXPECTED} ON CONFLICT (channel_id, operation_id) DO NOTHING; \
+         {answer}; \
+         {ADVANCE} WHERE {EXPECTED}"
+    )
 }
 
 /// The data-modifying `WITH` queries of a PostgreSQL commit, the advance guarded by `guard`

@@ -5,6 +5,11 @@
 //! milliseconds since the Unix epoch and every flag is a nullable instant (`released_at`), so
 //! values cross the `Any` driver as plain integers and text on both engines.
 
+/// Whether the fence is live: lease `l` (joined by name `$1`) holds token `$2`, unreleased and
+/// unexpired at `clock.now`.
+pub(crate) const FENCE_LIVE: &str = "CASE WHEN l.token = $2 AND l.released_at IS NULL \
+                                     AND l.expires_at > clock.now THEN 1 ELSE 0 END AS live";
+
 /// A fence check in two parts; see [`Dialect::fence_steps`].
 pub(crate) struct FenceSteps {
     pub(crate) steps: String,
@@ -62,8 +67,7 @@ impl Dialect {
     /// `SELECT` that answers `(now, live)` from them, for a statement that carries the check in
     /// front of its own work.
     pub(crate) fn fence_steps(self) -> FenceSteps {
-        let live = "CASE WHEN l.token = $2 AND l.released_at IS NULL AND l.expires_at > clock.now \
-                    THEN 1 ELSE 0 END AS live";
+        let live = FENCE_LIVE;
         match self {
             Dialect::Sqlite => FenceSteps {
                 steps: self.render("clock AS (SELECT {now} AS now)"),

@@ -1,13 +1,13 @@
 //! Fenced transactions: the one way every store writes under a lease.
 //!
-//! A fenced transaction begins a write transaction, locks the lease row so a takeover must wait
-//! for it (PostgreSQL `FOR KEY SHARE`, which renewal's `FOR NO KEY UPDATE` does not conflict
-//! with), serializes the writes of one lease (a transaction-scoped advisory lock on PostgreSQL;
-//! SQLite's `BEGIN IMMEDIATE` already holds the database's write lock), and then checks, on the
-//! database's clock and after the locks are held, that the fence's token is the lease's current
-//! token and the lease is live: all of it in one statement ([`Dialect::fence_check`]), one round
-//! trip after `BEGIN` (a document commit that runs alone on PostgreSQL carries the check in its
-//! own statement; see `commit_statement.rs`). Only then do the store's statements run; they commit together or not at
+//! A fenced transaction begins a write transaction, locks the lease row so a takeover must wait for
+//! it (PostgreSQL `FOR KEY SHARE`, which renewal's `FOR NO KEY UPDATE` does not conflict with),
+//! serializes the writes of one lease (a transaction-scoped advisory lock on PostgreSQL; SQLite's
+//! `BEGIN IMMEDIATE` already holds the database's write lock), and then checks, on the database's
+//! clock and after the locks are held, that the fence's token is the lease's current token and the
+//! lease is live: all of it in one statement ([`Dialect::fence_check`]), one round trip after
+//! `BEGIN` (a document commit that runs alone carries the check in its own statement; see
+//! `commit_statement.rs`). Only then do the store's statements run; they commit together or not at
 //! all.
 
 use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};

@@ -3,19 +3,19 @@
 //! carry the batches of several rooms.
 //!
 //! The seed's rule stays: the writes of one lease run one at a time, each in a transaction that
-//! holds the lease row (see `fence.rs`). A commit joins a queue and then waits to lead; the
-//! leader takes every commit waiting under the same fence (at most [`MAX_GROUP`]), the first in
-//! the queue first, and runs them in one fenced transaction. A group of one runs as a lone
-//! commit, in a transaction of its own (on PostgreSQL its fence check rides in its statement;
-//! see `commit_statement.rs`). In a larger group each member runs after a savepoint; a member that is refused,
-//! fails, or is answered as a repeat is rolled back to its savepoint alone, so it never fails
-//! another member. Each caller hears only its own answer, and a written one only after the
-//! transaction committed: if the `COMMIT` fails, every member that wrote hears that failure (and
-//! may retry under the same operation ID, which answers as a repeat if it did commit).
+//! holds the lease row (see `fence.rs`). A commit joins a queue and then waits to lead; the leader
+//! takes every commit waiting under the same fence (at most [`MAX_GROUP`]), the first in the queue
+//! first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
+//! transaction of its own (its fence check rides in its query; see `commit_statement.rs`). In a
+//! larger group each member runs after a savepoint; a member that is refused, fails, or is answered
+//! as a repeat is rolled back to its savepoint alone, so it never fails another member. Each caller
+//! hears only its own answer, and a written one only after the transaction committed: if the
+//! `COMMIT` fails, every member that wrote hears that failure (and may retry under the same
+//! operation ID, which answers as a repeat if it did commit).
 //!
-//! A caller that goes away before its commit was taken leaves the queue with it; one that goes
-//! away later has its commit run and its answer dropped, as if the connection had closed after
-//! the commit.
+//! A caller that goes away before its commit was taken leaves the queue with it; one that goes away
+//! later has its commit run and its answer dropped, as if the connection had closed after the
+//! commit.
 
 use std::sync::Mutex;
 

@@ -103,11 +103,10 @@ impl Statements {
             ),
             commit: commit_statement::render(dialect),
             fenced_commit: commit_statement::render_fenced(dialect),
-            upsert_state: dialect.render(
-                "INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
-                 version = excluded.version, sidecar = excluded.sidecar, \
-                 unanswered_decisions = excluded.unanswered_decisions",
+            upsert_state: format!(
+                "INSERT INTO {} VALUES ($1, $2, $3, $4) {}",
+                commit_statement::STATE_COLUMNS,
+                commit_statement::UPSERT_STATE
             ),
             insert_event: dialect.render(
                 "INSERT INTO channel_events (channel_id, sequence, ordinal, kind, payload, created_at) \

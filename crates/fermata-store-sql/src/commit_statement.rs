@@ -15,7 +15,10 @@
 //!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked. The fenced form
 //!   puts the fence check's steps ([`Dialect::fence_steps`]: the lease row `FOR KEY SHARE`, the
 //!   advisory lock, the server's clock) in front, and its `UPDATE` writes only when the token is
-//!   live.
+//!   live. That guard is uncorrelated, so PostgreSQL plans it as a one-time filter over the
+//!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
+//!   channels_pkey`): the fence's locks are taken before the channel row is, in the order a
+//!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
 //! - SQLite (whose `WITH` cannot write): five statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
@@ -41,7 +44,7 @@ struct Binds {
     /// [`bind_commit`]'s order.
     first: usize,
     /// The transaction's clock: a bind, or the fence check's.
-    now: String,
+    now: &'static str,
 }
 
 impl Binds {
@@ -65,7 +68,7 @@ impl Binds {
             .fold(template.to_owned(), |text, (offset, name)| {
                 text.replace(name, &format!("${}", self.first + offset))
             });
-        filled.replace("{clock}", &self.now)
+        filled.replace("{clock}", self.now)
     }
 }
 
@@ -75,7 +78,12 @@ const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at
 const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, \
                        updated_at = {clock}, title = COALESCE({title}, title)";
 
-const UPSERT_STATE: &str = "ON CONFLICT (channel_id) DO UPDATE SET version = excluded.version, \
+/// The sidecar's table and the columns every write of it names.
+pub(crate) const STATE_COLUMNS: &str =
+    "channel_state (channel_id, version, sidecar, unanswered_decisions)";
+
+/// How a sidecar write replaces the one before.
+pub(crate) const UPSERT_STATE: &str = "ON CONFLICT (channel_id) DO UPDATE SET version = excluded.version, \
                             sidecar = excluded.sidecar, \
                             unanswered_decisions = excluded.unanswered_decisions";
 
@@ -86,7 +94,7 @@ const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, f
 pub(crate) fn render(dialect: Dialect) -> String {
     let binds = Binds {
         first: 1,
-        now: "$10".to_owned(),
+        now: "$10",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
@@ -110,7 +118,7 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
         Dialect::Postgres => {
             let binds = Binds {
                 first: 3,
-                now: "(SELECT now FROM fence)".to_owned(),
+                now: "(SELECT now FROM fence)",
             };
             let fence = dialect.fence_steps();
             binds.fill(&format!(
@@ -126,7 +134,7 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
         Dialect::Sqlite => {
             let binds = Binds {
                 first: 3,
-                now: "$12".to_owned(),
+                now: "$12",
             };
             binds.fill(&sqlite_writes(&format!(
                 "SELECT clock.now, {FENCE_LIVE}, channels.revision + 1, channels.sequence + 1, \
@@ -144,7 +152,7 @@ fn sqlite_writes(answer: &str) -> String {
         "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence + 1, epoch, {{update}} FROM channels \
              WHERE {EXPECTED} AND {{update}} IS NOT NULL; \
-         INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
+         INSERT INTO {STATE_COLUMNS} \
              SELECT id, {{version}}, {{json}}, {{unanswered}} FROM channels \
              WHERE {EXPECTED} AND {{version}} IS NOT NULL {UPSERT_STATE}; \
          INSERT INTO {OPERATION_COLUMNS} \
@@ -164,7 +172,7 @@ fn postgres_writes(guard: &str) -> String {
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence, epoch, {{update}} FROM advanced WHERE {{update}} IS NOT NULL), \
-         state AS (INSERT INTO channel_state (channel_id, version, sidecar, unanswered_decisions) \
+         state AS (INSERT INTO {STATE_COLUMNS} \
              SELECT id, {{version}}, {{json}}, {{unanswered}} FROM advanced \
              WHERE {{version}} IS NOT NULL {UPSERT_STATE}), \
          recorded AS (INSERT INTO {OPERATION_COLUMNS} \
@@ -192,4 +200,51 @@ pub(crate) fn bind_commit<'q>(
         .bind(sidecar.map(|s| s.unanswered_decisions))
         .bind(commit.operation.as_str().to_owned())
         .bind(commit.fingerprint().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placeholder numbers a statement uses, sorted and without repeats.
+    fn placeholders(sql: &str) -> Vec<usize> {
+        let mut numbers: Vec<usize> = sql
+            .split('$')
+            .skip(1)
+            .filter_map(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
+    }
+
+    #[test]
+    fn every_rendering_uses_each_bind_its_caller_gives() {
+        // The callers bind bind_commit's nine values, plus the clock (render), or after the lease
+        // and token (render_fenced; SQLite's then takes the clock last).
+        let cases = [
+            (render(Dialect::Postgres), 10),
+            (render(Dialect::Sqlite), 10),
+            (render_fenced(Dialect::Postgres), 11),
+            (render_fenced(Dialect::Sqlite), 12),
+        ];
+        for (sql, binds) in cases {
+            assert_eq!(placeholders(&sql), (1..=binds).collect::<Vec<_>>(), "{sql}");
+            assert!(
+                !sql.contains('{'),
+                "a template name was left unfilled: {sql}"
+            );
+        }
+    }
+
+    #[test]
+    fn sqlite_advances_the_channel_last() {
+        for sql in [render(Dialect::Sqlite), render_fenced(Dialect::Sqlite)] {
+            let last = sql.rsplit(';').next().unwrap_or_default();
+            assert!(last.trim_start().starts_with("UPDATE channels"), "{sql}");
+        }
+    }
 }

@@ -329,14 +329,8 @@ async fn a_server_that_lost_its_lease_acknowledges_nothing(target: Target) {
 
     // The old server freezes (as in a long pause), its lease expires, and a new one takes over.
     let pid = old.server.pid().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
     let store = target.store().await;
+    freeze_between_writes(&pid, &store).await;
     let deadline = tokio::time::Instant::now() + support::PATIENCE;
     while !fermata_store::Storage::leases(&store)
         .peek(&fermata_store::LeaseName::WRITER)
@@ -364,13 +358,7 @@ async fn a_server_that_lost_its_lease_acknowledges_nothing(target: Target) {
             &["--insert", "after takeover\n", "--timeout", "8000"],
         ),
     );
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(&pid, "-CONT");
     let _ = node_wait(late);
     assert_eq!(
         old.server.wait_exit().await.code(),
@@ -384,6 +372,39 @@ async fn a_server_that_lost_its_lease_acknowledges_nothing(target: Target) {
         "an update reached the document after the takeover"
     );
     drop(new);
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: &str, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal} {pid} failed");
+}
+
+/// Stops process `pid` at a moment it holds no write transaction. The server writes on its own
+/// every half second (the workflow worker's claim); a SQLite process frozen inside one holds the
+/// file's write lock, and no other process can write until it wakes, which is SQLite's rule and
+/// not the lease loss this test is about. So: stop it, and if a write from here cannot get
+/// through, let it run a moment and stop it again.
+async fn freeze_between_writes(pid: &str, store: &fermata_store_sql::SqlStorage) {
+    let probe = fermata_store::LeaseName::new("test:probe").unwrap();
+    for _ in 0..20 {
+        signal(pid, "-STOP");
+        let wrote = fermata_store::Storage::leases(store)
+            .acquire(&probe, "probe", Duration::from_secs(1))
+            .await;
+        match wrote {
+            Ok(_) => return,
+            Err(error) if error.kind() == fermata_store::ErrorKind::Unavailable => {
+                signal(pid, "-CONT");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("a probe write failed: {error}"),
+        }
+    }
+    panic!("the server never stopped between two of its writes");
 }
 
 async fn a_clients_edits_reach_history_credited_to_its_user(target: Target) {

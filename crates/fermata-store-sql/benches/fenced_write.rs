@@ -1,27 +1,30 @@
-//! Benchmark: what a fenced single-row write costs against a bare single-row insert transaction,
-//! on SQLite and on PostgreSQL, measured on the same database in the same run.
+//! Benchmark: what fencing costs a single-row write, against a bare single-row insert
+//! transaction, on SQLite and on PostgreSQL, measured on the same database in the same run.
 //!
 //! What is timed, and why this way:
 //!
 //! - Bare side: one single-row insert transaction through the store's own pool: begin (as the
 //!   adapter begins every write), INSERT one row into `bench_rows`, a table only this benchmark
-//!   creates, COMMIT. Pool checkout is inside the timed region, as it is on the fenced side.
-//! - Fenced side: exactly one call of `tenures().open(fence, start)`, the one port method that runs
-//!   a fenced transaction ending in a single-row INSERT: begin, lock the lease row (plus the
-//!   per-lease advisory lock on PostgreSQL, and check the fence on the database's clock, in one
-//!   statement), run the supersede UPDATE (which matches no row, see below), INSERT one tenure
-//!   row, COMMIT.
+//!   creates, COMMIT. Pool checkout is inside the timed region, as it is on the fenced sides.
+//! - Fenced single-row write (the figure with the goal): the same INSERT into the same table in a
+//!   fenced transaction of the store's own (`begin_fenced`, which every fenced store write
+//!   begins with): begin, lock the lease row `FOR KEY SHARE` (plus the per-lease advisory lock on
+//!   PostgreSQL) and check the fence on the database's clock, in one statement, the INSERT,
+//!   COMMIT. The only difference from the bare side is the fence.
+//! - A fenced port method, for reference: one call of `tenures().open(fence, start)`: begin, then
+//!   one query that checks the fence, runs the supersede UPDATE (which matches no row, see below)
+//!   and INSERTs one tenure row, COMMIT. It writes a table with two indexes and runs a second
+//!   write, so it costs more than the fence alone.
 //!
 //! `open` under a token that already has a tenure returns early without writing, and `close` is
-//! a no-op after its first call, so each fenced iteration needs a fresh token. Getting one is
-//! setup, not the write being measured, and is left out of the timed region: close the previous
-//! tenure (so the supersede UPDATE in the timed `open` matches nothing and the timed write stays a
-//! single-row write), release the lease, acquire it again. Those three untimed statements run
-//! before each pair of timed operations, and the order of the pair flips every iteration, so
-//! neither side always runs straight after them.
+//! a no-op after its first call, so each `open` needs a fresh token. Getting one is setup, not
+//! the write being measured, and is left out of the timed region: close the previous tenure (so
+//! the supersede UPDATE in the timed `open` matches nothing), release the lease, acquire it
+//! again. Those three untimed statements run before each round of timed operations, and the
+//! order of the round reverses every iteration, so no side always runs straight after them.
 //!
-//! The two kinds of operation are interleaved, one of each per iteration, so drift in the machine
-//! or the database (WAL growth, checkpoints, autovacuum, cache warmth) lands on both alike.
+//! The kinds of operation are interleaved, one of each per iteration, so drift in the machine or
+//! the database (WAL growth, checkpoints, autovacuum, cache warmth) lands on all alike.
 //!
 //! SQLite runs with the adapter's durable settings (WAL, synchronous=FULL) on a file in a temporary
 //! folder; PostgreSQL runs on a fresh database of the server named by `FERMATA_TEST_POSTGRES_URL`,
@@ -90,6 +93,7 @@ struct Report {
     warmup: usize,
     bare: Summary,
     fenced: Summary,
+    open: Summary,
 }
 
 /// A migrated scratch store, the lease it writes under, and the bench table's next key.
@@ -127,7 +131,7 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         .expect("open the first tenure");
 
     bench.run(WARMUP_ITERATIONS).await;
-    let (bare, fenced) = bench.run(iterations).await;
+    let [bare, fenced, open] = bench.run(iterations).await;
     bench.store.storage.close().await;
     Report {
         backend,
@@ -135,6 +139,7 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         warmup: WARMUP_ITERATIONS,
         bare: Summary::of(bare),
         fenced: Summary::of(fenced),
+        open: Summary::of(open),
     }
 }
 
@@ -154,21 +159,25 @@ async fn grant(store: &ScratchStorage, name: &LeaseName) -> Lease {
 }
 
 impl Bench {
-    /// Runs `iterations` interleaved pairs and returns the bare and fenced latencies.
-    async fn run(&mut self, iterations: usize) -> (Vec<Duration>, Vec<Duration>) {
-        let mut bare = Vec::with_capacity(iterations);
-        let mut fenced = Vec::with_capacity(iterations);
+    /// Runs `iterations` interleaved rounds and returns the bare, fenced and `open` latencies.
+    async fn run(&mut self, iterations: usize) -> [Vec<Duration>; 3] {
+        let mut samples: [Vec<Duration>; 3] = Default::default();
         for i in 0..iterations {
             self.regrant().await;
-            if i % 2 == 0 {
-                bare.push(self.bare.insert(&self.store).await);
-                fenced.push(self.fenced_write().await);
-            } else {
-                fenced.push(self.fenced_write().await);
-                bare.push(self.bare.insert(&self.store).await);
+            for kind in 0..3 {
+                let kind = if i % 2 == 0 { kind } else { 2 - kind };
+                let elapsed = match kind {
+                    0 => self.bare.insert(&self.store).await,
+                    1 => {
+                        let fence = self.lease.fence();
+                        self.bare.insert_fenced(&self.store, &fence).await
+                    }
+                    _ => self.open().await,
+                };
+                samples[kind].push(elapsed);
             }
         }
-        (bare, fenced)
+        samples
     }
 
     /// Untimed: a fresh token with no tenure yet, and no other open tenure of the lease.
@@ -190,7 +199,7 @@ impl Bench {
         self.lease = grant(store, &self.lease.name).await;
     }
 
-    async fn fenced_write(&self) -> Duration {
+    async fn open(&self) -> Duration {
         let fence = self.lease.fence();
         let started = Instant::now();
         let tenure = self
@@ -216,7 +225,8 @@ fn print_report(report: &Report) {
     );
     for (operation, summary) in [
         ("bare insert transaction", &report.bare),
-        ("fenced write (tenures().open)", &report.fenced),
+        ("fenced insert transaction", &report.fenced),
+        ("tenures().open", &report.open),
     ] {
         println!(
             "  {operation:<32} {:>6} {:>12.1} {:>12.1}",
@@ -225,11 +235,13 @@ fn print_report(report: &Report) {
             micros(summary.p99)
         );
     }
-    println!(
-        "  ratio median {:.2}x, p99 {:.2}x",
-        ratio(report.fenced.median, report.bare.median),
-        ratio(report.fenced.p99, report.bare.p99)
-    );
+    for (operation, summary) in [("fenced insert", &report.fenced), ("open", &report.open)] {
+        println!(
+            "  {operation} vs bare: median {:.2}x, p99 {:.2}x",
+            ratio(summary.median, report.bare.median),
+            ratio(summary.p99, report.bare.p99)
+        );
+    }
     println!();
     for (name, fenced, bare, goal) in [
         (
@@ -242,6 +254,12 @@ fn print_report(report: &Report) {
             "fenced single-row write, p99",
             report.fenced.p99,
             report.bare.p99,
+            None,
+        ),
+        (
+            "fenced port method (tenures().open), median",
+            report.open.median,
+            report.bare.median,
             None,
         ),
     ] {

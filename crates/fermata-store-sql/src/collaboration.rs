@@ -375,25 +375,14 @@ impl SqlStorage {
             let writes = self.commit_in(&mut tx, commit).await?;
             return writes.settle(tx, action).await;
         }
-        let mut transaction = self.inner.begin_ungated(action).await?;
         let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
             .bind(fence.lease.as_str())
             .bind(fence.token.0);
-        let mut query = bind_commit(query, commit);
-        if self.inner.dialect == Dialect::Sqlite {
-            // Read once the write lock is held (`BEGIN IMMEDIATE`): SQLite's clock is this one.
-            query = query.bind(UnixMillis::now().0);
-        }
-        let rows = query.fetch_all(&mut *transaction).await.context(action)?;
-        let row = rows
-            .first()
-            .ok_or_else(|| StoreError::corrupt("a commit's fence check answered nothing"))?;
-        let (now, live) = (column(row, 0, action)?, column(row, 1, action)?);
-        let written = written(row, 2, action)?;
-        let mut tx = self
+        let (mut tx, row) = self
             .inner
-            .fenced(transaction, fence, now, live, action)
+            .begin_with_fenced_statement(fence, bind_commit(query, commit), action)
             .await?;
+        let written = written(&row, 2, action)?;
         let writes = self.finish_commit(&mut tx, commit, written).await?;
         writes.settle(tx, action).await
     }

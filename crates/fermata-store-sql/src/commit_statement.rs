@@ -36,7 +36,7 @@ use sqlx::Any;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
-use crate::dialect::{Dialect, FENCE_LIVE};
+use crate::dialect::Dialect;
 
 /// Where a rendering finds the commit's values: the first of its binds, and the clock.
 struct Binds {
@@ -114,35 +114,29 @@ pub(crate) fn render(dialect: Dialect) -> String {
 /// on SQLite the transaction's clock. Its one row: `(now, live, revision, sequence, repository,
 /// recorded)`.
 pub(crate) fn render_fenced(dialect: Dialect) -> String {
+    let binds = Binds {
+        first: 3,
+        now: match dialect {
+            Dialect::Postgres => "(SELECT now FROM fence)",
+            Dialect::Sqlite => "$12",
+        },
+    };
     match dialect {
-        Dialect::Postgres => {
-            let binds = Binds {
-                first: 3,
-                now: "(SELECT now FROM fence)",
-            };
-            let fence = dialect.fence_steps();
-            binds.fill(&format!(
-                "WITH {}, fence AS MATERIALIZED ({}), {} \
-                 SELECT fence.now, fence.live, a.revision, a.sequence, a.repository, \
-                     (SELECT count(*) FROM recorded) \
-                 FROM fence LEFT JOIN advanced a ON true",
-                fence.steps,
-                fence.answer,
-                postgres_writes(" AND (SELECT live FROM fence) = 1")
-            ))
-        }
-        Dialect::Sqlite => {
-            let binds = Binds {
-                first: 3,
-                now: "$12",
-            };
-            binds.fill(&sqlite_writes(&format!(
-                "SELECT clock.now, {FENCE_LIVE}, channels.revision + 1, channels.sequence + 1, \
-                     channels.repository, changes() \
-                 FROM (SELECT {{clock}} AS now) AS clock LEFT JOIN leases l ON l.name = $1 \
-                 LEFT JOIN channels ON {EXPECTED}"
-            )))
-        }
+        Dialect::Postgres => binds.fill(&format!(
+            "WITH {}, {} {}",
+            dialect.fenced_head(),
+            postgres_writes(" AND (SELECT live FROM fence) = 1"),
+            dialect.fenced_answer(
+                "a.revision, a.sequence, a.repository, (SELECT count(*) FROM recorded)",
+                "LEFT JOIN advanced a ON true",
+                "",
+            )
+        )),
+        Dialect::Sqlite => binds.fill(&sqlite_writes(&dialect.fenced_answer(
+            "channels.revision + 1, channels.sequence + 1, channels.repository, changes()",
+            &format!("LEFT JOIN channels ON {EXPECTED}"),
+            "{clock}",
+        ))),
     }
 }
 

@@ -90,6 +90,36 @@ impl Dialect {
         }
     }
 
+    /// The head of a PostgreSQL statement that carries its fence check in front of its own
+    /// writes: the check's steps, then `fence` answering `(now, live)`. The writes that follow,
+    /// as data-modifying `WITH` queries, read the clock as `(SELECT now FROM fence)` and write
+    /// only when `(SELECT live FROM fence) = 1`; the statement ends in [`fenced_answer`].
+    ///
+    /// [`fenced_answer`]: Dialect::fenced_answer
+    pub(crate) fn fenced_head(self) -> String {
+        let FenceSteps { steps, answer } = self.fence_steps();
+        format!("{steps}, fence AS MATERIALIZED ({answer})")
+    }
+
+    /// The `SELECT` that answers a statement carrying its fence check: `(now, live)`, then
+    /// `columns`, over the fence and `joins`. On PostgreSQL it ends the statement that
+    /// [`fenced_head`] began. On SQLite it follows the writes (which `BEGIN IMMEDIATE` already
+    /// serialized; a fence found not live rolls them back) and reads the lease row at `clock`,
+    /// the transaction's clock as the caller binds it.
+    ///
+    /// [`fenced_head`]: Dialect::fenced_head
+    pub(crate) fn fenced_answer(self, columns: &str, joins: &str, clock: &str) -> String {
+        match self {
+            Dialect::Postgres => {
+                format!("SELECT fence.now, fence.live, {columns} FROM fence {joins}")
+            }
+            Dialect::Sqlite => format!(
+                "SELECT clock.now, {FENCE_LIVE}, {columns} \
+                 FROM (SELECT {clock} AS now) AS clock LEFT JOIN leases l ON l.name = $1 {joins}"
+            ),
+        }
+    }
+
     /// Settings for the lease renewal connection. PostgreSQL ends a renewal transaction that sits
     /// idle, so a session whose client vanished cannot keep the lease row locked.
     pub(crate) fn renewal_session_settings(self) -> &'static [&'static str] {

@@ -11,6 +11,7 @@
 //! all.
 
 use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};
+use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Row};
 
 use crate::Inner;
@@ -88,6 +89,38 @@ impl Inner {
         let now: i64 = row.try_get(0).context(action)?;
         let live: i64 = row.try_get(1).context(action)?;
         self.fenced(transaction, fence, now, live, action).await
+    }
+
+    /// Begins a write transaction and runs `query`, a statement that carries its fence check
+    /// ([`Dialect::fenced_head`], [`Dialect::fenced_answer`]): one round trip after `BEGIN`
+    /// instead of two. On SQLite the transaction's clock is bound here, as the statement's last
+    /// placeholder, once `BEGIN IMMEDIATE` holds the write lock. Answers the fenced transaction
+    /// and the statement's first row, whose first two columns are `(now, live)`; `Fenced`, with
+    /// the writes rolled back, when the token was not live.
+    pub(crate) async fn begin_with_fenced_statement<'q>(
+        &self,
+        fence: &Fence,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+        action: &str,
+    ) -> StoreResult<(FencedTransaction, AnyRow)> {
+        let mut transaction = self.begin_ungated(action).await?;
+        let query = match self.dialect {
+            Dialect::Sqlite => query.bind(UnixMillis::now().0),
+            Dialect::Postgres => query,
+        };
+        // All rows: a driver that stops at the first would leave SQLite's later statements
+        // unrun.
+        let row = query
+            .fetch_all(&mut *transaction)
+            .await
+            .context(action)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::corrupt("a fenced statement answered nothing"))?;
+        let now: i64 = row.try_get(0).context(action)?;
+        let live: i64 = row.try_get(1).context(action)?;
+        let transaction = self.fenced(transaction, fence, now, live, action).await?;
+        Ok((transaction, row))
     }
 
     /// The fenced transaction `transaction` is, once a check of `fence` answered `now` and

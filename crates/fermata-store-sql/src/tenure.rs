@@ -16,8 +16,8 @@ use crate::error::StoreContext;
 #[derive(Debug)]
 pub(crate) struct Statements {
     select_one: String,
-    /// Opens this token's tenure and supersedes the lease's other open ones, in one query: it
-    /// changes no row when this token's tenure was already there.
+    /// Checks the fence, opens this token's tenure and supersedes the lease's other open ones,
+    /// in one query; see [`open_statement`].
     open: String,
     close: String,
     recent: String,
@@ -44,20 +44,35 @@ impl Statements {
     }
 }
 
-/// The opening query. PostgreSQL: the supersede as a data-modifying `WITH` query of the insert,
-/// whose count is the statement's. SQLite (whose `WITH` cannot write): the insert, then the
-/// supersede only when the insert added the row (`changes()` is the count of the last completed
-/// write); the query's count sums both.
+/// The opening query, which carries its fence check: lease `$1`, token `$2`, holder `$3`,
+/// version `$4` (and on SQLite the clock, `$5`). It supersedes the lease's other open tenures and
+/// inserts this token's, started at the fence's clock, unless it was there already. Its one row:
+/// `(now, live, opened)`, `opened` 0 when the tenure was there. PostgreSQL: both writes as
+/// data-modifying `WITH` queries after the fence's steps, each only when the token is live.
+/// SQLite (whose `WITH` cannot write): the two statements, then the answer, whose `changes()` is
+/// the insert's count.
 fn open_statement(dialect: Dialect) -> String {
-    let insert = format!(
-        "INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
-         ON CONFLICT (lease_name, token) DO NOTHING"
-    );
     let supersede = "UPDATE lease_tenures SET end_reason = 'superseded' \
                      WHERE lease_name = $1 AND end_reason IS NULL AND token <> $2";
+    let conflict = "ON CONFLICT (lease_name, token) DO NOTHING";
     match dialect {
-        Dialect::Postgres => format!("WITH superseded AS ({supersede}) {insert}"),
-        Dialect::Sqlite => format!("{insert}; {supersede} AND changes() = 1"),
+        Dialect::Postgres => format!(
+            "WITH {}, \
+                 superseded AS ({supersede} AND (SELECT live FROM fence) = 1), \
+                 opened AS (INSERT INTO lease_tenures ({COLUMNS}) \
+                     SELECT $1, $2, $3, $4, now, NULL, NULL FROM fence WHERE live = 1 \
+                     {conflict} RETURNING 1) \
+             {}",
+            dialect.fenced_head(),
+            dialect.fenced_answer("(SELECT count(*) FROM opened)", "", "")
+        ),
+        Dialect::Sqlite => format!(
+            "{supersede}; \
+             INSERT INTO lease_tenures ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, NULL, NULL) \
+                 {conflict}; \
+             {}",
+            dialect.fenced_answer("changes()", "", "$5")
+        ),
     }
 }
 
@@ -107,7 +122,16 @@ impl TenureStore for SqlStorage {
     async fn open(&self, fence: &Fence, start: &TenureStart) -> StoreResult<Tenure> {
         let action = "opening a tenure";
         let sql = &self.inner.tenure_sql;
-        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let query = sqlx::query(&sql.open)
+            .bind(fence.lease.as_str())
+            .bind(fence.token.0)
+            .bind(start.holder.as_str())
+            .bind(start.version.as_str());
+        let (mut tx, row) = self
+            .inner
+            .begin_with_fenced_statement(fence, query, action)
+            .await?;
+        let inserted: i64 = row.try_get(2).context(action)?;
         let tenure = Tenure {
             lease: fence.lease.clone(),
             token: fence.token,
@@ -117,19 +141,6 @@ impl TenureStore for SqlStorage {
             ended_at: None,
             end: None,
         };
-        // Read only when this token's tenure was already there: a repeated open returns it.
-        // Tenures of other tokens were superseded when that tenure was opened.
-        let inserted = tx
-            .execute(
-                sqlx::query(&sql.open)
-                    .bind(tenure.lease.as_str())
-                    .bind(tenure.token.0)
-                    .bind(tenure.holder.as_str())
-                    .bind(tenure.version.as_str())
-                    .bind(tenure.started_at.0),
-                action,
-            )
-            .await?;
         if inserted == 0 {
             return self
                 .select_tenure(tx.conn(), fence, action)

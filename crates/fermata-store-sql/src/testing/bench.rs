@@ -1,7 +1,13 @@
 //! What every benchmark shares: nearest-rank summaries, the check that the database is durable,
-//! and the bare single-row insert transaction that is the floor every write is compared with.
+//! and the bare single-row insert transaction that is the floor every write is compared with (and
+//! the same insert fenced).
 
 use std::time::{Duration, Instant};
+
+use fermata_store::Fence;
+use sqlx::Any;
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
 
 use crate::Dialect;
 use crate::testing::ScratchStorage;
@@ -114,8 +120,6 @@ impl BareInserts {
 
     /// One transaction: begin, insert one row, commit. Returns how long it took.
     pub async fn insert(&mut self, store: &ScratchStorage) -> Duration {
-        let id = self.next_id;
-        self.next_id += 1;
         let started = Instant::now();
         let mut tx = store
             .storage
@@ -123,14 +127,39 @@ impl BareInserts {
             .begin_with(self.begin)
             .await
             .expect("begin the bare insert transaction");
-        sqlx::query("INSERT INTO bench_rows (id, payload) VALUES ($1, $2)")
-            .bind(id)
-            .bind(self.payload.as_str())
+        self.insert_row()
             .execute(&mut *tx)
             .await
             .expect("insert the bare row");
         tx.commit().await.expect("commit the bare insert");
         started.elapsed()
+    }
+
+    /// The same insert in a fenced transaction of the store's own under `fence` (its fence
+    /// check, with the lease row's lock and the per-lease advisory lock, then the insert, then
+    /// commit): what fencing adds to a single-row write. Returns how long it took.
+    pub async fn insert_fenced(&mut self, store: &ScratchStorage, fence: &Fence) -> Duration {
+        let action = "a fenced benchmark insert";
+        let started = Instant::now();
+        let inner = &store.storage.inner;
+        let mut tx = inner
+            .begin_fenced(fence, action)
+            .await
+            .expect("begin the fenced insert transaction");
+        tx.execute(self.insert_row(), action)
+            .await
+            .expect("insert the fenced row");
+        tx.commit(action).await.expect("commit the fenced insert");
+        started.elapsed()
+    }
+
+    /// The next row's insert.
+    fn insert_row(&mut self) -> Query<'_, Any, AnyArguments<'_>> {
+        let id = self.next_id;
+        self.next_id += 1;
+        sqlx::query("INSERT INTO bench_rows (id, payload) VALUES ($1, $2)")
+            .bind(id)
+            .bind(self.payload.as_str())
     }
 }
 

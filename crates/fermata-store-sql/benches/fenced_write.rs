@@ -6,15 +6,19 @@
 //! - Bare side: one single-row insert transaction through the store's own pool: begin (as the
 //!   adapter begins every write), INSERT one row into `bench_rows`, a table only this benchmark
 //!   creates, COMMIT. Pool checkout is inside the timed region, as it is on the fenced sides.
-//! - Fenced single-row write (the figure with the goal): the same INSERT into the same table in a
-//!   fenced transaction of the store's own (`begin_fenced`, which every fenced store write
-//!   begins with): begin, lock the lease row `FOR KEY SHARE` (plus the per-lease advisory lock on
-//!   PostgreSQL) and check the fence on the database's clock, in one statement, the INSERT,
-//!   COMMIT. The only difference from the bare side is the fence.
-//! - A fenced port method, for reference: one call of `tenures().open(fence, start)`: begin, then
-//!   one query that checks the fence, runs the supersede UPDATE (which matches no row, see below)
-//!   and INSERTs one tenure row, COMMIT. It writes a table with two indexes and runs a second
-//!   write, so it costs more than the fence alone.
+//! - Fenced single-row write (the figure with the goal): the same INSERT into the same table as
+//!   the store writes one row under a fence when its write is one statement (a document commit
+//!   that runs alone, a tenure's opening; `begin_with_fenced_statement`): begin, one statement
+//!   that locks the lease row `FOR KEY SHARE` (plus the per-lease advisory lock on PostgreSQL),
+//!   checks the fence on the database's clock and inserts the row, COMMIT. The only difference
+//!   from the bare side is the fence.
+//! - For reference, the same INSERT in a fenced transaction of several statements
+//!   (`begin_fenced`, which every other fenced store write begins with): begin, the fence check,
+//!   the INSERT, COMMIT; one round trip more.
+//! - For reference, a fenced port method: one call of `tenures().open(fence, start)`: begin, then
+//!   one statement that checks the fence, runs the supersede UPDATE (which matches no row, see
+//!   below) and INSERTs one tenure row, COMMIT. It writes a table with two indexes and runs a
+//!   second write, so it costs more than the fence alone.
 //!
 //! `open` under a token that already has a tenure returns early without writing, and `close` is
 //! a no-op after its first call, so each `open` needs a fresh token. Getting one is setup, not
@@ -47,6 +51,8 @@ const DEFAULT_ITERATIONS: usize = 2000;
 const WARMUP_ITERATIONS: usize = 100;
 /// Far longer than any run, so the lease never expires under the benchmark.
 const LEASE_TTL: Duration = Duration::from_secs(3600);
+/// Bare insert, fenced single-row write, fenced transaction, `tenures().open`.
+const KINDS: usize = 4;
 const LEASE: &str = "bench:fenced-write";
 const HOLDER: &str = "bench-host:4242:fenced-write";
 
@@ -93,6 +99,7 @@ struct Report {
     warmup: usize,
     bare: Summary,
     fenced: Summary,
+    transaction: Summary,
     open: Summary,
 }
 
@@ -131,7 +138,7 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         .expect("open the first tenure");
 
     bench.run(WARMUP_ITERATIONS).await;
-    let [bare, fenced, open] = bench.run(iterations).await;
+    let [bare, fenced, transaction, open] = bench.run(iterations).await;
     bench.store.storage.close().await;
     Report {
         backend,
@@ -139,6 +146,7 @@ async fn measure(backend: &'static str, database: ScratchDatabase, iterations: u
         warmup: WARMUP_ITERATIONS,
         bare: Summary::of(bare),
         fenced: Summary::of(fenced),
+        transaction: Summary::of(transaction),
         open: Summary::of(open),
     }
 }
@@ -159,18 +167,22 @@ async fn grant(store: &ScratchStorage, name: &LeaseName) -> Lease {
 }
 
 impl Bench {
-    /// Runs `iterations` interleaved rounds and returns the bare, fenced and `open` latencies.
-    async fn run(&mut self, iterations: usize) -> [Vec<Duration>; 3] {
-        let mut samples: [Vec<Duration>; 3] = Default::default();
+    /// Runs `iterations` interleaved rounds and returns the latencies of each kind: bare,
+    /// fenced single-row write, fenced transaction, `open`.
+    async fn run(&mut self, iterations: usize) -> [Vec<Duration>; KINDS] {
+        let mut samples: [Vec<Duration>; KINDS] = Default::default();
         for i in 0..iterations {
             self.regrant().await;
-            for kind in 0..3 {
-                let kind = if i % 2 == 0 { kind } else { 2 - kind };
+            for kind in 0..KINDS {
+                let kind = if i % 2 == 0 { kind } else { KINDS - 1 - kind };
+                let fence = self.lease.fence();
                 let elapsed = match kind {
                     0 => self.bare.insert(&self.store).await,
-                    1 => {
-                        let fence = self.lease.fence();
-                        self.bare.insert_fenced(&self.store, &fence).await
+                    1 => self.bare.insert_fenced(&self.store, &fence).await,
+                    2 => {
+                        self.bare
+                            .insert_in_fenced_transaction(&self.store, &fence)
+                            .await
                     }
                     _ => self.open().await,
                 };
@@ -225,7 +237,8 @@ fn print_report(report: &Report) {
     );
     for (operation, summary) in [
         ("bare insert transaction", &report.bare),
-        ("fenced insert transaction", &report.fenced),
+        ("fenced single-row write", &report.fenced),
+        ("fenced transaction, same insert", &report.transaction),
         ("tenures().open", &report.open),
     ] {
         println!(
@@ -235,7 +248,11 @@ fn print_report(report: &Report) {
             micros(summary.p99)
         );
     }
-    for (operation, summary) in [("fenced insert", &report.fenced), ("open", &report.open)] {
+    for (operation, summary) in [
+        ("fenced write", &report.fenced),
+        ("fenced transaction", &report.transaction),
+        ("open", &report.open),
+    ] {
         println!(
             "  {operation} vs bare: median {:.2}x, p99 {:.2}x",
             ratio(summary.median, report.bare.median),
@@ -254,6 +271,12 @@ fn print_report(report: &Report) {
             "fenced single-row write, p99",
             report.fenced.p99,
             report.bare.p99,
+            None,
+        ),
+        (
+            "fenced transaction of the same insert, median",
+            report.transaction.median,
+            report.bare.median,
             None,
         ),
         (

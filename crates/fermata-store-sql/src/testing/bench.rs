@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use fermata_store::Fence;
 use sqlx::Any;
+use sqlx::Row;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
@@ -90,6 +91,8 @@ pub struct BareInserts {
     /// How the adapter begins every write: on SQLite `BEGIN IMMEDIATE`, which takes the write
     /// lock up front, so the floor pays for the lock every store write pays for.
     begin: &'static str,
+    /// The insert with its fence check in the same statement; see [`BareInserts::insert_fenced`].
+    fenced_insert: String,
     payload: String,
     next_id: i64,
 }
@@ -103,6 +106,7 @@ impl BareInserts {
             .expect("create the benchmark table");
         BareInserts {
             begin: store.storage.dialect().begin_write(),
+            fenced_insert: fenced_insert(store.storage.dialect()),
             payload,
             next_id: 1,
         }
@@ -113,6 +117,7 @@ impl BareInserts {
     pub fn writer_from(&self, first_id: i64) -> Self {
         BareInserts {
             begin: self.begin,
+            fenced_insert: self.fenced_insert.clone(),
             payload: self.payload.clone(),
             next_id: first_id,
         }
@@ -135,14 +140,48 @@ impl BareInserts {
         started.elapsed()
     }
 
-    /// The same insert in a fenced transaction of the store's own under `fence` (its fence
-    /// check, with the lease row's lock and the per-lease advisory lock, then the insert, then
-    /// commit): what fencing adds to a single-row write. Returns how long it took.
+    /// The same insert as a fenced single-row write, the way the store writes one under a
+    /// fence when its write is one statement (a document commit that runs alone, a tenure's
+    /// opening): `BEGIN`, one statement that checks the fence (the lease row `FOR KEY SHARE` and
+    /// the per-lease advisory lock on PostgreSQL) and inserts the row, `COMMIT`. Returns how
+    /// long it took.
     pub async fn insert_fenced(&mut self, store: &ScratchStorage, fence: &Fence) -> Duration {
         let action = "a fenced benchmark insert";
+        let (id, started) = (self.take_id(), Instant::now());
+        let query = sqlx::query(&self.fenced_insert)
+            .bind(fence.lease.as_str())
+            .bind(fence.token.0)
+            .bind(id)
+            .bind(self.payload.as_str());
+        let (tx, row) = store
+            .storage
+            .inner
+            .begin_with_fenced_statement(fence, query, action)
+            .await
+            .expect("insert the fenced row");
+        assert_eq!(
+            row.try_get::<i64, _>(2)
+                .expect("read the fenced insert's count"),
+            1,
+            "the fenced row was not inserted"
+        );
+        tx.commit(action).await.expect("commit the fenced insert");
+        started.elapsed()
+    }
+
+    /// The same insert in a fenced transaction of several statements (`begin_fenced`, which
+    /// every other fenced store write begins with): `BEGIN`, the fence check, the insert,
+    /// `COMMIT`. Returns how long it took.
+    pub async fn insert_in_fenced_transaction(
+        &mut self,
+        store: &ScratchStorage,
+        fence: &Fence,
+    ) -> Duration {
+        let action = "a fenced benchmark insert";
         let started = Instant::now();
-        let inner = &store.storage.inner;
-        let mut tx = inner
+        let mut tx = store
+            .storage
+            .inner
             .begin_fenced(fence, action)
             .await
             .expect("begin the fenced insert transaction");
@@ -153,13 +192,34 @@ impl BareInserts {
         started.elapsed()
     }
 
+    fn take_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
     /// The next row's insert.
     fn insert_row(&mut self) -> Query<'_, Any, AnyArguments<'_>> {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.take_id();
         sqlx::query("INSERT INTO bench_rows (id, payload) VALUES ($1, $2)")
             .bind(id)
             .bind(self.payload.as_str())
+    }
+}
+
+/// The benchmark's insert carrying its fence check (lease `$1`, token `$2`, row `$3`, `$4`, and on
+/// SQLite the clock `$5`), answering `(now, live, inserted)`.
+fn fenced_insert(dialect: Dialect) -> String {
+    let insert = "INSERT INTO bench_rows (id, payload)";
+    match dialect {
+        Dialect::Postgres => format!(
+            "WITH {}, written AS ({insert} SELECT $3, $4 FROM fence WHERE live = 1 RETURNING 1) {}",
+            dialect.fenced_head(),
+            dialect.fenced_answer("(SELECT count(*) FROM written)", "", "")
+        ),
+        Dialect::Sqlite => format!(
+            "{insert} VALUES ($3, $4); {}",
+            dialect.fenced_answer("changes()", "", "$5")
+        ),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod descriptions;
 mod documents;
 mod fairness;
 mod fence;
+mod gather;
 mod history;
 mod media;
 pub mod protocol;

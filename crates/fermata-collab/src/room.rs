@@ -32,6 +32,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::fairness::{self, PresenceBudget};
 use crate::fence::WriterFence;
+use crate::gather;
 use crate::history::Recorder;
 use crate::protocol::{self, ClientMessage};
 use crate::settings::CollabSettings;
@@ -183,6 +184,9 @@ struct Conn {
     presence: Option<Vec<u8>>,
     /// How much presence the client may still send (see `fairness`).
     presence_budget: PresenceBudget,
+    /// When its last update was taken into a batch, to tell whether it is typing (see
+    /// `gather`).
+    last_update: Option<Instant>,
     /// Its place in `fermata_room_connections`, given back when it leaves.
     _joined: Held,
 }
@@ -208,6 +212,8 @@ pub(crate) struct Room {
     /// so a reload sends them what storage holds beyond it.
     published: Vec<u8>,
     history: Recorder,
+    /// How long the last commit took, for how long a batch waits for its writers (see `gather`).
+    last_commit: Duration,
 }
 
 impl Room {
@@ -242,6 +248,7 @@ impl Room {
             conns: HashMap::new(),
             commits_since_checkpoint: 0,
             bytes_since_checkpoint: 0,
+            last_commit: Duration::ZERO,
         };
         Ok((room, recording))
     }
@@ -418,6 +425,7 @@ impl Room {
                 told_read_only: false,
                 presence: None,
                 presence_budget: PresenceBudget::new(&self.settings),
+                last_update: None,
                 _joined: self.metrics.room_joined(),
             },
         );
@@ -535,26 +543,36 @@ impl Room {
     }
 
     /// Gathers the updates already waiting and those that arrive within the batch window (group
-    /// commit: while one commit runs, the next batch queues up), then commits them.
+    /// commit: while one commit runs, the next batch queues up), and while commits are slow, those
+    /// of the room's other typing writers (see `gather`); then commits them.
     async fn batch(
         &mut self,
         first_conn: ConnId,
         first: Vec<u8>,
         inbox: &mut mpsc::Receiver<Inbound>,
     ) -> bool {
+        let start = Instant::now();
+        let window = start + self.settings.batch_window;
+        let sibling_wait = gather::sibling_wait(self.last_commit);
+        let mut awaited = if sibling_wait.is_zero() {
+            Vec::new()
+        } else {
+            self.typing_writers(start, first_conn)
+        };
+        let siblings = window.max(start + sibling_wait);
         let mut updates = vec![(first_conn, first)];
-        let deadline = Instant::now() + self.settings.batch_window;
         let mut after = None;
         while updates.len() < self.settings.max_batch {
+            let deadline = if awaited.is_empty() { window } else { siblings };
             let next = match inbox.try_recv() {
                 Ok(message) => Some(message),
-                // Nothing waits on a window that is over (or zero): tokio's timer rounds a
-                // deadline up to its next millisecond, so asking it would hold every commit of
-                // an idle room for up to a millisecond more.
+                // Nothing waits on a deadline that has passed (the default window is zero):
+                // tokio's timer rounds a deadline up to its next millisecond, so asking it would
+                // hold every commit of an idle room for up to a millisecond more.
                 Err(mpsc::error::TryRecvError::Empty) if Instant::now() < deadline => {
                     timeout_at(deadline, inbox.recv()).await.unwrap_or_default()
                 }
-                // The window is over, or every sender is gone.
+                // The wait is over, or every sender is gone.
                 Err(_) => None,
             };
             match next {
@@ -562,7 +580,10 @@ impl Room {
                     if bytes.len() <= self.settings.max_message_bytes =>
                 {
                     match protocol::decode(&bytes) {
-                        Ok(ClientMessage::Update(update)) => updates.push((conn, update)),
+                        Ok(ClientMessage::Update(update)) => {
+                            awaited.retain(|writer| *writer != conn);
+                            updates.push((conn, update));
+                        }
                         _ => {
                             after = Some(Inbound::Message { conn, bytes });
                             break;
@@ -576,6 +597,12 @@ impl Room {
                 None => break,
             }
         }
+        let taken = Instant::now();
+        for (conn, _) in &updates {
+            if let Some(state) = self.conns.get_mut(conn) {
+                state.last_update = Some(taken);
+            }
+        }
         if !self.commit_updates(updates).await {
             return false;
         }
@@ -583,6 +610,22 @@ impl Room {
             Some(message) => Box::pin(self.handle(message, inbox)).await,
             None => true,
         }
+    }
+
+    /// The room's writers other than `first` whose last update is recent enough that they are
+    /// typing at `now`.
+    fn typing_writers(&self, now: Instant, first: ConnId) -> Vec<ConnId> {
+        self.conns
+            .iter()
+            .filter(|(id, conn)| {
+                **id != first
+                    && !conn.read_only
+                    && conn
+                        .last_update
+                        .is_some_and(|last| now.duration_since(last) <= gather::TYPING)
+            })
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Applies, commits and broadcasts a batch; false when the room has ended.
@@ -828,8 +871,9 @@ impl Room {
                 other => break other,
             }
         };
+        self.last_commit = started.elapsed();
         self.metrics
-            .commit(commit_outcome(&result), started.elapsed(), update_bytes);
+            .commit(commit_outcome(&result), self.last_commit, update_bytes);
         let committed = result?;
         self.doc.revision = committed.revision;
         self.doc.sequence = committed.sequence;

@@ -14,6 +14,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 /// The share of the last commit's time a batch may wait for its siblings' updates.
 const SHARE_OF_LAST_COMMIT: u32 = 8;
 /// The longest such wait, however slow the commits.
@@ -31,6 +33,34 @@ pub(crate) fn sibling_wait(last_commit: Duration) -> Duration {
         Duration::ZERO
     } else {
         wait
+    }
+}
+
+/// When a batch that began at one instant stops waiting for more updates: at the end of its
+/// window, or, while it waits for typing writers, at the end of their wait.
+pub(crate) struct Deadlines {
+    window: Instant,
+    siblings: Instant,
+}
+
+impl Deadlines {
+    pub(crate) fn new(start: Instant, window: Duration, sibling_wait: Duration) -> Self {
+        Deadlines {
+            window: start + window,
+            siblings: start + window.max(sibling_wait),
+        }
+    }
+
+    /// The deadline to wait for the next update until at `now`, or `None` once it has passed:
+    /// a passed deadline is never handed to the timer, which would round it up to its next
+    /// millisecond and hold the commit that long.
+    pub(crate) fn next(&self, now: Instant, awaiting_writers: bool) -> Option<Instant> {
+        let deadline = if awaiting_writers {
+            self.siblings
+        } else {
+            self.window
+        };
+        (now < deadline).then_some(deadline)
     }
 }
 
@@ -55,6 +85,31 @@ mod tests {
             sibling_wait(Duration::from_millis(24)),
             Duration::from_millis(3)
         );
+    }
+
+    #[test]
+    fn a_zero_window_never_asks_the_timer() {
+        let start = Instant::now();
+        let deadlines = Deadlines::new(start, Duration::ZERO, Duration::ZERO);
+        assert_eq!(deadlines.next(start, false), None);
+        assert_eq!(deadlines.next(start, true), None);
+    }
+
+    #[test]
+    fn a_window_waits_until_its_end() {
+        let (start, window) = (Instant::now(), Duration::from_millis(2));
+        let deadlines = Deadlines::new(start, window, Duration::ZERO);
+        assert_eq!(deadlines.next(start, false), Some(start + window));
+        assert_eq!(deadlines.next(start + window, false), None);
+    }
+
+    #[test]
+    fn typing_writers_are_waited_for_only_while_awaited() {
+        let (start, wait) = (Instant::now(), Duration::from_millis(3));
+        let deadlines = Deadlines::new(start, Duration::ZERO, wait);
+        assert_eq!(deadlines.next(start, true), Some(start + wait));
+        assert_eq!(deadlines.next(start, false), None);
+        assert_eq!(deadlines.next(start + wait, true), None);
     }
 
     #[test]

@@ -552,28 +552,28 @@ impl Room {
         inbox: &mut mpsc::Receiver<Inbound>,
     ) -> bool {
         let start = Instant::now();
-        let window = start + self.settings.batch_window;
         let sibling_wait = gather::sibling_wait(self.last_commit);
+        let deadlines = gather::Deadlines::new(start, self.settings.batch_window, sibling_wait);
         let mut awaited = if sibling_wait.is_zero() {
             Vec::new()
         } else {
             self.typing_writers(start, first_conn)
         };
-        let siblings = window.max(start + sibling_wait);
         let mut updates = vec![(first_conn, first)];
         let mut after = None;
         while updates.len() < self.settings.max_batch {
-            let deadline = if awaited.is_empty() { window } else { siblings };
             let next = match inbox.try_recv() {
                 Ok(message) => Some(message),
-                // Nothing waits on a deadline that has passed (the default window is zero):
-                // tokio's timer rounds a deadline up to its next millisecond, so asking it would
-                // hold every commit of an idle room for up to a millisecond more.
-                Err(mpsc::error::TryRecvError::Empty) if Instant::now() < deadline => {
-                    timeout_at(deadline, inbox.recv()).await.unwrap_or_default()
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    match deadlines.next(Instant::now(), !awaited.is_empty()) {
+                        Some(deadline) => {
+                            timeout_at(deadline, inbox.recv()).await.unwrap_or_default()
+                        }
+                        // The default window is zero: what already waits is the batch.
+                        None => None,
+                    }
                 }
-                // The wait is over, or every sender is gone.
-                Err(_) => None,
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
             };
             match next {
                 Some(Inbound::Message { conn, bytes })

@@ -771,34 +771,50 @@ async fn the_slots_of_closed_rooms_are_dropped() {
         ..CollabSettings::default()
     };
     let rig = rig(settings, StoreOptions::default()).await;
-    let fence = rig.fence.current().unwrap();
     // Each document's room opens for one client, which leaves; the room then closes when idle.
     for n in 0..150 {
-        let id = rig
-            .store
-            .collaboration()
-            .create_channel(
-                &fence,
-                &NewChannel {
-                    id: ChannelId::random(),
-                    repository: Repository::new("acme/app").unwrap(),
-                    title: format!("Room {n}"),
-                    parent: None,
-                },
-            )
-            .await
-            .unwrap()
-            .id;
+        let id = new_document(&rig, n).await;
         let connection = rig.rooms.join(&id, &member(), false).await.unwrap();
         connection.leave().await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    // The next document to open sweeps the closed rooms' slots away.
-    let open = Client::join(&rig).await;
-    assert!(
-        rig.rooms.slots() < 64,
-        "{} slots kept for 1 open room after 151 opened",
-        rig.rooms.slots()
+    eventually_some("the idle rooms to close", || async {
+        (rig.counted("fermata_rooms_open") == 0.0).then_some(())
+    })
+    .await;
+    // Rooms opening from here on sweep the closed rooms' slots away once the map reaches its next
+    // sweep, at most twice what the last sweep kept (at most 256 here, however many rooms were
+    // still open when the sweeps above ran): then only the open rooms keep a slot.
+    let mut open = Vec::new();
+    for n in 150..300 {
+        let id = new_document(&rig, n).await;
+        open.push(rig.rooms.join(&id, &member(), false).await.unwrap());
+        if rig.rooms.slots() == open.len() {
+            return;
+        }
+    }
+    panic!(
+        "{} slots kept for {} open rooms after {} opened",
+        rig.rooms.slots(),
+        open.len(),
+        150 + open.len()
     );
-    drop(open);
+}
+
+/// A new document of the rig's repository, titled after `n`.
+async fn new_document(rig: &Rig, n: usize) -> ChannelId {
+    let fence = rig.fence.current().unwrap();
+    rig.store
+        .collaboration()
+        .create_channel(
+            &fence,
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("acme/app").unwrap(),
+                title: format!("Room {n}"),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap()
+        .id
 }

@@ -3,7 +3,9 @@
 //!
 //! - commit: one fenced, revision-checked commit of a ~1 KB Yjs update (with its sidecar), against
 //!   the bare single-row insert transaction of the durable core benchmark (interleaved, so drift
-//!   lands on both alike); median, p99 and commits per second;
+//!   lands on both alike); median, p99 and commits per second; beside it, for reference, the
+//!   same insert as a statement alone, without `BEGIN` and `COMMIT` (as a lone commit runs on
+//!   PostgreSQL);
 //! - recovery: reading and recovering a document from a checkpoint plus 1,000, 10,000 and 100,000
 //!   journal updates (seeded in bulk), from a short document and from a ~1 MB one, against
 //!   applying the same updates to a fresh yrs document in memory.
@@ -126,7 +128,7 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
     let paragraph = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(18);
     let mut bare = BareInserts::create(store, "x".repeat(1024)).await;
     let mut revision = 0;
-    let (mut floor, mut measured) = (Vec::new(), Vec::new());
+    let (mut floor, mut alone, mut measured) = (Vec::new(), Vec::new(), Vec::new());
     let mut bytes = 0;
     let started = Instant::now();
     for round in 0..iterations {
@@ -144,12 +146,17 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
             floor.push(bare.insert(store).await);
             measured.push(timed_commit().await);
         }
+        alone.push(bare.insert_alone(store).await);
     }
     let elapsed = started.elapsed();
     // Throughput of the commits alone, one after another: commits over the time they took.
     let committing: Duration = measured.iter().sum();
     let per_second = measured.len() as f64 / committing.as_secs_f64().max(f64::EPSILON);
-    let (floor, measured) = (Summary::of(floor), Summary::of(measured));
+    let (floor, alone, measured) = (
+        Summary::of(floor),
+        Summary::of(alone),
+        Summary::of(measured),
+    );
     println!(
         "  commit of a {}-byte Yjs update with its sidecar, {} iterations ({:.1} s in all)",
         bytes / iterations.max(1),
@@ -162,27 +169,42 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
         micros(floor.p99)
     );
     println!(
+        "    bare insert alone     median {:>8.1} us  p99 {:>8.1} us  (no BEGIN, no COMMIT)",
+        micros(alone.median),
+        micros(alone.p99)
+    );
+    println!(
         "    document commit       median {:>8.1} us  p99 {:>8.1} us  ({:.0} commits/s)",
         micros(measured.median),
         micros(measured.p99),
         per_second
     );
     println!(
-        "    ratio median {:.2}x, p99 {:.2}x",
+        "    ratio median {:.2}x, p99 {:.2}x; to the insert alone: median {:.2}x",
         ratio(measured.median, floor.median),
-        ratio(measured.p99, floor.p99)
+        ratio(measured.p99, floor.p99),
+        ratio(measured.median, alone.median)
     );
-    for (name, measured, floor, goal) in [
+    for (name, measured, floor, floor_name, goal) in [
         (
             "commit (1 KB update + sidecar), median",
             measured.median,
             floor.median,
+            "bare insert transaction",
             Some("<= 1.5"),
         ),
         (
             "commit (1 KB update + sidecar), p99",
             measured.p99,
             floor.p99,
+            "bare insert transaction",
+            None,
+        ),
+        (
+            "commit (1 KB update + sidecar), median, to an insert alone",
+            measured.median,
+            alone.median,
+            "bare insert alone, no BEGIN/COMMIT",
             None,
         ),
     ] {
@@ -192,7 +214,7 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
             unit: "us",
             measured: micros(measured),
             floor: micros(floor),
-            floor_name: "bare insert transaction",
+            floor_name,
             goal,
         }
         .record();

@@ -362,15 +362,42 @@ impl SqlStorage {
     }
 
     /// One commit in a fenced transaction of its own, committed when it wrote. A commit of a
-    /// valid shape checks its fence in the query that writes it, so it costs what a bare insert
-    /// does: `BEGIN`, one query, `COMMIT`.
+    /// valid shape checks its fence in the query that writes it, so it costs at most what a bare
+    /// insert does: `BEGIN`, one query, `COMMIT`. On PostgreSQL a commit with nothing to write
+    /// after its statement (no title, no events) is that one statement alone, one round trip;
+    /// when it wrote nothing, the transaction below runs it again to say why.
     pub(crate) async fn commit_alone(
         &self,
         fence: &Fence,
         commit: &Commit,
     ) -> StoreResult<Committed> {
         let action = "committing to a document";
-        if check_commit_shape(commit).is_err() {
+        let valid = check_commit_shape(commit).is_ok();
+        if valid
+            && commit.title.is_none()
+            && commit.events.is_empty()
+            && self.inner.runs_fenced_statements_alone()
+        {
+            let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
+                .bind(fence.lease.as_str())
+                .bind(fence.token.0);
+            let row = self
+                .inner
+                .run_fenced_statement(fence, bind_commit(query, commit), action)
+                .await?;
+            // PostgreSQL's statement records every commit it writes (see `commit_statement.rs`).
+            if let Some(Written {
+                revision, sequence, ..
+            }) = written(&row, 2, action)?
+            {
+                return Ok(Committed {
+                    revision,
+                    sequence,
+                    repeated: false,
+                });
+            }
+        }
+        if !valid {
             let mut tx = self.inner.begin_fenced(fence, action).await?;
             let writes = self.commit_in(&mut tx, commit).await?;
             return writes.settle(tx, action).await;

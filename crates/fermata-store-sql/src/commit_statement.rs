@@ -5,15 +5,19 @@
 //!
 //! Every rendering takes the commit's values as the same run of binds ([`bind_commit`]) and
 //! answers with one row, `(revision, sequence, repository, recorded)`, when the channel was at the
-//! expected revision and live (with `recorded` 0 when the operation ID was already used, so the
-//! caller answers a repeat and rolls the writes back), and with no row when nothing was written.
+//! expected revision and live (on SQLite with `recorded` 0 when the operation ID was already
+//! used, so the caller answers a repeat and rolls the writes back), and with no row when nothing
+//! was written.
 //! The fenced renderings ([`render_fenced`]) bind the lease and token as `$1` and `$2` first and
 //! always answer one row: `(now, live)`, then those four columns, null where nothing was written.
-//! A fence found not live fails the transaction, which rolls back whatever the query wrote.
+//! A fence found not live fails the transaction, which rolls back whatever the query wrote (on
+//! PostgreSQL, nothing: its fenced form writes only once the fence is found live).
 //!
 //! - PostgreSQL: one statement whose `UPDATE ... RETURNING` feeds the three inserts
-//!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked. The fenced form
-//!   puts the fence check's steps ([`Dialect::fence_steps`]: the lease row `FOR KEY SHARE`, the
+//!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked, and writes only
+//!   when the operation ID is new, so the statement never writes what it must take back, and a
+//!   lone commit runs it as a transaction of its own (`Inner::run_fenced_statement`). The fenced
+//!   form puts the fence check's steps ([`Dialect::fence_steps`]: the lease row `FOR KEY SHARE`, the
 //!   advisory lock, the server's clock) in front, and its `UPDATE` writes only when the token is
 //!   live. That guard is uncorrelated, so PostgreSQL plans it as a one-time filter over the
 //!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
@@ -159,10 +163,15 @@ fn sqlite_writes(answer: &str) -> String {
 }
 
 /// The data-modifying `WITH` queries of a PostgreSQL commit, the advance guarded by `guard`
-/// too.
+/// too. The advance also checks that the operation ID is new, so a repeated operation writes
+/// nothing and the statement never writes what it must take back: a lone commit can run as a
+/// transaction of its own. Its operation record is a plain `INSERT`, so a conflict the check
+/// missed (it cannot, while the lease's writes run one at a time) fails the statement whole.
 fn postgres_writes(guard: &str) -> String {
     format!(
-        "advanced AS ({ADVANCE} WHERE {EXPECTED}{guard} \
+        "advanced AS ({ADVANCE} WHERE {EXPECTED}{guard} AND NOT EXISTS (SELECT 1 \
+             FROM channel_operations WHERE channel_id = {{channel}} \
+             AND operation_id = {{operation}}) \
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence, epoch, {{update}} FROM advanced WHERE {{update}} IS NOT NULL), \
@@ -172,7 +181,7 @@ fn postgres_writes(guard: &str) -> String {
          recorded AS (INSERT INTO {OPERATION_COLUMNS} \
              SELECT id, {{operation}}, {{fingerprint}}, revision, sequence, \
                  CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence END \
-             FROM advanced ON CONFLICT (channel_id, operation_id) DO NOTHING RETURNING 1)"
+             FROM advanced RETURNING 1)"
     )
 }
 

@@ -123,6 +123,39 @@ impl Inner {
         Ok((transaction, row))
     }
 
+    /// Whether a statement that carries its fence check and writes only once it found the fence
+    /// live may run as a transaction of its own ([`run_fenced_statement`]): on PostgreSQL,
+    /// unless a fenced-write hook (tests) must run inside the transaction. SQLite's writes
+    /// cannot wait for the check (its `WITH` cannot write): its statements write first and
+    /// need the transaction to take the writes back.
+    ///
+    /// [`run_fenced_statement`]: Inner::run_fenced_statement
+    pub(crate) fn runs_fenced_statements_alone(&self) -> bool {
+        self.dialect == Dialect::Postgres && self.options.fenced_write_hook.is_none()
+    }
+
+    /// Runs `query`, a statement that carries its fence check ([`Dialect::fenced_head`]) and
+    /// writes only once the check found the fence live, as a transaction of its own: one round
+    /// trip, without `BEGIN` and `COMMIT`. The statement holds the lease row and the lease's
+    /// advisory lock until it ends, as a fenced transaction does, and its writes are durable when
+    /// it answers. Answers its first row, whose first two columns are `(now, live)`; `Fenced`
+    /// when the token was not live (the statement wrote nothing). Only where
+    /// [`runs_fenced_statements_alone`] says so.
+    ///
+    /// [`runs_fenced_statements_alone`]: Inner::runs_fenced_statements_alone
+    pub(crate) async fn run_fenced_statement<'q>(
+        &self,
+        fence: &Fence,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+        action: &str,
+    ) -> StoreResult<AnyRow> {
+        debug_assert!(self.runs_fenced_statements_alone());
+        let row = query.fetch_one(&self.writes).await.context(action)?;
+        let live: i64 = row.try_get(1).context(action)?;
+        check_live(fence, live, action)?;
+        Ok(row)
+    }
+
     /// The fenced transaction `transaction` is, once a check of `fence` answered `now` and
     /// `live` in it: `Fenced` unless the token was live.
     pub(crate) async fn fenced(
@@ -133,12 +166,7 @@ impl Inner {
         live: i64,
         action: &str,
     ) -> StoreResult<FencedTransaction> {
-        if live != 1 {
-            return Err(StoreError::fenced(format!(
-                "{action}: token {} is not the live token of lease `{}`",
-                fence.token, fence.lease
-            )));
-        }
+        check_live(fence, live, action)?;
         if let Some(hook) = &self.options.fenced_write_hook {
             hook.inside(fence).await;
         }
@@ -147,4 +175,15 @@ impl Inner {
             now: UnixMillis(now),
         })
     }
+}
+
+/// `Fenced` unless a fence check answered that `fence`'s token is live.
+fn check_live(fence: &Fence, live: i64, action: &str) -> StoreResult<()> {
+    if live == 1 {
+        return Ok(());
+    }
+    Err(StoreError::fenced(format!(
+        "{action}: token {} is not the live token of lease `{}`",
+        fence.token, fence.lease
+    )))
 }

@@ -8,8 +8,8 @@ use fermata_collab::descriptions::SUMMARY_KIND;
 use fermata_collab::research::{ANSWER_KIND, EVIDENCE_KIND};
 use fermata_collab::{Descriptions, Research, WriterFence};
 use fermata_store::{
-    Acquisition, Channel, ChannelId, Fence, JobFailure, JobId, JobKind, LeaseName, NewChannel,
-    NewJob, Repository, RequestKey, Settlement, Storage, StoreOptions,
+    Acquisition, Channel, Fence, JobFailure, JobId, JobKind, LeaseName, NewJob, RequestKey,
+    Settlement, Storage, StoreOptions,
 };
 use fermata_store_sql::testing::ScratchDatabase;
 use fermata_store_testkit::memory::MemoryStorage;
@@ -37,19 +37,7 @@ impl Rig {
         };
         let writer = WriterFence::default();
         writer.set(Some(fence.clone()));
-        let doc = store
-            .collaboration()
-            .create_channel(
-                &fence,
-                &NewChannel {
-                    id: ChannelId::random(),
-                    repository: Repository::new("acme/app").unwrap(),
-                    title: "Plan".to_owned(),
-                    parent: None,
-                },
-            )
-            .await
-            .unwrap();
+        let doc = crate::create_document(store.collaboration(), &fence, "Plan").await;
         Rig {
             store,
             fence,

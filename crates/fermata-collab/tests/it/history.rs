@@ -13,9 +13,9 @@ use fermata_docs::{Sidecar, SourceDoc};
 use fermata_store::schema::SchemaStore;
 use fermata_store::{
     Acquisition, ApiTokenStore, Change, ChannelId, ChatStore, CollaborationStore, Commit, Fence,
-    HistoryStore, LeaseName, LeaseStore, MachineStore, NewChannel, OperationId, Recorded,
-    Repository, SessionStore, Storage, StoreError, StoreOptions, StoreResult, TenureStore, UserId,
-    UserStore, Version, WorkflowStore,
+    HistoryStore, LeaseName, LeaseStore, MachineStore, OperationId, Recorded, SessionStore,
+    Storage, StoreError, StoreOptions, StoreResult, TenureStore, UserId, UserStore, Version,
+    WorkflowStore,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::{eventually, eventually_some};
@@ -163,19 +163,8 @@ impl Rig {
             Acquisition::Held(record) => panic!("held by {record:?}"),
         };
         let fence = lease.fence();
-        let document = real
-            .collaboration()
-            .create_channel(
-                &fence,
-                &NewChannel {
-                    id: ChannelId::random(),
-                    repository: Repository::new("acme/app").unwrap(),
-                    title: "History".to_owned(),
-                    parent: None,
-                },
-            )
+        let document = crate::create_document(real.collaboration(), &fence, "History")
             .await
-            .unwrap()
             .id;
         let store = Arc::new(Wrapped(Controlled {
             real,

@@ -11,9 +11,7 @@ use fermata_collab::protocol::{self, ClientMessage};
 use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFence, close};
 use fermata_docs::SourceDoc;
 use fermata_metrics::Metrics;
-use fermata_store::{
-    Acquisition, ChannelId, LeaseName, NewChannel, Repository, Storage, StoreOptions, UserId,
-};
+use fermata_store::{Acquisition, ChannelId, LeaseName, Storage, StoreOptions, UserId};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
 use fermata_store_testkit::eventually_some;
@@ -54,19 +52,8 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
     };
     let fence = WriterFence::default();
     fence.set(Some(lease.fence()));
-    let document = store
-        .collaboration()
-        .create_channel(
-            &lease.fence(),
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: "Room".to_owned(),
-                parent: None,
-            },
-        )
+    let document = crate::create_document(store.collaboration(), &lease.fence(), "Room")
         .await
-        .unwrap()
         .id;
     let shared: Arc<dyn Storage> = store.clone();
     let metrics = Arc::new(Metrics::new("test"));
@@ -803,18 +790,7 @@ async fn the_slots_of_closed_rooms_are_dropped() {
 /// A new document of the rig's repository, titled after `n`.
 async fn new_document(rig: &Rig, n: usize) -> ChannelId {
     let fence = rig.fence.current().unwrap();
-    rig.store
-        .collaboration()
-        .create_channel(
-            &fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: format!("Room {n}"),
-                parent: None,
-            },
-        )
+    crate::create_document(rig.store.collaboration(), &fence, &format!("Room {n}"))
         .await
-        .unwrap()
         .id
 }

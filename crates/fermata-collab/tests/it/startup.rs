@@ -10,9 +10,9 @@ use fermata_collab::startup::{self, ChildrenCleared};
 use fermata_store::{
     Acquisition, ChannelId, Commit, CreationKey, DeferredTurn, DeferredTurnRetirement,
     DeferredTurnState, Fence, FencingToken, HeldSessions, HoldOwner, LeaseName, MachineId,
-    NewChannel, NewCheckpoint, NewLinkHold, NewMachine, NewSession, NewUser, OperationId,
-    PlannerStatus, PublishedChannel, Repository, SecretHash, SessionId, SessionSweep, SidecarState,
-    Storage, StoreOptions, UserId, UserName,
+    NewCheckpoint, NewLinkHold, NewMachine, NewSession, NewUser, OperationId, PlannerStatus,
+    PublishedChannel, Repository, SecretHash, SessionId, SessionSweep, SidecarState, Storage,
+    StoreOptions, UserId, UserName,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner as seed};
 use fermata_store_testkit::eventually;
@@ -75,19 +75,8 @@ async fn session(store: &dyn Storage, id: &str, user: &UserId, secret: Option<u8
 }
 
 async fn document(store: &dyn Storage, fence: &Fence, title: &str) -> ChannelId {
-    store
-        .collaboration()
-        .create_channel(
-            fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: title.to_owned(),
-                parent: None,
-            },
-        )
+    crate::create_document(store.collaboration(), fence, title)
         .await
-        .unwrap()
         .id
 }
 

@@ -140,6 +140,18 @@ impl BareInserts {
         started.elapsed()
     }
 
+    /// The same insert as a statement of its own, without `BEGIN` and `COMMIT` (the database
+    /// commits it as its own transaction): one round trip, the cheapest durable write there is.
+    /// Returns how long it took.
+    pub async fn insert_alone(&mut self, store: &ScratchStorage) -> Duration {
+        let started = Instant::now();
+        self.insert_row()
+            .execute(store.storage.pool())
+            .await
+            .expect("insert the bare row alone");
+        started.elapsed()
+    }
+
     /// The same insert as a fenced single-row write, the way the store writes one under a
     /// fence when its write is one statement (a document commit that runs alone, a tenure's
     /// opening): `BEGIN`, one statement that checks the fence (the lease row `FOR KEY SHARE` and

@@ -8,7 +8,9 @@
 //! lease is live: all of it in one statement ([`Dialect::fence_check`]), one round trip after
 //! `BEGIN` (a document commit that runs alone carries the check in its own statement; see
 //! `commit_statement.rs`). Only then do the store's statements run; they commit together or not at
-//! all.
+//! all. On PostgreSQL such a statement, which writes only once its check found the fence live,
+//! may also run as a transaction of its own, without `BEGIN` and `COMMIT`
+//! ([`Inner::run_fenced_statement`]).
 
 use fermata_store::{Fence, StoreError, StoreResult, UnixMillis};
 use sqlx::any::AnyRow;

@@ -153,8 +153,8 @@ impl BareInserts {
     }
 
     /// The same insert as a fenced single-row write, the way the store writes one under a
-    /// fence when its write is one statement (a document commit that runs alone, a tenure's
-    /// opening): `BEGIN`, one statement that checks the fence (the lease row `FOR KEY SHARE` and
+    /// fence when its write is one statement in a transaction (a tenure's opening, a document
+    /// commit that runs alone on SQLite): `BEGIN`, one statement that checks the fence (the lease row `FOR KEY SHARE` and
     /// the per-lease advisory lock on PostgreSQL) and inserts the row, `COMMIT`. Returns how
     /// long it took.
     pub async fn insert_fenced(&mut self, store: &ScratchStorage, fence: &Fence) -> Duration {

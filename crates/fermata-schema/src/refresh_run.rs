@@ -8,7 +8,8 @@
 //!    commit on the operation as its reviewed base.
 //! 4. `database:<position>`, one durable step per selected database, one after another: the
 //!    database must still be visible; its snapshot is taken over a bounded set of connections,
-//!    written into a temporary folder of its own (removed whatever happens, panics included),
+//!    written as one archive into a temporary folder of its own (removed whatever happens,
+//!    panics included),
 //!    verified by the shared connection verifier (the live database snapshotted again over as
 //!    many new connections, opened once the snapshot's are closed, must give the same hash; with
 //!    a workspace configured, the candidate must also apply into a scratch schema there and
@@ -59,7 +60,7 @@ use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::artifact::ArtifactStore;
+use crate::artifact::{ArtifactStore, candidate_archive, candidate_files};
 use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
     first_steps, recorded_outcome, require_state,
@@ -536,6 +537,7 @@ impl RefreshWorkflow {
             .prefix("refresh-")
             .tempdir_in(&self.settings.scratch)
             .or_code(SCRATCH_UNAVAILABLE, "make the step's temporary folder")?;
+        let started = std::time::Instant::now();
         let live = LiveSnapshot::take(
             source,
             database,
@@ -543,12 +545,15 @@ impl RefreshWorkflow {
             &self.settings.filter,
         )
         .await?;
+        let snapshotted = started.elapsed();
         let candidate = &live.snapshot;
         write_candidate(folder.path(), candidate).await?;
+        let written = started.elapsed();
         self.probe
             .candidate_written(database, folder.path(), attempt)
             .await?;
         live.verify_again(source, database).await?;
+        let verified = started.elapsed();
         if let Some(workspace) = &self.settings.workspace {
             live.verify_in_workspace(workspace).await?;
         }
@@ -562,7 +567,7 @@ impl RefreshWorkflow {
             Outcome::Changed
         };
         if outcome == Outcome::Changed {
-            let files = read_candidate(folder.path(), candidate).await?;
+            let files = read_candidate(folder.path()).await?;
             self.settings.artifacts.stage(id, position, files).await?;
         }
         let report = DatabaseReport {
@@ -579,7 +584,16 @@ impl RefreshWorkflow {
             .await
             .context("record a database's result")?;
         drop(folder);
-        tracing::info!(operation = %id, position, outcome = outcome.as_str(), "database snapshotted");
+        tracing::info!(
+            operation = %id,
+            position,
+            outcome = outcome.as_str(),
+            snapshot_ms = snapshotted.as_millis(),
+            written_ms = (written - snapshotted).as_millis(),
+            verified_ms = (verified - written).as_millis(),
+            staged_ms = (started.elapsed() - verified).as_millis(),
+            "database snapshotted"
+        );
         Ok(StepOutcome { outcome })
     }
 
@@ -841,41 +855,31 @@ async fn missing_databases(
 /// A step's temporary folder that cannot be used: the local disk, which is storage for now.
 const SCRATCH_UNAVAILABLE: ErrorCode = ErrorCode::StorageUnavailable;
 
-/// Writes the candidate's files into `folder`.
+/// The candidate in a step's folder: its files as one archive (`artifact::candidate_archive`),
+/// one file to create rather than one per object (creating 2,400 small files took 1.2 to 1.7 s
+/// on a disk where writing the archive takes milliseconds).
+const CANDIDATE_FILE: &str = "candidate.tar";
+
+/// Writes the candidate into `folder`, as [`CANDIDATE_FILE`].
 async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<(), SafeError> {
-    let folder = folder.to_owned();
+    let target = folder.join(CANDIDATE_FILE);
     let files = candidate.files.clone();
-    tokio::task::spawn_blocking(move || {
-        for (path, bytes) in &files {
-            let target = folder.join(path);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(target, bytes)?;
-        }
-        Ok::<_, std::io::Error>(())
-    })
-    .await
-    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")?
-    .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")
+    let bytes = tokio::task::spawn_blocking(move || candidate_archive(&files))
+        .await
+        .or_code(SCRATCH_UNAVAILABLE, "archive the candidate's files")??;
+    tokio::fs::write(target, bytes)
+        .await
+        .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")
 }
 
 /// Reads the candidate's files back from `folder`: what is staged is what the step verified.
-async fn read_candidate(
-    folder: &Path,
-    candidate: &DatabaseSnapshot,
-) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
-    let folder = folder.to_owned();
-    let paths: Vec<String> = candidate.files.keys().cloned().collect();
-    tokio::task::spawn_blocking(move || {
-        paths
-            .into_iter()
-            .map(|path| std::fs::read(folder.join(&path)).map(|bytes| (path, bytes)))
-            .collect::<Result<BTreeMap<_, _>, _>>()
-    })
-    .await
-    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?
-    .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")
+async fn read_candidate(folder: &Path) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+    let bytes = tokio::fs::read(folder.join(CANDIDATE_FILE))
+        .await
+        .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?;
+    tokio::task::spawn_blocking(move || candidate_files(&bytes))
+        .await
+        .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?
 }
 
 #[async_trait]

@@ -221,19 +221,7 @@ impl ArtifactStore {
         let keys = Arc::clone(&self.keys);
         let row = staged_row(operation, position);
         let envelope = tokio::task::spawn_blocking(move || {
-            let manifest = files.get(MANIFEST_FILE).ok_or_else(|| {
-                because(
-                    ErrorCode::ArtifactUnavailable,
-                    "a candidate has no manifest",
-                )
-            })?;
-            let manifest = std::str::from_utf8(manifest)
-                .or_code(
-                    ErrorCode::ArtifactUnavailable,
-                    "read a candidate's manifest",
-                )?
-                .to_owned();
-            let plaintext = archive(&files, &manifest)?;
+            let plaintext = candidate_archive(&files)?;
             Ok::<_, SafeError>(keys.seal(aad(&row), &plaintext))
         })
         .await
@@ -369,6 +357,27 @@ impl ArtifactStore {
 
 /// The file every candidate carries its own manifest in.
 const MANIFEST_FILE: &str = "manifest.json";
+
+/// A candidate's files (its manifest among them) as one archive, with that manifest as the
+/// archive's: what a staged candidate seals, and what a refresh step writes to its folder.
+pub(crate) fn candidate_archive(files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, SafeError> {
+    let manifest = files.get(MANIFEST_FILE).ok_or_else(|| {
+        because(
+            ErrorCode::ArtifactUnavailable,
+            "a candidate has no manifest",
+        )
+    })?;
+    let manifest = std::str::from_utf8(manifest).or_code(
+        ErrorCode::ArtifactUnavailable,
+        "read a candidate's manifest",
+    )?;
+    archive(files, manifest)
+}
+
+/// The files of a candidate's archive ([`candidate_archive`]).
+pub(crate) fn candidate_files(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+    Ok(archive::unarchive(bytes)?.files)
+}
 
 /// The authenticated row of a staged candidate: never an operation ID alone, so a staged
 /// candidate cannot pass for the artifact, nor one position for another.

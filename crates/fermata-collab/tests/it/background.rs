@@ -12,6 +12,7 @@ use fermata_store::{
     Settlement, Storage, StoreOptions,
 };
 use fermata_store_sql::testing::ScratchDatabase;
+use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::memory::MemoryStorage;
 
 const LONG: Duration = Duration::from_secs(3600);
@@ -37,7 +38,7 @@ impl Rig {
         };
         let writer = WriterFence::default();
         writer.set(Some(fence.clone()));
-        let doc = crate::create_document(store.collaboration(), &fence, "Plan").await;
+        let doc = create_document(store.collaboration(), &fence, "Plan").await;
         Rig {
             store,
             fence,

@@ -18,6 +18,7 @@ use fermata_store::{
     WorkflowStore,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::{eventually, eventually_some};
 use tokio::sync::Semaphore;
 use tokio::time::timeout;
@@ -163,7 +164,7 @@ impl Rig {
             Acquisition::Held(record) => panic!("held by {record:?}"),
         };
         let fence = lease.fence();
-        let document = crate::create_document(real.collaboration(), &fence, "History")
+        let document = create_document(real.collaboration(), &fence, "History")
             .await
             .id;
         let store = Arc::new(Wrapped(Controlled {

@@ -14,6 +14,7 @@ use fermata_metrics::Metrics;
 use fermata_store::{Acquisition, ChannelId, LeaseName, Storage, StoreOptions, UserId};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
+use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually_some;
 use tokio::time::timeout;
 
@@ -52,7 +53,7 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
     };
     let fence = WriterFence::default();
     fence.set(Some(lease.fence()));
-    let document = crate::create_document(store.collaboration(), &lease.fence(), "Room")
+    let document = create_document(store.collaboration(), &lease.fence(), "Room")
         .await
         .id;
     let shared: Arc<dyn Storage> = store.clone();
@@ -790,7 +791,7 @@ async fn the_slots_of_closed_rooms_are_dropped() {
 /// A new document of the rig's repository, titled after `n`.
 async fn new_document(rig: &Rig, n: usize) -> ChannelId {
     let fence = rig.fence.current().unwrap();
-    crate::create_document(rig.store.collaboration(), &fence, &format!("Room {n}"))
+    create_document(rig.store.collaboration(), &fence, &format!("Room {n}"))
         .await
         .id
 }

@@ -15,6 +15,7 @@ use fermata_store::{
     StoreOptions, UserId, UserName,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner as seed};
+use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually;
 use serde_json::{Value, json};
 
@@ -75,7 +76,7 @@ async fn session(store: &dyn Storage, id: &str, user: &UserId, secret: Option<u8
 }
 
 async fn document(store: &dyn Storage, fence: &Fence, title: &str) -> ChannelId {
-    crate::create_document(store.collaboration(), fence, title)
+    create_document(store.collaboration(), fence, title)
         .await
         .id
 }

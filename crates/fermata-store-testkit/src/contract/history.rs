@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Harness;
 use super::lease::{grant, plain};
-use fermata_store::channel::{ChannelId, NewChannel, Repository};
+use fermata_store::channel::ChannelId;
 use fermata_store::chat::{ChatKey, RunStage, SessionStateDraft, ThreadDraft};
 use fermata_store::error::ErrorKind;
 use fermata_store::history::{Change, SESSION_GAP};
@@ -50,19 +50,7 @@ impl Fixture {
 }
 
 pub(super) async fn create(store: &Arc<dyn Storage>, fence: &Fence, title: &str) -> Channel {
-    store
-        .collaboration()
-        .create_channel(
-            fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: title.to_owned(),
-                parent: None,
-            },
-        )
-        .await
-        .unwrap()
+    super::create_document(store.collaboration(), fence, title).await
 }
 
 fn hash(n: i64) -> String {

@@ -11,7 +11,7 @@ use fermata_store::attachments::{
     AttachmentId, AttachmentInfo, AttachmentType, MessagePlace, MessageRequestId, NewAttachment,
     OriginalFile, UNSENT_ATTACHMENT_LIFETIME,
 };
-use fermata_store::channel::{ChannelId, NewChannel, Repository};
+use fermata_store::channel::ChannelId;
 use fermata_store::error::ErrorKind;
 use fermata_store::images::{ImageHash, ImageType, NewImage};
 use fermata_store::lease::{Fence, FencingToken};
@@ -41,19 +41,7 @@ impl Media {
     }
 
     async fn document(&self, title: &str) -> Channel {
-        self.store
-            .collaboration()
-            .create_channel(
-                &self.fence,
-                &NewChannel {
-                    id: ChannelId::random(),
-                    repository: Repository::new("acme/app").unwrap(),
-                    title: title.to_owned(),
-                    parent: None,
-                },
-            )
-            .await
-            .unwrap()
+        super::create_document(self.store.collaboration(), &self.fence, title).await
     }
 
     fn image(channel: &Channel, image_type: ImageType, bytes: &[u8]) -> NewImage {

@@ -27,8 +27,31 @@ use async_trait::async_trait;
 
 use crate::{PATIENCE, eventually};
 
-use fermata_store::{ChannelId, DeferredTurn};
+use fermata_store::channel::{NewChannel, Repository};
+use fermata_store::lease::Fence;
+use fermata_store::{Channel, ChannelId, CollaborationStore, DeferredTurn};
 use fermata_store::{Storage, StoreOptions};
+
+/// A new top-level document titled `title` in the repository `acme/app`, created under `fence`:
+/// the document most cases and the adapters' own tests start from.
+pub async fn create_document(
+    store: &dyn CollaborationStore,
+    fence: &Fence,
+    title: &str,
+) -> Channel {
+    store
+        .create_channel(
+            fence,
+            &NewChannel {
+                id: ChannelId::random(),
+                repository: Repository::new("acme/app").unwrap(),
+                title: title.to_owned(),
+                parent: None,
+            },
+        )
+        .await
+        .unwrap()
+}
 
 pub use accounts::*;
 pub use chat::*;

@@ -1,10 +1,17 @@
 //! DocumentHistory: each room's recorder of activity history. After a commit that changed the
 //! canonical text has been acknowledged (committed, and broadcast to the room's clients or
-//! answered to the program that asked), the room hands the new text to its recorder, which
-//! writes it to the history store on its own task, in commit order, under the writer fence: a
-//! member's change once they pause for a second (or every five seconds while they keep typing),
-//! as the last text of that burst. Nothing waits for it: a failure is logged, and a full queue drops the change with a warning,
-//! so history can miss a change but never blocks or fails one.
+//! answered to the program that asked), the room tells its recorder, which writes the text to the
+//! history store on its own task, in commit order, under the writer fence. Nothing waits for it: a
+//! failure is logged, and a full queue drops the change with a warning, so history can miss a
+//! change but never blocks or fails one.
+//!
+//! A member's typing is recorded once per burst, as the last text of it: once they pause for a
+//! second, every five seconds while they keep typing, and before anyone else's change. The
+//! recorder holds the burst without its text ([`Bursts`]) and the room takes the document's text
+//! only when the burst ends, while the document is still at the burst's last revision: taking the
+//! whole text after every commit would cost the size of the document per commit. Program
+//! rewrites, restores, server and Planner edits are recorded at once, each after the burst before
+//! it.
 //!
 //! Credit: a browser batch goes to the member whose update came last in it (a batch spans a few
 //! milliseconds, so a batch mixing members is rare and the other members' changes are in the same
@@ -14,16 +21,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fermata_docs::OpenDocument;
 use fermata_store::{Change, ChannelId, ErrorChain, Storage, UnixMillis, UserId};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::Instant;
 
 use crate::fence::WriterFence;
 
 /// How many entries wait for the recording task before new ones are dropped. Each holds a
 /// complete text, so the queue is short: it only fills while the history store is stalled.
 const QUEUE: usize = 32;
+
+/// How long a member's burst waits for more of their changes before it is recorded...
+const SETTLE: Duration = Duration::from_secs(1);
+/// ...and the longest it is held back while they keep typing.
+const HOLD_AT_MOST: Duration = Duration::from_secs(5);
 
 /// What a room hands its recorder.
 #[derive(Debug)]
@@ -40,14 +53,15 @@ enum Entry {
     },
 }
 
-/// A room's recorder: the sending end of its history queue. The recording, a task of its own
-/// beside the room's, hashes each text (off the room's task), skips a text equal to the previous
-/// one, and ends once the room (and so this) is gone and the queue is drained, or with the room
-/// when a stop abandons it.
+/// A room's recorder: its burst in progress, and the sending end of its history queue. The
+/// recording, a task of its own beside the room's, hashes each text (off the room's task), skips
+/// a text equal to the previous one, and ends once the room (and so this) is gone and the queue
+/// is drained, or with the room when a stop abandons it.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     channel: ChannelId,
     queue: mpsc::Sender<Entry>,
+    bursts: Bursts,
 }
 
 impl Recorder {
@@ -63,8 +77,7 @@ impl Recorder {
         let document = channel.clone();
         let recording = Box::pin(async move {
             let mut last_hash = None;
-            let mut burst = Burst::default();
-            while let Some(entry) = burst.next(&mut entries).await {
+            while let Some(entry) = entries.recv().await {
                 match entry {
                     Entry::Baseline(text) => last_hash = Some(fermata_docs::source_hash(&text)),
                     Entry::Change {
@@ -91,24 +104,88 @@ impl Recorder {
                 }
             }
         });
-        let recorder = Recorder { channel, queue };
+        let recorder = Recorder {
+            channel,
+            queue,
+            bursts: Bursts::default(),
+        };
         recorder.submit(Entry::Baseline(text));
         (recorder, recording)
     }
 
-    /// The room reloaded its document: its text is the baseline from now on.
-    pub(crate) fn reset(&self, text: String) {
-        self.submit(Entry::Baseline(text));
+    /// The room reloaded its document: the burst in progress ends with the reloaded text, which
+    /// is the baseline from now on.
+    pub(crate) fn reset(&mut self, doc: &OpenDocument) {
+        self.settle(doc);
+        self.submit(Entry::Baseline(doc.doc.text()));
     }
 
-    /// Hands over the text an acknowledged commit left; it is recorded when it differs from the
-    /// previous one.
-    pub(crate) fn changed(&self, text: String, revision: i64, author: Option<UserId>) {
+    /// Called before the document changes by a batch whose updates came from `authors`: ends
+    /// the burst in progress, with `doc`'s text, unless the batch continues it.
+    pub(crate) fn before_batch<'a>(
+        &mut self,
+        authors: impl IntoIterator<Item = &'a UserId>,
+        doc: &OpenDocument,
+    ) {
+        if !self.bursts.continued_by(authors, Instant::now()) {
+            self.settle(doc);
+        }
+    }
+
+    /// An acknowledged batch, credited to `author`, left `doc`: it starts or extends a burst
+    /// (recorded when it ends), or, with no one to credit, is recorded at once.
+    pub(crate) fn batched(&mut self, author: Option<UserId>, doc: &OpenDocument) {
+        match author {
+            Some(author) => {
+                if let Some(ended) = self
+                    .bursts
+                    .extend(author, Instant::now(), UnixMillis::now())
+                {
+                    // `before_batch` ended any other burst; a credit that changed since (a
+                    // connection refused in between) still records what it held.
+                    self.submit_change(ended, doc);
+                }
+            }
+            None => self.changed(None, doc),
+        }
+    }
+
+    /// Called before a change that is recorded at once (a program's rewrite or update, a
+    /// restore): ends the burst in progress, with `doc`'s text.
+    pub(crate) fn before_change(&mut self, doc: &OpenDocument) {
+        self.settle(doc);
+    }
+
+    /// An acknowledged change credited to `author` left `doc`: recorded at once.
+    pub(crate) fn changed(&mut self, author: Option<UserId>, doc: &OpenDocument) {
+        self.settle(doc);
         self.submit(Entry::Change {
-            text,
-            revision,
+            text: doc.doc.text(),
+            revision: doc.revision,
             author,
             at: UnixMillis::now(),
+        });
+    }
+
+    /// When the burst in progress ends if nothing else happens.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.bursts.deadline()
+    }
+
+    /// Ends the burst in progress, if any, recording `doc`'s text: the room calls it at the
+    /// burst's deadline, before its document changes otherwise, and when it closes.
+    pub(crate) fn settle(&mut self, doc: &OpenDocument) {
+        if let Some(ended) = self.bursts.end() {
+            self.submit_change(ended, doc);
+        }
+    }
+
+    fn submit_change(&self, burst: Burst, doc: &OpenDocument) {
+        self.submit(Entry::Change {
+            text: doc.doc.text(),
+            revision: doc.revision,
+            author: Some(burst.author),
+            at: burst.at,
         });
     }
 
@@ -118,59 +195,73 @@ impl Recorder {
         }
     }
 }
-/// How long the recorder waits after a member's change for more of theirs before it writes the
-/// text...
-const SETTLE: Duration = Duration::from_secs(1);
-/// ...and the longest it holds a change back while they keep typing.
-const HOLD_AT_MOST: Duration = Duration::from_secs(5);
 
-/// Takes entries off the queue a burst at a time: a member's change followed by more changes by
-/// the same member (waiting in the queue, or arriving within [`SETTLE`] of the one before, for
-/// at most [`HOLD_AT_MOST`]) is taken as the last of them. Recorded one by one they would extend
-/// one session, each overwriting the text the one before wrote, so one history write per burst
-/// leaves the same history as one per commit, without a second durable transaction beside
-/// every commit of a busy room.
-#[derive(Default)]
+/// One member's burst of changes, not yet recorded.
+#[derive(Debug, Clone, PartialEq)]
 struct Burst {
-    /// An entry taken off the queue that ended the previous burst, to be taken next.
-    held: Option<Entry>,
+    author: UserId,
+    /// When its first change was acknowledged.
+    began: Instant,
+    /// When its last change was acknowledged, on the room's clock and as recorded.
+    last: Instant,
+    at: UnixMillis,
 }
 
-impl Burst {
-    async fn next(&mut self, entries: &mut mpsc::Receiver<Entry>) -> Option<Entry> {
-        let mut latest = match self.held.take() {
-            Some(entry) => entry,
-            None => entries.recv().await?,
-        };
-        // Baselines, and server and Planner edits (each a session of its own), go at once.
-        let Some(author) = latest.author().cloned() else {
-            return Some(latest);
-        };
-        let hold_until = Instant::now() + HOLD_AT_MOST;
-        loop {
-            let quiet_until = (Instant::now() + SETTLE).min(hold_until);
-            match timeout_at(quiet_until, entries.recv()).await {
-                Ok(Some(next)) if next.author() == Some(&author) => latest = next,
-                Ok(Some(other)) => {
-                    self.held = Some(other);
-                    break;
-                }
-                // Quiet for long enough, held long enough, or the room is gone: write it now.
-                Ok(None) | Err(_) => break,
+/// The burst in progress: a member's changes acknowledged less than [`SETTLE`] apart, for at
+/// most [`HOLD_AT_MOST`], recorded as the last of them.
+#[derive(Debug, Default)]
+struct Bursts {
+    current: Option<Burst>,
+}
+
+impl Bursts {
+    /// Whether a batch by `authors` at `now` continues the burst in progress (so it need not be
+    /// recorded first): all of them are its member, and it has not run out. True with no burst.
+    fn continued_by<'a>(
+        &self,
+        authors: impl IntoIterator<Item = &'a UserId>,
+        now: Instant,
+    ) -> bool {
+        match &self.current {
+            None => true,
+            Some(burst) => {
+                now < burst.deadline() && authors.into_iter().all(|author| *author == burst.author)
             }
         }
-        Some(latest)
+    }
+
+    /// A change by `author` at `now` (`at` on the recorded clock): extends the burst in progress
+    /// when it is theirs, or starts one, answering the burst it ended. Whether the burst ran out
+    /// was asked before the change ([`Bursts::continued_by`]), while its text could be taken.
+    fn extend(&mut self, author: UserId, now: Instant, at: UnixMillis) -> Option<Burst> {
+        if let Some(burst) = &mut self.current
+            && burst.author == author
+        {
+            burst.last = now;
+            burst.at = at;
+            return None;
+        }
+        self.current.replace(Burst {
+            author,
+            began: now,
+            last: now,
+            at,
+        })
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.current.as_ref().map(Burst::deadline)
+    }
+
+    fn end(&mut self) -> Option<Burst> {
+        self.current.take()
     }
 }
 
-impl Entry {
-    /// The member a change is credited to; `None` for a baseline and for server and Planner
-    /// edits.
-    fn author(&self) -> Option<&UserId> {
-        match self {
-            Entry::Change { author, .. } => author.as_ref(),
-            Entry::Baseline(_) => None,
-        }
+impl Burst {
+    /// When it is recorded if no change of its member comes first.
+    fn deadline(&self) -> Instant {
+        (self.last + SETTLE).min(self.began + HOLD_AT_MOST)
     }
 }
 
@@ -200,46 +291,54 @@ async fn record(storage: &dyn Storage, fence: &WriterFence, change: &Change) {
 mod tests {
     use super::*;
 
-    fn change(text: &str, author: Option<&str>) -> Entry {
-        Entry::Change {
-            text: text.to_owned(),
-            revision: 1,
-            author: author.map(|name| UserId(name.to_owned())),
-            at: UnixMillis(0),
-        }
+    fn member(name: &str) -> UserId {
+        UserId(name.to_owned())
     }
 
-    fn text(entry: &Entry) -> &str {
-        match entry {
-            Entry::Change { text, .. } | Entry::Baseline(text) => text,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_burst_of_one_members_changes_is_taken_as_its_last() {
-        let (queue, mut entries) = mpsc::channel(QUEUE);
-        for entry in [
-            change("a1", Some("ann")),
-            change("a2", Some("ann")),
-            change("a3", Some("ann")),
-            change("b1", Some("bob")),
-            Entry::Baseline("reloaded".to_owned()),
-            change("b2", Some("bob")),
-            change("server1", None),
-            change("server2", None),
-            change("a4", Some("ann")),
-        ] {
-            queue.try_send(entry).unwrap();
-        }
-        drop(queue);
-        let mut burst = Burst::default();
-        let mut taken = Vec::new();
-        while let Some(entry) = burst.next(&mut entries).await {
-            taken.push(text(&entry).to_owned());
-        }
-        assert_eq!(
-            taken,
-            ["a3", "b1", "reloaded", "b2", "server1", "server2", "a4"]
+    #[test]
+    fn a_members_changes_extend_one_burst_until_they_pause() {
+        let (mut bursts, start, ann) = (Bursts::default(), Instant::now(), member("ann"));
+        assert!(
+            bursts.continued_by([&ann], start),
+            "no burst: nothing to end"
         );
+        assert_eq!(bursts.extend(ann.clone(), start, UnixMillis(1)), None);
+        let later = start + Duration::from_millis(900);
+        assert!(bursts.continued_by([&ann], later));
+        assert_eq!(bursts.extend(ann.clone(), later, UnixMillis(2)), None);
+        assert_eq!(bursts.deadline(), Some(later + SETTLE));
+        // A second of quiet ends it.
+        assert!(!bursts.continued_by([&ann], later + SETTLE));
+        let ended = bursts.end().unwrap();
+        assert_eq!((ended.began, ended.at), (start, UnixMillis(2)));
+    }
+
+    #[test]
+    fn another_members_change_ends_the_burst() {
+        let (mut bursts, start) = (Bursts::default(), Instant::now());
+        let (ann, bob) = (member("ann"), member("bob"));
+        bursts.extend(ann.clone(), start, UnixMillis(1));
+        assert!(!bursts.continued_by([&bob], start));
+        assert!(
+            !bursts.continued_by([&ann, &bob], start),
+            "a batch that mixes members"
+        );
+        let ended = bursts.extend(bob.clone(), start, UnixMillis(2)).unwrap();
+        assert_eq!(ended.author, ann);
+        assert_eq!(bursts.end().unwrap().author, bob);
+        assert_eq!(bursts.deadline(), None);
+    }
+
+    #[test]
+    fn a_burst_is_held_at_most_five_seconds() {
+        let (mut bursts, start, ann) = (Bursts::default(), Instant::now(), member("ann"));
+        bursts.extend(ann.clone(), start, UnixMillis(0));
+        let mut now = start;
+        while now < start + HOLD_AT_MOST - Duration::from_millis(500) {
+            now += Duration::from_millis(500);
+            assert_eq!(bursts.extend(ann.clone(), now, UnixMillis(0)), None);
+        }
+        assert_eq!(bursts.deadline(), Some(start + HOLD_AT_MOST));
+        assert!(!bursts.continued_by([&ann], start + HOLD_AT_MOST));
     }
 }

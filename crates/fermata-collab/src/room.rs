@@ -7,7 +7,8 @@
 //! fresh operation ID, and only then broadcast. If the commit fails the room reloads its document
 //! from storage, so nothing unsaved is ever served, and the clients whose updates were lost are
 //! told to resync. Presence is relayed and never stored. Once a commit that changed the text is
-//! acknowledged, the room hands the text to its history recorder (see `history.rs`).
+//! acknowledged, the room tells its history recorder, which takes the text when the member's
+//! burst of changes ends (see `history.rs`).
 //!
 //! A read-only connection (a viewer's, or a read client token's) syncs and sends presence, but
 //! its updates with content are dropped before they are applied: never stored, never relayed.
@@ -28,7 +29,7 @@ use fermata_store::{
 };
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::time::{Instant, timeout_at};
 
 use crate::fairness::{self, PresenceBudget};
 use crate::fence::WriterFence;
@@ -256,19 +257,34 @@ impl Room {
     /// Serves the inbox until the room closes: idle, shut down, or its lease lost.
     pub(crate) async fn run(mut self, mut inbox: mpsc::Receiver<Inbound>) {
         loop {
-            let next = if self.conns.is_empty() {
-                // An idle room closes: no message within the idle delay reads as the end.
-                timeout(self.settings.idle_close, inbox.recv())
-                    .await
-                    .unwrap_or_default()
-            } else {
-                inbox.recv().await
+            // An idle room closes: no message within the idle delay reads as the end.
+            let idle_until = self
+                .conns
+                .is_empty()
+                .then(|| Instant::now() + self.settings.idle_close);
+            let burst_ends = self.history.deadline();
+            let deadline = match (idle_until, burst_ends) {
+                (Some(idle), Some(burst)) => Some(idle.min(burst)),
+                (idle, burst) => idle.or(burst),
+            };
+            let next = match deadline {
+                Some(deadline) => match timeout_at(deadline, inbox.recv()).await {
+                    Ok(next) => next,
+                    Err(_) if Some(deadline) == burst_ends => {
+                        self.history.settle(&self.doc);
+                        continue;
+                    }
+                    Err(_) => None,
+                },
+                None => inbox.recv().await,
             };
             let Some(message) = next else {
                 self.close_idle(&mut inbox).await;
+                self.history.settle(&self.doc);
                 return;
             };
             if !self.handle(message, &mut inbox).await {
+                self.history.settle(&self.doc);
                 return;
             }
         }
@@ -323,15 +339,17 @@ impl Room {
                 reply,
             } => {
                 let result = match self.check_expected(expected) {
-                    Ok(()) => self.rewrite(&text).await.map_err(EditError::from),
+                    Ok(()) => {
+                        self.history.before_change(&self.doc);
+                        self.rewrite(&text).await.map_err(EditError::from)
+                    }
                     Err(stale) => Err(stale),
                 };
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let saved = result.is_ok();
                 let _ = reply.send(result);
                 if saved {
-                    self.history
-                        .changed(self.doc.doc.text(), self.doc.revision, author);
+                    self.history.changed(author, &self.doc);
                 }
                 !lost || !self.end_for_lease_loss()
             }
@@ -630,6 +648,12 @@ impl Room {
 
     /// Applies, commits and broadcasts a batch; false when the room has ended.
     async fn commit_updates(&mut self, updates: Vec<(ConnId, Vec<u8>)>) -> bool {
+        let writers = updates
+            .iter()
+            .filter_map(|(conn, _)| self.conns.get(conn))
+            .filter(|conn| !conn.read_only)
+            .map(|conn| &conn.member);
+        self.history.before_batch(writers, &self.doc);
         let before = self.doc.doc.state_vector();
         let mut accepted: Vec<(ConnId, Vec<u8>)> = Vec::new();
         for (conn, update) in updates {
@@ -688,8 +712,7 @@ impl Room {
                 self.metrics.commit_batch(accepted.len());
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
-                self.history
-                    .changed(self.doc.doc.text(), self.doc.revision, author);
+                self.history.batched(author, &self.doc);
                 true
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
@@ -749,6 +772,7 @@ impl Room {
         update: &[u8],
         author: Option<UserId>,
     ) -> Result<Committed, EditError> {
+        self.history.before_change(&self.doc);
         let before = self.doc.doc.state_vector();
         if let Err(refused) = self.doc.doc.apply_update(update) {
             self.metrics.update_refused(UpdateRefusal::Malformed);
@@ -782,8 +806,7 @@ impl Room {
             Ok(committed) => {
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
-                self.history
-                    .changed(self.doc.doc.text(), self.doc.revision, author);
+                self.history.changed(author, &self.doc);
                 Ok(committed)
             }
             Err(error) => {
@@ -928,7 +951,7 @@ impl Room {
         match load(&*self.storage, &self.metrics, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
-                self.history.reset(self.doc.doc.text());
+                self.history.reset(&self.doc);
                 self.size_estimate = self.doc.doc.state_size();
                 if let Ok(missing) = self.doc.doc.diff_since(&self.published)
                     && !fermata_docs::is_empty_update(&missing)

@@ -133,30 +133,25 @@ impl Recorder {
     }
 
     /// An acknowledged batch, credited to `author`, left `doc`: it starts or extends a burst
-    /// (recorded when it ends), or, with no one to credit, is recorded at once.
+    /// (recorded when it ends), or, with no one to credit, is recorded at once. The credit is
+    /// one of the batch's writers, so [`before_batch`] already ended any burst it does not
+    /// continue.
+    ///
+    /// [`before_batch`]: Recorder::before_batch
     pub(crate) fn batched(&mut self, author: Option<UserId>, doc: &OpenDocument) {
         match author {
-            Some(author) => {
-                if let Some(ended) = self
-                    .bursts
-                    .extend(author, Instant::now(), UnixMillis::now())
-                {
-                    // `before_batch` ended any other burst; a credit that changed since (a
-                    // connection refused in between) still records what it held.
-                    self.submit_change(ended, doc);
-                }
-            }
+            Some(author) => self
+                .bursts
+                .extend(author, Instant::now(), UnixMillis::now()),
             None => self.changed(None, doc),
         }
     }
 
-    /// Called before a change that is recorded at once (a program's rewrite or update, a
-    /// restore): ends the burst in progress, with `doc`'s text.
-    pub(crate) fn before_change(&mut self, doc: &OpenDocument) {
-        self.settle(doc);
-    }
-
-    /// An acknowledged change credited to `author` left `doc`: recorded at once.
+    /// An acknowledged change credited to `author` left `doc`: recorded at once, after the burst
+    /// in progress (which the room ends with [`settle`] before a change recorded at once: a
+    /// program's rewrite or update, a restore).
+    ///
+    /// [`settle`]: Recorder::settle
     pub(crate) fn changed(&mut self, author: Option<UserId>, doc: &OpenDocument) {
         self.settle(doc);
         self.submit(Entry::Change {
@@ -175,18 +170,14 @@ impl Recorder {
     /// Ends the burst in progress, if any, recording `doc`'s text: the room calls it at the
     /// burst's deadline, before its document changes otherwise, and when it closes.
     pub(crate) fn settle(&mut self, doc: &OpenDocument) {
-        if let Some(ended) = self.bursts.end() {
-            self.submit_change(ended, doc);
+        if let Some(burst) = self.bursts.end() {
+            self.submit(Entry::Change {
+                text: doc.doc.text(),
+                revision: doc.revision,
+                author: Some(burst.author),
+                at: burst.at,
+            });
         }
-    }
-
-    fn submit_change(&self, burst: Burst, doc: &OpenDocument) {
-        self.submit(Entry::Change {
-            text: doc.doc.text(),
-            revision: doc.revision,
-            author: Some(burst.author),
-            at: burst.at,
-        });
     }
 
     fn submit(&self, entry: Entry) {
@@ -230,23 +221,28 @@ impl Bursts {
         }
     }
 
-    /// A change by `author` at `now` (`at` on the recorded clock): extends the burst in progress
-    /// when it is theirs, or starts one, answering the burst it ended. Whether the burst ran out
-    /// was asked before the change ([`Bursts::continued_by`]), while its text could be taken.
-    fn extend(&mut self, author: UserId, now: Instant, at: UnixMillis) -> Option<Burst> {
-        if let Some(burst) = &mut self.current
-            && burst.author == author
-        {
-            burst.last = now;
-            burst.at = at;
-            return None;
+    /// A change by `author` at `now` (`at` on the recorded clock): extends the burst in progress,
+    /// or starts one. A burst it does not continue ([`Bursts::continued_by`]) was ended before
+    /// the change, while its text could still be taken.
+    fn extend(&mut self, author: UserId, now: Instant, at: UnixMillis) {
+        match &mut self.current {
+            Some(burst) => {
+                debug_assert_eq!(
+                    burst.author, author,
+                    "a burst ended before another's change"
+                );
+                burst.last = now;
+                burst.at = at;
+            }
+            None => {
+                self.current = Some(Burst {
+                    author,
+                    began: now,
+                    last: now,
+                    at,
+                })
+            }
         }
-        self.current.replace(Burst {
-            author,
-            began: now,
-            last: now,
-            at,
-        })
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -302,10 +298,10 @@ mod tests {
             bursts.continued_by([&ann], start),
             "no burst: nothing to end"
         );
-        assert_eq!(bursts.extend(ann.clone(), start, UnixMillis(1)), None);
+        bursts.extend(ann.clone(), start, UnixMillis(1));
         let later = start + Duration::from_millis(900);
         assert!(bursts.continued_by([&ann], later));
-        assert_eq!(bursts.extend(ann.clone(), later, UnixMillis(2)), None);
+        bursts.extend(ann.clone(), later, UnixMillis(2));
         assert_eq!(bursts.deadline(), Some(later + SETTLE));
         // A second of quiet ends it.
         assert!(!bursts.continued_by([&ann], later + SETTLE));
@@ -323,8 +319,8 @@ mod tests {
             !bursts.continued_by([&ann, &bob], start),
             "a batch that mixes members"
         );
-        let ended = bursts.extend(bob.clone(), start, UnixMillis(2)).unwrap();
-        assert_eq!(ended.author, ann);
+        assert_eq!(bursts.end().unwrap().author, ann);
+        bursts.extend(bob.clone(), start, UnixMillis(2));
         assert_eq!(bursts.end().unwrap().author, bob);
         assert_eq!(bursts.deadline(), None);
     }
@@ -336,7 +332,7 @@ mod tests {
         let mut now = start;
         while now < start + HOLD_AT_MOST - Duration::from_millis(500) {
             now += Duration::from_millis(500);
-            assert_eq!(bursts.extend(ann.clone(), now, UnixMillis(0)), None);
+            bursts.extend(ann.clone(), now, UnixMillis(0));
         }
         assert_eq!(bursts.deadline(), Some(start + HOLD_AT_MOST));
         assert!(!bursts.continued_by([&ann], start + HOLD_AT_MOST));

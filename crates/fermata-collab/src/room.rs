@@ -340,7 +340,7 @@ impl Room {
             } => {
                 let result = match self.check_expected(expected) {
                     Ok(()) => {
-                        self.history.before_change(&self.doc);
+                        self.history.settle(&self.doc);
                         self.rewrite(&text).await.map_err(EditError::from)
                     }
                     Err(stale) => Err(stale),
@@ -772,7 +772,7 @@ impl Room {
         update: &[u8],
         author: Option<UserId>,
     ) -> Result<Committed, EditError> {
-        self.history.before_change(&self.doc);
+        self.history.settle(&self.doc);
         let before = self.doc.doc.state_vector();
         if let Err(refused) = self.doc.doc.apply_update(update) {
             self.metrics.update_refused(UpdateRefusal::Malformed);

@@ -364,28 +364,36 @@ impl SqlStorage {
     /// One commit in a fenced transaction of its own, committed when it wrote. A commit of a
     /// valid shape checks its fence in the query that writes it, so it costs at most what a bare
     /// insert does: `BEGIN`, one query, `COMMIT`. On PostgreSQL a commit with nothing to write
-    /// after its statement (no title, no events) is that one statement alone, one round trip;
-    /// when it wrote nothing, the transaction below runs it again to say why.
+    /// after its statement (no title, no events) is that one statement alone, one round trip.
+    /// A commit of an invalid shape, and one that statement did not write, are answered from a
+    /// fenced transaction that reads why, in the order of the rules.
     pub(crate) async fn commit_alone(
         &self,
         fence: &Fence,
         commit: &Commit,
     ) -> StoreResult<Committed> {
         let action = "committing to a document";
-        let valid = check_commit_shape(commit).is_ok();
-        if valid
-            && commit.title.is_none()
-            && commit.events.is_empty()
-            && self.inner.runs_fenced_statements_alone()
-        {
+        if check_commit_shape(commit).is_ok() {
             let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
                 .bind(fence.lease.as_str())
                 .bind(fence.token.0);
+            let query = bind_commit(query, commit);
+            let nothing_follows = commit.title.is_none() && commit.events.is_empty();
+            if !(nothing_follows && self.inner.runs_fenced_statements_alone()) {
+                let (mut tx, row) = self
+                    .inner
+                    .begin_with_fenced_statement(fence, query, action)
+                    .await?;
+                let written = written(&row, 2, action)?;
+                let writes = self.finish_commit(&mut tx, commit, written).await?;
+                return writes.settle(tx, action).await;
+            }
             let row = self
                 .inner
-                .run_fenced_statement(fence, bind_commit(query, commit), action)
+                .run_fenced_statement(fence, query, action)
                 .await?;
-            // PostgreSQL's statement records every commit it writes (see `commit_statement.rs`).
+            // PostgreSQL's statement writes only a new operation, and records it with the rest
+            // (see `commit_statement.rs`).
             if let Some(Written {
                 revision, sequence, ..
             }) = written(&row, 2, action)?
@@ -397,20 +405,8 @@ impl SqlStorage {
                 });
             }
         }
-        if !valid {
-            let mut tx = self.inner.begin_fenced(fence, action).await?;
-            let writes = self.commit_in(&mut tx, commit).await?;
-            return writes.settle(tx, action).await;
-        }
-        let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
-            .bind(fence.lease.as_str())
-            .bind(fence.token.0);
-        let (mut tx, row) = self
-            .inner
-            .begin_with_fenced_statement(fence, bind_commit(query, commit), action)
-            .await?;
-        let written = written(&row, 2, action)?;
-        let writes = self.finish_commit(&mut tx, commit, written).await?;
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        let writes = self.finish_commit(&mut tx, commit, None).await?;
         writes.settle(tx, action).await
     }
 

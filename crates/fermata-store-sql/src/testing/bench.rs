@@ -154,9 +154,9 @@ impl BareInserts {
 
     /// The same insert as a fenced single-row write, the way the store writes one under a
     /// fence when its write is one statement in a transaction (a tenure's opening, a document
-    /// commit that runs alone on SQLite): `BEGIN`, one statement that checks the fence (the lease row `FOR KEY SHARE` and
-    /// the per-lease advisory lock on PostgreSQL) and inserts the row, `COMMIT`. Returns how
-    /// long it took.
+    /// commit that runs alone on SQLite): `BEGIN`, one statement that checks the fence (the
+    /// lease row `FOR KEY SHARE` and the per-lease advisory lock on PostgreSQL) and inserts the
+    /// row, `COMMIT`. Returns how long it took.
     pub async fn insert_fenced(&mut self, store: &ScratchStorage, fence: &Fence) -> Duration {
         let action = "a fenced benchmark insert";
         let (id, started) = (self.take_id(), Instant::now());

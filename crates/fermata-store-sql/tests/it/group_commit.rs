@@ -10,11 +10,11 @@ use std::time::Duration;
 use fermata_store::collaboration::OperationId;
 use fermata_store::lease::{Acquisition, FencedWriteHook, LeaseName};
 use fermata_store::{
-    Channel, ChannelId, Commit, Committed, ErrorKind, Fence, NewChannel, Repository, Storage,
-    StoreOptions, StoreResult,
+    Channel, Commit, Committed, ErrorKind, Fence, Storage, StoreOptions, StoreResult,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
+use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually;
 
 /// Counts fenced transactions and pauses the armed one.
@@ -48,19 +48,7 @@ impl Counted {
 }
 
 async fn create(store: &ScratchStorage, fence: &Fence, title: &str) -> Channel {
-    store
-        .collaboration()
-        .create_channel(
-            fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme").unwrap(),
-                title: title.to_owned(),
-                parent: None,
-            },
-        )
-        .await
-        .unwrap()
+    create_document(store.collaboration(), fence, title).await
 }
 
 fn update(channel: &Channel, revision: i64, operation: &str, bytes: &[u8]) -> Commit {

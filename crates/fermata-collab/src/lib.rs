@@ -25,6 +25,7 @@ mod room;
 mod rooms;
 mod settings;
 pub mod startup;
+pub mod storage_outage;
 pub mod sweeps;
 
 pub use descriptions::Descriptions;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_docs::{DocError, OpenDocument, recover};
-use fermata_metrics::{CommitOutcome, Held, Metrics, UpdateRefusal};
+use fermata_metrics::{CommitOutcome, Held, Metrics, StorageCause, UpdateRefusal};
 use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
     StoreResultExt, UserId,
@@ -37,6 +37,7 @@ use crate::gather;
 use crate::history::Recorder;
 use crate::protocol::{self, ClientMessage};
 use crate::settings::CollabSettings;
+use crate::storage_outage;
 
 /// A connection's number within the process.
 pub(crate) type ConnId = u64;
@@ -717,7 +718,10 @@ impl Room {
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
             Err(error) => {
-                tracing::warn!(document = %self.id, error = %ErrorChain(&error), "an update could not be saved; its clients resync");
+                // An unavailable database was logged as an outage where the commit failed.
+                if error.kind() != ErrorKind::Unavailable {
+                    tracing::warn!(document = %self.id, error = %ErrorChain(&error), "an update could not be saved; its clients resync");
+                }
                 let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
                 for conn in senders {
                     self.refuse(
@@ -880,6 +884,7 @@ impl Room {
         let update_bytes = commit.update.as_ref().map(Vec::len);
         let bytes = update_bytes.unwrap_or(0);
         let started = Instant::now();
+        let sent = std::time::Instant::now();
         let mut attempt = 0;
         let result = loop {
             let fence = match self.fence.current() {
@@ -897,6 +902,12 @@ impl Room {
         self.last_commit = started.elapsed();
         self.metrics
             .commit(commit_outcome(&result), self.last_commit, update_bytes);
+        match &result {
+            Ok(_) => storage_outage::answered(&self.metrics, StorageCause::Commit, sent),
+            Err(error) => {
+                storage_outage::failed(&self.metrics, StorageCause::Commit, error);
+            }
+        }
         let committed = result?;
         self.doc.revision = committed.revision;
         self.doc.sequence = committed.sequence;
@@ -918,6 +929,7 @@ impl Room {
             return;
         };
         let started = Instant::now();
+        let sent = std::time::Instant::now();
         let saved = self
             .storage
             .collaboration()
@@ -926,12 +938,15 @@ impl Room {
         self.metrics.checkpoint(saved.is_ok(), started.elapsed());
         match saved {
             Ok(saved) => {
+                storage_outage::answered(&self.metrics, StorageCause::Checkpoint, sent);
                 tracing::debug!(document = %self.id, through = saved.through_sequence, "checkpoint saved");
                 self.commits_since_checkpoint = 0;
                 self.bytes_since_checkpoint = 0;
             }
             Err(error) => {
-                tracing::warn!(document = %self.id, error = %ErrorChain(&error), "a checkpoint could not be saved")
+                if !storage_outage::failed(&self.metrics, StorageCause::Checkpoint, &error) {
+                    tracing::warn!(document = %self.id, error = %ErrorChain(&error), "a checkpoint could not be saved");
+                }
             }
         }
     }
@@ -1056,6 +1071,7 @@ async fn load(
     id: &ChannelId,
 ) -> Result<OpenDocument, Refusal> {
     let started = Instant::now();
+    let sent = std::time::Instant::now();
     let snapshot = storage
         .collaboration()
         .recovery_snapshot(id)
@@ -1066,6 +1082,16 @@ async fn load(
                 reason: "no such document".to_owned(),
                 kind: ErrorKind::Missing,
             },
+            ErrorKind::Unavailable => {
+                storage_outage::failed(metrics, StorageCause::Load, &error);
+                Refusal {
+                    code: close::TRY_AGAIN_LATER,
+                    reason: "the database does not answer: nothing can be saved just now; \
+                             reconnect shortly"
+                        .to_owned(),
+                    kind: ErrorKind::Unavailable,
+                }
+            }
             kind => {
                 tracing::error!(document = %id, error = %ErrorChain(&error), "could not read a document");
                 Refusal {
@@ -1075,6 +1101,7 @@ async fn load(
                 }
             }
         })?;
+    storage_outage::answered(metrics, StorageCause::Load, sent);
     if snapshot.channel.archived_at.is_some() {
         return Err(Refusal {
             code: close::POLICY,

@@ -53,12 +53,7 @@ fn failed(error: StoreError) -> Response {
         _ => {
             let failure = RequestFailure::new(error);
             return attach(
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the document cannot be changed just now",
-                )
-                .into_response(),
+                ApiError::unavailable("the document cannot be changed just now").into_response(),
                 failure,
             );
         }

@@ -252,8 +252,7 @@ pub(crate) fn message_page(status: StatusCode, title: &str, text: &str) -> Respo
 pub(crate) fn unavailable(error: fermata_store::StoreError, message: &'static str) -> Response {
     let failure = crate::error::RequestFailure::new(error);
     crate::error::attach(
-        crate::error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-            .into_response(),
+        crate::error::ApiError::unavailable(message).into_response(),
         failure,
     )
 }

@@ -74,6 +74,9 @@ struct Inner<'a> {
     message: &'a str,
 }
 
+/// The `Retry-After` of an answer the database could not give.
+const STORAGE_RETRY_AFTER_SECONDS: u64 = 2;
+
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
@@ -83,6 +86,15 @@ impl ApiError {
             retry_after: None,
             source: None,
         }
+    }
+
+    /// 503 `unavailable`: the database did not take the request's work, and nothing of it was
+    /// written. `Retry-After` says when to try again: the server takes work again within about
+    /// that long of the database answering.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut answer = Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
+        answer.retry_after = Some(STORAGE_RETRY_AFTER_SECONDS);
+        answer
     }
 
     /// Keeps `error` for the log of the [`log_failures`] layer; it is never sent.
@@ -154,6 +166,7 @@ impl From<AccountError> for ApiError {
             AccountError::Throttled { retry_after } | AccountError::Busy { retry_after } => {
                 Some(retry_after.as_secs().max(1))
             }
+            AccountError::Store(store) if store.is_retryable() => Some(STORAGE_RETRY_AFTER_SECONDS),
             _ => None,
         };
         let mut answer = ApiError::new(status, code, error.to_string());
@@ -178,7 +191,10 @@ impl From<fermata_store::StoreError> for ApiError {
             }
             ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
         };
-        let answer = ApiError::new(status, code, error.message().to_owned());
+        let mut answer = ApiError::new(status, code, error.message().to_owned());
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            answer.retry_after = Some(STORAGE_RETRY_AFTER_SECONDS);
+        }
         if status.is_server_error() {
             answer.with_source(error)
         } else {

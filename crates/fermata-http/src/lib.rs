@@ -175,14 +175,23 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// 200 while the process serves and the database takes its work; 503 with the phase otherwise,
+/// or with `storage_unavailable` while commits, loads or lease renewals fail (a load balancer
+/// then stops sending people to a server that cannot save what they type).
 async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
-    let phase = state.readiness.phase();
-    let status = if phase == Phase::Serving {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, format!("{}\n", phase.as_str()))
+    match state.readiness.phase() {
+        Phase::Serving if state.metrics.storage_available() => {
+            (StatusCode::OK, format!("{}\n", Phase::Serving.as_str()))
+        }
+        Phase::Serving => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable\n".to_owned(),
+        ),
+        phase => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", phase.as_str()),
+        ),
+    }
 }
 
 /// The schema operations by kind and state, read from the database on each scrape (a grouped

@@ -188,6 +188,12 @@ pub(crate) struct ReasonLabel {
     pub(crate) reason: &'static str,
 }
 
+/// What the process was doing when the database did not take its work.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct CauseLabel {
+    pub(crate) cause: &'static str,
+}
+
 /// What a cap applies to: `process` or `peer` for HTTP connections, `room` or `member` for a
 /// room's connections.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -14,6 +14,7 @@
 //! scraper that presented the scrape token.
 
 mod labels;
+mod storage_health;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -27,9 +28,12 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use labels::{
-    AttemptLabels, LimitLabel, OperationLabels, OutcomeLabel, PerLabel, ReasonLabel, RequestLabels,
+    AttemptLabels, CauseLabel, LimitLabel, OperationLabels, OutcomeLabel, PerLabel, ReasonLabel,
+    RequestLabels,
 };
 pub use labels::{AttemptOutcome, CommitOutcome, Limit, RenewalOutcome, UpdateRefusal};
+use storage_health::StorageHealth;
+pub use storage_health::{Recovered, StorageCause};
 
 /// Every metric the process exports.
 #[derive(Debug)]
@@ -62,6 +66,9 @@ pub struct Metrics {
     updates_refused: Family<ReasonLabel, Counter>,
     step_attempts: Family<AttemptLabels, Counter>,
     schema_operations: Family<OperationLabels, Gauge>,
+    storage_health: StorageHealth,
+    storage_available: Gauge,
+    storage_failures: Family<CauseLabel, Counter>,
 }
 
 /// Counts kept by the services and the store, copied into the metrics when they are read.
@@ -172,6 +179,9 @@ impl Metrics {
             updates_refused: Family::default(),
             step_attempts: Family::default(),
             schema_operations: Family::default(),
+            storage_health: StorageHealth::default(),
+            storage_available: Gauge::default(),
+            storage_failures: Family::default(),
         };
         metrics.start_at_zero();
         metrics.register(version)
@@ -204,6 +214,12 @@ impl Metrics {
                 reason: reason.as_str(),
             }));
         }
+        for cause in StorageCause::ALL {
+            drop(self.storage_failures.get_or_create(&CauseLabel {
+                cause: cause.as_str(),
+            }));
+        }
+        self.storage_available.set(1);
     }
 
     /// Registers every handle under its name and help text.
@@ -329,6 +345,16 @@ impl Metrics {
             "Schema operations in the database by kind and state",
             self.schema_operations.clone(),
         );
+        r.register(
+            "storage_available",
+            "1 while the application database takes this process's work, 0 during an outage",
+            self.storage_available.clone(),
+        );
+        r.register(
+            "storage_failures",
+            "Commits, checkpoints, document loads and lease renewals the database did not take, by cause",
+            self.storage_failures.clone(),
+        );
         self
     }
 
@@ -377,6 +403,38 @@ impl Metrics {
     /// The writer lease was released or lost.
     pub fn lease_dropped(&self) {
         self.lease_held.set(0);
+    }
+
+    /// The database did not take work of `cause` (it is unavailable); true when this begins an
+    /// outage of that cause, which the caller then logs, once.
+    pub fn storage_failed(&self, cause: StorageCause) -> bool {
+        self.storage_failures
+            .get_or_create(&CauseLabel {
+                cause: cause.as_str(),
+            })
+            .inc();
+        let began = self.storage_health.failed(cause, std::time::Instant::now());
+        self.storage_available
+            .set(i64::from(self.storage_health.available()));
+        began
+    }
+
+    /// The database took work of `cause` sent at `sent`; returns the outages this ended (see
+    /// `storage_health.rs` for which a success ends), for the caller to log.
+    pub fn storage_answered(
+        &self,
+        cause: StorageCause,
+        sent: std::time::Instant,
+    ) -> Vec<Recovered> {
+        let ended = self.storage_health.answered(cause, sent);
+        self.storage_available
+            .set(i64::from(self.storage_health.available()));
+        ended
+    }
+
+    /// Whether the database takes this process's work: no cause is in an outage.
+    pub fn storage_available(&self) -> bool {
+        self.storage_health.available()
     }
 
     pub fn renewal(&self, outcome: RenewalOutcome) {

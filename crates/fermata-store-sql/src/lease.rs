@@ -274,7 +274,16 @@ impl LeaseRenewal for SqlRenewal {
     async fn renew(&mut self, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
         let inner = Arc::clone(&self.inner);
         let conn = self.open().await?;
-        renew_on(conn, &inner, lease, ttl).await
+        let renewed = renew_on(conn, &inner, lease, ttl).await;
+        if renewed.is_err() {
+            // Whatever failed, the connection is not trusted again: it may be broken (a restarted
+            // or unreachable server), or left inside a transaction its failed COMMIT could not
+            // end (a full disk). The next attempt opens a new one. The server ended the session
+            // with the error, or ends it when the socket closes.
+            self.conn = None;
+            self.server_session = None;
+        }
+        renewed
     }
 
     async fn abandon(&mut self) {

@@ -96,16 +96,30 @@ const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// transaction that then leaves nothing behind.
 const CHECKED_RECENTLY: Duration = Duration::from_secs(1);
 
-/// Checks a pooled connection before it is handed out, where a check can tell anything: a
-/// PostgreSQL connection that sat idle longer than [`CHECKED_RECENTLY`] (the server may have
-/// ended it, or the network dropped it) answers a ping first. Skipping the check of a connection
-/// used moments ago saves a round trip on the path of every write, as HikariCP's
-/// `aliveBypassWindowMs` does.
+/// Checks a pooled connection before it is handed out; `false` closes it and the pool takes or
+/// opens another.
+///
+/// A connection still inside a transaction is never handed out. A transaction dropped without
+/// its COMMIT is rolled back before its connection is taken back, but a COMMIT or ROLLBACK that
+/// failed (a full disk, an I/O error: SQLite may have ended the transaction itself, and then
+/// refuses the ROLLBACK) leaves the driver counting a transaction that no later statement may
+/// inherit. Such a connection is closed here.
+///
+/// Beyond that, a check runs where it can tell anything: a PostgreSQL connection that sat idle
+/// longer than [`CHECKED_RECENTLY`] (the server may have ended it, or the network dropped it)
+/// answers a ping first. Skipping the check of a connection used moments ago saves a round trip
+/// on the path of every write, as HikariCP's `aliveBypassWindowMs` does.
 async fn check_idle_connection(
     conn: &mut AnyConnection,
     dialect: Dialect,
     idle_for: Duration,
 ) -> Result<bool, sqlx::Error> {
+    if conn.is_in_transaction() {
+        tracing::warn!(
+            "closed a pooled database connection left inside a transaction whose end failed"
+        );
+        return Ok(false);
+    }
     if dialect == Dialect::Postgres && idle_for > CHECKED_RECENTLY {
         conn.ping().await?;
     }

@@ -13,7 +13,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use fermata_metrics::{Metrics, RenewalOutcome};
+use fermata_collab::storage_outage;
+use fermata_metrics::{Metrics, RenewalOutcome, StorageCause};
 use fermata_store::{
     Acquisition, ErrorChain, ErrorKind, Lease, LeaseName, LeaseRecord, LeaseRenewal, LeaseStore,
     StoreError,
@@ -241,13 +242,20 @@ impl Keeper {
         let mut next_attempt = self.last_success_sent + timings.renew_every;
         loop {
             let deadline = self.last_success_sent + timings.safety_deadline;
+            // While the database fails other work (commits, loads), the keeper looks every retry
+            // delay and renews at once: a renewal is a write, and its success ends those outages
+            // (or its failure starts this one) without waiting for the next scheduled renewal.
+            let look = next_attempt.min(Instant::now() + timings.retry_delay());
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return KeeperExit::Stopped(self.lease),
                 () = sleep_until(deadline) => {
                     return self.lost("the safety deadline passed without a successful renewal", last_renewed, last_error);
                 }
-                () = sleep_until(next_attempt) => {}
+                () = sleep_until(look) => {}
+            }
+            if Instant::now() < next_attempt && self.metrics.storage_available() {
+                continue;
             }
 
             let sent = Instant::now();
@@ -275,13 +283,18 @@ impl Keeper {
                         "no reply within {}; connection abandoned",
                         humantime::format_duration(timings.abandon_after)
                     );
-                    tracing::warn!(reason = %error, "writer lease renewal abandoned");
+                    storage_outage::failed_without_reply(
+                        &self.metrics,
+                        StorageCause::Renewal,
+                        &error,
+                    );
                     self.renewal.abandon().await;
                     last_error = Some(error);
                     next_attempt = retry_at;
                 }
                 Ok(Ok(lease)) if sent.elapsed() <= timings.attempt_timeout => {
                     self.metrics.renewal(RenewalOutcome::Renewed);
+                    storage_outage::answered(&self.metrics, StorageCause::Renewal, sent.into_std());
                     self.metrics
                         .lease_granted(lease.token.0, lease.expires_at.0);
                     self.lease = lease;
@@ -313,7 +326,10 @@ impl Keeper {
                 }
                 Ok(Err(error)) => {
                     self.metrics.renewal(RenewalOutcome::Failed);
-                    tracing::warn!(error = %ErrorChain(&error), "writer lease renewal failed; retrying");
+                    // An unavailable database is logged once per outage; anything else each time.
+                    if !storage_outage::failed(&self.metrics, StorageCause::Renewal, &error) {
+                        tracing::warn!(error = %ErrorChain(&error), "writer lease renewal failed; retrying");
+                    }
                     last_error = Some(error.to_string());
                     next_attempt = retry_at;
                 }
@@ -521,6 +537,48 @@ mod tests {
         let (exit, elapsed) = run(&script, None).await;
         assert!(matches!(exit, KeeperExit::Lost(_)), "{exit:?}");
         assert_eq!(elapsed, Duration::from_secs(25));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_elsewhere_is_probed_by_a_renewal_within_a_retry_delay() {
+        let script = Script::new([]);
+        let keeper = keeper(&script);
+        let metrics = Arc::clone(&keeper.metrics);
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(keeper.run(shutdown.clone()));
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert_eq!(script.calls(), 0);
+        // A commit failed: the database may be gone. The keeper renews at its next look (3 s),
+        // not at its schedule (10 s), and the renewal's success ends the commits' outage.
+        assert!(metrics.storage_failed(StorageCause::Commit));
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert_eq!(script.calls(), 1);
+        assert!(metrics.storage_available());
+        // Back to the schedule: the next renewal is 10 s after that one.
+        tokio::time::sleep(Duration::from_millis(9_000)).await;
+        assert_eq!(script.calls(), 1);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert_eq!(script.calls(), 2);
+        shutdown.cancel();
+        assert!(matches!(running.await.unwrap(), KeeperExit::Stopped(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_renewals_are_an_outage_that_a_renewal_ends() {
+        let failing = Step::Reply(Duration::ZERO, Some(ErrorKind::Unavailable));
+        let script = Script::new([failing; 3]);
+        let keeper = keeper(&script);
+        let metrics = Arc::clone(&keeper.metrics);
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(keeper.run(shutdown.clone()));
+        // 10 s fails, 11 s fails, 12 s fails, 13 s renews.
+        tokio::time::sleep(Duration::from_millis(10_500)).await;
+        assert!(!metrics.storage_available());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(script.calls(), 4);
+        assert!(metrics.storage_available());
+        shutdown.cancel();
+        assert!(matches!(running.await.unwrap(), KeeperExit::Stopped(_)));
     }
 
     #[tokio::test(start_paused = true)]

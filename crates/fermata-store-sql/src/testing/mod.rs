@@ -27,6 +27,18 @@ impl SqlStorage {
     pub fn commits_waiting(&self) -> usize {
         self.inner.commits.waiting_count()
     }
+
+    /// Leaves a connection of the pool writes begin on as a COMMIT that failed leaves it: the
+    /// database ended the transaction by itself (as SQLite does after a full disk or an I/O
+    /// error), so the ROLLBACK the driver sends when the transaction is dropped is refused, and
+    /// the driver still counts a transaction open on that connection.
+    pub async fn strand_a_write_connection(&self) {
+        let mut tx = self.inner.writes.begin().await.expect("begin");
+        tx.execute("ROLLBACK")
+            .await
+            .expect("end the transaction behind the driver's back");
+        drop(tx);
+    }
 }
 
 /// A database that lives as long as this value.

@@ -3,6 +3,7 @@
 
 mod contract_postgres;
 mod contract_sqlite;
+mod failed_transactions;
 mod group_commit;
 mod media_checks;
 mod migrations;

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fermata_store::{ErrorChain, Storage, UserId};
+use fermata_store::{ErrorChain, FailureStreak, Storage, UserId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::AccountError;
@@ -185,6 +185,7 @@ async fn wait_for(senders: Vec<mpsc::Sender<Recheck>>) {
 /// Reads the access generation every [`POLL_EVERY`] while anything is watched, and asks the
 /// connections that last saw another generation to re-check.
 async fn poll(inner: Arc<Inner>) {
+    let mut failures = FailureStreak::default();
     loop {
         tokio::time::sleep(POLL_EVERY).await;
         {
@@ -196,6 +197,9 @@ async fn poll(inner: Arc<Inner>) {
         }
         match inner.storage.repositories().access_generation().await {
             Ok(generation) => {
+                if let Some(failed) = failures.succeeded() {
+                    tracing::info!(failed, "the access generation can be read again");
+                }
                 let behind: Vec<mpsc::Sender<Recheck>> = lock(&inner.watchers)
                     .by_id
                     .values_mut()
@@ -209,8 +213,11 @@ async fn poll(inner: Arc<Inner>) {
                     wait_for(behind).await;
                 }
             }
+            Err(error) if failures.failed() => {
+                tracing::warn!(error = %ErrorChain(&error), "could not read the access generation; trying again while connections are open");
+            }
             Err(error) => {
-                tracing::warn!(error = %ErrorChain(&error), "could not read the access generation");
+                tracing::debug!(error = %ErrorChain(&error), "could not read the access generation");
             }
         }
     }

@@ -229,3 +229,25 @@ mod tests {
         assert_eq!(retryable, [ErrorKind::Unavailable]);
     }
 }
+
+/// The failures of a task that repeats (a poll, a claim loop), so that it logs a run of them
+/// once: when the first fails and when one succeeds again, not at every turn while the database
+/// is down.
+#[derive(Debug, Default)]
+pub struct FailureStreak {
+    failures: u32,
+}
+
+impl FailureStreak {
+    /// Counts a failure; true when it begins a streak (the one to log).
+    pub fn failed(&mut self) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        self.failures == 1
+    }
+
+    /// Ends a streak; returns how many failures it had, when there was one.
+    pub fn succeeded(&mut self) -> Option<u32> {
+        let failures = std::mem::take(&mut self.failures);
+        (failures > 0).then_some(failures)
+    }
+}

@@ -48,7 +48,7 @@ pub use collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
     NewCheckpoint, OperationId, PublishedChannel, RecoverySnapshot, SidecarState,
 };
-pub use error::{ErrorChain, ErrorKind, StoreError, StoreResult, StoreResultExt};
+pub use error::{ErrorChain, ErrorKind, FailureStreak, StoreError, StoreResult, StoreResultExt};
 pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};
 pub use images::{ImageHash, ImageInfo, ImageStore, ImageStored, ImageType, NewImage, StoredImage};
 pub use jobs::{

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fermata_store::{
-    Claim, ClaimedRun, ErrorChain, ErrorKind, JournaledError, RunId, Storage, StoreError,
-    StoreResult,
+    Claim, ClaimedRun, ErrorChain, ErrorKind, FailureStreak, JournaledError, RunId, Storage,
+    StoreError, StoreResult,
 };
 use serde_json::Value;
 
@@ -102,8 +102,15 @@ impl Worker {
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         tracing::info!(worker = %self.name, "workflow worker started");
+        let mut failures = FailureStreak::default();
         loop {
-            match self.claim().await {
+            let claimed = self.claim().await;
+            if claimed.is_ok()
+                && let Some(failed) = failures.succeeded()
+            {
+                tracing::info!(worker = %self.name, failed, "runs can be claimed again");
+            }
+            match claimed {
                 Ok(Some(claimed)) => {
                     let claim = claimed.claim.clone();
                     tokio::select! {
@@ -116,8 +123,11 @@ impl Worker {
                     }
                 }
                 Ok(None) => {}
+                Err(error) if failures.failed() => {
+                    tracing::warn!(worker = %self.name, error = %ErrorChain(&error), "could not claim a run; trying again");
+                }
                 Err(error) => {
-                    tracing::warn!(worker = %self.name, error = %ErrorChain(&error), "could not claim a run");
+                    tracing::debug!(worker = %self.name, error = %ErrorChain(&error), "could not claim a run");
                 }
             }
             tokio::select! {

@@ -880,6 +880,12 @@ impl Room {
 
     /// Commits under the writer fence, retrying transient failures with the same operation ID
     /// (so a retry of a commit that did land answers with its original result).
+    ///
+    /// A commit the database does not answer within `commit_patience` (a network partition, a
+    /// server that stopped answering) is given up as unavailable and not retried: its senders
+    /// are told at once that nothing was saved, rather than wait with the room for as long as
+    /// the partition lasts. It may still land when the database answers again; the room then
+    /// reloads what was stored, and a client sending its edits again adds nothing twice.
     async fn commit(&mut self, commit: Commit) -> Result<Committed, StoreError> {
         let update_bytes = commit.update.as_ref().map(Vec::len);
         let bytes = update_bytes.unwrap_or(0);
@@ -891,7 +897,18 @@ impl Room {
                 Ok(fence) => fence,
                 Err(error) => break Err(error),
             };
-            match self.storage.collaboration().commit(&fence, &commit).await {
+            let answer = tokio::time::timeout(
+                self.settings.commit_patience,
+                self.storage.collaboration().commit(&fence, &commit),
+            )
+            .await;
+            let Ok(answer) = answer else {
+                break Err(StoreError::unavailable(format!(
+                    "the database did not answer a commit within {} ms",
+                    self.settings.commit_patience.as_millis()
+                )));
+            };
+            match answer {
                 Err(error) if error.is_retryable() && attempt + 1 < COMMIT_ATTEMPTS => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;

@@ -32,6 +32,23 @@ pub struct CollabSettings {
     pub presence_per_second: u32,
     /// ...and at once; presence over that is dropped, not relayed.
     pub presence_burst: u32,
+    /// A commit with no answer after this long is given up as unavailable, and its senders are
+    /// told nothing was saved. Not a setting of its own: the serving process derives it from the
+    /// writer lease's timings ([`CollabSettings::with_database_wait`]).
+    pub commit_patience: Duration,
+}
+
+impl CollabSettings {
+    /// These settings with `commit_patience` derived from `database_wait`, the longest one wait
+    /// of the pool on the database may last: a healthy commit waits at most for a lock and then
+    /// for its statement, each bounded by it, so three of them is a commit nobody answers.
+    #[must_use]
+    pub fn with_database_wait(self, database_wait: Duration) -> Self {
+        CollabSettings {
+            commit_patience: 3 * database_wait,
+            ..self
+        }
+    }
 }
 
 impl Default for CollabSettings {
@@ -48,6 +65,7 @@ impl Default for CollabSettings {
             max_connections_per_member: 8,
             presence_per_second: 10,
             presence_burst: 20,
+            commit_patience: Duration::from_secs(9),
         }
     }
 }

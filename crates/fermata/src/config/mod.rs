@@ -475,6 +475,7 @@ impl Sources {
             accounts.and_then(|a| a.password_concurrency),
             account_defaults.password_concurrency,
         )?;
+        let lease = self.lease_timings()?;
         Ok(ServeSettings {
             max_api_tokens,
             max_machines,
@@ -484,10 +485,12 @@ impl Sources {
             listen: listen_addr,
             handover: handover_mode,
             migrate,
-            lease: self.lease_timings()?,
+            lease,
             secure_cookies,
             session_ttl,
-            collab: self.collab_settings()?,
+            collab: self
+                .collab_settings()?
+                .with_database_wait(lease.database_wait()),
             schema: self.schema(Servers::Connect)?,
             media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
             http: http::http_settings(self.file.http.as_ref(), &self.file_origin())?,
@@ -584,6 +587,7 @@ impl Sources {
                 file.presence_burst,
                 defaults.presence_burst,
             )?,
+            commit_patience: defaults.commit_patience,
         })
     }
 

@@ -47,17 +47,24 @@ pub(crate) fn attach(mut response: Response, error: RequestFailure) -> Response 
 
 /// The layer around every route: logs the real error an answer carries, once, with the method,
 /// the path (never the query) and the status. A server error is an `error`; a refusal that
-/// carries a cause is a `warn`.
+/// carries a cause, and a 503 (the database did not answer: an outage, which is not a fault of
+/// this server's and is logged as an outage where the work failed), are a `warn`.
 pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     if let Some(RequestFailure(error)) = response.extensions().get::<RequestFailure>() {
         let status = response.status().as_u16();
-        if response.status().is_server_error() {
-            tracing::error!(%method, path, status, error = %ErrorChain(&**error), "request failed");
-        } else {
-            tracing::warn!(%method, path, status, error = %ErrorChain(&**error), "request refused");
+        match response.status() {
+            StatusCode::SERVICE_UNAVAILABLE => {
+                tracing::warn!(%method, path, status, error = %ErrorChain(&**error), "request not answered just now");
+            }
+            code if code.is_server_error() => {
+                tracing::error!(%method, path, status, error = %ErrorChain(&**error), "request failed");
+            }
+            _ => {
+                tracing::warn!(%method, path, status, error = %ErrorChain(&**error), "request refused");
+            }
         }
     }
     response

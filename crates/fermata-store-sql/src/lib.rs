@@ -115,7 +115,8 @@ async fn check_idle_connection(
     idle_for: Duration,
 ) -> Result<bool, sqlx::Error> {
     if conn.is_in_transaction() {
-        tracing::warn!(
+        // At debug level: the failure that stranded it was the caller's to log, once per outage.
+        tracing::debug!(
             "closed a pooled database connection left inside a transaction whose end failed"
         );
         return Ok(false);

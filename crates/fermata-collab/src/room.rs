@@ -174,6 +174,12 @@ pub(crate) fn closing() -> Refusal {
 /// How many times a commit is retried after a transient failure, under the same operation ID.
 const COMMIT_ATTEMPTS: u32 = 3;
 
+/// A failed commit attempt that answered within this long is worth another: a pooled connection
+/// a database restart ended, a deadlock, a serialization failure. One that took longer waited for
+/// a database that did not answer (the pool tried to connect until its deadline); retrying it
+/// would only keep the room's clients from hearing that nothing was saved.
+const QUICK_FAILURE: Duration = Duration::from_millis(500);
+
 struct Conn {
     outbound: mpsc::Sender<Outbound>,
     /// Whom history credits for this connection's edits.
@@ -897,6 +903,7 @@ impl Room {
                 Ok(fence) => fence,
                 Err(error) => break Err(error),
             };
+            let attempt_started = Instant::now();
             let answer = tokio::time::timeout(
                 self.settings.commit_patience,
                 self.storage.collaboration().commit(&fence, &commit),
@@ -909,7 +916,11 @@ impl Room {
                 )));
             };
             match answer {
-                Err(error) if error.is_retryable() && attempt + 1 < COMMIT_ATTEMPTS => {
+                Err(error)
+                    if error.is_retryable()
+                        && attempt + 1 < COMMIT_ATTEMPTS
+                        && attempt_started.elapsed() < QUICK_FAILURE =>
+                {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
                 }

@@ -87,8 +87,21 @@ impl Database {
 
 /// How long a statement may wait for SQLite's write lock before it fails as unavailable.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a caller may wait for a pooled connection.
+/// How long a caller may wait for a pooled connection (or its turn to write), unless the store
+/// was given a wait limit (see [`acquire_timeout`]).
 const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest wait for a pooled connection a wait limit can make: a busy pool hands over a
+/// connection within it, however short the limit (tests run with half a second).
+const MIN_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a caller may wait for a pooled connection or its turn to write. A serving process
+/// waits at most its wait limit (no less than [`MIN_ACQUIRE_TIMEOUT`]): while the database is
+/// down the pool keeps trying to connect until this deadline, so a commit or a request then fails
+/// as unavailable within about one database wait rather than ten seconds.
+fn acquire_timeout(wait_limit: Option<Duration>) -> Duration {
+    wait_limit.map_or(POOL_ACQUIRE_TIMEOUT, |limit| limit.max(MIN_ACQUIRE_TIMEOUT))
+}
 
 /// How long a pooled PostgreSQL connection may sit idle and still be handed out without a
 /// check. The pool checked it when it came back; within this time a connection that died since
@@ -182,6 +195,7 @@ impl SqlStorage {
             Dialect::Postgres => 10,
         };
         let wait_limit = options.wait_limit;
+        let acquire_timeout = acquire_timeout(wait_limit);
         let pool_of = |max_connections| {
             AnyPoolOptions::new()
                 .max_connections(max_connections)
@@ -193,7 +207,7 @@ impl SqlStorage {
                 .before_acquire(move |conn, meta| {
                     Box::pin(check_idle_connection(conn, dialect, meta.idle_for))
                 })
-                .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+                .acquire_timeout(acquire_timeout)
                 .after_connect(move |conn, _meta| {
                     Box::pin(prepare_pooled(conn, dialect, wait_limit))
                 })
@@ -320,7 +334,8 @@ impl Inner {
     /// fenced transactions, which check their own fence.
     async fn begin_ungated(&self, action: &str) -> StoreResult<WriteTransaction> {
         let begin = self.dialect.begin_write();
-        WriteTransaction::begin(&self.writes, &self.write_turns, begin, POOL_ACQUIRE_TIMEOUT)
+        let patience = acquire_timeout(self.options.wait_limit);
+        WriteTransaction::begin(&self.writes, &self.write_turns, begin, patience)
             .await
             .context(action)
     }

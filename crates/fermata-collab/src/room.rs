@@ -728,7 +728,13 @@ impl Room {
                 if error.kind() != ErrorKind::Unavailable {
                     tracing::warn!(document = %self.id, error = %ErrorChain(&error), "an update could not be saved; its clients resync");
                 }
-                let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
+                // A client that sent nothing new in this batch (the empty sync answer of one that
+                // just connected) lost nothing, and stays.
+                let senders: Vec<ConnId> = accepted
+                    .iter()
+                    .filter(|(_, update)| !fermata_docs::is_empty_update(update))
+                    .map(|(conn, _)| *conn)
+                    .collect();
                 for conn in senders {
                     self.refuse(
                         conn,

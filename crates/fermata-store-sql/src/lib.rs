@@ -42,11 +42,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use fermata_store::{
-    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, StoreResult, StoreResultExt, TenureStore, UserStore, WorkflowStore,
-};
-use fermata_store::{JobStore, ResearchStore};
+use fermata_store::{StoreOptions, StoreResult, StoreResultExt};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
@@ -398,84 +394,4 @@ async fn prepare_pooled(
     Ok(())
 }
 
-impl Storage for SqlStorage {
-    fn driver(&self) -> &'static str {
-        self.inner.dialect.name()
-    }
-
-    fn leases(&self) -> &dyn LeaseStore {
-        self
-    }
-
-    fn tenures(&self) -> &dyn TenureStore {
-        self
-    }
-
-    fn users(&self) -> &dyn UserStore {
-        self
-    }
-
-    fn sessions(&self) -> &dyn SessionStore {
-        self
-    }
-
-    fn api_tokens(&self) -> &dyn ApiTokenStore {
-        self
-    }
-
-    fn machines(&self) -> &dyn MachineStore {
-        self
-    }
-
-    fn collaboration(&self) -> &dyn CollaborationStore {
-        self
-    }
-
-    fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
-        self
-    }
-
-    fn workflows(&self) -> &dyn WorkflowStore {
-        self
-    }
-
-    fn jobs(&self) -> &dyn JobStore {
-        self
-    }
-
-    fn research(&self) -> &dyn ResearchStore {
-        self
-    }
-
-    fn history(&self) -> &dyn fermata_store::HistoryStore {
-        self
-    }
-
-    fn chat(&self) -> &dyn fermata_store::ChatStore {
-        self
-    }
-
-    fn planner(&self) -> &dyn fermata_store::PlannerStore {
-        self
-    }
-
-    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
-        self
-    }
-
-    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
-        self
-    }
-
-    fn images(&self) -> &dyn fermata_store::ImageStore {
-        self
-    }
-
-    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
-        self
-    }
-
-    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
-        self
-    }
-}
+fermata_store::impl_storage!(SqlStorage, driver = |storage| storage.inner.dialect.name());

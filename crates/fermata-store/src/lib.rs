@@ -134,6 +134,137 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn repositories(&self) -> &dyn RepositoryStore;
 }
 
+/// Writes `impl Storage for $type`: `driver()` from the given expression, and every accessor
+/// answering with `stores` (by default the value itself), which must then implement that store's
+/// trait. The accessors are listed here once more, beside the trait, so that no adapter lists
+/// them: a store added to [`Storage`] and not here fails every adapter's build.
+///
+/// ```ignore
+/// // One type implements every store:
+/// fermata_store::impl_storage!(SqlStorage, driver = |storage| storage.inner.dialect.name());
+/// // A field does:
+/// fermata_store::impl_storage!(
+///     ScratchStorage,
+///     driver = |scratch| scratch.storage.driver(),
+///     stores = |scratch| &scratch.storage,
+/// );
+/// // Some stores are the value's own, the others another `Storage`'s (a wrapper):
+/// fermata_store::impl_storage!(
+///     UnreliableStorage,
+///     driver = |wrapper| wrapper.inner.driver(),
+///     stores = |wrapper| wrapper,
+///     only = [leases, collaboration],
+///     others = |wrapper| wrapper.inner,
+/// );
+/// ```
+///
+/// A name in `only` that is not an accessor of [`Storage`] does not compile.
+#[macro_export]
+macro_rules! impl_storage {
+    ($type:ty, driver = |$this:ident| $driver:expr $(,)?) => {
+        $crate::impl_storage!($type, driver = |$this| $driver, stores = |this| this);
+    };
+    (
+        $type:ty,
+        driver = |$this:ident| $driver:expr,
+        stores = |$own_this:ident| $stores:expr
+        $(, only = [$($own:ident),+ $(,)?], others = |$other_this:ident| $others:expr)?
+        $(,)?
+    ) => {
+        // `route!(accessor, self)` is the accessor's body: `stores` for an accessor in `only`
+        // (every accessor when there is no `only`), else the same accessor of `others`.
+        // Written as a macro of its own because only a macro's rules can tell one name from
+        // another; `$` reaches its rules through `$crate::__storage_route!`'s first argument.
+        $crate::__storage_route! {
+            ($)
+            $type,
+            |$this| $driver,
+            |$own_this| $stores,
+            $([$($own),+] |$other_this| $others)?
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __storage_route {
+    (($dollar:tt) $type:ty, |$this:ident| $driver:expr, |$own_this:ident| $stores:expr,) => {
+        const _: () = {
+            macro_rules! route {
+                ($dollar accessor:ident, $dollar receiver:ident) => {{
+                    let $own_this = $dollar receiver;
+                    $stores
+                }};
+            }
+            $crate::__storage_accessors!($type, |$this| $driver, route);
+        };
+    };
+    (
+        ($dollar:tt) $type:ty,
+        |$this:ident| $driver:expr,
+        |$own_this:ident| $stores:expr,
+        [$($own:ident),+] |$other_this:ident| $others:expr
+    ) => {
+        const _: () = {
+            // A name that is no accessor fails here instead of routing nothing.
+            $(let _ = <$type as $crate::Storage>::$own;)+
+            macro_rules! route {
+                $(($own, $dollar receiver:ident) => {{
+                    let $own_this = $dollar receiver;
+                    $stores
+                }};)+
+                ($dollar accessor:ident, $dollar receiver:ident) => {{
+                    let $other_this = $dollar receiver;
+                    $others.$dollar accessor()
+                }};
+            }
+            $crate::__storage_accessors!($type, |$this| $driver, route);
+        };
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __storage_accessors {
+    ($type:ty, |$this:ident| $driver:expr, $route:ident) => {
+        $crate::__storage_accessors!(@impl $type, |$this| $driver, $route, [
+            leases: $crate::LeaseStore,
+            tenures: $crate::TenureStore,
+            users: $crate::UserStore,
+            sessions: $crate::SessionStore,
+            api_tokens: $crate::ApiTokenStore,
+            machines: $crate::MachineStore,
+            collaboration: $crate::CollaborationStore,
+            schema: $crate::schema::SchemaStore,
+            workflows: $crate::WorkflowStore,
+            jobs: $crate::JobStore,
+            research: $crate::ResearchStore,
+            history: $crate::HistoryStore,
+            chat: $crate::ChatStore,
+            planner: $crate::PlannerStore,
+            machine_choices: $crate::MachineChoiceStore,
+            mcp_sessions: $crate::McpSessionStore,
+            images: $crate::ImageStore,
+            attachments: $crate::AttachmentStore,
+            repositories: $crate::RepositoryStore,
+        ]);
+    };
+    (@impl $type:ty, |$this:ident| $driver:expr, $route:ident, [$($accessor:ident: $store:path,)+]) => {
+        impl $crate::Storage for $type {
+            fn driver(&self) -> &'static str {
+                let $this = self;
+                $driver
+            }
+
+            $(
+                fn $accessor(&self) -> &dyn $store {
+                    $route!($accessor, self)
+                }
+            )+
+        }
+    };
+}
+
 /// Options every adapter takes when it is opened.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {

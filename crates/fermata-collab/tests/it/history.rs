@@ -10,12 +10,9 @@ use async_trait::async_trait;
 use fermata_collab::protocol::{self, ClientMessage};
 use fermata_collab::{CollabSettings, Connection, Documents, Outbound, RoomManager, WriterFence};
 use fermata_docs::{Sidecar, SourceDoc};
-use fermata_store::schema::SchemaStore;
 use fermata_store::{
-    Acquisition, ApiTokenStore, Change, ChannelId, ChatStore, CollaborationStore, Commit, Fence,
-    HistoryStore, LeaseName, LeaseStore, MachineStore, OperationId, Recorded, SessionStore,
-    Storage, StoreError, StoreOptions, StoreResult, TenureStore, UserId, UserStore, Version,
-    WorkflowStore,
+    Acquisition, Change, ChannelId, Commit, Fence, HistoryStore, LeaseName, OperationId, Recorded,
+    Storage, StoreError, StoreOptions, StoreResult, UserId, Version,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::create_document;
@@ -71,69 +68,13 @@ impl HistoryStore for Controlled {
 #[derive(Debug)]
 struct Wrapped(Controlled);
 
-impl Storage for Wrapped {
-    fn driver(&self) -> &'static str {
-        self.0.real.driver()
-    }
-    fn leases(&self) -> &dyn LeaseStore {
-        self.0.real.leases()
-    }
-    fn tenures(&self) -> &dyn TenureStore {
-        self.0.real.tenures()
-    }
-    fn users(&self) -> &dyn UserStore {
-        self.0.real.users()
-    }
-    fn sessions(&self) -> &dyn SessionStore {
-        self.0.real.sessions()
-    }
-    fn api_tokens(&self) -> &dyn ApiTokenStore {
-        self.0.real.api_tokens()
-    }
-    fn machines(&self) -> &dyn MachineStore {
-        self.0.real.machines()
-    }
-    fn collaboration(&self) -> &dyn CollaborationStore {
-        self.0.real.collaboration()
-    }
-    fn schema(&self) -> &dyn SchemaStore {
-        self.0.real.schema()
-    }
-    fn workflows(&self) -> &dyn WorkflowStore {
-        self.0.real.workflows()
-    }
-    fn history(&self) -> &dyn HistoryStore {
-        &self.0
-    }
-    fn chat(&self) -> &dyn ChatStore {
-        self.0.real.chat()
-    }
-    fn jobs(&self) -> &dyn fermata_store::JobStore {
-        self.0.real.jobs()
-    }
-    fn research(&self) -> &dyn fermata_store::ResearchStore {
-        self.0.real.research()
-    }
-    fn planner(&self) -> &dyn fermata_store::PlannerStore {
-        self.0.real.planner()
-    }
-    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
-        self.0.real.machine_choices()
-    }
-    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
-        self.0.real.mcp_sessions()
-    }
-    fn images(&self) -> &dyn fermata_store::ImageStore {
-        self.0.real.images()
-    }
-    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
-        self.0.real.attachments()
-    }
-
-    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
-        self.0.real.repositories()
-    }
-}
+fermata_store::impl_storage!(
+    Wrapped,
+    driver = |wrapped| wrapped.0.real.driver(),
+    stores = |wrapped| &wrapped.0,
+    only = [history],
+    others = |wrapped| wrapped.0.real,
+);
 
 struct Rig {
     store: Arc<Wrapped>,

@@ -5,3 +5,4 @@ mod background;
 mod history;
 mod rooms;
 mod startup;
+mod storage_faults;

@@ -6,10 +6,7 @@
 
 use std::sync::Arc;
 
-use fermata_store::{
-    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, TenureStore, UserStore, WorkflowStore,
-};
+use fermata_store::StoreOptions;
 use sqlx::{AnyConnection, Connection, Executor};
 use tempfile::TempDir;
 
@@ -135,87 +132,11 @@ pub struct ScratchStorage {
     _database: Arc<ScratchDatabase>,
 }
 
-impl Storage for ScratchStorage {
-    fn driver(&self) -> &'static str {
-        self.storage.driver()
-    }
-
-    fn leases(&self) -> &dyn LeaseStore {
-        &self.storage
-    }
-
-    fn tenures(&self) -> &dyn TenureStore {
-        &self.storage
-    }
-
-    fn users(&self) -> &dyn UserStore {
-        &self.storage
-    }
-
-    fn sessions(&self) -> &dyn SessionStore {
-        &self.storage
-    }
-
-    fn api_tokens(&self) -> &dyn ApiTokenStore {
-        &self.storage
-    }
-
-    fn machines(&self) -> &dyn MachineStore {
-        &self.storage
-    }
-
-    fn collaboration(&self) -> &dyn CollaborationStore {
-        &self.storage
-    }
-
-    fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
-        &self.storage
-    }
-
-    fn workflows(&self) -> &dyn WorkflowStore {
-        &self.storage
-    }
-
-    fn jobs(&self) -> &dyn fermata_store::JobStore {
-        &self.storage
-    }
-
-    fn research(&self) -> &dyn fermata_store::ResearchStore {
-        &self.storage
-    }
-
-    fn history(&self) -> &dyn fermata_store::HistoryStore {
-        &self.storage
-    }
-
-    fn chat(&self) -> &dyn fermata_store::ChatStore {
-        &self.storage
-    }
-
-    fn planner(&self) -> &dyn fermata_store::PlannerStore {
-        &self.storage
-    }
-
-    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
-        &self.storage
-    }
-
-    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
-        &self.storage
-    }
-
-    fn images(&self) -> &dyn fermata_store::ImageStore {
-        &self.storage
-    }
-
-    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
-        &self.storage
-    }
-
-    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
-        &self.storage
-    }
-}
+fermata_store::impl_storage!(
+    ScratchStorage,
+    driver = |scratch| scratch.storage.driver(),
+    stores = |scratch| &scratch.storage,
+);
 
 #[cfg(test)]
 mod tests {

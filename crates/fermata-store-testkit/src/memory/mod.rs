@@ -22,6 +22,7 @@ mod workflow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use fermata_store::StoreOptions;
 use fermata_store::api_token::{ApiToken, ApiTokenId};
 use fermata_store::error::{StoreError, StoreResult};
 use fermata_store::lease::{Fence, LeaseName, LeaseRecord};
@@ -30,11 +31,6 @@ use fermata_store::session::{SecretHash, SessionId};
 use fermata_store::tenure::Tenure;
 use fermata_store::time::UnixMillis;
 use fermata_store::user::{User, UserId};
-use fermata_store::{
-    ApiTokenStore, CollaborationStore, LeaseStore, MachineStore, SessionStore, Storage,
-    StoreOptions, TenureStore, UserStore, WorkflowStore,
-};
-use fermata_store::{JobStore, ResearchStore};
 
 /// All stores, in memory.
 #[derive(Debug, Clone)]
@@ -157,84 +153,4 @@ impl State {
     }
 }
 
-impl Storage for MemoryStorage {
-    fn driver(&self) -> &'static str {
-        "memory"
-    }
-
-    fn leases(&self) -> &dyn LeaseStore {
-        self
-    }
-
-    fn tenures(&self) -> &dyn TenureStore {
-        self
-    }
-
-    fn users(&self) -> &dyn UserStore {
-        self
-    }
-
-    fn sessions(&self) -> &dyn SessionStore {
-        self
-    }
-
-    fn api_tokens(&self) -> &dyn ApiTokenStore {
-        self
-    }
-
-    fn machines(&self) -> &dyn MachineStore {
-        self
-    }
-
-    fn collaboration(&self) -> &dyn CollaborationStore {
-        self
-    }
-
-    fn schema(&self) -> &dyn fermata_store::schema::SchemaStore {
-        self
-    }
-
-    fn workflows(&self) -> &dyn WorkflowStore {
-        self
-    }
-
-    fn jobs(&self) -> &dyn JobStore {
-        self
-    }
-
-    fn research(&self) -> &dyn ResearchStore {
-        self
-    }
-
-    fn history(&self) -> &dyn fermata_store::HistoryStore {
-        self
-    }
-
-    fn chat(&self) -> &dyn fermata_store::ChatStore {
-        self
-    }
-
-    fn planner(&self) -> &dyn fermata_store::PlannerStore {
-        self
-    }
-
-    fn machine_choices(&self) -> &dyn fermata_store::MachineChoiceStore {
-        self
-    }
-
-    fn mcp_sessions(&self) -> &dyn fermata_store::McpSessionStore {
-        self
-    }
-
-    fn images(&self) -> &dyn fermata_store::ImageStore {
-        self
-    }
-
-    fn attachments(&self) -> &dyn fermata_store::AttachmentStore {
-        self
-    }
-
-    fn repositories(&self) -> &dyn fermata_store::RepositoryStore {
-        self
-    }
-}
+fermata_store::impl_storage!(MemoryStorage, driver = |_memory| "memory");

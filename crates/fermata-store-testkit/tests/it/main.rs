@@ -2,3 +2,4 @@
 //! shared helpers beside them. One binary links once, where a binary per file linked each.
 
 mod contract_memory;
+mod unreliable;

@@ -17,6 +17,7 @@ use fermata_store::{
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::eventually_some;
+use fermata_store_testkit::unreliable::{Fault, Faults, UnreliableStorage};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use support::Answer;
@@ -55,6 +56,8 @@ struct App {
     lease: Fence,
     /// An API token of the user `ada`.
     token: String,
+    /// The faults of the storage the routes use (a real SQLite store, wrapped).
+    faults: Faults,
     _storage: ScratchStorage,
 }
 
@@ -84,8 +87,10 @@ impl App {
             .open(StoreOptions::default())
             .await;
         let fence = WriterFence::default();
-        let state = support::state(&storage, fence.clone());
         let shared: Arc<dyn Storage> = Arc::new(storage.clone());
+        let unreliable = UnreliableStorage::new(Arc::clone(&shared));
+        let faults = unreliable.faults();
+        let state = support::state_on(Arc::new(unreliable), fence.clone());
         let accounts = Arc::clone(&state.accounts);
         let (ada, _) = accounts
             .add_user(
@@ -116,6 +121,7 @@ impl App {
             fence,
             lease,
             token: token.expose().to_owned(),
+            faults,
             _storage: storage,
         }
     }
@@ -1897,4 +1903,71 @@ async fn the_yjs_routes_read_the_state_and_merge_updates() {
         .await;
     assert_eq!(empty.status, StatusCode::BAD_REQUEST);
     assert_eq!(app.document(&id).await.json()["revision"], 2);
+}
+
+#[tokio::test]
+async fn a_program_write_during_an_outage_answers_503_and_changes_nothing() {
+    let app = App::new().await;
+    let id = id_of(&app.create("acme/app", "Outage").await);
+    let uri = format!("/api/v1/documents/{id}/text");
+    let put = |text: &'static str| app.call("PUT", &uri, Some(json!({"text": text})));
+    assert_eq!(put("before\n").await.status, StatusCode::OK);
+    let readyz = || async {
+        let answer = app
+            .send(Request::get("/readyz").body(Body::empty()).unwrap())
+            .await;
+        (answer.status, answer.body)
+    };
+    assert_eq!(readyz().await.0, StatusCode::OK);
+
+    app.faults.set(
+        "collaboration.commit",
+        Fault::before(fermata_store::ErrorKind::Unavailable),
+    );
+    // A new peer's insert depends on nothing the document lacks: it would merge.
+    let update = fermata_docs::SourceDoc::new().insert(0, "more\n").unwrap();
+    let rewrite = put("during\n").await;
+    let merge = app
+        .send(
+            app.request("POST", &format!("/api/v1/documents/{id}/updates"))
+                .header(header::CONTENT_TYPE, "application/octet-stream")
+                .body(Body::from(update))
+                .unwrap(),
+        )
+        .await;
+    for (what, answer) in [("PUT .../text", &rewrite), ("POST .../updates", &merge)] {
+        assert_eq!(
+            answer.error(),
+            (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_owned()),
+            "{what}: {}",
+            answer.body
+        );
+        assert_eq!(
+            answer
+                .headers
+                .get(header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap()),
+            Some("2"),
+            "{what}"
+        );
+    }
+    assert_eq!(
+        readyz().await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable\n".to_owned()
+        )
+    );
+    app.faults.clear_all();
+    let stored = app.document(&id).await.json();
+    assert_eq!(
+        (&stored["text"], &stored["revision"]),
+        (&json!("before\n"), &json!(1)),
+        "a refused write left something behind"
+    );
+
+    // Once the database takes commits again, so does the server, and it is ready again.
+    assert_eq!(put("after\n").await.status, StatusCode::OK);
+    assert_eq!(app.document(&id).await.json()["text"], "after\n");
+    assert_eq!(readyz().await.0, StatusCode::OK);
 }

@@ -29,7 +29,11 @@ use tower::ServiceExt;
 
 /// The application state every route needs, on `storage`, writing under `fence`.
 pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
-    let shared: Arc<dyn Storage> = Arc::new(storage.clone());
+    state_on(Arc::new(storage.clone()), fence)
+}
+
+/// [`state`] on any storage (a real one wrapped to fail chosen calls, say).
+pub fn state_on(shared: Arc<dyn Storage>, fence: WriterFence) -> HttpState {
     let accounts = Accounts::new(
         Arc::clone(&shared),
         Arc::new(KeyringHandle::new(Keyring::generate(), None)),

@@ -4,6 +4,7 @@
 //
 //   node typist.mjs --server ws://127.0.0.1:PORT/sync --room ROOM --token TOKEN
 //                   [--prefix TEXT] [--every MS] [--after-close MS] [--timeout MS]
+//                   [--duration MS [--linger MS]]
 //
 // After the initial sync it appends "PREFIX<n>\n" (n = 1, 2, ...) to the shared Y.Text "source"
 // every MS milliseconds (default 50), one transaction each, and goes on after the connection is
@@ -14,12 +15,33 @@
 //   {"event":"done","typed":N,"closed":true|false,"text":"..."}
 // It ends --after-close ms after the first close (default 1000), or at --timeout (default
 // 20000) if the server never closed it; it always exits 0.
+//
+// With --duration MS it types through outages instead: it types for MS milliseconds from the
+// initial sync whatever happens to the connection, reporting every close and every sync after
+// one ({"event":"resynced","typed":N}), and records the lines of other prefixes that arrive from
+// the server: a room sends only what it committed, so those are acknowledged lines. It reports
+// them as they arrive ({"event":"seen","lines":[...]}), so a test that kills it still knows what
+// it saw. When the MS milliseconds are over it stops typing ({"event":"stopped","typed":N}) and
+// waits until the provider has been connected and synced for --linger ms (default 1000) without
+// a break, so the server has had its last lines, or until --timeout, and prints
+//   {"event":"done","typed":N,"closes":K,"synced":true|false,"seen":["...",...],"text":"..."}
+// where "synced" says whether it got there before the timeout.
 
 import * as Y from 'yjs'
 import { WebsocketProvider } from 'y-websocket'
 import WebSocket from 'ws'
 
-const opts = { server: null, room: null, token: null, prefix: 'line-', every: 50, afterClose: 1000, timeout: 20000 }
+const opts = {
+  server: null,
+  room: null,
+  token: null,
+  prefix: 'line-',
+  every: 50,
+  afterClose: 1000,
+  timeout: 20000,
+  duration: null,
+  linger: 1000
+}
 const argv = process.argv.slice(2)
 for (let i = 0; i < argv.length; i += 2) {
   const value = argv[i + 1]
@@ -31,6 +53,8 @@ for (let i = 0; i < argv.length; i += 2) {
     case '--every': opts.every = Number(value); break
     case '--after-close': opts.afterClose = Number(value); break
     case '--timeout': opts.timeout = Number(value); break
+    case '--duration': opts.duration = Number(value); break
+    case '--linger': opts.linger = Number(value); break
     default:
       process.stderr.write(`typist.mjs: unknown argument ${JSON.stringify(argv[i])}\n`)
       process.exit(2)
@@ -57,11 +81,13 @@ provider.awareness.setLocalStateField('user', { name: `typist-${process.pid}` })
 
 let typed = 0
 let closed = false
+let closes = 0
 let ticker = null
+let finished = false
+// The lines of other typists that arrived from the server, in the order they first did.
+const seen = new Set()
 
-function finish () {
-  clearInterval(ticker)
-  say({ event: 'done', typed, closed, text: text.toString() })
+function teardown () {
   try {
     provider.destroy()
     doc.destroy()
@@ -71,21 +97,98 @@ function finish () {
   setTimeout(() => process.exit(0), 500).unref()
 }
 
-const overall = setTimeout(finish, opts.timeout)
+function finish () {
+  clearInterval(ticker)
+  say({ event: 'done', typed, closed, text: text.toString() })
+  teardown()
+}
 
-provider.on('sync', isSynced => {
-  if (!isSynced || ticker !== null) return
-  say({ event: 'synced', text: text.toString() })
-  ticker = setInterval(() => {
+function finishTypingThrough (synced) {
+  if (finished) return
+  finished = true
+  clearInterval(ticker)
+  say({ event: 'done', typed, closes, synced, seen: [...seen], text: text.toString() })
+  teardown()
+}
+
+function typeEvery () {
+  return setInterval(() => {
     typed += 1
     text.insert(text.length, `${opts.prefix}${typed}\n`)
   }, opts.every)
-})
+}
 
-provider.on('connection-close', event => {
-  if (closed || event === null || event === undefined) return
-  closed = true
-  say({ event: 'closed', code: event.code, reason: event.reason || '', typed })
-  clearTimeout(overall)
-  setTimeout(finish, opts.afterClose)
-})
+if (opts.duration === null) {
+  const overall = setTimeout(finish, opts.timeout)
+
+  provider.on('sync', isSynced => {
+    if (!isSynced || ticker !== null) return
+    say({ event: 'synced', text: text.toString() })
+    ticker = typeEvery()
+  })
+
+  provider.on('connection-close', event => {
+    if (closed || event === null || event === undefined) return
+    closed = true
+    say({ event: 'closed', code: event.code, reason: event.reason || '', typed })
+    clearTimeout(overall)
+    setTimeout(finish, opts.afterClose)
+  })
+} else {
+  setTimeout(() => finishTypingThrough(false), opts.timeout)
+
+  // Updates the provider applied came from the server (no BroadcastChannel here).
+  doc.on('update', (_update, origin) => {
+    if (origin !== provider) return
+    const lines = text.toString().split('\n')
+    lines.pop() // what follows the last newline is no whole line
+    const fresh = []
+    for (const line of lines) {
+      if (line !== '' && !line.startsWith(opts.prefix) && !seen.has(line)) {
+        seen.add(line)
+        fresh.push(line)
+      }
+    }
+    if (fresh.length > 0) say({ event: 'seen', lines: fresh })
+  })
+
+  // Once typing is over: done when the connection has stayed up and synced for --linger ms.
+  function awaitQuiet () {
+    let quietSince = null
+    setInterval(() => {
+      if (!(provider.wsconnected && provider.synced)) {
+        quietSince = null
+      } else if (quietSince === null) {
+        quietSince = Date.now()
+      } else if (Date.now() - quietSince >= opts.linger) {
+        finishTypingThrough(true)
+      }
+    }, 50)
+  }
+
+  provider.on('sync', isSynced => {
+    if (!isSynced) return
+    if (ticker !== null) {
+      say({ event: 'resynced', typed })
+      return
+    }
+    say({ event: 'synced', text: text.toString() })
+    ticker = typeEvery()
+    setTimeout(() => {
+      clearInterval(ticker)
+      say({ event: 'stopped', typed })
+      awaitQuiet()
+    }, opts.duration)
+  })
+
+  provider.on('connection-close', event => {
+    closes += 1
+    closed = true
+    say({
+      event: 'closed',
+      code: event ? event.code : null,
+      reason: (event && event.reason) || '',
+      typed
+    })
+  })
+}

@@ -200,6 +200,10 @@ struct Conn {
 }
 
 pub(crate) struct Room {
+    /// Set once the room can no longer serve (its document could not be reloaded after a failed
+    /// commit, or the lease was lost): its clients were closed, and it stops at the next message
+    /// instead of serving a document that may hold what was never saved.
+    ended: bool,
     id: ChannelId,
     doc: OpenDocument,
     storage: Arc<dyn Storage>,
@@ -242,6 +246,7 @@ impl Room {
             doc.doc.text(),
         );
         let room = Room {
+            ended: false,
             history,
             id: id.clone(),
             size_estimate: doc.doc.state_size(),
@@ -358,7 +363,7 @@ impl Room {
                 if saved {
                     self.history.changed(author, &self.doc);
                 }
-                !lost || !self.end_for_lease_loss()
+                self.goes_on(lost)
             }
             Inbound::Rename {
                 title,
@@ -374,7 +379,7 @@ impl Room {
                 };
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
-                !lost || !self.end_for_lease_loss()
+                self.goes_on(lost)
             }
             Inbound::Update {
                 update,
@@ -384,7 +389,7 @@ impl Room {
                 let result = self.program_update(&update, author).await;
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
-                !lost || !self.end_for_lease_loss()
+                self.goes_on(lost)
             }
             Inbound::Read { reply } => {
                 let _ = reply.send((self.doc.doc.text(), self.doc.revision));
@@ -1021,13 +1026,24 @@ impl Room {
             }
             Err(refusal) => {
                 self.close_all(refusal.code, &refusal.reason);
+                self.ended = true;
                 false
             }
         }
     }
 
+    /// Whether the room goes on after a program's edit: not once the lease is `lost` (it then
+    /// closes its clients) or the room has ended.
+    fn goes_on(&mut self, lost: bool) -> bool {
+        if lost {
+            self.end_for_lease_loss();
+        }
+        !self.ended
+    }
+
     /// The lease is gone: nothing more is accepted here; clients come back to the next holder.
     fn end_for_lease_loss(&mut self) -> bool {
+        self.ended = true;
         self.close_all(
             close::TRY_AGAIN_LATER,
             "the server is handing over; reconnect shortly",

@@ -34,9 +34,9 @@ pub fn failed(metrics: &Metrics, cause: StorageCause, error: &StoreError) -> boo
         return false;
     }
     if metrics.storage_failed(cause) {
-        tracing::warn!(cause = cause.as_str(), error = %ErrorChain(error), "{}", consequence(cause));
+        tracing::warn!(work = cause.as_str(), error = %ErrorChain(error), "{}", consequence(cause));
     } else {
-        tracing::debug!(cause = cause.as_str(), error = %ErrorChain(error), "the database is still unavailable");
+        tracing::debug!(work = cause.as_str(), error = %ErrorChain(error), "the database is still unavailable");
     }
     true
 }
@@ -45,7 +45,7 @@ pub fn failed(metrics: &Metrics, cause: StorageCause, error: &StoreError) -> boo
 pub fn failed_without_reply(metrics: &Metrics, cause: StorageCause, what: &str) {
     if metrics.storage_failed(cause) {
         tracing::warn!(
-            cause = cause.as_str(),
+            work = cause.as_str(),
             reason = what,
             "{}",
             consequence(cause)
@@ -57,7 +57,7 @@ pub fn failed_without_reply(metrics: &Metrics, cause: StorageCause, what: &str) 
 pub fn answered(metrics: &Metrics, cause: StorageCause, sent: Instant) {
     for recovered in metrics.storage_answered(cause, sent) {
         tracing::info!(
-            cause = recovered.cause.as_str(),
+            work = recovered.cause.as_str(),
             outage_ms = u64::try_from(recovered.after.as_millis()).unwrap_or(u64::MAX),
             "the database takes this work again"
         );

@@ -33,6 +33,7 @@ macro_rules! on_both {
 mod admin_browser;
 mod config;
 mod editor_browser;
+mod faults;
 mod hostile_load;
 mod interop;
 mod lifecycle;

@@ -3,6 +3,12 @@
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 
+pub mod fsync_shim;
+pub mod postgres_cluster;
+pub mod proxy;
+pub mod tmpfs;
+
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -61,6 +67,16 @@ impl Target {
         Target::with(tempfile::tempdir().unwrap(), database, Some(scratch))
     }
 
+    /// A PostgreSQL database the test runs itself (its own cluster, or a proxy in front of
+    /// one), at `url`, rather than a scratch database on the shared server.
+    pub fn postgres_at(url: String) -> Self {
+        Target::with(
+            tempfile::tempdir().unwrap(),
+            Database::Postgres { url },
+            None,
+        )
+    }
+
     fn with(folder: TempDir, database: Database, scratch: Option<ScratchDatabase>) -> Self {
         std::fs::write(folder.path().join("fermata.toml"), FAST_LEASE).unwrap();
         Target {
@@ -76,6 +92,12 @@ impl Target {
 
     pub fn config(&self) -> PathBuf {
         self.folder.path().join("fermata.toml")
+    }
+
+    /// Replaces the whole configuration file with `text` (a `[writer_lease]` table of other
+    /// timings, or nothing for the defaults).
+    pub fn replace_config(&self, text: &str) {
+        std::fs::write(self.config(), text).unwrap();
     }
 
     pub fn database(&self) -> &Database {
@@ -119,6 +141,22 @@ impl Target {
         for (name, value) in env {
             command.env(name, value);
         }
+        Fermata::spawn(command)
+    }
+
+    /// `fermata serve` listening on `listen` (the address a process before it served on, where
+    /// the clients reconnect), with `extra` arguments and `env` set.
+    pub fn serve_at(
+        &self,
+        listen: SocketAddr,
+        extra: &[&str],
+        env: &[(String, OsString)],
+    ) -> Fermata {
+        let mut command = self.command("serve");
+        command
+            .args(["--listen", &listen.to_string()])
+            .args(extra)
+            .envs(env.iter().map(|(name, value)| (name, value)));
         Fermata::spawn(command)
     }
 
@@ -350,10 +388,21 @@ pub fn request(
     headers: &[(&str, &str)],
     json: Option<&serde_json::Value>,
 ) -> Answer {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    try_request(address, method, path, headers, json).unwrap()
+}
+
+/// [`request`], returning the failure to connect, or to read an answer within 30 seconds, or a
+/// connection closed without one, instead of failing the test: for a server that may be gone
+/// or stuck.
+pub fn try_request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    json: Option<&serde_json::Value>,
+) -> std::io::Result<Answer> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let body = json.map(ToString::to_string).unwrap_or_default();
     let mut head = format!(
         "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: {}\r\n",
@@ -366,12 +415,18 @@ pub fn request(
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    stream.read_to_string(&mut response)?;
+    if response.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the connection closed without an answer",
+        ));
+    }
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    Answer {
+    Ok(Answer {
         status: head
             .split_whitespace()
             .nth(1)
@@ -379,7 +434,7 @@ pub fn request(
             .unwrap_or(0),
         headers: head.replace("\r\n", "\n"),
         body: body.to_owned(),
-    }
+    })
 }
 
 /// A bare HTTP/1.0 GET, so the tests need no HTTP client.
@@ -666,11 +721,46 @@ impl Typist {
         prefix: &str,
         timeout_ms: u64,
     ) -> Self {
+        Typist::start(
+            address,
+            room,
+            token,
+            prefix,
+            &["--timeout", &timeout_ms.to_string()],
+        )
+    }
+
+    /// A typist that types for `typing` from its first sync whatever happens to its connection
+    /// (`--duration`), then waits until it has been connected and synced for a second, within
+    /// `timeout` of its start, and reports what it typed and the other typists' lines it saw.
+    pub fn spawn_typing_through(
+        address: SocketAddr,
+        room: &str,
+        token: &str,
+        prefix: &str,
+        typing: Duration,
+        timeout: Duration,
+    ) -> Self {
+        Typist::start(
+            address,
+            room,
+            token,
+            prefix,
+            &[
+                "--duration",
+                &typing.as_millis().to_string(),
+                "--timeout",
+                &timeout.as_millis().to_string(),
+            ],
+        )
+    }
+
+    fn start(address: SocketAddr, room: &str, token: &str, prefix: &str, extra: &[&str]) -> Self {
         let mut child = Command::new("node")
             .arg(interop_dir().join("typist.mjs"))
             .args(["--server", &format!("ws://{address}/sync"), "--room", room])
             .args(["--token", token, "--prefix", prefix])
-            .args(["--timeout", &timeout_ms.to_string()])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -711,6 +801,19 @@ impl Typist {
         self.event_within(name, PATIENCE, seen)
             .unwrap_or_else(|| panic!("the typist never reported {name}: {seen:?}"))
             .1
+    }
+
+    /// `kill -9`, as a browser tab dies: nothing it holds reaches the server any more. Returns
+    /// every event it reported and nobody read yet.
+    pub fn kill(mut self) -> Vec<serde_json::Value> {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        // The reader ends at the end of the output, which the kill brought.
+        let mut events = Vec::new();
+        while let Ok((_, event)) = self.events.recv_timeout(PATIENCE) {
+            events.push(event);
+        }
+        events
     }
 }
 

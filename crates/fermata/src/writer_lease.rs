@@ -283,6 +283,7 @@ impl Keeper {
                         "no reply within {}; connection abandoned",
                         humantime::format_duration(timings.abandon_after)
                     );
+                    tracing::warn!(reason = %error, "writer lease renewal abandoned");
                     storage_outage::failed_without_reply(
                         &self.metrics,
                         StorageCause::Renewal,

@@ -22,14 +22,20 @@
 // the server: a room sends only what it committed, so those are acknowledged lines. It reports
 // them as they arrive ({"event":"seen","lines":[...]}), so a test that kills it still knows what
 // it saw. When the MS milliseconds are over it stops typing ({"event":"stopped","typed":N}) and
-// waits until the provider has been connected and synced for --linger ms (default 1000) without
-// a break, so the server has had its last lines, or until --timeout, and prints
+// waits until the server confirmed it stored everything typed, as the browser editor's "Saved"
+// does: once connected and synced, it sends a sync step 1 of its own and waits for the answer on
+// the same connection. A room answers messages in the order they came and closes a client whose
+// update it could not save, so that answer means every earlier update was stored; a close before
+// it means trying again on the next connection. Then it stays connected for --linger ms (default
+// 1000), or until --timeout, and prints
 //   {"event":"done","typed":N,"closes":K,"synced":true|false,"seen":["...",...],"text":"..."}
 // where "synced" says whether it got there before the timeout.
 
 import * as Y from 'yjs'
 import { WebsocketProvider } from 'y-websocket'
 import WebSocket from 'ws'
+import * as encoding from 'lib0/encoding'
+import * as syncProtocol from 'y-protocols/sync'
 
 const opts = {
   server: null,
@@ -152,16 +158,35 @@ if (opts.duration === null) {
     if (fresh.length > 0) say({ event: 'seen', lines: fresh })
   })
 
-  // Once typing is over: done when the connection has stayed up and synced for --linger ms.
+  // y-websocket's message types: a sync message, and of those the answer to a step 1.
+  const MESSAGE_SYNC = 0
+  const SYNC_STEP_2 = 1
+
+  // Once typing is over: done when the server confirmed it stored everything typed (the answer
+  // to a step 1 sent after it, on a connection that stayed open) and the connection then stayed
+  // up for --linger ms.
   function awaitQuiet () {
-    let quietSince = null
+    let probed = null // the socket a probe awaits its answer on
+    let confirmedAt = null
     setInterval(() => {
-      if (!(provider.wsconnected && provider.synced)) {
-        quietSince = null
-      } else if (quietSince === null) {
-        quietSince = Date.now()
-      } else if (Date.now() - quietSince >= opts.linger) {
-        finishTypingThrough(true)
+      const ws = provider.ws
+      if (!(provider.wsconnected && provider.synced) || ws === null) {
+        probed = null
+        confirmedAt = null
+      } else if (confirmedAt !== null) {
+        if (Date.now() - confirmedAt >= opts.linger) finishTypingThrough(true)
+      } else if (probed !== ws) {
+        probed = ws
+        ws.addEventListener('message', event => {
+          const bytes = new Uint8Array(event.data)
+          if (probed === ws && bytes[0] === MESSAGE_SYNC && bytes[1] === SYNC_STEP_2) {
+            confirmedAt = Date.now()
+          }
+        })
+        const encoder = encoding.createEncoder()
+        encoding.writeVarUint(encoder, MESSAGE_SYNC)
+        syncProtocol.writeSyncStep1(encoder, doc)
+        ws.send(encoding.toUint8Array(encoder))
       }
     }, 50)
   }

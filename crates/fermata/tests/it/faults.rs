@@ -87,6 +87,30 @@ async fn postgres_killed_and_restarted() {
         .await;
 }
 
+/// A crash that lasts: PostgreSQL killed (`-m immediate`) and started again 15 s later, while
+/// the typists stop typing 5 s into the outage, so what they typed waits in them until the
+/// database is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_and_started_again_15_s_later() {
+    let cluster = PgCluster::start();
+    let target = Target::postgres_at(cluster.url());
+    target.replace_config(RIDING_LEASE);
+    let down_for = Duration::from_secs(15);
+    let scene = Scene::start(&target, &[], Duration::from_secs(7)).await;
+    let outage = scene.outage_begins();
+    cluster.stop(StopMode::Immediate);
+    tokio::time::sleep(down_for).await;
+    cluster.start_again();
+    let outage = outage.healed().await;
+    scene
+        .finish(
+            "postgres killed (-m immediate), started 15 s later",
+            outage,
+            Unready::Required,
+        )
+        .await;
+}
+
 /// The operator's scenario: the database stopped for longer than one renewal but less than the
 /// safety deadline, with the default lease timings (ttl 30 s, renewals every 10 s, deadline
 /// 25 s): 12 s, so at least one renewal falls inside it whenever it starts.

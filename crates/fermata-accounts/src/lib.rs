@@ -38,7 +38,7 @@ pub use credentials::Credentials;
 pub use error::AccountError;
 pub use keyring_handle::{KeyringHandle, Reload};
 pub use password_checks::QUEUE_WAIT as PASSWORD_QUEUE_WAIT;
-pub use rotation::Reencrypted;
+pub use rotation::{Reencrypted, SealedCheck};
 pub use sessions::{LoggedIn, LoginClient, Reauthenticated};
 pub use throttle::{LoginCounts, LoginThrottle};
 pub use tokens::TokenScope;

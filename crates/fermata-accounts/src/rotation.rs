@@ -1,4 +1,5 @@
-//! Re-encrypting stored credentials under the current key.
+//! Re-encrypting stored credentials under the current key, and checking that the loaded keys
+//! open every one (after a restore, that the key file travelled with the database).
 
 use fermata_crypto::{Aad, Keyring, Purpose};
 use fermata_store::{ErrorKind, Machine, MachineId, Session, SessionId, StoreResult};
@@ -14,6 +15,14 @@ pub struct Reencrypted {
     pub current: usize,
     /// Envelopes that could not be opened (damaged, or sealed with a key no longer loaded): left
     /// as they are, and counted so the operator hears of them.
+    pub undecryptable: usize,
+}
+
+/// How the stored credentials fared under the loaded keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SealedCheck {
+    pub opened: usize,
+    /// Envelopes the loaded keys do not open: sealed under a key that is not loaded, or damaged.
     pub undecryptable: usize,
 }
 
@@ -81,6 +90,30 @@ impl Accounts {
             current: session_pass.current + machine_pass.current,
             undecryptable: session_pass.undecryptable + machine_pass.undecryptable,
         })
+    }
+
+    /// Opens every stored credential with the loaded keys, changing nothing.
+    pub async fn check_sealed(&self) -> Result<SealedCheck, AccountError> {
+        let sessions = self.storage.sessions().sessions_with_credentials().await?;
+        let machines = self.storage.machines().machines_with_credentials().await?;
+        let envelopes = sessions
+            .iter()
+            .filter_map(|s| {
+                let sealed = s.credentials.as_deref()?;
+                Some((Purpose::SessionCredentials, s.id.0.as_str(), sealed))
+            })
+            .chain(machines.iter().filter_map(|m| {
+                let sealed = m.credentials.as_deref()?;
+                Some((Purpose::MachineCredentials, m.id.0.as_str(), sealed))
+            }));
+        let mut check = SealedCheck::default();
+        for (purpose, row, sealed) in envelopes {
+            match self.keys.open(Aad { purpose, row }, sealed) {
+                Ok(_) => check.opened += 1,
+                Err(_) => check.undecryptable += 1,
+            }
+        }
+        Ok(check)
     }
 
     /// Re-seals `rows` under the current key; returns how many were re-sealed and how many were

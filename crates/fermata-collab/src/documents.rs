@@ -11,9 +11,9 @@ use std::sync::Arc;
 use fermata_docs::{Sidecar, SourceDoc, recover};
 use fermata_store::repository::creation_fingerprint;
 use fermata_store::{
-    Channel, ChannelId, CreationKey, CreationOrigin, DocumentCursor, DocumentScope, NewChannel,
-    NewCheckpoint, PublishedChannel, Repository, Slug, Storage, StoreError, UnixMillis, UserId,
-    Version,
+    Channel, ChannelFilter, ChannelId, CreationKey, CreationOrigin, DocumentCursor, DocumentScope,
+    NewChannel, NewCheckpoint, PublishedChannel, Repository, Slug, Storage, StoreError, UnixMillis,
+    UserId, Version,
 };
 
 use crate::fence::WriterFence;
@@ -108,19 +108,48 @@ impl Documents {
         title: String,
         parent: Option<ChannelId>,
     ) -> Result<Channel, StoreError> {
+        self.create_at(ChannelId::random(), repository, title, parent)
+            .await
+    }
+
+    /// [`Documents::create`] under a chosen ID (an import keeps the exported one where it is
+    /// free); an ID already taken is `Conflict`.
+    pub async fn create_at(
+        &self,
+        id: ChannelId,
+        repository: Repository,
+        title: String,
+        parent: Option<ChannelId>,
+    ) -> Result<Channel, StoreError> {
         let fence = self.fence.current()?;
         self.storage
             .collaboration()
             .create_channel(
                 &fence,
                 &NewChannel {
-                    id: ChannelId::random(),
+                    id,
                     repository,
                     title,
                     parent,
                 },
             )
             .await
+    }
+
+    /// Every document of a repository, archived ones too, in no particular order.
+    pub async fn all_in(&self, repository: &Repository) -> Result<Vec<Channel>, StoreError> {
+        self.storage
+            .collaboration()
+            .list_channels(&ChannelFilter {
+                repository: Some(repository.clone()),
+                include_archived: true,
+            })
+            .await
+    }
+
+    /// Every slug of a document: the canonical one first, then its former ones.
+    pub async fn slugs(&self, id: &ChannelId) -> Result<Vec<Slug>, StoreError> {
+        self.storage.collaboration().slugs_of(id).await
     }
 
     /// Creates a document the way a program does: at the ID its idempotency key determines, with

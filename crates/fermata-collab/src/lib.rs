@@ -5,7 +5,8 @@
 //! through the ordinary rewrite), and the media service (a document's images, Chat attachments)
 //! the HTTP API uses; the repositories service (members, roles, the audited `system_admin`
 //! override); the background-job services (generated descriptions, research publication); the
-//! startup sequence and the periodic sweeps a serving process runs under the writer lease.
+//! startup sequence and the periodic sweeps a serving process runs under the writer lease; a
+//! repository written as files (its manifest and export).
 //!
 //! The HTTP layer upgrades a WebSocket and shuttles bytes between it and a [`Connection`]; all
 //! protocol and storage work happens here.
@@ -20,6 +21,7 @@ mod history;
 mod media;
 pub mod protocol;
 mod repositories;
+pub mod repository_files;
 pub mod research;
 mod room;
 mod rooms;
@@ -27,6 +29,7 @@ mod settings;
 pub mod startup;
 pub mod storage_outage;
 pub mod sweeps;
+pub mod verification;
 
 pub use descriptions::Descriptions;
 pub use documents::{DocumentView, Documents, KeyedOutcome, Page};

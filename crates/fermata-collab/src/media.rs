@@ -494,7 +494,7 @@ fn attachment_type(media_type: MediaType) -> Result<AttachmentType, MediaFailure
     })
 }
 
-fn media_type_of_image(image_type: ImageType) -> MediaType {
+pub(crate) fn media_type_of_image(image_type: ImageType) -> MediaType {
     match image_type {
         ImageType::Png => MediaType::Png,
         ImageType::Jpeg => MediaType::Jpeg,

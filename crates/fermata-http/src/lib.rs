@@ -36,6 +36,7 @@ mod pages;
 mod policy;
 mod readiness;
 mod repositories_api;
+mod repository_export;
 mod repository_page;
 mod request_count;
 mod schema_api;
@@ -113,6 +114,7 @@ fn routes() -> Routes {
         .merge(documents_api::routes())
         .merge(images_api::routes())
         .merge(repositories_api::routes())
+        .merge(repository_export::routes())
         .merge(schema_api::routes())
         .get("/sync/{*room}", Access::Sync, sync::sync)
         .merge(pages::routes())

@@ -163,7 +163,7 @@ async fn repository_page(
     });
     let body = html! {
         h1 { (name) }
-        p.note { a href="/" { "Home" } " · " a href="/account" { "Your account" } " · your role: " (role.as_str()) }
+        p.note { a href="/" { "Home" } " · " a href="/account" { "Your account" } " · your role: " (role.as_str()) " · " a #export href={ "/api/v1/repositories/" (name) "/export" } download { "Download as files (.tar.gz)" } }
         @if role >= RepositoryRole::Editor {
             h2 { "New document" }
             form method="post" action={ (here) "/documents" } {

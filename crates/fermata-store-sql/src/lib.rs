@@ -6,6 +6,7 @@
 //! crate sees a driver type or a line of SQL.
 
 mod api_token;
+mod backup;
 mod channel;
 mod chat;
 mod claim;

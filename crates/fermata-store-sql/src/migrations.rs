@@ -75,10 +75,14 @@ pub(crate) async fn check(
         .collect();
     for record in &applied {
         let Some(migration) = known.get(&record.version) else {
+            let description = applied_description(conn, record.version).await;
             return Err(StoreError::corrupt(format!(
-                "the database has migration {} applied, which this release does not know: \
-                 it was written by a newer release",
-                record.version
+                "the database has migration {:04}{} applied, which this release ({}) does not \
+                 know: a newer release wrote it. Run that release or a later one; this one \
+                 changed nothing",
+                record.version,
+                description.map_or(String::new(), |d| format!(" ({d})")),
+                RELEASE
             )));
         };
         if migration.checksum != record.checksum {
@@ -107,6 +111,27 @@ pub(crate) async fn check(
         list.push(file_name(migration));
     }
     Ok(status)
+}
+
+/// This release, as the refusal of a newer database names it.
+const RELEASE: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));
+
+/// The description an applied migration was recorded with, to name one this release does not
+/// know; `None` when it cannot be read (the refusal stands without it).
+async fn applied_description(conn: &mut sqlx::AnyConnection, version: i64) -> Option<String> {
+    let description: String =
+        sqlx::query_scalar("SELECT description FROM _sqlx_migrations WHERE version = $1")
+            .bind(version)
+            .fetch_one(conn)
+            .await
+            .ok()?;
+    // Shown to an operator as it was recorded, kept short and printable.
+    let printable: String = description
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(80)
+        .collect();
+    (!printable.is_empty()).then_some(printable)
 }
 
 fn map_migrate(error: sqlx::migrate::MigrateError, action: &str) -> StoreError {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Given, Origin, Overrides, Servers, Sources};
 use crate::failure::Failure;
 use crate::logging::Role;
-use crate::{account_commands, logging, schema_commands, serve, status};
+use crate::{account_commands, backup, logging, repository_files, schema_commands, serve, status};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then FERMATA_* environment variables, then the --config TOML file
@@ -52,6 +52,15 @@ enum Command {
     Migrate(StorageArgs),
     /// Show the schema, who holds the writer lease, and the latest serving processes.
     Status(StorageArgs),
+    /// Write a consistent backup (the database, its encryption keys, the review artifacts kept
+    /// on disk) into a new folder DEST, while `serve` runs. See docs/operations.md.
+    Backup(BackupArgs),
+    /// Restore a backup into the empty data folder or database the storage settings name, apply
+    /// newer migrations, and verify every document and stored credential.
+    Restore(RestoreArgs),
+    /// Verify every document as recovery would, without serving or writing; exits 1 naming
+    /// each damaged document.
+    Check(StorageArgs),
     /// Manage local accounts and their roles.
     #[command(subcommand)]
     User(UserCommand),
@@ -65,6 +74,106 @@ enum Command {
     /// registry and operations.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Write every document of a repository into a folder: SLUG.md files (children in a folder
+    /// named after their parent), their images, and a manifest `import` reads back.
+    Export(ExportArgs),
+    /// Create or update a repository's documents from a folder `export` wrote, or from a plain
+    /// folder of Markdown files. Takes the writer lease: refused while a server serves.
+    Import(ImportArgs),
+}
+
+/// `fermata backup DEST`.
+#[derive(Debug, Args)]
+struct BackupArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The backup's folder; it must not exist.
+    dest: PathBuf,
+    #[command(flatten)]
+    passphrase: PassphraseArgs,
+    /// The pg_dump to run [default: the first on PATH of the server's major version or later,
+    /// else the newest under /usr/lib/postgresql].
+    #[arg(long, env = "FERMATA_PG_DUMP", value_name = "PATH")]
+    pg_dump: Option<PathBuf>,
+}
+
+/// `fermata restore SRC`.
+#[derive(Debug, Args)]
+struct RestoreArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The backup's folder.
+    src: PathBuf,
+    #[command(flatten)]
+    passphrase: PassphraseArgs,
+    /// Restore over a database that holds data, replacing it: name it (the PostgreSQL
+    /// database's name, or the data folder).
+    #[arg(long, value_name = "DATABASE")]
+    force: Option<String>,
+    /// The pg_restore to run [default: found as for pg_dump].
+    #[arg(long, env = "FERMATA_PG_RESTORE", value_name = "PATH")]
+    pg_restore: Option<PathBuf>,
+}
+
+/// Where the passphrase sealing a backup's key file comes from.
+#[derive(Debug, Args)]
+struct PassphraseArgs {
+    /// Seal (backup) or open (restore) the key file with the passphrase in this file's first
+    /// line.
+    #[arg(long, value_name = "FILE", conflicts_with = "passphrase_stdin")]
+    passphrase_file: Option<PathBuf>,
+    /// The same, with the passphrase read from standard input's first line.
+    #[arg(long)]
+    passphrase_stdin: bool,
+}
+
+impl PassphraseArgs {
+    fn read(&self) -> Result<Option<zeroize::Zeroizing<String>>, Failure> {
+        let text = match (&self.passphrase_file, self.passphrase_stdin) {
+            (Some(path), _) => std::fs::read_to_string(path).map_err(|error| {
+                Failure::config(format!(
+                    "cannot read the passphrase file {}: {error}",
+                    path.display()
+                ))
+            })?,
+            (None, true) => {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map_err(|error| {
+                    Failure::config(format!("cannot read the passphrase: {error}"))
+                })?;
+                line
+            }
+            (None, false) => return Ok(None),
+        };
+        let text = zeroize::Zeroizing::new(text);
+        let line = text.lines().next().unwrap_or("");
+        if line.is_empty() {
+            return Err(Failure::config("the passphrase is empty"));
+        }
+        Ok(Some(zeroize::Zeroizing::new(line.to_owned())))
+    }
+}
+
+/// `fermata export OWNER/NAME DIR`.
+#[derive(Debug, Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The repository, OWNER/NAME.
+    repository: String,
+    /// The folder to write; it must not exist or be empty.
+    dir: PathBuf,
+}
+
+/// `fermata import DIR OWNER/NAME`.
+#[derive(Debug, Args)]
+struct ImportArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The folder to read.
+    dir: PathBuf,
+    /// The repository, OWNER/NAME; created for the user OWNER when it does not exist.
+    repository: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -438,6 +547,11 @@ impl Command {
             Command::Serve(args) => &args.storage,
             Command::Migrate(storage)
             | Command::Status(storage)
+            | Command::Check(storage)
+            | Command::Backup(BackupArgs { storage, .. })
+            | Command::Restore(RestoreArgs { storage, .. })
+            | Command::Export(ExportArgs { storage, .. })
+            | Command::Import(ImportArgs { storage, .. })
             | Command::User(
                 UserCommand::Add { storage, .. }
                 | UserCommand::Passwd { storage, .. }
@@ -592,6 +706,38 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
         match command {
             Command::Serve(_) => unreachable!("served above"),
             Command::Migrate(_) => status::migrate(&storage).await,
+            Command::Check(_) => backup::check::check(&storage).await,
+            Command::Backup(args) => {
+                let keys = sources.keys(&storage).map_err(invalid)?;
+                let schema = sources.schema(Servers::Leave).map_err(invalid)?;
+                let request = backup::BackupRequest {
+                    dest: &args.dest,
+                    passphrase: args.passphrase.read()?,
+                    pg_dump: args.pg_dump.as_deref(),
+                    artifacts_in_bucket: schema.artifacts.is_some(),
+                };
+                backup::backup(&storage, &keys, request).await
+            }
+            Command::Restore(args) => {
+                let keys = sources.keys(&storage).map_err(invalid)?;
+                let schema = sources.schema(Servers::Leave).map_err(invalid)?;
+                let request = backup::restore::RestoreRequest {
+                    src: &args.src,
+                    passphrase: args.passphrase.read()?,
+                    force: args.force.as_deref(),
+                    pg_restore: args.pg_restore.as_deref(),
+                    artifacts_in_bucket: schema.artifacts.is_some(),
+                };
+                backup::restore::restore(&storage, &keys, request).await
+            }
+            Command::Export(args) => {
+                let settings = sources.repository_files().map_err(invalid)?;
+                repository_files::export(&settings, &args.repository, &args.dir).await
+            }
+            Command::Import(args) => {
+                let settings = sources.repository_files().map_err(invalid)?;
+                repository_files::import(&settings, &args.dir, &args.repository).await
+            }
             Command::Status(_) => status::status(&storage).await,
             Command::User(UserCommand::Add {
                 name,

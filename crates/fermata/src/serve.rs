@@ -67,14 +67,12 @@ struct Server {
 async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     // Every write this process makes goes through its writer fence, which stays empty until it
     // holds the writer lease.
-    let fence = WriterFence::default();
-    let store = storage::open_gated(
+    let (fence, store) = storage::open_fenced(
         &settings.storage,
-        fence.clone(),
         settings.lease.database_wait(),
+        settings.migrate,
     )
     .await?;
-    storage::prepare_schema(&store, settings.migrate).await?;
     let keyring = Arc::new(keys::handle(&settings.keys)?);
     let metrics = Arc::new(Metrics::new(VERSION));
     let shared: Arc<dyn Storage> = Arc::new(store.clone());

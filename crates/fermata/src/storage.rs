@@ -88,6 +88,37 @@ pub(crate) async fn prepare_schema(
     Ok(after)
 }
 
+/// The schema's state for a command that reads it as this release does and migrates nothing
+/// (`backup`, `check`): one with pending migrations is refused, naming `what` could not be done.
+pub(crate) async fn require_current_schema(
+    storage: &SqlStorage,
+    what: &str,
+) -> Result<MigrationStatus, Failure> {
+    let status = storage.migration_status().await.map_err(schema_failure)?;
+    if status.pending.is_empty() {
+        return Ok(status);
+    }
+    Err(Failure::runtime(format!(
+        "the database schema is behind this release ({} migrations pending), so it cannot {what}: \
+         run `fermata migrate` first, or use the release that serves it",
+        status.pending.len()
+    )))
+}
+
+/// Opens the database for a process that writes under the writer lease (`serve`, `import`):
+/// its fence, empty until the lease is taken, and the store whose every write goes through it,
+/// with the schema checked, and migrated when `migrate`.
+pub(crate) async fn open_fenced(
+    settings: &StorageSettings,
+    database_wait: Duration,
+    migrate: bool,
+) -> Result<(WriterFence, SqlStorage), Failure> {
+    let fence = WriterFence::default();
+    let store = open_gated(settings, fence.clone(), database_wait).await?;
+    prepare_schema(&store, migrate).await?;
+    Ok((fence, store))
+}
+
 fn schema_failure(error: StoreError) -> Failure {
     Failure::store("the database schema cannot be used", error)
 }

@@ -664,7 +664,8 @@ async fn case(
             "GET",
             "/api/v1/repositories/{owner}/{name}"
             | "/api/v1/repositories/{owner}/{name}/members"
-            | "/api/v1/repositories/{owner}/{name}/audit",
+            | "/api/v1/repositories/{owner}/{name}/audit"
+            | "/api/v1/repositories/{owner}/{name}/export",
         ) => (Call::new(m, path(p)), S::OK),
         ("PUT", "/api/v1/repositories/{owner}/{name}/members/{user}") => (
             Call::new(m, path(p)).json(&json!({"role": "viewer"})),

@@ -140,6 +140,16 @@ pub struct ServeSettings {
     pub http: HttpSettings,
 }
 
+/// What `export` and `import` need: the database, the writer lease's timings (an import holds
+/// the lease) and the limits of documents and images (`[documents]`, `[media]`).
+#[derive(Debug, Clone)]
+pub struct RepositoryFileSettings {
+    pub storage: StorageSettings,
+    pub lease: LeaseTimings,
+    pub collab: fermata_collab::CollabSettings,
+    pub media: fermata_collab::MediaSettings,
+}
+
 impl ServeSettings {
     /// What the account layer is given.
     pub fn account_settings(&self) -> fermata_accounts::AccountSettings {
@@ -494,6 +504,19 @@ impl Sources {
             schema: self.schema(Servers::Connect)?,
             media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
             http: http::http_settings(self.file.http.as_ref(), &self.file_origin())?,
+        })
+    }
+
+    /// Every setting `export` and `import` need.
+    pub fn repository_files(&self) -> Result<RepositoryFileSettings, ConfigError> {
+        let lease = self.lease_timings()?;
+        Ok(RepositoryFileSettings {
+            storage: self.storage()?,
+            lease,
+            collab: self
+                .collab_settings()?
+                .with_database_wait(lease.database_wait()),
+            media: media::media_settings(self.file.media.as_ref(), &self.file_origin())?,
         })
     }
 

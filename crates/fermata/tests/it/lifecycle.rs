@@ -220,6 +220,35 @@ async fn an_edited_migration_stops_serve_before_anything_runs(target: Target) {
     );
 }
 
+/// A database a newer release migrated (a migration this build does not know) is refused by
+/// `serve` and `migrate` alike, naming the migration and the way out, and nothing is written:
+/// no lease is taken and no migration is recorded.
+async fn a_migration_from_a_newer_release_is_refused(target: Target) {
+    let (status, output) = target.run("migrate");
+    assert!(status.success(), "{output}");
+    let store = target.store().await;
+    let future = "INSERT INTO _sqlx_migrations \
+        (version, description, success, checksum, execution_time) \
+        VALUES (9001, 'shards and their leases', TRUE, $1, 0)";
+    target.execute(future, vec![0u8; 48]).await;
+    let recorded = target.count_rows("_sqlx_migrations").await;
+    for command in ["serve", "migrate"] {
+        let (status, output) = target.run(command);
+        assert_eq!(status.code(), Some(1), "{command}: {output}");
+        assert!(
+            output.contains("migration 9001 (shards and their leases) applied")
+                && output.contains("a newer release wrote it. Run that release or a later one"),
+            "{command}: {output}"
+        );
+    }
+    assert_eq!(target.count_rows("_sqlx_migrations").await, recorded);
+    let peek = store.leases().peek(&LeaseName::WRITER).await.unwrap();
+    assert_eq!(
+        peek.record, None,
+        "serve took the lease from a database a newer release migrated"
+    );
+}
+
 async fn startup_removes_sessions_a_restart_cannot_keep(target: Target) {
     let (status, output) = target.run("migrate");
     assert!(status.success(), "{output}");
@@ -299,5 +328,6 @@ on_both!(
     takeover_after_kill_waits_for_expiry_and_fences_the_old_token,
     holder_stops_when_renewals_cannot_get_through,
     an_edited_migration_stops_serve_before_anything_runs,
+    a_migration_from_a_newer_release_is_refused,
     startup_removes_sessions_a_restart_cannot_keep,
 );

@@ -31,6 +31,7 @@ macro_rules! on_both {
 }
 
 mod admin_browser;
+mod backups;
 mod config;
 mod editor_browser;
 mod faults;
@@ -38,6 +39,7 @@ mod hostile_load;
 mod interop;
 mod lifecycle;
 mod metrics;
+mod repository_files;
 mod schema;
 mod secrets;
 mod stop;

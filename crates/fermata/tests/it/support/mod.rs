@@ -178,6 +178,40 @@ impl Target {
         }
     }
 
+    /// Runs `sql` on the target's database with a plain connection, `param` bound to `$1`: to
+    /// damage or prepare rows behind the server's back.
+    pub async fn execute<P>(&self, sql: &str, param: P)
+    where
+        P: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + for<'q> sqlx::Encode<'q, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>
+            + Send
+            + 'static,
+    {
+        match &self.database {
+            Database::Postgres { url } => {
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::query(sql)
+                    .bind(param)
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            Database::Sqlite { path } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+                let mut conn = sqlx::SqliteConnection::connect_with(&options)
+                    .await
+                    .unwrap();
+                sqlx::query(sql)
+                    .bind(param)
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
     /// Runs a short command to the end.
     pub fn run(&self, subcommand: &str) -> (ExitStatus, String) {
         let output = self.command(subcommand).output().unwrap();

@@ -35,7 +35,7 @@ pub use client_tokens::{
     MintedClientToken,
 };
 pub use credentials::Credentials;
-pub use error::AccountError;
+pub use error::{AccountError, retry_after_seconds};
 pub use keyring_handle::{KeyringHandle, Reload};
 pub use password_checks::QUEUE_WAIT as PASSWORD_QUEUE_WAIT;
 pub use rotation::{Reencrypted, SealedCheck};

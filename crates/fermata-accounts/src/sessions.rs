@@ -139,7 +139,7 @@ impl Accounts {
             user = ?attempt.account,
             address = %shown(attempt.address),
             known_device = attempt.known_device.is_some(),
-            retry_after_seconds = retry_after.as_secs().max(1),
+            retry_after_seconds = crate::retry_after_seconds(retry_after),
             "login refused: locked after failed attempts"
         );
         AccountError::Throttled { retry_after }
@@ -382,5 +382,64 @@ fn aad_of_session(session: &SessionId) -> Aad<'_> {
     Aad {
         purpose: Purpose::SessionCredentials,
         row: &session.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fermata_crypto::Keyring;
+    use fermata_store::{Storage, StoreOptions};
+    use fermata_store_testkit::memory::MemoryStorage;
+
+    use super::*;
+    use crate::throttle::{FIRST_LOCK, FREE_PER_ACCOUNT};
+    use crate::{AccountSettings, KeyringHandle, retry_after_seconds};
+
+    const PASSWORD: &str = "correct horse battery staple";
+
+    /// A client told to retry after `Retry-After` seconds that waits exactly that long gets in:
+    /// the seconds are the lock's remaining time rounded up, never down.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_exactly_the_advertised_seconds_gets_past_a_lock() {
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new(StoreOptions::default()));
+        let keys = Arc::new(KeyringHandle::new(Keyring::generate(), None));
+        let accounts = Accounts::new(storage, keys, AccountSettings::default());
+        let password = SecretToken::from_given(PASSWORD);
+        accounts
+            .add_user("ada", Some(password.clone()), Default::default())
+            .await
+            .unwrap();
+        let client = LoginClient {
+            address: Some(IpAddr::from([203, 0, 113, 9])),
+            device_mark: None,
+        };
+        let wrong = SecretToken::from_given("guess guess guess");
+        // The free failures, then one after each lock runs out: the last starts a lock of 4 s.
+        let mut waits = vec![Duration::ZERO; FREE_PER_ACCOUNT];
+        waits.extend([FIRST_LOCK, FIRST_LOCK * 2]);
+        for wait in waits {
+            tokio::time::advance(wait).await;
+            let refused = accounts.login("ada", &wrong, client).await.unwrap_err();
+            assert!(
+                matches!(refused, AccountError::WrongCredentials),
+                "{refused}"
+            );
+        }
+        // The next request comes half a second later: 3.5 s of the lock remain.
+        tokio::time::advance(Duration::from_millis(500)).await;
+        let Err(AccountError::Throttled { retry_after }) =
+            accounts.login("ada", &password, client).await
+        else {
+            panic!("the lock holds the right password too");
+        };
+        assert_eq!(retry_after, Duration::from_millis(3500));
+        let advertised = retry_after_seconds(retry_after);
+        assert_eq!(advertised, 4);
+        tokio::time::advance(Duration::from_secs(advertised)).await;
+        let logged_in = accounts.login("ada", &password, client).await;
+        assert!(logged_in.is_ok(), "{:?}", logged_in.err());
     }
 }

@@ -77,6 +77,13 @@ pub struct Documents {
     repositories: Repositories,
 }
 
+/// Refuses a text that breaks the rules every edit from outside keeps (no NUL, plain text), with
+/// the check a rewrite runs in the room: for a caller that checks everything before it writes
+/// anything, as an import does.
+pub fn check_text(text: &str) -> Result<(), fermata_docs::DocError> {
+    fermata_docs::SourceDoc::new().replace_text(text).map(drop)
+}
+
 impl Documents {
     pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, rooms: RoomManager) -> Self {
         Documents {

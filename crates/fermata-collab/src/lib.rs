@@ -32,7 +32,7 @@ pub mod sweeps;
 pub mod verification;
 
 pub use descriptions::Descriptions;
-pub use documents::{DocumentView, Documents, KeyedOutcome, Page};
+pub use documents::{DocumentView, Documents, KeyedOutcome, Page, check_text};
 pub use fence::WriterFence;
 pub use media::{
     ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload,

@@ -350,13 +350,10 @@ impl Room {
                 expected,
                 reply,
             } => {
-                let result = match self.check_expected(expected) {
-                    Ok(()) => {
-                        self.history.settle(&self.doc);
-                        self.rewrite(&text).await.map_err(EditError::from)
-                    }
-                    Err(stale) => Err(stale),
-                };
+                let mut result = self.checked_rewrite(&text, expected).await;
+                if self.caught_up_with_storage(&result).await {
+                    result = self.checked_rewrite(&text, expected).await;
+                }
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let saved = result.is_ok();
                 let _ = reply.send(result);
@@ -370,13 +367,10 @@ impl Room {
                 expected,
                 reply,
             } => {
-                let result = match self.check_expected(expected) {
-                    Ok(()) => {
-                        let commit = self.commit_request(None, Some(title));
-                        self.commit(commit).await.map_err(EditError::from)
-                    }
-                    Err(stale) => Err(stale),
-                };
+                let mut result = self.checked_rename(&title, expected).await;
+                if self.caught_up_with_storage(&result).await {
+                    result = self.checked_rename(&title, expected).await;
+                }
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
                 self.goes_on(lost)
@@ -386,7 +380,10 @@ impl Room {
                 author,
                 reply,
             } => {
-                let result = self.program_update(&update, author).await;
+                let mut result = self.program_update(&update, author.clone()).await;
+                if self.caught_up_with_storage(&result).await {
+                    result = self.program_update(&update, author).await;
+                }
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
                 self.goes_on(lost)
@@ -773,6 +770,39 @@ impl Room {
         true
     }
 
+    /// [`Room::rewrite`] unless the document moved on from `expected`.
+    async fn checked_rewrite(
+        &mut self,
+        text: &str,
+        expected: Option<i64>,
+    ) -> Result<Committed, EditError> {
+        self.check_expected(expected)?;
+        self.history.settle(&self.doc);
+        self.rewrite(text).await
+    }
+
+    /// A rename committed unless the document moved on from `expected`.
+    async fn checked_rename(
+        &mut self,
+        title: &str,
+        expected: Option<i64>,
+    ) -> Result<Committed, EditError> {
+        self.check_expected(expected)?;
+        let commit = self.commit_request(None, Some(title.to_owned()));
+        Ok(self.commit(commit).await?)
+    }
+
+    /// Whether a program's edit that failed because storage was at another revision than the
+    /// room should be tried once more, on the document reloaded now. Storage moves on behind
+    /// the room only when a commit whose answer was lost (given up on, or cut off with its
+    /// connection) lands after the room reloaded; the program asked for no revision of its own
+    /// (`Stale` answers that), so it must not hear of it.
+    async fn caught_up_with_storage(&mut self, result: &Result<Committed, EditError>) -> bool {
+        let behind =
+            matches!(result, Err(EditError::Store(error)) if error.kind() == ErrorKind::Conflict);
+        behind && !self.ended && self.reload_with(&[]).await
+    }
+
     /// Refuses a program's edit made on a revision the document has moved on from.
     fn check_expected(&self, expected: Option<i64>) -> Result<(), EditError> {
         match expected {
@@ -795,7 +825,7 @@ impl Room {
     ) -> Result<Committed, EditError> {
         self.history.settle(&self.doc);
         let before = self.doc.doc.state_vector();
-        if let Err(refused) = self.doc.doc.apply_update(update) {
+        if let Err(refused) = self.doc.doc.apply_client_update(update) {
             self.metrics.update_refused(UpdateRefusal::Malformed);
             // The document may hold part of the refused update: start again from storage.
             let _ = self.reload_with(&[]).await;
@@ -851,10 +881,16 @@ impl Room {
         exact <= limit
     }
 
-    /// Replaces the whole text (the program rewrite path), committed before anyone sees it.
-    async fn rewrite(&mut self, text: &str) -> Result<Committed, StoreError> {
+    /// Replaces the whole text (the program rewrite path: a program's text, a restored version,
+    /// an import), under the rules a live client's update keeps, committed before anyone sees it.
+    async fn rewrite(&mut self, text: &str) -> Result<Committed, EditError> {
         let before = self.doc.doc.state_vector();
-        self.doc.doc.replace_all(text);
+        if let Err(refused) = self.doc.doc.replace_text(text) {
+            self.metrics.update_refused(UpdateRefusal::Malformed);
+            // The document may hold part of the refused text: start again from storage.
+            let _ = self.reload_with(&[]).await;
+            return Err(EditError::Refused(refused));
+        }
         let diff = self
             .doc
             .doc
@@ -863,9 +899,7 @@ impl Room {
         if !self.fits(diff.len()) {
             self.metrics.update_refused(UpdateRefusal::DocumentTooLarge);
             let _ = self.reload_with(&[]).await;
-            return Err(StoreError::invalid(
-                "the text is larger than this server keeps",
-            ));
+            return Err(StoreError::invalid("the text is larger than this server keeps").into());
         }
         let result = self
             .commit(self.commit_request(Some(diff.clone()), None))
@@ -879,7 +913,7 @@ impl Room {
                 let _ = self.reload_with(&[]).await;
             }
         }
-        result
+        Ok(result?)
     }
 
     fn commit_request(&self, update: Option<Vec<u8>>, title: Option<String>) -> Commit {

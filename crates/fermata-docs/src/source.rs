@@ -9,8 +9,7 @@
 use std::fmt;
 use std::fmt::Write as _;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -50,10 +49,36 @@ pub enum DocError {
     /// An anchor must cover at least one code unit, or it could never be told from a deleted one.
     #[error("an anchor needs a non-empty range")]
     EmptyRange,
-    /// A client's update reaches past the document's text: it makes another root type, puts
-    /// something other than text into `source`, or puts NUL into the text.
-    #[error("the update changes something besides the document's text, or puts NUL into it")]
-    OutsideText,
+    /// An edit from outside makes a shared type besides the document's text `source`.
+    #[error("the update makes a shared type besides the document's text")]
+    NewRootType,
+    /// An edit from outside puts something other than text into `source`: an embed or a
+    /// nested type.
+    #[error("the update puts something other than text into the document")]
+    NotText,
+    /// An edit from outside puts a NUL character into the text.
+    #[error("the text may not hold a NUL character")]
+    Nul,
+    /// An edit from outside formats the text: documents are plain MDX.
+    #[error("the text may not carry formatting attributes; documents are plain MDX")]
+    Formatting,
+}
+
+impl DocError {
+    /// The rule's code, as an API refusal names it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DocError::Undecodable => "update_undecodable",
+            DocError::MissingDependencies => "update_missing_dependencies",
+            DocError::Inapplicable => "update_inapplicable",
+            DocError::OutOfRange { .. } => "out_of_range",
+            DocError::EmptyRange => "empty_range",
+            DocError::NewRootType => "update_new_root_type",
+            DocError::NotText => "update_not_text",
+            DocError::Nul => "text_nul",
+            DocError::Formatting => "text_formatting",
+        }
+    }
 }
 
 /// A passage of the source that follows edits: two Yjs sticky indexes and the text they covered
@@ -134,36 +159,69 @@ impl SourceDoc {
             .map_err(|(_, error)| error)
     }
 
-    /// Applies a v1 update a client sent, which may change only the text: an update that makes
-    /// a root type other than `source`, inserts anything but text into it (an embed, a nested
-    /// type) or puts NUL into the text is refused with [`DocError::OutsideText`]. Titles and the
-    /// sidecar are not Yjs types and are never reached this way.
-    ///
-    /// As with [`Self::apply_update`], a refused update may have been partly applied: the
-    /// document must then be loaded again from storage.
+    /// Applies a v1 update that came from outside (a live client's, a program's), under
+    /// [`Self::under_edit_rules`].
     pub fn apply_client_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
-        const CHECK: &str = "fermata:client-update";
+        self.under_edit_rules(|doc| doc.apply_update(bytes))
+    }
+
+    /// [`Self::replace_all`] with a text that came from outside (a program's rewrite, a restored
+    /// version, an import), under [`Self::under_edit_rules`].
+    pub fn replace_text(&mut self, text: &str) -> Result<Vec<u8>, DocError> {
+        self.under_edit_rules(|doc| Ok(doc.replace_all(text)))
+    }
+
+    /// Runs `change` under the rules every edit from outside keeps, whichever way it arrives:
+    /// only the root text `source` changes, and only by plain text, without NUL and without
+    /// formatting (an update that makes another root type, inserts an embed or a nested type,
+    /// or formats a passage is refused, each with its own [`DocError`]). Titles and the sidecar
+    /// are not Yjs types and are never reached this way. The size limit is the room's.
+    ///
+    /// As with [`Self::apply_update`], a refused change may have been partly applied: the
+    /// document must then be loaded again from storage.
+    fn under_edit_rules<T>(
+        &mut self,
+        change: impl FnOnce(&mut Self) -> Result<T, DocError>,
+    ) -> Result<T, DocError> {
+        const CHECK: &str = "fermata:edit-rules";
         let roots_before = self.root_names();
-        let outside = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&outside);
+        let broken = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&broken);
         self.text.observe(CHECK, move |txn, event| {
             for change in event.delta(txn) {
-                if let Delta::Inserted(value, _) = change {
-                    let plain_text =
-                        matches!(value, Out::Any(Any::String(text)) if !text.contains('\0'));
-                    if !plain_text {
-                        flag.store(true, Ordering::Relaxed);
+                let problem = match change {
+                    Delta::Inserted(Out::Any(Any::String(text)), _) if text.contains('\0') => {
+                        Some(DocError::Nul)
                     }
+                    Delta::Inserted(Out::Any(Any::String(_)), attributes)
+                    | Delta::Retain(_, attributes) => attributes
+                        .as_ref()
+                        .is_some_and(|attributes| !attributes.is_empty())
+                        .then_some(DocError::Formatting),
+                    Delta::Inserted(..) => Some(DocError::NotText),
+                    Delta::Deleted(_) => None,
+                };
+                if let Some(problem) = problem {
+                    seen.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .get_or_insert(problem);
                 }
             }
         });
-        let applied = self.apply_update(bytes);
+        let changed = change(self);
         self.text.unobserve(CHECK);
-        applied?;
-        if outside.load(Ordering::Relaxed) || self.root_names() != roots_before {
-            return Err(DocError::OutsideText);
+        let value = changed?;
+        let problem = broken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(problem) = problem {
+            return Err(problem);
         }
-        Ok(())
+        if self.root_names() != roots_before {
+            return Err(DocError::NewRootType);
+        }
+        Ok(value)
     }
 
     /// The names of the document's root types, sorted.
@@ -488,22 +546,37 @@ mod tests {
         let nested = client_update(&base, |text, txn| {
             text.insert_embed(txn, 0, yrs::MapPrelim::default());
         });
-        for (what, update) in [
-            ("another root", other_root),
-            ("NUL", nul),
-            ("an embed", embed),
-            ("a nested type", nested),
+        let formatted = client_update(&base, |text, txn| {
+            let bold = yrs::types::Attrs::from([("bold".into(), Any::Bool(true))]);
+            text.format(txn, 0, 2, bold);
+        });
+        let formatted_insert = client_update(&base, |text, txn| {
+            let bold = yrs::types::Attrs::from([("bold".into(), Any::Bool(true))]);
+            text.insert_with_attributes(txn, 0, "loud", bold);
+        });
+        for (what, update, refusal) in [
+            ("another root", other_root, DocError::NewRootType),
+            ("NUL", nul, DocError::Nul),
+            ("an embed", embed, DocError::NotText),
+            ("a nested type", nested, DocError::NotText),
+            ("formatting", formatted, DocError::Formatting),
+            ("formatted text", formatted_insert, DocError::Formatting),
         ] {
             let mut doc = SourceDoc::from_state(&base.encode_state()).unwrap();
-            assert_eq!(
-                doc.apply_client_update(&update),
-                Err(DocError::OutsideText),
-                "{what}"
-            );
+            assert_eq!(doc.apply_client_update(&update), Err(refusal), "{what}");
             // Stored history is read as it is: the same bytes apply there.
             let mut stored = SourceDoc::from_state(&base.encode_state()).unwrap();
             assert!(stored.apply_update(&update).is_ok(), "{what}");
         }
+    }
+
+    #[test]
+    fn a_text_from_outside_keeps_the_same_rules() {
+        let mut doc = doc_with("plain");
+        assert_eq!(doc.replace_text("a\0b"), Err(DocError::Nul));
+        let mut doc = doc_with("plain");
+        doc.replace_text("plain, still").unwrap();
+        assert_eq!(doc.text(), "plain, still");
     }
 
     #[test]

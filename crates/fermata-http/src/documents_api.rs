@@ -404,8 +404,8 @@ fn edit_refused(error: EditError) -> Response {
         }
         EditError::Refused(refused) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "update_refused",
-            refused.to_string(),
+            refused.code(),
+            format!("{refused}; nothing changed"),
         )
         .into_response(),
         EditError::Store(error) => ApiError::from(error).into_response(),

@@ -171,7 +171,7 @@ impl From<AccountError> for ApiError {
         };
         let retry_after = match &error {
             AccountError::Throttled { retry_after } | AccountError::Busy { retry_after } => {
-                Some(retry_after.as_secs().max(1))
+                Some(fermata_accounts::retry_after_seconds(*retry_after))
             }
             AccountError::Store(store) if store.is_retryable() => Some(STORAGE_RETRY_AFTER_SECONDS),
             _ => None,

@@ -85,7 +85,7 @@ impl From<MediaFailure> for ApiError {
                     MediaError::Malformed { .. } => {
                         (StatusCode::UNPROCESSABLE_ENTITY, "malformed_image")
                     }
-                    MediaError::OverDecodeLimits => (
+                    MediaError::OverDecodeLimits | MediaError::OverInflated { .. } => (
                         StatusCode::UNPROCESSABLE_ENTITY,
                         "image_too_large_to_decode",
                     ),
@@ -104,7 +104,7 @@ impl From<MediaFailure> for ApiError {
             MediaFailure::Busy { retry_after } => {
                 let mut error =
                     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", failure.to_string());
-                error.retry_after = Some(retry_after.as_secs().max(1));
+                error.retry_after = Some(fermata_accounts::retry_after_seconds(retry_after));
                 error
             }
             MediaFailure::Interrupted => ApiError::new(

@@ -2,10 +2,13 @@
 //! [`crate::serve`] lives here.
 //!
 //! - **Connections** are capped per peer address (an IPv6 peer by its /64) and in total, the total
-//!   below the process's open-file limit. A connection over a cap is not dropped at once: while
-//!   the small health reserve has room it is served one request, and only `/healthz` and
-//!   `/readyz` are answered (anything else gets 503 with `Retry-After`), so a probe still gets its
-//!   answer from a host whose sockets are all taken. Past the reserve, the socket is closed.
+//!   below the process's open-file limit, and the total is shared so that one address cannot
+//!   fill it ([`Gate`] has the rule). A socket its address may not open is closed as soon as it
+//!   is accepted, so a reopening flood holds nothing. When only the small health reserve is left,
+//!   a connection from an address holding few is served one request there, and only `/healthz`
+//!   and `/readyz` are answered (anything else gets 503 with `Retry-After`), so a probe still gets
+//!   its answer from a server whose ordinary slots are all taken. Past the reserve, the socket is
+//!   closed.
 //! - **Time.** The whole request head must arrive within `header_read_timeout` of the connection
 //!   opening or of the previous answer (hyper enforces it, and it also bounds an idle socket that
 //!   never sends a byte). A connection with no request in flight and no byte moving either way
@@ -138,19 +141,19 @@ pub(crate) async fn serve(
             "http.max_connections is over the open-file limit; lowered"
         );
     }
-    tracing::info!(
-        max_connections = total,
-        max_connections_per_peer = limits.max_connections_per_peer,
-        header_read_timeout = ?limits.header_read_timeout,
-        keep_alive_timeout = ?limits.keep_alive_timeout,
-        "connection limits"
-    );
-    metrics.http_connection_limits(total, limits.max_connections_per_peer);
     let gate = Arc::new(Gate::new(
         total,
         limits.max_connections_per_peer,
         limits.trusted_proxies.clone(),
     ));
+    tracing::info!(
+        max_connections = total,
+        max_connections_per_peer = gate.per_peer,
+        header_read_timeout = ?limits.header_read_timeout,
+        keep_alive_timeout = ?limits.keep_alive_timeout,
+        "connection limits"
+    );
+    metrics.http_connection_limits(total, gate.per_peer);
     let router = router.layer(axum::middleware::from_fn_with_state(
         BodyRate {
             min_rate: limits.body_min_rate,
@@ -185,10 +188,18 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(slot) = gate.admit(peer.ip()) else {
-            shared.metrics.limited(Limit::Connections);
-            drop(stream);
-            continue;
+        let slot = match gate.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                // Closed without a word and without waiting: whatever the client sent is not
+                // read, and its slot is free again at once.
+                shared.metrics.limited(match refused {
+                    Refused::PeerCap => Limit::PeerConnections,
+                    Refused::Full => Limit::Connections,
+                });
+                drop(stream);
+                continue;
+            }
         };
         // Small writes go out at once: a live document's acknowledgements and broadcasts are a
         // few bytes each, and Nagle's algorithm would hold one back until the client's delayed
@@ -198,11 +209,7 @@ pub(crate) async fn serve(
             tracing::debug!(error = %ErrorChain(&error), "could not turn off Nagle's algorithm on a connection");
         }
         if slot.reserve {
-            shared.metrics.limited(if slot.over_peer_cap {
-                Limit::PeerConnections
-            } else {
-                Limit::Connections
-            });
+            shared.metrics.limited(Limit::Connections);
         }
         connections.spawn(connection(
             stream,
@@ -460,14 +467,39 @@ impl AsyncWrite for Metered {
     }
 }
 
-/// Counts connections in total and per peer, and hands out slots.
+/// Counts connections in total and per peer, and hands out slots, so that no address can fill
+/// the total:
+///
+/// - an address holds at most `max_connections_per_peer` connections, and never more than half
+///   of the ordinary slots (the total less the health reserve), whatever that setting says;
+/// - the last quarter of the ordinary slots, and the health reserve after them, take only
+///   connections from addresses holding fewer than [`FEW_CONNECTIONS`], so people who hold a
+///   few still get in while the big holders have taken everything else.
+///
+/// A configured proxy counts as holding none: every client behind it shares its address.
 struct Gate {
     counts: Mutex<Counts>,
+    /// Past this many open connections, only addresses holding few are let in.
+    shared: usize,
     /// Ordinary connections stop here; the health reserve fills the rest up to the total.
     ordinary: usize,
     total: usize,
+    /// What one address may hold: the setting, at most half of `ordinary`.
     per_peer: usize,
     proxies: TrustedProxies,
+}
+
+/// An address holding fewer connections than this counts as holding few: a browser's six
+/// connections to a host and a socket per open document.
+const FEW_CONNECTIONS: usize = 8;
+
+/// Why a socket was closed as soon as it was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// Its address holds as many connections as one address may.
+    PeerCap,
+    /// The server has no slot left that its address may take.
+    Full,
 }
 
 #[derive(Default)]
@@ -483,18 +515,17 @@ struct Slot {
     peer: Option<IpAddr>,
     /// Served from the health reserve: one request, health routes only.
     reserve: bool,
-    /// In the reserve because its peer was over the per-peer cap.
-    over_peer_cap: bool,
 }
 
 impl Gate {
     fn new(total: usize, per_peer: usize, proxies: TrustedProxies) -> Self {
-        let reserve = HEALTH_RESERVE.min(total / 4);
+        let ordinary = total - HEALTH_RESERVE.min(total / 4);
         Gate {
             counts: Mutex::new(Counts::default()),
-            ordinary: total - reserve,
+            shared: ordinary - ordinary / 4,
+            ordinary,
             total,
-            per_peer,
+            per_peer: per_peer.min(ordinary / 2).max(1),
             proxies,
         }
     }
@@ -506,28 +537,28 @@ impl Gate {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A slot for a connection from `peer`: ordinary, in the health reserve, or none.
-    fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+    /// A slot for a connection from `peer`, ordinary or in the health reserve, or why it gets
+    /// none.
+    fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refused> {
         let key = (!self.proxies.contains(peer)).then(|| peer_key(peer));
         let mut counts = self.lock();
-        if counts.open >= self.total {
-            return None;
+        let held = key.map_or(0, |key| counts.by_peer.get(&key).copied().unwrap_or(0));
+        if held >= self.per_peer {
+            return Err(Refused::PeerCap);
         }
-        let peer_count = key.map_or(0, |key| counts.by_peer.get(&key).copied().unwrap_or(0));
-        let over_peer_cap = key.is_some() && peer_count >= self.per_peer;
-        let reserve = over_peer_cap || counts.open >= self.ordinary;
+        let holds_few = held < FEW_CONNECTIONS;
+        if counts.open >= self.total || (counts.open >= self.shared && !holds_few) {
+            return Err(Refused::Full);
+        }
+        let reserve = counts.open >= self.ordinary;
         counts.open += 1;
-        // A reserve connection is not counted per peer: it is short, and its peer is capped
-        // already or the server is full.
-        let counted = if reserve { None } else { key };
-        if let Some(key) = counted {
+        if let Some(key) = key {
             *counts.by_peer.entry(key).or_default() += 1;
         }
-        Some(Slot {
+        Ok(Slot {
             gate: Arc::clone(self),
-            peer: counted,
+            peer: key,
             reserve,
-            over_peer_cap,
         })
     }
 }
@@ -680,20 +711,13 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_over_its_cap_gets_the_health_reserve_then_nothing() {
+    fn a_peer_over_its_cap_is_refused_at_once_and_others_are_served() {
         let gate = Arc::new(Gate::new(400, 2, TrustedProxies::default()));
         let peer: IpAddr = "192.0.2.9".parse().unwrap();
         let first = gate.admit(peer).unwrap();
         let second = gate.admit(peer).unwrap();
         assert!(!first.reserve && !second.reserve);
-        let reserved: Vec<Slot> = (0..HEALTH_RESERVE)
-            .map(|_| gate.admit(peer).unwrap())
-            .collect();
-        assert!(
-            reserved
-                .iter()
-                .all(|slot| slot.reserve && slot.over_peer_cap)
-        );
+        assert_eq!(gate.admit(peer).err(), Some(Refused::PeerCap));
         let other: IpAddr = "192.0.2.10".parse().unwrap();
         assert!(
             !gate.admit(other).unwrap().reserve,
@@ -701,6 +725,30 @@ mod tests {
         );
         drop(first);
         assert!(!gate.admit(peer).unwrap().reserve, "a freed slot is reused");
+        drop(second);
+    }
+
+    #[test]
+    fn one_address_cannot_fill_the_total() {
+        // 64 in all: 16 in the health reserve, 48 ordinary, the last 12 of them for addresses
+        // holding few; one address holds at most 24.
+        let gate = Arc::new(Gate::new(64, 256, TrustedProxies::default()));
+        let flood: IpAddr = "192.0.2.1".parse().unwrap();
+        let held: Vec<Slot> = std::iter::from_fn(|| gate.admit(flood).ok()).collect();
+        assert_eq!(held.len(), 24);
+        assert_eq!(gate.admit(flood).err(), Some(Refused::PeerCap));
+        // A second big holder gets the rest of the open slots...
+        let second: IpAddr = "192.0.2.2".parse().unwrap();
+        let more: Vec<Slot> = std::iter::from_fn(|| gate.admit(second).ok()).collect();
+        assert_eq!(more.len(), 12);
+        assert_eq!(gate.admit(second).err(), Some(Refused::Full));
+        // ...and addresses holding few still get the kept quarter, then the health reserve.
+        let small: Vec<Slot> = (0..12)
+            .map(|n| gate.admit(IpAddr::from([198, 51, 100, n])).unwrap())
+            .collect();
+        assert!(small.iter().all(|slot| !slot.reserve));
+        let probe = gate.admit("203.0.113.7".parse().unwrap()).unwrap();
+        assert!(probe.reserve);
     }
 
     #[test]
@@ -720,7 +768,10 @@ mod tests {
             slots.iter().filter(|slot| slot.reserve).count(),
             MIN_CONNECTIONS / 4
         );
-        assert!(gate.admit("10.9.9.9".parse().unwrap()).is_none());
+        assert_eq!(
+            gate.admit("10.9.9.9".parse().unwrap()).err(),
+            Some(Refused::Full)
+        );
     }
 
     #[test]

@@ -66,8 +66,10 @@ impl Readiness {
 
     /// Sets the `Retry-After` of refusals, rounded up to whole seconds (at least one).
     pub fn set_retry_after(&self, wait: Duration) {
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        self.retry_after.store(seconds.max(1), Ordering::SeqCst);
+        self.retry_after.store(
+            fermata_accounts::retry_after_seconds(wait),
+            Ordering::SeqCst,
+        );
     }
 
     /// The `Retry-After` of a refusal, in seconds.

@@ -13,6 +13,11 @@
 //! connection that lost read access is closed with [`close::REVOKED`] and leaves its room before
 //! the re-check is answered, so nothing it sends afterwards reaches the room; one that lost write
 //! access becomes read-only, and one given write access becomes writable.
+//!
+//! What a connection may hold is bounded (see `docs/limits.md`): no frame or message may be larger
+//! than `max_message_bytes`, and one whose header declares more is refused with close code 1009
+//! from its header, before any of its payload is read; a message takes at most [`SEND_PATIENCE`]
+//! to reach a client that reads slowly. A client's close frame is echoed, as the protocol asks.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,14 +30,11 @@ use fermata_collab::{Outbound, close};
 use fermata_metrics::UpdateRefusal;
 use fermata_store::{ErrorChain, RepositoryRole, UnixMillis, UserId};
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite;
 
 use crate::HttpState;
 use crate::error::ApiError;
 use crate::policy::{Caller, SyncGrant, role_on_document};
-
-/// Extra room above the largest accepted message, so an oversized one still arrives whole and is
-/// refused with a clear close reason instead of a dropped connection.
-const FRAME_ALLOWANCE: usize = 1024 * 1024;
 
 /// The watch registration the authorization layer made before it checked the caller, handed to
 /// the connection it admitted.
@@ -66,8 +68,11 @@ pub(crate) async fn sync(
             Err(error) => return ApiError::from(error).into_response(),
         },
     };
-    let max = state.documents.rooms().settings().max_message_bytes + FRAME_ALLOWANCE;
+    // One limit for a frame and a message: y-websocket sends each message as one frame, and the
+    // codec checks a frame's declared length before it reads (or makes room for) its payload.
+    let max = state.documents.rooms().settings().max_message_bytes;
     upgrade
+        .max_frame_size(max)
         .max_message_size(max)
         .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| serve(socket, state, grant, watching))
@@ -82,12 +87,36 @@ const READ_BUFFER: usize = 8 * 1024;
 /// presence every 15 seconds).
 const IDLE_CONNECTION: Duration = Duration::from_secs(60);
 
+/// How long one message may take to be taken by the client's socket. A client that reads nothing
+/// for this long is gone: its connection is dropped, with the messages queued for it, rather than
+/// held open (with its slot) for as long as the client keeps its receive window shut.
+const SEND_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long the echo of a client's close frame may take to go out.
+const CLOSE_ECHO: Duration = Duration::from_secs(2);
+
+/// Sends `message` within [`SEND_PATIENCE`]: whether it went out.
+async fn send(socket: &mut WebSocket, message: Message) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_PATIENCE, socket.send(message)).await,
+        Ok(Ok(()))
+    )
+}
+
 async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
     let frame = CloseFrame {
         code,
         reason: reason.into(),
     };
-    let _ = socket.send(Message::Close(Some(frame))).await;
+    send(socket, Message::Close(Some(frame))).await;
+}
+
+/// Whether a read failed on a frame or message over the size limit.
+fn too_large(error: axum::Error) -> bool {
+    error
+        .into_inner()
+        .downcast_ref::<tungstenite::Error>()
+        .is_some_and(|error| matches!(error, tungstenite::Error::Capacity(_)))
 }
 
 /// When the credential ends by itself: a client token's expiry, or a login session's.
@@ -186,11 +215,26 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
                     break;
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(Message::Close(_))) => {
+                    // The codec queued the echo of the client's close frame (its code, so the
+                    // client sees its own); the next read sends it and then reports the end.
+                    let _ = tokio::time::timeout(CLOSE_ECHO, socket.recv()).await;
+                    break;
+                }
+                Some(Err(error)) => {
+                    // The codec refused a frame from its header, or the stream broke. Nothing
+                    // more is read either way; a refusal is said with its close code.
+                    if too_large(error) {
+                        state.metrics.update_refused(UpdateRefusal::MessageTooLarge);
+                        close_with(&mut socket, close::TOO_BIG, "the message is larger than this server accepts".to_owned()).await;
+                    }
+                    break;
+                }
+                None => break,
             },
             outgoing = connection.outbound.recv() => match outgoing {
                 Some(Outbound::Message(bytes)) => {
-                    if socket.send(Message::Binary(bytes.into())).await.is_err() {
+                    if !send(&mut socket, Message::Binary(bytes.into())).await {
                         break;
                     }
                 }

@@ -6,7 +6,8 @@
 //! bytes are wholly one of the accepted types: an image must be well formed to its last byte,
 //! hold no markup (HTML, SVG, XML, script) in the parts of its container where text can hide
 //! (metadata chunks, segments, extensions and boxes: every byte but its pixel data, which is
-//! never searched), and decode under [`DecodeLimits`]; and plain text must be UTF-8 without
+//! never searched), inflate its compressed chunks within bounds set by its header (a PNG's),
+//! and decode under [`DecodeLimits`]; and plain text must be UTF-8 without
 //! control characters that does not begin like markup. Everything is CPU work; callers run it
 //! on a blocking thread.
 
@@ -118,6 +119,12 @@ pub enum MediaError {
     /// from its header, before its pixels are decoded.
     #[error("the image is larger than the decode limits allow")]
     OverDecodeLimits,
+    /// A PNG (or a PNG inside an ICO) whose compressed data inflates past its bound, a
+    /// decompression bomb behind honest dimensions: its pixel data to more than its header's
+    /// dimensions imply, or its colour profiles to more than 4 MiB. Refused before any decoder
+    /// inflates it, at the first byte over the bound.
+    #[error("the image's {part} inflates to more than its bound of {limit} bytes")]
+    OverInflated { part: &'static str, limit: u64 },
     /// Text that is not valid UTF-8 or holds NUL or other control characters.
     #[error("the text is not valid UTF-8 without control characters")]
     NotPlainText,

@@ -60,8 +60,8 @@ pub fn inspect_document_image(bytes: &[u8], limits: DecodeLimits) -> Result<Insp
 }
 
 /// The whole check of a file whose signature claims `kind`: its container, no markup in the
-/// parts of it where text can hide (everything but its pixel data), and (for every type but
-/// AVIF) a full decode under `limits`.
+/// parts of it where text can hide (everything but its pixel data), a PNG's compressed chunks
+/// within their bounds, and (for every type but AVIF) a full decode under `limits`.
 fn inspect_image(
     bytes: &[u8],
     kind: MediaType,
@@ -78,6 +78,7 @@ fn inspect_image(
             return Err(MediaError::Markup);
         }
     }
+    structure::check_inflation(bytes, kind, limits.max_alloc)?;
     if kind == MediaType::Avif {
         return Ok(Inspected {
             media_type: kind,

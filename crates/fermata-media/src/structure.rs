@@ -22,6 +22,14 @@
 //! bytes for the whole file: a file whose compressed text inflates to more is refused rather
 //! than searched in part. (The PNGs inside an ICO are searched as bytes only.)
 //!
+//! The same walk bounds what a PNG's compressed chunks inflate to ([`check_inflation`]), so a
+//! decompression bomb behind honest dimensions is refused before any decoder inflates it: the
+//! pixel data (`IDAT`) to exactly what the header's width, height, bit depth, colour type and
+//! interlacing imply, filter bytes included, and the colour profiles (`iCCP`) to
+//! [`MAX_INFLATED_PROFILE`]. Each stream is inflated into a small scratch buffer and counted,
+//! never kept, and stopped at the first byte over its bound. The same holds for the PNGs inside
+//! an ICO. (An APNG's further frames, `fdAT`, are never decoded here and are not inflated.)
+//!
 //! What the walk does not recognise (a bitmap header it does not know, an ICO entry that is
 //! not a whole PNG) has no pixel data, so it is searched whole. Compressed pixel data spells a
 //! markup needle by chance about once in 10^9 bytes, so searching it would refuse about one
@@ -33,10 +41,12 @@ use std::ops::Range;
 
 use crate::{MediaError, MediaType};
 
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
 /// What the first bytes claim the file is, from the formats' signatures; `None` for anything
 /// else (text among it).
 pub(crate) fn claimed_type(bytes: &[u8]) -> Option<MediaType> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+    if bytes.starts_with(PNG_SIGNATURE) {
         Some(MediaType::Png)
     } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         Some(MediaType::Jpeg)
@@ -154,11 +164,8 @@ pub(crate) fn png_compressed_text(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
     use std::io::Read as _;
     let mut texts = Vec::new();
     let mut budget = MAX_INFLATED_TEXT;
-    let mut at = 8;
-    while at < bytes.len() {
-        let length = usize_of(be32(bytes, at)?)?;
-        let kind = bytes.get(at + 4..at + 8)?;
-        let data = bytes.get(at + 8..at.checked_add(8)?.checked_add(length)?)?;
+    for chunk in png_chunks(bytes) {
+        let (kind, data) = chunk?;
         let compressed = match kind {
             // Keyword, NUL, compression method, compressed text.
             b"zTXt" => {
@@ -188,9 +195,239 @@ pub(crate) fn png_compressed_text(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
             budget = budget.checked_sub(inflated.len())?;
             texts.push(inflated);
         }
-        at = at.checked_add(12)?.checked_add(length)?;
     }
     Some(texts)
+}
+
+/// The chunks of a PNG after its signature, as (type, data), up to its end; `None` for a chunk
+/// that does not fit, after which nothing follows.
+fn png_chunks(bytes: &[u8]) -> impl Iterator<Item = Option<(&[u8], &[u8])>> {
+    let mut at = 8;
+    std::iter::from_fn(move || {
+        if at >= bytes.len() {
+            return None;
+        }
+        let chunk = (|| {
+            let length = usize_of(be32(bytes, at)?)?;
+            let kind = bytes.get(at + 4..at + 8)?;
+            let data = bytes.get(at + 8..at.checked_add(8)?.checked_add(length)?)?;
+            at = at.checked_add(12)?.checked_add(length)?;
+            Some((kind, data))
+        })();
+        if chunk.is_none() {
+            at = bytes.len();
+        }
+        Some(chunk)
+    })
+}
+
+/// The most the colour profiles (`iCCP` chunks) of one file may inflate to, all together. An
+/// ICC profile is a few KiB (sRGB's is 3 KiB, a display's under 1 KiB) and the largest RGB
+/// profiles, with lookup tables, well under 1 MiB; unbounded, the decoder would inflate one to
+/// as much as the whole pixel budget.
+pub(crate) const MAX_INFLATED_PROFILE: u64 = 4 << 20;
+
+/// Deflate's greatest expansion: no Huffman code is shorter than one bit, so a match of at most
+/// 258 bytes costs at least two bits (its length and its distance). Compressed data of `n`
+/// bytes never inflates to more than `n` times this, so it need not be inflated to be bounded.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+/// The scratch buffer a stream is inflated into and counted: its bytes are never kept.
+const SCRATCH_BYTES: usize = 32 << 10;
+
+/// What the PNGs of one file may still inflate to: pixel data within the decode budget
+/// (`max_alloc`, which the decoder checks from the header in any case), profiles within
+/// [`MAX_INFLATED_PROFILE`].
+struct InflationBudget {
+    pixel_bytes: u64,
+    profile_bytes: u64,
+}
+
+/// Checks that the compressed chunks of a PNG, or of each whole PNG inside an ICO, inflate
+/// within their bounds (see the module's comment), before any decoder sees them; other types
+/// have none. `max_pixel_bytes` is the decode budget: an image whose header implies more pixel
+/// bytes is refused from its header ([`MediaError::OverDecodeLimits`], as the decoder would),
+/// so the check never inflates more than a decode may hold. Expects a file [`check`] accepted.
+pub(crate) fn check_inflation(
+    bytes: &[u8],
+    kind: MediaType,
+    max_pixel_bytes: u64,
+) -> Result<(), MediaError> {
+    let mut budget = InflationBudget {
+        pixel_bytes: max_pixel_bytes,
+        profile_bytes: MAX_INFLATED_PROFILE,
+    };
+    match kind {
+        MediaType::Png => png_inflation(bytes, kind, &mut budget),
+        MediaType::Ico => {
+            let count = le16(bytes, 4).ok_or(MediaError::Malformed { kind })?;
+            for entry in 0..usize::from(count) {
+                let data = ico_entry(bytes, entry)
+                    .and_then(|range| bytes.get(range))
+                    .ok_or(MediaError::Malformed { kind })?;
+                if data.starts_with(PNG_SIGNATURE) && png(data, &mut Vec::new()).is_some() {
+                    png_inflation(data, kind, &mut budget)?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// One PNG's check: its pixel data against its header, its profiles against the budget.
+fn png_inflation(
+    png: &[u8],
+    kind: MediaType,
+    budget: &mut InflationBudget,
+) -> Result<(), MediaError> {
+    let malformed = MediaError::Malformed { kind };
+    // The signature, the header chunk's length and type, then its 13 bytes.
+    let header = png.get(16..29).ok_or(malformed.clone())?;
+    let (pixel_bytes, filter_bytes) = png_image_bytes(header).ok_or(malformed.clone())?;
+    budget.pixel_bytes = budget
+        .pixel_bytes
+        .checked_sub(pixel_bytes)
+        .ok_or(MediaError::OverDecodeLimits)?;
+    let pixel_data_bound = pixel_bytes + filter_bytes;
+    let mut compressed_pixel_data = 0u64;
+    for chunk in png_chunks(png) {
+        let (chunk_kind, data) = chunk.ok_or(malformed.clone())?;
+        if chunk_kind == b"IDAT" {
+            compressed_pixel_data += data.len() as u64;
+        }
+    }
+    let mut pixel_data =
+        (compressed_pixel_data.saturating_mul(MAX_DEFLATE_RATIO) > pixel_data_bound).then(|| {
+            BoundedInflate::new(
+                pixel_data_bound,
+                MediaError::OverInflated {
+                    part: "pixel data",
+                    limit: pixel_data_bound,
+                },
+            )
+        });
+    let mut scratch = vec![0; SCRATCH_BYTES];
+    for chunk in png_chunks(png) {
+        let (chunk_kind, data) = chunk.ok_or(malformed.clone())?;
+        match (chunk_kind, &mut pixel_data) {
+            (b"IDAT", Some(pixel_data)) => pixel_data.feed(data, &mut scratch)?,
+            (b"iCCP", _) => {
+                // Profile name, NUL, compression method, the compressed profile.
+                let name = data.iter().position(|&b| b == 0).ok_or(malformed.clone())?;
+                let compressed = data.get(name + 2..).ok_or(malformed.clone())?;
+                let mut profile = BoundedInflate::new(
+                    budget.profile_bytes,
+                    MediaError::OverInflated {
+                        part: "colour profile",
+                        limit: MAX_INFLATED_PROFILE,
+                    },
+                );
+                profile.feed(compressed, &mut scratch)?;
+                budget.profile_bytes -= profile.produced();
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// What a PNG's pixel data inflates to, from its header (`IHDR`'s 13 bytes): the bytes of its
+/// rows and one filter byte before each row (of each pass, when interlaced); `None` for a bit
+/// depth, colour type or interlace method PNG does not have.
+fn png_image_bytes(header: &[u8]) -> Option<(u64, u64)> {
+    let width = u64::from(be32(header, 0)?);
+    let height = u64::from(be32(header, 4)?);
+    let (depth, colour, interlace) = (header[8], header[9], header[12]);
+    let channels = match (colour, depth) {
+        (0, 1 | 2 | 4 | 8 | 16) => 1,
+        (3, 1 | 2 | 4 | 8) => 1,
+        (4, 8 | 16) => 2,
+        (2, 8 | 16) => 3,
+        (6, 8 | 16) => 4,
+        _ => return None,
+    };
+    let bits_per_pixel = channels * u64::from(depth);
+    // Adam7's passes as (first column, first row, column step, row step); without interlacing
+    // the image is one pass of every pixel.
+    const ADAM7: [(u64, u64, u64, u64); 7] = [
+        (0, 0, 8, 8),
+        (4, 0, 8, 8),
+        (0, 4, 4, 8),
+        (2, 0, 4, 4),
+        (0, 2, 2, 4),
+        (1, 0, 2, 2),
+        (0, 1, 1, 2),
+    ];
+    let passes: &[(u64, u64, u64, u64)] = match interlace {
+        0 => &[(0, 0, 1, 1)],
+        1 => &ADAM7,
+        _ => return None,
+    };
+    let (mut pixel_bytes, mut filter_bytes) = (0u64, 0u64);
+    for &(column, row, column_step, row_step) in passes {
+        let columns = width.saturating_sub(column).div_ceil(column_step);
+        let rows = height.saturating_sub(row).div_ceil(row_step);
+        if columns == 0 || rows == 0 {
+            continue;
+        }
+        let row_bytes = (columns * bits_per_pixel).div_ceil(8);
+        pixel_bytes = pixel_bytes.checked_add(rows.checked_mul(row_bytes)?)?;
+        filter_bytes += rows;
+    }
+    Some((pixel_bytes, filter_bytes))
+}
+
+/// A zlib stream inflated into a scratch buffer and counted, never kept, and refused as soon as
+/// it makes more than its bound: the check costs the inflater's state and the scratch buffer,
+/// whatever the stream would inflate to.
+struct BoundedInflate {
+    inflater: flate2::Decompress,
+    bound: u64,
+    /// What a stream over its bound is refused with.
+    refusal: MediaError,
+    /// The stream ended, or is damaged: no decoder inflates past either, so neither does this.
+    ended: bool,
+}
+
+impl BoundedInflate {
+    fn new(bound: u64, refusal: MediaError) -> Self {
+        BoundedInflate {
+            inflater: flate2::Decompress::new(true),
+            bound,
+            refusal,
+            ended: false,
+        }
+    }
+
+    /// Inflates the next piece of the stream, and everything it releases, into `scratch`; once
+    /// the bound is passed (by exactly one byte: no more is asked of the inflater), the refusal.
+    fn feed(&mut self, mut input: &[u8], scratch: &mut [u8]) -> Result<(), MediaError> {
+        while !self.ended {
+            let (read, made) = (self.inflater.total_in(), self.inflater.total_out());
+            // At most one byte over the bound, which is all the refusal needs.
+            let room = usize::try_from(self.bound + 1 - made).unwrap_or(usize::MAX);
+            let out = scratch.len().min(room);
+            let status =
+                self.inflater
+                    .decompress(input, &mut scratch[..out], flate2::FlushDecompress::None);
+            let consumed = (self.inflater.total_in() - read) as usize;
+            input = &input[consumed..];
+            if self.inflater.total_out() > self.bound {
+                return Err(self.refusal.clone());
+            }
+            match status {
+                Ok(flate2::Status::StreamEnd) | Err(_) => self.ended = true,
+                Ok(_) if consumed == 0 && self.inflater.total_out() == made => break,
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn produced(&self) -> u64 {
+        self.inflater.total_out()
+    }
 }
 
 /// Whether any of `texts` (inflated text chunks) holds markup.
@@ -451,32 +688,35 @@ fn ico(bytes: &[u8], pixels: &mut Vec<Range<usize>>) -> Option<()> {
     if count == 0 {
         return None;
     }
-    let directory_end = 6 + 16 * count;
-    let mut end = directory_end;
+    let mut end = 6 + 16 * count;
     for entry in 0..count {
-        let base = 6 + 16 * entry;
-        let size = usize_of(le32(bytes, base + 8)?)?;
-        let offset = usize_of(le32(bytes, base + 12)?)?;
-        if offset < directory_end {
-            return None;
-        }
-        let entry_end = offset.checked_add(size)?;
-        end = end.max(entry_end);
-        if let Some(data) = bytes.get(offset..entry_end) {
+        let data = ico_entry(bytes, entry)?;
+        end = end.max(data.end);
+        if let Some(entry_bytes) = bytes.get(data.clone()) {
             pixels.extend(
-                ico_entry_pixels(data)
+                ico_entry_pixels(entry_bytes)
                     .into_iter()
-                    .map(|range| offset + range.start..offset + range.end),
+                    .map(|range| data.start + range.start..data.start + range.end),
             );
         }
     }
     (end == bytes.len()).then_some(())
 }
 
+/// Where the data of an ICO's entry number `entry` is, from its directory: after the directory,
+/// though perhaps past the end of the file.
+fn ico_entry(bytes: &[u8], entry: usize) -> Option<Range<usize>> {
+    let directory_end = 6 + 16 * usize::from(le16(bytes, 4)?);
+    let base = 6 + 16 * entry;
+    let size = usize_of(le32(bytes, base + 8)?)?;
+    let offset = usize_of(le32(bytes, base + 12)?)?;
+    (offset >= directory_end).then_some(offset..offset.checked_add(size)?)
+}
+
 /// The pixel data of one ICO entry's `data`, relative to its start.
 fn ico_entry_pixels(data: &[u8]) -> Vec<Range<usize>> {
     let mut pixels = Vec::new();
-    if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+    if data.starts_with(PNG_SIGNATURE) {
         if png(data, &mut pixels).is_none() {
             pixels.clear();
         }
@@ -533,4 +773,77 @@ fn markup_in(bytes: &[u8]) -> bool {
         NEEDLES.iter().any(|needle| starts(needle))
             || (starts(b"<svg") && matches!(rest.get(4), Some(b' ' | b'\t' | b'\n' | b'\r' | b'>')))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn zlib_zeros(len: usize) -> Vec<u8> {
+        let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        deflate.write_all(&vec![0; len]).unwrap();
+        deflate.finish().unwrap()
+    }
+
+    fn refusal() -> MediaError {
+        MediaError::OverInflated {
+            part: "pixel data",
+            limit: 30_100,
+        }
+    }
+
+    #[test]
+    fn an_inflation_stops_one_byte_past_its_bound() {
+        // 4 MiB from about 4 KB, fed in chunks as IDAT chunks come.
+        let stream = zlib_zeros(4 << 20);
+        let mut inflate = BoundedInflate::new(30_100, refusal());
+        let mut scratch = vec![0; SCRATCH_BYTES];
+        let mut fed = stream.chunks(1000);
+        let refused = fed.find_map(|piece| inflate.feed(piece, &mut scratch).err());
+        assert_eq!(refused, Some(refusal()));
+        assert_eq!(
+            inflate.produced(),
+            30_101,
+            "no more is inflated than it takes"
+        );
+        assert!(inflate.inflater.total_in() < 1000, "nor read");
+    }
+
+    #[test]
+    fn an_inflation_within_its_bound_runs_to_the_end_of_its_stream() {
+        let stream = zlib_zeros(30_100);
+        let trailing = [stream.as_slice(), &zlib_zeros(1 << 20)].concat();
+        let mut inflate = BoundedInflate::new(30_100, refusal());
+        let mut scratch = vec![0; SCRATCH_BYTES];
+        for piece in trailing.chunks(7) {
+            inflate.feed(piece, &mut scratch).unwrap();
+        }
+        assert_eq!(
+            inflate.produced(),
+            30_100,
+            "bytes after its end are not inflated"
+        );
+    }
+
+    #[test]
+    fn what_a_header_implies_counts_each_row_and_each_pass() {
+        let header = |width: u32, height: u32, format: [u8; 5]| {
+            [&width.to_be_bytes()[..], &height.to_be_bytes(), &format].concat()
+        };
+        let cases = [
+            (header(100, 100, [8, 2, 0, 0, 0]), Some((30_000, 100))),
+            (header(100, 100, [8, 2, 0, 0, 1]), Some((30_000, 188))),
+            (header(15, 3, [1, 0, 0, 0, 0]), Some((6, 3))),
+            (header(3, 1, [16, 6, 0, 0, 0]), Some((24, 1))),
+            // A 1 x 1 image interlaced has only the first pass.
+            (header(1, 1, [8, 3, 0, 0, 1]), Some((1, 1))),
+            (header(1, 1, [16, 3, 0, 0, 0]), None),
+            (header(1, 1, [8, 2, 0, 0, 2]), None),
+        ];
+        for (bytes, implied) in cases {
+            assert_eq!(png_image_bytes(&bytes), implied, "{bytes:?}");
+        }
+    }
 }

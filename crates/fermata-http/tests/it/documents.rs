@@ -1878,7 +1878,10 @@ async fn the_yjs_routes_read_the_state_and_merge_updates() {
     let mut orphan = fermata_docs::SourceDoc::new();
     orphan.insert(0, "a").unwrap();
     let later = orphan.insert(1, "b").unwrap();
-    for body in [vec![0xff, 0x01, 0x02], later] {
+    for (body, code) in [
+        (vec![0xff, 0x01, 0x02], "update_undecodable"),
+        (later, "update_missing_dependencies"),
+    ] {
         let refused = app
             .send(
                 app.request("POST", &format!("/api/v1/documents/{id}/updates"))
@@ -1888,10 +1891,7 @@ async fn the_yjs_routes_read_the_state_and_merge_updates() {
             .await;
         assert_eq!(
             refused.error(),
-            (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "update_refused".to_owned()
-            )
+            (StatusCode::UNPROCESSABLE_ENTITY, code.to_owned())
         );
     }
     let empty = app

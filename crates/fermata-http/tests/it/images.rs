@@ -655,6 +655,17 @@ async fn an_attachment_keeps_what_the_original_was() {
 /// A PNG that claims `width` × `height` pixels of RGB: well formed to its last byte, its pixel
 /// data a few bytes. Its header alone says what decoding it would cost.
 fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+    // An empty zlib stream: the decoder never gets this far.
+    png_of(
+        width,
+        height,
+        &[(b"IDAT", &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01])],
+    )
+}
+
+/// A PNG of `width` × `height` pixels of RGB made of `chunks` after its header, well formed to
+/// its last byte whatever the chunks hold.
+fn png_of(width: u32, height: u32, chunks: &[(&[u8; 4], &[u8])]) -> Vec<u8> {
     fn crc32(bytes: &[u8]) -> u32 {
         let mut crc = u32::MAX;
         for byte in bytes {
@@ -683,14 +694,70 @@ fn png_claiming(width: u32, height: u32) -> Vec<u8> {
     header.extend_from_slice(&height.to_be_bytes());
     header.extend_from_slice(&[8, 2, 0, 0, 0]);
     chunk(&mut out, b"IHDR", &header);
-    // An empty zlib stream: the decoder never gets this far.
-    chunk(
-        &mut out,
-        b"IDAT",
-        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
-    );
+    for (kind, data) in chunks {
+        chunk(&mut out, kind, data);
+    }
     chunk(&mut out, b"IEND", &[]);
     out
+}
+
+/// `len` zero bytes as a zlib stream: a few KiB for each MiB.
+fn zlib_zeros(len: usize) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    deflate.write_all(&vec![0; len]).unwrap();
+    deflate.finish().unwrap()
+}
+
+#[tokio::test]
+async fn a_png_bomb_behind_honest_dimensions_is_refused_and_nothing_is_stored() {
+    let app = App::new().await;
+    let id = app.document().await;
+    let images = format!("/api/v1/documents/{id}/images");
+    let attachments = format!("/api/v1/documents/{id}/attachments?name=cat.png");
+    // 100 × 100 pixels of RGB are 30,100 bytes of rows: this pixel data inflates to 4 MiB,
+    // and this colour profile to 8 MiB, twice what a profile may.
+    let pixels = zlib_zeros(30_100);
+    let profile = [b"icc\0\0".as_slice(), &zlib_zeros(8 << 20)].concat();
+    let bombs = [
+        png_of(100, 100, &[(b"IDAT", &zlib_zeros(4 << 20))]),
+        png_of(100, 100, &[(b"iCCP", &profile), (b"IDAT", &pixels)]),
+    ];
+    for bomb in bombs {
+        for uri in [&images, &attachments] {
+            let reply = app.upload(&app.ada, uri, bomb.clone()).await;
+            assert_eq!(
+                (reply.status, reply.code()),
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "image_too_large_to_decode".to_owned()
+                ),
+                "{uri}"
+            );
+            assert!(
+                reply.json()["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("inflates to more than its bound"),
+                "{uri}: {}",
+                reply.json()
+            );
+        }
+    }
+    assert!(
+        app.get(&app.ada, &images)
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing was stored"
+    );
+    // The same image with honest pixel data is stored.
+    let honest = app
+        .upload(&app.ada, &images, png_of(100, 100, &[(b"IDAT", &pixels)]))
+        .await;
+    assert_eq!(honest.status, StatusCode::CREATED, "{}", honest.json());
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! The server's limits over a real loopback socket, on a real SQLite database: an idle socket, a
 //! request head that stops half-way and a body that stops early are all closed within their
-//! bounds; a peer over its connection cap still gets `/healthz` from the health reserve and a
-//! 503 for anything else, while another peer is served.
+//! bounds; a socket over its peer's connection cap is closed at once, while another peer is
+//! served.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -142,7 +142,7 @@ async fn idle_half_sent_and_stalled_requests_are_closed_within_their_bounds() {
 }
 
 #[tokio::test]
-async fn a_peer_over_its_cap_still_gets_health_answers_and_others_are_served() {
+async fn a_peer_over_its_cap_is_closed_at_once_and_others_are_served() {
     // Held sockets stay open for the whole test.
     let limits = limits(Duration::from_secs(60));
     let per_peer = limits.max_connections_per_peer;
@@ -158,34 +158,27 @@ async fn a_peer_over_its_cap_still_gets_health_answers_and_others_are_served() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     held.push(connect(&server, attacker).await);
 
-    for _ in 0..3 {
+    // Over the cap, even `/healthz` gets no answer: the socket is closed as it is accepted.
+    for path in ["/healthz", "/api/v1/me", "/healthz", "/api/v1/me"] {
         let mut over = connect(&server, attacker).await;
-        let answer = get(&mut over, "/healthz").await;
-        assert!(
-            answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok\n"),
-            "{answer}"
-        );
+        let mut answer = Vec::new();
+        let _ = over
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await;
+        let _ = over.read_to_end(&mut answer).await;
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
     }
-    let mut over = connect(&server, attacker).await;
-    let answer = get(&mut over, "/api/v1/me").await;
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(
-        answer.to_ascii_lowercase().contains("retry-after: 1"),
-        "{answer}"
-    );
-    assert!(answer.contains("too_many_connections"), "{answer}");
 
     let mut other = connect(&server, [127, 0, 0, 2]).await;
     let answer = get(&mut other, "/api/v1/me").await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
-    assert!(
-        server
-            .metrics
-            .render()
-            .contains("fermata_limited_total{limit=\"peer_connections\"} 4"),
-        "{}",
-        server.metrics.render()
-    );
+    // At least the four; a reopened held socket may have raced its predecessor's slot.
+    let metrics = server.metrics.render();
+    let refused = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("fermata_limited_total{limit=\"peer_connections\"} "))
+        .and_then(|count| count.trim().parse::<u64>().ok());
+    assert!(refused.is_some_and(|count| count >= 4), "{metrics}");
     drop(held);
 }
 

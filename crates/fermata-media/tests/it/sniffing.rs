@@ -194,6 +194,101 @@ fn a_valid_highly_compressible_huge_png_is_refused_not_decoded() {
 }
 
 #[test]
+fn the_hand_made_zlib_bomb_inflates_to_what_it_says() {
+    use std::io::Read as _;
+    let stream = zeros_zlib(1 << 20);
+    let mut inflated = Vec::new();
+    flate2::read::ZlibDecoder::new(stream.as_slice())
+        .read_to_end(&mut inflated)
+        .unwrap();
+    assert!(inflated.len() >= 1 << 20 && inflated.len() < (1 << 20) + 263_677);
+    assert!(inflated.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_png_whose_pixel_data_inflates_past_its_header_is_refused() {
+    // 100 x 100 RGB: 100 rows of 300 bytes and a filter byte each. This pixel data inflates to
+    // a gibibyte from under 7 MB.
+    let gibibyte = zeros_zlib(1 << 30);
+    assert!(gibibyte.len() < 7 << 20, "{} bytes", gibibyte.len());
+    let bomb = png_of_chunks(100, 100, RGB, &[(b"IDAT", &gibibyte)]);
+    let refused = Err(MediaError::OverInflated {
+        part: "pixel data",
+        limit: 30_100,
+    });
+    assert_eq!(document_image(&bomb), refused);
+    assert_eq!(attachment(&bomb), refused);
+    // Exactly what the header implies decodes; a byte more is refused. Interlaced, the seven
+    // passes of 100 x 100 take 30,000 bytes of pixels and 188 filter bytes; at one bit a pixel,
+    // three rows of 15 pixels take two bytes and a filter byte each.
+    for (width, height, format, exact) in [
+        (100, 100, RGB, 30_100),
+        (100, 100, RGB_INTERLACED, 30_188),
+        (15, 3, [1, 0, 0, 0, 0], 9),
+    ] {
+        let exact_data = zlib(&vec![0; exact]);
+        let fits = png_of_chunks(width, height, format, &[(b"IDAT", &exact_data)]);
+        assert_eq!(
+            document_image(&fits).map(|found| found.dimensions),
+            Ok(Some((width, height))),
+            "{format:?}"
+        );
+        let over_data = zlib(&vec![0; exact + 1]);
+        let over = png_of_chunks(width, height, format, &[(b"IDAT", &over_data)]);
+        assert_eq!(
+            document_image(&over),
+            Err(MediaError::OverInflated {
+                part: "pixel data",
+                limit: exact as u64
+            }),
+            "{format:?}"
+        );
+    }
+}
+
+#[test]
+fn a_png_whose_colour_profile_inflates_past_its_bound_is_refused() {
+    let pixels = zlib(&[0; 30_100]);
+    let with_profile = |profile: &[u8]| {
+        let chunk = [b"icc\0\0".as_slice(), profile].concat();
+        png_of_chunks(100, 100, RGB, &[(b"iCCP", &chunk), (b"IDAT", &pixels)])
+    };
+    // 64 MiB of profile from 400 KB: the decoder would hold all of it.
+    let bomb = with_profile(&zeros_zlib(64 << 20));
+    assert_eq!(
+        document_image(&bomb),
+        Err(MediaError::OverInflated {
+            part: "colour profile",
+            limit: 4 << 20
+        })
+    );
+    // A profile of an ordinary size is kept.
+    let ordinary = with_profile(&zlib(&[0; 3144]));
+    assert_eq!(
+        document_image(&ordinary).map(|found| found.dimensions),
+        Ok(Some((100, 100)))
+    );
+}
+
+#[test]
+fn a_png_bomb_inside_an_ico_is_refused() {
+    let bomb = png_of_chunks(100, 100, RGB, &[(b"IDAT", &zeros_zlib(64 << 20))]);
+    let mut ico = vec![0, 0, 1, 0, 1, 0];
+    // Width and height, colours, reserved, planes, bits a pixel, size, offset.
+    ico.extend_from_slice(&[100, 100, 0, 0, 1, 0, 32, 0]);
+    ico.extend_from_slice(&(bomb.len() as u32).to_le_bytes());
+    ico.extend_from_slice(&22u32.to_le_bytes());
+    ico.extend_from_slice(&bomb);
+    assert_eq!(
+        document_image(&ico),
+        Err(MediaError::OverInflated {
+            part: "pixel data",
+            limit: 30_100
+        })
+    );
+}
+
+#[test]
 fn text_must_be_utf8_without_control_characters() {
     let refused: [&[u8]; 6] = [
         b"hello\0world",

@@ -110,7 +110,9 @@ fn read_text(root: &Path, path: &str, limits: Limits) -> Result<String, Failure>
     let file = inside(root, path, limits.document_bytes)?;
     let bytes =
         std::fs::read(&file).map_err(|error| invalid(path, format!("cannot read it: {error}")))?;
-    String::from_utf8(bytes).map_err(|_| invalid(path, "not UTF-8 text"))
+    let text = String::from_utf8(bytes).map_err(|_| invalid(path, "not UTF-8 text"))?;
+    fermata_collab::check_text(&text).map_err(|refused| invalid(path, refused.to_string()))?;
+    Ok(text)
 }
 
 fn slug(path: &str, text: &str) -> Result<Slug, Failure> {

@@ -36,6 +36,8 @@ mod config;
 mod editor_browser;
 mod faults;
 mod hostile_load;
+mod hostile_sockets;
+mod hostile_updates;
 mod interop;
 mod lifecycle;
 mod metrics;

@@ -237,7 +237,7 @@ async fn a_repository_round_trips_through_files(target: Target) {
     let server = target.serve(&[]);
     server.wait_ready().await;
     let address = server.address().await;
-    let archive = download(
+    let archive = crate::support::get_bytes(
         address,
         "/api/v1/repositories/ada/notes/export",
         token.trim(),
@@ -257,27 +257,4 @@ async fn a_repository_round_trips_through_files(target: Target) {
     let (code, text) = run(&target, &["import", &dir("first"), "ada/notes"]);
     assert_eq!(code, 3, "{text}");
     server.terminate();
-}
-
-/// `GET path` with a bearer token, answered 200; the body's bytes.
-fn download(address: std::net::SocketAddr, path: &str, token: &str) -> Vec<u8> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let split = answer
-        .windows(4)
-        .position(|window| window == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
-    assert!(
-        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
-        "{head}"
-    );
-    answer[split + 4..].to_vec()
 }

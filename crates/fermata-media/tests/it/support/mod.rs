@@ -124,22 +124,124 @@ pub fn handmade_png(
     rows: u32,
     extra: &[(&[u8; 4], &[u8])],
 ) -> Vec<u8> {
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut header = Vec::new();
-    header.extend_from_slice(&width.to_be_bytes());
-    header.extend_from_slice(&height.to_be_bytes());
-    header.extend_from_slice(&[bit_depth, color_type, 0, 0, 0]);
-    png_chunk(&mut out, b"IHDR", &header);
-    for (kind, data) in extra {
-        png_chunk(&mut out, kind, data);
-    }
     let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
     for _ in 0..rows {
         deflate.write_all(row).unwrap();
     }
-    png_chunk(&mut out, b"IDAT", &deflate.finish().unwrap());
+    let pixel_data = deflate.finish().unwrap();
+    let mut chunks = extra.to_vec();
+    chunks.push((b"IDAT", &pixel_data));
+    png_of_chunks(width, height, [bit_depth, color_type, 0, 0, 0], &chunks)
+}
+
+/// The header fields after a PNG's dimensions (bit depth, colour type, compression, filter and
+/// interlace methods) of 8-bit RGB, and of the same interlaced.
+pub const RGB: [u8; 5] = [8, 2, 0, 0, 0];
+pub const RGB_INTERLACED: [u8; 5] = [8, 2, 0, 0, 1];
+
+/// A PNG built by hand from its chunks: the header for `width`x`height` with the fields of
+/// `format` ([`RGB`], say), then `chunks` in order (the pixel data among them), then the end.
+pub fn png_of_chunks(
+    width: u32,
+    height: u32,
+    format: [u8; 5],
+    chunks: &[(&[u8; 4], &[u8])],
+) -> Vec<u8> {
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend_from_slice(&width.to_be_bytes());
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&format);
+    png_chunk(&mut out, b"IHDR", &header);
+    for (kind, data) in chunks {
+        png_chunk(&mut out, kind, data);
+    }
     png_chunk(&mut out, b"IEND", &[]);
     out
+}
+
+/// A zlib stream of zeros that inflates to `len` bytes or a block more, written by hand rather
+/// than compressed (compressing a gibibyte would take minutes): one block of fixed Huffman
+/// codes, a literal zero then matches of 258 bytes at distance 1, repeated, each 1662 bytes
+/// that inflate to 263,676.
+pub fn zeros_zlib(len: u64) -> Vec<u8> {
+    // 1022 matches of 13 bits bring a block (3 bits of header, 7 of end, and the first one's
+    // 8-bit literal) to a whole number of bytes, so blocks can be repeated byte for byte.
+    const MATCHES: u64 = 1022;
+    let block = |literal: bool, last: bool| {
+        let mut bits = Bits::default();
+        bits.push(u32::from(last), 1);
+        // Fixed Huffman codes.
+        bits.push(1, 2);
+        if literal {
+            bits.code(0x30, 8);
+        }
+        if !last {
+            for _ in 0..MATCHES {
+                // Length 258 (code 285), then distance 1 (code 0).
+                bits.code(0xC5, 8);
+                bits.code(0, 5);
+            }
+        }
+        // End of block.
+        bits.code(0, 7);
+        bits.finish()
+    };
+    let first = block(true, false);
+    let repeated = block(false, false);
+    let repeats = len
+        .saturating_sub(1 + 258 * MATCHES)
+        .div_ceil(258 * MATCHES);
+    let inflated = 1 + 258 * MATCHES * (repeats + 1);
+    let mut out = vec![0x78, 0x01];
+    out.extend_from_slice(&first);
+    for _ in 0..repeats {
+        out.extend_from_slice(&repeated);
+    }
+    out.extend_from_slice(&block(false, true));
+    // Adler-32 of zeros: the sum of ones, and the sum of those sums.
+    let adler = ((inflated % 65_521) << 16) | 1;
+    out.extend_from_slice(&(adler as u32).to_be_bytes());
+    out
+}
+
+/// Bits packed as deflate packs them: values from their lowest bit, Huffman codes from their
+/// highest.
+#[derive(Default)]
+struct Bits {
+    out: Vec<u8>,
+    pending: u64,
+    count: u32,
+}
+
+impl Bits {
+    fn push(&mut self, value: u32, count: u32) {
+        self.pending |= u64::from(value) << self.count;
+        self.count += count;
+        while self.count >= 8 {
+            self.out.push(self.pending as u8);
+            self.pending >>= 8;
+            self.count -= 8;
+        }
+    }
+
+    fn code(&mut self, code: u32, length: u32) {
+        self.push(code.reverse_bits() >> (32 - length), length);
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.count > 0 {
+            self.out.push(self.pending as u8);
+        }
+        self.out
+    }
+}
+
+/// `bytes` compressed as a zlib stream.
+pub fn zlib(bytes: &[u8]) -> Vec<u8> {
+    let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    deflate.write_all(bytes).unwrap();
+    deflate.finish().unwrap()
 }
 
 /// Dimensions of encoded bytes, decoded again with the `image` crate.

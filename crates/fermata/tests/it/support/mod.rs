@@ -414,6 +414,26 @@ impl Answer {
     }
 }
 
+/// `GET path` with a bearer token, answered 200; the body's bytes (an archive, a Yjs state),
+/// which [`Answer`] would not keep as they are.
+pub fn get_bytes(address: SocketAddr, path: &str, token: &str) -> Vec<u8> {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let split = answer
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    assert_eq!(head.get(9..12), Some("200"), "{head}");
+    answer[split + 4..].to_vec()
+}
+
 /// A bare HTTP/1.0 request with a JSON body, so the tests need no HTTP client.
 pub fn request(
     address: SocketAddr,

@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use fermata_store_sql::Database;
@@ -354,4 +355,78 @@ async fn a_backup_names_the_pg_dump_it_needs() {
             .collect();
         assert_eq!(left.len(), 1, "a failed backup left {left:?}");
     }
+}
+
+/// A backup an earlier release took (its database lacks this release's last migration) is
+/// restored and brought up to this release's schema, and verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_of_an_earlier_schema_is_migrated_on_restore() {
+    use sha2::Digest as _;
+    let folder = tempfile::tempdir().unwrap();
+    // The earlier release's migrations: all but the last.
+    let files =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fermata-store-sql/migrations/sqlite");
+    let mut names: Vec<String> = std::fs::read_dir(&files)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let last = names.pop().unwrap();
+    let earlier = folder.path().join("earlier");
+    std::fs::create_dir(&earlier).unwrap();
+    for name in &names {
+        std::fs::copy(files.join(name), earlier.join(name)).unwrap();
+    }
+    let backup = folder.path().join("backup");
+    std::fs::create_dir(&backup).unwrap();
+    let copy = backup.join("database.sqlite");
+    let storage = fermata_store_sql::SqlStorage::connect(
+        &Database::Sqlite { path: copy.clone() },
+        fermata_store::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    storage
+        .migrate_with(
+            &sqlx::migrate::Migrator::new(earlier.as_path())
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    storage.close().await;
+    let bytes = std::fs::read(&copy).unwrap();
+    let manifest = json!({
+        "format": "fermata-backup",
+        "version": 1,
+        "release": "fermata 0.0.9",
+        "engine": "sqlite",
+        "taken_at": "2026-11-01T00:00:00Z",
+        "migrations": [],
+        "documents": 0,
+        "database": {
+            "file": "database.sqlite",
+            "bytes": bytes.len(),
+            "sha256": hex::encode(sha2::Sha256::digest(&bytes)),
+        },
+        "keys": {"left_out": {"reason": "the keys came from FERMATA_KEYS"}},
+        "artifacts": {"left_out": {"reason": "kept in a bucket"}},
+    });
+    std::fs::write(
+        backup.join("fermata-backup.json"),
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+
+    let target = Target::sqlite();
+    let (code, out) = run(&target, &["restore", backup.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("applied migration {last}")), "{out}");
+    assert!(
+        out.contains("verified 0 documents: every one recovers"),
+        "{out}"
+    );
+    let (code, out) = run(&target, &["status"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("0 pending"), "{out}");
 }

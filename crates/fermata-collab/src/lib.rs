@@ -19,6 +19,7 @@ mod fence;
 mod gather;
 mod history;
 mod media;
+mod outbound;
 pub mod protocol;
 mod repositories;
 pub mod repository_files;
@@ -38,6 +39,7 @@ pub use media::{
     ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload,
     UploadReservation, default_decode_concurrency,
 };
+pub use outbound::OutboundReceiver;
 pub use repositories::{NamedMember, Repositories, Standing, may_create};
 pub use research::Research;
 pub use room::{EditError, Outbound, Refusal, close};

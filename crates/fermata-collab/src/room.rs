@@ -35,6 +35,7 @@ use crate::fairness::{self, PresenceBudget};
 use crate::fence::WriterFence;
 use crate::gather;
 use crate::history::Recorder;
+use crate::outbound::OutboundSender;
 use crate::protocol::{self, ClientMessage};
 use crate::settings::CollabSettings;
 use crate::storage_outage;
@@ -75,7 +76,7 @@ pub(crate) enum Inbound {
         member: UserId,
         /// Whether its updates are dropped (a viewer's or a read client token's connection).
         read_only: bool,
-        outbound: mpsc::Sender<Outbound>,
+        outbound: OutboundSender,
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// The connection's access changed while it was open.
@@ -153,8 +154,6 @@ pub struct Refusal {
     pub kind: ErrorKind,
 }
 
-/// How many messages wait for a slow client before it is dropped.
-pub(crate) const OUTBOUND_QUEUE: usize = 256;
 /// The largest presence message a client may send.
 const MAX_PRESENCE_BYTES: usize = 64 * 1024;
 /// The most presence clients one connection may speak for.
@@ -181,7 +180,7 @@ const COMMIT_ATTEMPTS: u32 = 3;
 const QUICK_FAILURE: Duration = Duration::from_millis(500);
 
 struct Conn {
-    outbound: mpsc::Sender<Outbound>,
+    outbound: OutboundSender,
     /// Whom history credits for this connection's edits.
     member: UserId,
     /// Its updates are dropped: a viewer's or a read client token's connection.
@@ -414,7 +413,7 @@ impl Room {
         conn: ConnId,
         member: UserId,
         read_only: bool,
-        outbound: mpsc::Sender<Outbound>,
+        outbound: OutboundSender,
     ) -> Result<(), Refusal> {
         let held = self.conns.values().filter(|c| c.member == member).count();
         if !fairness::member_has_room(held, &self.settings) {
@@ -441,7 +440,7 @@ impl Room {
         let mut greeting = vec![protocol::sync_step1(&self.doc.doc.state_vector())];
         greeting.extend(self.conns.values().filter_map(|c| c.presence.clone()));
         for message in greeting {
-            let _ = outbound.try_send(Outbound::Message(message));
+            outbound.send(message);
         }
         self.conns.insert(
             conn,
@@ -1089,7 +1088,7 @@ impl Room {
         let slow = self
             .conns
             .get(&conn)
-            .is_some_and(|c| c.outbound.try_send(Outbound::Message(message)).is_err());
+            .is_some_and(|c| !c.outbound.send(message));
         if slow {
             self.refuse(
                 conn,
@@ -1114,20 +1113,14 @@ impl Room {
     /// Closes one connection with a reason and forgets it.
     fn refuse(&mut self, conn: ConnId, code: u16, reason: &str) {
         if let Some(gone) = self.conns.get(&conn) {
-            let _ = gone.outbound.try_send(Outbound::Close {
-                code,
-                reason: reason.to_owned(),
-            });
+            gone.outbound.close(code, reason);
         }
         self.leave(conn);
     }
 
     fn close_all(&mut self, code: u16, reason: &str) {
         for (_, conn) in self.conns.drain() {
-            let _ = conn.outbound.try_send(Outbound::Close {
-                code,
-                reason: reason.to_owned(),
-            });
+            conn.outbound.close(code, reason);
         }
     }
 }

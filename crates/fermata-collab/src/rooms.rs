@@ -13,9 +13,8 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::fence::WriterFence;
-use crate::room::{
-    ConnId, EditError, Inbound, OUTBOUND_QUEUE, Outbound, ROOM_CLOSING, Refusal, Room, close,
-};
+use crate::outbound::{OutboundReceiver, outbound_queue};
+use crate::room::{ConnId, EditError, Inbound, ROOM_CLOSING, Refusal, Room, close};
 use crate::settings::CollabSettings;
 
 /// A document's place in the manager: its room's inbox while the room is open.
@@ -61,7 +60,7 @@ pub struct Connection {
     id: ConnId,
     room: mpsc::Sender<Inbound>,
     /// What the room sends this client, in order.
-    pub outbound: mpsc::Receiver<Outbound>,
+    pub outbound: OutboundReceiver,
 }
 
 impl Connection {
@@ -223,7 +222,10 @@ impl RoomManager {
         for _ in 0..2 {
             let inbox = self.room(id).await?;
             let conn = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
-            let (outbound_sender, outbound) = mpsc::channel(OUTBOUND_QUEUE);
+            // Two of the largest messages a client may send: what a slow reader may leave
+            // waiting, besides the one it is being written.
+            let (outbound_sender, outbound) =
+                outbound_queue(2 * self.inner.settings.max_message_bytes);
             let (reply, answer) = oneshot::channel();
             let join = Inbound::Join {
                 conn,

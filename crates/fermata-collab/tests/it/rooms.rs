@@ -306,6 +306,32 @@ async fn checkpoints_follow_the_policy_and_an_idle_room_closes_with_one() {
     );
 }
 
+/// A client that stops reading is dropped once two of the largest messages' worth of bytes wait
+/// for it, not when 256 messages of any size do; the room serves the others on.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_at_a_byte_bound() {
+    let settings = CollabSettings {
+        max_message_bytes: 4096,
+        ..CollabSettings::default()
+    };
+    let rig = rig(settings, StoreOptions::default()).await;
+    let mut writer = Client::join(&rig).await;
+    let mut stalled = Client::join(&rig).await;
+    let line = "x".repeat(500);
+    for _ in 0..40 {
+        writer.type_text(&line).await;
+        assert!(
+            writer.hears_update(PATIENCE).await,
+            "the writer's edit came back"
+        );
+    }
+    let (code, reason) = stalled.closed().await;
+    assert_eq!(code, close::TRY_AGAIN_LATER);
+    assert_eq!(reason, "the client fell too far behind");
+    writer.type_text("still served").await;
+    assert!(writer.hears_update(PATIENCE).await);
+}
+
 #[tokio::test]
 async fn limits_are_enforced_with_clear_refusals() {
     let settings = CollabSettings {

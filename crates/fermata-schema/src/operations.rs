@@ -524,7 +524,7 @@ impl Operations {
     /// bound to a run that ended or no longer exists fails with `RUN_LOST`, and one whose run
     /// never bound within [`START_GRACE`] fails (or, from `start_unknown`, expires) the same
     /// way. Refresh and verification hold the lease instead, which expires and is cleared by an
-    /// administrator, as the seed says.
+    /// administrator, as docs/schema-operations.md says.
     pub async fn settle(&self, id: OperationId) -> Result<Operation, SafeError> {
         let operation = self.current(id).await?;
         if operation.state.is_terminal() || operation.kind.takes_lease() {

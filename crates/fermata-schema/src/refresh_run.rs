@@ -1,4 +1,4 @@
-//! The refresh workflow, step by step as the seed gives it:
+//! The refresh workflow, step by step as docs/schema-operations.md gives it:
 //!
 //! 1. `bind`: binds the run to its operation and moves it to `running`.
 //! 2. `load`: loads the inventory before anything touches the source, refuses it once expired,

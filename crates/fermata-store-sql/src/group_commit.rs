@@ -2,10 +2,10 @@
 //! next fenced transaction, so one `BEGIN`, one fence check and one durable `COMMIT` (one flush)
 //! carry the batches of several rooms.
 //!
-//! The seed's rule stays: the writes of one lease run one at a time, each in a transaction that
-//! holds the lease row (see `fence.rs`). A commit joins a queue and then waits to lead; the leader
-//! takes every commit waiting under the same fence (at most [`MAX_GROUP`]), the first in the queue
-//! first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
+//! The storage contract's rule stays (docs/storage.md): the writes of one lease run one at a
+//! time, each in a transaction that holds the lease row (see `fence.rs`). A commit joins a queue
+//! and then waits to lead; the leader takes every commit waiting under the same fence (at most
+//! [`MAX_GROUP`]), the first in the queue first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
 //! transaction of its own (its fence check rides in its query; see `commit_statement.rs`). In a
 //! larger group each member runs after a savepoint; a member that is refused, fails, or is answered
 //! as a repeat is rolled back to its savepoint alone, so it never fails another member. Each caller

@@ -778,6 +778,45 @@ async fn a_rewrite_at_a_stale_revision_changes_nothing() {
     assert_eq!(client.doc.text(), "replaced");
 }
 
+/// Storage a revision ahead of the room (a commit whose answer was lost, landing after the room
+/// reloaded) does not refuse a program that named no revision: its edit is made on the document
+/// reloaded, once.
+#[tokio::test]
+async fn a_program_edit_catches_up_with_storage_that_moved_on_behind_the_room() {
+    let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+    rig.rooms
+        .rewrite(&rig.document, "first\n".to_owned(), None)
+        .await
+        .unwrap();
+    let (_, revision) = stored_text(&rig).await;
+    let behind = fermata_store::Commit {
+        channel: rig.document.clone(),
+        operation: fermata_store::OperationId::new("landed-late").unwrap(),
+        expected_revision: revision,
+        update: None,
+        sidecar: None,
+        events: Vec::new(),
+        title: Some("Renamed behind the room".to_owned()),
+    };
+    rig.store
+        .collaboration()
+        .commit(&rig.fence.current().unwrap(), &behind)
+        .await
+        .unwrap();
+    rig.rooms
+        .rewrite(&rig.document, "second\n".to_owned(), None)
+        .await
+        .expect("the rewrite is made on the reloaded document");
+    assert_eq!(
+        stored_text(&rig).await,
+        ("second\n".to_owned(), revision + 2)
+    );
+    rig.rooms
+        .rename(&rig.document, "Renamed again".to_owned(), None)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_slots_of_closed_rooms_are_dropped() {
     let settings = CollabSettings {

@@ -6,16 +6,22 @@
 //        data-sync-url="/sync"                   the WebSocket endpoint, on this origin
 //        data-images-url="/api/v1/documents/DOCUMENT-ID/images"
 //        data-csrf="TOKEN"                       the session's CSRF token, for uploads
-//        data-user-name="ada" data-user-colour="#1f77b4"
+//        data-user-name="ada"
+//        data-user-id="USER-ID"                  whose edits this browser keeps (lib/keeping.js),
+//                                                and whose colour others see (lib/presence.js)
+//        data-epoch="1"                          the document's Yjs epoch, for the same
 //        data-readonly="false"                   "true" for viewers
 //        data-style-nonce="NONCE">               the nonce the page's CSP gives style elements
 //   </div>
 //
-// Inside it: a bar with the connection indicator (saved, saving, offline; see lib/saving.js)
-// and who else is here, the CodeMirror 6 editor bound to the Yjs text `source` through
-// y-codemirror.next over y-websocket, and the rendered preview beside it.
+// Inside it: a bar with the connection indicator (saved, saving, kept on this device, offline,
+// and not saved when the server refuses the edits; see lib/saving.js) and who else is here, the
+// CodeMirror 6 editor bound to the Yjs text `source` through y-codemirror.next over
+// y-websocket, and the rendered preview beside it. An editor's document is also kept in this
+// browser's IndexedDB (lib/keeping.js), so what is typed while the server is away is sent when
+// the page is opened again; a read-only page discards what was kept for it.
 
-import { EditorState } from "@codemirror/state";
+import { Compartment, EditorState } from "@codemirror/state";
 import {
   EditorView,
   drawSelection,
@@ -32,15 +38,26 @@ import { WebsocketProvider } from "y-websocket";
 import * as Y from "yjs";
 
 import { imageUploads } from "./lib/images.js";
-import { colourClass, peopleList, remoteSelections, safeColour, safeName } from "./lib/presence.js";
+import { Keeper, forget, keptName } from "./lib/keeping.js";
+import { outline } from "./lib/outline.js";
+import { localUser, peopleList, remoteSelections, safeName } from "./lib/presence.js";
 import { renderPreview } from "./lib/preview.js";
 import { SaveTracker } from "./lib/saving.js";
 
 const STATES = {
   saved: ["Saved", "Every change you made is stored on the server."],
   saving: ["Saving…", "Some of your changes are not confirmed stored yet."],
+  kept: [
+    "Kept on this device, not yet on the server",
+    "Not connected. Your changes are kept in this browser, even if you close the page, and sent when the server is back.",
+  ],
   offline: ["Offline", "Not connected. Reconnecting by itself; your changes are kept in this page meanwhile."],
+  refused: ["Not saved", "You can only read this document: your edits here cannot be saved."],
 };
+
+/** What the page says when the server refuses this page's edits. */
+const REFUSED =
+  "Your edits here cannot be saved: you can only read this document. Reload the page to see it as stored.";
 
 /** How long typing pauses before the preview is rendered again, in milliseconds. */
 const PREVIEW_DELAY = 150;
@@ -63,12 +80,12 @@ function mount(root) {
   const data = root.dataset;
   const room = (data.room || "").split("/").map(encodeURIComponent).join("/");
   const readonly = data.readonly === "true";
-  const user = { name: safeName(data.userName), colour: safeColour(data.userColour) };
+  const user = { name: safeName(data.userName) };
 
   const status = element("span", "editor-status", { role: "status", "aria-live": "polite" });
   const message = element("span", "editor-message", { role: "alert" });
   message.hidden = true;
-  const me = element("span", `editor-me ${colourClass(user.colour)}`);
+  const me = element("span", "editor-me");
   me.append(
     element("span", "editor-swatch", { "aria-hidden": "true" }),
     `${user.name} (you${readonly ? ", viewing" : ""})`,
@@ -94,12 +111,10 @@ function mount(root) {
     disableBc: true,
   });
   const awareness = provider.awareness;
-  awareness.setLocalStateField("user", {
-    name: user.name,
-    color: user.colour,
-    colorLight: `${user.colour}33`,
-    readonly,
-  });
+  awareness.setLocalStateField(
+    "user",
+    localUser({ name: user.name, userId: data.userId || "", readonly, joined: Date.now() }),
+  );
 
   let tracker = null;
   const showState = () => {
@@ -114,6 +129,12 @@ function mount(root) {
   tracker = new SaveTracker(provider, showState);
   showState();
 
+  // An editor keeps its document in this browser, for this user; a read-only page has nothing
+  // to keep, and drops what was kept when this user could still edit, never sending it.
+  const keepAs = data.userId ? keptName(data.userId, data.room || "", data.epoch || "") : null;
+  if (keepAs && readonly) forget(keepAs);
+  if (keepAs && !readonly) new Keeper(tracker, keepAs);
+
   const report = (text) => {
     message.hidden = text === null;
     message.textContent = text || "";
@@ -121,12 +142,28 @@ function mount(root) {
   // The server says why it closed a connection (the document was archived or deleted, the
   // server is handing over); shown until the editor is in step with the server again.
   provider.on("connection-close", (event) => {
-    if (event && event.reason) report(`Disconnected: ${event.reason}`);
+    if (event && event.reason && !tracker.refused) report(`Disconnected: ${event.reason}`);
   });
   provider.on("sync", (synced) => {
     if (synced && message.textContent.startsWith("Disconnected: ")) report(null);
   });
 
+  // Whether the text can be edited: not for a viewer, nor once the server refused the edits.
+  const editing = new Compartment();
+  const access = (editable) => [
+    EditorState.readOnly.of(!editable),
+    EditorView.editable.of(editable),
+    // A viewer's text is not editable, so not focusable by itself: Tab still reaches it, to
+    // read, select and copy it from the keyboard.
+    EditorView.contentAttributes.of(
+      editable
+        ? { "aria-label": "Document source (MDX)" }
+        : { "aria-label": "Document source (MDX)", "aria-readonly": "true", tabindex: "0" },
+    ),
+    editable && data.imagesUrl
+      ? imageUploads({ ytext, imagesUrl: data.imagesUrl, csrf: data.csrf || "", report })
+      : [],
+  ];
   const extensions = [
     highlightSpecialChars(),
     drawSelection(),
@@ -141,26 +178,27 @@ function mount(root) {
     keymap.of([...yUndoManagerKeymap, ...markdownKeymap, ...defaultKeymap]),
     yCollab(ytext, null, { undoManager: new Y.UndoManager(ytext) }),
     remoteSelections(ytext, awareness),
-    EditorState.readOnly.of(readonly),
-    EditorView.editable.of(!readonly),
-    // A viewer's text is not editable, so not focusable by itself: Tab still reaches it, to read,
-    // select and copy it from the keyboard.
-    EditorView.contentAttributes.of(
-      readonly
-        ? { "aria-label": "Document source (MDX)", "aria-readonly": "true", tabindex: "0" }
-        : { "aria-label": "Document source (MDX)" },
-    ),
+    editing.of(access(!readonly)),
   ];
   if (data.styleNonce) extensions.push(EditorView.cspNonce.of(data.styleNonce));
-  if (!readonly && data.imagesUrl) {
-    extensions.push(imageUploads({ ytext, imagesUrl: data.imagesUrl, csrf: data.csrf || "", report }));
-  }
   const view = new EditorView({
     state: EditorState.create({ doc: ytext.toString(), extensions }),
     parent: source,
   });
 
-  peopleList(people, awareness);
+  peopleList(people, awareness, me);
+  panes.prepend(outline(ytext, view));
+
+  // The server answered an edit with "permission denied": this member can only read the
+  // document now. The page says so and stops taking edits (the keeper drops what it kept).
+  let refusedShown = false;
+  tracker.watch(() => {
+    if (!tracker.refused || refusedShown) return;
+    refusedShown = true;
+    root.classList.add("editor-readonly");
+    view.dispatch({ effects: editing.reconfigure(access(false)) });
+    report(REFUSED);
+  });
 
   let pending = 0;
   const render = () => {
@@ -172,8 +210,9 @@ function mount(root) {
   });
   render();
 
+  // Leaving loses only what is neither stored on the server nor kept in this browser.
   window.addEventListener("beforeunload", (event) => {
-    if (tracker.changes > tracker.stored) {
+    if (tracker.unsaved) {
       event.preventDefault();
       event.returnValue = "";
     }

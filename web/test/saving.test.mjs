@@ -1,126 +1,12 @@
-// The saved / saving / offline rule of src/lib/saving.js, with the real y-websocket provider
-// over a socket the test drives by hand: a scripted server that answers and commits exactly when
-// the test says, in the order the Fermata room does (a connection's messages in order).
+// The saved / saving / kept / offline / refused rule of src/lib/saving.js, with the real
+// y-websocket provider over a socket the test drives by hand (test/scripted.mjs). What the
+// browser keeps is reported to the tracker by hand here; test/keeping.test.mjs keeps it in
+// IndexedDB.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import * as decoding from "lib0/decoding";
-import * as encoding from "lib0/encoding";
-import * as syncProtocol from "y-protocols/sync";
-import { WebsocketProvider } from "y-websocket";
-import * as Y from "yjs";
-
-import { SaveTracker } from "../src/lib/saving.js";
-
-/** The sockets the provider opened, newest last. */
-const sockets = [];
-
-/** A WebSocket the test opens, feeds and closes; what the client sends waits in `sent`. */
-class ScriptedSocket {
-  static CONNECTING = 0;
-  static OPEN = 1;
-  static CLOSED = 3;
-  CONNECTING = 0;
-  OPEN = 1;
-  CLOSED = 3;
-
-  constructor(url) {
-    this.url = url;
-    this.readyState = ScriptedSocket.CONNECTING;
-    this.sent = [];
-    sockets.push(this);
-  }
-
-  send(bytes) {
-    this.sent.push(new Uint8Array(bytes));
-  }
-
-  close() {
-    this.readyState = ScriptedSocket.CLOSED;
-  }
-
-  open() {
-    this.readyState = ScriptedSocket.OPEN;
-    this.onopen();
-  }
-
-  receive(bytes) {
-    this.onmessage({ data: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) });
-  }
-
-  drop() {
-    this.readyState = ScriptedSocket.CLOSED;
-    this.onclose({ code: 1006, reason: "" });
-  }
-}
-
-/** The server's side of one connection: its document, which only takes what the test commits. */
-class ScriptedServer {
-  constructor() {
-    this.doc = new Y.Doc();
-  }
-
-  /** Sends the server's sync step 1, as the room does to every new connection. */
-  greet(socket) {
-    const encoder = encoding.createEncoder();
-    encoding.writeVarUint(encoder, 0);
-    syncProtocol.writeSyncStep1(encoder, this.doc);
-    socket.receive(encoding.toUint8Array(encoder));
-  }
-
-  /** Handles the oldest message the client sent: commits an update, answers a step 1. */
-  handleNext(socket) {
-    const message = socket.sent.shift();
-    assert.ok(message, "the client sent nothing more");
-    const decoder = decoding.createDecoder(message);
-    if (decoding.readVarUint(decoder) !== 0) return "presence";
-    const reply = encoding.createEncoder();
-    encoding.writeVarUint(reply, 0);
-    const kind = syncProtocol.readSyncMessage(decoder, reply, this.doc, "client");
-    if (kind === syncProtocol.messageYjsSyncStep1) {
-      socket.receive(encoding.toUint8Array(reply));
-      return "step 1";
-    }
-    return "update";
-  }
-
-  /** Handles every message the client has sent so far. */
-  handleAll(socket) {
-    const handled = [];
-    while (socket.sent.length > 0) handled.push(this.handleNext(socket));
-    return handled;
-  }
-}
-
-/** Lets queued microtasks (the tracker's probes) run. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
-
-/** Waits until `condition()` holds, polling, for five seconds at most. */
-async function until(what, condition) {
-  const deadline = Date.now() + 5000;
-  while (!condition()) {
-    assert.ok(Date.now() < deadline, `gave up waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-/** A provider and its tracker over scripted sockets, stopped when `t` ends. */
-function connect(t) {
-  sockets.length = 0;
-  const doc = new Y.Doc();
-  const provider = new WebsocketProvider("ws://fermata.invalid/sync", "room", doc, {
-    WebSocketPolyfill: ScriptedSocket,
-    disableBc: true,
-  });
-  const tracker = new SaveTracker(provider, () => {});
-  // The provider's and its awareness's timers would keep the test process alive.
-  t.after(() => {
-    provider.destroy();
-    provider.awareness.destroy();
-  });
-  return { doc, text: doc.getText("source"), provider, tracker };
-}
+import { ScriptedServer, connect, settle, sockets, until } from "./scripted.mjs";
 
 test("a change is saving until a step 1 sent after it is answered", async (t) => {
   const { text, provider, tracker } = connect(t);
@@ -217,4 +103,104 @@ test("a lost connection is offline, forgets its probes and keeps what was proven
   server.handleAll(socket);
   assert.equal(tracker.state, "saved");
   assert.equal(server.doc.getText("source").toString(), "kept and more");
+});
+
+test("changes the browser committed and the server lacks are kept, until the server has them", async (t) => {
+  const { text, tracker } = connect(t);
+  const server = new ScriptedServer();
+  text.insert(0, "typed offline");
+  // Without keeping (no IndexedDB, or not open yet) the change lives in the page only.
+  assert.equal(tracker.state, "offline");
+  assert.equal(tracker.unsaved, true);
+  tracker.setKeeping(true);
+  assert.equal(tracker.state, "offline", "kept before the browser committed anything");
+  tracker.keep(1);
+  assert.equal(tracker.state, "kept");
+  assert.equal(tracker.unsaved, false);
+
+  // A newer change on its way to the browser's storage: still kept, but leaving would lose it.
+  text.insert(13, ", and more");
+  assert.equal(tracker.state, "kept");
+  assert.equal(tracker.unsaved, true);
+  tracker.keep(2);
+  assert.equal(tracker.unsaved, false);
+
+  // The server is back: saving until a probe sent after the kept changes is answered.
+  const socket = sockets[0];
+  socket.open();
+  assert.equal(tracker.state, "saving");
+  server.greet(socket);
+  await settle();
+  server.handleAll(socket);
+  assert.equal(tracker.state, "saved");
+  assert.equal(server.doc.getText("source").toString(), "typed offline, and more");
+
+  // Away again with nothing the server lacks: offline, not kept.
+  socket.drop();
+  assert.equal(tracker.state, "offline");
+  assert.equal(tracker.unsaved, false);
+});
+
+test("when keeping fails, what it kept no longer counts", async (t) => {
+  const { text, tracker } = connect(t);
+  tracker.setKeeping(true);
+  text.insert(0, "kept, then not");
+  tracker.keep(1);
+  assert.equal(tracker.state, "kept");
+  // The database was closed or cleared under the page (a logout elsewhere, a full quota).
+  tracker.setKeeping(false);
+  assert.equal(tracker.state, "offline");
+  assert.equal(tracker.unsaved, true);
+});
+
+test("a state brought back that the server acknowledged counts as stored, nothing before it", async (t) => {
+  const { text, tracker } = connect(t);
+  const server = new ScriptedServer();
+  tracker.setKeeping(true);
+  // The browser's kept state, brought back (change 1), was the server's: stored.
+  text.insert(0, "as the server has it");
+  tracker.keep(1);
+  tracker.storedAlready(1);
+  assert.equal(tracker.stored, 1);
+  assert.equal(tracker.state, "offline");
+
+  // A change made before a state brought back is not proven by that state.
+  text.insert(0, "new: ");
+  text.insert(0, "brought back ");
+  tracker.keep(3);
+  tracker.storedAlready(3);
+  assert.equal(tracker.stored, 1);
+  assert.equal(tracker.state, "kept");
+
+  const socket = sockets[0];
+  socket.open();
+  server.greet(socket);
+  await settle();
+  server.handleAll(socket);
+  assert.equal(tracker.state, "saved");
+});
+
+test("an edit the server refuses as read-only is refused for good, and nothing is unsaved", async (t) => {
+  const { text, tracker } = connect(t);
+  const server = new ScriptedServer({ readOnly: true });
+  const socket = sockets[0];
+  socket.open();
+  server.greet(socket);
+  await settle();
+  server.handleAll(socket);
+  assert.equal(tracker.state, "saved");
+
+  text.insert(0, "not allowed");
+  await settle();
+  server.handleAll(socket);
+  assert.equal(tracker.state, "refused");
+  assert.equal(tracker.unsaved, false, "the page would warn about edits that cannot be saved");
+  assert.equal(server.doc.getText("source").toString(), "");
+
+  // Still refused on the next connection: the page says so until it is opened again.
+  socket.drop();
+  assert.equal(tracker.state, "refused");
+  await until("a new connection", () => sockets.length === 2);
+  sockets[1].open();
+  assert.equal(tracker.state, "refused");
 });

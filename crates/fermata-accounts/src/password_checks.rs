@@ -3,64 +3,35 @@
 //! where the throttle's keys do not meet) must not run thousands of them at once.
 //!
 //! At most `password_concurrency` checks run at once, each on one of as many threads of their
-//! own (on tokio's blocking pool the allocator would keep each check's 19 MiB with whichever of
-//! hundreds of threads ran it); a check waits at most [`QUEUE_WAIT`] for its turn and is then
-//! refused as [`AccountError::Busy`].
+//! own (`fermata_threads`: on tokio's blocking pool the allocator would keep each check's 19 MiB
+//! with whichever of hundreds of threads ran it); a check waits at most [`QUEUE_WAIT`] for its
+//! turn and is then refused as [`AccountError::Busy`].
 
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fermata_crypto::{SecretToken, verify_password};
 use fermata_store::ErrorChain;
-use tokio::sync::{Semaphore, oneshot};
+use fermata_threads::{OwnThreads, RunError};
 
 use crate::AccountError;
 
 /// How long a check waits for its turn.
 pub const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// The checking threads and their turns; the threads end once every handle is dropped.
 #[derive(Debug)]
 pub(crate) struct PasswordChecks {
-    turns: Arc<Semaphore>,
-    jobs: mpsc::Sender<Job>,
+    threads: OwnThreads,
 }
 
 impl PasswordChecks {
     /// Starts `count` threads (at least one).
     pub(crate) fn start(count: usize) -> Self {
-        let count = count.max(1);
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        for n in 0..count {
-            let queue = Arc::clone(&queue);
-            let spawned = std::thread::Builder::new()
-                .name(format!("fermata-password-{n}"))
-                .spawn(move || {
-                    loop {
-                        // The lock is held only to take the next job, never while it runs.
-                        let next = queue
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .recv();
-                        let Ok(job) = next else {
-                            return;
-                        };
-                        job();
-                    }
-                });
-            if let Err(error) = spawned {
-                tracing::error!(error = %ErrorChain(&error), "could not start a password thread");
-            }
+        let (threads, failures) = OwnThreads::start("fermata-password", count);
+        for error in &failures {
+            tracing::error!(error = %ErrorChain(error), "could not start a password thread");
         }
-        PasswordChecks {
-            turns: Arc::new(Semaphore::new(count)),
-            jobs,
-        }
+        PasswordChecks { threads }
     }
 
     /// Whether `password` matches `stored` (an unknown account has none, and takes as long).
@@ -69,27 +40,67 @@ impl PasswordChecks {
         password: SecretToken,
         stored: Option<String>,
     ) -> Result<bool, AccountError> {
-        let Ok(Ok(turn)) =
-            tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.turns).acquire_owned()).await
-        else {
-            tracing::warn!("a password check waited its whole turn and was refused");
-            return Err(AccountError::Busy {
-                retry_after: QUEUE_WAIT,
-            });
-        };
-        let (reply, result) = oneshot::channel();
-        let job: Job = Box::new(move || {
-            // The turn is held by the work: a login that goes away does not free it early.
-            let _turn = turn;
-            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        let checked = self
+            .threads
+            .run_within(QUEUE_WAIT, move || {
                 verify_password(password.expose(), stored.as_deref())
-            }));
-            let _ = reply.send(outcome.unwrap_or(false));
+            })
+            .await;
+        match checked {
+            Ok(matches) => Ok(matches),
+            // A check that panicked matched nothing.
+            Err(RunError::Panicked) => Ok(false),
+            Err(RunError::Busy) => {
+                tracing::warn!("a password check waited its whole turn and was refused");
+                Err(AccountError::Busy {
+                    retry_after: QUEUE_WAIT,
+                })
+            }
+            Err(RunError::Stopped) => Err(AccountError::Busy {
+                retry_after: QUEUE_WAIT,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use fermata_crypto::hash_password;
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_check_that_waits_its_whole_turn_is_refused_as_busy() {
+        let checks = PasswordChecks::start(1);
+        // Something else holds the one turn until it is released.
+        let (release, blocked) = mpsc::channel::<()>();
+        let (running, started_running) = oneshot::channel();
+        let holder = tokio::spawn({
+            let threads = checks.threads.clone();
+            async move {
+                threads
+                    .run(move || {
+                        let _ = running.send(());
+                        let _ = blocked.recv();
+                    })
+                    .await
+            }
         });
-        let busy = || AccountError::Busy {
-            retry_after: QUEUE_WAIT,
-        };
-        self.jobs.send(job).map_err(|_| busy())?;
-        result.await.map_err(|_| busy())
+        started_running.await.unwrap();
+        let refused = checks
+            .verify(SecretToken::from_given("guess guess guess"), None)
+            .await;
+        assert!(
+            matches!(refused, Err(AccountError::Busy { retry_after }) if retry_after == QUEUE_WAIT),
+            "{refused:?}"
+        );
+        release.send(()).unwrap();
+        holder.await.unwrap().unwrap();
+        let stored = hash_password("correct horse battery").unwrap();
+        let password = SecretToken::from_given("correct horse battery");
+        assert!(checks.verify(password, Some(stored)).await.unwrap());
     }
 }

@@ -3,23 +3,27 @@
 //! text), reads by ID or slug with the canonical text or as one Yjs update, renames, rewrites and
 //! program updates (through the document's room, so clients see them only once saved, and
 //! refused at a stale revision when the caller names one), archive, restore, delete, keyset
-//! pages and children; and activity history: its sessions, and restoring one through the same
-//! rewrite, credited to whoever restored it.
+//! pages and children; full-text search in keyset pages; and activity history: its sessions,
+//! and restoring one through the same rewrite, credited to whoever restored it.
 
 use std::sync::Arc;
 
 use fermata_docs::{Sidecar, SourceDoc, recover};
 use fermata_store::repository::creation_fingerprint;
+use fermata_store::search::MAX_SEARCH_PAGE;
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, CreationKey, CreationOrigin, DocumentCursor, DocumentScope,
-    NewChannel, NewCheckpoint, PublishedChannel, Repository, Slug, Storage, StoreError, UnixMillis,
-    UserId, Version,
+    NewChannel, NewCheckpoint, PublishedChannel, Repository, SearchCursor, SearchHit, SearchQuery,
+    SearchTerms, Slug, Storage, StoreError, UnixMillis, UserId, Version,
 };
 
 use crate::fence::WriterFence;
 use crate::repositories::Repositories;
 use crate::room::EditError;
 use crate::rooms::RoomManager;
+
+/// How long a search waits for the open rooms to index what their live edits saved.
+const INDEX_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A document as read: its metadata and counters, and its canonical text.
 #[derive(Debug, Clone)]
@@ -46,6 +50,14 @@ pub enum KeyedOutcome {
 #[derive(Debug, Clone)]
 pub struct Page {
     pub documents: Vec<Channel>,
+    /// Pass back to get the next page; absent on the last.
+    pub next: Option<String>,
+}
+
+/// A page of search hits, best first.
+#[derive(Debug, Clone)]
+pub struct SearchPage {
+    pub hits: Vec<SearchHit>,
     /// Pass back to get the next page; absent on the last.
     pub next: Option<String>,
 }
@@ -414,6 +426,47 @@ impl Documents {
         Ok(Page { documents, next })
     }
 
+    /// A page of the documents in `scope` that match the search `text` and that `reader` may
+    /// read, decided by the store in the same query (a `system_admin` reads a repository the
+    /// scope names only after the caller recorded the override), best first, read as one keyset
+    /// page in storage, at most [`MAX_SEARCH_PAGE`] hits. `after` is a previous page's `next`.
+    /// An empty or malformed search is refused as invalid.
+    pub async fn search(
+        &self,
+        reader: &UserId,
+        scope: &DocumentScope,
+        text: &str,
+        include_archived: bool,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<SearchPage, StoreError> {
+        let limit = limit.clamp(1, MAX_SEARCH_PAGE);
+        let query = SearchQuery {
+            reader: reader.clone(),
+            terms: SearchTerms::parse(text)?,
+            repository: match scope {
+                DocumentScope::MemberOf(_) => None,
+                DocumentScope::Repository(name) => Some(name.clone()),
+            },
+            include_archived,
+            after: after.map(parse_search_cursor).transpose()?,
+            // One more than asked for tells whether another page follows.
+            limit: limit + 1,
+        };
+        // What live rooms saved but have not indexed yet is indexed first.
+        self.rooms.index_open_texts(INDEX_PATIENCE).await;
+        let mut hits = self.storage.search().search(&query).await?;
+        let more = hits.len() > limit;
+        hits.truncate(limit);
+        let next = more
+            .then(|| {
+                hits.last()
+                    .map(|hit| format!("{:016x}.{}", hit.score.to_bits(), hit.id.0))
+            })
+            .flatten();
+        Ok(SearchPage { hits, next })
+    }
+
     pub async fn children(
         &self,
         id: &ChannelId,
@@ -425,6 +478,23 @@ impl Documents {
             .children_of(id, include_archived)
             .await
     }
+}
+
+/// A search page's cursor: the last hit's score (its bits, in hex) and ID.
+fn parse_search_cursor(cursor: &str) -> Result<SearchCursor, StoreError> {
+    let invalid = || StoreError::invalid("the page cursor is not one this server gave");
+    let (bits, id) = cursor.split_once('.').ok_or_else(invalid)?;
+    // Dropped on purpose: a cursor this server did not give is refused as such.
+    let score = u64::from_str_radix(bits, 16)
+        .map(f64::from_bits)
+        .map_err(|_| invalid())?;
+    if !score.is_finite() {
+        return Err(invalid());
+    }
+    Ok(SearchCursor {
+        score,
+        id: ChannelId::parse(id).map_err(|_| invalid())?,
+    })
 }
 
 fn parse_cursor(cursor: &str) -> Result<DocumentCursor, StoreError> {

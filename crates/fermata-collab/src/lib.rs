@@ -26,6 +26,7 @@ pub mod repository_files;
 pub mod research;
 mod room;
 mod rooms;
+mod search_index;
 mod settings;
 pub mod startup;
 pub mod storage_outage;
@@ -33,8 +34,11 @@ pub mod sweeps;
 pub mod verification;
 
 pub use descriptions::Descriptions;
-pub use documents::{DocumentView, Documents, KeyedOutcome, Page, check_text};
+pub use documents::{DocumentView, Documents, KeyedOutcome, Page, SearchPage, check_text};
 pub use fence::WriterFence;
+/// The line diffs between history sessions, for the pages that show them: the HTTP layer reaches
+/// documents only through this crate.
+pub use fermata_docs::{DiffLine, DiffRow, LineChange, LineDiff, line_diff};
 pub use media::{
     ImageSource, Media, MediaFailure, MediaSettings, ServedFile, StoredImageUpload,
     UploadReservation, default_decode_concurrency,

@@ -37,6 +37,7 @@ use crate::gather;
 use crate::history::Recorder;
 use crate::outbound::OutboundSender;
 use crate::protocol::{self, ClientMessage};
+use crate::search_index::PendingIndex;
 use crate::settings::CollabSettings;
 use crate::storage_outage;
 
@@ -118,6 +119,10 @@ pub(crate) enum Inbound {
         vector: Option<Vec<u8>>,
         reply: oneshot::Sender<Result<(Vec<u8>, i64), DocError>>,
     },
+    /// Index the document's text for search now, if a commit left it behind.
+    Index {
+        done: oneshot::Sender<()>,
+    },
     Shutdown {
         code: u16,
         reason: String,
@@ -198,10 +203,20 @@ struct Conn {
     _joined: Held,
 }
 
+/// Whether a room serves on after what it just handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+enum Flow {
+    Continue,
+    /// The room has ended (its lease is lost, its document could not be reloaded, or it was shut
+    /// down): its clients were closed, and its task returns.
+    Stop,
+}
+
 pub(crate) struct Room {
     /// Set once the room can no longer serve (its document could not be reloaded after a failed
-    /// commit, or the lease was lost): its clients were closed, and it stops at the next message
-    /// instead of serving a document that may hold what was never saved.
+    /// commit, or the lease was lost): its clients were closed. A program's edit answers its
+    /// caller with the edit's own result, so the room reads its [`Flow`] from here afterwards.
     ended: bool,
     id: ChannelId,
     doc: OpenDocument,
@@ -223,6 +238,8 @@ pub(crate) struct Room {
     /// so a reload sends them what storage holds beyond it.
     published: Vec<u8>,
     history: Recorder,
+    /// The live edits committed but not yet indexed for search (see `search_index.rs`).
+    unindexed: PendingIndex,
     /// How long the last commit took, for how long a batch waits for its writers (see `gather`).
     last_commit: Duration,
 }
@@ -247,6 +264,7 @@ impl Room {
         let room = Room {
             ended: false,
             history,
+            unindexed: PendingIndex::default(),
             id: id.clone(),
             size_estimate: doc.doc.state_size(),
             presence_owners: HashMap::new(),
@@ -274,15 +292,20 @@ impl Room {
                 .is_empty()
                 .then(|| Instant::now() + self.settings.idle_close);
             let burst_ends = self.history.deadline();
-            let deadline = match (idle_until, burst_ends) {
-                (Some(idle), Some(burst)) => Some(idle.min(burst)),
-                (idle, burst) => idle.or(burst),
-            };
+            let index_due = self.unindexed.deadline();
+            let deadline = [idle_until, burst_ends, index_due]
+                .into_iter()
+                .flatten()
+                .min();
             let next = match deadline {
                 Some(deadline) => match timeout_at(deadline, inbox.recv()).await {
                     Ok(next) => next,
                     Err(_) if Some(deadline) == burst_ends => {
                         self.history.settle(&self.doc);
+                        continue;
+                    }
+                    Err(_) if Some(deadline) == index_due => {
+                        self.index_text().await;
                         continue;
                     }
                     Err(_) => None,
@@ -294,7 +317,7 @@ impl Room {
                 self.history.settle(&self.doc);
                 return;
             };
-            if !self.handle(message, &mut inbox).await {
+            if self.handle(message, &mut inbox).await == Flow::Stop {
                 self.history.settle(&self.doc);
                 return;
             }
@@ -302,7 +325,7 @@ impl Room {
     }
 
     /// Stops taking messages, answers what was already queued (a join is sent to a new room),
-    /// and takes the final checkpoint.
+    /// indexes what it has not, and takes the final checkpoint.
     async fn close_idle(&mut self, inbox: &mut mpsc::Receiver<Inbound>) {
         inbox.close();
         while let Some(message) = inbox.recv().await {
@@ -316,11 +339,12 @@ impl Room {
                 }
             }
         }
+        self.index_text().await;
         self.checkpoint_if_worthwhile().await;
     }
 
-    /// Handles one inbound message; false when the room has ended.
-    async fn handle(&mut self, message: Inbound, inbox: &mut mpsc::Receiver<Inbound>) -> bool {
+    /// Handles one inbound message.
+    async fn handle(&mut self, message: Inbound, inbox: &mut mpsc::Receiver<Inbound>) -> Flow {
         match message {
             Inbound::Join {
                 conn,
@@ -330,17 +354,17 @@ impl Room {
                 reply,
             } => {
                 let _ = reply.send(self.join(conn, member, read_only, outbound));
-                true
+                Flow::Continue
             }
             Inbound::Access { conn, read_only } => {
                 if let Some(state) = self.conns.get_mut(&conn) {
                     state.read_only = read_only;
                 }
-                true
+                Flow::Continue
             }
             Inbound::Leave { conn } => {
                 self.leave(conn);
-                true
+                Flow::Continue
             }
             Inbound::Message { conn, bytes } => self.client_message(conn, &bytes, inbox).await,
             Inbound::Rewrite {
@@ -359,7 +383,7 @@ impl Room {
                 if saved {
                     self.history.changed(author, &self.doc);
                 }
-                self.goes_on(lost)
+                self.after_program_edit(lost)
             }
             Inbound::Rename {
                 title,
@@ -372,7 +396,7 @@ impl Room {
                 }
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
-                self.goes_on(lost)
+                self.after_program_edit(lost)
             }
             Inbound::Update {
                 update,
@@ -385,11 +409,11 @@ impl Room {
                 }
                 let lost = matches!(&result, Err(e) if e.is_fenced());
                 let _ = reply.send(result);
-                self.goes_on(lost)
+                self.after_program_edit(lost)
             }
             Inbound::Read { reply } => {
                 let _ = reply.send((self.doc.doc.text(), self.doc.revision));
-                true
+                Flow::Continue
             }
             Inbound::State { vector, reply } => {
                 let state = match vector {
@@ -397,13 +421,19 @@ impl Room {
                     None => Ok(self.doc.doc.encode_state()),
                 };
                 let _ = reply.send(state.map(|bytes| (bytes, self.doc.revision)));
-                true
+                Flow::Continue
+            }
+            Inbound::Index { done } => {
+                self.index_text().await;
+                let _ = done.send(());
+                Flow::Continue
             }
             Inbound::Shutdown { code, reason, done } => {
+                self.index_text().await;
                 self.checkpoint_if_worthwhile().await;
                 self.close_all(code, &reason);
                 let _ = done.send(());
-                false
+                Flow::Stop
             }
         }
     }
@@ -480,9 +510,9 @@ impl Room {
         conn: ConnId,
         bytes: &[u8],
         inbox: &mut mpsc::Receiver<Inbound>,
-    ) -> bool {
+    ) -> Flow {
         if !self.conns.contains_key(&conn) {
-            return true;
+            return Flow::Continue;
         }
         if bytes.len() > self.settings.max_message_bytes {
             self.metrics.update_refused(UpdateRefusal::MessageTooLarge);
@@ -491,7 +521,7 @@ impl Room {
                 close::TOO_BIG,
                 "the message is larger than this server accepts",
             );
-            return true;
+            return Flow::Continue;
         }
         match protocol::decode(bytes) {
             Err(_) => {
@@ -507,7 +537,7 @@ impl Room {
             },
             Ok(ClientMessage::Update(update)) => {
                 if self.drops_updates_of(conn, &update) {
-                    return true;
+                    return Flow::Continue;
                 }
                 return self.batch(conn, update, inbox).await;
             }
@@ -515,7 +545,7 @@ impl Room {
                 if raw.len() > MAX_PRESENCE_BYTES {
                     self.metrics.update_refused(UpdateRefusal::MessageTooLarge);
                     self.refuse(conn, close::TOO_BIG, "the presence message is too large");
-                    return true;
+                    return Flow::Continue;
                 }
                 if let Some(state) = self.conns.get_mut(&conn)
                     && !state.presence_budget.take()
@@ -528,7 +558,7 @@ impl Room {
                             "dropping presence a connection sends too fast"
                         );
                     }
-                    return true;
+                    return Flow::Continue;
                 }
                 // y-websocket clients relay every presence change they hear, other clients'
                 // included, so a presence client belongs to the first connection that spoke for
@@ -565,7 +595,7 @@ impl Room {
             }
             Ok(ClientMessage::Ignored) => {}
         }
-        true
+        Flow::Continue
     }
 
     /// Gathers the updates already waiting and those that arrive within the batch window (group
@@ -576,7 +606,7 @@ impl Room {
         first_conn: ConnId,
         first: Vec<u8>,
         inbox: &mut mpsc::Receiver<Inbound>,
-    ) -> bool {
+    ) -> Flow {
         let start = Instant::now();
         let sibling_wait = gather::sibling_wait(self.last_commit);
         let deadlines = gather::Deadlines::new(start, self.settings.batch_window, sibling_wait);
@@ -629,12 +659,12 @@ impl Room {
                 state.last_update = Some(taken);
             }
         }
-        if !self.commit_updates(updates).await {
-            return false;
+        if self.commit_updates(updates).await == Flow::Stop {
+            return Flow::Stop;
         }
         match after {
             Some(message) => Box::pin(self.handle(message, inbox)).await,
-            None => true,
+            None => Flow::Continue,
         }
     }
 
@@ -654,8 +684,8 @@ impl Room {
             .collect()
     }
 
-    /// Applies, commits and broadcasts a batch; false when the room has ended.
-    async fn commit_updates(&mut self, updates: Vec<(ConnId, Vec<u8>)>) -> bool {
+    /// Applies, commits and broadcasts a batch.
+    async fn commit_updates(&mut self, updates: Vec<(ConnId, Vec<u8>)>) -> Flow {
         let writers = updates
             .iter()
             .filter_map(|(conn, _)| self.conns.get(conn))
@@ -678,14 +708,14 @@ impl Room {
                         &format!("the update was refused: {error}"),
                     );
                     // The document may hold part of the refused update: start again from storage.
-                    if !self.reload_with(&accepted).await {
-                        return false;
+                    if self.reload_with(&accepted).await == Flow::Stop {
+                        return Flow::Stop;
                     }
                 }
             }
         }
         if accepted.is_empty() {
-            return true;
+            return Flow::Continue;
         }
         let Ok(diff) = self.doc.doc.diff_since(&before) else {
             return self.reload_with(&[]).await;
@@ -693,7 +723,7 @@ impl Room {
         // A client with nothing new answers the server's sync step 1 with an empty update:
         // nothing to save, nothing to send.
         if fermata_docs::is_empty_update(&diff) {
-            return true;
+            return Flow::Continue;
         }
         if !self.fits(diff.len()) {
             let senders: Vec<ConnId> = accepted.iter().map(|(conn, _)| *conn).collect();
@@ -718,10 +748,11 @@ impl Room {
         match self.commit(commit).await {
             Ok(_) => {
                 self.metrics.commit_batch(accepted.len());
+                self.unindexed.committed(Instant::now());
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
                 self.history.batched(author, &self.doc);
-                true
+                Flow::Continue
             }
             Err(error) if error.kind() == ErrorKind::Fenced => self.end_for_lease_loss(),
             Err(error) => {
@@ -799,7 +830,7 @@ impl Room {
     async fn caught_up_with_storage(&mut self, result: &Result<Committed, EditError>) -> bool {
         let behind =
             matches!(result, Err(EditError::Store(error)) if error.kind() == ErrorKind::Conflict);
-        behind && !self.ended && self.reload_with(&[]).await
+        behind && !self.ended && self.reload_with(&[]).await == Flow::Continue
     }
 
     /// Refuses a program's edit made on a revision the document has moved on from.
@@ -849,11 +880,9 @@ impl Room {
                 StoreError::invalid("the document would be larger than this server keeps").into(),
             );
         }
-        match self
-            .commit(self.commit_request(Some(diff.clone()), None))
-            .await
-        {
+        match self.commit(self.commit_with_text(diff.clone())).await {
             Ok(committed) => {
+                self.unindexed.indexed();
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
                 self.history.changed(author, &self.doc);
@@ -900,11 +929,10 @@ impl Room {
             let _ = self.reload_with(&[]).await;
             return Err(StoreError::invalid("the text is larger than this server keeps").into());
         }
-        let result = self
-            .commit(self.commit_request(Some(diff.clone()), None))
-            .await;
+        let result = self.commit(self.commit_with_text(diff.clone())).await;
         match &result {
             Ok(_) => {
+                self.unindexed.indexed();
                 self.broadcast(&protocol::update(diff), None);
                 self.published = self.doc.doc.state_vector();
             }
@@ -921,10 +949,46 @@ impl Room {
             operation: OperationId::new(uuid::Uuid::new_v4().to_string())
                 .expect("a UUID is a valid operation ID"),
             expected_revision: self.doc.revision,
+            text: None,
             update,
             sidecar: None,
             events: Vec::new(),
             title,
+        }
+    }
+
+    /// A program's edit (`update`, applied here already) committed with the text it leaves, so
+    /// the search index has it at once: programs edit seldom, and may search right after.
+    fn commit_with_text(&self, update: Vec<u8>) -> Commit {
+        Commit {
+            text: Some(self.doc.doc.text()),
+            ..self.commit_request(Some(update), None)
+        }
+    }
+
+    /// Writes the document's text to the search index if a live edit left it behind; a failure
+    /// is tried again a little later, and the mark in storage covers a stop before that.
+    async fn index_text(&mut self) {
+        if !self.unindexed.is_pending() {
+            return;
+        }
+        let Ok(fence) = self.fence.current() else {
+            return;
+        };
+        let text = self.doc.doc.text();
+        let result = self
+            .storage
+            .search()
+            .refresh_text(&fence, &self.id, self.doc.revision, &text)
+            .await;
+        match result {
+            Ok(_) => self.unindexed.indexed(),
+            Err(error) => {
+                if error.kind() != ErrorKind::Unavailable && error.kind() != ErrorKind::Fenced {
+                    tracing::warn!(document = %self.id, error = %ErrorChain(&error), "the document's text could not be indexed for search; it is tried again");
+                }
+                self.unindexed.failed(Instant::now());
+            }
         }
     }
 
@@ -1034,7 +1098,7 @@ impl Room {
     ///
     /// Storage may hold more than the room did (a commit that landed although its answer was
     /// lost): the clients are sent what they lack of it, so they stay in step with what is saved.
-    async fn reload_with(&mut self, updates: &[(ConnId, Vec<u8>)]) -> bool {
+    async fn reload_with(&mut self, updates: &[(ConnId, Vec<u8>)]) -> Flow {
         match load(&*self.storage, &self.metrics, &self.id).await {
             Ok(doc) => {
                 self.doc = doc;
@@ -1055,33 +1119,37 @@ impl Room {
                         );
                     }
                 }
-                true
+                Flow::Continue
             }
             Err(refusal) => {
                 self.close_all(refusal.code, &refusal.reason);
                 self.ended = true;
-                false
+                Flow::Stop
             }
         }
     }
 
     /// Whether the room goes on after a program's edit: not once the lease is `lost` (it then
-    /// closes its clients) or the room has ended.
-    fn goes_on(&mut self, lost: bool) -> bool {
+    /// ends as it does when a client's batch meets the fence) or the room has ended.
+    fn after_program_edit(&mut self, lost: bool) -> Flow {
         if lost {
-            self.end_for_lease_loss();
+            return self.end_for_lease_loss();
         }
-        !self.ended
+        if self.ended {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
     }
 
     /// The lease is gone: nothing more is accepted here; clients come back to the next holder.
-    fn end_for_lease_loss(&mut self) -> bool {
+    fn end_for_lease_loss(&mut self) -> Flow {
         self.ended = true;
         self.close_all(
             close::TRY_AGAIN_LATER,
             "the server is handing over; reconnect shortly",
         );
-        false
+        Flow::Stop
     }
 
     fn send(&mut self, conn: ConnId, message: Vec<u8>) {

@@ -375,6 +375,27 @@ impl RoomManager {
         answer.await.ok()
     }
 
+    /// Has every open room write what its live edits left out of the search index, so a search
+    /// finds what was saved a moment ago. A room busy for longer than `patience` (a commit
+    /// waiting on the database) is not waited for: the search then sees its text as indexed last.
+    pub async fn index_open_texts(&self, patience: std::time::Duration) {
+        let slots: Vec<_> = self
+            .inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let asks = slots.into_iter().map(|slot| async move {
+            let inbox = slot.lock().await.clone()?;
+            let (done, indexed) = oneshot::channel();
+            inbox.send(Inbound::Index { done }).await.ok()?;
+            indexed.await.ok()
+        });
+        let _ = tokio::time::timeout(patience, futures::future::join_all(asks)).await;
+    }
+
     /// Closes one document's room (after it was archived or deleted) and waits for it: its
     /// clients are closed with [`close::REVOKED`], as their access to it ended.
     pub async fn close(&self, id: &ChannelId, reason: &str) {

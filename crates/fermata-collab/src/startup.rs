@@ -6,17 +6,20 @@
 //! 2. clear child documents' conversations from both the state and the latest snapshot, and
 //!    reset their reserved summary and transcript cursor; a child whose decision records cite the
 //!    Chat is left unchanged and its ID logged ([`fermata_docs::clear_child_conversation`]);
-//! 3. close the deferred turns an earlier release left open.
+//! 3. close the deferred turns an earlier release left open;
+//! 4. index again, from its whole journal, each document whose search text an upgrade took from
+//!    its last checkpoint while commits followed it ([`fermata_store::SearchStore::stale_texts`]);
+//!    a document that does not recover is logged and left for the next start.
 //!
 //! Every step is idempotent, so it runs at every start and a second run finds nothing to do. The
 //! first step that fails ends the sequence with a [`StartupFailure`], and the process must not
 //! serve: it would serve with stale owners and sessions. The next start runs the sequence again
 //! from the top. The counts of a sequence that completes are logged once, in one report.
 
-use fermata_docs::{ChildClearing, clear_child_conversation};
+use fermata_docs::{ChildClearing, clear_child_conversation, recover};
 use fermata_store::{
-    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, Fence, OwnerReset,
-    SidecarState, Storage, StoreError, StoreResult,
+    ChannelId, ChildConversation, ClearedChild, DeferredTurnRetirement, ErrorChain, ErrorKind,
+    Fence, OwnerReset, SidecarState, Storage, StoreError, StoreResult,
 };
 
 /// What the startup sequence did.
@@ -25,6 +28,7 @@ pub struct StartupReport {
     pub owners: OwnerReset,
     pub children: ChildrenCleared,
     pub deferred_turns: DeferredTurnRetirement,
+    pub search_texts: SearchTextsRefreshed,
 }
 
 /// The step of the startup sequence that failed, with the store's error as its cause.
@@ -47,6 +51,18 @@ pub struct ChildrenCleared {
     pub unreadable: Vec<ChannelId>,
 }
 
+/// What indexing stale search texts again did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchTextsRefreshed {
+    /// Documents whose whole text is indexed now.
+    pub refreshed: u64,
+    /// Documents left as they were because they did not recover.
+    pub unreadable: Vec<ChannelId>,
+}
+
+/// How many stale documents are listed at a time.
+const STALE_PAGE: usize = 100;
+
 /// Runs the startup sequence under `fence` and logs its report; stops at the first step that
 /// fails.
 pub async fn run(storage: &dyn Storage, fence: &Fence) -> Result<StartupReport, StartupFailure> {
@@ -64,10 +80,14 @@ pub async fn run(storage: &dyn Storage, fence: &Fence) -> Result<StartupReport, 
         .retire_deferred_turns(fence)
         .await
         .map_err(failed("retire deferred Planner turns"))?;
+    let search_texts = refresh_search_texts(storage, fence)
+        .await
+        .map_err(failed("index stale search texts again"))?;
     let report = StartupReport {
         owners,
         children,
         deferred_turns,
+        search_texts,
     };
     log(&report);
     Ok(report)
@@ -77,6 +97,7 @@ fn log(report: &StartupReport) {
     let owners = report.owners;
     let children = &report.children;
     let turns = report.deferred_turns;
+    let search = &report.search_texts;
     tracing::info!(
         expired_sessions = owners.sessions.expired,
         metadata_only_sessions = owners.sessions.metadata_only,
@@ -87,6 +108,8 @@ fn log(report: &StartupReport) {
         children_unreadable = children.unreadable.len(),
         deferred_turns_cancelled = turns.cancelled,
         deferred_turns_interrupted = turns.interrupted,
+        search_texts_refreshed = search.refreshed,
+        search_texts_unreadable = search.unreadable.len(),
         "startup reset under the writer lease"
     );
 }
@@ -119,6 +142,50 @@ async fn clear_children(storage: &dyn Storage, fence: &Fence) -> StoreResult<Chi
         }
     }
     Ok(report)
+}
+
+/// Indexes again, from its whole journal, every document whose search text may be behind it.
+async fn refresh_search_texts(
+    storage: &dyn Storage,
+    fence: &Fence,
+) -> StoreResult<SearchTextsRefreshed> {
+    let search = storage.search();
+    let mut report = SearchTextsRefreshed::default();
+    let mut after: Option<ChannelId> = None;
+    loop {
+        let stale = search.stale_texts(after.as_ref(), STALE_PAGE).await?;
+        let Some(last) = stale.last().cloned() else {
+            return Ok(report);
+        };
+        for id in stale {
+            let snapshot = match storage.collaboration().recovery_snapshot(&id).await {
+                Ok(snapshot) => snapshot,
+                // Deleted since it was listed: its search row went with it.
+                Err(error) if error.kind() == ErrorKind::Missing => continue,
+                Err(error) => return Err(error),
+            };
+            match recover(&snapshot) {
+                Ok(open) => {
+                    let text = open.doc.text();
+                    if search
+                        .refresh_text(fence, &id, snapshot.channel.revision, &text)
+                        .await?
+                    {
+                        report.refreshed += 1;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        document = %id,
+                        error = %ErrorChain(&error),
+                        "a document does not recover: its search text stays as an upgrade indexed it"
+                    );
+                    report.unreadable.push(id);
+                }
+            }
+        }
+        after = Some(last);
+    }
 }
 
 enum Plan {

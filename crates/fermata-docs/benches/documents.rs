@@ -111,6 +111,7 @@ async fn commit(
         sidecar: Some(sidecar.to_state()),
         events: Vec::new(),
         title: None,
+        text: None,
     };
     store
         .collaboration()

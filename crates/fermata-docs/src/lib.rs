@@ -6,9 +6,11 @@
 //! [`fermata_store::RecoverySnapshot`] into an [`OpenDocument`] ([`recover`]), or into a
 //! `Corrupt` failure naming the document and what was wrong, and it computes what the store keeps
 //! beside the bytes (canonical text, source hash, sidecar version, unanswered-decision count) for
-//! checkpoints and commits. It never touches a database, a socket or a file.
+//! checkpoints and commits, and the line diffs between two of a document's texts that its history
+//! shows ([`line_diff`]). It never touches a database, a socket or a file.
 
 mod child_conversation;
+mod diff;
 mod recovery;
 mod sidecar;
 mod source;
@@ -16,6 +18,7 @@ mod source;
 pub use child_conversation::{
     CHAT_CITATION_FIELDS, CHILD_CONVERSATION_FIELDS, ChildClearing, clear_child_conversation,
 };
+pub use diff::{CONTEXT_LINES, DiffLine, DiffRow, LineChange, LineDiff, line_diff};
 pub use recovery::{OpenDocument, RecoveryError, RecoveryProblem, recover};
 pub use sidecar::{
     Comment, GraphEdge, GraphNode, ImplementationGraph, Question, QuestionStatus, Restored,

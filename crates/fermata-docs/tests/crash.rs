@@ -97,6 +97,7 @@ fn writer(engine: &str, place: &str, channel: &str) {
                 sidecar: Some(open.sidecar.to_state()),
                 events: Vec::new(),
                 title: None,
+                text: None,
             };
             let committed = collaboration.commit(&fence, &commit).await.expect("commit");
             open.revision = committed.revision;

@@ -1,7 +1,11 @@
 //! The static files pages load from `/assets/`: the editor's script and style sheet (with the
 //! licences of the packages bundled in it), built from `web/` by esbuild into
 //! `crates/fermata-http/assets/` and embedded in the binary, so `cargo build` needs no Node.js;
-//! and the pages' shared style sheet, `page.css`, the same rules the server-rendered pages inline.
+//! the pages' style sheets, `page.css` for every page, `admin.css` for the administrator pages
+//! and `history.css` for the history pages' diffs (kept beside `crate::view`, which draws the
+//! pages); and the administrator page's script,
+//! `admin.js`. No page carries a style or a script inline: everything it runs or applies is one
+//! of these files.
 //!
 //! Each file is served under its plain name (`/assets/editor.js`, revalidated every time by its
 //! ETag) and under a name carrying a hash of its bytes (`/assets/editor.0123456789abcdef.js`,
@@ -16,8 +20,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use sha2::{Digest, Sha256};
-
-use crate::policy::{Access, Routes};
 
 /// One embedded file.
 #[derive(Debug)]
@@ -47,7 +49,22 @@ const ASSETS: &[Asset] = &[
     Asset {
         name: "page.css",
         content_type: "text/css; charset=utf-8",
-        bytes: crate::pages::STYLE.as_bytes(),
+        bytes: include_bytes!("view/page.css"),
+    },
+    Asset {
+        name: "admin.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("view/admin.css"),
+    },
+    Asset {
+        name: "history.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("view/history.css"),
+    },
+    Asset {
+        name: "admin.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("admin_page/admin_page.js"),
     },
 ];
 
@@ -112,10 +129,6 @@ pub(crate) fn url(name: &str) -> String {
     }
 }
 
-pub(crate) fn routes() -> Routes {
-    Routes::new().get("/assets/{name}", Access::Public, asset)
-}
-
 /// Whether an `If-None-Match` header names `etag` (or is `*`).
 fn matches(headers: &HeaderMap, etag: &HeaderValue) -> bool {
     let Some(wanted) = etag.to_str().ok() else {
@@ -130,7 +143,8 @@ fn matches(headers: &HeaderMap, etag: &HeaderValue) -> bool {
         .any(|tag| tag == "*" || tag == wanted)
 }
 
-async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
+/// `GET /assets/{name}`: the file, by its plain or its hashed name.
+pub(crate) async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
     let nosniff = (
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

@@ -5,54 +5,35 @@
 //! shows the document's title and the live editor of its MDX source (the bundle built from
 //! `web/`, see [`crate::assets`]), which reaches the document over `/sync` with the page's
 //! session cookie; a viewer's editor is read-only. Whoever cannot read the document gets the
-//! same "not found" page as for a document that does not exist ([`as_page`]).
+//! same "not found" page as for a document that does not exist ([`view::as_page`]). The handler
+//! reads what the page shows into a [`DocumentPage`]; [`render`] draws it.
 //!
-//! The page runs under a strict Content-Security-Policy: scripts and styles from this origin
-//! only, no inline script, connections to this origin only (the WebSocket included), images from
-//! this origin or `data:`/`blob:`. The one exception is a per-response nonce for style
-//! elements: CodeMirror writes its base theme into a `<style>` element at run time, and takes
-//! the nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is in
-//! data attributes of its mount element.
+//! The page is drawn in the pages' one skeleton under their one Content-Security-Policy (see
+//! [`crate::view`]): the editor's script and style sheet are files of this origin, and
+//! CodeMirror, which writes its base theme into a `<style>` element at run time, takes the
+//! answer's nonce from the editor's `data-style-nonce` attribute. Everything the editor needs is
+//! in data attributes of its mount element.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use fermata_accounts::Principal;
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, ErrorChain, RepositoryRole, Version};
-use maud::{DOCTYPE, Markup, html};
+use fermata_store::{Channel, ErrorChain, RepositoryRole, StoreError, UnixMillis, Version};
+use maud::{Markup, html};
 
 use crate::HttpState;
-use crate::assets;
+use crate::error::ApiError;
 use crate::policy::{self, Caller, DocumentGrant, Routes};
+use crate::view::compare_path;
+use crate::view::{self, HISTORY, Nonce, Page, page_path, time};
 
 pub(crate) fn routes() -> Routes {
-    Routes::new().get(
+    Routes::pages().get(
         "/d/{*document}",
         policy::Access::DocumentPage,
         document_page,
     )
-}
-
-/// The canonical address of a document's page.
-pub(crate) fn page_path(document: &Channel) -> String {
-    format!("/d/{}/{}", document.repository, document.slug)
-}
-
-/// The colours people get in the editor: dark enough for white names on them.
-const COLOURS: &[&str] = &[
-    "#1f6fb4", "#c0392b", "#1e8449", "#7d3c98", "#a04000", "#117a8b", "#b03a7a", "#5d6d7e",
-    "#2e4053", "#7e6b08",
-];
-
-/// A user's colour: the same for the same user on every page and in every session.
-fn colour_of(user_id: &str) -> &'static str {
-    let hash = user_id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-    let index = usize::try_from(hash % COLOURS.len() as u64).unwrap_or_default();
-    COLOURS[index]
 }
 
 /// What the page lets the caller do with the document.
@@ -78,7 +59,9 @@ impl Access {
 struct DocumentPage {
     document: Channel,
     user_name: String,
-    user_colour: &'static str,
+    /// The caller's user ID: the editor keeps its document in the browser under it (with the
+    /// document's ID and Yjs epoch), so another user of the same browser never sends it.
+    user_id: String,
     csrf: String,
     access: Access,
     /// Whether the caller administers the repository: archive, restore and delete.
@@ -86,38 +69,13 @@ struct DocumentPage {
     children: Vec<Channel>,
     /// The latest history sessions, newest first.
     history: Vec<Version>,
+    /// The moment the page is drawn for: times are told relative to it.
+    now: UnixMillis,
 }
 
-/// The policy of a page whose style elements carry `nonce`.
-fn content_security_policy(nonce: &str) -> String {
-    format!(
-        "default-src 'self'; script-src 'self'; style-src 'self' 'nonce-{nonce}'; \
-         img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
-         form-action 'self'; frame-ancestors 'none'"
-    )
-}
-
-/// A page with the shared look, the editor's files, and `body` in its main element.
-fn shell(title: &str, body: &Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Fermata" }
-                link rel="stylesheet" href=(assets::url("page.css"));
-                link rel="stylesheet" href=(assets::url("editor.css"));
-                script defer src=(assets::url("editor.js")) {}
-            }
-            body.document-page {
-                main { (*body) }
-            }
-        }
-    }
-}
-
-fn render(page: &DocumentPage, nonce: &str) -> Markup {
+/// The page: the document's title, the editor's mount (or why there is none), and what is
+/// around it.
+fn render(page: &DocumentPage, nonce: Nonce) -> Page {
     let document = &page.document;
     let id = document.id.to_string();
     let readonly = page.access == Access::View;
@@ -140,19 +98,25 @@ fn render(page: &DocumentPage, nonce: &str) -> Markup {
                 data-images-url={ "/api/v1/documents/" (id) "/images" }
                 data-csrf=(page.csrf)
                 data-user-name=(page.user_name)
-                data-user-colour=(page.user_colour)
+                data-user-id=(page.user_id)
+                data-epoch=(document.epoch)
                 data-readonly=(if readonly { "true" } else { "false" })
-                data-style-nonce=(nonce) {
+                data-style-nonce=(nonce.as_str()) {
                 noscript { p.error { "The editor needs JavaScript." } }
             }
         }
         (around(page))
     };
-    shell(&document.title, &body)
+    Page::new(document.title.as_str(), body)
+        .style("editor.css")
+        .script("editor.js")
+        .body_class("document-page")
+        .with_nonce(nonce)
 }
 
 /// What is around the editor: rename, archive, restore and delete for those allowed, the
-/// children, and the history with a link to each session's text.
+/// children, and the history with a link to each session's page (its diff and text) and, with
+/// two sessions or more, to the page comparing any two.
 fn around(page: &DocumentPage) -> Markup {
     let document = &page.document;
     let action = |what: &str| format!("/documents/{}/{what}", document.id);
@@ -206,100 +170,16 @@ fn around(page: &DocumentPage) -> Markup {
                             a href={ "/documents/" (document.id) "/history/" (version.number) } {
                                 "Session " (version.number)
                             }
-                            " " span.note { "ended " (version.ended_at.to_string()) }
+                            " " span.note { "ended " (time(version.ended_at, page.now)) }
                             @if let Some(summary) = version.current_summary() { " — " (summary) }
                         }
                     }
                 }
+                @if page.history.len() > 1 {
+                    p { a #compare-sessions href=(compare_path(document)) { "Compare two sessions" } }
+                }
             }
         }
-    }
-}
-
-/// A page with the shared look and no script, `body` in its main element.
-pub(crate) fn plain_shell(title: &str, body: &Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Fermata" }
-                link rel="stylesheet" href=(assets::url("page.css"));
-            }
-            body { main { (*body) } }
-        }
-    }
-}
-
-/// A page without script as an answer: never cached, under the strict policy.
-pub(crate) fn strict_page(status: StatusCode, markup: Markup) -> Response {
-    with_headers(status, markup, &uuid::Uuid::new_v4().simple().to_string())
-}
-
-/// A page saying why there is no document to show.
-pub(crate) fn message_page(status: StatusCode, title: &str, text: &str) -> Response {
-    let body = html! {
-        h1 { (title) }
-        p.error role="alert" { (text) }
-        p { a href="/" { "Home" } " · " a href="/account" { "Your account" } }
-    };
-    strict_page(status, plain_shell(title, &body))
-}
-
-/// A failure to read or change storage, as a page answers it: 503 with `message`, the cause kept
-/// for the log only.
-pub(crate) fn unavailable(error: fermata_store::StoreError, message: &'static str) -> Response {
-    let failure = crate::error::RequestFailure::new(error);
-    crate::error::attach(
-        crate::error::ApiError::unavailable(message).into_response(),
-        failure,
-    )
-}
-
-/// The page's answer: never cached (it carries the CSRF token), under its policy.
-fn with_headers(status: StatusCode, markup: Markup, nonce: &str) -> Response {
-    let mut response = (status, markup).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    if let Ok(policy) = HeaderValue::from_str(&content_security_policy(nonce)) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
-    }
-    response
-}
-
-/// A refusal of the authorization layer on a page route, as a page: "not found" for what the
-/// caller cannot read or what does not exist, "not allowed" for what their role does not allow.
-/// Anything else (a redirect to the login form, say) is left as it is.
-pub(crate) fn as_page(refusal: Response) -> Response {
-    let json = refusal
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if !json {
-        return refusal;
-    }
-    match refusal.status() {
-        StatusCode::NOT_FOUND => message_page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "There is nothing at this address, or you are not a member of its repository.",
-        ),
-        StatusCode::FORBIDDEN => message_page(
-            StatusCode::FORBIDDEN,
-            "Not allowed",
-            "Your role in this repository does not allow this.",
-        ),
-        _ => refusal,
     }
 }
 
@@ -309,46 +189,48 @@ async fn document_page(
     Path(named): Path<String>,
 ) -> Response {
     let Caller::User(caller) = &grant.caller else {
-        return as_page(crate::error::ApiError::forbidden("a page is for people").into_response());
+        return view::as_page(ApiError::forbidden("a page is for people").into_response());
     };
     // By place with a former slug (or another spelling): the current place.
     if named.contains('/') && named != page_path(&grant.channel).trim_start_matches("/d/") {
         return Redirect::to(&page_path(&grant.channel)).into_response();
     }
-    let id = grant.id();
-    let (children, history) = match (
-        state.documents.children(id, false).await,
-        state
-            .documents
-            .versions(id, crate::document_actions::HISTORY)
-            .await,
-    ) {
-        (Ok(children), Ok(history)) => (children, history),
-        (Err(error), _) | (_, Err(error)) => {
-            tracing::error!(document = %id, error = %ErrorChain(&error), "could not read a document's page");
-            return message_page(
+    match gather(&state, &grant, caller).await {
+        Ok(page) => render(&page, Nonce::new()).into_response(),
+        Err(error) => {
+            tracing::error!(document = %grant.id(), error = %ErrorChain(&error), "could not read a document's page");
+            view::message_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Document unavailable",
                 "The document cannot be read just now. Try again shortly.",
-            );
+            )
         }
-    };
-    let page = DocumentPage {
+    }
+}
+
+/// Reads what the page shows of the granted document to `caller`.
+async fn gather(
+    state: &HttpState,
+    grant: &DocumentGrant,
+    caller: &Principal,
+) -> Result<DocumentPage, StoreError> {
+    let id = grant.id();
+    let children = state.documents.children(id, false).await?;
+    let history = state.documents.versions(id, HISTORY).await?;
+    Ok(DocumentPage {
         access: Access::of(grant.role),
         admin: grant.role == RepositoryRole::Admin,
         children,
         history,
-        user_colour: colour_of(&caller.user.id.to_string()),
         user_name: caller.user.name.to_string(),
+        user_id: caller.user.id.to_string(),
         csrf: caller
             .session()
             .map(|context| csrf_token(&context.secret))
             .unwrap_or_default(),
         document: grant.channel.clone(),
-    };
-    // A nonce per answer: 122 random bits, in characters a CSP nonce allows.
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    with_headers(StatusCode::OK, render(&page, &nonce), &nonce)
+        now: UnixMillis::now(),
+    })
 }
 
 #[cfg(test)]
@@ -381,43 +263,46 @@ mod tests {
         DocumentPage {
             document: document(title),
             user_name: "ada \"<&>\"".to_owned(),
-            user_colour: colour_of("user-1"),
+            user_id: "user-1".to_owned(),
             csrf: "csrf-token".to_owned(),
             access,
             admin: false,
             children: Vec::new(),
             history: Vec::new(),
+            now: UnixMillis(0),
         }
     }
 
     #[test]
     fn the_mount_carries_everything_escaped_and_nothing_runs_inline() {
-        let html = render(&page("Plan <script>", Access::Edit), "n0nce").into_string();
+        let nonce = Nonce::new();
+        let html = render(&page("Plan <script>", Access::Edit), nonce.clone()).snapshot();
+        let style_nonce = format!("data-style-nonce=\"{}\"", nonce.as_str());
         for expected in [
             "data-room=\"0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13\"",
             "data-sync-url=\"/sync\"",
             "data-images-url=\"/api/v1/documents/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13/images\"",
             "data-csrf=\"csrf-token\"",
             "data-user-name=\"ada &quot;&lt;&amp;&gt;&quot;\"",
+            "data-user-id=\"user-1\"",
+            "data-epoch=\"1\"",
             "data-readonly=\"false\"",
-            "data-style-nonce=\"n0nce\"",
+            &style_nonce,
             "Plan &lt;script&gt;",
+            "<body class=\"document-page\">",
         ] {
             assert!(html.contains(expected), "{expected} is not in {html}");
         }
         // Scripts only by address, styles only by link: nothing for the policy to refuse.
         assert_eq!(html.matches("<script").count(), 1, "{html}");
-        assert!(html.contains(&format!(
-            "<script defer src=\"{}\">",
-            assets::url("editor.js")
-        )));
+        assert!(html.contains("<script defer src=\"/assets/editor.js\">"));
         assert!(!html.contains("<style"), "{html}");
         assert!(!html.contains("style=\""), "{html}");
         for name in ["page.css", "editor.css"] {
-            assert!(html.contains(&format!("href=\"{}\"", assets::url(name))));
+            assert!(html.contains(&format!("href=\"/assets/{name}\"")), "{html}");
         }
 
-        let viewer = render(&page("Plan", Access::View), "n0nce").into_string();
+        let viewer = render(&page("Plan", Access::View), Nonce::new()).snapshot();
         assert!(viewer.contains("data-readonly=\"true\""), "{viewer}");
     }
 
@@ -425,36 +310,47 @@ mod tests {
     fn an_archived_document_has_no_editor() {
         let mut archived = page("Plan", Access::Edit);
         archived.document.archived_at = Some(UnixMillis(1));
-        let html = render(&archived, "n0nce").into_string();
+        let html = render(&archived, Nonce::new()).snapshot();
         assert!(html.contains("id=\"archived\""), "{html}");
         assert!(!html.contains("data-editor"), "{html}");
     }
 
     #[test]
-    fn the_policy_allows_this_origin_and_the_nonce_only() {
-        let policy = content_security_policy("n0nce");
-        for directive in [
-            "default-src 'self'",
-            "script-src 'self'",
-            "style-src 'self' 'nonce-n0nce'",
-            "img-src 'self' data: blob:",
-            "connect-src 'self'",
-            "object-src 'none'",
-            "frame-ancestors 'none'",
-        ] {
-            assert!(policy.contains(directive), "{directive} is not in {policy}");
-        }
-        assert!(!policy.contains("unsafe"), "{policy}");
+    fn the_page_is_answered_under_the_nonce_its_editor_carries() {
+        let nonce = Nonce::new();
+        let response = render(&page("Plan", Access::Edit), nonce.clone()).into_response();
+        assert_eq!(
+            response.headers()[axum::http::header::CONTENT_SECURITY_POLICY],
+            view::content_security_policy(&nonce).as_str()
+        );
     }
 
     #[test]
-    fn a_user_keeps_one_colour() {
-        assert_eq!(colour_of("user-1"), colour_of("user-1"));
-        let colours: std::collections::BTreeSet<&str> =
-            (0..40).map(|n| colour_of(&format!("user-{n}"))).collect();
-        assert!(colours.len() > 5, "{colours:?}");
-        for colour in colours {
-            assert!(COLOURS.contains(&colour));
-        }
+    fn two_sessions_or_more_can_be_compared() {
+        let version = |number: i64| Version {
+            channel: document("Plan").id,
+            number,
+            author: None,
+            text: String::new(),
+            revision: number,
+            source_hash: String::new(),
+            started_at: UnixMillis(0),
+            ended_at: UnixMillis(0),
+            summary: None,
+        };
+        let mut one = page("Plan", Access::View);
+        one.history = vec![version(1)];
+        let html = render(&one, Nonce::new()).snapshot();
+        assert!(!html.contains("compare-sessions"), "{html}");
+        let mut two = page("Plan", Access::View);
+        two.history = vec![version(2), version(1)];
+        let html = render(&two, Nonce::new()).snapshot();
+        assert!(
+            html.contains(
+                "<a id=\"compare-sessions\" \
+                 href=\"/documents/0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13/history/compare\">"
+            ),
+            "{html}"
+        );
     }
 }

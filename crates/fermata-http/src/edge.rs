@@ -9,29 +9,27 @@
 //!   balancers probe by address), and so does `/metrics` for a scraper that presents its token.
 //! - **Caching.** Every answer to a request that carries credentials (the session cookie or an
 //!   `Authorization` header), every answer that sets a cookie and every page is `no-store`.
-//! - **Pages.** An HTML answer gets a Content-Security-Policy that allows only its own inline
-//!   style and script (by hash) and `frame-ancestors 'none'`, `X-Frame-Options: DENY` and
-//!   `Referrer-Policy: same-origin`, unless it brings a policy of its own. Every answer gets
-//!   `X-Content-Type-Options: nosniff`, and `Strict-Transport-Security` with `--secure-cookies`.
+//! - **Pages.** An HTML answer gets the pages' one Content-Security-Policy (see `crate::view`)
+//!   unless it brings it already, `X-Frame-Options: DENY` and `Referrer-Policy: same-origin`.
+//!   Every answer gets `X-Content-Type-Options: nosniff`, and `Strict-Transport-Security` with
+//!   `--secure-cookies`.
 //! - **Errors.** An error answer that is not already JSON or a page (the framework's own
 //!   rejections, an unknown route, a wrong method) becomes a safe JSON error with a fixed message
 //!   for its status: nothing the framework wrote reaches the client.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use fermata_crypto::SecretToken;
-use sha2::{Digest, Sha256};
 
 use crate::HttpState;
 use crate::auth::SESSION_COOKIE;
 use crate::error::ApiError;
+use crate::view::{Nonce, content_security_policy};
 
 /// How the router faces the outside: its public origins and who may read `/metrics`.
 #[derive(Debug, Clone)]
@@ -311,7 +309,7 @@ fn finish(
     );
     if is_page {
         if !headers.contains_key(header::CONTENT_SECURITY_POLICY)
-            && let Ok(policy) = HeaderValue::from_str(page_policy())
+            && let Ok(policy) = HeaderValue::from_str(&content_security_policy(&Nonce::new()))
         {
             headers.insert(header::CONTENT_SECURITY_POLICY, policy);
         }
@@ -381,29 +379,6 @@ fn safe_errors(response: Response) -> Response {
     let (safe_parts, body) = safe.into_parts();
     parts.headers.extend(safe_parts.headers);
     Response::from_parts(parts, body)
-}
-
-/// The policy of this server's pages: nothing but their own inline style and script, named by
-/// hash, same-origin requests from the script, forms posted here, and never in a frame.
-fn page_policy() -> &'static str {
-    static POLICY: OnceLock<String> = OnceLock::new();
-    POLICY.get_or_init(|| {
-        let hash = |text: &str| format!("'sha256-{}'", BASE64.encode(Sha256::digest(text)));
-        let styles: Vec<String> = crate::pages::inline_styles()
-            .iter()
-            .map(|style| hash(style))
-            .collect();
-        let scripts: Vec<String> = crate::pages::inline_scripts()
-            .iter()
-            .map(|script| hash(script))
-            .collect();
-        format!(
-            "default-src 'none'; style-src {}; script-src {}; connect-src 'self'; img-src 'self' data:; \
-             form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-            styles.join(" "),
-            scripts.join(" ")
-        )
-    })
 }
 
 #[cfg(test)]

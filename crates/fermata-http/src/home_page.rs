@@ -10,7 +10,11 @@
 //! take, or taken answers with the home page again, the form keeping what was typed and saying
 //! why beside it.
 //!
-//! The page has no script and runs under the document pages' strict policy.
+//! Its search box sends words to the results page (`/search`), searching every repository of
+//! the caller.
+//!
+//! The page has no script; like every page it is drawn in the one skeleton of [`crate::view`].
+//! The handler reads what it shows into a [`HomePage`]; [`render`] draws it.
 
 use axum::Form;
 use axum::extract::{FromRequestParts, Query, Request, State};
@@ -19,14 +23,17 @@ use axum::response::{IntoResponse, Redirect, Response};
 use fermata_accounts::Principal;
 use fermata_collab::may_create;
 use fermata_crypto::csrf_token;
-use fermata_store::{DocumentScope, ErrorKind, Repository, Role, User};
+use fermata_store::{
+    Channel, DocumentScope, ErrorKind, Repository, RepositoryRole, Role, StoreError, UnixMillis,
+    User,
+};
 use maud::html;
 use serde::Deserialize;
 
 use crate::HttpState;
 use crate::auth::{AuthRejection, Authenticated};
-use crate::document_page::{page_path, plain_shell, strict_page, unavailable};
 use crate::policy::{Access, Routes};
+use crate::view::{Page, page_path, repository_path, search_box, time, unavailable};
 
 /// Repositories on one page of the home.
 const REPOSITORIES_PER_PAGE: usize = 25;
@@ -38,7 +45,7 @@ const MAX_OWNER: usize = 64;
 const MAX_NAME: usize = 100;
 
 pub(crate) fn routes() -> Routes {
-    Routes::new()
+    Routes::pages()
         .get("/", Access::Public, home)
         .post("/r", Access::SignedIn, create_repository)
 }
@@ -49,14 +56,9 @@ struct HomeQuery {
     after: Option<String>,
 }
 
-/// The address of a repository's page.
-pub(crate) fn repository_path(repository: &Repository) -> String {
-    format!("/r/{repository}")
-}
-
 /// The "New repository" form as the page shows it: empty, or what was typed and why it was
 /// refused.
-#[derive(Default, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct RepositoryForm {
     /// Sent by a `system_admin`'s form only; others create under their own name.
     #[serde(default)]
@@ -82,9 +84,30 @@ async fn home(State(state): State<HttpState>, request: Request) -> Response {
         &caller,
         after.as_ref(),
         StatusCode::OK,
-        &RepositoryForm::default(),
+        RepositoryForm::default(),
     )
     .await
+}
+
+/// What the home page shows.
+#[derive(Debug)]
+struct HomePage {
+    user: String,
+    /// Whether the caller is a `system_admin`: a link to the administrator page, and any owner
+    /// in the form.
+    admin: bool,
+    csrf: String,
+    /// The page's repositories of the caller, with their role there.
+    repositories: Vec<(Repository, RepositoryRole)>,
+    /// Whether more repositories follow.
+    more: bool,
+    /// The last repository of the previous page, on a page after the first.
+    after: Option<Repository>,
+    /// The documents most recently changed in the caller's repositories.
+    recent: Vec<Channel>,
+    form: RepositoryForm,
+    /// The moment the page is drawn for: times are told relative to it.
+    now: UnixMillis,
 }
 
 /// The home page for `caller`, from the repository after `after`, with `form` in it.
@@ -93,82 +116,105 @@ async fn home_page(
     caller: &Principal,
     after: Option<&Repository>,
     status: StatusCode,
-    form: &RepositoryForm,
+    form: RepositoryForm,
 ) -> Response {
-    let repositories = state.documents.repositories();
-    let gathered = async {
-        let mut mine = repositories
-            .of_member(&caller.user.id, after, REPOSITORIES_PER_PAGE + 1)
-            .await?;
-        let more = mine.len() > REPOSITORIES_PER_PAGE;
-        mine.truncate(REPOSITORIES_PER_PAGE);
-        let recent = state
-            .documents
-            .list(
-                &DocumentScope::MemberOf(caller.user.id.clone()),
-                false,
-                RECENT_DOCUMENTS,
-                None,
-            )
-            .await?;
-        Ok::<_, fermata_store::StoreError>((mine, more, recent.documents))
-    };
-    let (mine, more, recent) = match gathered.await {
-        Ok(gathered) => gathered,
-        Err(error) => return unavailable(error, "the home page cannot be read just now"),
-    };
-    let admin = caller.user.has_role(Role::SystemAdmin);
+    match gather(state, caller, after, form).await {
+        Ok(page) => (status, render(&page)).into_response(),
+        Err(error) => unavailable(error, "the home page cannot be read just now"),
+    }
+}
+
+/// Reads what the home page shows `caller`.
+async fn gather(
+    state: &HttpState,
+    caller: &Principal,
+    after: Option<&Repository>,
+    form: RepositoryForm,
+) -> Result<HomePage, StoreError> {
+    let mut repositories = state
+        .documents
+        .repositories()
+        .of_member(&caller.user.id, after, REPOSITORIES_PER_PAGE + 1)
+        .await?;
+    let more = repositories.len() > REPOSITORIES_PER_PAGE;
+    repositories.truncate(REPOSITORIES_PER_PAGE);
+    let recent = state
+        .documents
+        .list(
+            &DocumentScope::MemberOf(caller.user.id.clone()),
+            false,
+            RECENT_DOCUMENTS,
+            None,
+        )
+        .await?;
+    Ok(HomePage {
+        user: caller.user.name.to_string(),
+        admin: caller.user.has_role(Role::SystemAdmin),
+        csrf: caller
+            .session()
+            .map(|context| csrf_token(&context.secret))
+            .unwrap_or_default(),
+        repositories: repositories
+            .into_iter()
+            .map(|(record, role)| (record.name, role))
+            .collect(),
+        more,
+        after: after.cloned(),
+        recent: recent.documents,
+        form,
+        now: UnixMillis::now(),
+    })
+}
+
+fn render(page: &HomePage) -> Page {
     let body = html! {
         h1 { "Fermata" }
         nav aria-label="Your places" {
-            p { "Signed in as " strong { (caller.user.name) } ". "
+            p { "Signed in as " strong { (page.user) } ". "
                 a href="/account" { "Your account" }
-                @if admin { " · " a href="/admin/schema" { "Schema administration" } }
+                @if page.admin { " · " a href="/admin/schema" { "Schema administration" } }
             }
         }
+        (search_box(None, "", None))
         h2 { "Your repositories" }
-        @if mine.is_empty() && after.is_none() {
+        @if page.repositories.is_empty() && page.after.is_none() {
             p.note #no-repositories { "You are not a member of any repository yet. Create one below, or ask an admin of one to add you." }
         } @else {
             ul #repositories {
-                @for (record, role) in &mine {
-                    li { a href=(repository_path(&record.name)) { (record.name.to_string()) } " " span.note { "(" (role.as_str()) ")" } }
+                @for (name, role) in &page.repositories {
+                    li { a href=(repository_path(name)) { (name.to_string()) } " " span.note { "(" (role.as_str()) ")" } }
                 }
             }
-            @if more {
-                @if let Some((last, _)) = mine.last() {
-                    p { a href={ "/?after=" (last.name.to_string()) } rel="next" { "More repositories" } }
+            @if page.more {
+                @if let Some((last, _)) = page.repositories.last() {
+                    p { a href={ "/?after=" (last.to_string()) } rel="next" { "More repositories" } }
                 }
             }
-            @if after.is_some() { p { a href="/" { "Back to the first repositories" } } }
+            @if page.after.is_some() { p { a href="/" { "Back to the first repositories" } } }
         }
-        (new_repository_form(caller, form))
+        (new_repository_form(page))
         h2 { "Recently changed" }
-        @if recent.is_empty() {
+        @if page.recent.is_empty() {
             p.note { "No documents yet." }
         } @else {
             ul #recent {
-                @for document in &recent {
+                @for document in &page.recent {
                     li {
                         a href=(page_path(document)) { (document.title) }
-                        " " span.note { "in " (document.repository.to_string()) ", " (document.updated_at.to_string()) }
+                        " " span.note { "in " (document.repository.to_string()) ", changed " (time(document.updated_at, page.now)) }
                     }
                 }
             }
         }
     };
-    strict_page(status, plain_shell("Home", &body))
+    Page::new("Home", body)
 }
 
 /// The "New repository" form: a name under the caller's own, or, for a `system_admin`, an
 /// owner too.
-fn new_repository_form(caller: &Principal, form: &RepositoryForm) -> maud::Markup {
-    let user = caller.user.name.as_str();
-    let admin = caller.user.has_role(Role::SystemAdmin);
-    let csrf = caller
-        .session()
-        .map(|context| csrf_token(&context.secret))
-        .unwrap_or_default();
+fn new_repository_form(page: &HomePage) -> maud::Markup {
+    let user = page.user.as_str();
+    let form = &page.form;
     let described = if form.refused.is_some() {
         "repository-rules repository-refused"
     } else {
@@ -177,8 +223,8 @@ fn new_repository_form(caller: &Principal, form: &RepositoryForm) -> maud::Marku
     html! {
         h2 { "New repository" }
         form method="post" action="/r" {
-            input type="hidden" name="csrf" value=(csrf);
-            @if admin {
+            input type="hidden" name="csrf" value=(page.csrf);
+            @if page.admin {
                 label for="repository-owner" { "Owner" }
                 input #repository-owner type="text" name="owner" required maxlength=(MAX_OWNER)
                     value=(form.owner.as_deref().unwrap_or(user)) aria-describedby=(described);
@@ -188,7 +234,7 @@ fn new_repository_form(caller: &Principal, form: &RepositoryForm) -> maud::Marku
                 value=(form.name) aria-describedby=(described)
                 aria-invalid=[form.refused.as_ref().map(|_| "true")];
             p.note #repository-rules {
-                @if admin { "Under any owner: your name, or a team's, whose members you then add. " }
+                @if page.admin { "Under any owner: your name, or a team's, whose members you then add. " }
                 @else { "Under your name, as " code { (user) "/name" } ". " }
                 "Letters, digits, '.', '_' and '-'. You become its admin."
             }
@@ -258,7 +304,7 @@ async fn create_repository(
         Ok(repository) => repository,
         Err((status, why)) => {
             form.refused = Some(why);
-            return home_page(&state, &caller, None, status, &form).await;
+            return home_page(&state, &caller, None, status, form).await;
         }
     };
     match state
@@ -277,7 +323,7 @@ async fn create_repository(
         Err(error) => return unavailable(error, "the repository cannot be created just now"),
     }
     form.refused = Some(format!("{repository} exists already: choose another name."));
-    home_page(&state, &caller, None, StatusCode::CONFLICT, &form).await
+    home_page(&state, &caller, None, StatusCode::CONFLICT, form).await
 }
 
 #[cfg(test)]
@@ -297,6 +343,80 @@ mod tests {
             created_at: UnixMillis(0),
             updated_at: UnixMillis(0),
         }
+    }
+
+    fn home(admin: bool) -> HomePage {
+        HomePage {
+            user: "ada".to_owned(),
+            admin,
+            csrf: "csrf-token".to_owned(),
+            repositories: vec![(
+                Repository::new("ada/notes").unwrap(),
+                RepositoryRole::Viewer,
+            )],
+            more: true,
+            after: None,
+            recent: Vec::new(),
+            form: RepositoryForm {
+                owner: None,
+                name: "two <words>".to_owned(),
+                refused: Some("Not that name.".to_owned()),
+            },
+            now: UnixMillis(0),
+        }
+    }
+
+    #[test]
+    fn the_home_links_the_repositories_and_its_form_says_why_a_name_was_refused() {
+        let html = render(&home(false)).snapshot();
+        for expected in [
+            "<a href=\"/r/ada/notes\">ada/notes</a> <span class=\"note\">(viewer)</span>",
+            "<a href=\"/?after=ada/notes\" rel=\"next\">",
+            "value=\"two &lt;words&gt;\"",
+            "aria-invalid=\"true\"",
+            "<p class=\"error\" id=\"repository-refused\" role=\"alert\">Not that name.</p>",
+            "<code>ada/name</code>",
+            "No documents yet.",
+            "<form class=\"search\" role=\"search\" aria-label=\"Full-text search\" method=\"get\" action=\"/search\">",
+        ] {
+            assert!(html.contains(expected), "{expected} is not in {html}");
+        }
+        for absent in [
+            "repository-owner",
+            "/admin/schema",
+            "<script",
+            "name=\"repository\"",
+        ] {
+            assert!(!html.contains(absent), "{absent} is in {html}");
+        }
+        let admin = render(&home(true)).snapshot();
+        assert!(admin.contains("href=\"/admin/schema\""), "{admin}");
+        assert!(admin.contains("id=\"repository-owner\""), "{admin}");
+    }
+
+    #[test]
+    fn a_recent_document_tells_when_it_changed_relative_to_the_page() {
+        let mut page = home(false);
+        page.now = UnixMillis(1_700_000_000_000);
+        page.recent = vec![Channel {
+            id: fermata_store::ChannelId::parse("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13").unwrap(),
+            repository: Repository::new("ada/notes").unwrap(),
+            title: "Plan".to_owned(),
+            slug: fermata_store::Slug::new("plan").unwrap(),
+            parent: None,
+            archived_at: None,
+            created_at: UnixMillis(0),
+            updated_at: UnixMillis(1_700_000_000_000 - 30 * 3_600_000),
+            revision: 1,
+            sequence: 1,
+            epoch: 1,
+            description: None,
+        }];
+        let html = render(&page).snapshot();
+        let expected = "<a href=\"/d/ada/notes/plan\">Plan</a> <span class=\"note\">in ada/notes, \
+            changed <time datetime=\"2023-11-13T16:13:20.000Z\" \
+            title=\"13 November 2023, 16:13:20 UTC\">yesterday</time></span>";
+        assert!(html.contains(expected), "{expected} is not in {html}");
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! out and re-authenticate (pages and JSON); the account page; the schema administrator page;
 //! the accounts API; the documents API with a document's images and Chat attachments; the
 //! repositories API; the schema operations API; the document page with its editor's assets; and
-//! the signed-in home page and the repository pages; the `/sync` WebSocket endpoint for live collaboration.
+//! the signed-in home page, the repository pages and the search results page; the `/sync`
+//! WebSocket endpoint for live collaboration.
 //!
 //! Every route is declared in one table with the access it needs ([`route_table`]), and one
-//! layer applies that table to every request (see `policy`). The server is started with a
-//! listener and a shutdown future as parameters, so tests run it on port 0 or call the router
-//! directly without a socket. Every handler reaches storage through a service
+//! layer applies that table to every request (see `policy`). Every page is drawn in one skeleton
+//! under one Content-Security-Policy (see `view`, the leaf every page module builds on). The
+//! server is started with a listener and a shutdown future as parameters, so tests run it on
+//! port 0 or call the router directly without a socket. Every handler reaches storage through a service
 //! ([`fermata_accounts::Accounts`], the documents and media services of `fermata-collab`, the
 //! schema operations of `fermata-schema`), never a store that holds secrets, a line of SQL or a
 //! driver.
@@ -17,7 +19,6 @@
 //! errors) in [`edge`].
 
 mod admin_page;
-mod admin_render;
 mod api;
 mod assets;
 pub mod auth;
@@ -25,6 +26,7 @@ pub mod client_address;
 mod cookies;
 pub mod csrf;
 mod document_actions;
+mod document_history;
 mod document_page;
 mod documents_api;
 pub mod edge;
@@ -40,8 +42,11 @@ mod repository_export;
 mod repository_page;
 mod request_count;
 mod schema_api;
+mod search_api;
+mod search_page;
 mod standby;
 mod sync;
+mod view;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -116,14 +121,17 @@ fn routes() -> Routes {
         .merge(repositories_api::routes())
         .merge(repository_export::routes())
         .merge(schema_api::routes())
+        .merge(search_api::routes())
         .get("/sync/{*room}", Access::Sync, sync::sync)
         .merge(pages::routes())
         .merge(admin_page::routes())
-        .merge(assets::routes())
+        .get("/assets/{name}", Access::Public, assets::asset)
         .merge(document_page::routes())
         .merge(document_actions::routes())
+        .merge(document_history::routes())
         .merge(home_page::routes())
         .merge(repository_page::routes())
+        .merge(search_page::routes())
 }
 
 /// The route table: every route the router serves, with its method, path template and access.

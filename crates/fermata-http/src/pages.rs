@@ -1,8 +1,11 @@
-//! Server-rendered pages for people (the signed-in home is [`crate::home_page`]): log in,
+//! Server-rendered pages for people (the signed-in home is `home_page.rs`): log in,
 //! re-authenticate, log out, and the account page (connected credentials, API tokens, paired
 //! machines). Every form carries the CSRF token and answers with a redirect, so a reload repeats
 //! nothing; what the page after it shows once (an error, or a new secret sealed for the session)
 //! travels in a flash cookie.
+//!
+//! Each page is a pure function of what it shows, drawn in the one skeleton of [`crate::view`];
+//! the account page's handler reads what it shows into an [`AccountPage`] first.
 
 use axum::Form;
 use axum::extract::{FromRequest, Path, Query, State};
@@ -10,19 +13,20 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::CookieJar;
 use fermata_accounts::{AccountError, Credentials, FRESH_FOR, LoginClient, Principal};
 use fermata_crypto::{SecretToken, csrf_token};
-use fermata_store::{ApiTokenId, MachineId};
-use maud::{DOCTYPE, Markup, html};
+use fermata_store::{ApiToken, ApiTokenId, Machine, MachineId, UnixMillis};
+use maud::html;
 use serde::Deserialize;
 
 use crate::HttpState;
 use crate::auth::{Authenticated, client_address};
 use crate::cookies::{self, LOGIN_CSRF_COOKIE};
-use crate::error::{RequestFailure, attach};
+use crate::error::{ApiError, RequestFailure, attach};
 use crate::policy::{Access, Routes};
+use crate::view::{Page, time};
 
 pub(crate) fn routes() -> Routes {
     use Access::{Public, SignedIn};
-    Routes::new()
+    Routes::pages()
         .get("/login", Public, login_form)
         .post("/login", Public, login)
         .post("/logout", SignedIn, logout)
@@ -40,70 +44,6 @@ pub(crate) fn routes() -> Routes {
             reauthorize_machine,
         )
         .post("/account/machines/{id}/revoke", SignedIn, revoke_machine)
-}
-
-/// The look every page shares; also served as `/assets/page.css` for pages under a strict
-/// Content-Security-Policy, which refuses inline styles. Every page fits a phone's width: long
-/// words break, and below 48rem a table scrolls sideways inside itself rather than the page.
-pub(crate) const STYLE: &str = "
-body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1d232a;line-height:1.45}
-h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
-form.inline{display:inline}label{display:block;margin:.5rem 0 .2rem}
-input[type=text],input[type=password]{width:100%;max-width:24rem;padding:.45rem;font:inherit;box-sizing:border-box}
-button{font:inherit;padding:.35rem .9rem;margin-top:.6rem;cursor:pointer}
-button:focus-visible,input:focus-visible,a:focus-visible{outline:3px solid #2f6fdb;outline-offset:2px}
-table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.35rem;border-bottom:1px solid #d9dee4;vertical-align:top}
-.error{background:#fdecea;border:1px solid #e0a4a0;padding:.6rem}.note{color:#56606b}
-.secret{background:#eef6ee;border:1px solid #9fc79f;padding:.6rem;margin-top:1rem;word-break:break-all}
-code{font-size:.95em}
-select{font:inherit}
-select:focus-visible,textarea:focus-visible,summary:focus-visible,[tabindex]:focus-visible{outline:3px solid #2f6fdb;outline-offset:2px}
-h1,h2,h3,p,li,dt,dd,label,caption{overflow-wrap:anywhere}
-pre{overflow-x:auto}pre.text{white-space:pre-wrap;overflow-wrap:anywhere}
-@media (max-width:48rem){body{margin:1rem auto}table{display:block;overflow-x:auto}}
-";
-
-/// Every inline style a page of this server carries (the shared style, and the shared style with
-/// the administrator page's after it), for the pages' Content-Security-Policy.
-pub(crate) fn inline_styles() -> Vec<String> {
-    vec![
-        STYLE.to_owned(),
-        format!("{STYLE}{}", crate::admin_render::ADMIN_STYLE),
-    ]
-}
-
-/// Every inline script a page of this server carries.
-pub(crate) fn inline_scripts() -> Vec<&'static str> {
-    vec![crate::admin_render::ADMIN_SCRIPT]
-}
-
-fn page(title: &str, body: &Markup) -> Markup {
-    styled_page(title, "", None, body)
-}
-
-/// A page with the shared style, `extra_style` after it, and `script` (progressive: the page
-/// works without it) at the end of the body.
-pub(crate) fn styled_page(
-    title: &str,
-    extra_style: &str,
-    script: Option<&str>,
-    body: &Markup,
-) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Fermata" }
-                style { (maud::PreEscaped(STYLE)) (maud::PreEscaped(extra_style)) }
-            }
-            body {
-                main { (*body) }
-                @if let Some(script) = script { script { (maud::PreEscaped(script)) } }
-            }
-        }
-    }
 }
 
 /// Only a local path is followed after a login, never another site; without one, the home
@@ -131,10 +71,10 @@ struct NextQuery {
     next: Option<String>,
 }
 
-fn login_page(csrf: &str, next: &str, error: Option<&str>) -> Markup {
-    page(
+fn login_page(csrf: &str, next: &str, error: Option<&str>) -> Page {
+    Page::new(
         "Log in",
-        &html! {
+        html! {
             h1 { "Log in to Fermata" }
             @if let Some(error) = error { p.error role="alert" { (error) } }
             form method="post" action="/login" {
@@ -242,6 +182,16 @@ async fn login(
     }
 }
 
+/// What a logout tells the browser to clear besides the session cookie: all this origin stored
+/// in it (`Clear-Site-Data: "storage"`), above all the IndexedDB databases where the editor keeps
+/// edits not yet on the server, for every user of this browser. A header rather than a script on
+/// the page after: the browser clears the storage before it follows the redirect, with no script
+/// that must load and run, and in every open tab of the origin (their databases are closed under
+/// them, and they keep nothing more). Not `"cookies"`: the login form's double-submit cookie and
+/// the known-device mark stay, so the next login works as before. Browsers honour it on secure
+/// origins only (HTTPS, or a loopback address).
+const CLEAR_SITE_STORAGE: [(&str, &str); 1] = [("clear-site-data", "\"storage\"")];
+
 async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: CookieJar) -> Response {
     let ended = match caller.0.session() {
         Some(session) => state.accounts.logout(&session.session.id).await,
@@ -249,6 +199,7 @@ async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: Cook
     };
     let page = (
         jar.remove(cookies::cleared_session()),
+        CLEAR_SITE_STORAGE,
         Redirect::to("/login"),
     )
         .into_response();
@@ -259,14 +210,14 @@ async fn logout(State(state): State<HttpState>, caller: Authenticated, jar: Cook
     }
 }
 
-fn reauth_page(caller: &Principal, next: &str, error: Option<&str>) -> Markup {
+fn reauth_page(caller: &Principal, next: &str, error: Option<&str>) -> Page {
     let csrf = caller
         .session()
         .map(|c| csrf_token(&c.secret))
         .unwrap_or_default();
-    page(
+    Page::new(
         "Confirm your password",
-        &html! {
+        html! {
             h1 { "Confirm your password" }
             p.note { "Signed in as " strong { (caller.user.name) } ". This action needs a password entered in the last "
                 (FRESH_FOR.as_secs() / 60) " minutes." }
@@ -441,35 +392,76 @@ fn take_flash(
     (flash, jar)
 }
 
-async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash>) -> Response {
+/// What the account page shows.
+struct AccountPage {
+    user: String,
+    roles: Vec<&'static str>,
+    csrf: String,
+    /// Until when the session counts as fresh, when it does.
+    fresh_until: Option<UnixMillis>,
+    /// What the last form left to show once.
+    flash: Option<Flash>,
+    /// The names of the credentials connected to the session.
+    credentials: Vec<String>,
+    tokens: Vec<ApiToken>,
+    machines: Vec<Machine>,
+    /// The moment the page is drawn for: times are told relative to it.
+    now: UnixMillis,
+}
+
+async fn account(
+    State(state): State<HttpState>,
+    caller: Authenticated,
+    jar: CookieJar,
+) -> Response {
+    let (flash, jar) = take_flash(&state, jar, Some(&caller.0));
+    match gather_account(&state, &caller.0, flash).await {
+        Ok(page) => (jar, render_account(&page)).into_response(),
+        Err(error) => (jar, ApiError::from(error)).into_response(),
+    }
+}
+
+/// Reads what the account page shows `caller`.
+async fn gather_account(
+    state: &HttpState,
+    caller: &Principal,
+    flash: Option<Flash>,
+) -> Result<AccountPage, AccountError> {
     let accounts = &state.accounts;
-    let (tokens, machines, credentials) = match (
-        accounts.api_tokens(&caller.user.id).await,
-        accounts.machines(&caller.user.id).await,
-        match caller.session() {
-            Some(context) => accounts.session_credentials(&context.session.id).await,
-            None => Ok(Credentials::default()),
-        },
-    ) {
-        (Ok(t), Ok(m), Ok(c)) => (t, m, c),
-        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
-            return crate::error::ApiError::from(error).into_response();
-        }
+    let tokens = accounts.api_tokens(&caller.user.id).await?;
+    let machines = accounts.machines(&caller.user.id).await?;
+    let credentials = match caller.session() {
+        Some(context) => accounts.session_credentials(&context.session.id).await?,
+        None => Credentials::default(),
     };
-    let csrf = caller
-        .session()
-        .map(|c| csrf_token(&c.secret))
-        .unwrap_or_default();
-    let fresh_until = caller
-        .session()
-        .map(|c| c.session.authenticated_at.plus(FRESH_FOR).to_string());
-    let roles: Vec<&str> = caller.user.roles.iter().map(|r| r.as_str()).collect();
+    Ok(AccountPage {
+        user: caller.user.name.to_string(),
+        roles: caller.user.roles.iter().map(|r| r.as_str()).collect(),
+        csrf: caller
+            .session()
+            .map(|c| csrf_token(&c.secret))
+            .unwrap_or_default(),
+        fresh_until: caller
+            .is_fresh()
+            .then(|| caller.session())
+            .flatten()
+            .map(|c| c.session.authenticated_at.plus(FRESH_FOR)),
+        flash,
+        credentials: credentials.names().into_iter().map(str::to_owned).collect(),
+        tokens,
+        machines,
+        now: UnixMillis::now(),
+    })
+}
+
+fn render_account(page: &AccountPage) -> Page {
+    let csrf = &page.csrf;
     let body = html! {
         h1 { "Your account" }
-        p { "Signed in as " strong { (caller.user.name) }
-            @if !roles.is_empty() { " (" (roles.join(", ")) ")" } "." }
-        @if caller.is_fresh() {
-            p.note { "Your session is fresh until " (fresh_until.unwrap_or_default()) "." }
+        p { "Signed in as " strong { (page.user) }
+            @if !page.roles.is_empty() { " (" (page.roles.join(", ")) ")" } "." }
+        @if let Some(until) = &page.fresh_until {
+            p.note { "Your session is fresh; that ends " (time(*until, page.now)) "." }
         } @else {
             p.note { "Some actions will ask for your password again. " a href="/reauth?next=/account" { "Confirm your password now" } }
         }
@@ -477,7 +469,7 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
             input type="hidden" name="csrf" value=(csrf);
             button type="submit" { "Log out" }
         }
-        @match &flash {
+        @match &page.flash {
             Some(Flash::Secret { what, value }) => {
                 div.secret role="status" {
                     p { "Your new " (what) ". Copy it now: it is shown only once." }
@@ -489,9 +481,9 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
         }
 
         h2 { "Connected credentials" }
-        @if credentials.is_empty() { p.note { "None connected." } }
+        @if page.credentials.is_empty() { p.note { "None connected." } }
         @else {
-            ul { @for name in credentials.names() { li { code { (name) } } } }
+            ul { @for name in &page.credentials { li { code { (name) } } } }
             form.inline method="post" action="/account/credentials/clear" {
                 input type="hidden" name="csrf" value=(csrf);
                 button type="submit" { "Remove all" }
@@ -507,16 +499,16 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
         }
 
         h2 { "API tokens" }
-        @if tokens.is_empty() { p.note { "No tokens yet." } }
+        @if page.tokens.is_empty() { p.note { "No tokens yet." } }
         @else {
             table {
                 thead { tr { th { "Label" } th { "Created" } th { "Last used" } th { "" } } }
                 tbody {
-                    @for token in &tokens {
+                    @for token in &page.tokens {
                         tr {
                             td { (token.label) }
-                            td { (token.created_at) }
-                            td { (token.last_used_at.map(|t| t.to_string()).unwrap_or_else(|| "never".to_owned())) }
+                            td { (time(token.created_at, page.now)) }
+                            td { @match token.last_used_at { Some(at) => { (time(at, page.now)) } None => { "never" } } }
                             td {
                                 @if token.revoked_at.is_some() { "revoked" } @else {
                                     form.inline method="post" action={ "/account/tokens/" (token.id) "/revoke" } {
@@ -538,15 +530,15 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
         }
 
         h2 { "Paired machines" }
-        @if machines.is_empty() { p.note { "No machines paired." } }
+        @if page.machines.is_empty() { p.note { "No machines paired." } }
         @else {
             table {
                 thead { tr { th { "Name" } th { "Token issued" } th { "" } } }
                 tbody {
-                    @for machine in &machines {
+                    @for machine in &page.machines {
                         tr {
                             td { (machine.name) }
-                            td { (machine.authorized_at) }
+                            td { (time(machine.authorized_at, page.now)) }
                             td {
                                 form.inline method="post" action={ "/account/machines/" (machine.id) "/reauthorize" } {
                                     input type="hidden" name="csrf" value=(csrf);
@@ -570,16 +562,7 @@ async fn account_page(state: &HttpState, caller: &Principal, flash: Option<Flash
             div { button type="submit" { "Pair machine" } }
         }
     };
-    page("Account", &body).into_response()
-}
-
-async fn account(
-    State(state): State<HttpState>,
-    caller: Authenticated,
-    jar: CookieJar,
-) -> Response {
-    let (flash, jar) = take_flash(&state, jar, Some(&caller.0));
-    (jar, account_page(&state, &caller.0, flash).await).into_response()
+    Page::new("Account", body)
 }
 
 fn shown_once(what: &'static str, secret: &SecretToken) -> Option<Flash> {
@@ -610,7 +593,7 @@ async fn after(
             | AccountError::TooMany(_)
             | AccountError::Conflict(_)),
         ) => Some(Flash::Error(error.to_string())),
-        Err(error) => return crate::error::ApiError::from(error).into_response(),
+        Err(error) => return ApiError::from(error).into_response(),
     };
     let jar = match flash {
         Some(flash) => jar.add(cookies::flash(state, &flash.encode())),
@@ -755,7 +738,74 @@ async fn revoke_machine(
 
 #[cfg(test)]
 mod tests {
-    use super::safe_next;
+    use fermata_store::{UnixMillis, UserId};
+
+    use super::*;
+
+    fn account_page(flash: Option<Flash>, fresh_until: Option<UnixMillis>) -> AccountPage {
+        AccountPage {
+            user: "ada".to_owned(),
+            roles: vec!["system_admin"],
+            csrf: "csrf-token".to_owned(),
+            fresh_until,
+            flash,
+            credentials: vec!["github_token".to_owned()],
+            tokens: vec![ApiToken {
+                id: ApiTokenId("token-1".to_owned()),
+                user: UserId("id-ada".to_owned()),
+                label: "laptop <&>".to_owned(),
+                created_at: UnixMillis(0),
+                last_used_at: None,
+                revoked_at: None,
+            }],
+            machines: Vec::new(),
+            now: UnixMillis(600_000),
+        }
+    }
+
+    #[test]
+    fn the_account_shows_a_new_secret_once_and_its_forms_carry_the_csrf_token() {
+        let secret = Flash::Secret {
+            what: "API token",
+            value: "fmt_secret".to_owned(),
+        };
+        let html =
+            render_account(&account_page(Some(secret), Some(UnixMillis(900_000)))).snapshot();
+        for expected in [
+            "Signed in as <strong>ada</strong> (system_admin).",
+            "Your session is fresh; that ends <time datetime=\"1970-01-01T00:15:00.000Z\" \
+             title=\"1 January 1970, 00:15:00 UTC\">in 5 minutes</time>.",
+            "<td><time datetime=\"1970-01-01T00:00:00.000Z\" \
+             title=\"1 January 1970, 00:00:00 UTC\">10 minutes ago</time></td>",
+            "Your new API token. Copy it now: it is shown only once.",
+            "<code>fmt_secret</code>",
+            "<li><code>github_token</code></li>",
+            "<td>laptop &lt;&amp;&gt;</td>",
+            "<td>never</td>",
+            "action=\"/account/tokens/token-1/revoke\"",
+            "aria-label=\"Revoke token laptop &lt;&amp;&gt;\"",
+            "No machines paired.",
+        ] {
+            assert!(html.contains(expected), "{expected} is not in {html}");
+        }
+        assert_eq!(
+            html.matches("name=\"csrf\" value=\"csrf-token\"").count(),
+            html.matches("<form").count(),
+            "{html}"
+        );
+
+        let stale = render_account(&account_page(
+            Some(Flash::Error("No such token.".to_owned())),
+            None,
+        ))
+        .snapshot();
+        assert!(stale.contains("href=\"/reauth?next=/account\""), "{stale}");
+        assert!(
+            stale.contains("<p class=\"error\" role=\"alert\">No such token.</p>"),
+            "{stale}"
+        );
+        assert!(!stale.contains("shown only once"), "{stale}");
+    }
 
     #[test]
     fn only_local_paths_are_followed() {

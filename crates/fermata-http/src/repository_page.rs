@@ -3,9 +3,11 @@
 //! own (`?archived=1`), all in query parameters; a "New document" form for editors; and, for
 //! admins, the members with their roles and forms to add, change and remove them. The forms post
 //! to routes of their own (with the session's CSRF token, as every form does) that call the same
-//! services as the repositories API, and answer with a redirect.
+//! services as the repositories API, and answer with a redirect. Its search box sends words to
+//! the results page (`/search`) with the repository, searching the text of its documents.
 //!
-//! The page has no script and runs under the document pages' strict policy.
+//! The page has no script; like every page it is drawn in the one skeleton of [`crate::view`].
+//! The handler reads what it shows into a [`RepositoryPage`]; [`render`] draws it.
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -13,14 +15,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use fermata_collab::NamedMember;
 use fermata_crypto::csrf_token;
-use fermata_store::{Channel, DocumentScope, RepositoryRole, StoreError, UserName};
+use fermata_store::{
+    Channel, DocumentScope, ErrorKind, Repository, RepositoryRole, StoreError, UnixMillis, UserName,
+};
 use maud::html;
 use serde::Deserialize;
 
 use crate::HttpState;
-use crate::document_page::{self, message_page, page_path, plain_shell, strict_page};
-use crate::home_page::repository_path;
 use crate::policy::{Access, RepositoryGrant, Routes};
+use crate::view::{self, Page, message_page, page_path, repository_path, search_box, time};
 
 /// Documents on one page of the list.
 const PER_PAGE: usize = 50;
@@ -29,7 +32,7 @@ const READ_AT_A_TIME: usize = 200;
 
 pub(crate) fn routes() -> Routes {
     use RepositoryRole::{Admin, Editor, Viewer};
-    Routes::new()
+    Routes::pages()
         .get(
             "/r/{owner}/{name}",
             Access::Repository { need: Viewer },
@@ -52,7 +55,7 @@ pub(crate) fn routes() -> Routes {
         )
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Debug, Deserialize, Default)]
 struct ListQuery {
     /// Words the title contains, ignoring case.
     #[serde(default)]
@@ -64,9 +67,15 @@ struct ListQuery {
     after: Option<String>,
 }
 
+impl ListQuery {
+    fn archived(&self) -> bool {
+        self.archived.as_deref() == Some("1")
+    }
+}
+
 /// A failure to read or change storage, as the page answers it.
 fn unavailable(error: StoreError) -> Response {
-    document_page::unavailable(error, "the repository cannot be read just now")
+    view::unavailable(error, "the repository cannot be read just now")
 }
 
 /// The page's cursor after `document`: the documents list's own.
@@ -80,7 +89,7 @@ async fn matching(
     grant: &RepositoryGrant,
     query: &ListQuery,
 ) -> Result<(Vec<Channel>, Option<String>), StoreError> {
-    let archived = query.archived.as_deref() == Some("1");
+    let archived = query.archived();
     let words = query.q.trim().to_lowercase();
     let scope = DocumentScope::Repository(grant.repository.clone());
     let mut shown = Vec::new();
@@ -109,6 +118,26 @@ async fn matching(
     }
 }
 
+/// What a repository's page shows.
+#[derive(Debug)]
+struct RepositoryPage {
+    repository: Repository,
+    role: RepositoryRole,
+    csrf: String,
+    /// The title filter, as typed.
+    filter: String,
+    /// Whether the list is of the archived documents.
+    archived: bool,
+    /// One page of the documents that match.
+    documents: Vec<Channel>,
+    /// The address of the list's next page, when there is one.
+    next: Option<String>,
+    /// The members with their roles, for an admin; nobody else sees them.
+    members: Vec<NamedMember>,
+    /// The moment the page is drawn for: times are told relative to it.
+    now: UnixMillis,
+}
+
 async fn repository_page(
     State(state): State<HttpState>,
     grant: RepositoryGrant,
@@ -117,7 +146,7 @@ async fn repository_page(
     let (documents, next) = match matching(&state, &grant, &query).await {
         Ok(found) => found,
         // A cursor this server did not give.
-        Err(error) if error.kind() == fermata_store::ErrorKind::Invalid => {
+        Err(error) if error.kind() == ErrorKind::Invalid => {
             return message_page(
                 StatusCode::BAD_REQUEST,
                 "No such page",
@@ -127,7 +156,7 @@ async fn repository_page(
         Err(error) => return unavailable(error),
     };
     let role = grant.standing.role;
-    let members: Vec<NamedMember> = if role == RepositoryRole::Admin {
+    let members = if role == RepositoryRole::Admin {
         match state
             .documents
             .repositories()
@@ -140,34 +169,53 @@ async fn repository_page(
     } else {
         Vec::new()
     };
-    let csrf = grant
-        .principal
-        .session()
-        .map(|context| csrf_token(&context.secret))
-        .unwrap_or_default();
-    let here = repository_path(&grant.repository);
-    let archived = query.archived.as_deref() == Some("1");
-    let name = grant.repository.to_string();
-    let next_link = next.map(|cursor| {
-        let mut pairs = vec![("after", cursor)];
-        if !query.q.is_empty() {
-            pairs.push(("q", query.q.clone()));
-        }
-        if archived {
-            pairs.push(("archived", "1".to_owned()));
-        }
-        format!(
-            "{here}?{}",
-            serde_urlencoded::to_string(&pairs).unwrap_or_default()
-        )
-    });
+    let page = RepositoryPage {
+        csrf: grant
+            .principal
+            .session()
+            .map(|context| csrf_token(&context.secret))
+            .unwrap_or_default(),
+        next: next.map(|cursor| next_page(&grant.repository, &query, cursor)),
+        archived: query.archived(),
+        filter: query.q,
+        repository: grant.repository,
+        role,
+        documents,
+        members,
+        now: UnixMillis::now(),
+    };
+    render(&page).into_response()
+}
+
+/// The address of the list's page after `cursor`, with the same filter and view.
+fn next_page(repository: &Repository, query: &ListQuery, cursor: String) -> String {
+    let mut pairs = vec![("after", cursor)];
+    if !query.q.is_empty() {
+        pairs.push(("q", query.q.clone()));
+    }
+    if query.archived() {
+        pairs.push(("archived", "1".to_owned()));
+    }
+    format!(
+        "{}?{}",
+        repository_path(repository),
+        serde_urlencoded::to_string(&pairs).unwrap_or_default()
+    )
+}
+
+fn render(page: &RepositoryPage) -> Page {
+    let here = repository_path(&page.repository);
+    let name = page.repository.to_string();
+    let role = page.role;
+    let archived = page.archived;
     let body = html! {
         h1 { (name) }
         p.note { a href="/" { "Home" } " · " a href="/account" { "Your account" } " · your role: " (role.as_str()) " · " a #export href={ "/api/v1/repositories/" (name) "/export" } download { "Download as files (.tar.gz)" } }
+        (search_box(Some(&page.repository), "", None))
         @if role >= RepositoryRole::Editor {
             h2 { "New document" }
             form method="post" action={ (here) "/documents" } {
-                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="csrf" value=(page.csrf);
                 label for="new-title" { "Title" }
                 input #new-title type="text" name="title" required maxlength="200";
                 div { button type="submit" { "Create document" } }
@@ -176,7 +224,7 @@ async fn repository_page(
         h2 { @if archived { "Archived documents" } @else { "Documents" } }
         form role="search" method="get" action=(here) {
             label for="filter" { "Titles containing" }
-            input #filter type="text" name="q" value=(query.q);
+            input #filter type="text" name="q" value=(page.filter);
             @if archived { input type="hidden" name="archived" value="1"; }
             div { button type="submit" { "Filter" } }
         }
@@ -184,71 +232,76 @@ async fn repository_page(
             @if archived { a href=(here) #current-view { "Show the current documents" } }
             @else { a href={ (here) "?archived=1" } #archived-view { "Show the archived documents" } }
         }
-        @if documents.is_empty() {
+        @if page.documents.is_empty() {
             p.note #no-documents { "No documents here." }
         } @else {
             ul #documents {
-                @for document in &documents {
+                @for document in &page.documents {
                     li {
                         a href=(page_path(document)) { (document.title) }
-                        " " span.note { "changed " (document.updated_at.to_string()) }
+                        " " span.note { "changed " (time(document.updated_at, page.now)) }
                     }
                 }
             }
         }
-        @if let Some(link) = next_link { p { a href=(link) rel="next" { "More documents" } } }
-        @if role == RepositoryRole::Admin {
-            h2 { "Members" }
-            table #members {
-                thead { tr { th { "Member" } th { "Role" } th { "" } } }
-                tbody {
-                    @for named in &members {
-                        @let user = named.name.as_ref().map_or_else(|| named.member.user.to_string(), ToString::to_string);
-                        tr {
-                            td { (user) }
-                            td {
-                                form.inline method="post" action={ (here) "/members" } {
-                                    input type="hidden" name="csrf" value=(csrf);
-                                    input type="hidden" name="user" value=(user);
-                                    select id={ "role-" (user) } name="role" aria-label={ "Role of " (user) } {
-                                        @for option in ["viewer", "editor", "admin"] {
-                                            option value=(option) selected[option == named.member.role.as_str()] { (option) }
-                                        }
+        @if let Some(link) = &page.next { p { a href=(link) rel="next" { "More documents" } } }
+        @if role == RepositoryRole::Admin { (members(page, &here)) }
+    };
+    Page::new(name, body)
+}
+
+/// The members with forms to change their role or remove them, and the form to add one.
+fn members(page: &RepositoryPage, here: &str) -> maud::Markup {
+    let csrf = &page.csrf;
+    html! {
+        h2 { "Members" }
+        table #members {
+            thead { tr { th { "Member" } th { "Role" } th { "" } } }
+            tbody {
+                @for named in &page.members {
+                    @let user = named.name.as_ref().map_or_else(|| named.member.user.to_string(), ToString::to_string);
+                    tr {
+                        td { (user) }
+                        td {
+                            form.inline method="post" action={ (here) "/members" } {
+                                input type="hidden" name="csrf" value=(csrf);
+                                input type="hidden" name="user" value=(user);
+                                select id={ "role-" (user) } name="role" aria-label={ "Role of " (user) } {
+                                    @for option in ["viewer", "editor", "admin"] {
+                                        option value=(option) selected[option == named.member.role.as_str()] { (option) }
                                     }
-                                    " " button type="submit" aria-label={ "Change the role of " (user) } { "Change" }
                                 }
+                                " " button type="submit" aria-label={ "Change the role of " (user) } { "Change" }
                             }
-                            td {
-                                form.inline method="post" action={ (here) "/members/" (user) "/remove" } {
-                                    input type="hidden" name="csrf" value=(csrf);
-                                    button type="submit" aria-label={ "Remove " (user) } { "Remove" }
-                                }
+                        }
+                        td {
+                            form.inline method="post" action={ (here) "/members/" (user) "/remove" } {
+                                input type="hidden" name="csrf" value=(csrf);
+                                button type="submit" aria-label={ "Remove " (user) } { "Remove" }
                             }
                         }
                     }
                 }
             }
-            h3 { "Add a member" }
-            form method="post" action={ (here) "/members" } {
-                input type="hidden" name="csrf" value=(csrf);
-                label for="member-name" { "User name" }
-                input #member-name type="text" name="user" required;
-                label for="member-role" { "Role" }
-                select #member-role name="role" {
-                    option value="viewer" { "viewer" }
-                    option value="editor" { "editor" }
-                    option value="admin" { "admin" }
-                }
-                div { button type="submit" { "Add member" } }
-            }
         }
-    };
-    strict_page(StatusCode::OK, plain_shell(&name, &body))
+        h3 { "Add a member" }
+        form method="post" action={ (here) "/members" } {
+            input type="hidden" name="csrf" value=(csrf);
+            label for="member-name" { "User name" }
+            input #member-name type="text" name="user" required;
+            label for="member-role" { "Role" }
+            select #member-role name="role" {
+                option value="viewer" { "viewer" }
+                option value="editor" { "editor" }
+                option value="admin" { "admin" }
+            }
+            div { button type="submit" { "Add member" } }
+        }
+    }
 }
 
 /// The answer to a form the services refused: a page saying why, with the way back.
 fn refused(here: &str, error: StoreError) -> Response {
-    use fermata_store::ErrorKind;
     let status = match error.kind() {
         ErrorKind::Missing => StatusCode::NOT_FOUND,
         ErrorKind::Invalid | ErrorKind::Conflict => StatusCode::BAD_REQUEST,
@@ -355,5 +408,77 @@ async fn remove_member(
             "There is no such member.",
         ),
         Err(error) => refused(&here, error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fermata_store::{Member, UnixMillis, UserId};
+
+    use super::*;
+
+    fn page(role: RepositoryRole) -> RepositoryPage {
+        let repository = Repository::new("acme/app").unwrap();
+        RepositoryPage {
+            members: vec![NamedMember {
+                member: Member {
+                    repository: repository.clone(),
+                    user: UserId("id-ada".to_owned()),
+                    role: RepositoryRole::Editor,
+                    added_at: UnixMillis(0),
+                },
+                name: Some(UserName::new("ada").unwrap()),
+            }],
+            repository,
+            role,
+            csrf: "csrf-token".to_owned(),
+            filter: "plan <".to_owned(),
+            archived: true,
+            documents: Vec::new(),
+            next: Some("/r/acme/app?after=1.x&archived=1".to_owned()),
+            now: UnixMillis(0),
+        }
+    }
+
+    #[test]
+    fn an_admin_gets_the_members_and_a_viewer_only_the_list() {
+        let admin = render(&page(RepositoryRole::Admin)).snapshot();
+        for expected in [
+            "<h2>Archived documents</h2>",
+            "value=\"plan &lt;\"",
+            "<input type=\"hidden\" name=\"archived\" value=\"1\">",
+            "<a id=\"current-view\" href=\"/r/acme/app\">",
+            "<p class=\"note\" id=\"no-documents\">",
+            "href=\"/r/acme/app?after=1.x&amp;archived=1\" rel=\"next\"",
+            "action=\"/r/acme/app/documents\"",
+            "<option value=\"editor\" selected>editor</option>",
+            "action=\"/r/acme/app/members/ada/remove\"",
+            "<input type=\"hidden\" name=\"repository\" value=\"acme/app\">",
+            "Search this repository's documents",
+        ] {
+            assert!(admin.contains(expected), "{expected} is not in {admin}");
+        }
+        let viewer = render(&page(RepositoryRole::Viewer)).snapshot();
+        for absent in ["id=\"members\"", "Create document", "<script"] {
+            assert!(!viewer.contains(absent), "{absent} is in {viewer}");
+        }
+    }
+
+    #[test]
+    fn the_next_page_keeps_the_filter_and_the_view() {
+        let repository = Repository::new("acme/app").unwrap();
+        let query = ListQuery {
+            q: "a b".to_owned(),
+            archived: Some("1".to_owned()),
+            after: None,
+        };
+        assert_eq!(
+            next_page(&repository, &query, "5.id".to_owned()),
+            "/r/acme/app?after=5.id&q=a+b&archived=1"
+        );
+        assert_eq!(
+            next_page(&repository, &ListQuery::default(), "5.id".to_owned()),
+            "/r/acme/app?after=5.id"
+        );
     }
 }

@@ -19,7 +19,6 @@
 //! from its header, before any of its payload is read; a message takes at most [`SEND_PATIENCE`]
 //! to reach a client that reads slowly. A client's close frame is echoed, as the protocol asks.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -34,21 +33,7 @@ use tokio_tungstenite::tungstenite;
 
 use crate::HttpState;
 use crate::error::ApiError;
-use crate::policy::{Caller, SyncGrant, role_on_document};
-
-/// The watch registration the authorization layer made before it checked the caller, handed to
-/// the connection it admitted.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Registration(pub(crate) Arc<Mutex<Option<Watching>>>);
-
-impl Registration {
-    fn take(&self) -> Option<Watching> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
-}
+use crate::policy::{Caller, Registration, SyncGrant, role_on_document};
 
 pub(crate) async fn sync(
     State(state): State<HttpState>,

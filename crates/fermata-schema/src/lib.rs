@@ -41,6 +41,7 @@ mod step_failure;
 mod tracked;
 pub mod verification_run;
 pub mod view;
+mod wildcard;
 
 pub use admin::Administrator;
 pub use drift::DriftDiffs;

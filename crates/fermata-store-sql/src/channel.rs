@@ -244,10 +244,13 @@ impl SqlStorage {
     }
 
     /// Inserts a new channel (and its first slug) over `conn`, checking title and parent.
+    /// Inserts a new channel on `conn` with its slug and its search row holding `text`, inside
+    /// the caller's transaction.
     pub(crate) async fn insert_channel(
         &self,
         conn: &mut AnyConnection,
         new: &NewChannel,
+        text: &str,
         now: UnixMillis,
         action: &str,
     ) -> StoreResult<Channel> {
@@ -282,6 +285,8 @@ impl SqlStorage {
             .promote_slug(conn, &new.id, &new.repository, &new.title, action)
             .await?;
         self.set_canonical_slug(conn, &new.id, &slug, action)
+            .await?;
+        self.insert_search_row(conn, &new.id, &new.title, text, action)
             .await?;
         self.channel_on(conn, &self.inner.channel_sql.by_id, &new.id, action)
             .await?

@@ -320,7 +320,9 @@ impl SqlStorage {
             title: channel.title.clone(),
             parent: channel.parent.clone(),
         };
-        let created = self.insert_channel(conn, &new, now, action).await?;
+        let created = self
+            .insert_channel(conn, &new, &channel.checkpoint.canonical_text, now, action)
+            .await?;
         self.install_checkpoint(conn, &id, &channel.checkpoint, now, action)
             .await?;
         if let Some(sidecar) = &channel.checkpoint.sidecar {
@@ -331,8 +333,9 @@ impl SqlStorage {
 
     /// Runs one commit's statements in `tx`, a fenced transaction that may carry other
     /// documents' commits too (see `group_commit.rs`): what they wrote, or the answer when they
-    /// must leave nothing behind. The revision check, the advance, the journal row, the sidecar
-    /// and the operation record are one query (`commit_statement.rs`), and nothing is read that
+    /// must leave nothing behind. The revision check, the advance, the journal row, the sidecar,
+    /// the search row and the operation record are one query (`commit_statement.rs`), and
+    /// nothing is read that
     /// the writer already knows; a new title's slug and the events follow. Only a commit that
     /// cannot be written as it came (a stale or archived document, a repeated operation, an
     /// invalid shape) reads the channel and its earlier operation to say why, exactly as the
@@ -530,7 +533,9 @@ impl CollaborationStore for SqlStorage {
         let action = "creating a document";
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
-        let created = self.insert_channel(tx.conn(), channel, now, action).await?;
+        let created = self
+            .insert_channel(tx.conn(), channel, "", now, action)
+            .await?;
         tx.commit(action).await?;
         Ok(created)
     }
@@ -664,6 +669,8 @@ impl CollaborationStore for SqlStorage {
         if let Some(sidecar) = &checkpoint.sidecar {
             self.write_state(tx.conn(), id, sidecar, action).await?;
         }
+        self.set_search_text(tx.conn(), id, &checkpoint.canonical_text, action)
+            .await?;
         tx.commit(action).await?;
         Ok(Committed {
             revision,

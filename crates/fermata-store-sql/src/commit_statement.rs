@@ -1,6 +1,7 @@
 //! A document commit's writes as one query: the revision check and advance of the channel row,
-//! the journal row, the sidecar and the operation record travel to the database together, one
-//! round trip on PostgreSQL and one hand-off to SQLite's connection thread, rather than one each.
+//! the journal row, the sidecar, the search row (the text and title the commit carries) and the
+//! operation record travel to the database together, one round trip on PostgreSQL and one
+//! hand-off to SQLite's connection thread, rather than one each.
 //! A commit that runs alone carries its fence check in the same query too.
 //!
 //! Every rendering takes the commit's values as the same run of binds ([`bind_commit`]) and
@@ -13,17 +14,18 @@
 //! A fence found not live fails the transaction, which rolls back whatever the query wrote (on
 //! PostgreSQL, nothing: its fenced form writes only once the fence is found live).
 //!
-//! - PostgreSQL: one statement whose `UPDATE ... RETURNING` feeds the three inserts
-//!   (data-modifying `WITH` queries); the `UPDATE` holds the channel row locked, and writes only
-//!   when the operation ID is new, so the statement never writes what it must take back, and a
-//!   lone commit runs it as a transaction of its own (`Inner::run_fenced_statement`). The fenced
+//! - PostgreSQL: one statement whose `UPDATE ... RETURNING` feeds the three inserts and the
+//!   search row's update (data-modifying `WITH` queries); the `UPDATE` holds the channel row
+//!   locked, and writes only when the operation ID is new, so the statement never writes what
+//!   it must take back, and a lone commit runs it as a transaction of its own
+//!   (`Inner::run_fenced_statement`). The fenced
 //!   form puts the fence check's steps ([`Dialect::fence_steps`]: the lease row `FOR KEY SHARE`, the
 //!   advisory lock, the server's clock) in front, and its `UPDATE` writes only when the token is
 //!   live. That guard is uncorrelated, so PostgreSQL plans it as a one-time filter over the
 //!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
 //!   channels_pkey`): the fence's locks are taken before the channel row is, in the order a
 //!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
-//! - SQLite (whose `WITH` cannot write): five statements in one query string, sharing the
+//! - SQLite (whose `WITH` cannot write): six statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
 //!   database's write lock, so the row cannot change between them. The answer is a `SELECT`
@@ -36,6 +38,7 @@
 //! last statements unrun.
 
 use fermata_store::Commit;
+use fermata_store::search::indexed_text;
 use sqlx::Any;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
@@ -55,7 +58,7 @@ impl Binds {
     /// Fills a template whose placeholders `{channel}`, `{expected}`, ... name the commit's
     /// values.
     fn fill(&self, template: &str) -> String {
-        const NAMES: [&str; 9] = [
+        const NAMES: [&str; 10] = [
             "{channel}",
             "{expected}",
             "{title}",
@@ -65,6 +68,7 @@ impl Binds {
             "{unanswered}",
             "{operation}",
             "{fingerprint}",
+            "{text}",
         ];
         let filled = NAMES
             .iter()
@@ -79,8 +83,14 @@ impl Binds {
 /// The channel row a commit may write to: its ID, at the revision the commit expected, live.
 const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at IS NULL";
 
+/// The channel row's advance. A commit whose update comes without its text marks the document's
+/// indexed text as behind (a live room's batches: the room indexes the text when its writers
+/// pause); a commit with its text makes it current.
 const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, \
-                       updated_at = {clock}, title = COALESCE({title}, title)";
+                       updated_at = {clock}, title = COALESCE({title}, title), \
+                       search_stale_since = CASE WHEN {text} IS NOT NULL THEN NULL \
+                           WHEN {update} IS NOT NULL THEN COALESCE(search_stale_since, {clock}) \
+                           ELSE search_stale_since END";
 
 /// The sidecar's table and the columns every write of it names.
 pub(crate) const STATE_COLUMNS: &str =
@@ -91,6 +101,12 @@ pub(crate) const UPSERT_STATE: &str = "ON CONFLICT (channel_id) DO UPDATE SET ve
                             sidecar = excluded.sidecar, \
                             unanswered_decisions = excluded.unanswered_decisions";
 
+/// The search row's new title and text, where the commit carries either (see migration `0018`).
+const SEARCH_SET: &str = "title = COALESCE({title}, title), body = COALESCE({text}, body)";
+
+/// Whether the commit changes the search row at all.
+const SEARCH_CHANGES: &str = "({title} IS NOT NULL OR {text} IS NOT NULL)";
+
 const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence)";
 
 /// The commit statement for `dialect`, to run after a fence check; see the module's
@@ -98,7 +114,7 @@ const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, f
 pub(crate) fn render(dialect: Dialect) -> String {
     let binds = Binds {
         first: 1,
-        now: "$10",
+        now: "$11",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
@@ -122,7 +138,7 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
         first: 3,
         now: match dialect {
             Dialect::Postgres => "(SELECT now FROM fence)",
-            Dialect::Sqlite => "$12",
+            Dialect::Sqlite => "$13",
         },
     };
     match dialect {
@@ -144,7 +160,7 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
     }
 }
 
-/// The five statements of a SQLite commit, `answer` the fourth.
+/// The six statements of a SQLite commit, `answer` the fifth.
 fn sqlite_writes(answer: &str) -> String {
     format!(
         "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
@@ -153,6 +169,8 @@ fn sqlite_writes(answer: &str) -> String {
          INSERT INTO {STATE_COLUMNS} \
              SELECT id, {{version}}, {{json}}, {{unanswered}} FROM channels \
              WHERE {EXPECTED} AND {{version}} IS NOT NULL {UPSERT_STATE}; \
+         UPDATE document_search SET {SEARCH_SET} WHERE channel_id = {{channel}} \
+             AND {SEARCH_CHANGES} AND EXISTS (SELECT 1 FROM channels WHERE {EXPECTED}); \
          INSERT INTO {OPERATION_COLUMNS} \
              SELECT id, {{operation}}, {{fingerprint}}, revision + 1, sequence + 1, \
                  CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
@@ -178,6 +196,8 @@ fn postgres_writes(guard: &str) -> String {
          state AS (INSERT INTO {STATE_COLUMNS} \
              SELECT id, {{version}}, {{json}}, {{unanswered}} FROM advanced \
              WHERE {{version}} IS NOT NULL {UPSERT_STATE}), \
+         searched AS (UPDATE document_search SET {SEARCH_SET} FROM advanced \
+             WHERE channel_id = advanced.id AND {SEARCH_CHANGES}), \
          recorded AS (INSERT INTO {OPERATION_COLUMNS} \
              SELECT id, {{operation}}, {{fingerprint}}, revision, sequence, \
                  CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence END \
@@ -187,7 +207,7 @@ fn postgres_writes(guard: &str) -> String {
 
 /// Binds `commit`'s values to `query` in the order every rendering numbers them: channel,
 /// expected revision, title, update, sidecar version, sidecar JSON, unanswered decisions,
-/// operation ID, fingerprint.
+/// operation ID, fingerprint, text (as the index takes it, [`indexed_text`]).
 pub(crate) fn bind_commit<'q>(
     query: Query<'q, Any, AnyArguments<'q>>,
     commit: &Commit,
@@ -203,6 +223,7 @@ pub(crate) fn bind_commit<'q>(
         .bind(sidecar.map(|s| s.unanswered_decisions))
         .bind(commit.operation.as_str().to_owned())
         .bind(commit.fingerprint().to_vec())
+        .bind(commit.text.as_deref().map(indexed_text))
 }
 
 #[cfg(test)]
@@ -226,13 +247,13 @@ mod tests {
 
     #[test]
     fn every_rendering_uses_each_bind_its_caller_gives() {
-        // The callers bind bind_commit's nine values, plus the clock (render), or after the lease
+        // The callers bind bind_commit's ten values, plus the clock (render), or after the lease
         // and token (render_fenced; SQLite's then takes the clock last).
         let cases = [
-            (render(Dialect::Postgres), 10),
-            (render(Dialect::Sqlite), 10),
-            (render_fenced(Dialect::Postgres), 11),
-            (render_fenced(Dialect::Sqlite), 12),
+            (render(Dialect::Postgres), 11),
+            (render(Dialect::Sqlite), 11),
+            (render_fenced(Dialect::Postgres), 12),
+            (render_fenced(Dialect::Sqlite), 13),
         ];
         for (sql, binds) in cases {
             assert_eq!(placeholders(&sql), (1..=binds).collect::<Vec<_>>(), "{sql}");

@@ -30,6 +30,7 @@ mod repository;
 mod research;
 mod row;
 mod schema;
+mod search;
 mod session;
 mod tenure;
 mod user;
@@ -177,6 +178,7 @@ struct Inner {
     mcp_session_sql: mcp_session::Statements,
     media_sql: media::Statements,
     repository_sql: repository::Statements,
+    search_sql: search::Statements,
 }
 
 impl SqlStorage {
@@ -251,6 +253,7 @@ impl SqlStorage {
                 mcp_session_sql: mcp_session::Statements::new(dialect),
                 media_sql: media::Statements::new(dialect),
                 repository_sql: repository::Statements::new(dialect),
+                search_sql: search::Statements::new(dialect),
             }),
         })
     }

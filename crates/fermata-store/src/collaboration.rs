@@ -66,6 +66,11 @@ pub struct Commit {
     pub events: Vec<EventDraft>,
     /// A new display title; it promotes a new canonical slug in the same transaction.
     pub title: Option<String>,
+    /// The document's plain text once `update` is applied, given with the update that changed
+    /// it (`None`: the text is unchanged). The search index takes it in the same transaction, as
+    /// [`indexed_text`](crate::search::indexed_text) makes it; a producer may give it so made, to
+    /// hash and copy less of a long text.
+    pub text: Option<String>,
 }
 
 impl Commit {
@@ -92,6 +97,7 @@ impl Commit {
             field(event.payload.as_bytes());
         }
         field(self.title.as_deref().unwrap_or("\u{ff}-none").as_bytes());
+        field(self.text.as_deref().unwrap_or("\u{ff}-none").as_bytes());
         hash.finalize().into()
     }
 

@@ -54,6 +54,11 @@ pub fn check_commit_shape(commit: &Commit) -> StoreResult<()> {
     if let Some(title) = &commit.title {
         check_title(title)?;
     }
+    if commit.text.is_some() && commit.update.is_none() {
+        return Err(StoreError::invalid(
+            "a commit's text comes with the update that changed it",
+        ));
+    }
     if commit
         .events
         .iter()

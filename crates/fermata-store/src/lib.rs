@@ -25,6 +25,7 @@ pub mod planner;
 pub mod repository;
 pub mod research;
 pub mod schema;
+pub mod search;
 pub mod session;
 pub mod tenure;
 pub mod time;
@@ -74,6 +75,9 @@ pub use repository::{
 };
 pub use research::{
     JobLink, Publication, RequestKey, ResearchDraft, ResearchRequest, ResearchStore,
+};
+pub use search::{
+    Alternative, SearchCursor, SearchHit, SearchQuery, SearchStore, SearchTerms, SnippetPart,
 };
 pub use session::{
     NewSession, SecretHash, Session, SessionId, SessionLookup, SessionStore, SessionSweep,
@@ -132,6 +136,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     /// Document repositories, their members and the audit of `system_admin` overrides.
     fn repositories(&self) -> &dyn RepositoryStore;
+
+    /// Full-text search of documents.
+    fn search(&self) -> &dyn SearchStore;
 }
 
 /// Writes `impl Storage for $type`: `driver()` from the given expression, and every accessor
@@ -247,6 +254,7 @@ macro_rules! __storage_accessors {
             images: $crate::ImageStore,
             attachments: $crate::AttachmentStore,
             repositories: $crate::RepositoryStore,
+            search: $crate::SearchStore,
         ]);
     };
     (@impl $type:ty, |$this:ident| $driver:expr, $route:ident, [$($accessor:ident: $store:path,)+]) => {

@@ -3,27 +3,45 @@
 // positions under `cursor.anchor` and `cursor.head`, the user under `user.name` and
 // `user.color`), so other y-codemirror clients in the same room show it too.
 //
-// y-codemirror.next's own remote selections colour each user with `style` attributes, which a
-// Content-Security-Policy without 'unsafe-inline' styles refuses. Here each colour becomes a
-// class whose one rule sets `--presence`, added to a constructed style sheet (CSSOM, which the
-// policy allows); editor.css paints carets, selections and the list from that variable.
+// Colours: each person gets one of the fixed PALETTE, chosen by a stable hash of their user ID
+// (colourKey), so the same person has the same colour on every page and after every reload.
+// Two people in a room never share one: when two hash to the same colour, the one who joined
+// later takes the next free one (assignColours). Every client works the assignment out from the
+// same awareness states, so all agree. What a client publishes is the hash, never the user ID,
+// and when it joined (on its own clock: the numbers are only compared with each other).
 //
-// Awareness comes from other clients: a name is only ever text, and a colour that is not
-// `#rrggbb` is replaced by the default.
+// y-codemirror.next's own remote selections colour each user with `style` attributes, which a
+// Content-Security-Policy without 'unsafe-inline' styles refuses. Here a colour is a class,
+// `presence presence-N`, whose rules in editor.css set `--presence` (and `--presence-ink`, the
+// text drawn on it) to the palette's light or dark value, by the reader's colour scheme;
+// editor.css paints carets, selections and the list from those variables.
+//
+// Awareness comes from other clients: a name is only ever text, and a hash, a time or a colour
+// that is not what this client would publish is ignored.
 
 import { Decoration, ViewPlugin, WidgetType } from "@codemirror/view";
 import { RangeSet } from "@codemirror/state";
 import * as Y from "yjs";
 
-const DEFAULT_COLOUR = "#30bced";
-const MAX_NAME = 40;
+/**
+ * The collaborator colours, on a light ground: the `--presence-light` values of the
+ * `presence-N` classes in editor.css (whose dark values are for a dark ground), published as
+ * `user.color` for other y-codemirror clients.
+ */
+export const PALETTE = [
+  "#1f6fb4",
+  "#c0392b",
+  "#1e7d45",
+  "#7d3c98",
+  "#a04000",
+  "#117a8b",
+  "#b03a7a",
+  "#5d6d7e",
+  "#4b48c4",
+  "#7a6608",
+];
 
-/** A `#rrggbb` colour, lower case, or the default. */
-export function safeColour(colour) {
-  return typeof colour === "string" && /^#[0-9a-fA-F]{6}$/.test(colour)
-    ? colour.toLowerCase()
-    : DEFAULT_COLOUR;
-}
+const MAX_NAME = 40;
 
 /** A display name: text, trimmed and bounded. */
 export function safeName(name) {
@@ -31,32 +49,99 @@ export function safeName(name) {
   return text ? text.slice(0, MAX_NAME) : "Anonymous";
 }
 
-let sheet = null;
-const classes = new Map();
-
-/** The class that sets `--presence` to `colour`, created on first use. */
-export function colourClass(colour) {
-  const hex = safeColour(colour);
-  let name = classes.get(hex);
-  if (name) return name;
-  name = "presence-" + hex.slice(1);
-  if (sheet === null && "adoptedStyleSheets" in document) {
-    sheet = new CSSStyleSheet();
-    document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+/** The stable hash of a user ID (32-bit FNV-1a over its UTF-8 bytes), as a whole number. */
+export function colourKey(userId) {
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(String(userId))) {
+    hash ^= byte;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
   }
-  if (sheet !== null) sheet.insertRule(`.${name}{--presence:${hex}}`, sheet.cssRules.length);
-  classes.set(hex, name);
-  return name;
+  return hash >>> 0;
 }
 
-/** The user as other clients show it. */
-export function userOf(state) {
+/** Whether `key` is a hash colourKey could have given. */
+function isKey(key) {
+  return Number.isInteger(key) && key >= 0 && key <= 0xffffffff;
+}
+
+/** The colour a person gets when no one else in the room has it. */
+export function preferredColour(key) {
+  return key % PALETTE.length;
+}
+
+/**
+ * Each client's colour (an index into PALETTE), from everyone in the room: `people`, a list of
+ * `{ client, key, joined }` (the Yjs client ID, the person's colourKey, when that client
+ * joined). A person's clients (their tabs) share a colour; people take colours in the order they
+ * joined (by their earliest client; the client ID breaks a tie), each their preferred one or the
+ * next one free after it. With more people than colours, those past the palette get their
+ * preferred one again.
+ */
+export function assignColours(people) {
+  const earlier = (a, b) => a.joined < b.joined || (a.joined === b.joined && a.client < b.client);
+  const persons = new Map();
+  for (const person of people) {
+    const known = persons.get(person.key);
+    if (!known || earlier(person, known)) persons.set(person.key, person);
+  }
+  const order = [...persons.values()].sort((a, b) => (earlier(a, b) ? -1 : earlier(b, a) ? 1 : 0));
+  const taken = new Set();
+  const colours = new Map();
+  for (const person of order) {
+    const preferred = preferredColour(person.key);
+    let colour = preferred;
+    for (let step = 0; step < PALETTE.length; step += 1) {
+      const candidate = (preferred + step) % PALETTE.length;
+      if (!taken.has(candidate)) {
+        colour = candidate;
+        break;
+      }
+    }
+    taken.add(colour);
+    colours.set(person.key, colour);
+  }
+  return new Map(people.map((person) => [person.client, colours.get(person.key)]));
+}
+
+/** The awareness field `user` this client publishes. */
+export function localUser({ name, userId, readonly, joined }) {
+  const key = colourKey(userId);
+  const colour = PALETTE[preferredColour(key)];
+  return { name, key, joined, color: colour, colorLight: `${colour}33`, readonly };
+}
+
+/** The user of an awareness state as this client shows it; `client` is its Yjs client ID. */
+export function userOf(state, client) {
   const user = (state && state.user) || {};
   return {
     name: safeName(user.name),
-    colour: safeColour(user.color),
+    // A client that publishes no hash (another kind of client) is a person of its own.
+    key: isKey(user.key) ? user.key : colourKey(`client:${client}`),
+    joined: Number.isFinite(user.joined) ? user.joined : Number.MAX_SAFE_INTEGER,
     viewing: user.readonly === true,
   };
+}
+
+/** Each client's colour in `awareness`, this client's included. */
+function roomColours(awareness) {
+  const people = [];
+  awareness.getStates().forEach((state, client) => {
+    if (state && state.user) people.push({ client, ...userOf(state, client) });
+  });
+  return assignColours(people);
+}
+
+/** The classes that give an element the colour `index`. */
+function colourClasses(index) {
+  return `presence presence-${index}`;
+}
+
+/** Gives `element` the colour `index`, replacing any it had. */
+function paint(element, index) {
+  for (const name of [...element.classList]) {
+    if (name === "presence" || name.startsWith("presence-")) element.classList.remove(name);
+  }
+  if (index !== undefined) element.classList.add(...colourClasses(index).split(" "));
 }
 
 class CaretWidget extends WidgetType {
@@ -68,7 +153,7 @@ class CaretWidget extends WidgetType {
 
   toDOM() {
     const caret = document.createElement("span");
-    caret.className = `editor-remote-caret ${colourClass(this.colour)}`;
+    caret.className = `editor-remote-caret ${colourClasses(this.colour)}`;
     caret.setAttribute("aria-hidden", "true");
     // Word joiners keep the caret from breaking the line it sits in.
     caret.append("\u2060");
@@ -134,6 +219,7 @@ export function remoteSelections(ytext, awareness) {
       draw(doc) {
         const ydoc = ytext.doc;
         const ranges = [];
+        const colours = roomColours(awareness);
         awareness.getStates().forEach((state, client) => {
           if (client === awareness.clientID || !state.cursor) return;
           const { anchor, head } = state.cursor;
@@ -150,18 +236,18 @@ export function remoteSelections(ytext, awareness) {
           const length = doc.length;
           const anchorAt = Math.min(from.index, length);
           const headAt = Math.min(to.index, length);
-          const user = userOf(state);
-          const colour = colourClass(user.colour);
+          const user = userOf(state, client);
+          const colour = colours.get(client) ?? preferredColour(user.key);
           const start = Math.min(anchorAt, headAt);
           const end = Math.max(anchorAt, headAt);
           if (start < end) {
             ranges.push(
-              Decoration.mark({ class: `editor-remote-selection ${colour}` }).range(start, end),
+              Decoration.mark({ class: `editor-remote-selection ${colourClasses(colour)}` }).range(start, end),
             );
           }
           ranges.push(
             Decoration.widget({
-              widget: new CaretWidget(user.name, user.colour),
+              widget: new CaretWidget(user.name, colour),
               // The local cursor stays outside the remote selection.
               side: headAt - anchorAt > 0 ? -1 : 1,
             }).range(headAt),
@@ -176,16 +262,18 @@ export function remoteSelections(ytext, awareness) {
 
 /**
  * Keeps `list` (a `<ul>`) showing the other clients in the room, and `list.dataset.count` their
- * number.
+ * number; and `me`, the element naming this client, in this client's colour.
  */
-export function peopleList(list, awareness) {
+export function peopleList(list, awareness, me) {
   const render = () => {
+    const colours = roomColours(awareness);
+    paint(me, colours.get(awareness.clientID));
     const items = [];
     awareness.getStates().forEach((state, client) => {
       if (client === awareness.clientID || !state.user) return;
-      const user = userOf(state);
+      const user = userOf(state, client);
       const item = document.createElement("li");
-      item.className = `editor-person ${colourClass(user.colour)}`;
+      item.className = `editor-person ${colourClasses(colours.get(client))}`;
       item.dataset.client = String(client);
       const swatch = document.createElement("span");
       swatch.className = "editor-swatch";

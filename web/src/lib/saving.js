@@ -1,4 +1,5 @@
-// Tells *saved* from *saving* and *offline* for one document and its y-websocket provider.
+// Tells *saved* from *saving*, *kept* and *offline* for one document and its y-websocket
+// provider, and notices when the server refuses this connection's edits.
 //
 // What the server promises (crates/fermata-collab/src/room.rs, protocol.rs):
 //   - persistence before publication: an update is committed to storage before anything about
@@ -25,7 +26,20 @@
 //   saved    the connection is open and synced, and an answered probe covers every local
 //            change made so far (a change proven stored stays stored, across connections)
 //   saving   the connection is open, but not synced yet or some local change not proven
-//   offline  no open connection (y-websocket reconnects by itself, with backoff)
+//   kept     no open connection, and this browser keeps (lib/keeping.js: IndexedDB committed
+//            them) local changes the server has not acknowledged; they go out on the next
+//            connection, from this page or from the page opened again later
+//   offline  no open connection, and nothing unacknowledged is kept in this browser: either
+//            every change is proven stored, or the browser cannot keep them (no IndexedDB, or
+//            it failed) and they live only in this page (y-websocket reconnects by itself)
+//   refused  the server answered an edit with the protocol's "permission denied": this
+//            connection is read-only (the member became a viewer), nothing typed here is saved
+//
+// *Kept* counts local changes the way *stored* does: `kept` is the highest change count whose
+// changes IndexedDB has committed (the keeper reports it), and the state is kept once some
+// change newer than the last proven one is on the device. The newest keystroke may still be on
+// its way to IndexedDB for a moment then; `unsaved` (what the page warns about on leaving) tells
+// exactly.
 //
 // A state-vector comparison alone cannot give this: a deletion does not advance a state vector,
 // and a step 2 is a diff from the client's own vector, so it cannot show what the server lacks.
@@ -34,8 +48,9 @@
 
 import * as decoding from "lib0/decoding";
 import * as encoding from "lib0/encoding";
+import * as authProtocol from "y-protocols/auth";
 import * as syncProtocol from "y-protocols/sync";
-import { messageSync } from "y-websocket";
+import { messageAuth, messageSync } from "y-websocket";
 
 export class SaveTracker {
   /**
@@ -56,6 +71,14 @@ export class SaveTracker {
     this.answeredServer = false;
     /** Whether a probe is in flight. */
     this.probing = false;
+    /** Whether this browser can keep changes (IndexedDB opened and has not failed since). */
+    this.keeping = false;
+    /** Local changes kept in this browser: the highest count IndexedDB committed. */
+    this.kept = 0;
+    /** Whether the server refused an edit of this connection as read-only. */
+    this.refused = false;
+    /** Called, after `onChange`, whenever the state may have changed (see `watch`). */
+    this.watchers = [];
 
     const doc = provider.doc;
     // Registered after the provider's own listener, so the change is on the socket before the
@@ -64,16 +87,16 @@ export class SaveTracker {
       if (origin === provider) return;
       this.changes += 1;
       queueMicrotask(() => this.probe());
-      this.onChange();
+      this.changed();
     });
     provider.on("status", ({ status }) => {
       // On "connected" the provider is about to send its own step 1, which proves nothing.
       this.awaiting = status === "connected" ? [null] : [];
       this.answeredServer = false;
       this.probing = false;
-      this.onChange();
+      this.changed();
     });
-    provider.on("sync", () => this.onChange());
+    provider.on("sync", () => this.changed());
 
     const handle = provider.messageHandlers[messageSync];
     provider.messageHandlers[messageSync] = (encoder, decoder, from, fromServer, type) => {
@@ -91,9 +114,54 @@ export class SaveTracker {
           this.probing = false;
           this.probe();
         }
-        this.onChange();
+        this.changed();
       }
     };
+
+    // The server tells a read-only connection once, at its first edit, that it is denied (the
+    // stock handler only logs it). The connection stays open, read-only.
+    const auth = provider.messageHandlers[messageAuth];
+    provider.messageHandlers[messageAuth] = (encoder, decoder, ...rest) => {
+      const denied = decoding.peekVarUint(decoder) === authProtocol.messagePermissionDenied;
+      auth(encoder, decoder, ...rest);
+      if (denied && !this.refused) {
+        this.refused = true;
+        this.changed();
+      }
+    };
+  }
+
+  /** Calls `watcher` whenever the state may have changed, after `onChange`. */
+  watch(watcher) {
+    this.watchers.push(watcher);
+  }
+
+  changed() {
+    this.onChange();
+    for (const watcher of this.watchers) watcher();
+  }
+
+  /** Whether browser keeping works, as the keeper found it. */
+  setKeeping(keeping) {
+    if (this.keeping === keeping) return;
+    this.keeping = keeping;
+    this.changed();
+  }
+
+  /** The first `count` local changes are committed to IndexedDB. */
+  keep(count) {
+    if (count <= this.kept) return;
+    this.kept = count;
+    this.changed();
+  }
+
+  /** Local change number `change` is known stored without a probe (the keeper's evidence that
+   *  the state it brought back is the one the server acknowledged): it counts as proven when
+   *  every change before it is. */
+  storedAlready(change) {
+    if (this.stored !== change - 1) return;
+    this.stored = change;
+    this.changed();
   }
 
   /** Sends a probe when there is something to prove and nothing already on its way. */
@@ -109,9 +177,19 @@ export class SaveTracker {
     this.probing = true;
   }
 
-  /** @returns {"saved" | "saving" | "offline"} */
+  /** @returns {"saved" | "saving" | "kept" | "offline" | "refused"} */
   get state() {
-    if (!this.provider.wsconnected) return "offline";
-    return this.provider.synced && this.stored >= this.changes ? "saved" : "saving";
+    if (this.refused) return "refused";
+    if (this.provider.wsconnected) {
+      return this.provider.synced && this.stored >= this.changes ? "saved" : "saving";
+    }
+    return this.keeping && this.kept > this.stored ? "kept" : "offline";
+  }
+
+  /** Whether some local change is neither proven stored nor kept in this browser: what closing
+   *  the page would lose. Nothing, once the server refused: nothing typed here can be saved. */
+  get unsaved() {
+    if (this.refused) return false;
+    return this.changes > Math.max(this.stored, this.keeping ? this.kept : 0);
   }
 }

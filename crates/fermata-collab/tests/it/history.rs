@@ -379,6 +379,7 @@ async fn restoring_a_session_rewrites_through_the_room_for_the_restorer_and_keep
                 sidecar: Some(sidecar.clone()),
                 events: Vec::new(),
                 title: None,
+                text: None,
             },
         )
         .await

@@ -11,7 +11,7 @@ use fermata_collab::protocol::{self, ClientMessage};
 use fermata_collab::{CollabSettings, Connection, Outbound, RoomManager, WriterFence, close};
 use fermata_docs::SourceDoc;
 use fermata_metrics::Metrics;
-use fermata_store::{Acquisition, ChannelId, LeaseName, Storage, StoreOptions, UserId};
+use fermata_store::{Acquisition, ChannelId, Lease, LeaseName, Storage, StoreOptions, UserId};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
 use fermata_store_testkit::contract::create_document;
@@ -23,6 +23,8 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 struct Rig {
     store: Arc<ScratchStorage>,
+    /// The writer lease the rooms' fence was taken from.
+    lease: Lease,
     fence: WriterFence,
     rooms: RoomManager,
     document: ChannelId,
@@ -61,6 +63,7 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
     let rooms = RoomManager::new(shared, fence.clone(), settings, Arc::clone(&metrics));
     Rig {
         store,
+        lease,
         fence,
         rooms,
         document,
@@ -544,6 +547,87 @@ async fn without_the_writer_fence_nothing_is_acknowledged() {
     );
 }
 
+/// The ways a write reaches the room: a client's batch and the program edits of the REST API.
+#[derive(Debug, Clone, Copy)]
+enum Write {
+    ClientBatch,
+    Rewrite,
+    Rename,
+    ProgramUpdate,
+}
+
+/// Whichever write meets the fence of a lease another process has taken over, the room ends as
+/// one: its clients are told to come back later (to the new holder), nothing is stored, and the
+/// room's task returns instead of serving on.
+#[tokio::test]
+async fn a_write_refused_by_the_fence_ends_the_room() {
+    for write in [
+        Write::ClientBatch,
+        Write::Rewrite,
+        Write::Rename,
+        Write::ProgramUpdate,
+    ] {
+        let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
+        let mut writer = Client::join(&rig).await;
+        let mut watcher = Client::join(&rig).await;
+        assert_eq!(rig.counted("fermata_rooms_open"), 1.0);
+        // A successor takes the lease over: the rooms' fence still names the old token.
+        assert!(rig.store.leases().release(&rig.lease).await.unwrap());
+        let successor = rig
+            .store
+            .leases()
+            .acquire(&LeaseName::WRITER, "successor", Duration::from_secs(3600))
+            .await
+            .unwrap();
+        assert!(matches!(successor, Acquisition::Granted(_)));
+        let refused = match write {
+            Write::ClientBatch => {
+                writer.type_text("after the hand-over").await;
+                None
+            }
+            Write::Rewrite => Some(
+                rig.rooms
+                    .rewrite(&rig.document, "after the hand-over".to_owned(), None)
+                    .await
+                    .map(drop)
+                    .map_err(fermata_collab::EditError::from),
+            ),
+            Write::Rename => Some(
+                rig.rooms
+                    .rename(&rig.document, "After the hand-over".to_owned(), None)
+                    .await
+                    .map(drop),
+            ),
+            Write::ProgramUpdate => {
+                let mut program = SourceDoc::new();
+                let update = program.insert(0, "after the hand-over").unwrap();
+                Some(
+                    rig.rooms
+                        .apply_update(&rig.document, update, None)
+                        .await
+                        .map(drop),
+                )
+            }
+        };
+        if let Some(refused) = refused {
+            let error = refused.expect_err("a fenced write is refused");
+            assert!(
+                matches!(&error, fermata_collab::EditError::Store(e) if e.kind() == fermata_store::ErrorKind::Fenced),
+                "{write:?}: {error:?}"
+            );
+        }
+        for client in [&mut writer, &mut watcher] {
+            let (code, _) = client.closed().await;
+            assert_eq!(code, close::TRY_AGAIN_LATER, "{write:?}");
+        }
+        eventually_some("the room to end", || async {
+            (rig.counted("fermata_rooms_open") == 0.0).then_some(())
+        })
+        .await;
+        assert_eq!(stored_text(&rig).await, (String::new(), 0), "{write:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_client_with_nothing_new_writes_nothing() {
     let rig = rig(CollabSettings::default(), StoreOptions::default()).await;
@@ -797,6 +881,7 @@ async fn a_program_edit_catches_up_with_storage_that_moved_on_behind_the_room() 
         sidecar: None,
         events: Vec::new(),
         title: Some("Renamed behind the room".to_owned()),
+        text: None,
     };
     rig.store
         .collaboration()

@@ -1,20 +1,23 @@
 //! The startup sequence on SQLite and PostgreSQL databases seeded with every case it handles:
 //! Planner owners with and without a hold a restart keeps, sessions it removes, a paired
 //! machine's hold, children with and without a conversation to clear, a document that is not a
-//! child, and an earlier release's deferred turns. The second run finds nothing to do.
+//! child, and an earlier release's deferred turns. The second run finds nothing to do. And search
+//! texts an upgrade left behind their journal, indexed again from it.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fermata_collab::startup::{self, ChildrenCleared};
+use fermata_collab::startup::{self, ChildrenCleared, SearchTextsRefreshed};
 use fermata_store::{
     Acquisition, ChannelId, Commit, CreationKey, DeferredTurn, DeferredTurnRetirement,
     DeferredTurnState, Fence, FencingToken, HeldSessions, HoldOwner, LeaseName, MachineId,
     NewCheckpoint, NewLinkHold, NewMachine, NewSession, NewUser, OperationId, PlannerStatus,
-    PublishedChannel, Repository, SecretHash, SessionId, SessionSweep, SidecarState, Storage,
-    StoreOptions, UserId, UserName,
+    PublishedChannel, Repository, SearchQuery, SearchTerms, SecretHash, SessionId, SessionSweep,
+    SidecarState, Storage, StoreOptions, UserId, UserName,
 };
-use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner as seed};
+use fermata_store_sql::testing::{
+    ScratchDatabase, ScratchStorage, planner as seed, search as seed_search,
+};
 use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually;
 use serde_json::{Value, json};
@@ -145,6 +148,7 @@ async fn commit_state(
                 sidecar: Some(sidecar),
                 events: Vec::new(),
                 title: None,
+                text: None,
             },
         )
         .await
@@ -504,4 +508,147 @@ async fn sqlite_startup_runs_once_and_then_finds_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_startup_runs_once_and_then_finds_nothing() {
     startup_runs_once_and_then_finds_nothing(ScratchDatabase::postgres().await).await;
+}
+
+/// A document an upgrade indexed from its last checkpoint while its journal went on is indexed
+/// again from its whole journal; one that does not recover is left as it was, logged, and tried
+/// again at the next start.
+async fn startup_indexes_again_the_texts_an_upgrade_left_behind(scratch: ScratchDatabase) {
+    let store = scratch.open(StoreOptions::default()).await;
+    let Ok(Acquisition::Granted(lease)) = store
+        .leases()
+        .acquire(&LeaseName::WRITER, "test", LONG)
+        .await
+    else {
+        panic!("the writer lease is free");
+    };
+    let fence = lease.fence();
+    let ada = UserId("ada".to_owned());
+    store
+        .users()
+        .create_user(&NewUser {
+            id: ada.clone(),
+            name: UserName::new("ada").unwrap(),
+            password_hash: "$argon2id$x".to_owned(),
+            roles: BTreeSet::new(),
+        })
+        .await
+        .unwrap();
+    let repository = Repository::new("acme/app").unwrap();
+    store
+        .repositories()
+        .create_repository(&fence, &repository, &ada)
+        .await
+        .unwrap();
+    let collaboration = store.collaboration();
+    let publish = |key: &str, checkpoint: NewCheckpoint| PublishedChannel {
+        repository: repository.clone(),
+        key: CreationKey::new(key).unwrap(),
+        title: format!("Document {key}"),
+        parent: None,
+        checkpoint,
+    };
+    // A document checkpointed at its first text, then edited by a commit.
+    let mut doc = fermata_docs::SourceDoc::new();
+    doc.replace_all("The lighthouse draft.");
+    let first = NewCheckpoint {
+        epoch: 1,
+        through_sequence: 0,
+        revision: 0,
+        canonical_text: doc.text(),
+        source_hash: doc.source_hash(),
+        state: doc.encode_state(),
+        sidecar: None,
+    };
+    let edited = collaboration
+        .create_published(&fence, &publish("edited", first))
+        .await
+        .unwrap();
+    let update = doc.replace_text("The lighthouse keeper's log.").unwrap();
+    collaboration
+        .commit(
+            &fence,
+            &Commit {
+                channel: edited.id.clone(),
+                operation: OperationId::new("edit").unwrap(),
+                expected_revision: edited.revision,
+                update: Some(update),
+                sidecar: None,
+                events: Vec::new(),
+                title: None,
+                text: Some(doc.text()),
+            },
+        )
+        .await
+        .unwrap();
+    // A document whose stored state does not decode.
+    let broken = collaboration
+        .create_published(
+            &fence,
+            &publish(
+                "broken",
+                NewCheckpoint {
+                    epoch: 1,
+                    through_sequence: 0,
+                    revision: 0,
+                    canonical_text: "unreadable".to_owned(),
+                    source_hash: "hash".to_owned(),
+                    state: b"not a Yjs update".to_vec(),
+                    sidecar: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    seed_search::seed_stale_search_text(&store.storage, &edited.id, "The lighthouse draft.").await;
+    seed_search::seed_stale_search_text(&store.storage, &broken.id, "unreadable").await;
+    let search = |text: &str| {
+        let query = SearchQuery {
+            reader: ada.clone(),
+            terms: SearchTerms::parse(text).unwrap(),
+            repository: None,
+            include_archived: false,
+            after: None,
+            limit: 10,
+        };
+        let store = store.clone();
+        async move {
+            let hits = store.search().search(&query).await.unwrap();
+            hits.into_iter().map(|hit| hit.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(search("draft").await, std::slice::from_ref(&edited.id));
+
+    let first = startup::run(&store, &fence).await.unwrap();
+    assert_eq!(
+        first.search_texts,
+        SearchTextsRefreshed {
+            refreshed: 1,
+            unreadable: vec![broken.id.clone()],
+        }
+    );
+    assert!(search("draft").await.is_empty());
+    assert_eq!(search("keeper").await, std::slice::from_ref(&edited.id));
+    assert_eq!(
+        store.search().stale_texts(None, 10).await.unwrap(),
+        std::slice::from_ref(&broken.id)
+    );
+    let second = startup::run(&store, &fence).await.unwrap();
+    assert_eq!(
+        second.search_texts,
+        SearchTextsRefreshed {
+            refreshed: 0,
+            unreadable: vec![broken.id],
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_startup_indexes_again_the_texts_an_upgrade_left_behind() {
+    startup_indexes_again_the_texts_an_upgrade_left_behind(ScratchDatabase::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_startup_indexes_again_the_texts_an_upgrade_left_behind() {
+    startup_indexes_again_the_texts_an_upgrade_left_behind(ScratchDatabase::postgres().await).await;
 }

@@ -419,6 +419,7 @@ async fn a_document_that_cannot_be_loaded_is_refused_until_the_fault_clears(back
                 sidecar: None,
                 events: Vec::new(),
                 title: None,
+                text: None,
             },
         )
         .await

@@ -123,6 +123,7 @@ impl Rig {
                     sidecar: None,
                     events: Vec::new(),
                     title: None,
+                    text: None,
                 };
                 match op {
                     Op::Insert { client, at, text } => {

@@ -51,6 +51,7 @@ async fn document(store: &ScratchStorage) -> ChannelId {
             sidecar: Some(Sidecar::default().to_state()),
             events: Vec::new(),
             title: None,
+            text: None,
         };
         collaboration.commit(&fence, &commit).await.unwrap();
         if n == 0 {

@@ -1,26 +1,31 @@
 //! What the authorization layer hands a handler once the caller passed: the document, the
-//! repository, the creation or the list it may use, with the caller and its role. Each grant is
-//! an extractor that fails closed: a handler whose route did not grant it refuses the request.
+//! repository, the creation or the list it may use, with the caller and its role, and the
+//! administrator on the administrator pages. Each grant is an extractor that fails closed: a
+//! handler whose route did not grant it refuses the request.
 //!
 //! Also here: how a caller is recognised (a client token, a login session or an API token), how a
-//! document or a repository is found from what the request names, and the caller's role on a
-//! document, which live connections compute again while they are open.
+//! document or a repository is found from what the request names, the caller's role on a
+//! document, which live connections compute again while they are open, and the access-watch
+//! registration a live connection is handed.
+
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use fermata_accounts::{ClientAccess, ClientGrant, ClientTokenError, Principal};
+use fermata_accounts::{ClientAccess, ClientGrant, ClientTokenError, Principal, Watching};
 use fermata_collab::{Standing, may_create};
 use fermata_store::{
-    Channel, ChannelId, DocumentScope, Repository, RepositoryRole, Slug, User, UserId,
+    Channel, ChannelId, DocumentScope, Repository, RepositoryRole, Role, Slug, User, UserId,
 };
 
 use super::QueryToken;
 use crate::HttpState;
 use crate::auth::{Authenticated, SESSION_COOKIE};
 use crate::error::ApiError;
+use crate::view;
 
 /// Who is calling a document route: a signed-in user, or the holder of a client token.
 #[derive(Debug, Clone)]
@@ -93,6 +98,30 @@ pub(crate) struct ListGrant {
     pub(crate) scope: DocumentScope,
 }
 
+/// A signed-in `system_admin` on the administrator pages.
+#[derive(Debug, Clone)]
+pub(crate) struct PageAdmin(pub(crate) Principal);
+
+/// The watch registration the authorization layer made before it checked the caller of
+/// `/sync`, handed to the connection it admitted, so a change of access made while the caller
+/// was checked is not missed.
+#[derive(Debug, Clone)]
+pub(crate) struct Registration(Arc<Mutex<Option<Watching>>>);
+
+impl Registration {
+    fn new(watching: Watching) -> Self {
+        Registration(Arc::new(Mutex::new(Some(watching))))
+    }
+
+    /// The registration, the first time it is asked for.
+    pub(crate) fn take(&self) -> Option<Watching> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
 fn no_grant() -> ApiError {
     tracing::error!("a handler needed a grant its route's policy does not give");
     ApiError::forbidden("no access policy grants this")
@@ -119,6 +148,7 @@ grant_extractor!(SyncGrant);
 grant_extractor!(RepositoryGrant);
 grant_extractor!(CreationGrant);
 grant_extractor!(ListGrant);
+grant_extractor!(PageAdmin);
 
 fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such document")
@@ -434,12 +464,7 @@ pub(super) async fn sync(
         .map_err(|e| ApiError::from(e).into_response())?;
     let caller = sync_caller(state, parts).await?;
     watching.act_for(caller.user_id());
-    let registration = crate::sync::Registration::default();
-    *registration
-        .0
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(watching);
-    parts.extensions.insert(registration);
+    parts.extensions.insert(Registration::new(watching));
     let room = path_param(parts, "room").await.unwrap_or_default();
     let channel = room_channel(state, &room)
         .await
@@ -459,6 +484,19 @@ pub(super) async fn sync(
         channel: grant.channel,
         caller: grant.caller,
     })
+}
+
+/// The administrator pages: a `system_admin`; anyone else signed in gets the page saying so
+/// (403), and a visitor is sent to the login form and back.
+pub(super) async fn admin_page(
+    state: &HttpState,
+    parts: &mut Parts,
+) -> Result<PageAdmin, Response> {
+    let principal = principal(state, parts).await?;
+    if !principal.user.has_role(Role::SystemAdmin) {
+        return Err(view::needs_system_admin(principal.user.name.as_str()));
+    }
+    Ok(PageAdmin(principal))
 }
 
 /// The repository `{owner}/{name}` names.

@@ -2,9 +2,11 @@
 //! access it needs, and the layer that applies it to every request before a handler runs.
 //!
 //! The table is the only way routes are added ([`Routes`]): a route is declared with its method,
-//! path template and [`Access`] together, so the router and the table cannot disagree. The layer
-//! looks the request up by its matched path template and method; a route with no entry is
-//! refused (fail closed), and so is a handler that needs a grant the layer did not give it.
+//! path template and [`Access`] together, so the router and the table cannot disagree, and a page
+//! route in a group of pages ([`Routes::pages`]), whose refusals are then shown as pages (see
+//! `crate::view`) rather than JSON. The layer looks the request up by its matched path template
+//! and method; a route with no entry is refused (fail closed), and so is a handler that needs a
+//! grant the layer did not give it.
 //!
 //! For a document or a repository the layer resolves what is named (a document by `{id}`, by
 //! `?repository=&slug=`, or by the `/sync` room name; a repository by `{owner}/{name}`, or by the
@@ -33,9 +35,11 @@ use fermata_store::RepositoryRole;
 use crate::HttpState;
 use crate::auth::{Authenticated, FreshSystemAdmin, MachineCaller, SystemAdmin};
 use crate::error::ApiError;
+use crate::view;
 
 pub(crate) use grants::{
-    Caller, CreationGrant, DocumentGrant, ListGrant, RepositoryGrant, SyncGrant, role_on_document,
+    Caller, CreationGrant, DocumentGrant, ListGrant, PageAdmin, Registration, RepositoryGrant,
+    SyncGrant, role_on_document,
 };
 
 /// What a route needs of its caller.
@@ -88,25 +92,39 @@ impl Access {
     }
 }
 
-/// One route of the router: its method, path template and access.
+/// One route of the router: its method, path template and access, and whether it is a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteEntry {
     pub method: Method,
     pub path: &'static str,
     pub access: Access,
+    /// A page for people (or a form of one): what the layer refuses is shown as a page.
+    pub page: bool,
 }
 
 /// Routes declared with their access: the table and the router they make, built together.
 pub(crate) struct Routes {
     entries: Vec<RouteEntry>,
     router: Router<HttpState>,
+    /// Whether the routes added to this group are pages.
+    pages: bool,
 }
 
 impl Routes {
+    /// A group of routes that answer programs: JSON, files, the WebSocket.
     pub(crate) fn new() -> Self {
         Routes {
             entries: Vec::new(),
             router: Router::new(),
+            pages: false,
+        }
+    }
+
+    /// A group of pages for people and the forms they post.
+    pub(crate) fn pages() -> Self {
+        Routes {
+            pages: true,
+            ..Routes::new()
         }
     }
 
@@ -121,6 +139,7 @@ impl Routes {
             method,
             path,
             access,
+            page: self.pages,
         });
         self.router = self.router.route(path, route);
         self
@@ -330,18 +349,9 @@ pub(crate) async fn authorize(
     }
     match grant(&policy.state, &route, parts, body).await {
         Ok(request) => next.run(request).await,
-        Err(refusal) if is_page(route.path) => refused(crate::document_page::as_page(refusal)),
+        Err(refusal) if route.page => refused(view::as_page(refusal)),
         Err(refusal) => refused(refusal),
     }
-}
-
-/// Whether a route is a page for people about documents or repositories, whose refusals are
-/// shown as pages rather than JSON.
-fn is_page(path: &str) -> bool {
-    path == "/"
-        || ["/d/", "/r/", "/documents/"]
-            .iter()
-            .any(|prefix| path.starts_with(prefix))
 }
 
 /// Checks the caller against the route's access and hands the handler its grant.
@@ -374,7 +384,8 @@ async fn grant(
             body
         }
         Access::AdminPage => {
-            crate::admin_page::PageAdmin::from_request_parts(&mut parts, state).await?;
+            let grant = grants::admin_page(state, &mut parts).await?;
+            parts.extensions.insert(grant);
             body
         }
         Access::Machine => {
@@ -431,6 +442,7 @@ mod tests {
             method,
             path,
             access: Access::SignedIn,
+            page: false,
         }
     }
 
@@ -453,6 +465,30 @@ mod tests {
             Lookup::OtherMethods(vec!["GET", "POST"])
         );
         assert_eq!(lookup(&table, "/b", &Method::GET), Lookup::Unlisted);
+    }
+
+    #[test]
+    fn a_group_of_pages_marks_its_routes_and_a_merge_keeps_the_marks() {
+        async fn answer() -> &'static str {
+            "ok"
+        }
+        let (table, _) = Routes::new()
+            .get("/api/a", Access::Public, answer)
+            .merge(Routes::pages().post("/a", Access::SignedIn, answer))
+            .into_parts();
+        let marks: Vec<(&str, bool)> = table.iter().map(|e| (e.path, e.page)).collect();
+        assert_eq!(marks, [("/api/a", false), ("/a", true)]);
+    }
+
+    #[test]
+    fn every_route_for_people_is_a_page_and_no_other_is() {
+        let programs = [
+            "/api/", "/sync/", "/assets/", "/healthz", "/readyz", "/metrics",
+        ];
+        for entry in crate::route_table() {
+            let for_programs = programs.iter().any(|p| entry.path.starts_with(p));
+            assert_eq!(entry.page, !for_programs, "{} {}", entry.method, entry.path);
+        }
     }
 
     #[test]

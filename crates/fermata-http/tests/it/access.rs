@@ -577,6 +577,7 @@ async fn case(
             S::CREATED,
         ),
         ("GET", "/api/v1/documents") => (Call::new(m, format!("{p}?repository={r}")), S::OK),
+        ("GET", "/api/v1/search") => (Call::new(m, format!("{p}?q=doc&repository={r}")), S::OK),
         ("GET", "/api/v1/documents/by-slug") => (
             Call::new(m, format!("{p}?repository={r}&slug={}", world.slug)),
             S::OK,
@@ -734,10 +735,13 @@ async fn case(
             S::SEE_OTHER,
         ),
         ("GET", "/documents/{id}/history/{version}") => (Call::new(m, path(p)), S::OK),
+        ("GET", "/documents/{id}/history/compare") => (Call::new(m, path(p)), S::OK),
         ("POST", "/documents/{id}/history/{version}/restore") => {
             (Call::new(m, path(p)).bytes(Vec::new(), FORM), S::SEE_OTHER)
         }
         ("GET", "/r/{owner}/{name}") => (Call::new(m, path(p)), S::OK),
+        // The results page, searching the world's repository by name.
+        ("GET", "/search") => (Call::new(m, format!("{p}?q=doc&repository={r}")), S::OK),
         ("POST", "/r/{owner}/{name}/documents") => (
             Call::new(m, path(p)).bytes(b"title=Made".to_vec(), FORM),
             S::SEE_OTHER,
@@ -1001,6 +1005,56 @@ async fn lists_leave_out_what_the_caller_cannot_read() {
         (document.status, document.body),
         (unknown.status, unknown.body)
     );
+    // Search answers as the lists do: a member finds only their repositories' documents; an
+    // outsider finds nothing, and naming a repository teaches them no more than naming one that
+    // does not exist; a system_admin who is no member finds a repository's documents only by
+    // naming it (the audited override).
+    let found = list(Who::Viewer, "/api/v1/search?q=doc&archived=true&limit=100").await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    let searched: std::collections::BTreeSet<String> = found.json()["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["repository"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(searched, [mine.repository.clone()].into());
+    let theirs_named = list(
+        Who::Viewer,
+        &format!("/api/v1/search?q=doc&repository={}", theirs.repository),
+    )
+    .await;
+    assert_eq!(theirs_named.status, StatusCode::NOT_FOUND);
+    let outsider = list(Who::Outsider, "/api/v1/search?q=doc&archived=true").await;
+    assert_eq!(outsider.status, StatusCode::OK);
+    assert_eq!(
+        outsider.json(),
+        json!({"results": [], "next_cursor": null}),
+        "an outsider's search shows nothing and counts nothing"
+    );
+    let named = list(
+        Who::Outsider,
+        &format!("/api/v1/search?q=doc&repository={}", mine.repository),
+    )
+    .await;
+    let missing = list(Who::Outsider, "/api/v1/search?q=doc&repository=ann/none").await;
+    assert_eq!((named.status, named.body), (missing.status, missing.body));
+    let root = list(Who::SystemAdmin, "/api/v1/search?q=doc").await.json();
+    assert_eq!(root["results"], json!([]));
+    let overridden = list(
+        Who::SystemAdmin,
+        &format!("/api/v1/search?q=doc&repository={}", theirs.repository),
+    )
+    .await
+    .json();
+    assert!(
+        overridden["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["repository"] == json!(theirs.repository)),
+        "{overridden}"
+    );
+    assert!(!overridden["results"].as_array().unwrap().is_empty());
     // A system_admin may list every repository, and nobody else may.
     let all = list(Who::SystemAdmin, "/api/v1/repositories?all=true&limit=1")
         .await

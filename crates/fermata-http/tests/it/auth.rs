@@ -555,6 +555,8 @@ async fn the_login_form_logs_in_and_logout_ends_the_session() {
         .to_owned();
     let out = app.form(&browser, "/logout", &[("csrf", &csrf)]).await;
     assert_eq!(out.status, StatusCode::SEE_OTHER);
+    // The browser clears what the pages stored (the editor's kept edits), not its cookies.
+    assert_eq!(out.headers["clear-site-data"], "\"storage\"");
     assert_eq!(
         app.call(&browser, "GET", "/api/v1/me", None).await.status,
         StatusCode::UNAUTHORIZED

@@ -2,108 +2,30 @@
 //! a document's page by ID and by `OWNER/NAME/SLUG`, a former slug redirected to the current one,
 //! its children linked, a viewer's read-only editor, and the "not found" page for outsiders, for
 //! missing documents and for unknown slugs alike; and the signed-in home with its repositories, a
-//! page at a time, recent documents, and its form that creates a repository.
-
-use std::time::Duration;
+//! page at a time, recent documents, and its form that creates a repository; a history session's
+//! diff against the one before it, and any two sessions compared.
 
 use axum::http::{StatusCode, header};
-use fermata_collab::WriterFence;
-use fermata_crypto::SecretToken;
-use fermata_http::HttpState;
-use fermata_store::{Acquisition, LeaseName, Role, Storage, StoreOptions};
-use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+use fermata_store::Role;
 use serde_json::{Value, json};
 
 use crate::support::{self, Answer, Caller};
 
-const PASSWORD: &str = "correct horse battery staple";
+/// The document page tests, whose helpers [`App`] carries.
+enum DocumentPages {}
 
 /// `ada` administers `ada/notes`, `vic` is a viewer there, `out` is no member, `root` is a
 /// `system_admin`.
-struct App {
-    state: HttpState,
-    ada: Caller,
-    vic: Caller,
-    out: Caller,
-    _storage: ScratchStorage,
-}
+type App = support::NotesApp<DocumentPages>;
 
 impl App {
     async fn new() -> Self {
-        let storage = ScratchDatabase::sqlite()
-            .open(StoreOptions::default())
-            .await;
-        let fence = WriterFence::default();
-        let state = support::state(&storage, fence.clone());
-        let Acquisition::Granted(lease) = storage
-            .leases()
-            .acquire(&LeaseName::WRITER, "pages-test", Duration::from_secs(3600))
-            .await
-            .unwrap()
-        else {
-            panic!("the writer lease is held");
-        };
-        fence.set(Some(lease.fence()));
-        for name in ["ada", "vic", "out", "root"] {
-            let roles = if name == "root" {
-                [Role::SystemAdmin].into()
-            } else {
-                Default::default()
-            };
-            state
-                .accounts
-                .add_user(name, Some(SecretToken::from_given(PASSWORD)), roles)
-                .await
-                .unwrap();
-        }
-        let app = App {
-            ada: support::login(&state, "ada", PASSWORD).await,
-            vic: support::login(&state, "vic", PASSWORD).await,
-            out: support::login(&state, "out", PASSWORD).await,
-            state,
-            _storage: storage,
-        };
-        let made = app
-            .call(
-                &app.ada,
-                "POST",
-                "/api/v1/repositories",
-                Some(json!({"name": "ada/notes"})),
-            )
-            .await;
-        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
-        let viewer = app
-            .call(
-                &app.ada,
-                "PUT",
-                "/api/v1/repositories/ada/notes/members/vic",
-                Some(json!({"role": "viewer"})),
-            )
-            .await;
-        assert_eq!(viewer.status, StatusCode::OK, "{}", viewer.body);
-        app
-    }
-
-    async fn call(&self, caller: &Caller, method: &str, uri: &str, body: Option<Value>) -> Answer {
-        support::call(&self.state, caller, method, uri, body).await
-    }
-
-    async fn get(&self, caller: &Caller, uri: &str) -> Answer {
-        self.call(caller, "GET", uri, None).await
+        App::start("pages-test", &[("root", [Role::SystemAdmin].into())]).await
     }
 
     /// Creates a document in `ada/notes` as ada and returns its body.
     async fn create(&self, title: &str) -> Value {
-        let answer = self
-            .call(
-                &self.ada,
-                "POST",
-                "/api/v1/documents",
-                Some(json!({"repository": "ada/notes", "title": title})),
-            )
-            .await;
-        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
-        answer.json()
+        self.create_document(title).await
     }
 }
 
@@ -291,7 +213,7 @@ async fn home_lists_the_callers_repositories_and_recent_documents() {
     }
     // Only a system_admin is shown the schema page.
     assert!(!home.body.contains("/admin/schema"), "{}", home.body);
-    let root = support::login(&app.state, "root", PASSWORD).await;
+    let root = support::login(&app.state, "root", support::PAGES_PASSWORD).await;
     let home = app.get(&root, "/").await;
     assert!(
         home.body.contains("href=\"/admin/schema\""),
@@ -491,7 +413,7 @@ async fn a_repository_is_created_from_the_home_page() {
     assert_eq!(names, ["out/Plans_2.0", "out/notes"], "{}", listed.body);
 
     // A system_admin names any owner, for a team.
-    let root = support::login(&app.state, "root", PASSWORD).await;
+    let root = support::login(&app.state, "root", support::PAGES_PASSWORD).await;
     let home = app.get(&root, "/").await;
     assert!(
         home.body.contains("id=\"repository-owner\""),
@@ -808,7 +730,7 @@ async fn a_history_session_is_shown_and_restored_from_the_pages() {
         .await;
     assert_eq!(one.status, StatusCode::OK, "{}", one.body);
     // Another author's edit starts another session.
-    let root = support::login(&app.state, "root", PASSWORD).await;
+    let root = support::login(&app.state, "root", support::PAGES_PASSWORD).await;
     let two = app
         .call(&root, "PUT", &text, Some(json!({"text": "# Two\n"})))
         .await;
@@ -862,4 +784,119 @@ async fn a_history_session_is_shown_and_restored_from_the_pages() {
     assert_eq!(restored.status, StatusCode::SEE_OTHER, "{}", restored.body);
     assert_eq!(location(&restored), "/d/ada/notes/parent");
     assert_eq!(stored_text(&app, id).await, "# One\n");
+}
+
+#[tokio::test]
+async fn a_session_shows_its_diff_and_any_two_sessions_are_compared() {
+    let app = App::new().await;
+    let created = app.create("Diffs").await;
+    let id = created["id"].as_str().unwrap();
+    let text = format!("/api/v1/documents/{id}/text");
+    let root = support::login(&app.state, "root", support::PAGES_PASSWORD).await;
+    // Each write by another author than the last starts a session: three in all.
+    for (caller, body) in [
+        (&app.ada, "# One\nkept\n"),
+        (&root, "# Two\nkept\n"),
+        (&app.ada, "# Two\nkept\nmore <b>&</b>\n"),
+    ] {
+        let written = app
+            .call(caller, "PUT", &text, Some(json!({ "text": body })))
+            .await;
+        assert_eq!(written.status, StatusCode::OK, "{}", written.body);
+    }
+    let page = fermata_store_testkit::eventually_some("three sessions on the page", || async {
+        let page = app.get(&app.vic, &format!("/d/{id}")).await;
+        page.body
+            .contains(&format!("href=\"/documents/{id}/history/3\""))
+            .then_some(page)
+    })
+    .await;
+    let compare = format!("/documents/{id}/history/compare");
+    assert!(
+        page.body.contains(&format!("href=\"{compare}\"")),
+        "{}",
+        page.body
+    );
+
+    // A session's page: what it changed against the one before, for a viewer too.
+    let second = app
+        .get(&app.vic, &format!("/documents/{id}/history/2"))
+        .await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    for expected in [
+        "<h2>Changes since session 1</h2>",
+        "<del># One</del>",
+        "<ins># Two</ins>",
+        "<span>kept</span>",
+        ">1 line added<",
+        ">1 line removed<",
+        "id=\"session-text\"",
+    ] {
+        assert!(
+            second.body.contains(expected),
+            "{expected}: {}",
+            second.body
+        );
+    }
+    let first = app
+        .get(&app.vic, &format!("/documents/{id}/history/1"))
+        .await;
+    assert!(
+        first.body.contains("the first session") && first.body.contains("<ins># One</ins>"),
+        "{}",
+        first.body
+    );
+
+    // Any two compared, either way round; by default the newest against the one before.
+    let picked = app.get(&app.vic, &format!("{compare}?from=1&to=3")).await;
+    assert_eq!(picked.status, StatusCode::OK, "{}", picked.body);
+    for expected in [
+        "<h2>Changes from session 1 to session 3</h2>",
+        "<del># One</del>",
+        "<ins># Two</ins>",
+        "<ins>more &lt;b&gt;&amp;&lt;/b&gt;</ins>",
+        "<option value=\"1\" selected>",
+        "<option value=\"3\" selected>",
+    ] {
+        assert!(
+            picked.body.contains(expected),
+            "{expected}: {}",
+            picked.body
+        );
+    }
+    let backwards = app.get(&app.vic, &format!("{compare}?from=3&to=1")).await;
+    assert!(
+        backwards
+            .body
+            .contains("<del>more &lt;b&gt;&amp;&lt;/b&gt;</del>"),
+        "{}",
+        backwards.body
+    );
+    let default = app.get(&app.vic, &compare).await;
+    assert_eq!(default.status, StatusCode::OK, "{}", default.body);
+    assert!(
+        default
+            .body
+            .contains("<h2>Changes from session 2 to session 3</h2>"),
+        "{}",
+        default.body
+    );
+
+    // A session that is not there is said above the form; outsiders learn nothing.
+    for asked in ["?from=9&to=3", "?from=one&to=3", "?from=1&to=-1"] {
+        let refused = app.get(&app.vic, &format!("{compare}{asked}")).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::NOT_FOUND,
+            "{asked}: {}",
+            refused.body
+        );
+        assert!(
+            refused.body.contains("id=\"compare-refused\"")
+                && refused.body.contains("id=\"compare-form\""),
+            "{asked}: {}",
+            refused.body
+        );
+    }
+    assert_not_found_page(&app.get(&app.out, &compare).await);
 }

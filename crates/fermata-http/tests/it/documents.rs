@@ -1381,7 +1381,9 @@ async fn the_openapi_description_lists_every_documents_route() {
     // Every route of the documents and repositories APIs in the route table is described, and
     // everything described there is served.
     let documented = |path: &str| {
-        (path.starts_with("/api/v1/documents") || path.starts_with("/api/v1/repositories"))
+        (path.starts_with("/api/v1/documents")
+            || path.starts_with("/api/v1/repositories")
+            || path == "/api/v1/search")
             && path != "/api/v1/openapi.json"
     };
     let table = fermata_http::route_table();

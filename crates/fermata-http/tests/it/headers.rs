@@ -1,20 +1,18 @@
 //! The headers every answer carries, through the router on a real SQLite database: every page
-//! with its Content-Security-Policy (naming the hashes of the page's own inline style and
-//! script), `frame-ancestors 'none'`, `X-Frame-Options`, `nosniff`, `Referrer-Policy` and
+//! with the pages' one Content-Security-Policy (this origin's files and the answer's style nonce,
+//! nothing inline), `frame-ancestors 'none'`, `X-Frame-Options`, `nosniff`, `Referrer-Policy` and
 //! `no-store`; every secret-bearing and authenticated answer `no-store`; HSTS with secure
 //! cookies; the public hosts and origins; every form answered with a redirect; and every error,
 //! the framework's own included, a safe JSON error.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
-use base64::Engine as _;
 use fermata_collab::WriterFence;
 use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
 use fermata_store::{Role, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use support::{Answer, Caller};
 
 use crate::support;
@@ -89,19 +87,16 @@ fn header<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> &'a str {
         .map_or("", |value| value.to_str().unwrap())
 }
 
-/// The content of the first `<tag>` element of a page.
-fn inline(body: &str, tag: &str) -> Option<String> {
-    let open = format!("<{tag}>");
-    let start = body.find(&open)? + open.len();
-    let end = body[start..].find(&format!("</{tag}>"))? + start;
-    Some(body[start..end].to_owned())
-}
-
-fn sha256(text: &str) -> String {
-    format!(
-        "'sha256-{}'",
-        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text))
-    )
+/// The value of every `name` attribute of the `<tag>` elements of a page.
+fn attributes<'a>(body: &'a str, tag: &str, name: &str) -> Vec<&'a str> {
+    body.split(&format!("<{tag} "))
+        .skip(1)
+        .filter_map(|element| {
+            let element = &element[..element.find('>')?];
+            let value = element.split(&format!("{name}=\"")).nth(1)?;
+            value.split('"').next()
+        })
+        .collect()
 }
 
 /// What a page must carry.
@@ -115,22 +110,29 @@ fn assert_page_headers(uri: &str, answer: &Answer) {
     let policy = header(headers, &header::CONTENT_SECURITY_POLICY);
     for part in [
         "default-src 'none'",
+        "script-src 'self';",
+        "style-src 'self' 'nonce-",
         "frame-ancestors 'none'",
         "base-uri 'none'",
+        "form-action 'self'",
     ] {
         assert!(policy.contains(part), "{uri}: {policy}");
     }
-    assert!(!policy.contains("unsafe-inline"), "{uri}: {policy}");
-    let style = inline(&answer.body, "style").expect("an inline style");
-    assert!(
-        policy.contains(&sha256(&style)),
-        "{uri}: the style's hash is not in {policy}"
+    assert!(!policy.contains("unsafe"), "{uri}: {policy}");
+    // Nothing inline: every style sheet and script is one of this server's files.
+    let body = &answer.body;
+    assert!(!body.contains("<style"), "{uri}: {body}");
+    assert!(!body.contains(" style=\""), "{uri}: {body}");
+    let scripts = attributes(body, "script", "src");
+    assert_eq!(
+        scripts.len(),
+        body.matches("<script").count(),
+        "{uri}: {body}"
     );
-    if let Some(script) = inline(&answer.body, "script") {
-        assert!(
-            policy.contains(&sha256(&script)),
-            "{uri}: the script's hash is not in {policy}"
-        );
+    let sheets = attributes(body, "link", "href");
+    assert!(!sheets.is_empty(), "{uri}: {body}");
+    for address in scripts.iter().chain(&sheets) {
+        assert!(address.starts_with("/assets/"), "{uri}: {address}");
     }
     assert_eq!(header(headers, &header::X_FRAME_OPTIONS), "DENY", "{uri}");
     assert_eq!(

@@ -12,3 +12,5 @@ mod headers;
 mod images;
 mod limits;
 mod schema;
+mod search;
+mod search_pages;

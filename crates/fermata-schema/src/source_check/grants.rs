@@ -14,6 +14,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::wildcard::Syntax;
+
 /// What one grant line applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -169,55 +171,6 @@ fn parse_target(text: &str) -> Target {
     }
 }
 
-/// Whether the database-grant pattern `pattern` (`%` any run, `_` one character, `\` escaping
-/// the next) matches the whole of `name`.
-fn pattern_matches(pattern: &str, name: &str) -> bool {
-    #[derive(Clone, Copy)]
-    enum Piece {
-        Exact(char),
-        One,
-        Any,
-    }
-    let mut pieces = Vec::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        pieces.push(match c {
-            '\\' => Piece::Exact(chars.next().unwrap_or('\\')),
-            '_' => Piece::One,
-            '%' => Piece::Any,
-            c => Piece::Exact(c),
-        });
-    }
-    let name: Vec<char> = name.chars().collect();
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match pieces.get(p) {
-            Some(Piece::Any) => {
-                star = Some((p, n));
-                p += 1;
-            }
-            Some(Piece::One) => {
-                p += 1;
-                n += 1;
-            }
-            Some(Piece::Exact(c)) if *c == name[n] => {
-                p += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((star_p, star_n)) => {
-                    p = star_p + 1;
-                    n = star_n + 1;
-                    star = Some((star_p, star_n + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pieces[p..].iter().all(|piece| matches!(piece, Piece::Any))
-}
-
 /// Everything the account holds, from all its grantees' lines.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Privileges {
@@ -254,7 +207,7 @@ impl Privileges {
                 .iter()
                 .filter(|grant| grant.grantee == grantee)
                 .find(|grant| match &grant.target {
-                    Target::Database(pattern) => pattern_matches(pattern, database),
+                    Target::Database(pattern) => Syntax::Grant.matches(pattern, database),
                     _ => false,
                 })
                 .is_some_and(|grant| grant.holds(privilege))
@@ -280,23 +233,9 @@ impl Privileges {
                 Target::Database(name) | Target::Table(name, _) => Some(name),
                 _ => None,
             })
-            .filter_map(|name| exact_name(name))
+            .filter_map(|name| Syntax::Grant.exact_name(name))
             .collect()
     }
-}
-
-/// The one name a pattern matches, if it has no unescaped wildcard.
-fn exact_name(pattern: &str) -> Option<String> {
-    let mut name = String::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => name.push(chars.next()?),
-            '%' | '_' => return None,
-            c => name.push(c),
-        }
-    }
-    Some(name)
 }
 
 #[cfg(test)]
@@ -372,17 +311,5 @@ mod tests {
             privileges(&["GRANT ALL PRIVILEGES ON *.* TO `root`@`%` WITH GRANT OPTION"]);
         assert!(everything.on_table("SELECT", "mysql", "proc"));
         assert!(everything.global("SHOW DATABASES"));
-    }
-
-    #[test]
-    fn database_patterns_match_whole_names() {
-        assert!(pattern_matches("shop", "shop"));
-        assert!(!pattern_matches("shop", "shops"));
-        assert!(pattern_matches("s%", "shop"));
-        assert!(pattern_matches("s_op", "shop"));
-        assert!(!pattern_matches("s\\_op", "shop"));
-        assert!(pattern_matches("s\\_op", "s_op"));
-        assert!(pattern_matches("%", ""));
-        assert!(pattern_matches("a%b%c", "aXbYbc"));
     }
 }

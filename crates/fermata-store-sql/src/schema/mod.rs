@@ -3,6 +3,7 @@
 //! reservation) is a conditional statement here, and the migration's triggers refuse the same
 //! changes from anywhere else.
 
+mod fetch;
 mod rows;
 mod statements;
 
@@ -18,14 +19,13 @@ use fermata_store::schema::{
     StepState, Transition,
 };
 use fermata_store::{SecretHash, StoreError, StoreResult, StoreResultExt, UnixMillis, UserId};
-use sqlx::Any;
-use sqlx::any::AnyRow;
 
 use crate::SqlStorage;
 use crate::error::StoreContext;
 use crate::row::{column, instant};
 use crate::write_transaction::WriteTransaction;
 
+use fetch::{AnyQuery, fetch_all, fetch_one, fetch_optional};
 pub(crate) use statements::Statements;
 
 /// A duration as the milliseconds added to a stored instant.
@@ -46,24 +46,18 @@ impl SqlStorage {
         tx.commit().await.context(action)
     }
 
-    /// The operations `query` selects (its columns those of `OPERATION_COLUMNS`), in its order.
-    async fn operations<'q>(
-        &self,
-        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
-        action: &str,
-    ) -> StoreResult<Vec<Operation>> {
-        let rows = query.fetch_all(&self.inner.pool).await.context(action)?;
-        rows.iter()
-            .map(|row| rows::operation(row, action))
-            .collect()
-    }
-
+    /// The inventory whose header row `header` selects, if it selects one, with the databases a
+    /// second query reads.
     async fn fetch_inventory(
         &self,
-        header: Option<AnyRow>,
+        header: AnyQuery<'_>,
         action: &str,
     ) -> StoreResult<Option<Inventory>> {
-        let Some(header) = header else {
+        let Some(header) = header
+            .fetch_optional(&self.inner.pool)
+            .await
+            .context(action)?
+        else {
             return Ok(None);
         };
         let id: String = column(&header, 0, action)?;
@@ -96,13 +90,10 @@ impl SqlStorage {
             .await
             .context(action)?;
         if inserted.rows_affected() == 0 {
-            let row = sqlx::query(&sql.operation_by_request)
+            let query = sqlx::query(&sql.operation_by_request)
                 .bind(&new.actor.0)
-                .bind(new.request_key.as_str())
-                .fetch_one(&mut *tx)
-                .await
-                .context(action)?;
-            let existing = rows::operation(&row, action)?;
+                .bind(new.request_key.as_str());
+            let existing = fetch_one(&mut *tx, query, action, rows::operation).await?;
             self.commit(tx, action).await?;
             return Ok(Some(Reservation::Existing(existing)));
         }
@@ -135,12 +126,8 @@ impl SqlStorage {
             .execute(&mut *tx)
             .await
             .context(action)?;
-        let row = sqlx::query(&sql.operation)
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await
-            .context(action)?;
-        let operation = rows::operation(&row, action)?;
+        let query = sqlx::query(&sql.operation).bind(&id);
+        let operation = fetch_one(&mut *tx, query, action, rows::operation).await?;
         self.commit(tx, action).await?;
         Ok(Some(Reservation::Created(operation)))
     }
@@ -150,11 +137,11 @@ impl SqlStorage {
 impl SchemaStore for SqlStorage {
     async fn clock(&self) -> StoreResult<UnixMillis> {
         let action = "reading the database clock";
-        let row = sqlx::query(&self.schema_sql().clock)
-            .fetch_one(&self.inner.pool)
-            .await
-            .context(action)?;
-        instant(&row, 0, action)
+        let query = sqlx::query(&self.schema_sql().clock);
+        fetch_one(&self.inner.pool, query, action, |row, action| {
+            instant(row, 0, action)
+        })
+        .await
     }
 
     async fn reserve_operation(
@@ -179,39 +166,28 @@ impl SchemaStore for SqlStorage {
         key: &RequestKey,
     ) -> StoreResult<Option<Operation>> {
         let action = "reading a schema operation by request key";
-        let row = sqlx::query(&self.schema_sql().operation_by_request)
+        let query = sqlx::query(&self.schema_sql().operation_by_request)
             .bind(&actor.0)
-            .bind(key.as_str())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::operation(&row, action)).transpose()
+            .bind(key.as_str());
+        fetch_optional(&self.inner.pool, query, action, rows::operation).await
     }
 
     async fn operation(&self, id: OperationId) -> StoreResult<Option<Operation>> {
         let action = "reading a schema operation";
-        let row = sqlx::query(&self.schema_sql().operation)
-            .bind(id.to_string())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::operation(&row, action)).transpose()
+        let query = sqlx::query(&self.schema_sql().operation).bind(id.to_string());
+        fetch_optional(&self.inner.pool, query, action, rows::operation).await
     }
 
     async fn recent_operations(&self, limit: u32) -> StoreResult<Vec<Operation>> {
+        let action = "listing schema operations";
         let query = sqlx::query(&self.schema_sql().recent_operations).bind(i64::from(limit));
-        self.operations(query, "listing schema operations").await
+        fetch_all(&self.inner.pool, query, action, rows::operation).await
     }
 
     async fn operation_counts(&self) -> StoreResult<Vec<OperationCount>> {
         let action = "counting schema operations";
-        let rows = sqlx::query(&self.schema_sql().operation_counts)
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::operation_count(row, action))
-            .collect()
+        let query = sqlx::query(&self.schema_sql().operation_counts);
+        fetch_all(&self.inner.pool, query, action, rows::operation_count).await
     }
 
     async fn transition(
@@ -223,19 +199,16 @@ impl SchemaStore for SqlStorage {
         let action = "moving a schema operation to its next state";
         let sql = self.schema_sql();
         let mut tx = self.inner.begin_write(action).await?;
-        let row = sqlx::query(&sql.transition)
+        let query = sqlx::query(&sql.transition)
             .bind(id.to_string())
             .bind(transition.from.as_str())
             .bind(transition.to.as_str())
-            .bind(rows::error_text(transition.error.as_ref()))
-            .fetch_optional(&mut *tx)
-            .await
-            .context(action)?;
-        let Some(row) = row else {
+            .bind(rows::error_text(transition.error.as_ref()));
+        let Some(operation) = fetch_optional(&mut *tx, query, action, rows::operation).await?
+        else {
             tx.rollback().await.context(action)?;
             return Ok(None);
         };
-        let operation = rows::operation(&row, action)?;
         if transition.release_lease {
             sqlx::query(&sql.release_lease)
                 .bind(id.to_string())
@@ -330,7 +303,7 @@ impl SchemaStore for SqlStorage {
     async fn unsettled_pull_requests(&self) -> StoreResult<Vec<Operation>> {
         let query = sqlx::query(&self.schema_sql().unsettled_pull_requests);
         let action = "listing published pull requests not known to be settled";
-        self.operations(query, action).await
+        fetch_all(&self.inner.pool, query, action, rows::operation).await
     }
 
     async fn settle_pull_request(&self, id: OperationId) -> StoreResult<bool> {
@@ -385,44 +358,26 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn inventory(&self, id: InventoryId) -> StoreResult<Option<Inventory>> {
-        let action = "reading an inventory";
-        let header = sqlx::query(&self.schema_sql().inventory)
-            .bind(id.to_string())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        self.fetch_inventory(header, action).await
+        let header = sqlx::query(&self.schema_sql().inventory).bind(id.to_string());
+        self.fetch_inventory(header, "reading an inventory").await
     }
 
     async fn inventory_of_operation(&self, id: OperationId) -> StoreResult<Option<Inventory>> {
-        let action = "reading an operation's inventory";
-        let header = sqlx::query(&self.schema_sql().inventory_of_operation)
-            .bind(id.to_string())
-            .fetch_optional(&self.inner.pool)
+        let header = sqlx::query(&self.schema_sql().inventory_of_operation).bind(id.to_string());
+        self.fetch_inventory(header, "reading an operation's inventory")
             .await
-            .context(action)?;
-        self.fetch_inventory(header, action).await
     }
 
     async fn latest_inventory(&self) -> StoreResult<Option<Inventory>> {
-        let action = "reading the latest inventory";
-        let header = sqlx::query(&self.schema_sql().latest_inventory)
-            .fetch_optional(&self.inner.pool)
+        let header = sqlx::query(&self.schema_sql().latest_inventory);
+        self.fetch_inventory(header, "reading the latest inventory")
             .await
-            .context(action)?;
-        self.fetch_inventory(header, action).await
     }
 
     async fn database_results(&self, id: OperationId) -> StoreResult<Vec<DatabaseResult>> {
         let action = "reading database results";
-        let rows = sqlx::query(&self.schema_sql().results)
-            .bind(id.to_string())
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::database_result(row, action))
-            .collect()
+        let query = sqlx::query(&self.schema_sql().results).bind(id.to_string());
+        fetch_all(&self.inner.pool, query, action, rows::database_result).await
     }
 
     async fn begin_database(&self, id: OperationId, database: &DatabaseName) -> StoreResult<bool> {
@@ -478,36 +433,23 @@ impl SchemaStore for SqlStorage {
         limit: u32,
     ) -> StoreResult<Vec<DatabaseCheck>> {
         let action = "reading a database's history";
-        let rows = sqlx::query(&self.schema_sql().database_history)
+        let query = sqlx::query(&self.schema_sql().database_history)
             .bind(database.as_str())
-            .bind(i64::from(limit))
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::database_check(row, action))
-            .collect()
+            .bind(i64::from(limit));
+        fetch_all(&self.inner.pool, query, action, rows::database_check).await
     }
 
     async fn step(&self, id: OperationId, key: &StepKey) -> StoreResult<Option<OperationStep>> {
         let action = "reading a step";
-        let row = sqlx::query(&self.schema_sql().step)
+        let query = sqlx::query(&self.schema_sql().step)
             .bind(id.to_string())
-            .bind(key.as_str())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::step(&row, action)).transpose()
+            .bind(key.as_str());
+        fetch_optional(&self.inner.pool, query, action, rows::step).await
     }
 
     async fn steps(&self, id: OperationId) -> StoreResult<Vec<OperationStep>> {
-        let action = "reading steps";
-        let rows = sqlx::query(&self.schema_sql().steps)
-            .bind(id.to_string())
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter().map(|row| rows::step(row, action)).collect()
+        let query = sqlx::query(&self.schema_sql().steps).bind(id.to_string());
+        fetch_all(&self.inner.pool, query, "reading steps", rows::step).await
     }
 
     async fn record_step(
@@ -540,31 +482,24 @@ impl SchemaStore for SqlStorage {
             StepProgress::Succeeded => (StepState::Succeeded, 0, None),
             StepProgress::Failed(error) => (StepState::Failed, 0, Some(error)),
         };
-        let row = sqlx::query(&sql.upsert_step)
+        let query = sqlx::query(&sql.upsert_step)
             .bind(id.to_string())
             .bind(key.as_str())
             .bind(state.as_str())
             .bind(attempts)
-            .bind(rows::error_text(error))
-            .fetch_optional(&mut *tx)
-            .await
-            .context(action)?;
-        let Some(row) = row else {
+            .bind(rows::error_text(error));
+        let Some(step) = fetch_optional(&mut *tx, query, action, rows::step).await? else {
             tx.rollback().await.context(action)?;
             return Err(StoreError::conflict("the step is already terminal"));
         };
-        let step = rows::step(&row, action)?;
         self.commit(tx, action).await?;
         Ok(step)
     }
 
     async fn schema_lease(&self) -> StoreResult<Option<SchemaLease>> {
         let action = "reading the schema lease";
-        let row = sqlx::query(&self.schema_sql().lease)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::lease(&row, action)).transpose()
+        let query = sqlx::query(&self.schema_sql().lease);
+        fetch_optional(&self.inner.pool, query, action, rows::lease).await
     }
 
     async fn heartbeat_lease(&self, id: OperationId, ttl: Duration) -> StoreResult<bool> {
@@ -616,14 +551,11 @@ impl SchemaStore for SqlStorage {
             .fetch_optional(&mut *tx)
             .await
             .context(action)?;
-        let row = sqlx::query(&sql.lease_for_clearing)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(action)?;
-        let lease = row
-            .as_ref()
-            .map(|row| Ok::<_, StoreError>((rows::lease(row, action)?, instant(row, 7, action)?)))
-            .transpose()?;
+        let query = sqlx::query(&sql.lease_for_clearing);
+        let lease = fetch_optional(&mut *tx, query, action, |row, action| {
+            Ok((rows::lease(row, action)?, instant(row, 7, action)?))
+        })
+        .await?;
         let outcome = match lease {
             Some((lease, _)) if lease.operation != clearing.operation => ClearOutcome::NotHeld,
             None => ClearOutcome::NotHeld,
@@ -678,13 +610,8 @@ impl SchemaStore for SqlStorage {
     }
 
     async fn review(&self, id: OperationId) -> StoreResult<Option<Review>> {
-        let action = "reading a review";
-        let row = sqlx::query(&self.schema_sql().review)
-            .bind(id.to_string())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::review(&row, action)).transpose()
+        let query = sqlx::query(&self.schema_sql().review).bind(id.to_string());
+        fetch_optional(&self.inner.pool, query, "reading a review", rows::review).await
     }
 
     async fn decide_review(&self, id: OperationId, decision: &Decision) -> StoreResult<Decided> {
@@ -695,16 +622,14 @@ impl SchemaStore for SqlStorage {
             Decision::Expire => (ReviewState::Expired, None),
         };
         let mut tx = self.inner.begin_write(action).await?;
-        let row = sqlx::query(&self.schema_sql().decide_review)
+        let query = sqlx::query(&self.schema_sql().decide_review)
             .bind(id.to_string())
             .bind(state.as_str())
-            .bind(actor)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(action)?;
+            .bind(actor);
+        let decided = fetch_optional(&mut *tx, query, action, rows::review).await?;
         tx.commit().await.context(action)?;
-        if let Some(row) = row {
-            return Ok(Decided::Recorded(rows::review(&row, action)?));
+        if let Some(review) = decided {
+            return Ok(Decided::Recorded(review));
         }
         self.review(id)
             .await?
@@ -743,12 +668,8 @@ impl SchemaStore for SqlStorage {
 
     async fn artifact(&self, id: OperationId) -> StoreResult<Option<Artifact>> {
         let action = "reading an artifact";
-        let row = sqlx::query(&self.schema_sql().artifact)
-            .bind(id.to_string())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .context(action)?;
-        row.map(|row| rows::artifact(&row, action)).transpose()
+        let query = sqlx::query(&self.schema_sql().artifact).bind(id.to_string());
+        fetch_optional(&self.inner.pool, query, action, rows::artifact).await
     }
 
     async fn move_artifact(
@@ -794,17 +715,15 @@ impl SchemaStore for SqlStorage {
         new.check()?;
         let action = "creating a cleanup grant";
         let mut tx = self.inner.begin_write(action).await?;
-        let row = sqlx::query(&self.schema_sql().insert_grant)
+        let query = sqlx::query(&self.schema_sql().insert_grant)
             .bind(new.token_hash.0.to_vec())
             .bind(new.operation.to_string())
             .bind(&new.actor.0)
             .bind(millis(new.lifetime))
-            .bind(rows::allowed_text(&new.allowed))
-            .fetch_one(&mut *tx)
-            .await
-            .context(action)?;
+            .bind(rows::allowed_text(&new.allowed));
+        let grant = fetch_one(&mut *tx, query, action, rows::grant).await?;
         tx.commit().await.context(action)?;
-        rows::grant(&row, action)
+        Ok(grant)
     }
 
     async fn consume_cleanup_grant(
@@ -814,26 +733,18 @@ impl SchemaStore for SqlStorage {
     ) -> StoreResult<Option<CleanupGrant>> {
         let action = "consuming a cleanup grant";
         let mut tx = self.inner.begin_write(action).await?;
-        let row = sqlx::query(&self.schema_sql().consume_grant)
+        let query = sqlx::query(&self.schema_sql().consume_grant)
             .bind(token_hash.0.to_vec())
-            .bind(format!("%,{},%", kind.as_str()))
-            .fetch_optional(&mut *tx)
-            .await
-            .context(action)?;
+            .bind(format!("%,{},%", kind.as_str()));
+        let grant = fetch_optional(&mut *tx, query, action, rows::grant).await?;
         tx.commit().await.context(action)?;
-        row.map(|row| rows::grant(&row, action)).transpose()
+        Ok(grant)
     }
 
     async fn audit_events(&self, id: OperationId) -> StoreResult<Vec<AuditEvent>> {
         let action = "reading audit events";
-        let rows = sqlx::query(&self.schema_sql().audit_events)
-            .bind(id.to_string())
-            .fetch_all(&self.inner.pool)
-            .await
-            .context(action)?;
-        rows.iter()
-            .map(|row| rows::audit_event(row, action))
-            .collect()
+        let query = sqlx::query(&self.schema_sql().audit_events).bind(id.to_string());
+        fetch_all(&self.inner.pool, query, action, rows::audit_event).await
     }
 }
 

@@ -14,6 +14,7 @@ use crate::{Database, SqlStorage};
 
 pub mod bench;
 pub mod planner;
+pub mod search;
 
 /// The variable the test command sets to the throwaway PostgreSQL server's admin URL.
 pub const POSTGRES_URL_VAR: &str = "FERMATA_TEST_POSTGRES_URL";

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fermata_store::{ChannelId, DeferredTurn, Storage, StoreOptions};
-use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage, planner, search};
 use fermata_store_testkit::contract::{Harness, Opened};
 
 #[derive(Default)]
@@ -37,6 +37,10 @@ impl Harness for Postgres {
     ) {
         planner::seed_reserved_context(&self.opened.find(store).storage, channel, summary, cursor)
             .await;
+    }
+
+    async fn seed_stale_search_text(&self, store: &dyn Storage, channel: &ChannelId, text: &str) {
+        search::seed_stale_search_text(&self.opened.find(store).storage, channel, text).await;
     }
 }
 

@@ -60,6 +60,7 @@ fn update(channel: &Channel, revision: i64, operation: &str, bytes: &[u8]) -> Co
         sidecar: None,
         events: Vec::new(),
         title: None,
+        text: None,
     }
 }
 

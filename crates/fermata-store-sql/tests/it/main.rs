@@ -9,3 +9,4 @@ mod media_checks;
 mod migrations;
 mod repository_upgrade;
 mod schema_immutability;
+mod search_upgrade;

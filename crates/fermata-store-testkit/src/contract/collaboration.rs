@@ -96,6 +96,7 @@ impl Docs {
             sidecar: None,
             events: Vec::new(),
             title: None,
+            text: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod planner;
 mod repository;
 mod research;
 mod schema;
+mod search;
 mod tenure;
 mod workflow;
 mod writer_gate;
@@ -65,6 +66,7 @@ pub use planner::*;
 pub use repository::*;
 pub use research::*;
 pub use schema::*;
+pub use search::*;
 pub use tenure::*;
 pub use workflow::*;
 pub use writer_gate::*;
@@ -92,6 +94,10 @@ pub trait Harness: Send + Sync {
         summary: &str,
         cursor: i64,
     );
+
+    /// Indexes `text` as a document's text the way the upgrade to search left it: from its
+    /// last checkpoint, marked possibly behind its journal, which this release never does.
+    async fn seed_stale_search_text(&self, store: &dyn Storage, channel: &ChannelId, text: &str);
 }
 
 /// Expands to one `#[tokio::test]` per contract case, each running against the harness that
@@ -249,7 +255,17 @@ macro_rules! contract_suite {
             every_change_of_access_raises_the_access_generation,
             repository_writes_under_a_lost_lease_are_fenced,
             a_gated_store_writes_nothing_before_it_holds_the_writer_lease,
-            a_gated_store_writes_under_the_lease_and_is_refused_once_it_is_lost
+            a_gated_store_writes_under_the_lease_and_is_refused_once_it_is_lost,
+            a_commit_is_found_by_its_text_and_title_as_soon_as_it_answers,
+            a_commit_carries_text_only_with_its_update,
+            search_ranks_title_matches_first_then_by_how_much_matches,
+            snippets_mark_the_words_that_matched,
+            search_pages_by_keyset_without_duplicates_or_gaps,
+            archived_documents_are_searched_only_on_request,
+            a_deleted_document_leaves_the_index,
+            a_reader_finds_only_what_they_may_read_and_an_outsider_nothing,
+            odd_searches_are_refused_as_invalid_or_searched_never_failing,
+            texts_left_behind_by_an_upgrade_are_listed_until_refreshed
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -1444,6 +1444,7 @@ async fn child_with_sidecars(world: &World, parent: &ChannelId, key_text: &str) 
                 sidecar: Some(sidecar(r#"{"transcript":["state"]}"#)),
                 events: Vec::new(),
                 title: None,
+                text: None,
             },
         )
         .await

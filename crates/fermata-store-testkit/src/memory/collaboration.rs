@@ -19,6 +19,7 @@ use fermata_store::collaboration_rules::{
 };
 use fermata_store::error::{StoreError, StoreResult};
 use fermata_store::lease::Fence;
+use fermata_store::search::indexed_text;
 use fermata_store::time::UnixMillis;
 use fermata_store::user::UserId;
 
@@ -35,6 +36,26 @@ pub(super) struct Documents {
     operations: BTreeMap<(ChannelId, String), Operation>,
     checkpoints: BTreeMap<ChannelId, Checkpoint>,
     navigation: BTreeMap<UserId, ChannelId>,
+    /// Each document's text as the search index holds it.
+    texts: BTreeMap<ChannelId, SearchText>,
+}
+
+/// A document's text as the search index holds it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SearchText {
+    pub(super) body: String,
+    /// The text may be behind the journal: a commit brought an update without its text, or an
+    /// upgrade indexed it from a checkpoint (see the SQL migration).
+    pub(super) stale: bool,
+}
+
+impl SearchText {
+    fn current(text: &str) -> Self {
+        SearchText {
+            body: indexed_text(text),
+            stale: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +155,7 @@ impl Documents {
             description: None,
         };
         self.channels.insert(new.id.clone(), channel.clone());
+        self.texts.insert(new.id.clone(), SearchText::default());
         Ok(channel)
     }
 
@@ -177,6 +199,15 @@ impl Documents {
         self.channels.values()
     }
 
+    /// Every document's indexed text, by ID.
+    pub(super) fn texts(&self) -> &BTreeMap<ChannelId, SearchText> {
+        &self.texts
+    }
+
+    pub(super) fn text_mut(&mut self, id: &ChannelId) -> Option<&mut SearchText> {
+        self.texts.get_mut(id)
+    }
+
     /// Creates a program's channel with its revision-zero checkpoint, or returns the channel its
     /// creation key already names: `create_published`, and the research store's publication.
     pub(super) fn publish(
@@ -202,6 +233,10 @@ impl Documents {
         if let Some(sidecar) = &channel.checkpoint.sidecar {
             self.sidecars.insert(id.clone(), sidecar.clone());
         }
+        self.texts.insert(
+            id.clone(),
+            SearchText::current(&channel.checkpoint.canonical_text),
+        );
         Ok(created)
     }
 }
@@ -351,6 +386,16 @@ impl CollaborationStore for MemoryStorage {
                     docs.sidecars
                         .insert(commit.channel.clone(), sidecar.clone());
                 }
+                if let Some(text) = &commit.text {
+                    docs.texts
+                        .insert(commit.channel.clone(), SearchText::current(text));
+                } else if commit.update.is_some()
+                    && let Some(indexed) = docs.texts.get_mut(&commit.channel)
+                {
+                    // An update without its text leaves the indexed text behind (a live room's
+                    // batch, indexed when its writers pause).
+                    indexed.stale = true;
+                }
                 for (ordinal, event) in commit.events.iter().enumerate() {
                     docs.events.insert(
                         (commit.channel.clone(), sequence, ordinal),
@@ -453,6 +498,8 @@ impl CollaborationStore for MemoryStorage {
                 if let Some(sidecar) = &checkpoint.sidecar {
                     docs.sidecars.insert(id.clone(), sidecar.clone());
                 }
+                docs.texts
+                    .insert(id.clone(), SearchText::current(&checkpoint.canonical_text));
                 Ok(Committed {
                     revision,
                     sequence,
@@ -558,6 +605,7 @@ impl CollaborationStore for MemoryStorage {
                 docs.events.retain(|(channel, _, _), _| channel != id);
                 docs.operations.retain(|(channel, _), _| channel != id);
                 docs.checkpoints.remove(id);
+                docs.texts.remove(id);
                 docs.navigation.retain(|_, channel| channel != id);
                 state.jobs.forget_channel(id);
                 state.research.forget_channel(id);

@@ -16,6 +16,7 @@ mod planner;
 mod repository;
 mod research;
 mod schema;
+mod search;
 mod tenure;
 mod workflow;
 

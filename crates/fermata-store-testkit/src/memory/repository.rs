@@ -37,7 +37,7 @@ impl Repositories {
             .ok_or_else(|| StoreError::missing(format!("no repository {name}")))
     }
 
-    fn role(&self, name: &Repository, user: &UserId) -> Option<RepositoryRole> {
+    pub(super) fn role(&self, name: &Repository, user: &UserId) -> Option<RepositoryRole> {
         self.members
             .get(&(name.clone(), user.clone()))
             .map(|m| m.role)

@@ -37,6 +37,12 @@ impl Harness for Memory {
             .find(store)
             .seed_reserved_context(channel, summary, cursor);
     }
+
+    async fn seed_stale_search_text(&self, store: &dyn Storage, channel: &ChannelId, text: &str) {
+        self.opened
+            .find(store)
+            .seed_stale_search_text(channel, text);
+    }
 }
 
 fermata_store_testkit::contract_suite!(Memory::default());

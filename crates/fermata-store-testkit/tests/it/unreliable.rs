@@ -51,6 +51,7 @@ fn commit_on(channel: &ChannelId, operation: &str) -> Commit {
         sidecar: None,
         events: Vec::new(),
         title: None,
+        text: None,
     }
 }
 

@@ -14,7 +14,14 @@ use fermata_http::edge::{EdgeSettings, MetricsAccess, PublicOrigins};
 use serde::Deserialize;
 
 use super::schema_source::secret;
-use super::{ConfigError, Origin, bounded_duration};
+use super::table::{Durations, Table};
+use super::{ConfigError, Origin};
+
+/// The server's timeouts.
+const TIMEOUTS: Durations = Durations {
+    range: Duration::from_millis(100)..=Duration::from_secs(3600),
+    shown: "between 100ms and 1h, such as 10s",
+};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,25 +78,7 @@ pub(super) fn http_settings(
     let Some(file) = file else {
         return Ok(HttpSettings::default());
     };
-    let duration = |key: &str, value: &Option<String>, default: Duration| match value {
-        None => Ok(default),
-        Some(text) => bounded_duration(
-            &format!("http.{key}"),
-            origin,
-            text,
-            (Duration::from_millis(100), Duration::from_secs(3600)),
-            "100ms and 1h, such as 10s",
-        ),
-    };
-    let at_least_one = |key: &str, value: Option<usize>, default: usize| match value {
-        None => Ok(default),
-        Some(0) => Err(ConfigError::new(
-            format!("http.{key}"),
-            origin.clone(),
-            "must be more than zero",
-        )),
-        Some(n) => Ok(n),
-    };
+    let table = Table::new("http", origin);
     let trusted_proxies = file
         .trusted_proxies
         .iter()
@@ -100,28 +89,15 @@ pub(super) fn http_settings(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let body_min_rate = match file.body_min_rate {
-        None => defaults.body_min_rate,
-        Some(0) => {
-            return Err(ConfigError::new(
-                "http.body_min_rate",
-                origin.clone(),
-                "must be more than zero bytes a second",
-            ));
-        }
-        Some(rate) => rate,
-    };
-    let max_connections = match file.max_connections {
-        None => None,
-        Some(n) if n < fermata_http::HEALTH_RESERVE * 2 => {
-            return Err(ConfigError::new(
-                "http.max_connections",
-                origin.clone(),
-                format!("must be at least {}", fermata_http::HEALTH_RESERVE * 2),
-            ));
-        }
-        Some(n) => Some(n),
-    };
+    // Bytes a second.
+    let body_min_rate = table
+        .count("body_min_rate", file.body_min_rate, 1..)?
+        .unwrap_or(defaults.body_min_rate);
+    let max_connections = table.count(
+        "max_connections",
+        file.max_connections,
+        fermata_http::HEALTH_RESERVE * 2..,
+    )?;
     let public_origins = file
         .public_origins
         .as_deref()
@@ -169,24 +145,32 @@ pub(super) fn http_settings(
         public_origins,
         metrics_token,
         limits: ServerLimits {
-            header_read_timeout: duration(
-                "header_read_timeout",
-                &file.header_read_timeout,
-                defaults.header_read_timeout,
-            )?,
-            keep_alive_timeout: duration(
-                "keep_alive_timeout",
-                &file.keep_alive_timeout,
-                defaults.keep_alive_timeout,
-            )?,
+            header_read_timeout: table
+                .duration(
+                    "header_read_timeout",
+                    file.header_read_timeout.as_deref(),
+                    &TIMEOUTS,
+                )?
+                .unwrap_or(defaults.header_read_timeout),
+            keep_alive_timeout: table
+                .duration(
+                    "keep_alive_timeout",
+                    file.keep_alive_timeout.as_deref(),
+                    &TIMEOUTS,
+                )?
+                .unwrap_or(defaults.keep_alive_timeout),
             body_min_rate,
-            body_grace: duration("body_grace", &file.body_grace, defaults.body_grace)?,
+            body_grace: table
+                .duration("body_grace", file.body_grace.as_deref(), &TIMEOUTS)?
+                .unwrap_or(defaults.body_grace),
             max_connections,
-            max_connections_per_peer: at_least_one(
-                "max_connections_per_peer",
-                file.max_connections_per_peer,
-                defaults.max_connections_per_peer,
-            )?,
+            max_connections_per_peer: table
+                .count(
+                    "max_connections_per_peer",
+                    file.max_connections_per_peer,
+                    1..,
+                )?
+                .unwrap_or(defaults.max_connections_per_peer),
             trusted_proxies: TrustedProxies::new(trusted_proxies),
         },
     })

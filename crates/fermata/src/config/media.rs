@@ -8,7 +8,16 @@ use std::time::Duration;
 
 use fermata_collab::MediaSettings;
 
-use super::{ConfigError, Origin, bounded_duration};
+use super::table::{Durations, Table};
+use super::{ConfigError, Origin};
+
+/// How long a decode waits for its turn.
+const DECODE_QUEUE_WAITS: Durations = Durations {
+    range: Duration::from_millis(10)..=Duration::from_secs(600),
+    shown: "between 10ms and 10m, such as 5s",
+};
+/// The smallest pixel budget of one decode: 1 MiB.
+const MIN_DECODE_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,71 +45,44 @@ pub(super) fn media_settings(
     let Some(file) = file else {
         return Ok(defaults);
     };
-    let positive = |key: &str, value: Option<usize>, default: usize| match value {
-        None => Ok(default),
-        Some(0) => Err(ConfigError::new(
-            format!("media.{key}"),
-            origin.clone(),
-            "must be more than zero",
-        )),
-        Some(n) => Ok(n),
-    };
+    let table = Table::new("media", origin);
     let settings = MediaSettings {
-        max_input_bytes: positive(
-            "max_input_bytes",
-            file.max_input_bytes,
-            defaults.max_input_bytes,
-        )?,
-        max_stored_image_bytes: positive(
-            "max_stored_image_bytes",
-            file.max_stored_image_bytes,
-            defaults.max_stored_image_bytes,
-        )?,
-        attachment_bytes: positive(
-            "attachment_max_bytes",
-            file.attachment_max_bytes,
-            defaults.attachment_bytes,
-        )?,
-        thumbnail_cache_bytes: positive(
-            "thumbnail_cache_bytes",
-            file.thumbnail_cache_bytes,
-            defaults.thumbnail_cache_bytes,
-        )?,
+        max_input_bytes: table
+            .count("max_input_bytes", file.max_input_bytes, 1..)?
+            .unwrap_or(defaults.max_input_bytes),
+        max_stored_image_bytes: table
+            .count("max_stored_image_bytes", file.max_stored_image_bytes, 1..)?
+            .unwrap_or(defaults.max_stored_image_bytes),
+        attachment_bytes: table
+            .count("attachment_max_bytes", file.attachment_max_bytes, 1..)?
+            .unwrap_or(defaults.attachment_bytes),
+        thumbnail_cache_bytes: table
+            .count("thumbnail_cache_bytes", file.thumbnail_cache_bytes, 1..)?
+            .unwrap_or(defaults.thumbnail_cache_bytes),
         decode: {
             let mut decode = defaults.decode;
-            decode.max_alloc = match file.max_decode_bytes {
-                None => defaults.decode.max_alloc,
-                Some(bytes) if bytes < 1 << 20 => {
-                    return Err(ConfigError::new(
-                        "media.max_decode_bytes",
-                        origin.clone(),
-                        "must be at least 1 MiB (1048576)",
-                    ));
-                }
-                Some(bytes) => bytes,
-            };
+            decode.max_alloc = table
+                .count(
+                    "max_decode_bytes",
+                    file.max_decode_bytes,
+                    MIN_DECODE_BYTES..,
+                )?
+                .unwrap_or(defaults.decode.max_alloc);
             decode
         },
-        decode_concurrency: positive(
-            "decode_concurrency",
-            file.decode_concurrency,
-            defaults.decode_concurrency,
-        )?,
-        decode_queue_wait: match &file.decode_queue_wait {
-            None => defaults.decode_queue_wait,
-            Some(text) => bounded_duration(
-                "media.decode_queue_wait",
-                origin,
-                text,
-                (Duration::from_millis(10), Duration::from_secs(600)),
-                "10ms and 10m, such as 5s",
-            )?,
-        },
-        upload_buffer_bytes: positive(
-            "upload_buffer_bytes",
-            file.upload_buffer_bytes,
-            defaults.upload_buffer_bytes,
-        )?,
+        decode_concurrency: table
+            .count("decode_concurrency", file.decode_concurrency, 1..)?
+            .unwrap_or(defaults.decode_concurrency),
+        decode_queue_wait: table
+            .duration(
+                "decode_queue_wait",
+                file.decode_queue_wait.as_deref(),
+                &DECODE_QUEUE_WAITS,
+            )?
+            .unwrap_or(defaults.decode_queue_wait),
+        upload_buffer_bytes: table
+            .count("upload_buffer_bytes", file.upload_buffer_bytes, 1..)?
+            .unwrap_or(defaults.upload_buffer_bytes),
         ..defaults
     };
     if settings.upload_buffer_bytes < settings.max_input_bytes {

@@ -16,9 +16,11 @@ mod http;
 mod media;
 mod schema;
 mod schema_source;
+mod table;
 
 pub use http::HttpSettings;
 pub use schema::{SchemaSettings, Servers};
+use table::{Durations, Table};
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +178,20 @@ pub const KEYS_VAR: &str = "FERMATA_KEYS";
 /// The key file's name inside the data folder.
 pub const DEFAULT_KEY_FILE: &str = "keys.toml";
 const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+const SESSION_TTLS: Durations = Durations {
+    range: Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
+    shown: "between 1m and 366d, such as 7d or 12h",
+};
+/// The writer lease's timings: any length but zero (`LeaseTimings::check` relates them).
+const LEASE_DURATIONS: Durations = Durations {
+    range: Duration::from_nanos(1)..=Duration::MAX,
+    shown: "above zero, such as 10s or 500ms",
+};
+/// The `[documents]` durations: any length (a zero batch window sends each update at once).
+const DOCUMENT_DURATIONS: Durations = Durations {
+    range: Duration::ZERO..=Duration::MAX,
+    shown: "such as 10ms or 30s",
+};
 
 pub const DEFAULT_DATA_DIR: &str = "./fermata-data";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -446,45 +462,30 @@ impl Sources {
                 self.file.secure_cookies.as_ref(),
             )
             .is_some_and(|given| given.value);
-        let session_ttl = match &self.file.session_ttl {
-            None => DEFAULT_SESSION_TTL,
-            Some(text) => bounded_duration(
+        let origin = self.file_origin();
+        let session_ttl = Table::new("", &origin)
+            .duration(
                 "session_ttl",
-                &self.file_origin(),
-                text,
-                (
-                    Duration::from_secs(60),
-                    Duration::from_secs(366 * 24 * 3600),
-                ),
-                "1m and 366d, such as 7d or 12h",
-            )?,
-        };
+                self.file.session_ttl.as_deref(),
+                &SESSION_TTLS,
+            )?
+            .unwrap_or(DEFAULT_SESSION_TTL);
         let account_defaults = fermata_accounts::AccountSettings::default();
-        let cap = |key: &str, value: Option<usize>, default: usize| match value {
-            None => Ok(default),
-            Some(0) => Err(ConfigError::new(
-                format!("accounts.{key}"),
-                self.file_origin(),
-                "must be more than zero",
-            )),
-            Some(n) => Ok(n),
-        };
-        let accounts = self.file.accounts.as_ref();
-        let max_api_tokens = cap(
-            "max_api_tokens",
-            accounts.and_then(|a| a.max_api_tokens),
-            account_defaults.max_api_tokens,
-        )?;
-        let max_machines = cap(
-            "max_machines",
-            accounts.and_then(|a| a.max_machines),
-            account_defaults.max_machines,
-        )?;
-        let password_concurrency = cap(
-            "password_concurrency",
-            accounts.and_then(|a| a.password_concurrency),
-            account_defaults.password_concurrency,
-        )?;
+        let given = self.file.accounts.as_ref();
+        let accounts = Table::new("accounts", &origin);
+        let max_api_tokens = accounts
+            .count("max_api_tokens", given.and_then(|a| a.max_api_tokens), 1..)?
+            .unwrap_or(account_defaults.max_api_tokens);
+        let max_machines = accounts
+            .count("max_machines", given.and_then(|a| a.max_machines), 1..)?
+            .unwrap_or(account_defaults.max_machines);
+        let password_concurrency = accounts
+            .count(
+                "password_concurrency",
+                given.and_then(|a| a.password_concurrency),
+                1..,
+            )?
+            .unwrap_or(account_defaults.password_concurrency);
         let lease = self.lease_timings()?;
         Ok(ServeSettings {
             max_api_tokens,
@@ -532,84 +533,57 @@ impl Sources {
             return Ok(defaults);
         };
         let origin = self.file_origin();
-        let duration = |key: &str,
-                        value: &Option<String>,
-                        default: Duration|
-         -> Result<Duration, ConfigError> {
-            let Some(text) = value else {
-                return Ok(default);
-            };
-            // Dropped on purpose: the message names the setting and the form it takes.
-            humantime::parse_duration(text).map_err(|_| {
-                ConfigError::new(
-                    format!("documents.{key}"),
-                    origin.clone(),
-                    format!("`{text}` is not a duration such as 10ms or 30s"),
-                )
-            })
-        };
-        let count =
-            |key: &str, value: Option<usize>, default: usize| -> Result<usize, ConfigError> {
-                match value {
-                    None => Ok(default),
-                    Some(0) => Err(ConfigError::new(
-                        format!("documents.{key}"),
-                        origin.clone(),
-                        "must be more than zero",
-                    )),
-                    Some(n) => Ok(n),
-                }
-            };
-        let small_count = |key: &str, value: Option<u32>, default: u32| {
-            count(key, value.map(|n| n as usize), default as usize).map(|n| {
-                // Read from a u32, so it fits one.
-                u32::try_from(n).unwrap_or(u32::MAX)
-            })
-        };
+        let table = Table::new("documents", &origin);
         Ok(fermata_collab::CollabSettings {
-            batch_window: duration("batch_window", &file.batch_window, defaults.batch_window)?,
-            max_batch: count("max_batch", file.max_batch, defaults.max_batch)?,
-            checkpoint_every_commits: count(
-                "checkpoint_every_commits",
-                file.checkpoint_every_commits,
-                defaults.checkpoint_every_commits,
-            )?,
-            checkpoint_every_bytes: count(
-                "checkpoint_every_bytes",
-                file.checkpoint_every_bytes,
-                defaults.checkpoint_every_bytes,
-            )?,
-            idle_close: duration("idle_close", &file.idle_close, defaults.idle_close)?,
-            max_message_bytes: count(
-                "max_message_bytes",
-                file.max_message_bytes,
-                defaults.max_message_bytes,
-            )?,
-            max_document_bytes: count(
-                "max_document_bytes",
-                file.max_document_bytes,
-                defaults.max_document_bytes,
-            )?,
-            max_clients_per_room: count(
-                "max_clients_per_room",
-                file.max_clients_per_room,
-                defaults.max_clients_per_room,
-            )?,
-            max_connections_per_member: count(
-                "max_connections_per_member",
-                file.max_connections_per_member,
-                defaults.max_connections_per_member,
-            )?,
-            presence_per_second: small_count(
-                "presence_per_second",
-                file.presence_per_second,
-                defaults.presence_per_second,
-            )?,
-            presence_burst: small_count(
-                "presence_burst",
-                file.presence_burst,
-                defaults.presence_burst,
-            )?,
+            batch_window: table
+                .duration(
+                    "batch_window",
+                    file.batch_window.as_deref(),
+                    &DOCUMENT_DURATIONS,
+                )?
+                .unwrap_or(defaults.batch_window),
+            max_batch: table
+                .count("max_batch", file.max_batch, 1..)?
+                .unwrap_or(defaults.max_batch),
+            checkpoint_every_commits: table
+                .count(
+                    "checkpoint_every_commits",
+                    file.checkpoint_every_commits,
+                    1..,
+                )?
+                .unwrap_or(defaults.checkpoint_every_commits),
+            checkpoint_every_bytes: table
+                .count("checkpoint_every_bytes", file.checkpoint_every_bytes, 1..)?
+                .unwrap_or(defaults.checkpoint_every_bytes),
+            idle_close: table
+                .duration(
+                    "idle_close",
+                    file.idle_close.as_deref(),
+                    &DOCUMENT_DURATIONS,
+                )?
+                .unwrap_or(defaults.idle_close),
+            max_message_bytes: table
+                .count("max_message_bytes", file.max_message_bytes, 1..)?
+                .unwrap_or(defaults.max_message_bytes),
+            max_document_bytes: table
+                .count("max_document_bytes", file.max_document_bytes, 1..)?
+                .unwrap_or(defaults.max_document_bytes),
+            max_clients_per_room: table
+                .count("max_clients_per_room", file.max_clients_per_room, 1..)?
+                .unwrap_or(defaults.max_clients_per_room),
+            max_connections_per_member: table
+                .count(
+                    "max_connections_per_member",
+                    file.max_connections_per_member,
+                    1..,
+                )?
+                .unwrap_or(defaults.max_connections_per_member),
+            presence_per_second: table
+                .count("presence_per_second", file.presence_per_second, 1..)?
+                .unwrap_or(defaults.presence_per_second),
+            presence_burst: table
+                .count("presence_burst", file.presence_burst, 1..)?
+                .unwrap_or(defaults.presence_burst),
             commit_patience: defaults.commit_patience,
         })
     }
@@ -671,72 +645,48 @@ impl Sources {
             return Ok(defaults);
         };
         let origin = self.file_origin();
-        let read = |key: &str,
-                    value: &Option<String>,
-                    default: Duration|
-         -> Result<Duration, ConfigError> {
-            let Some(text) = value else {
-                return Ok(default);
-            };
-            // Dropped on purpose: the message names the setting and the form it takes.
-            let duration = humantime::parse_duration(text).map_err(|_| {
-                ConfigError::new(
-                    format!("writer_lease.{key}"),
-                    origin.clone(),
-                    format!("`{text}` is not a duration such as 10s or 500ms"),
-                )
-            })?;
-            if duration.is_zero() {
-                return Err(ConfigError::new(
-                    format!("writer_lease.{key}"),
-                    origin.clone(),
-                    "must be more than zero",
-                ));
-            }
-            Ok(duration)
-        };
+        let table = Table::new("writer_lease", &origin);
         let timings = LeaseTimings {
-            ttl: read("ttl", &file.ttl, defaults.ttl)?,
-            renew_every: read("renew_every", &file.renew_every, defaults.renew_every)?,
-            attempt_timeout: read(
-                "attempt_timeout",
-                &file.attempt_timeout,
-                defaults.attempt_timeout,
-            )?,
-            abandon_after: read("abandon_after", &file.abandon_after, defaults.abandon_after)?,
-            safety_deadline: read(
-                "safety_deadline",
-                &file.safety_deadline,
-                defaults.safety_deadline,
-            )?,
-            drain_timeout: read("drain_timeout", &file.drain_timeout, defaults.drain_timeout)?,
+            ttl: table
+                .duration("ttl", file.ttl.as_deref(), &LEASE_DURATIONS)?
+                .unwrap_or(defaults.ttl),
+            renew_every: table
+                .duration("renew_every", file.renew_every.as_deref(), &LEASE_DURATIONS)?
+                .unwrap_or(defaults.renew_every),
+            attempt_timeout: table
+                .duration(
+                    "attempt_timeout",
+                    file.attempt_timeout.as_deref(),
+                    &LEASE_DURATIONS,
+                )?
+                .unwrap_or(defaults.attempt_timeout),
+            abandon_after: table
+                .duration(
+                    "abandon_after",
+                    file.abandon_after.as_deref(),
+                    &LEASE_DURATIONS,
+                )?
+                .unwrap_or(defaults.abandon_after),
+            safety_deadline: table
+                .duration(
+                    "safety_deadline",
+                    file.safety_deadline.as_deref(),
+                    &LEASE_DURATIONS,
+                )?
+                .unwrap_or(defaults.safety_deadline),
+            drain_timeout: table
+                .duration(
+                    "drain_timeout",
+                    file.drain_timeout.as_deref(),
+                    &LEASE_DURATIONS,
+                )?
+                .unwrap_or(defaults.drain_timeout),
         };
         timings.check().map_err(|(key, problem)| {
             ConfigError::new(format!("writer_lease.{key}"), origin, problem)
         })?;
         Ok(timings)
     }
-}
-
-/// `text` as a duration from `min` to `max`, or the error for `setting`, which says the bounds
-/// as `shown` gives them ("1m and 30d, such as 24h").
-fn bounded_duration(
-    setting: &str,
-    origin: &Origin,
-    text: &str,
-    (min, max): (Duration, Duration),
-    shown: &str,
-) -> Result<Duration, ConfigError> {
-    humantime::parse_duration(text)
-        .ok()
-        .filter(|duration| (min..=max).contains(duration))
-        .ok_or_else(|| {
-            ConfigError::new(
-                setting,
-                origin.clone(),
-                format!("`{text}` is not a duration between {shown}"),
-            )
-        })
 }
 
 /// Checks the form of a PostgreSQL URL without ever repeating it.

@@ -26,20 +26,24 @@ use serde::Deserialize;
 use zeroize::Zeroizing;
 
 use super::schema_source::{FileSource, secret, source_settings};
-use super::{ConfigError, Origin, bounded_duration};
+use super::table::{Durations, Table};
+use super::{ConfigError, Origin};
 
 /// The shortest and longest review window.
-const REVIEW_WINDOWS: (Duration, Duration) = (
-    Duration::from_secs(60),
-    Duration::from_secs(30 * 24 * 60 * 60),
-);
+const REVIEW_WINDOWS: Durations = Durations {
+    range: Duration::from_secs(60)..=Duration::from_secs(30 * 24 * 60 * 60),
+    shown: "between 1m and 30d, such as 24h or 3d",
+};
 /// The shortest and longest drift diff retention.
-const DRIFT_RETENTIONS: (Duration, Duration) = (
-    Duration::from_secs(60 * 60),
-    Duration::from_secs(366 * 24 * 60 * 60),
-);
+const DRIFT_RETENTIONS: Durations = Durations {
+    range: Duration::from_secs(60 * 60)..=Duration::from_secs(366 * 24 * 60 * 60),
+    shown: "between 1h and 366d, such as 30d",
+};
 /// The shortest and longest a publication may wait for the forge's rate limits in all.
-const PUBLICATION_WAITS: (Duration, Duration) = (Duration::ZERO, Duration::from_secs(24 * 60 * 60));
+const PUBLICATION_WAITS: Durations = Durations {
+    range: Duration::ZERO..=Duration::from_secs(24 * 60 * 60),
+    shown: "between 0s and 24h, such as 1h",
+};
 /// The most introspection connections a database step may open.
 const MAX_CONNECTIONS: usize = 64;
 /// The longest period of `[schema.schedule] every_hours`: a week.
@@ -192,49 +196,31 @@ pub(super) fn schema_settings(
     let Some(file) = file else {
         return Ok(SchemaSettings::default());
     };
-    let review_window = match &file.review_window {
-        None => DEFAULT_REVIEW_WINDOW,
-        Some(text) => bounded_duration(
-            "schema.review_window",
-            origin,
-            text,
-            REVIEW_WINDOWS,
-            "1m and 30d, such as 24h or 3d",
-        )?,
-    };
-    let drift_retention = match &file.drift_retention {
-        None => DEFAULT_DRIFT_RETENTION,
-        Some(text) => bounded_duration(
-            "schema.drift_retention",
-            origin,
-            text,
-            DRIFT_RETENTIONS,
-            "1h and 366d, such as 30d",
-        )?,
-    };
-    let publication_wait = match &file.publication_wait {
-        None => DEFAULT_PUBLICATION_WAIT,
-        Some(text) => bounded_duration(
-            "schema.publication_wait",
-            origin,
-            text,
-            PUBLICATION_WAITS,
-            "0s and 24h, such as 1h",
-        )?,
-    };
-    let connections = match file.connections {
-        None => DEFAULT_CONNECTIONS,
-        Some(count) => usize::try_from(count)
-            .ok()
-            .filter(|count| (1..=MAX_CONNECTIONS).contains(count))
-            .ok_or_else(|| {
-                ConfigError::new(
-                    "schema.connections",
-                    origin.clone(),
-                    format!("must be 1 to {MAX_CONNECTIONS}"),
-                )
-            })?,
-    };
+    let table = Table::new("schema", origin);
+    let review_window = table
+        .duration(
+            "review_window",
+            file.review_window.as_deref(),
+            &REVIEW_WINDOWS,
+        )?
+        .unwrap_or(DEFAULT_REVIEW_WINDOW);
+    let drift_retention = table
+        .duration(
+            "drift_retention",
+            file.drift_retention.as_deref(),
+            &DRIFT_RETENTIONS,
+        )?
+        .unwrap_or(DEFAULT_DRIFT_RETENTION);
+    let publication_wait = table
+        .duration(
+            "publication_wait",
+            file.publication_wait.as_deref(),
+            &PUBLICATION_WAITS,
+        )?
+        .unwrap_or(DEFAULT_PUBLICATION_WAIT);
+    let connections = table
+        .count("connections", file.connections, 1..=MAX_CONNECTIONS)?
+        .unwrap_or(DEFAULT_CONNECTIONS);
     let patterns = |key: &str, list: &[String]| {
         list.iter()
             .map(|pattern| {
@@ -301,7 +287,12 @@ fn schedule_settings(
             "a scheduled check needs `[schema.source]` and `[schema.package]`",
         ));
     }
-    match (&file.daily_at, file.every_hours) {
+    let every_hours = Table::new("schema.schedule", origin).count(
+        "every_hours",
+        file.every_hours,
+        1..=MAX_SCHEDULE_HOURS,
+    )?;
+    match (&file.daily_at, every_hours) {
         (Some(_), Some(_)) | (None, None) => Err(refuse(
             "",
             "give either `daily_at` (HH:MM in UTC) or `every_hours`",
@@ -311,18 +302,9 @@ fn schedule_settings(
             .filter(|(hour, minute)| hour.len() == 2 && minute.len() == 2)
             .and_then(|(hour, minute)| Schedule::daily(hour.parse().ok()?, minute.parse().ok()?))
             .ok_or_else(|| refuse(".daily_at", "expected HH:MM in UTC, from 00:00 to 23:59")),
-        (None, Some(hours)) => u64::try_from(hours)
-            .ok()
-            .filter(|hours| (1..=MAX_SCHEDULE_HOURS).contains(hours))
-            .map(|hours| Schedule::Every {
-                period: Duration::from_secs(hours * 3600),
-            })
-            .ok_or_else(|| {
-                refuse(
-                    ".every_hours",
-                    &format!("must be 1 to {MAX_SCHEDULE_HOURS}"),
-                )
-            }),
+        (None, Some(hours)) => Ok(Schedule::Every {
+            period: Duration::from_secs(hours * 3600),
+        }),
     }
 }
 

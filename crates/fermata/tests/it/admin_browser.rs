@@ -16,67 +16,31 @@ use crate::support;
 use crate::mysql;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 use fermata_schema::{Administrator, OperationRequest, Operations, StartFailure, Workflows};
 use fermata_store::schema::{
     DatabaseName, NewInventory, Operation, OperationKind, RequestKey, SafeError,
 };
 use fermata_store::{Storage, UserName};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::Executor;
+use support::browser::{self, webdriver_url, write_screenshot};
 use support::{Fermata, PATIENCE, Target, add_user, configure, empty_package};
-use tempfile::TempDir;
 use tokio::time::Instant;
 
 const PASSWORD: &str = support::USER_PASSWORD;
 
-/// The Chromium flags the test servers need (run as root, no network beyond the page).
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1280,900",
-];
+/// The administrator page tests, whose helpers [`Browser`] carries.
+enum Admin {}
 
-/// A browser session with its own profile folder, removed with it.
-struct Browser {
-    client: Client,
-    _profile: TempDir,
-}
+/// A browser session with what these tests do in it.
+type Browser = browser::Browser<Admin>;
 
 impl Browser {
-    async fn open() -> Self {
-        let url = webdriver_url();
-        let profile = tempfile::tempdir().unwrap();
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".to_owned(),
-            json!({ "binary": "/usr/bin/chromium", "args": args }),
-        );
-        // WebDriver on the loopback interface: plain HTTP, no TLS.
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&url)
-            .await
-            .unwrap_or_else(|error| panic!("no WebDriver session at {url}: {error}"));
-        Browser {
-            client,
-            _profile: profile,
-        }
-    }
-
     async fn goto(&self, base: &str, path: &str) {
         self.client.goto(&format!("{base}{path}")).await.unwrap();
     }
@@ -138,13 +102,9 @@ impl Browser {
         self.wait(css).await.send_keys(text).await.unwrap();
     }
 
-    /// Saves a PNG of the window as `name.png` in the screenshot folder.
+    /// Saves a PNG of the window as `name.png` in `admin-screenshots/`.
     async fn screenshot(&self, name: &str) {
-        let png = self.client.screenshot().await.unwrap();
-        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-        let folder = screenshot_dir();
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::write(folder.join(format!("{name}.png")), png).unwrap();
+        write_screenshot(&self.client, "admin-screenshots", name).await;
     }
 
     /// Scrolls the element matching `css` to the top of the window, then saves a screenshot.
@@ -182,29 +142,6 @@ impl Browser {
                 .await;
         }
     }
-
-    async fn close(self) {
-        self.client.close().await.unwrap();
-    }
-}
-
-/// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
-fn webdriver_url() -> String {
-    std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
-        panic!(
-            "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
-             which installs Chromium and starts chromedriver"
-        )
-    })
-}
-
-/// `admin-screenshots/` in the cargo target folder (the binary is in `target/debug/`).
-fn screenshot_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_fermata"))
-        .parent()
-        .and_then(Path::parent)
-        .expect("the binary sits in the target folder")
-        .join("admin-screenshots")
 }
 
 /// A served Fermata with a snapshot source seeing two test databases and an empty package.
@@ -354,7 +291,7 @@ async fn refresh_to_review(browser: &Browser, served: &Served) -> Vec<String> {
 #[tokio::test]
 async fn an_administrator_refreshes_and_approves_in_the_browser() {
     let served = Served::start("br").await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     browser.wait("#discover-title").await;
     browser.screenshot("01-empty").await;
@@ -461,7 +398,7 @@ async fn approve(browser: &Browser) {
 async fn drift_is_shown_and_the_inventory_filters_and_selects_in_the_browser() {
     let mut served = Served::start("bd").await;
     let [app, crm] = [served.databases[0].clone(), served.databases[1].clone()];
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     discover(&browser, &served).await;
     refresh_to_review(&browser, &served).await;
@@ -595,7 +532,7 @@ async fn drift_is_shown_and_the_inventory_filters_and_selects_in_the_browser() {
 #[tokio::test]
 async fn an_empty_selection_is_refused_next_to_the_buttons() {
     let served = Served::start("bn").await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     discover(&browser, &served).await;
     browser.click("#select-all").await;
@@ -622,7 +559,7 @@ async fn an_empty_selection_is_refused_next_to_the_buttons() {
 #[tokio::test]
 async fn a_rejected_refresh_ends_rejected() {
     let served = Served::start("bj").await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     discover(&browser, &served).await;
     refresh_to_review(&browser, &served).await;
@@ -651,7 +588,7 @@ async fn a_rejected_refresh_ends_rejected() {
 #[tokio::test]
 async fn a_user_without_the_role_sees_the_403_page() {
     let served = Served::start("bf").await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "bob", "/admin/schema").await;
     let alert = browser.wait("p[role=alert]").await.text().await.unwrap();
     assert!(alert.contains("system_admin"), "{alert}");
@@ -747,7 +684,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
     })
     .await;
     let id = held.lock().unwrap().clone();
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     // The lease expires by the database's clock: reload until the page offers to clear it.
     let deadline = Instant::now() + PATIENCE;
@@ -761,7 +698,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
     }
     let holder = browser.wait("#lease-holder").await.text().await.unwrap();
     assert!(
-        holder.contains(&id) && holder.contains("expired at"),
+        holder.contains(&id) && holder.contains("), expired "),
         "{holder}"
     );
     if browser.has("#reauth-lease").await {
@@ -790,7 +727,7 @@ async fn an_expired_lease_is_cleared_with_its_exact_id() {
 #[tokio::test]
 async fn the_main_controls_fit_a_phone() {
     let served = Served::start("bp").await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.client.set_window_size(390, 844).await.unwrap();
     browser.login(&served.base, "ada", "/admin/schema").await;
     discover(&browser, &served).await;
@@ -877,7 +814,7 @@ async fn the_next_scheduled_check_and_the_latest_notifications_are_shown() {
         Value::String(secret.path().display().to_string()),
     );
     let served = Served::launch("bs", &extra, |_| async {}).await;
-    let browser = Browser::open().await;
+    let browser = Browser::open("").await;
     browser.login(&served.base, "ada", "/admin/schema").await;
     let next = browser.wait("#next-check").await.text().await.unwrap();
     assert!(next.starts_with("Next scheduled check: "), "{next}");

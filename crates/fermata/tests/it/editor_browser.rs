@@ -3,7 +3,10 @@
 //! see each other's names and cursors; a viewer's read-only editor changes nothing; a server
 //! killed with `kill -9` while someone types is taken over by a successor started with
 //! `--handover wait`, the page reconnects by itself, and everything typed before the page showed
-//! *saved* is stored; a pasted and a dropped image are uploaded and shown in the preview; the
+//! *saved* is stored; what is typed while the server is down is kept in the browser, through a
+//! closed tab and a restart, and sent when the page is opened again; logging out clears what the
+//! browser kept, and another user of the same browser never sends it; a member made a viewer
+//! while typing is told the edits cannot be saved, and what was kept for them is dropped; a pasted and a dropped image are uploaded and shown in the preview; the
 //! preview renders Markdown and shows MDX as code; the page and its assets are served under
 //! a strict Content-Security-Policy; a document is created, renamed, archived, restored and
 //! deleted from the pages; a history session is restored from the document page; a repository is
@@ -20,29 +23,16 @@
 use crate::support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use fantoccini::actions::{InputSource, KeyAction, KeyActions};
-use fantoccini::elements::Element;
+use fantoccini::Locator;
 use fantoccini::key::Key;
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
+use support::browser::{
+    self, add_member, eventually, new_document, page_by_place, serve_with_users, stored_document,
+    write_text,
+};
 use support::{Fermata, PATIENCE, Target, add_user, request};
-use tempfile::TempDir;
 use tokio::time::Instant;
-
-/// The Chromium flags the test servers need (run as root, no network beyond the page).
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1280,900",
-];
 
 /// The page a viewer opens: the document's own page, opened by `carol`, whom [`Served::start`]
 /// makes a viewer member of the document's repository.
@@ -50,152 +40,13 @@ fn viewer_path(id: &str) -> String {
     format!("/d/{id}")
 }
 
-/// Where chromedriver listens; a clear failure, never a skip, when nothing says so.
-fn webdriver_url() -> String {
-    std::env::var("FERMATA_TEST_WEBDRIVER_URL").unwrap_or_else(|_| {
-        panic!(
-            "FERMATA_TEST_WEBDRIVER_URL is not set: run the browser tests with scripts/test, \
-             which installs Chromium and starts chromedriver"
-        )
-    })
-}
+/// The editor tests, whose helpers [`Browser`] carries.
+enum Editor {}
 
-/// `editor-screenshots/` in the cargo target folder (the binary is in `target/debug/`).
-fn screenshot_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_fermata"))
-        .parent()
-        .and_then(Path::parent)
-        .expect("the binary sits in the target folder")
-        .join("editor-screenshots")
-}
-
-/// Polls `check` until it gives a value, failing with `what` and the last answer after
-/// [`PATIENCE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        match check().await {
-            Ok(value) => return value,
-            Err(last) => assert!(
-                Instant::now() < deadline,
-                "gave up waiting for {what}; last: {last}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A browser session with its own profile folder, on the document page.
-struct Browser {
-    client: Client,
-    base: String,
-    _profile: TempDir,
-}
+/// A browser session with what these tests do in it.
+type Browser = browser::Browser<Editor>;
 
 impl Browser {
-    async fn open(base: &str) -> Self {
-        let url = webdriver_url();
-        let profile = tempfile::tempdir().unwrap();
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".to_owned(),
-            json!({ "binary": "/usr/bin/chromium", "args": args }),
-        );
-        // WebDriver on the loopback interface: plain HTTP, no TLS.
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&url)
-            .await
-            .unwrap_or_else(|error| panic!("no WebDriver session at {url}: {error}"));
-        Browser {
-            client,
-            base: base.to_owned(),
-            _profile: profile,
-        }
-    }
-
-    async fn goto(&self, path: &str) {
-        self.client
-            .goto(&format!("{}{path}", self.base))
-            .await
-            .unwrap();
-    }
-
-    /// The first element matching `css`, waited for (present and displayed).
-    async fn wait(&self, css: &str) -> Element {
-        let client = &self.client;
-        eventually(&format!("{css:?}"), || async move {
-            let element = client
-                .find(Locator::Css(css))
-                .await
-                .map_err(|e| e.to_string())?;
-            if element.is_displayed().await.unwrap_or(false) {
-                Ok(element)
-            } else {
-                Err("not displayed".to_owned())
-            }
-        })
-        .await
-    }
-
-    async fn script(&self, script: &str, args: Vec<Value>) -> Value {
-        self.client.execute(script, args).await.unwrap()
-    }
-
-    /// Logs in at `/login` as `name` and lands on `next`.
-    async fn login(&self, name: &str, next: &str) {
-        self.goto(&format!("/login?next={next}")).await;
-        self.wait("#name").await.send_keys(name).await.unwrap();
-        self.wait("#password")
-            .await
-            .send_keys(support::USER_PASSWORD)
-            .await
-            .unwrap();
-        self.wait("form[action='/login'] button[type=submit]")
-            .await
-            .click()
-            .await
-            .unwrap();
-        let client = &self.client;
-        eventually("the login to go through", || async move {
-            let url = client.current_url().await.map_err(|e| e.to_string())?;
-            if url.path() == "/login" {
-                Err(url.to_string())
-            } else {
-                Ok(())
-            }
-        })
-        .await;
-    }
-
-    /// Opens the page at `path` signed in as `name`, and waits for the editor to be saved.
-    async fn open_editor(&self, name: &str, path: &str) {
-        self.login(name, path).await;
-        self.wait(".cm-content").await;
-        self.wait_state("saved").await;
-    }
-
-    /// Waits until the browser shows the page at `path`.
-    async fn wait_path(&self, path: &str) {
-        let client = &self.client;
-        eventually(&format!("the page at {path}"), || async move {
-            let url = client.current_url().await.map_err(|e| e.to_string())?;
-            if url.path() == path {
-                Ok(())
-            } else {
-                Err(url.to_string())
-            }
-        })
-        .await;
-    }
-
     /// Clicks the button or link `css`, as a person does.
     async fn click(&self, css: &str) {
         self.wait(css).await.click().await.unwrap();
@@ -206,87 +57,6 @@ impl Browser {
         let field = self.wait(css).await;
         field.clear().await.unwrap();
         field.send_keys(text).await.unwrap();
-    }
-
-    /// The connection indicator: `saved`, `saving` or `offline`.
-    async fn state(&self) -> String {
-        let value = self
-            .script(
-                "const s = document.querySelector('.editor-status'); \
-                 return s ? (s.dataset.state || '') : '';",
-                Vec::new(),
-            )
-            .await;
-        value.as_str().unwrap_or_default().to_owned()
-    }
-
-    async fn wait_state(&self, wanted: &str) {
-        eventually(&format!("the editor to show {wanted}"), || async move {
-            let state = self.state().await;
-            if state == wanted { Ok(()) } else { Err(state) }
-        })
-        .await;
-    }
-
-    /// The editor's text, without the other people's cursors drawn in it.
-    async fn text(&self) -> String {
-        let value = self
-            .script(
-                "return Array.from(document.querySelectorAll('.cm-content .cm-line')).map(line => { \
-                   const copy = line.cloneNode(true); \
-                   copy.querySelectorAll('.editor-remote-caret').forEach(c => c.remove()); \
-                   return copy.textContent; \
-                 }).join('\\n');",
-                Vec::new(),
-            )
-            .await;
-        value.as_str().unwrap_or_default().to_owned()
-    }
-
-    async fn wait_text(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let done = &done;
-        eventually(what, || async move {
-            let text = self.text().await;
-            if done(&text) { Ok(text) } else { Err(text) }
-        })
-        .await
-    }
-
-    /// Focuses the editor (when it is not already) the way a person does, by clicking it, and
-    /// waits until it has the focus, so the keys that follow go where they are sent.
-    async fn focus(&self) -> Element {
-        let content = self.wait(".cm-content").await;
-        let client = &self.client;
-        if client
-            .find(Locator::Css(".cm-editor.cm-focused"))
-            .await
-            .is_err()
-        {
-            content.click().await.unwrap();
-            eventually("the editor to take the focus", || async move {
-                client
-                    .find(Locator::Css(".cm-editor.cm-focused"))
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            })
-            .await;
-        }
-        content
-    }
-
-    /// Types `text` at the end of the document (`Enter` for a new line).
-    async fn type_at_end(&self, text: &str) {
-        let content = self.focus().await;
-        let keys = format!("{}{}{}{text}", Key::Control, Key::End, Key::Null);
-        content.send_keys(&keys).await.unwrap();
-    }
-
-    /// Types `text` at the start of the document.
-    async fn type_at_start(&self, text: &str) {
-        let content = self.focus().await;
-        let keys = format!("{}{}{}{text}", Key::Control, Key::Home, Key::Null);
-        content.send_keys(&keys).await.unwrap();
     }
 
     /// Waits until the preview (rendered a moment after each change) shows `text`.
@@ -325,74 +95,10 @@ impl Browser {
         self.wait(css).await.css_value(property).await.unwrap()
     }
 
-    /// Saves a PNG of the window as `name.png` in the screenshot folder.
-    async fn screenshot(&self, name: &str) {
-        let png = self.client.screenshot().await.unwrap();
-        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-        let folder = screenshot_dir();
-        std::fs::create_dir_all(&folder).unwrap();
-        let path = folder.join(format!("{name}.png"));
-        std::fs::write(&path, png).unwrap();
-        println!("screenshot: {}", path.display());
-    }
-
-    /// Presses and releases `key` on the keyboard, wherever the focus is.
-    async fn press(&self, key: Key) {
-        let value = char::from(key);
-        let keys = KeyActions::new("keyboard".to_owned())
-            .then(KeyAction::Down { value })
-            .then(KeyAction::Up { value });
-        self.client.perform_actions(keys).await.unwrap();
-    }
-
     /// Types `text` into whatever has the focus.
     async fn type_here(&self, text: &str) {
         let focused = self.client.active_element().await.unwrap();
         focused.send_keys(text).await.unwrap();
-    }
-
-    /// The element with the focus, as [`FOCUSABLE`] names it, and whether its focus is shown.
-    async fn focused(&self) -> (String, bool) {
-        let script = format!(
-            "{FOCUSABLE} return [name(document.activeElement), ringed(document.activeElement)];"
-        );
-        let value = self.script(&script, Vec::new()).await;
-        (
-            value[0].as_str().unwrap_or_default().to_owned(),
-            value[1] == json!(true),
-        )
-    }
-
-    /// Presses Tab from the top of a page just loaded through every control, and asserts that the focus
-    /// goes to each control of the page in the order they are on it, and that each shows it has
-    /// the focus.
-    async fn assert_tab_order(&self, what: &str) {
-        let script =
-            format!("{FOCUSABLE} return [name(document.activeElement), controls().map(name)];");
-        let found = self.script(&script, Vec::new()).await;
-        assert_eq!(
-            found[0], "body",
-            "something on {what} has the focus before any key"
-        );
-        let controls: Vec<String> = serde_json::from_value(found[1].clone()).unwrap();
-        assert!(
-            controls.len() > 2,
-            "{what} has hardly a control: {controls:?}"
-        );
-        let mut reached = Vec::new();
-        for _ in &controls {
-            self.press(Key::Tab).await;
-            // The editor draws its ring a moment after it takes the focus.
-            let name = eventually(&format!("the focus shown on {what}"), || async {
-                match self.focused().await {
-                    (name, true) => Ok(name),
-                    (name, false) => Err(format!("{name} has the focus without showing it")),
-                }
-            })
-            .await;
-            reached.push(name);
-        }
-        assert_eq!(reached, controls, "the Tab order of {what}");
     }
 
     /// Sends the form of the field `css` by keyboard alone: Tab to the field, type `text`,
@@ -403,50 +109,87 @@ impl Browser {
         self.type_here(&format!("{text}{}", Key::Enter)).await;
     }
 
-    /// Presses Tab until `css` has the focus.
-    async fn tab_to(&self, css: &str) {
-        let wanted = self
+    /// What the connection indicator says, in words.
+    async fn state_text(&self) -> String {
+        let value = self
             .script(
-                &format!("{FOCUSABLE} return name(document.querySelector(arguments[0]));"),
-                vec![json!(css)],
+                "return document.querySelector('.editor-status').textContent;",
+                Vec::new(),
             )
             .await;
-        let wanted = wanted.as_str().unwrap().to_owned();
-        for _ in 0..100 {
-            self.press(Key::Tab).await;
-            if self.focused().await.0 == wanted {
-                return;
-            }
-        }
-        panic!("Tab never reached {css}");
+        value.as_str().unwrap_or_default().to_owned()
     }
 
-    async fn close(self) {
-        self.client.close().await.unwrap();
+    /// The names of the IndexedDB databases where the editor keeps documents, on the page open.
+    async fn kept_databases(&self) -> Vec<String> {
+        let names = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1]; \
+                 indexedDB.databases().then( \
+                   list => done(list.map(d => d.name).filter(n => n.startsWith('fermata:')).sort()), \
+                   error => done(String(error)));",
+                Vec::new(),
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(names.clone()).unwrap_or_else(|_| panic!("no list: {names}"))
+    }
+
+    /// Waits until IndexedDB committed every write the editor asked for: a transaction of this
+    /// page's own on each kept database starts only after the writes asked for before it.
+    async fn wait_kept_written(&self) {
+        let done = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1]; \
+                 indexedDB.databases().then(list => Promise.all(list \
+                   .filter(d => d.name.startsWith('fermata:')) \
+                   .map(d => new Promise((resolve, reject) => { \
+                     const open = indexedDB.open(d.name); \
+                     open.onerror = () => reject(open.error); \
+                     open.onsuccess = () => { \
+                       const db = open.result; \
+                       const tx = db.transaction(['updates'], 'readonly'); \
+                       tx.oncomplete = () => { db.close(); resolve(d.name); }; \
+                       tx.onabort = () => reject(tx.error); \
+                     }; \
+                   })))).then(names => done(names.length), error => done(String(error)));",
+                Vec::new(),
+            )
+            .await
+            .unwrap();
+        assert!(done.as_u64().is_some_and(|n| n > 0), "nothing kept: {done}");
+    }
+
+    /// Closes the tab the page is in, as a person does, and goes on in a new empty one.
+    async fn close_tab(&self) {
+        let old = self.client.window().await.unwrap();
+        let new = self.client.new_window(true).await.unwrap();
+        self.client.switch_to_window(old).await.unwrap();
+        self.client.close_window().await.unwrap();
+        self.client.switch_to_window(new.handle).await.unwrap();
+    }
+
+    /// Logs out from the account page, as a person does.
+    async fn logout(&self) {
+        self.goto("/account").await;
+        self.click("form[action='/logout'] button[type=submit]")
+            .await;
+        self.wait_path("/login").await;
+    }
+
+    /// Presses Tab from the top of a page just loaded through every control, and asserts that the focus
+    /// goes to each control of the page in the order they are on it, and that each shows it has
+    /// the focus.
+    async fn assert_tab_order(&self, what: &str) {
+        let controls = self.assert_tab_order_among(what, &[]).await;
+        assert!(
+            controls.len() > 2,
+            "{what} has hardly a control: {controls:?}"
+        );
     }
 }
-
-/// Page script: `controls()`, the controls a keyboard reaches, in page order; `name(element)`, a
-/// name to tell them apart by; `ringed(element)`, whether its focus is drawn (the editor's
-/// ring is on its frame).
-const FOCUSABLE: &str = "
-    const controls = () => Array.from(document.querySelectorAll(
-        'a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), ' +
-        'select:not([disabled]), textarea:not([disabled]), [contenteditable=true], ' +
-        '[tabindex]:not([tabindex=\"-1\"])'))
-      .filter(e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden');
-    const name = e => !e || e === document.body ? 'body' : e.tagName.toLowerCase() +
-      (e.id ? '#' + e.id : '') +
-      (e.getAttribute('href') ? '[href=' + e.getAttribute('href') + ']' : '') +
-      (e.getAttribute('aria-label') ? '[' + e.getAttribute('aria-label') + ']' : '') +
-      (e.closest('form') ? ' in ' + e.closest('form').getAttribute('action') : '') +
-      (e.tagName === 'BUTTON' ? ' ' + e.textContent.trim() : '');
-    const ringed = e => {
-      const frame = e.closest('.cm-editor') || e;
-      const style = getComputedStyle(frame);
-      return e.matches(':focus-visible') && style.outlineStyle !== 'none' &&
-        parseFloat(style.outlineWidth) >= 2;
-    };";
 
 /// A served Fermata with the users `ada`, `bob` and `carol`, an API token of `ada`'s, and one
 /// document in `ada/app`, where ada is an admin, bob an editor and carol a viewer.
@@ -461,37 +204,13 @@ struct Served {
 
 impl Served {
     async fn start(title: &str) -> Self {
-        webdriver_url();
-        let target = Target::sqlite();
-        for name in ["ada", "bob", "carol"] {
-            add_user(&target, name, false);
-        }
-        let (status, out, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
-        assert!(status.success(), "{out}{err}");
-        let token = out.trim().to_owned();
-        let fermata = target.serve(&[]);
-        fermata.wait_ready().await;
-        let address = fermata.address().await;
-        let created = request(
-            address,
-            "POST",
-            "/api/v1/documents",
-            &[("Authorization", &format!("Bearer {token}"))],
-            Some(&json!({"repository": "ada/app", "title": title})),
-        );
-        assert_eq!(created.status, 201, "{}", created.body);
+        let (target, fermata, address, token) = serve_with_users(&["ada", "bob", "carol"]).await;
+        let document = new_document(address, &token, "ada/app", title);
         for (name, role) in [("bob", "editor"), ("carol", "viewer")] {
-            let member = request(
-                address,
-                "PUT",
-                &format!("/api/v1/repositories/ada/app/members/{name}"),
-                &[("Authorization", &format!("Bearer {token}"))],
-                Some(&json!({ "role": role })),
-            );
-            assert_eq!(member.status, 200, "{}", member.body);
+            add_member(address, &token, "ada/app", name, role);
         }
         Served {
-            document: created.json()["id"].as_str().unwrap().to_owned(),
+            document,
             base: format!("http://{address}"),
             target,
             fermata,
@@ -506,12 +225,7 @@ impl Served {
 
     /// The document's page by its place, where its pages' forms lead back to.
     fn page_by_place(&self) -> String {
-        let stored = self.stored();
-        format!(
-            "/d/{}/{}",
-            stored["repository"].as_str().unwrap(),
-            stored["slug"].as_str().unwrap()
-        )
+        page_by_place(&self.stored())
     }
 
     fn bearer(&self) -> String {
@@ -520,15 +234,7 @@ impl Served {
 
     /// The document as the server stores it.
     fn stored(&self) -> Value {
-        let answer = request(
-            self.address,
-            "GET",
-            &format!("/api/v1/documents/{}", self.document),
-            &[("Authorization", &self.bearer())],
-            None,
-        );
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        answer.json()
+        stored_document(self.address, &self.token, &self.document)
     }
 
     fn stored_text(&self) -> String {
@@ -537,14 +243,7 @@ impl Served {
 
     /// Replaces the document's text through the API, as a program would.
     fn write(&self, text: &str) {
-        let answer = request(
-            self.address,
-            "PUT",
-            &format!("/api/v1/documents/{}/text", self.document),
-            &[("Authorization", &self.bearer())],
-            Some(&json!({ "text": text })),
-        );
-        assert_eq!(answer.status, 200, "{}", answer.body);
+        write_text(self.address, &self.token, &self.document, text);
     }
 }
 
@@ -755,6 +454,8 @@ async fn a_viewer_gets_a_read_only_editor_that_changes_nothing() {
     // keyboard, among the page's other controls in order.
     viewer.goto(&viewer_path(&served.document)).await;
     viewer.wait(".cm-content").await;
+    // The outline links the text's heading once the text has arrived.
+    viewer.wait(".editor-outline a").await;
     viewer.assert_tab_order("the viewer's document page").await;
     viewer.goto(&viewer_path(&served.document)).await;
     viewer.wait(".cm-content").await;
@@ -799,7 +500,7 @@ async fn a_killed_server_is_taken_over_and_everything_shown_saved_survives() {
         claimed = typed.len();
     }
     served.fermata.kill();
-    let mut saw_offline = false;
+    let mut saw_kept = false;
     for n in 7..10 {
         browser.type_at_end(&type_line(n)).await;
         let line = format!("line {n} typed");
@@ -808,14 +509,15 @@ async fn a_killed_server_is_taken_over_and_everything_shown_saved_survives() {
             .wait_text("the line in the editor", |text| text.contains(&line))
             .await;
         let state = browser.state().await;
-        saw_offline |= state == "offline";
+        saw_kept |= state == "kept";
         // Nothing typed after the kill can be shown saved before a server takes over.
         assert_ne!(state, "saved", "saved shown with no server");
     }
-    if !saw_offline {
-        browser.wait_state("offline").await;
+    // What was typed is kept on this device meanwhile.
+    if !saw_kept {
+        browser.wait_state("kept").await;
     }
-    browser.screenshot("05-offline").await;
+    browser.screenshot("05-kept-after-kill").await;
 
     // A successor takes over on the same address once the dead server's lease expires.
     let address = served.address.to_string();
@@ -844,6 +546,221 @@ async fn a_killed_server_is_taken_over_and_everything_shown_saved_survives() {
         );
     }
     assert_eq!(browser.text().await, stored);
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn edits_typed_while_the_server_is_down_are_kept_and_sent_when_the_page_is_opened_again() {
+    let mut served = Served::start("Kept").await;
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("ada", &served.page()).await;
+    let enter = Key::Enter.to_string();
+    browser.type_at_end(&format!("saved line{enter}")).await;
+    browser
+        .wait_text("the first line", |text| text.contains("saved line"))
+        .await;
+    browser.wait_state("saved").await;
+    assert!(served.stored_text().contains("saved line"));
+
+    // The server dies; what is typed now is kept on this device.
+    served.fermata.kill();
+    browser.wait_state("offline").await;
+    let kept = ["kept line 1", "kept line 2", "kept line 3"];
+    for line in kept {
+        browser.type_at_end(&format!("{line}{enter}")).await;
+        browser
+            .wait_text("the line in the editor", |text| text.contains(line))
+            .await;
+        assert_ne!(browser.state().await, "saved", "saved shown with no server");
+    }
+    browser.wait_state("kept").await;
+    assert_eq!(
+        browser.state_text().await,
+        "Kept on this device, not yet on the server"
+    );
+    browser.wait_kept_written().await;
+    browser.screenshot("06a-kept-on-this-device").await;
+
+    // The tab is closed, and the server started again on the same data and address.
+    browser.close_tab().await;
+    served.fermata = served
+        .target
+        .serve_at(served.address, &["--handover", "wait"], &[]);
+    served.fermata.wait_ready().await;
+    let stored = served.stored_text();
+    for line in kept {
+        assert!(!stored.contains(line), "{line:?} stored before it was sent");
+    }
+
+    // The page opened again sends what the browser kept; every line is there, and saved.
+    browser.goto(&served.page()).await;
+    browser.wait(".cm-content").await;
+    let shown = browser
+        .wait_text("every line in the editor", |text| {
+            text.contains("saved line") && kept.iter().all(|line| text.contains(line))
+        })
+        .await;
+    browser.wait_state("saved").await;
+    assert_eq!(browser.state_text().await, "Saved");
+    let stored = served.stored_text();
+    for line in std::iter::once("saved line").chain(kept) {
+        assert!(stored.contains(line), "{line:?} is lost: {stored:?}");
+    }
+    assert_eq!(shown, stored);
+    browser.screenshot("06b-kept-then-saved").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn logging_out_clears_what_the_browser_kept_and_another_user_never_sends_it() {
+    let mut served = Served::start("Shared browser").await;
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("ada", &served.page()).await;
+    let enter = Key::Enter.to_string();
+    browser
+        .type_at_end(&format!("ada's saved line{enter}"))
+        .await;
+    browser
+        .wait_text("ada's line", |text| text.contains("ada's saved line"))
+        .await;
+    browser.wait_state("saved").await;
+
+    // ada types while the server is down, and leaves the page: her line is kept in the browser.
+    served.fermata.kill();
+    browser.type_at_end("ada's kept line").await;
+    browser.wait_state("kept").await;
+    browser.wait_kept_written().await;
+    let ada_kept = browser.kept_databases().await;
+    assert_eq!(ada_kept.len(), 1, "{ada_kept:?}");
+    browser.close_tab().await;
+    served.fermata = served
+        .target
+        .serve_at(served.address, &["--handover", "wait"], &[]);
+    served.fermata.wait_ready().await;
+
+    // Her session ends without a logout (its cookie gone, as when it expires), and bob signs in
+    // on the same browser: his page keeps its own, and never sends what ada kept.
+    browser.goto("/login").await;
+    browser.client.delete_all_cookies().await.unwrap();
+    browser.open_editor("bob", &served.page()).await;
+    let shown = browser
+        .wait_text("the stored text at bob's", |text| {
+            text.contains("ada's saved line")
+        })
+        .await;
+    assert!(!shown.contains("ada's kept line"), "{shown}");
+    assert!(!served.stored_text().contains("ada's kept line"));
+    let both = browser.kept_databases().await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert!(both.contains(&ada_kept[0]), "{both:?}");
+
+    // bob logs out: the browser keeps nothing more, of anyone.
+    browser.logout().await;
+    eventually("the kept databases cleared", || async {
+        let kept = browser.kept_databases().await;
+        if kept.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{kept:?}"))
+        }
+    })
+    .await;
+
+    // The login still works after it, and ada's kept line is gone for good.
+    browser.open_editor("ada", &served.page()).await;
+    let shown = browser
+        .wait_text("the stored text at ada's", |text| {
+            text.contains("ada's saved line")
+        })
+        .await;
+    assert!(!shown.contains("ada's kept line"), "{shown}");
+    browser.wait_state("saved").await;
+    assert!(!served.stored_text().contains("ada's kept line"));
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn a_member_made_a_viewer_while_typing_is_told_and_nothing_is_kept_for_them() {
+    let served = Served::start("Demoted").await;
+    let browser = Browser::open(&served.base).await;
+    browser.open_editor("bob", &served.page()).await;
+    let enter = Key::Enter.to_string();
+    browser
+        .type_at_end(&format!("bob's saved line{enter}"))
+        .await;
+    browser
+        .wait_text("bob's line", |text| text.contains("bob's saved line"))
+        .await;
+    browser.wait_state("saved").await;
+    assert_eq!(browser.kept_databases().await.len(), 1);
+
+    // ada makes bob a viewer; his open connection becomes read-only, and his next edit is
+    // refused: the page says so, stops taking edits, and drops what it kept for him.
+    let member = request(
+        served.address,
+        "PUT",
+        "/api/v1/repositories/ada/app/members/bob",
+        &[("Authorization", &served.bearer())],
+        Some(&json!({ "role": "viewer" })),
+    );
+    assert_eq!(member.status, 200, "{}", member.body);
+    // Until the server has made the connection read-only, a line is saved as before; the first
+    // line after it is refused.
+    let deadline = Instant::now() + PATIENCE;
+    let mut attempt = 0;
+    let refused = loop {
+        attempt += 1;
+        let line = format!("line {attempt} after the change");
+        browser.type_at_end(&format!("{line}{enter}")).await;
+        browser
+            .wait_text("the line in the editor", |text| text.contains(&line))
+            .await;
+        let state = eventually("the server's answer", || async {
+            match browser.state().await.as_str() {
+                state @ ("saved" | "refused") => Ok(state.to_owned()),
+                other => Err(other.to_owned()),
+            }
+        })
+        .await;
+        if state == "refused" {
+            break line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the connection never became read-only"
+        );
+    };
+    let message = browser.wait(".editor-message").await.text().await.unwrap();
+    assert!(
+        message.contains("Your edits here cannot be saved: you can only read this document"),
+        "{message}"
+    );
+    let content = browser.wait(".cm-content").await;
+    assert_eq!(
+        content.attr("contenteditable").await.unwrap().as_deref(),
+        Some("false")
+    );
+    eventually("the kept state dropped", || async {
+        let kept = browser.kept_databases().await;
+        if kept.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{kept:?}"))
+        }
+    })
+    .await;
+    assert_eq!(browser.state_text().await, "Not saved");
+    assert!(!served.stored_text().contains(&refused));
+    browser.screenshot("06c-refused").await;
+
+    // Opened again, the page is a viewer's, and nothing bob typed is sent.
+    browser.goto(&served.page()).await;
+    browser.wait(".cm-content").await;
+    browser.wait_state("saved").await;
+    let shown = browser.text().await;
+    assert!(!shown.contains(&refused), "{shown}");
+    assert!(!served.stored_text().contains(&refused));
+    assert_eq!(browser.kept_databases().await, Vec::<String>::new());
     browser.close().await;
 }
 
@@ -1048,7 +965,7 @@ async fn the_document_page_and_its_assets_are_served_under_a_strict_policy() {
         "{policy}"
     );
     for directive in [
-        "default-src 'self'",
+        "default-src 'none'",
         "script-src 'self'",
         "connect-src 'self'",
         "img-src 'self' data: blob:",

@@ -33,6 +33,8 @@ macro_rules! on_both {
 mod admin_browser;
 mod backups;
 mod config;
+mod doc_references;
+mod document_browser;
 mod editor_browser;
 mod faults;
 mod hostile_load;
@@ -41,6 +43,7 @@ mod hostile_updates;
 mod interop;
 mod lifecycle;
 mod metrics;
+mod pages_browser;
 mod repository_files;
 mod schema;
 mod secrets;

@@ -2,8 +2,7 @@
 //! a `//!` doc at the top of every source file, one module-file style (`name/mod.rs`, never
 //! `name.rs` beside a `name/` folder), no ignored or panic-expecting tests, the contract
 //! suite's case list against the cases it defines, that every warning and error that logs an
-//! error logs its whole cause chain, and that every repository path the docs name in backticks
-//! exists.
+//! error logs its whole cause chain. What the docs name is checked in `doc_references.rs`.
 //!
 //! The layering speaks of what ships: normal dependencies. Tests may name a driver (to tamper
 //! with a stored row on purpose) or a web framework (to stand up a fake forge).
@@ -25,7 +24,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fermata-workflow", &["fermata-metrics", "fermata-store"]),
     ("fermata-forge", &[]),
     ("fermata-metrics", &[]),
-    ("fermata-accounts", &["fermata-crypto", "fermata-store"]),
+    ("fermata-threads", &[]),
+    (
+        "fermata-accounts",
+        &["fermata-crypto", "fermata-store", "fermata-threads"],
+    ),
     (
         "fermata-collab",
         &[
@@ -33,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fermata-media",
             "fermata-metrics",
             "fermata-store",
+            "fermata-threads",
         ],
     ),
     (
@@ -453,64 +457,4 @@ fn an_error_logged_without_its_chain_is_reported() {
         .map(|(line, _)| line)
         .collect();
     assert_eq!(lines, [3, 4, 9]);
-}
-
-/// The repository paths (from the workspace root: `crates/...`, `docs/...`, `scripts/...`,
-/// `tests/...`, `web/...`) that `text` names in backticks, with a line number each; a path may
-/// end in `/` (a folder) or `:LINE`.
-fn named_paths(text: &str) -> Vec<(usize, String)> {
-    const ROOTS: [&str; 5] = ["crates/", "docs/", "scripts/", "tests/", "web/"];
-    let mut found = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        for (index, quoted) in line.split('`').enumerate() {
-            let looks_like_a_path = index % 2 == 1
-                && ROOTS.iter().any(|root| quoted.starts_with(root))
-                && !quoted.contains([' ', '*', '{', '<', '$']);
-            if looks_like_a_path {
-                let path = quoted.split(':').next().unwrap_or(quoted);
-                found.push((number + 1, path.to_owned()));
-            }
-        }
-    }
-    found
-}
-
-#[test]
-fn every_path_the_docs_name_exists() {
-    let root = workspace_root();
-    let mut documents = vec![root.join("ARCHITECTURE.md"), root.join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "md"))
-        .collect();
-    docs.sort();
-    documents.extend(docs);
-    let mut missing = Vec::new();
-    for document in documents {
-        let text = std::fs::read_to_string(&document).unwrap();
-        for (line, path) in named_paths(&text) {
-            if !root.join(&path).exists() {
-                missing.push(format!("{}:{line}: {path}", relative(&document)));
-            }
-        }
-    }
-    assert!(
-        missing.is_empty(),
-        "paths the docs name that do not exist:\n{}",
-        missing.join("\n")
-    );
-}
-
-#[test]
-fn a_missing_path_is_found_where_it_is_named() {
-    let text = "See `crates/fermata/src/cli.rs:40` and `docs/gone.md`,\n\
-        not `crates/*/tests` nor `fermata serve` nor `scripts/test -p x`.";
-    assert_eq!(
-        named_paths(text),
-        [
-            (1, "crates/fermata/src/cli.rs".to_owned()),
-            (1, "docs/gone.md".to_owned())
-        ]
-    );
 }

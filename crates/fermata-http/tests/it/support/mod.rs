@@ -1,9 +1,13 @@
 //! What the HTTP tests share: an application state on a real SQLite database, sending a request
-//! through the router without a socket, and callers with a login session.
+//! through the router without a socket, callers with a login session, and an application with a
+//! repository and its members for the page tests.
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -11,6 +15,7 @@ use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
 use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManager, WriterFence};
 use fermata_crypto::Keyring;
+use fermata_crypto::SecretToken;
 use fermata_http::{HttpState, Phase, Readiness, router};
 use fermata_metrics::Metrics;
 use fermata_schema::artifact::ArtifactStore;
@@ -22,8 +27,8 @@ use fermata_schema::{
     DriftDiffs, EngineWorkflows, InventoryWorkflow, Operations, RefreshSettings, RefreshWorkflow,
     RegistryReports, Reviews, VerificationSettings, VerificationWorkflow,
 };
-use fermata_store::Storage;
-use fermata_store_sql::testing::ScratchStorage;
+use fermata_store::{Acquisition, LeaseName, Role, Storage, StoreOptions};
+use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -214,4 +219,110 @@ pub async fn age_sessions(storage: &ScratchStorage) {
         .execute(storage.storage.pool())
         .await
         .unwrap();
+}
+
+/// The password the page tests give their users.
+pub const PAGES_PASSWORD: &str = "correct horse battery staple";
+
+/// An application on a scratch SQLite database, writing under the writer lease, where `ada`
+/// administers `ada/notes`, `vic` is a viewer there and `out` is no member (each with
+/// [`PAGES_PASSWORD`]). `Tests` is a type of one test file's own, which adds its methods to
+/// `NotesApp<Tests>`.
+pub struct NotesApp<Tests> {
+    pub state: HttpState,
+    pub ada: Caller,
+    pub vic: Caller,
+    pub out: Caller,
+    _storage: ScratchStorage,
+    tests: PhantomData<Tests>,
+}
+
+impl<Tests> NotesApp<Tests> {
+    /// Starts the application, taking the writer lease as `holder`; each of `others` is added
+    /// too, with the roles given.
+    pub async fn start(holder: &str, others: &[(&str, BTreeSet<Role>)]) -> Self {
+        let storage = ScratchDatabase::sqlite()
+            .open(StoreOptions::default())
+            .await;
+        let fence = WriterFence::default();
+        let state = state(&storage, fence.clone());
+        let Acquisition::Granted(lease) = storage
+            .leases()
+            .acquire(&LeaseName::WRITER, holder, Duration::from_secs(3600))
+            .await
+            .unwrap()
+        else {
+            panic!("the writer lease is held");
+        };
+        fence.set(Some(lease.fence()));
+        let members = ["ada", "vic", "out"].map(|name| (name, BTreeSet::new()));
+        for (name, roles) in members.iter().chain(others) {
+            state
+                .accounts
+                .add_user(
+                    name,
+                    Some(SecretToken::from_given(PAGES_PASSWORD)),
+                    roles.clone(),
+                )
+                .await
+                .unwrap();
+        }
+        let app = NotesApp {
+            ada: login(&state, "ada", PAGES_PASSWORD).await,
+            vic: login(&state, "vic", PAGES_PASSWORD).await,
+            out: login(&state, "out", PAGES_PASSWORD).await,
+            state,
+            _storage: storage,
+            tests: PhantomData,
+        };
+        let made = app
+            .call(
+                &app.ada,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "ada/notes"})),
+            )
+            .await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+        let viewer = app
+            .call(
+                &app.ada,
+                "PUT",
+                "/api/v1/repositories/ada/notes/members/vic",
+                Some(json!({"role": "viewer"})),
+            )
+            .await;
+        assert_eq!(viewer.status, StatusCode::OK, "{}", viewer.body);
+        app
+    }
+
+    /// Sends `body`, if any, as JSON, as `caller`.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        method: &str,
+        uri: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        call(&self.state, caller, method, uri, body).await
+    }
+
+    /// `GET uri` as `caller`.
+    pub async fn get(&self, caller: &Caller, uri: &str) -> Answer {
+        self.call(caller, "GET", uri, None).await
+    }
+
+    /// Creates a document in `ada/notes` titled `title` as ada; the answer's body.
+    pub async fn create_document(&self, title: &str) -> Value {
+        let answer = self
+            .call(
+                &self.ada,
+                "POST",
+                "/api/v1/documents",
+                Some(json!({"repository": "ada/notes", "title": title})),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        answer.json()
+    }
 }

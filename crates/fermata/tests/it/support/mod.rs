@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part of this module
 
+pub mod browser;
 pub mod fsync_shim;
 pub mod postgres_cluster;
 pub mod proxy;
@@ -750,15 +751,10 @@ pub fn create_document(
 
 /// The text of `document` as the API gives it, read with the API token `token`.
 pub fn text_of(address: SocketAddr, token: &str, document: &str) -> String {
-    let answer = request(
-        address,
-        "GET",
-        &format!("/api/v1/documents/{document}"),
-        &[("Authorization", &format!("Bearer {token}"))],
-        None,
-    );
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    answer.json()["text"].as_str().unwrap().to_owned()
+    browser::stored_document(address, token, document)["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// A `typist.mjs` client, and the events it printed with when they arrived.

@@ -1159,15 +1159,23 @@ async fn a_repository_is_created_from_the_home_page() {
     ] {
         ada.fill("#repository-name", typed).await;
         ada.click("form[action='/r'] button[type=submit]").await;
-        let refused = ada.wait("#repository-refused").await.text().await.unwrap();
+        // Read from the page as it is at each look: the refusal of the name before may still
+        // be shown while the new answer loads.
+        let look = "return [document.querySelector('#repository-refused')?.textContent ?? '', \
+                    document.querySelector('#repository-name')?.value ?? ''];";
+        let (refused, kept) = eventually(&format!("the refusal of {typed:?}"), || async {
+            let shown = ada.script(look, Vec::new()).await;
+            let refused = shown[0].as_str().unwrap_or_default().to_owned();
+            let kept = shown[1].as_str().unwrap_or_default().to_owned();
+            if refused.contains(why) {
+                Ok((refused, kept))
+            } else {
+                Err(refused)
+            }
+        })
+        .await;
         assert!(refused.contains(why), "{typed}: {refused}");
-        let kept = ada
-            .wait("#repository-name")
-            .await
-            .prop("value")
-            .await
-            .unwrap();
-        assert_eq!(kept.as_deref(), Some(typed));
+        assert_eq!(kept, typed);
     }
     ada.screenshot("17-home-refused").await;
     let mine = request(

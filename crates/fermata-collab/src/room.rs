@@ -37,7 +37,7 @@ use crate::gather;
 use crate::history::Recorder;
 use crate::outbound::OutboundSender;
 use crate::protocol::{self, ClientMessage};
-use crate::search_index::PendingIndex;
+use crate::search_index::{PendingIndex, Unindexed};
 use crate::settings::CollabSettings;
 use crate::storage_outage;
 
@@ -252,6 +252,7 @@ impl Room {
         fence: WriterFence,
         settings: CollabSettings,
         metrics: Arc<Metrics>,
+        unindexed: Unindexed,
         id: &ChannelId,
     ) -> Result<(Room, BoxFuture<'static, ()>), Refusal> {
         let doc = load(&*storage, &metrics, id).await?;
@@ -264,7 +265,7 @@ impl Room {
         let room = Room {
             ended: false,
             history,
-            unindexed: PendingIndex::default(),
+            unindexed: PendingIndex::new(id.clone(), unindexed),
             id: id.clone(),
             size_estimate: doc.doc.state_size(),
             presence_owners: HashMap::new(),

@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::fence::WriterFence;
 use crate::outbound::{OutboundReceiver, outbound_queue};
 use crate::room::{ConnId, EditError, Inbound, ROOM_CLOSING, Refusal, Room, close};
+use crate::search_index::Unindexed;
 use crate::settings::CollabSettings;
 
 /// A document's place in the manager: its room's inbox while the room is open.
@@ -52,6 +53,8 @@ struct Inner {
     /// can abandon them.
     tasks: std::sync::Mutex<JoinSet<()>>,
     next_conn: AtomicU64,
+    /// The documents whose rooms hold live edits not yet indexed for search.
+    unindexed: Unindexed,
 }
 
 /// A client's place in a room.
@@ -115,6 +118,7 @@ impl RoomManager {
                 closed: std::sync::Mutex::new(None),
                 tasks: std::sync::Mutex::new(JoinSet::new()),
                 next_conn: AtomicU64::new(1),
+                unindexed: Unindexed::default(),
             }),
         }
     }
@@ -192,6 +196,7 @@ impl RoomManager {
             self.inner.fence.clone(),
             self.inner.settings,
             Arc::clone(&self.inner.metrics),
+            self.inner.unindexed.clone(),
             id,
         )
         .await?;
@@ -375,20 +380,13 @@ impl RoomManager {
         answer.await.ok()
     }
 
-    /// Has every open room write what its live edits left out of the search index, so a search
-    /// finds what was saved a moment ago. A room busy for longer than `patience` (a commit
+    /// Has every open room with live edits not yet indexed write them to the search index, so a
+    /// search finds what was saved a moment ago. A room busy for longer than `patience` (a commit
     /// waiting on the database) is not waited for: the search then sees its text as indexed last.
     pub async fn index_open_texts(&self, patience: std::time::Duration) {
-        let slots: Vec<_> = self
-            .inner
-            .rooms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        let asks = slots.into_iter().map(|slot| async move {
-            let inbox = slot.lock().await.clone()?;
+        let documents = self.inner.unindexed.documents();
+        let asks = documents.iter().map(|id| async move {
+            let inbox = self.open_inbox(id).await?;
             let (done, indexed) = oneshot::channel();
             inbox.send(Inbound::Index { done }).await.ok()?;
             indexed.await.ok()

@@ -3,11 +3,15 @@
 //! itself. Each such commit marks the document's indexed text as behind, in its own transaction
 //! (so the mark is as durable as the edit), and the room writes the text once its writers pause
 //! ([`PAUSE`]), at the latest [`AT_MOST`] after the first edit it has not indexed, before any
-//! search asks (`RoomManager::index_open_texts`), and when it closes. A process that stops
-//! before that leaves the mark, and the next start indexes the document from its journal.
+//! search asks (`RoomManager::index_open_texts`, which asks only the rooms listed in
+//! [`Unindexed`]), and when it closes. A process that stops before that leaves the mark, and the
+//! next start indexes the document from its journal.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use fermata_store::ChannelId;
 use tokio::time::Instant;
 
 /// How long the writers must pause before the text is indexed.
@@ -17,9 +21,28 @@ pub(crate) const AT_MOST: Duration = Duration::from_secs(10);
 /// How long after a failed attempt the next one comes.
 pub(crate) const RETRY: Duration = Duration::from_secs(5);
 
-/// What a room has committed but not indexed yet.
-#[derive(Debug, Default)]
+/// The documents whose open rooms hold edits not yet indexed, shared by the rooms and their
+/// manager, so a search asks those rooms alone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Unindexed(Arc<Mutex<HashSet<ChannelId>>>);
+
+impl Unindexed {
+    /// The documents listed now.
+    pub(crate) fn documents(&self) -> Vec<ChannelId> {
+        self.set().iter().cloned().collect()
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<ChannelId>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a room has committed but not indexed yet; its document is listed in [`Unindexed`]
+/// meanwhile, and leaves the list when indexed or when the room ends.
+#[derive(Debug)]
 pub(crate) struct PendingIndex {
+    id: ChannelId,
+    listed: Unindexed,
     /// The first commit not indexed yet, and the last one.
     since: Option<(Instant, Instant)>,
     /// After a failed attempt: when to try again.
@@ -27,9 +50,21 @@ pub(crate) struct PendingIndex {
 }
 
 impl PendingIndex {
+    pub(crate) fn new(id: ChannelId, listed: Unindexed) -> Self {
+        PendingIndex {
+            id,
+            listed,
+            since: None,
+            retry_at: None,
+        }
+    }
+
     /// A commit changed the text without indexing it.
     pub(crate) fn committed(&mut self, now: Instant) {
         let first = self.since.map_or(now, |(first, _)| first);
+        if self.since.is_none() {
+            self.listed.set().insert(self.id.clone());
+        }
         self.since = Some((first, now));
     }
 
@@ -47,12 +82,20 @@ impl PendingIndex {
 
     /// The text is indexed (or a commit carried it): nothing is pending.
     pub(crate) fn indexed(&mut self) {
-        *self = PendingIndex::default();
+        self.since = None;
+        self.retry_at = None;
+        self.listed.set().remove(&self.id);
     }
 
     /// An attempt failed: the next comes after [`RETRY`].
     pub(crate) fn failed(&mut self, now: Instant) {
         self.retry_at = Some(now + RETRY);
+    }
+}
+
+impl Drop for PendingIndex {
+    fn drop(&mut self) {
+        self.listed.set().remove(&self.id);
     }
 }
 
@@ -63,10 +106,14 @@ mod tests {
     #[test]
     fn the_text_is_indexed_when_the_writers_pause_or_at_the_latest_after_the_bound() {
         let start = Instant::now();
-        let mut pending = PendingIndex::default();
+        let listed = Unindexed::default();
+        let id = ChannelId("doc".to_owned());
+        let mut pending = PendingIndex::new(id.clone(), listed.clone());
         assert_eq!(pending.deadline(), None);
+        assert!(listed.documents().is_empty());
         pending.committed(start);
         assert_eq!(pending.deadline(), Some(start + PAUSE));
+        assert_eq!(listed.documents(), [id]);
         // Typing on moves the pause along, up to the bound.
         pending.committed(start + Duration::from_secs(1));
         assert_eq!(pending.deadline(), Some(start + Duration::from_secs(3)));
@@ -78,5 +125,11 @@ mod tests {
         pending.indexed();
         assert!(!pending.is_pending());
         assert_eq!(pending.deadline(), None);
+        assert!(listed.documents().is_empty());
+        // A room that ends with edits not indexed leaves the list too (its mark in storage
+        // stays, for the next start).
+        pending.committed(start);
+        drop(pending);
+        assert!(listed.documents().is_empty());
     }
 }

@@ -974,6 +974,8 @@ impl Room {
             return;
         }
         let Ok(fence) = self.fence.current() else {
+            // No lease now: the mark in storage stays for whoever holds it next.
+            self.unindexed.failed(Instant::now());
             return;
         };
         let text = self.doc.doc.text();

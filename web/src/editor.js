@@ -32,7 +32,7 @@ import {
 } from "@codemirror/view";
 import { defaultKeymap } from "@codemirror/commands";
 import { markdownKeymap, markdownLanguage } from "@codemirror/lang-markdown";
-import { LanguageSupport, defaultHighlightStyle, indentOnInput, syntaxHighlighting } from "@codemirror/language";
+import { LanguageSupport, indentOnInput } from "@codemirror/language";
 import { yCollab, yUndoManagerKeymap } from "y-codemirror.next";
 import { WebsocketProvider } from "y-websocket";
 import * as Y from "yjs";
@@ -43,6 +43,7 @@ import { outline } from "./lib/outline.js";
 import { localUser, peopleList, remoteSelections, safeName } from "./lib/presence.js";
 import { renderPreview } from "./lib/preview.js";
 import { SaveTracker } from "./lib/saving.js";
+import { look } from "./lib/theme.js";
 
 const STATES = {
   saved: ["Saved", "Every change you made is stored on the server."],
@@ -164,13 +165,16 @@ function mount(root) {
       ? imageUploads({ ytext, imagesUrl: data.imagesUrl, csrf: data.csrf || "", report })
       : [],
   ];
+  // The light or the dark look (lib/theme.js), as the page's colours follow prefers-color-scheme.
+  const dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const looks = new Compartment();
   const extensions = [
     highlightSpecialChars(),
     drawSelection(),
     dropCursor(),
     highlightActiveLine(),
     indentOnInput(),
-    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    looks.of(look(dark.matches)),
     // The Markdown (GFM) language alone: code blocks and HTML inside are not highlighted, which
     // keeps the HTML, CSS and JavaScript grammars out of the bundle.
     new LanguageSupport(markdownLanguage),
@@ -184,6 +188,10 @@ function mount(root) {
   const view = new EditorView({
     state: EditorState.create({ doc: ytext.toString(), extensions }),
     parent: source,
+  });
+
+  dark.addEventListener("change", (event) => {
+    view.dispatch({ effects: looks.reconfigure(look(event.matches)) });
   });
 
   peopleList(people, awareness, me);

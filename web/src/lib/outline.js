@@ -121,8 +121,12 @@ export function outline(ytext, view) {
     list.hidden = found.length === 0;
     empty.hidden = found.length > 0;
   };
+  // The first change is the document arriving from the server or from this device's kept copy:
+  // drawn at once, so the outline never says "No headings yet." of a document that has some.
+  let arrived = false;
   ytext.observe(() => {
-    if (pending === 0) pending = window.setTimeout(render, OUTLINE_DELAY);
+    if (pending === 0) pending = window.setTimeout(render, arrived ? OUTLINE_DELAY : 0);
+    arrived = true;
   });
   render();
   return nav;

@@ -461,6 +461,7 @@ async fn collaborators_see_each_other_in_colours_of_their_own() {
     assert_eq!(seen_by_ada["person"], seen_by_bob["me"]);
     assert_eq!(seen_by_bob["person"], seen_by_ada["me"]);
     assert_eq!(seen_by_ada["person_class"], seen_by_bob["me_class"]);
+    ada.assert_contrast("two collaborators in the light").await;
     ada.screenshot("50-two-collaborators-light").await;
     bob.screenshot("51-two-collaborators-light-bob").await;
 
@@ -474,8 +475,24 @@ async fn collaborators_see_each_other_in_colours_of_their_own() {
         "{again}"
     );
 
-    // In the dark: the dots on the dark page take the palette's dark values, still two apart;
-    // the cursors stay on the editor's light paper in the light values.
+    // In the dark: the dots on the dark page and the cursors and names on the dark source take
+    // the palette's dark values, still two apart, the names drawn in the dark ink.
+    // The source turns dark as the preference changes, without a reload.
+    ada.prefer(Scheme::Dark).await;
+    eventually("the source's dark ground, live", || async {
+        let ground = ada
+            .script(
+                "return getComputedStyle(document.querySelector('.cm-editor')).backgroundColor;",
+                Vec::new(),
+            )
+            .await;
+        if ground == json!("rgb(26, 31, 38)") {
+            Ok(())
+        } else {
+            Err(ground.to_string())
+        }
+    })
+    .await;
     for browser in [&ada, &bob] {
         browser.prefer(Scheme::Dark).await;
         browser.reopen_editor(&page).await;
@@ -501,9 +518,16 @@ async fn collaborators_see_each_other_in_colours_of_their_own() {
             "{who}: the dot has no dark value: {dark}"
         );
         assert_eq!(dark["me_class"], light["me_class"], "{who}: {dark}");
-        assert_eq!(dark["caret"], light["caret"], "{who}: {dark}");
+        assert_eq!(dark["person"], dark["caret"], "{who}: {dark}");
+        assert_eq!(dark["person"], dark["label"], "{who}: {dark}");
+        assert_ne!(
+            dark["caret"], light["caret"],
+            "{who}: the cursor has no dark value: {dark}"
+        );
+        assert_eq!(dark["label_text"], "rgb(20, 24, 29)", "{who}: {dark}");
     }
     assert_eq!(dark_ada["person"], dark_bob["me"]);
+    ada.assert_contrast("two collaborators in the dark").await;
     ada.screenshot("52-two-collaborators-dark").await;
     for browser in [&ada, &bob] {
         browser.assert_no_violations("the document page").await;

@@ -65,10 +65,8 @@ impl PasswordChecks {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::mpsc;
-
     use fermata_crypto::hash_password;
-    use tokio::sync::oneshot;
+    use fermata_threads::testing::hold_turn;
 
     use super::*;
 
@@ -76,20 +74,7 @@ mod tests {
     async fn a_check_that_waits_its_whole_turn_is_refused_as_busy() {
         let checks = PasswordChecks::start(1);
         // Something else holds the one turn until it is released.
-        let (release, blocked) = mpsc::channel::<()>();
-        let (running, started_running) = oneshot::channel();
-        let holder = tokio::spawn({
-            let threads = checks.threads.clone();
-            async move {
-                threads
-                    .run(move || {
-                        let _ = running.send(());
-                        let _ = blocked.recv();
-                    })
-                    .await
-            }
-        });
-        started_running.await.unwrap();
+        let (release, holder) = hold_turn(&checks.threads).await;
         let refused = checks
             .verify(SecretToken::from_given("guess guess guess"), None)
             .await;

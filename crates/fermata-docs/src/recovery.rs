@@ -339,9 +339,8 @@ fn load_checkpoint(checkpoint: &Checkpoint) -> Result<SourceDoc, RecoveryProblem
 
 #[cfg(test)]
 mod tests {
-    use fermata_store::{
-        Channel, ErrorKind, JournalUpdate, Repository, SidecarState, Slug, UnixMillis,
-    };
+    use fermata_store::{Channel, ErrorKind, JournalUpdate, SidecarState, UnixMillis};
+    use fermata_store_testkit::fixtures;
     use serde_json::json;
 
     use super::*;
@@ -351,18 +350,10 @@ mod tests {
 
     fn channel(revision: i64, sequence: i64, epoch: i64) -> Channel {
         Channel {
-            id: ChannelId(ID.to_owned()),
-            repository: Repository::new("acme/plans").unwrap(),
-            title: "Plan".to_owned(),
-            slug: Slug::new("plan").unwrap(),
-            parent: None,
-            archived_at: None,
-            created_at: UnixMillis(0),
-            updated_at: UnixMillis(0),
             revision,
             sequence,
             epoch,
-            description: None,
+            ..fixtures::channel(ID, "acme/plans")
         }
     }
 

@@ -245,27 +245,15 @@ async fn restore_session(
 
 #[cfg(test)]
 mod tests {
-    use fermata_store::{ChannelId, Repository, Slug, UnixMillis};
+    use fermata_store::{ChannelId, UnixMillis};
+    use fermata_store_testkit::fixtures;
 
     use super::*;
 
     fn session_page(restorable: bool) -> SessionPage {
         let id = ChannelId::parse("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13").unwrap();
         SessionPage {
-            document: Channel {
-                id: id.clone(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: "Plan".to_owned(),
-                slug: Slug::new("plan").unwrap(),
-                parent: None,
-                archived_at: None,
-                created_at: UnixMillis(0),
-                updated_at: UnixMillis(0),
-                revision: 1,
-                sequence: 1,
-                epoch: 1,
-                description: None,
-            },
+            document: fixtures::channel(&id.0, "acme/app"),
             version: Version {
                 channel: id,
                 number: 3,

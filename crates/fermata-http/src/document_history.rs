@@ -209,7 +209,7 @@ fn session_select(
 
 #[cfg(test)]
 mod tests {
-    use fermata_store::{ChannelId, Repository, Slug};
+    use fermata_store_testkit::fixtures;
 
     use super::*;
 
@@ -218,20 +218,7 @@ mod tests {
     const NOW: UnixMillis = UnixMillis(1_700_000_000_123);
 
     fn document() -> Channel {
-        Channel {
-            id: ChannelId::parse(ID).unwrap(),
-            repository: Repository::new("acme/app").unwrap(),
-            title: "Plan".to_owned(),
-            slug: Slug::new("plan").unwrap(),
-            parent: None,
-            archived_at: None,
-            created_at: UnixMillis(0),
-            updated_at: UnixMillis(0),
-            revision: 1,
-            sequence: 1,
-            epoch: 1,
-            description: None,
-        }
+        fixtures::channel(ID, "acme/app")
     }
 
     fn compare_page(comparison: Option<Comparison>, refusal: Option<&str>) -> ComparePage {

@@ -238,24 +238,15 @@ mod tests {
     //! The page's markup and policy: everything the editor reads is in data attributes and
     //! escaped, no script or style is inline, and every file it loads is an embedded asset.
 
-    use fermata_store::{ChannelId, Repository, Slug, UnixMillis};
+    use fermata_store::UnixMillis;
+    use fermata_store_testkit::fixtures;
 
     use super::*;
 
     fn document(title: &str) -> Channel {
         Channel {
-            id: ChannelId::parse("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13").unwrap(),
-            repository: Repository::new("acme/app").unwrap(),
             title: title.to_owned(),
-            slug: Slug::new("plan").unwrap(),
-            parent: None,
-            archived_at: None,
-            created_at: UnixMillis(0),
-            updated_at: UnixMillis(0),
-            revision: 1,
-            sequence: 1,
-            epoch: 1,
-            description: None,
+            ..fixtures::channel("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13", "acme/app")
         }
     }
 

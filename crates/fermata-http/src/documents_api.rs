@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::error::ApiError;
-use crate::policy::{Access, CreationGrant, DocumentGrant, ListGrant, Routes};
+use crate::policy::{Access, CreationGrant, DocumentGrant, ListGrant, Routes, never_cached};
 
 pub(crate) fn routes() -> Routes {
     use RepositoryRole::{Admin, Editor, Viewer};
@@ -312,15 +312,16 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<CreationKey>, ApiError>
     }
 }
 
+/// The query of a list of documents, and of a search, which lists the documents it finds.
 #[derive(Deserialize)]
-struct ListQuery {
+pub(crate) struct ListQuery {
     /// Resolved by the authorization layer, which chose the list's scope from it.
     #[serde(rename = "repository")]
     _repository: Option<String>,
     #[serde(default)]
-    archived: bool,
-    limit: Option<usize>,
-    cursor: Option<String>,
+    pub(crate) archived: bool,
+    pub(crate) limit: Option<usize>,
+    pub(crate) cursor: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -600,11 +601,7 @@ async fn client_token(
         access: access.as_str(),
         expires_at: minted.expires_at.to_string(),
     };
-    let mut response = (StatusCode::CREATED, Json(view)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
+    Ok(never_cached((StatusCode::CREATED, Json(view))))
 }
 
 async fn archive(

@@ -331,6 +331,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use fermata_store::{UnixMillis, UserId, UserName};
+    use fermata_store_testkit::fixtures;
 
     use super::*;
 
@@ -399,18 +400,8 @@ mod tests {
         let mut page = home(false);
         page.now = UnixMillis(1_700_000_000_000);
         page.recent = vec![Channel {
-            id: fermata_store::ChannelId::parse("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13").unwrap(),
-            repository: Repository::new("ada/notes").unwrap(),
-            title: "Plan".to_owned(),
-            slug: fermata_store::Slug::new("plan").unwrap(),
-            parent: None,
-            archived_at: None,
-            created_at: UnixMillis(0),
             updated_at: UnixMillis(1_700_000_000_000 - 30 * 3_600_000),
-            revision: 1,
-            sequence: 1,
-            epoch: 1,
-            description: None,
+            ..fixtures::channel("0b6f3c1e-52a4-4d8e-9c61-7a2f0e9d4b13", "ada/notes")
         }];
         let html = render(&page).snapshot();
         let expected = "<a href=\"/d/ada/notes/plan\">Plan</a> <span class=\"note\">in ada/notes, \

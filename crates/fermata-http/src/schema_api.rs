@@ -9,7 +9,7 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::Principal;
 use fermata_schema::view::{
@@ -63,15 +63,7 @@ pub(crate) fn routes() -> Routes {
         )
         .get("/api/v1/schema/lease", SystemAdmin, lease)
         .post("/api/v1/schema/lease/clear", FreshSystemAdmin, clear_lease)
-        .layer(axum::middleware::map_response(never_cached))
-}
-
-/// Every answer of these routes, refusals included, is `Cache-Control: no-store`.
-async fn never_cached(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+        .never_cached()
 }
 
 /// A safe error as an answer. Its cause, when it has one, is left for the log of the

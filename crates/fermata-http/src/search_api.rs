@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::auth::Authenticated;
-use crate::documents_api::ApiQuery;
+use crate::documents_api::{ApiQuery, ListQuery};
 use crate::error::ApiError;
 use crate::policy::{Access, ListGrant, Routes};
 
@@ -24,16 +24,10 @@ pub(crate) fn routes() -> Routes {
     Routes::new().get("/api/v1/search", Access::ListDocuments, search)
 }
 
+/// What to search for; the rest of the query is a list's ([`ListQuery`]).
 #[derive(Deserialize)]
-struct SearchParams {
+struct SearchText {
     q: String,
-    /// Resolved by the authorization layer, which chose the search's scope from it.
-    #[serde(rename = "repository")]
-    _repository: Option<String>,
-    #[serde(default)]
-    archived: bool,
-    limit: Option<usize>,
-    cursor: Option<String>,
 }
 
 /// One piece of a snippet.
@@ -90,7 +84,8 @@ async fn search(
     State(state): State<HttpState>,
     grant: ListGrant,
     Authenticated(principal): Authenticated,
-    ApiQuery(params): ApiQuery<SearchParams>,
+    ApiQuery(SearchText { q }): ApiQuery<SearchText>,
+    ApiQuery(params): ApiQuery<ListQuery>,
 ) -> Result<Json<SearchBody>, ApiError> {
     let limit = params.limit.unwrap_or(20).clamp(1, 100);
     let page = state
@@ -98,7 +93,7 @@ async fn search(
         .search(
             &principal.user.id,
             &grant.scope,
-            &params.q,
+            &q,
             params.archived,
             limit,
             params.cursor.as_deref(),

@@ -12,6 +12,9 @@
 //! ([`OwnThreads::run`]) or at most a given time ([`OwnThreads::run_within`]), and are then
 //! refused unrun. The turn is held by the job itself: a caller that goes away does not free it
 //! while its work still runs. A job that panics fails alone, and its thread goes on to the next.
+//!
+//! With the `testing` feature, [`testing::hold_turn`] keeps a turn taken for other crates' tests
+//! of what a busy pool does.
 
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
@@ -122,8 +125,42 @@ impl OwnThreads {
     }
 }
 
+/// What tests of the pool, and of what runs on one, need.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    use std::sync::mpsc;
+
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+
+    use crate::{OwnThreads, RunError};
+
+    /// Takes a turn of `threads` with work that holds it until the returned sender sends (or is
+    /// dropped), and returns once that work runs, with the task that waits for it.
+    pub async fn hold_turn(
+        threads: &OwnThreads,
+    ) -> (mpsc::Sender<()>, JoinHandle<Result<(), RunError>>) {
+        let (release, blocked) = mpsc::channel::<()>();
+        let (running, started_running) = oneshot::channel();
+        let holder = tokio::spawn({
+            let threads = threads.clone();
+            async move {
+                threads
+                    .run(move || {
+                        let _ = running.send(());
+                        let _ = blocked.recv();
+                    })
+                    .await
+            }
+        });
+        started_running.await.expect("the held turn's work runs");
+        (release, holder)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::hold_turn;
     use super::*;
 
     fn started(count: usize) -> OwnThreads {
@@ -158,20 +195,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_job_waits_at_most_its_wait_and_the_work_holds_its_turn() {
         let threads = started(1);
-        let (release, blocked) = mpsc::channel::<()>();
-        let (running, started_running) = oneshot::channel();
-        let caller = tokio::spawn({
-            let threads = threads.clone();
-            async move {
-                threads
-                    .run(move || {
-                        let _ = running.send(());
-                        let _ = blocked.recv();
-                    })
-                    .await
-            }
-        });
-        started_running.await.unwrap();
+        let (release, caller) = hold_turn(&threads).await;
         // The caller goes away while its work runs: the turn stays taken until the work ends.
         caller.abort();
         let _ = caller.await;

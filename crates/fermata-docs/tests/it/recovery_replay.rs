@@ -3,9 +3,8 @@
 //! the text a plain yrs document fed the same updates shows.
 
 use fermata_docs::{SourceDoc, recover, source_hash};
-use fermata_store::{
-    Channel, ChannelId, Checkpoint, JournalUpdate, RecoverySnapshot, Repository, Slug, UnixMillis,
-};
+use fermata_store::{Channel, Checkpoint, JournalUpdate, RecoverySnapshot, UnixMillis};
+use fermata_store_testkit::fixtures;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use yrs::updates::decoder::Decode;
@@ -110,18 +109,9 @@ fn plain_text(updates: &[Vec<u8>]) -> String {
 
 fn channel(sequence: i64) -> Channel {
     Channel {
-        id: ChannelId("5f0e2d8c-3b7a-4e19-8c6d-2a4b6c8e0f12".to_owned()),
-        repository: Repository::new("acme/plans").unwrap(),
-        title: "Plan".to_owned(),
-        slug: Slug::new("plan").unwrap(),
-        parent: None,
-        archived_at: None,
-        created_at: UnixMillis(0),
-        updated_at: UnixMillis(0),
         revision: sequence,
         sequence,
-        epoch: 1,
-        description: None,
+        ..fixtures::channel("5f0e2d8c-3b7a-4e19-8c6d-2a4b6c8e0f12", "acme/plans")
     }
 }
 

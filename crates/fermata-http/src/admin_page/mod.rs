@@ -16,7 +16,7 @@
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::CookieJar;
 use axum_extra::extract::cookie::{Cookie, SameSite};
@@ -68,15 +68,8 @@ pub(crate) fn routes() -> Routes {
         .post("/admin/schema/operations/{id}/approve", page, approve)
         .post("/admin/schema/operations/{id}/reject", page, reject)
         .post("/admin/schema/lease/clear", page, clear_lease)
-        .layer(axum::middleware::map_response(never_cached))
-}
-
-/// The pages show live state and carry CSRF tokens: never cached.
-async fn never_cached(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+        // The pages show live state and carry CSRF tokens.
+        .never_cached()
 }
 
 /// What the flash cookie holds: a place and either a fixed notice or a safe error, stored as its

@@ -199,6 +199,14 @@ impl Routes {
         self
     }
 
+    /// Marks every answer of this group's routes, refusals included, never to be cached: for
+    /// routes that show live state or carry secrets.
+    pub(crate) fn never_cached(self) -> Self {
+        self.layer(axum::middleware::map_response(
+            |response: Response| async move { never_cached(response) },
+        ))
+    }
+
     pub(crate) fn merge(mut self, other: Routes) -> Self {
         self.entries.extend(other.entries);
         self.router = self.router.merge(other.router);
@@ -246,8 +254,9 @@ fn lookup<'a>(table: &'a [RouteEntry], path: &str, method: &Method) -> Lookup<'a
     }
 }
 
-/// An authorization refusal: never cached, whatever route it answers.
-fn refused(response: impl IntoResponse) -> Response {
+/// `response` marked never to be cached: an authorization refusal, whatever route it answers, and
+/// every answer of a group declared [`Routes::never_cached`].
+pub(crate) fn never_cached(response: impl IntoResponse) -> Response {
     let mut response = response.into_response();
     response
         .headers_mut()
@@ -325,14 +334,14 @@ pub(crate) async fn authorize(
     let route = match lookup(&policy.table, matched.as_str(), &parts.method) {
         Lookup::Entry(route) => route.clone(),
         Lookup::OtherMethods(allowed) => {
-            return refused((
+            return never_cached((
                 StatusCode::METHOD_NOT_ALLOWED,
                 [(header::ALLOW, allowed.join(","))],
             ));
         }
         Lookup::Unlisted => {
             tracing::error!(route = %matched.as_str(), "a route without an access policy was refused");
-            return refused(ApiError::forbidden("no access policy covers this route"));
+            return never_cached(ApiError::forbidden("no access policy covers this route"));
         }
     };
     take_query_token(&mut parts);
@@ -341,7 +350,7 @@ pub(crate) async fn authorize(
         .get::<QueryToken>()
         .is_some_and(|token| fermata_accounts::Accounts::is_client_token(&token.0));
     if client_token && !route.access.takes_client_tokens() {
-        return refused(ApiError::new(
+        return never_cached(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthenticated",
             "a client token is accepted only on /sync and on its document's read routes",
@@ -349,8 +358,8 @@ pub(crate) async fn authorize(
     }
     match grant(&policy.state, &route, parts, body).await {
         Ok(request) => next.run(request).await,
-        Err(refusal) if route.page => refused(view::as_page(refusal)),
-        Err(refusal) => refused(refusal),
+        Err(refusal) if route.page => never_cached(view::as_page(refusal)),
+        Err(refusal) => never_cached(refusal),
     }
 }
 

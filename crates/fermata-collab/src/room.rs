@@ -306,7 +306,10 @@ impl Room {
                         continue;
                     }
                     Err(_) if Some(deadline) == index_due => {
-                        self.index_text().await;
+                        if self.index_text().await == Flow::Stop {
+                            self.history.settle(&self.doc);
+                            return;
+                        }
                         continue;
                     }
                     Err(_) => None,
@@ -340,7 +343,8 @@ impl Room {
                 }
             }
         }
-        self.index_text().await;
+        // The room ends either way; what stays unindexed keeps its mark in storage.
+        let _ = self.index_text().await;
         self.checkpoint_if_worthwhile().await;
     }
 
@@ -425,12 +429,12 @@ impl Room {
                 Flow::Continue
             }
             Inbound::Index { done } => {
-                self.index_text().await;
+                let flow = self.index_text().await;
                 let _ = done.send(());
-                Flow::Continue
+                flow
             }
             Inbound::Shutdown { code, reason, done } => {
-                self.index_text().await;
+                let _ = self.index_text().await;
                 self.checkpoint_if_worthwhile().await;
                 self.close_all(code, &reason);
                 let _ = done.send(());
@@ -969,14 +973,16 @@ impl Room {
 
     /// Writes the document's text to the search index if a live edit left it behind; a failure
     /// is tried again a little later, and the mark in storage covers a stop before that.
-    async fn index_text(&mut self) {
+    /// Storage at another revision (a commit whose answer was lost landed after all) reloads
+    /// the document, which is indexed at the next try.
+    async fn index_text(&mut self) -> Flow {
         if !self.unindexed.is_pending() {
-            return;
+            return Flow::Continue;
         }
         let Ok(fence) = self.fence.current() else {
             // No lease now: the mark in storage stays for whoever holds it next.
             self.unindexed.failed(Instant::now());
-            return;
+            return Flow::Continue;
         };
         let text = self.doc.doc.text();
         let result = self
@@ -985,12 +991,20 @@ impl Room {
             .refresh_text(&fence, &self.id, self.doc.revision, &text)
             .await;
         match result {
-            Ok(_) => self.unindexed.indexed(),
+            Ok(true) => {
+                self.unindexed.indexed();
+                Flow::Continue
+            }
+            Ok(false) => {
+                self.unindexed.failed(Instant::now());
+                self.reload_with(&[]).await
+            }
             Err(error) => {
                 if error.kind() != ErrorKind::Unavailable && error.kind() != ErrorKind::Fenced {
                     tracing::warn!(document = %self.id, error = %ErrorChain(&error), "the document's text could not be indexed for search; it is tried again");
                 }
                 self.unindexed.failed(Instant::now());
+                Flow::Continue
             }
         }
     }

@@ -7,7 +7,7 @@
 //! [`Unindexed`]), and when it closes. A process that stops before that leaves the mark, and the
 //! next start indexes the document from its journal.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -22,17 +22,32 @@ pub(crate) const AT_MOST: Duration = Duration::from_secs(10);
 pub(crate) const RETRY: Duration = Duration::from_secs(5);
 
 /// The documents whose open rooms hold edits not yet indexed, shared by the rooms and their
-/// manager, so a search asks those rooms alone.
+/// manager, so a search asks those rooms alone. Each document counts the rooms that list it: a
+/// room still closing and the new room of the same document may both hold edits for a moment.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Unindexed(Arc<Mutex<HashSet<ChannelId>>>);
+pub(crate) struct Unindexed(Arc<Mutex<HashMap<ChannelId, usize>>>);
 
 impl Unindexed {
     /// The documents listed now.
     pub(crate) fn documents(&self) -> Vec<ChannelId> {
-        self.set().iter().cloned().collect()
+        self.set().keys().cloned().collect()
     }
 
-    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<ChannelId>> {
+    fn list(&self, id: &ChannelId) {
+        *self.set().entry(id.clone()).or_default() += 1;
+    }
+
+    fn unlist(&self, id: &ChannelId) {
+        let mut set = self.set();
+        if let Some(holders) = set.get_mut(id) {
+            *holders -= 1;
+            if *holders == 0 {
+                set.remove(id);
+            }
+        }
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, usize>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -63,7 +78,7 @@ impl PendingIndex {
     pub(crate) fn committed(&mut self, now: Instant) {
         let first = self.since.map_or(now, |(first, _)| first);
         if self.since.is_none() {
-            self.listed.set().insert(self.id.clone());
+            self.listed.list(&self.id);
         }
         self.since = Some((first, now));
     }
@@ -82,9 +97,10 @@ impl PendingIndex {
 
     /// The text is indexed (or a commit carried it): nothing is pending.
     pub(crate) fn indexed(&mut self) {
-        self.since = None;
+        if self.since.take().is_some() {
+            self.listed.unlist(&self.id);
+        }
         self.retry_at = None;
-        self.listed.set().remove(&self.id);
     }
 
     /// An attempt failed: the next comes after [`RETRY`].
@@ -95,7 +111,7 @@ impl PendingIndex {
 
 impl Drop for PendingIndex {
     fn drop(&mut self) {
-        self.listed.set().remove(&self.id);
+        self.indexed();
     }
 }
 
@@ -113,7 +129,7 @@ mod tests {
         assert!(listed.documents().is_empty());
         pending.committed(start);
         assert_eq!(pending.deadline(), Some(start + PAUSE));
-        assert_eq!(listed.documents(), [id]);
+        assert_eq!(listed.documents(), std::slice::from_ref(&id));
         // Typing on moves the pause along, up to the bound.
         pending.committed(start + Duration::from_secs(1));
         assert_eq!(pending.deadline(), Some(start + Duration::from_secs(3)));
@@ -130,6 +146,15 @@ mod tests {
         // stays, for the next start).
         pending.committed(start);
         drop(pending);
+        assert!(listed.documents().is_empty());
+        // A closing room that ends does not unlist the new room of the same document.
+        let mut closing = PendingIndex::new(id.clone(), listed.clone());
+        let mut replacement = PendingIndex::new(id.clone(), listed.clone());
+        closing.committed(start);
+        replacement.committed(start);
+        drop(closing);
+        assert_eq!(listed.documents(), std::slice::from_ref(&id));
+        replacement.indexed();
         assert!(listed.documents().is_empty());
     }
 }

@@ -38,8 +38,9 @@ pub(crate) struct Statements {
     search: String,
     /// A new document's row: `$1` its ID, `$2` its title, `$3` its text.
     pub(crate) insert: String,
-    /// A document's whole text replaced (a created document's, an epoch replacement's).
+    /// A document's whole text replaced (an epoch replacement's), and its mark cleared.
     pub(crate) set_text: String,
+    clear_mark: String,
     refresh: String,
     mark_current: String,
     stale: String,
@@ -139,6 +140,8 @@ impl Statements {
             mark_current: dialect.render(
                 "UPDATE channels SET search_stale_since = NULL WHERE id = $1 AND revision = $2",
             ),
+            clear_mark: dialect
+                .render("UPDATE channels SET search_stale_since = NULL WHERE id = $1"),
             stale: dialect.render(
                 "SELECT id FROM channels WHERE search_stale_since IS NOT NULL \
                  AND id{bytewise} > $1 ORDER BY id{bytewise} LIMIT $2",
@@ -254,6 +257,11 @@ impl SqlStorage {
         sqlx::query(&self.inner.search_sql.set_text)
             .bind(&id.0)
             .bind(indexed_text(text))
+            .execute(&mut *conn)
+            .await
+            .context(action)?;
+        sqlx::query(&self.inner.search_sql.clear_mark)
+            .bind(&id.0)
             .execute(conn)
             .await
             .context(action)?;

@@ -301,7 +301,15 @@ pub async fn a_commit_is_found_by_its_text_and_title_as_soon_as_it_answers(harne
         untouched[0].snippet
     );
 
-    // A new history (an epoch replacement) is indexed with its text.
+    // A new history (an epoch replacement) is indexed with its text, and is current: even a
+    // text marked behind before it is not listed as behind any more.
+    harness
+        .seed_stale_search_text(&*world.store, &plan.id, "older airship")
+        .await;
+    assert_eq!(
+        world.store.search().stale_texts(None, 10).await.unwrap(),
+        std::slice::from_ref(&plan.id)
+    );
     let current = world
         .store
         .collaboration()
@@ -329,6 +337,15 @@ pub async fn a_commit_is_found_by_its_text_and_title_as_soon_as_it_answers(harne
         .await
         .unwrap();
     assert!(world.search(&ann, "airship").await.is_empty());
+    assert!(
+        world
+            .store
+            .search()
+            .stale_texts(None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(ids(&world.search(&ann, "balloon").await), [plan.id]);
 }
 

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::HttpState;
 use crate::error::{ApiError, RequestFailure, attach};
 use crate::policy::{Access, Caller, DocumentGrant, Routes};
-use crate::view::{DIFF_STYLE, compare_path, diff_table, diff_texts, unavailable};
+use crate::view::{DIFF_STYLE, compare_path, diff_table, diff_texts, session_path, unavailable};
 use crate::view::{HISTORY, Page, message_page, page_path, repository_path, time};
 
 pub(crate) fn routes() -> Routes {
@@ -208,7 +208,7 @@ fn render_session(page: &SessionPage) -> Page {
         h2 { "The text this session left" }
         pre.text #session-text { (version.text) }
         @if page.restorable {
-            form method="post" action={ "/documents/" (document.id) "/history/" (number) "/restore" } {
+            form method="post" action={ (session_path(document, number)) "/restore" } {
                 input type="hidden" name="csrf" value=(page.csrf);
                 p { "Restoring replaces the document's text with this session's, for everyone editing it. The current text stays in the history." }
                 button type="submit" #confirm-restore { "Restore this text" }

@@ -25,8 +25,8 @@ use maud::{Markup, html};
 use crate::HttpState;
 use crate::error::ApiError;
 use crate::policy::{self, Caller, DocumentGrant, Routes};
-use crate::view::compare_path;
 use crate::view::{self, HISTORY, Nonce, Page, page_path, time};
+use crate::view::{compare_path, session_path};
 
 pub(crate) fn routes() -> Routes {
     Routes::pages().get(
@@ -167,7 +167,7 @@ fn around(page: &DocumentPage) -> Markup {
                 ol #history reversed {
                     @for version in &page.history {
                         li {
-                            a href={ "/documents/" (document.id) "/history/" (version.number) } {
+                            a href=(session_path(document, version.number)) {
                                 "Session " (version.number)
                             }
                             " " span.note { "ended " (time(version.ended_at, page.now)) }

@@ -1,17 +1,21 @@
 //! The schema operations JSON API under `/api/v1/schema`: start an inventory, a refresh or a
 //! verification, list operations, read one operation (the route the administrator page polls),
-//! read a refresh's review with its diffs and approve or reject it, read a verification's drift
-//! diffs, publish again a refresh whose publication failed, close a published pull request, read
-//! the latest inventory, the package registry and the lease, and clear an expired lease. Every answer is `Cache-Control: no-store`. What the schema service
-//! refuses is its safe error `{stage, code, retryable, message}`; authentication and malformed
-//! bodies are refused as by the rest of the API. The decisions, publishing again, closing a pull
-//! request and the clear action need a fresh session.
+//! read a refresh's review with its diffs, migration scripts and lint findings and approve or
+//! reject it, read a verification's drift diffs and scripts (and one script as a file for the
+//! `mysql` client, the one answer here that is not JSON), publish again a refresh whose
+//! publication failed, close a published pull request, read the latest inventory, the package
+//! registry and the lease, and clear an expired lease. Every answer is `Cache-Control:
+//! no-store`. What the schema service refuses is its safe error `{stage, code, retryable,
+//! message}`; authentication and malformed bodies and queries are refused as by the rest of the
+//! API. The decisions, publishing again, closing a pull request and the clear action need a
+//! fresh session.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::Principal;
+use fermata_schema::migration::Direction;
 use fermata_schema::view::{
     DriftView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView, RegistryView,
     ReviewView,
@@ -22,7 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::auth::{FreshSystemAdmin, SystemAdmin};
-use crate::error::{RequestFailure, attach};
+use crate::documents_api::ApiQuery;
+use crate::error::{ApiError, RequestFailure, attach};
 use crate::policy::{Access, Routes};
 
 pub(crate) fn routes() -> Routes {
@@ -41,6 +46,11 @@ pub(crate) fn routes() -> Routes {
         .get("/api/v1/schema/operations/{id}", SystemAdmin, operation)
         .get("/api/v1/schema/operations/{id}/review", SystemAdmin, review)
         .get("/api/v1/schema/operations/{id}/drift", SystemAdmin, drift)
+        .get(
+            "/api/v1/schema/operations/{id}/drift/ddl",
+            SystemAdmin,
+            drift_script,
+        )
         .post(
             "/api/v1/schema/operations/{id}/publish",
             FreshSystemAdmin,
@@ -87,7 +97,12 @@ impl IntoResponse for SchemaError {
         let code = self.0.code();
         let status = match (code, self.0.stage()) {
             (ErrorCode::AccessDenied, _) => StatusCode::FORBIDDEN,
-            (ErrorCode::OperationMissing | ErrorCode::InventoryMissing, _) => StatusCode::NOT_FOUND,
+            (
+                ErrorCode::OperationMissing
+                | ErrorCode::InventoryMissing
+                | ErrorCode::NoMigrationScript,
+                _,
+            ) => StatusCode::NOT_FOUND,
             (ErrorCode::StorageUnavailable, _) => StatusCode::SERVICE_UNAVAILABLE,
             (ErrorCode::DiffExpired, _) => StatusCode::GONE,
             (ErrorCode::NothingToPublish, _) => StatusCode::CONFLICT,
@@ -269,6 +284,46 @@ async fn drift(
         .diff(&admin(&principal)?, operation_id(&id)?)
         .await?;
     Ok(json(StatusCode::OK, DriftView::from(&drift)))
+}
+
+/// Which script of a drift: the database's, going `direction` (`undo` unless said), with the
+/// destructive statements when `allow_destructive`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptQuery {
+    database: String,
+    direction: Option<String>,
+    #[serde(default)]
+    allow_destructive: bool,
+}
+
+/// One drifted database's migration script as a file for the `mysql`/`mariadb` client
+/// (`text/plain`): `NO_MIGRATION_SCRIPT` (404) when the verification did not find that database
+/// drifted or kept no script for it; 400 for a direction other than `undo` or `adopt`.
+async fn drift_script(
+    State(state): State<HttpState>,
+    SystemAdmin(principal): SystemAdmin,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ScriptQuery>,
+) -> Result<Response, Response> {
+    let direction = match query.direction.as_deref() {
+        None => Direction::Undo,
+        Some(typed) => Direction::parse(typed).ok_or_else(|| {
+            ApiError::bad_request("direction is \"undo\" or \"adopt\"").into_response()
+        })?,
+    };
+    let refused = |error: SafeError| SchemaError(error).into_response();
+    let admin = admin(&principal).map_err(IntoResponse::into_response)?;
+    let id = operation_id(&id).map_err(IntoResponse::into_response)?;
+    let drift = state.drift.diff(&admin, id).await.map_err(refused)?;
+    let (drifted, script) = drift.script(&query.database, direction).map_err(refused)?;
+    let text = script.text(drifted.database.as_str(), query.allow_destructive);
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response())
 }
 
 /// Publishes again an approved refresh whose publication failed; answers 202 with the

@@ -185,6 +185,10 @@ error_codes! {
         "the review artifact could not be stored or read";
     DiffExpired: "DIFF_EXPIRED", Artifact, permanent,
         "the drift diff of operation {} is past its retention window";
+    /// A verification's drift holds no migration script for the database named: it did not
+    /// drift, or its drift was sealed before scripts were (or without them).
+    NoMigrationScript: "NO_MIGRATION_SCRIPT", Artifact, permanent,
+        "the drift holds no migration script for database {}";
     ReviewExpired: "REVIEW_EXPIRED", Review, permanent,
         "the review window closed without a decision";
     ReviewRejected: "REVIEW_REJECTED", Review, permanent, "the review was rejected";

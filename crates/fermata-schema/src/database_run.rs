@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::inventory::discover;
+use crate::migration::Migration;
 use crate::operations::begin_run;
 use crate::package::{Package, Registry};
 use crate::safe_context::{SafeCode, SafeContext};
@@ -336,6 +337,16 @@ impl LiveSnapshot {
         workspace: &SourceSettings,
     ) -> Result<(), SafeError> {
         snapshot::verify_in_workspace(workspace, &self.snapshot, &self.server_version).await
+    }
+
+    /// Both migration scripts between this snapshot and `merged`, each verified in `workspace`
+    /// when one is configured.
+    pub(crate) async fn migration(
+        &self,
+        merged: &DatabaseSnapshot,
+        workspace: Option<&SourceSettings>,
+    ) -> Migration {
+        Migration::verified(&self.snapshot, merged, workspace, &self.server_version).await
     }
 
     /// The snapshot's object counts, from its manifest.

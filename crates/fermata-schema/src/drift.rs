@@ -1,9 +1,12 @@
 //! Drift diffs, on request: the unified diff of every file in which a verification found a
-//! database's live schema differing from its merged snapshot.
+//! database's live schema differing from its merged snapshot, and the two migration scripts
+//! between them (undo: live → merged; adopt: merged → live), each as the workspace verified it.
+//! [`DriftDiff::script`] picks one database's script in one direction, which the API answers as
+//! text at [`ddl_path`].
 //!
-//! The verification's database step seals each drifted database's diffs into the object store
-//! (see the artifact module's `drift`); no DDL reaches the application database, whose result
-//! row lists only the differing paths. A diff is kept for `drift_retention` after its
+//! The verification's database step seals each drifted database's diffs and scripts into the
+//! object store (see the artifact module's `drift`); no DDL reaches the application database,
+//! whose result row lists only the differing paths. A diff is kept for `drift_retention` after its
 //! verification ended, decided on the database's clock: past that it is refused with
 //! `DIFF_EXPIRED`, and [`DriftDiffs::sweep`], which a serving process runs periodically,
 //! deletes it (with every diff of an operation the application database no longer knows).
@@ -14,10 +17,11 @@ use std::time::Duration;
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::schema::{Operation, OperationId, OperationKind, Outcome};
 use fermata_store::{ErrorChain, Storage, UnixMillis};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::admin::Administrator;
 use crate::artifact::ArtifactStore;
+use crate::migration::{Direction, Migration, Script};
 use crate::review::FileDiff;
 use crate::safe_context::{SafeCode, SafeContext};
 
@@ -25,11 +29,29 @@ use crate::safe_context::{SafeCode, SafeContext};
 pub const DEFAULT_DRIFT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// One drifted database: the files that differ, in path order, each with its unified diff
-/// (`a/` is the merged file, `b/` the live one).
+/// (`a/` is the merged file, `b/` the live one), and the migration scripts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DatabaseDrift {
     pub database: DatabaseName,
     pub files: Vec<FileDiff>,
+    /// `None` for drift sealed before scripts were, or when the merged snapshot's model could
+    /// not be read.
+    pub migration: Option<Migration>,
+}
+
+/// What a drifted database's sealed object holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SealedDrift {
+    pub(crate) files: Vec<FileDiff>,
+    pub(crate) migration: Option<Migration>,
+}
+
+/// A sealed drift as written now, or as written before scripts were (the diffs alone).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Sealed {
+    Current(SealedDrift),
+    Diffs(Vec<FileDiff>),
 }
 
 /// A verification's drift: every database it found changed, in selection order.
@@ -41,6 +63,47 @@ pub struct DriftDiff {
     /// When the diffs are deleted; `None` while the verification runs.
     pub kept_until: Option<UnixMillis>,
     pub databases: Vec<DatabaseDrift>,
+}
+
+impl DriftDiff {
+    /// The script of drifted database `database` that goes `direction`; `NO_MIGRATION_SCRIPT`
+    /// when the verification did not find that database drifted, or its drift has no scripts.
+    pub fn script(
+        &self,
+        database: &str,
+        direction: Direction,
+    ) -> Result<(&DatabaseDrift, &Script), SafeError> {
+        let missing = || match DatabaseName::new(database) {
+            Ok(name) => SafeError::about(ErrorCode::NoMigrationScript, Subject::Database(name)),
+            // Dropped on purpose: text that is not a database name names no drifted database.
+            Err(_) => SafeError::new(ErrorCode::NoMigrationScript),
+        };
+        let drifted = self
+            .databases
+            .iter()
+            .find(|drifted| drifted.database.as_str() == database)
+            .ok_or_else(missing)?;
+        let migration = drifted.migration.as_ref().ok_or_else(missing)?;
+        Ok((drifted, migration.script(direction)))
+    }
+}
+
+/// The API path that answers drifted database `database`'s script going `direction`, for
+/// verification `operation`: `/api/v1/schema/operations/<id>/drift/ddl?database=<name,
+/// percent-encoded>&direction=<direction>`. A path only: the caller prefixes its Fermata address.
+pub fn ddl_path(operation: impl std::fmt::Display, database: &str, direction: Direction) -> String {
+    let mut encoded = String::with_capacity(database.len());
+    for byte in database.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!(
+        "/api/v1/schema/operations/{operation}/drift/ddl?database={encoded}&direction={}",
+        direction.as_str()
+    )
 }
 
 /// Reads and sweeps drift diffs.
@@ -108,11 +171,16 @@ impl DriftDiffs {
                 .open_drift(id, row.position)
                 .await?
                 .ok_or_else(|| SafeError::about(ErrorCode::DiffExpired, about.clone()))?;
-            let files: Vec<FileDiff> = serde_json::from_slice(&sealed)
+            let sealed: Sealed = serde_json::from_slice(&sealed)
                 .or_code(ErrorCode::ArtifactUnavailable, "read a drift diff")?;
+            let (files, migration) = match sealed {
+                Sealed::Current(SealedDrift { files, migration }) => (files, migration),
+                Sealed::Diffs(files) => (files, None),
+            };
             databases.push(DatabaseDrift {
                 database: row.database,
                 files,
+                migration,
             });
         }
         Ok(DriftDiff {
@@ -161,5 +229,72 @@ impl DriftDiffs {
         operation
             .finished_at
             .map(|ended| UnixMillis(ended.0.saturating_add(retention)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::migration::Verification;
+    use crate::snapshot::model::Flavor;
+
+    fn script(direction: Direction) -> Script {
+        Script {
+            direction,
+            flavor: Flavor::Mariadb,
+            statements: Vec::new(),
+            notes: Vec::new(),
+            verification: Verification::Verified,
+        }
+    }
+
+    #[test]
+    fn a_script_is_found_by_its_database_and_direction_or_refused() {
+        let drift = DriftDiff {
+            operation: OperationId::generate(),
+            base_commit: None,
+            kept_until: None,
+            databases: vec![
+                DatabaseDrift {
+                    database: DatabaseName::new("app").unwrap(),
+                    files: Vec::new(),
+                    migration: Some(Migration {
+                        undo: script(Direction::Undo),
+                        adopt: script(Direction::Adopt),
+                    }),
+                },
+                DatabaseDrift {
+                    database: DatabaseName::new("old").unwrap(),
+                    files: Vec::new(),
+                    migration: None,
+                },
+            ],
+        };
+        let (found, adopt) = drift.script("app", Direction::Adopt).unwrap();
+        assert_eq!(found.database.as_str(), "app");
+        assert_eq!(adopt.direction, Direction::Adopt);
+        for (name, message) in [
+            (
+                "old",
+                "the drift holds no migration script for database `old`",
+            ),
+            (
+                "crm",
+                "the drift holds no migration script for database `crm`",
+            ),
+            ("", "the drift holds no migration script for database"),
+        ] {
+            let refused = drift.script(name, Direction::Undo).unwrap_err();
+            assert_eq!(refused.code(), ErrorCode::NoMigrationScript);
+            assert_eq!(refused.message(), message);
+        }
+    }
+
+    #[test]
+    fn the_script_path_percent_encodes_the_name() {
+        assert_eq!(
+            ddl_path("op-1", "app <&>/é", Direction::Undo),
+            "/api/v1/schema/operations/op-1/drift/ddl?database=app%20%3C%26%3E%2F%C3%A9&direction=undo"
+        );
     }
 }

@@ -22,6 +22,8 @@ pub mod engine;
 pub mod filter;
 pub mod inventory;
 pub mod inventory_run;
+pub mod lint;
+pub mod migration;
 pub mod names;
 pub mod notify;
 pub mod operations;
@@ -38,6 +40,8 @@ pub mod snapshot;
 pub mod source;
 pub mod source_check;
 mod step_failure;
+#[cfg(test)]
+mod test_models;
 mod tracked;
 pub mod verification_run;
 pub mod view;

@@ -2,8 +2,9 @@
 //! finds drift, an operation fails, a review opens or is about to expire, and a pull request is
 //! published.
 //!
-//! An event holds operation IDs, database names, outcomes and codes; never DDL, file contents,
-//! secrets or URLs of the configuration. Emitting one ([`Notifier::emit`]) starts a durable
+//! An event holds operation IDs, database names, outcomes and codes, and for a drifted
+//! database the API path of its migration script; never DDL, file contents, secrets or URLs of
+//! the configuration. Emitting one ([`Notifier::emit`]) starts a durable
 //! workflow run ([`NotifyWorkflow`]) whose ID is derived from the event's ID, so an event is
 //! started once however many times the run that emits it is executed. The notify run posts the
 //! event to each webhook in a step of its own (`notify:<event>:<webhook position>`), retried on
@@ -25,7 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::schema::{
-    Operation, OperationId, OperationKind, OperationState, OperationStep, ReviewState, StepState,
+    Operation, OperationId, OperationKind, OperationState, OperationStep, Outcome, ReviewState,
+    StepState,
 };
 use fermata_store::{Storage, UnixMillis};
 use fermata_workflow::{RunContext, RunError, Workflow, start_once};
@@ -35,6 +37,8 @@ use serde_json::Value;
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
+use crate::drift::ddl_path;
+use crate::migration::Direction;
 use crate::safe_context::{SafeCode, SafeContext};
 use crate::step_failure::run_failed;
 use crate::tracked::Progress;
@@ -93,6 +97,11 @@ pub struct EventDatabase {
     /// The safe error code of a database that failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// In `verification.drift`, for a drifted database: the API path of its undo script
+    /// ([`ddl_path`]), which the receiver prefixes with its Fermata address. A path, never the
+    /// script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddl: Option<String>,
 }
 
 /// A published pull request, in an event.
@@ -258,14 +267,22 @@ async fn read_event(
         .database_results(id)
         .await?
         .into_iter()
-        .map(|row| EventDatabase {
-            name: row.database.as_str().to_owned(),
-            outcome: row.report.as_ref().map(|r| r.outcome.as_str().to_owned()),
-            freshness: row.report.as_ref().map(|r| r.freshness.as_str().to_owned()),
-            code: row
-                .report
-                .and_then(|r| r.error)
-                .map(|error| error.code().name()),
+        .map(|row| {
+            let drifted = kind == EventKind::Drift
+                && row
+                    .report
+                    .as_ref()
+                    .is_some_and(|r| r.outcome == Outcome::Changed);
+            EventDatabase {
+                name: row.database.as_str().to_owned(),
+                outcome: row.report.as_ref().map(|r| r.outcome.as_str().to_owned()),
+                freshness: row.report.as_ref().map(|r| r.freshness.as_str().to_owned()),
+                ddl: drifted.then(|| ddl_path(id, row.database.as_str(), Direction::Undo)),
+                code: row
+                    .report
+                    .and_then(|r| r.error)
+                    .map(|error| error.code().name()),
+            }
         })
         .collect();
     if matches!(kind, EventKind::ReviewOpened | EventKind::ReviewExpiring) {
@@ -504,5 +521,44 @@ mod tests {
         assert_eq!(json["id"], format!("verification.drift:{operation}"));
         assert!(json.get("code").is_none() && json.get("pull_request").is_none());
         assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+    }
+
+    #[test]
+    fn a_drifted_database_links_its_script_by_path_and_an_older_event_reads_without_it() {
+        let operation = OperationId::generate();
+        let mut event = Event::new(
+            EventKind::Drift,
+            operation,
+            OperationKind::Verification,
+            "succeeded",
+        );
+        event.databases = vec![
+            EventDatabase {
+                name: "app <&>".to_owned(),
+                outcome: Some("changed".to_owned()),
+                freshness: Some("stale".to_owned()),
+                code: None,
+                ddl: Some(ddl_path(operation, "app <&>", Direction::Undo)),
+            },
+            EventDatabase {
+                name: "crm".to_owned(),
+                outcome: Some("unchanged".to_owned()),
+                freshness: Some("fresh".to_owned()),
+                code: None,
+                ddl: None,
+            },
+        ];
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json["databases"][0]["ddl"],
+            format!(
+                "/api/v1/schema/operations/{operation}/drift/ddl?database=app%20%3C%26%3E&direction=undo"
+            )
+        );
+        assert!(json["databases"][1].get("ddl").is_none());
+        // A notify run started before the field existed still reads its event.
+        let older = serde_json::json!({"name": "crm", "outcome": "changed"});
+        let read: EventDatabase = serde_json::from_value(older).unwrap();
+        assert_eq!(read.ddl, None);
     }
 }

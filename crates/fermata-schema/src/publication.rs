@@ -4,7 +4,9 @@
 //! package is replaced by its candidate files, and `registry.json` gains or updates their entries
 //! (a failed database keeps its folder and entry; an unregistered failure stays unregistered).
 //! The pull request's description lists the changed databases with their counts, and every
-//! failure and stale snapshot.
+//! failure and stale snapshot; then, from the review notes sealed in the artifact, each changed
+//! database's adopt-direction migration script (collapsed, verified or not as the workspace
+//! said, cut to keep the body within the forge's limit) and the lint findings.
 //!
 //! Every external write has a stable key from the operation ID and reads the forge's state
 //! first, so a crash between any two of them ends with one branch, one commit and one pull
@@ -32,21 +34,28 @@ use fermata_forge::{
     CommitSpec, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, Signature, TreeChange,
 };
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
-use fermata_store::Storage;
-use fermata_store::schema::{DatabaseResult, Freshness, OperationId, Outcome};
+use fermata_store::schema::{DatabaseResult, Freshness, NewArtifact, OperationId, Outcome};
+use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::ArtifactStore;
+use crate::migration::Script;
 use crate::names;
 use crate::package::{Package, REGISTRY_FILE, RegisteredSnapshot};
+use crate::review::ReviewNotes;
 use crate::safe_context::{SafeCode, SafeContext, because};
 use crate::tracked::Progress;
+use crate::view::printable;
 
 /// Who publication commits as.
 const COMMITTER_NAME: &str = "Fermata";
 const COMMITTER_EMAIL: &str = "fermata@localhost";
+
+/// The most characters the description holds: GitHub refuses a body over 65,536, and this
+/// leaves room to spare.
+const DESCRIPTION_LIMIT: usize = 60_000;
 
 /// The wait when the forge names its rate limit without saying for how long.
 const UNSPECIFIED_RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
@@ -252,6 +261,7 @@ impl Publication<'_> {
             .context("load the artifact record")?
             .ok_or_else(|| SafeError::new(ErrorCode::ArtifactUnavailable))?;
         let removed = Manifest::parse(&artifact.meta.manifest)?.removed;
+        let notes = self.review_notes(&artifact.meta).await?;
         let plural = |count: usize| if count == 1 { "" } else { "s" };
         let mut title = format!(
             "Schema snapshots: {changed} database{} changed",
@@ -264,13 +274,39 @@ impl Publication<'_> {
             head,
             base: self.package.settings().base_branch.clone(),
             title,
-            body: description(self.operation, &results, &removed),
+            body: description(self.operation, &results, &removed, &notes),
         };
         self.package
             .forge()
             .open_pull_request(&spec)
             .await
             .context("open the pull request")
+    }
+
+    /// The review notes the approved artifact holds, by database name. Notes that do not read
+    /// are left out of the description (and logged, without their content): the pull request
+    /// still opens.
+    async fn review_notes(
+        &self,
+        artifact: &NewArtifact,
+    ) -> Result<BTreeMap<String, ReviewNotes>, SafeError> {
+        let contents = self.artifacts.open(artifact).await?;
+        let manifest = Manifest::parse(&contents.manifest)?;
+        let mut notes = BTreeMap::new();
+        for (name, entry) in manifest.databases {
+            let Some(bytes) = contents.notes.get(&format!("{}.json", entry.folder)) else {
+                continue;
+            };
+            match serde_json::from_slice::<ReviewNotes>(bytes) {
+                Ok(read) => {
+                    notes.insert(name, read);
+                }
+                Err(error) => {
+                    tracing::warn!(operation = %self.operation, error = %ErrorChain(&error), "review notes do not read; the description leaves them out");
+                }
+            }
+        }
+        Ok(notes)
     }
 }
 
@@ -280,11 +316,16 @@ fn outcome(row: &DatabaseResult) -> Option<Outcome> {
 
 /// The pull request's description: the changed databases with their counts, then every
 /// failure (and whether its merged snapshot is now stale), the databases removed as no longer
-/// on the server, then how many were unchanged.
+/// on the server, how many were unchanged; then, for each changed database with review notes
+/// (`notes`, by name), its adopt-direction migration script in a collapsed block, and the lint
+/// findings. Each script block, and the findings, gets a fair share of what the limit leaves
+/// ([`DESCRIPTION_LIMIT`]); one too long for it is cut with a line saying how many statements
+/// were left out and how to see them all.
 pub(crate) fn description(
     operation: OperationId,
     results: &[DatabaseResult],
     removed: &[DatabaseName],
+    notes: &BTreeMap<String, ReviewNotes>,
 ) -> String {
     let mut text = format!("Schema snapshots from Fermata refresh `{operation}`.\n");
     let mut section = |title: &str, lines: Vec<String>| {
@@ -295,7 +336,6 @@ pub(crate) fn description(
             }
         }
     };
-    let quoted = |name: &DatabaseName| format!("`{}`", name.as_str().replace('`', "``"));
     section(
         "Changed",
         results
@@ -346,6 +386,190 @@ pub(crate) fn description(
         .count();
     if unchanged > 0 {
         let _ = write!(text, "\n{unchanged} selected database(s) did not change.\n");
+    }
+    let noted: Vec<(&DatabaseName, &ReviewNotes)> = results
+        .iter()
+        .filter(|row| outcome(row) == Some(Outcome::Changed))
+        .filter_map(|row| {
+            notes
+                .get(row.database.as_str())
+                .map(|notes| (&row.database, notes))
+        })
+        .collect();
+    if !noted.is_empty() {
+        text.push_str(
+            "\n### Migrations\n\nThe adopt script of each changed database: the migration from its merged snapshot to the new one, destructive statements marked.\n\n",
+        );
+        // The lint section comes last and gets a share too.
+        let blocks = noted.len() + 1;
+        for (index, (database, notes)) in noted.iter().enumerate() {
+            let share = DESCRIPTION_LIMIT.saturating_sub(text.len()) / (blocks - index);
+            let block = match &notes.migration {
+                Some(migration) => script_block(operation, database, &migration.adopt, share),
+                None => format!(
+                    "- {}: no migration script: the merged snapshot's model could not be read.\n\n",
+                    quoted(database)
+                ),
+            };
+            text.push_str(&block);
+        }
+        let share = DESCRIPTION_LIMIT.saturating_sub(text.len());
+        text.push_str(&lint_section(operation, &noted, share));
+    }
+    if text.len() > DESCRIPTION_LIMIT {
+        // Only a description whose lists alone pass the limit gets here.
+        let mut cut = DESCRIPTION_LIMIT - 200;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        let _ = write!(
+            text,
+            "\n\n(Cut to fit the forge's limit: `fermata schema show {operation}` lists every database.)\n"
+        );
+    }
+    text
+}
+
+/// `name` in backquotes, as the description's lists show names.
+fn quoted(name: &DatabaseName) -> String {
+    format!("`{}`", printable(name.as_str()).replace('`', "``"))
+}
+
+/// `text` with the characters HTML gives a meaning escaped, for a `<summary>`.
+fn html(text: &str) -> String {
+    printable(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The collapsed block of `database`'s adopt script `script`, at most `share` long: the whole
+/// script, or as many of its first statements as fit and a line saying how many were left out;
+/// a line alone when not even one statement fits.
+fn script_block(
+    operation: OperationId,
+    database: &DatabaseName,
+    script: &Script,
+    share: usize,
+) -> String {
+    let count = script.statements.len();
+    let mut summary = if script.is_empty() {
+        "nothing to do".to_owned()
+    } else {
+        format!(
+            "{count} statement{}, {}",
+            if count == 1 { "" } else { "s" },
+            script.verification.describe()
+        )
+    };
+    let destructive = script.destructive_count();
+    if destructive > 0 {
+        let _ = write!(summary, "; {destructive} destructive, marked");
+    }
+    let head = format!(
+        "<details><summary>Migration of <code>{}</code> (adopt): {}</summary>\n\n",
+        html(database.as_str()),
+        html(&summary)
+    );
+    let whole = fenced(&head, &script.text(database.as_str(), true));
+    if whole.len() <= share || count == 0 {
+        return whole;
+    }
+    let shown = |kept: usize| {
+        let cut = Script {
+            statements: script.statements[..kept].to_vec(),
+            ..script.clone()
+        };
+        let mut sql = cut.text(database.as_str(), true);
+        let _ = writeln!(
+            sql,
+            "-- {} of {count} statements left out here: `fermata schema review {operation} --ddl --direction adopt` shows the whole script.",
+            count - kept
+        );
+        fenced(&head, &sql)
+    };
+    // The most statements that fit, found by halving: at least one, fewer than all (none: not
+    // even one fits).
+    let (mut fits, mut too_many) = (0, count);
+    while too_many - fits > 1 {
+        let middle = (fits + too_many) / 2;
+        if shown(middle).len() <= share {
+            fits = middle;
+        } else {
+            too_many = middle;
+        }
+    }
+    if fits == 0 {
+        return format!(
+            "- Migration of {} (adopt): {}; too long to show here: `fermata schema review {operation} --ddl --direction adopt` shows it.\n\n",
+            quoted(database),
+            printable(&summary)
+        );
+    }
+    shown(fits)
+}
+
+/// `sql` in an `sql` code block after `head`, closed with `</details>`: the fence is longer than
+/// any run of backquotes in `sql`, which therefore cannot close it.
+fn fenced(head: &str, sql: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in sql.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{head}{fence}sql\n{sql}{fence}\n</details>\n\n")
+}
+
+/// The lint section: each finding of each database in `noted`, at most `share` long; the
+/// findings that do not fit are counted instead.
+fn lint_section(
+    operation: OperationId,
+    noted: &[(&DatabaseName, &ReviewNotes)],
+    share: usize,
+) -> String {
+    let total: usize = noted.iter().map(|(_, notes)| notes.lint.len()).sum();
+    let mut text = "### Lint\n\n".to_owned();
+    if total == 0 {
+        text.push_str("No findings.\n");
+        return text;
+    }
+    // Room for the line counting what did not fit.
+    let room = share.saturating_sub(200);
+    let mut listed = 0;
+    'databases: for (database, notes) in noted {
+        if notes.lint.is_empty() {
+            continue;
+        }
+        let title = format!("- {}:\n", quoted(database));
+        if text.len() + title.len() > room {
+            break;
+        }
+        text.push_str(&title);
+        for finding in &notes.lint {
+            let line = format!(
+                "  - `{}` `{}` {}: {}\n",
+                finding.severity.id(),
+                finding.rule.id(),
+                printable(&finding.object),
+                printable(&finding.message)
+            );
+            if text.len() + line.len() > room {
+                break 'databases;
+            }
+            text.push_str(&line);
+            listed += 1;
+        }
+    }
+    if listed < total {
+        let _ = write!(
+            text,
+            "\n{} more finding(s) left out here: `fermata schema review {operation}` lists them all.\n",
+            total - listed
+        );
     }
     text
 }
@@ -449,4 +673,221 @@ async fn requested_wait(storage: &dyn Storage, error: &SafeError) -> Option<Dura
         (None, None) => UNSPECIFIED_RATE_LIMIT_WAIT,
     };
     Some(wait.max(SHORTEST_RATE_LIMIT_WAIT))
+}
+
+#[cfg(test)]
+mod tests {
+    use fermata_store::schema::DatabaseReport;
+
+    use super::*;
+    use crate::lint::{Finding, Rule, Severity};
+    use crate::migration::{Direction, Migration, Statement, Verification};
+    use crate::snapshot::model::Flavor;
+
+    fn changed(operation: OperationId, name: &str, position: u32) -> DatabaseResult {
+        DatabaseResult {
+            operation,
+            database: DatabaseName::new(name).unwrap(),
+            position,
+            started_at: None,
+            finished_at: None,
+            report: Some(DatabaseReport {
+                outcome: Outcome::Changed,
+                freshness: Freshness::Fresh,
+                object_counts: BTreeMap::from([("tables".to_owned(), 2)]),
+                snapshot_hash: None,
+                merged_hash: None,
+                differences: Vec::new(),
+                error: None,
+            }),
+        }
+    }
+
+    fn script(
+        direction: Direction,
+        statements: Vec<Statement>,
+        verification: Verification,
+    ) -> Script {
+        Script {
+            direction,
+            flavor: Flavor::Mariadb,
+            statements,
+            notes: Vec::new(),
+            verification,
+        }
+    }
+
+    fn notes(adopt: Script, lint: Vec<Finding>) -> ReviewNotes {
+        ReviewNotes {
+            migration: Some(Migration {
+                undo: script(Direction::Undo, Vec::new(), Verification::Verified),
+                adopt,
+            }),
+            lint,
+        }
+    }
+
+    fn statement(sql: &str) -> Statement {
+        Statement {
+            sql: sql.to_owned(),
+            destructive: None,
+            definer_clause: None,
+            compound: false,
+        }
+    }
+
+    #[test]
+    fn the_description_carries_each_adopt_script_collapsed_and_the_lint_findings() {
+        let operation = OperationId::generate();
+        let results = [
+            changed(operation, "app <&>", 0),
+            changed(operation, "crm", 1),
+        ];
+        let mut dropped = statement("ALTER TABLE `orders` DROP COLUMN `note`");
+        dropped.destructive = Some("drops column `note`".to_owned());
+        let app = script(
+            Direction::Adopt,
+            vec![
+                statement("ALTER TABLE `orders` ADD COLUMN `a```` int"),
+                dropped,
+            ],
+            Verification::Verified,
+        );
+        let crm = script(
+            Direction::Adopt,
+            vec![statement("CREATE TABLE `t` (`id` int)")],
+            Verification::Failed {
+                reason: "the result differs from the target in tables/t.sql".to_owned(),
+            },
+        );
+        let finding = Finding {
+            rule: Rule::NoPrimaryKey,
+            severity: Severity::Warning,
+            object: "table `t`".to_owned(),
+            message: "Add a primary key.".to_owned(),
+        };
+        let all = BTreeMap::from([
+            ("app <&>".to_owned(), notes(app.clone(), Vec::new())),
+            ("crm".to_owned(), notes(crm, vec![finding])),
+        ]);
+        let text = description(operation, &results, &[], &all);
+        assert!(text.contains("### Migrations"), "{text}");
+        // The name is escaped in the summary; the destructive statement is in, marked.
+        assert!(
+            text.contains(
+                "<details><summary>Migration of <code>app &lt;&amp;&gt;</code> (adopt): 2 statements, verified; 1 destructive, marked</summary>\n\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("-- destructive: drops column `note`\n"),
+            "{text}"
+        );
+        // A run of four backquotes in the SQL: the fence is five long.
+        assert!(
+            text.contains(&format!(
+                "`````sql\n{}`````\n</details>",
+                app.text("app <&>", true)
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Migration of <code>crm</code> (adopt): 1 statement, NOT verified: the result differs from the target in tables/t.sql</summary>"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("### Lint\n\n- `crm`:\n  - `warning` `no-primary-key` table `t`: Add a primary key.\n"),
+            "{text}"
+        );
+        assert!(text.find("### Migrations") < text.find("### Lint"));
+    }
+
+    #[test]
+    fn an_unverified_script_and_no_findings_are_said_and_no_notes_means_no_sections() {
+        let operation = OperationId::generate();
+        let results = [changed(operation, "app", 0)];
+        let app = script(
+            Direction::Adopt,
+            vec![statement("CREATE TABLE `t` (`id` int)")],
+            Verification::Unverified {
+                reason: "no verification workspace is configured ([schema.workspace])".to_owned(),
+            },
+        );
+        let all = BTreeMap::from([("app".to_owned(), notes(app, Vec::new()))]);
+        let text = description(operation, &results, &[], &all);
+        assert!(
+            text.contains("(adopt): 1 statement, unverified: no verification workspace is configured ([schema.workspace])</summary>"),
+            "{text}"
+        );
+        assert!(text.ends_with("### Lint\n\nNo findings.\n"), "{text}");
+        let unreadable = BTreeMap::from([(
+            "app".to_owned(),
+            ReviewNotes {
+                migration: None,
+                lint: Vec::new(),
+            },
+        )]);
+        let text = description(operation, &results, &[], &unreadable);
+        assert!(
+            text.contains(
+                "- `app`: no migration script: the merged snapshot's model could not be read."
+            ),
+            "{text}"
+        );
+        let text = description(operation, &results, &[], &BTreeMap::new());
+        assert!(
+            !text.contains("### Migrations") && !text.contains("### Lint"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn long_scripts_and_findings_are_cut_to_keep_the_body_within_the_limit() {
+        let operation = OperationId::generate();
+        let names: Vec<String> = (0..3).map(|n| format!("db{n}")).collect();
+        let results: Vec<_> = names
+            .iter()
+            .zip(0..)
+            .map(|(name, position)| changed(operation, name, position))
+            .collect();
+        let long = |name: &str| {
+            script(
+                Direction::Adopt,
+                (0..2_000)
+                    .map(|n| statement(&format!("CREATE TABLE `{name}_table_{n}` (`id` int NOT NULL, `note` varchar(200) DEFAULT NULL)")))
+                    .collect(),
+                Verification::Verified,
+            )
+        };
+        let findings: Vec<Finding> = (0..2_000)
+            .map(|n| Finding {
+                rule: Rule::NoPrimaryKey,
+                severity: Severity::Warning,
+                object: format!("table `t{n}`"),
+                message: "The table has no primary key: add one.".to_owned(),
+            })
+            .collect();
+        let all: BTreeMap<String, ReviewNotes> = names
+            .iter()
+            .map(|name| (name.clone(), notes(long(name), findings.clone())))
+            .collect();
+        let text = description(operation, &results, &[], &all);
+        assert!(text.len() <= DESCRIPTION_LIMIT, "{}", text.len());
+        let hint = format!(
+            "statements left out here: `fermata schema review {operation} --ddl --direction adopt` shows the whole script."
+        );
+        assert_eq!(text.matches(&hint).count(), 3, "{text}");
+        assert_eq!(text.matches("</details>").count(), 3);
+        assert!(
+            text.contains(&format!(
+                "more finding(s) left out here: `fermata schema review {operation}` lists them all."
+            )),
+            "{text}"
+        );
+        // Every block is still closed: its fence opens and closes.
+        assert_eq!(text.matches("```sql\n").count(), 3);
+        assert_eq!(text.matches("```\n</details>").count(), 3);
+    }
 }

@@ -14,7 +14,9 @@
 //!    many new connections, opened once the snapshot's are closed, must give the same hash; with
 //!    a workspace configured, the candidate must also apply into a scratch schema there and
 //!    snapshot back to the same model), compared with its merged snapshot, and, when it changed,
-//!    staged sealed in the object store. Transient errors are retried by the
+//!    staged sealed in the object store with its review notes (both migration scripts between the
+//!    merged snapshot and the candidate, verified in the workspace when one is configured, and the
+//!    candidate's lint findings; see [`crate::review::ReviewNotes`]). Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
 //!    failed, the operation fails with the first one's error.
@@ -22,7 +24,7 @@
 //!    databases its inventory neither lists nor left out by `ignore_databases`.
 //! 5. With no changed database (and none to remove) the operation succeeds here, its report the
 //!    outcome. Otherwise `review:open` opens the review, `artifact` seals every staged
-//!    candidate (and the names to remove) into the one review artifact, and `review:await`
+//!    candidate and its notes (and the names to remove) into the one review artifact, and `review:await`
 //!    holds the lease to the review expiry and moves the operation to `awaiting_review`.
 //! 6. The run waits for the decision hook until the review expires; `review:decision` reads the
 //!    one decision (recording the expiry when none came). A rejected or expired review's
@@ -67,10 +69,12 @@ use crate::database_run::{
 };
 use crate::engine::{RunInput, workflow_name};
 use crate::inventory_run::run_operation;
+use crate::lint::{self, LintSettings};
 use crate::names;
 use crate::notify::{EXPIRY_NOTICE, EventKind, Notifier};
 use crate::package::{Package, Registry};
 use crate::publication::{Paced, Publication};
+use crate::review::ReviewNotes;
 use crate::safe_context::{SafeCode, SafeContext};
 use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
@@ -114,6 +118,8 @@ pub struct RefreshSettings {
     /// The longest a publication waits, in all, for the forge's rate limits to lift before the
     /// write that met them fails as usual.
     pub publication_wait: Duration,
+    /// The lint rules every changed database's candidate is checked against (`[schema.lint]`).
+    pub lint: LintSettings,
 }
 
 /// A seam for fault injection: called in every database step once the candidate is written to
@@ -207,7 +213,9 @@ impl RefreshWorkflow {
             ctx,
             &selected,
             &registry,
-            |position, database, attempt| self.database(id, position, database, &registry, attempt),
+            |position, database, attempt| {
+                self.database(id, position, database, (&base.commit, &registry), attempt)
+            },
         )
         .await?;
         // The operation's request never changes, so every execution reads the same here.
@@ -514,7 +522,7 @@ impl RefreshWorkflow {
         id: OperationId,
         position: u32,
         database: &DatabaseName,
-        registry: &Registry,
+        (base_commit, registry): (&str, &Registry),
         attempt: Attempt,
     ) -> Result<StepOutcome, SafeError> {
         let schema = self.storage.schema();
@@ -569,6 +577,13 @@ impl RefreshWorkflow {
         if outcome == Outcome::Changed {
             let files = read_candidate(folder.path()).await?;
             self.settings.artifacts.stage(id, position, files).await?;
+            let notes = self.review_notes(&live, base_commit, database).await?;
+            let notes = serde_json::to_vec(&notes)
+                .or_code(ErrorCode::ArtifactUnavailable, "write review notes")?;
+            self.settings
+                .artifacts
+                .stage_notes(id, position, notes)
+                .await?;
         }
         let report = DatabaseReport {
             outcome,
@@ -597,6 +612,40 @@ impl RefreshWorkflow {
         Ok(StepOutcome { outcome })
     }
 
+    /// A changed database's review notes: both migration scripts between its merged snapshot at
+    /// `base_commit` (nothing, for a database the package does not have yet) and the candidate,
+    /// verified in the workspace when one is configured, and the candidate's lint findings.
+    async fn review_notes(
+        &self,
+        live: &LiveSnapshot,
+        base_commit: &str,
+        database: &DatabaseName,
+    ) -> Result<ReviewNotes, SafeError> {
+        let package = self
+            .settings
+            .package
+            .as_ref()
+            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
+        let merged = match package.merged_files(base_commit, database).await? {
+            Some(files) => DatabaseSnapshot::from_files(files),
+            None => Some(DatabaseSnapshot::empty_like(&live.snapshot)),
+        };
+        let migration = match merged {
+            Some(merged) => Some(
+                live.migration(&merged, self.settings.workspace.as_ref())
+                    .await,
+            ),
+            None => {
+                tracing::warn!(database = %database, "the merged snapshot's model cannot be read; the review has no migration script");
+                None
+            }
+        };
+        Ok(ReviewNotes {
+            migration,
+            lint: lint::lint(&live.snapshot.model, &self.settings.lint),
+        })
+    }
+
     /// Seals every staged candidate into the one review artifact and records its row; a retry
     /// that finds the row recorded writes nothing.
     async fn seal_artifact(
@@ -620,6 +669,7 @@ impl RefreshWorkflow {
                 .await
                 .context("load the database results")?;
             let mut files = BTreeMap::new();
+            let mut notes = BTreeMap::new();
             let mut databases = BTreeMap::new();
             for position in changed {
                 let Some(row) = results.iter().find(|row| row.position == *position) else {
@@ -632,6 +682,9 @@ impl RefreshWorkflow {
                 let folder = names::file_name(row.database.as_str())?;
                 for (path, bytes) in artifacts.staged(id, *position).await? {
                     files.insert(format!("{folder}/{path}"), bytes);
+                }
+                if let Some(bytes) = artifacts.staged_notes(id, *position).await? {
+                    notes.insert(format!("{folder}.json"), bytes);
                 }
                 databases.insert(
                     row.database.as_str().to_owned(),
@@ -658,7 +711,7 @@ impl RefreshWorkflow {
                 "write the artifact's manifest",
             )?;
             let artifact = artifacts
-                .store(id, files, format!("{manifest}\n"), expires_at)
+                .store(id, files, notes, format!("{manifest}\n"), expires_at)
                 .await?;
             schema
                 .record_artifact(&artifact)

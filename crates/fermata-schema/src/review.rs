@@ -25,6 +25,8 @@ use similar::TextDiff;
 
 use crate::admin::Administrator;
 use crate::artifact::ArtifactStore;
+use crate::lint::Finding;
+use crate::migration::Migration;
 use crate::operations::Workflows;
 use crate::package::Package;
 use crate::refresh_run::REVIEW_HOOK;
@@ -46,6 +48,16 @@ pub struct FileDiff {
     pub diff: String,
 }
 
+/// What a refresh found out about a changed database besides its files, sealed in the review
+/// artifact and never published as a file: both migration scripts between its merged snapshot
+/// and the candidate, and the candidate's lint findings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewNotes {
+    /// `None` when the merged snapshot's model could not be read.
+    pub migration: Option<Migration>,
+    pub lint: Vec<Finding>,
+}
+
 /// One changed database: the files that differ, in path order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DatabaseDiff {
@@ -56,6 +68,9 @@ pub struct DatabaseDiff {
     /// is removed).
     pub removed: bool,
     pub files: Vec<FileDiff>,
+    /// The review notes; `None` for a database the refresh removes, and in an artifact written
+    /// before notes.
+    pub notes: Option<ReviewNotes>,
 }
 
 /// A refresh's review: the review row and the diff of every changed database.
@@ -263,11 +278,19 @@ impl Reviews {
                 })
                 .collect();
             let merged = package.merged_files(&base_commit, &database).await?;
+            let notes = match contents.notes.get(&format!("{}.json", entry.folder)) {
+                Some(bytes) => Some(
+                    serde_json::from_slice(bytes)
+                        .or_code(ErrorCode::ArtifactUnavailable, "read review notes")?,
+                ),
+                None => None,
+            };
             databases.push(DatabaseDiff {
                 registered: merged.is_some(),
                 removed: false,
                 files: file_diffs(&merged.unwrap_or_default(), &candidate),
                 database,
+                notes,
             });
         }
         for database in manifest.removed {
@@ -280,6 +303,7 @@ impl Reviews {
                 removed: true,
                 files: file_diffs(&merged, &BTreeMap::new()),
                 database,
+                notes: None,
             });
         }
         Ok(ReviewDiff {

@@ -15,7 +15,8 @@
 //!    `stale`, the result listing every file of the live snapshot that differs from the merged
 //!    files at the base commit (added, removed or modified; `manifest.json`, which holds only
 //!    the others' hashes, is left out), and the unified diff of each sealed in the object store
-//!    (see [`crate::drift`]). A database that could not be checked is `failed` and
+//!    (see [`crate::drift`]) with both migration scripts between the two schemas (undo and
+//!    adopt, see [`crate::migration`]), each verified in the workspace when one is configured. A database that could not be checked is `failed` and
 //!    `stale`, and the next one runs; transient errors are retried by the runner's schedule,
 //!    permanent ones are not.
 //! 3. `finish` ends the operation `succeeded` and releases the lease; when every database
@@ -43,12 +44,14 @@ use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, finish_succeeded, first_steps,
     recorded_outcome,
 };
+use crate::drift::SealedDrift;
 use crate::engine::workflow_name;
 use crate::inventory_run::run_operation;
 use crate::notify::{EventKind, Notifier};
 use crate::package::{Package, Registry};
 use crate::review::file_diffs;
 use crate::safe_context::{SafeCode, SafeContext};
+use crate::snapshot::DatabaseSnapshot;
 use crate::source::SourceSettings;
 use crate::tracked::Progress;
 
@@ -69,6 +72,9 @@ pub struct VerificationSettings {
     pub filter: crate::Filter,
     /// Where drifted databases' diffs are sealed.
     pub artifacts: ArtifactStore,
+    /// The verification workspace server: when set, a drifted database's migration scripts are
+    /// verified there.
+    pub workspace: Option<SourceSettings>,
 }
 
 /// A seam for fault injection: called in every database step once the live snapshot is taken
@@ -201,35 +207,51 @@ impl VerificationWorkflow {
         self.probe.snapshot_taken(database, attempt).await?;
         live.verify_again(source, database).await?;
 
-        let (outcome, freshness, differences) =
-            if live.snapshot.snapshot_hash == merged.snapshot_hash {
-                (Outcome::Unchanged, Freshness::Fresh, Vec::new())
-            } else {
-                let merged_files = self.merged_files(commit, database).await?;
-                let candidate: BTreeMap<&str, &[u8]> = live
-                    .snapshot
-                    .files
-                    .iter()
-                    .filter(|(path, _)| path.as_str() != MANIFEST)
-                    .map(|(path, bytes)| (path.as_str(), bytes.as_slice()))
-                    .collect();
-                let diffs = file_diffs(&merged_files, &candidate);
-                let sealed = serde_json::to_vec(&diffs)
-                    .or_code(ErrorCode::ArtifactUnavailable, "write a drift diff")?;
-                // Written before the result row: a retry writes it again at the same place.
-                self.settings
-                    .artifacts
-                    .seal_drift(id, position, sealed)
-                    .await?;
-                let differences = diffs
-                    .into_iter()
-                    .map(|diff| FileDifference {
-                        path: diff.path,
-                        change: diff.change,
-                    })
-                    .collect();
-                (Outcome::Changed, Freshness::Stale, differences)
+        let (outcome, freshness, differences) = if live.snapshot.snapshot_hash
+            == merged.snapshot_hash
+        {
+            (Outcome::Unchanged, Freshness::Fresh, Vec::new())
+        } else {
+            let mut merged_files = self.merged_files(commit, database).await?;
+            let candidate: BTreeMap<&str, &[u8]> = live
+                .snapshot
+                .files
+                .iter()
+                .filter(|(path, _)| path.as_str() != MANIFEST)
+                .map(|(path, bytes)| (path.as_str(), bytes.as_slice()))
+                .collect();
+            let manifest = merged_files.remove(MANIFEST);
+            let diffs = file_diffs(&merged_files, &candidate);
+            merged_files.extend(manifest.map(|bytes| (MANIFEST.to_owned(), bytes)));
+            let migration = match DatabaseSnapshot::from_files(merged_files) {
+                Some(merged) => Some(
+                    live.migration(&merged, self.settings.workspace.as_ref())
+                        .await,
+                ),
+                None => {
+                    tracing::warn!(database = %database, "the merged snapshot's model cannot be read; the drift has no migration script");
+                    None
+                }
             };
+            let differences = diffs
+                .iter()
+                .map(|diff| FileDifference {
+                    path: diff.path.clone(),
+                    change: diff.change,
+                })
+                .collect();
+            let sealed = serde_json::to_vec(&SealedDrift {
+                files: diffs,
+                migration,
+            })
+            .or_code(ErrorCode::ArtifactUnavailable, "write a drift diff")?;
+            // Written before the result row: a retry writes it again at the same place.
+            self.settings
+                .artifacts
+                .seal_drift(id, position, sealed)
+                .await?;
+            (Outcome::Changed, Freshness::Stale, differences)
+        };
         let report = DatabaseReport {
             outcome,
             freshness,
@@ -271,7 +293,7 @@ impl VerificationWorkflow {
         }
     }
 
-    /// The database's merged files at `commit`, without the manifest.
+    /// The database's merged files at `commit`.
     async fn merged_files(
         &self,
         commit: &str,
@@ -282,13 +304,11 @@ impl VerificationWorkflow {
             .package
             .as_ref()
             .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
-        let mut files = package
+        package
             .merged_files(commit, database)
             .await?
             // The registry at this commit listed it: the same commit cannot say otherwise.
-            .ok_or_else(|| SafeError::new(ErrorCode::GithubFailed))?;
-        files.remove(MANIFEST);
-        Ok(files)
+            .ok_or_else(|| SafeError::new(ErrorCode::GithubFailed))
     }
 }
 

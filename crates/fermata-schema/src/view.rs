@@ -1,11 +1,17 @@
 //! Operations, reviews, drift diffs and the registry as people and scripts read them: the JSON of the no-store
 //! routes and of the command line's `--json`, and the lines the command line prints. Instants are RFC 3339 on
 //! the database's clock; errors are the safe error's four fields and nothing else.
+//!
+//! A drifted or reviewed database's migration scripts ([`MigrationView`]) travel here as data
+//! (each statement, marked when destructive, the workspace's verdict with its reason, the notes)
+//! with the ready-made client script beside it, destructive statements left out; the command
+//! line's text shows one summary line per script, and [`script_file`] the whole scripts on
+//! request. None of it is logged or stored: it is built for one answer from a sealed object.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use fermata_schema_core::{ErrorCode, ErrorStage, SafeError, Subject};
+use fermata_schema_core::{DatabaseName, ErrorCode, ErrorStage, SafeError, Subject};
 use fermata_store::UnixMillis;
 use fermata_store::schema::{
     DatabaseCheck, DatabaseResult, FileDifference, Inventory, Operation, OperationStep,
@@ -14,6 +20,8 @@ use fermata_store::schema::{
 use serde::Serialize;
 
 use crate::drift::{DatabaseDrift, DriftDiff};
+use crate::lint::Finding;
+use crate::migration::{Direction, Migration, Script, Verification, comment};
 use crate::operations::OperationReport;
 use crate::registry_view::{RegisteredDatabase, RegistryReport};
 use crate::review::{DatabaseDiff, FileDiff, ReviewDiff};
@@ -247,15 +255,199 @@ impl From<&Review> for ReviewStateView {
     }
 }
 
+/// One statement of a migration script.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatementView {
+    /// The statement as shown, without a terminator.
+    pub sql: String,
+    /// Why it loses data, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<String>,
+}
+
+/// One migration script: what the workspace said of it, its statements and notes, and the
+/// script for the `mysql`/`mariadb` client.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScriptView {
+    /// `{"state": "verified"}`, or `failed` (it does not give the target: never run it as is) or
+    /// `unverified` (no workspace is configured, or it could not be used), with a `reason`.
+    pub verification: Verification,
+    /// Every statement in the order it runs, destructive ones included and marked.
+    pub statements: Vec<StatementView>,
+    /// Renames that were not guessed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// How many statements lose data.
+    pub destructive: usize,
+    /// The script as a file for the client ([`Script::text`]), destructive statements left out.
+    pub text: String,
+}
+
+impl ScriptView {
+    /// `script`, a script of `database`.
+    pub fn new(database: &str, script: &Script) -> Self {
+        ScriptView {
+            verification: script.verification.clone(),
+            statements: script
+                .statements
+                .iter()
+                .map(|statement| StatementView {
+                    sql: statement.sql.clone(),
+                    destructive: statement.destructive.clone(),
+                })
+                .collect(),
+            notes: script.notes.clone(),
+            destructive: script.destructive_count(),
+            text: script.text(database, false),
+        }
+    }
+
+    /// The script in one line: `3 statements, verified; 1 destructive left out`.
+    pub fn summary(&self) -> String {
+        if self.statements.is_empty() {
+            return "nothing to do: the two schemas are the same".to_owned();
+        }
+        let count = self.statements.len();
+        let mut line = format!(
+            "{count} statement{}, {}",
+            plural(count),
+            self.verification.describe()
+        );
+        if self.destructive > 0 {
+            let _ = write!(line, "; {} destructive left out", self.destructive);
+        }
+        line
+    }
+}
+
+/// A database's two migration scripts.
+#[derive(Debug, Clone, Serialize)]
+pub struct MigrationView {
+    /// Live (or the refresh's candidate) → merged snapshot.
+    pub undo: ScriptView,
+    /// Merged snapshot → live (or the candidate): the migration that made the change.
+    pub adopt: ScriptView,
+}
+
+impl MigrationView {
+    /// `migration`, the scripts of `database`.
+    pub fn new(database: &str, migration: &Migration) -> Self {
+        MigrationView {
+            undo: ScriptView::new(database, &migration.undo),
+            adopt: ScriptView::new(database, &migration.adopt),
+        }
+    }
+
+    /// Both scripts with their directions, undo first.
+    pub fn scripts(&self) -> [(Direction, &ScriptView); 2] {
+        [
+            (Direction::Undo, &self.undo),
+            (Direction::Adopt, &self.adopt),
+        ]
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+/// Appends a line per script of `migration` (its summary, then its notes) to `text`, or
+/// `missing` when there is none.
+fn write_migration(text: &mut String, migration: Option<&MigrationView>, missing: &str) {
+    match migration {
+        Some(migration) => {
+            for (direction, script) in migration.scripts() {
+                let _ = writeln!(
+                    text,
+                    "  {}: {}",
+                    direction.as_str(),
+                    printable(&script.summary())
+                );
+                for note in &script.notes {
+                    let _ = writeln!(text, "    note: {}", printable(note));
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(text, "  {missing}");
+        }
+    }
+}
+
+/// The scripts going `direction` of `databases`, one after another, as one file for the
+/// `mysql`/`mariadb` client: each script selects its database with its own `USE` (see
+/// [`Script::text`]); a database without a script is a comment line saying why, and the file
+/// goes on.
+pub fn script_file<'a>(
+    databases: impl IntoIterator<Item = (&'a DatabaseName, Result<&'a Migration, &'a str>)>,
+    direction: Direction,
+    allow_destructive: bool,
+) -> String {
+    let mut file = String::new();
+    for (database, migration) in databases {
+        if !file.is_empty() {
+            file.push('\n');
+        }
+        match migration {
+            Ok(migration) => {
+                file.push_str(
+                    &migration
+                        .script(direction)
+                        .text(database.as_str(), allow_destructive),
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(
+                    file,
+                    "-- {}: no {} script: {}.",
+                    comment(&format!("`{}`", database.as_str().replace('`', "``"))),
+                    direction.as_str(),
+                    comment(why)
+                );
+            }
+        }
+    }
+    file
+}
+
+/// One changed database of a review: its files, its migration scripts and its lint findings.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewDatabaseView {
+    pub database: DatabaseName,
+    /// Whether the database has a merged snapshot (else every file is added).
+    pub registered: bool,
+    /// Whether the refresh removes it from the package (every file is removed).
+    pub removed: bool,
+    /// The files that differ, in path order, with their unified diffs (`a/` merged, `b/` the
+    /// candidate).
+    pub files: Vec<FileDiff>,
+    /// Absent for a database the refresh removes, when the merged snapshot's model could not be
+    /// read, and in an artifact written before scripts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationView>,
+    /// The candidate's lint findings (`[]`: none); absent for a database the refresh removes and
+    /// in an artifact written before lint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lint: Option<Vec<Finding>>,
+}
+
+impl ReviewDatabaseView {
+    /// Why the database has no migration script, when it has none.
+    pub fn no_script(&self) -> &'static str {
+        no_review_script(self.removed, self.lint.is_some())
+    }
+}
+
 /// A refresh's review: the review row, the base commit the candidates are compared with, and
-/// every changed database's differing files with their unified diffs.
+/// every changed database's differing files with their unified diffs, migration scripts and
+/// lint findings.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReviewView {
     pub operation_id: String,
     pub base_commit: String,
     #[serde(flatten)]
     pub review: ReviewStateView,
-    pub databases: Vec<DatabaseDiff>,
+    pub databases: Vec<ReviewDatabaseView>,
 }
 
 impl From<&ReviewDiff> for ReviewView {
@@ -264,14 +456,30 @@ impl From<&ReviewDiff> for ReviewView {
             operation_id: diff.operation.to_string(),
             base_commit: diff.base_commit.clone(),
             review: ReviewStateView::from(&diff.review),
-            databases: diff.databases.clone(),
+            databases: diff
+                .databases
+                .iter()
+                .map(|database| ReviewDatabaseView {
+                    database: database.database.clone(),
+                    registered: database.registered,
+                    removed: database.removed,
+                    files: database.files.clone(),
+                    migration: database
+                        .notes
+                        .as_ref()
+                        .and_then(|notes| notes.migration.as_ref())
+                        .map(|migration| MigrationView::new(database.database.as_str(), migration)),
+                    lint: database.notes.as_ref().map(|notes| notes.lint.clone()),
+                })
+                .collect(),
         }
     }
 }
 
 impl ReviewView {
     /// The review as the command line prints it: each database's name and whether it is
-    /// registered, then each differing file's unified diff, every line made printable.
+    /// registered, a line per migration script, its lint findings, then each differing file's
+    /// unified diff, every line made printable.
     pub fn to_text(&self) -> String {
         let r = &self.review;
         let mut text = format!(
@@ -295,10 +503,54 @@ impl ReviewView {
                 printable(database.database.as_str()),
                 database.files.len()
             );
+            if !database.removed {
+                let missing = format!("no migration script: {}", database.no_script());
+                write_migration(&mut text, database.migration.as_ref(), &missing);
+            }
+            match database.lint.as_deref() {
+                None => {}
+                Some([]) => text.push_str("  lint: no findings\n"),
+                Some(findings) => {
+                    let _ = writeln!(text, "  lint: {} finding(s)", findings.len());
+                    for finding in findings {
+                        let _ = writeln!(
+                            text,
+                            "    {:<7}  {}  {}: {}",
+                            finding.severity.id(),
+                            finding.rule.id(),
+                            printable(&finding.object),
+                            printable(&finding.message)
+                        );
+                    }
+                }
+            }
             write_diffs(&mut text, &database.files);
+        }
+        if self
+            .databases
+            .iter()
+            .any(|database| database.migration.is_some())
+        {
+            let _ = writeln!(
+                text,
+                "\n`fermata schema review {} --ddl [--direction adopt]` prints the scripts.",
+                self.operation_id
+            );
         }
         text
     }
+}
+
+/// One drifted database: the files that differ with their unified diffs (`a/` merged, `b/`
+/// live), and its migration scripts.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftDatabaseView {
+    pub database: DatabaseName,
+    pub files: Vec<FileDiff>,
+    /// Absent for drift sealed before scripts were, or when the merged snapshot's model could
+    /// not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationView>,
 }
 
 /// A verification's drift diffs, for the API and the command line.
@@ -310,7 +562,7 @@ pub struct DriftView {
     /// When the diffs are deleted (absent while the verification runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_until: Option<String>,
-    pub databases: Vec<DatabaseDrift>,
+    pub databases: Vec<DriftDatabaseView>,
 }
 
 impl From<&DriftDiff> for DriftView {
@@ -319,14 +571,25 @@ impl From<&DriftDiff> for DriftView {
             operation_id: drift.operation.to_string(),
             base_commit: drift.base_commit.clone(),
             kept_until: drift.kept_until.map(instant),
-            databases: drift.databases.clone(),
+            databases: drift
+                .databases
+                .iter()
+                .map(|database| DriftDatabaseView {
+                    database: database.database.clone(),
+                    files: database.files.clone(),
+                    migration: database
+                        .migration
+                        .as_ref()
+                        .map(|migration| MigrationView::new(database.database.as_str(), migration)),
+                })
+                .collect(),
         }
     }
 }
 
 impl DriftView {
-    /// The drift as the command line prints it: each drifted database, then each differing
-    /// file's unified diff, every line made printable.
+    /// The drift as the command line prints it: each drifted database with a line per
+    /// migration script, then each differing file's unified diff, every line made printable.
     pub fn to_text(&self) -> String {
         let mut text = format!("drift found by verification {}\n", self.operation_id);
         if let Some(commit) = &self.base_commit {
@@ -345,9 +608,55 @@ impl DriftView {
                 printable(database.database.as_str()),
                 database.files.len()
             );
+            write_migration(
+                &mut text,
+                database.migration.as_ref(),
+                &format!("no migration script: {NO_DRIFT_SCRIPT}"),
+            );
             write_diffs(&mut text, &database.files);
         }
+        if self
+            .databases
+            .iter()
+            .any(|database| database.migration.is_some())
+        {
+            let _ = writeln!(
+                text,
+                "\n`fermata schema drift {} --ddl [--direction adopt]` prints the scripts.",
+                self.operation_id
+            );
+        }
         text
+    }
+}
+
+/// Why a drifted database has no migration script.
+pub const NO_DRIFT_SCRIPT: &str =
+    "the drift was sealed before scripts were, or the merged snapshot's model could not be read";
+
+/// A drifted database's scripts, or why it has none (for [`script_file`]).
+pub fn drift_scripts(database: &DatabaseDrift) -> Result<&Migration, &'static str> {
+    database.migration.as_ref().ok_or(NO_DRIFT_SCRIPT)
+}
+
+/// A reviewed database's scripts, or why it has none (for [`script_file`]).
+pub fn review_scripts(database: &DatabaseDiff) -> Result<&Migration, &'static str> {
+    database
+        .notes
+        .as_ref()
+        .and_then(|notes| notes.migration.as_ref())
+        .ok_or_else(|| no_review_script(database.removed, database.notes.is_some()))
+}
+
+/// Why a reviewed database has no migration script: the refresh removes it, its review notes
+/// were written before scripts were, or (`has_notes`) the merged model could not be read.
+fn no_review_script(removed: bool, has_notes: bool) -> &'static str {
+    if removed {
+        "the refresh removes the database from the package"
+    } else if has_notes {
+        "the merged snapshot's model could not be read"
+    } else {
+        "the review was written before scripts were"
     }
 }
 
@@ -668,4 +977,238 @@ pub fn printable(name: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use fermata_store::schema::{FileChange, OperationId};
+
+    use super::*;
+    use crate::drift::DatabaseDrift;
+    use crate::lint::{Rule, Severity};
+    use crate::migration::Statement;
+    use crate::snapshot::model::Flavor;
+
+    fn script(direction: Direction, verification: Verification) -> Script {
+        let mut dropped = Statement {
+            sql: "ALTER TABLE `orders` DROP COLUMN `note`".to_owned(),
+            destructive: Some("drops column `note` and its values".to_owned()),
+            definer_clause: None,
+            compound: false,
+        };
+        let added = Statement {
+            sql: "ALTER TABLE `orders` ADD COLUMN `placed` date".to_owned(),
+            destructive: None,
+            ..dropped.clone()
+        };
+        if direction == Direction::Adopt {
+            dropped.destructive = None;
+        }
+        Script {
+            direction,
+            flavor: Flavor::Mariadb,
+            statements: vec![dropped, added],
+            notes: vec!["a rename is never guessed".to_owned()],
+            verification,
+        }
+    }
+
+    fn migration() -> Migration {
+        Migration {
+            undo: script(Direction::Undo, Verification::Verified),
+            adopt: script(
+                Direction::Adopt,
+                Verification::Failed {
+                    reason: "the workspace refused statement 2 of 2 with error 1064".to_owned(),
+                },
+            ),
+        }
+    }
+
+    fn drift() -> DriftDiff {
+        DriftDiff {
+            operation: OperationId::generate(),
+            base_commit: Some("abc123".to_owned()),
+            kept_until: None,
+            databases: vec![
+                DatabaseDrift {
+                    database: DatabaseName::new("app").unwrap(),
+                    files: vec![FileDiff {
+                        path: "tables/orders.sql".to_owned(),
+                        change: FileChange::Modified,
+                        diff: "--- a/tables/orders.sql\n+++ b/tables/orders.sql\n".to_owned(),
+                    }],
+                    migration: Some(migration()),
+                },
+                DatabaseDrift {
+                    database: DatabaseName::new("old\nname").unwrap(),
+                    files: Vec::new(),
+                    migration: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn drift_json_carries_each_script_as_data_and_text_without_destructive_statements() {
+        let view = DriftView::from(&drift());
+        let json = serde_json::to_value(&view).unwrap();
+        let undo = &json["databases"][0]["migration"]["undo"];
+        assert_eq!(
+            undo["verification"],
+            serde_json::json!({"state": "verified"})
+        );
+        assert_eq!(undo["destructive"], 1);
+        assert_eq!(
+            undo["statements"][0]["destructive"],
+            "drops column `note` and its values"
+        );
+        assert!(undo["statements"][1].get("destructive").is_none());
+        assert_eq!(undo["notes"][0], "a rename is never guessed");
+        let text = undo["text"].as_str().unwrap();
+        assert!(text.contains("USE `app`;\n"), "{text}");
+        assert!(!text.contains("DROP COLUMN"), "{text}");
+        assert_eq!(
+            json["databases"][0]["migration"]["adopt"]["verification"],
+            serde_json::json!({
+                "state": "failed",
+                "reason": "the workspace refused statement 2 of 2 with error 1064",
+            })
+        );
+        assert!(json["databases"][1].get("migration").is_none());
+    }
+
+    #[test]
+    fn the_text_summarizes_each_script_in_a_line_and_says_when_there_is_none() {
+        let drift = drift();
+        let text = DriftView::from(&drift).to_text();
+        assert!(
+            text.contains(
+                "database app: 1 file(s) differ\n  undo: 2 statements, verified; 1 destructive left out\n    note: a rename is never guessed\n  adopt: 2 statements, NOT verified: the workspace refused statement 2 of 2 with error 1064\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("database old\\u{a}name: 0 file(s) differ\n  no migration script: the drift was sealed before scripts were"),
+            "{text}"
+        );
+        assert!(text.ends_with(&format!(
+            "`fermata schema drift {} --ddl [--direction adopt]` prints the scripts.\n",
+            drift.operation
+        )));
+    }
+
+    #[test]
+    fn the_script_file_puts_every_script_in_one_file_and_comments_a_missing_one() {
+        let drift = drift();
+        let file = script_file(
+            drift
+                .databases
+                .iter()
+                .map(|database| (&database.database, drift_scripts(database))),
+            Direction::Undo,
+            true,
+        );
+        let expected = format!(
+            "{}\n-- `old\\u{{a}}name`: no undo script: the drift was sealed before scripts were, or the merged snapshot's model could not be read.\n",
+            migration().undo.text("app", true)
+        );
+        assert_eq!(file, expected);
+        assert!(file.contains("-- destructive: drops column `note`"));
+    }
+
+    #[test]
+    fn a_review_shows_scripts_and_lint_findings_per_database() {
+        use crate::review::ReviewNotes;
+        use fermata_store::schema::{Review, ReviewState};
+        let finding = Finding {
+            rule: Rule::FloatForMoney,
+            severity: Severity::Warning,
+            object: "column `orders`.`price`".to_owned(),
+            message: "Use DECIMAL.".to_owned(),
+        };
+        let database = |name: &str, notes: Option<ReviewNotes>, removed: bool| DatabaseDiff {
+            database: DatabaseName::new(name).unwrap(),
+            registered: true,
+            removed,
+            files: Vec::new(),
+            notes,
+        };
+        let diff = ReviewDiff {
+            operation: OperationId::generate(),
+            base_commit: "abc123".to_owned(),
+            review: Review {
+                operation: OperationId::generate(),
+                state: ReviewState::Pending,
+                actor: None,
+                decided_at: None,
+                created_at: fermata_store::UnixMillis(0),
+                expires_at: fermata_store::UnixMillis(0),
+            },
+            databases: vec![
+                database(
+                    "app",
+                    Some(ReviewNotes {
+                        migration: Some(migration()),
+                        lint: vec![finding],
+                    }),
+                    false,
+                ),
+                database(
+                    "crm",
+                    Some(ReviewNotes {
+                        migration: None,
+                        lint: Vec::new(),
+                    }),
+                    false,
+                ),
+                database("old", None, false),
+                database("gone", None, true),
+            ],
+        };
+        let view = ReviewView::from(&diff);
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            json["databases"][0]["lint"],
+            serde_json::json!([{
+                "rule": "float-for-money",
+                "severity": "warning",
+                "object": "column `orders`.`price`",
+                "message": "Use DECIMAL.",
+            }])
+        );
+        assert_eq!(json["databases"][0]["migration"]["undo"]["destructive"], 1);
+        assert_eq!(json["databases"][1]["lint"], serde_json::json!([]));
+        assert!(json["databases"][2].get("lint").is_none());
+        let text = view.to_text();
+        assert!(
+            text.contains("  lint: 1 finding(s)\n    warning  float-for-money  column `orders`.`price`: Use DECIMAL.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("database crm (registered): 0 file(s) differ\n  no migration script: the merged snapshot's model could not be read\n  lint: no findings\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("database old (registered): 0 file(s) differ\n  no migration script: the review was written before scripts were\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("database gone (no longer on the server: removed from the package): 0 file(s) differ\n"),
+            "{text}"
+        );
+        let file = script_file(
+            diff.databases
+                .iter()
+                .map(|database| (&database.database, review_scripts(database))),
+            Direction::Adopt,
+            false,
+        );
+        assert!(
+            file.contains(
+                "-- `gone`: no adopt script: the refresh removes the database from the package.\n"
+            ),
+            "{file}"
+        );
+    }
 }

@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use fermata_schema::Verdict;
+use fermata_schema::lint::Severity;
+use fermata_schema::migration::Direction;
 use fermata_store::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +31,9 @@ warnings and errors. -v raises the level (-v info, -vv debug for a command; -v d
 a filter in FERMATA_LOG, else RUST_LOG, wins over both (e.g. `info`, `debug`, `fermata=debug`).
 
 Exit codes: 0 stopped cleanly, 1 database or system failure (for `schema check-source`, also a
-missing privilege), 2 invalid setting or argument, 3 another process holds the writer lease,
-4 the writer lease was lost while serving.";
+missing privilege; for `schema verify --exit-code`, drift; for `schema review --fail-on`, a lint
+finding at that severity or above), 2 invalid setting or argument, 3 another process holds the
+writer lease, 4 the writer lease was lost while serving.";
 
 /// Fermata: durable storage for collaborative documents and MySQL schema snapshots.
 #[derive(Debug, Parser)]
@@ -217,7 +220,8 @@ enum SchemaCommand {
         exit_code: bool,
     },
     /// Show the drift a verification found: the unified diff of every file in which a
-    /// database's live schema differs from its merged snapshot (kept for `drift_retention`).
+    /// database's live schema differs from its merged snapshot (kept for `drift_retention`), and
+    /// a line per migration script; with --ddl, the scripts themselves.
     Drift {
         #[command(flatten)]
         storage: StorageArgs,
@@ -227,8 +231,10 @@ enum SchemaCommand {
         #[arg(long = "as", value_name = "NAME")]
         actor: String,
         /// Print JSON for scripts.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "ddl")]
         json: bool,
+        #[command(flatten)]
+        scripts: ScriptArgs,
     },
     /// Publish again an approved refresh whose publication failed, under the same branch,
     /// commit and pull request, and follow it until it ends or fails again. The `--as` user's
@@ -263,8 +269,9 @@ enum SchemaCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a refresh's review: each changed database, whether it is registered, and the unified
-    /// diff of every file that differs from its merged snapshot.
+    /// Show a refresh's review: each changed database, whether it is registered, a line per
+    /// migration script, its lint findings, and the unified diff of every file that differs from
+    /// its merged snapshot; with --ddl, the scripts themselves.
     Review {
         #[command(flatten)]
         storage: StorageArgs,
@@ -273,9 +280,15 @@ enum SchemaCommand {
         /// The system administrator who reads it.
         #[arg(long = "as", value_name = "NAME")]
         actor: String,
-        /// Print JSON for scripts.
-        #[arg(long)]
+        /// Print JSON for scripts (with each database's scripts and lint findings).
+        #[arg(long, conflicts_with = "ddl")]
         json: bool,
+        /// Exit 1, after printing, when any database's lint findings hold one at this severity
+        /// or above (for CI jobs).
+        #[arg(long, value_name = "warning|error", value_parser = fail_on)]
+        fail_on: Option<Severity>,
+        #[command(flatten)]
+        scripts: ScriptArgs,
     },
     /// Approve a refresh's review and follow the refresh until it ends. The `--as` user's
     /// password is read from the first line of standard input.
@@ -355,6 +368,50 @@ enum SchemaCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--ddl` and what it prints: the migration scripts of a drift or a review.
+#[derive(Debug, Args)]
+struct ScriptArgs {
+    /// Print the migration script of each database instead, one after another as one file for
+    /// the `mysql` or `mariadb` client (each script's own `USE` selects its database).
+    #[arg(long)]
+    ddl: bool,
+    /// `undo` (the live schema, or the refresh's candidate, back to the merged snapshot) or
+    /// `adopt` (the merged snapshot to the live schema: the migration that made the change)
+    /// [default: undo].
+    #[arg(long, value_name = "undo|adopt", value_parser = direction, requires = "ddl")]
+    direction: Option<Direction>,
+    /// Include the statements that lose data (left out otherwise).
+    #[arg(long, requires = "ddl")]
+    allow_destructive: bool,
+    /// Only this database's script, exactly as the verification or the review names it.
+    #[arg(long, value_name = "NAME", requires = "ddl")]
+    database: Option<String>,
+}
+
+impl ScriptArgs {
+    /// What `--ddl` asks for; `None` without it.
+    fn request(&self) -> Option<schema_commands::ScriptRequest<'_>> {
+        self.ddl.then(|| schema_commands::ScriptRequest {
+            direction: self.direction.unwrap_or(Direction::Undo),
+            allow_destructive: self.allow_destructive,
+            database: self.database.as_deref(),
+        })
+    }
+}
+
+/// `--direction`: `undo` or `adopt`.
+fn direction(text: &str) -> Result<Direction, String> {
+    Direction::parse(text).ok_or_else(|| "the direction is `undo` or `adopt`".to_owned())
+}
+
+/// `--fail-on`: `warning` or `error`.
+fn fail_on(text: &str) -> Result<Severity, String> {
+    match Severity::parse(text) {
+        Some(severity @ (Severity::Warning | Severity::Error)) => Ok(severity),
+        _ => Err("the severity is `warning` or `error`".to_owned()),
+    }
 }
 
 /// The databases a refresh or a verification selects from an inventory, and who asks.
@@ -820,17 +877,27 @@ fn run(command: &Command, matches: &ArgMatches, verbose: u8) -> Result<(), Failu
                         )
                         .await
                     }
-                    SchemaCommand::Drift { id, actor, .. } => {
-                        schema_commands::drift(&setup, id, actor, format).await
-                    }
+                    SchemaCommand::Drift {
+                        id, actor, scripts, ..
+                    } => schema_commands::drift(&setup, id, actor, format, scripts.request()).await,
                     SchemaCommand::Publish { id, actor, .. } => {
                         schema_commands::publish(&setup, id, actor, format).await
                     }
                     SchemaCommand::Registry { .. } => {
                         schema_commands::registry(&setup, format).await
                     }
-                    SchemaCommand::Review { id, actor, .. } => {
-                        schema_commands::review(&setup, id, actor, format).await
+                    SchemaCommand::Review {
+                        id,
+                        actor,
+                        fail_on,
+                        scripts,
+                        ..
+                    } => {
+                        let shown = schema_commands::ReviewRequest {
+                            fail_on: *fail_on,
+                            scripts: scripts.request(),
+                        };
+                        schema_commands::review(&setup, id, actor, format, &shown).await
                     }
                     SchemaCommand::Approve { id, actor, .. } => {
                         schema_commands::decide(&setup, id, actor, Verdict::Approve, format).await
@@ -973,5 +1040,76 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// What clap refuses `fermata schema WORDS...` with, if it does.
+    fn refused(words: &[&str]) -> Option<clap::error::ErrorKind> {
+        let mut all = vec!["fermata", "schema"];
+        all.extend(words);
+        Cli::try_parse_from(all).err().map(|error| error.kind())
+    }
+
+    #[test]
+    fn the_script_flags_need_ddl_and_take_only_known_values() {
+        use clap::error::ErrorKind;
+        for words in [
+            &["drift", "ID", "--as", "ada", "--direction", "adopt"][..],
+            &["drift", "ID", "--as", "ada", "--allow-destructive"],
+            &["drift", "ID", "--as", "ada", "--database", "app"],
+            &["review", "ID", "--as", "ada", "--direction", "undo"],
+        ] {
+            assert_eq!(
+                refused(words),
+                Some(ErrorKind::MissingRequiredArgument),
+                "{words:?}"
+            );
+        }
+        assert_eq!(
+            refused(&[
+                "drift",
+                "ID",
+                "--as",
+                "ada",
+                "--ddl",
+                "--direction",
+                "sideways"
+            ]),
+            Some(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            refused(&["review", "ID", "--as", "ada", "--fail-on", "off"]),
+            Some(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            refused(&["drift", "ID", "--as", "ada", "--ddl", "--json"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        for words in [
+            &["drift", "ID", "--as", "ada", "--ddl"][..],
+            &[
+                "drift",
+                "ID",
+                "--as",
+                "ada",
+                "--ddl",
+                "--direction",
+                "adopt",
+                "--allow-destructive",
+                "--database",
+                "app",
+            ],
+            &[
+                "review",
+                "ID",
+                "--as",
+                "ada",
+                "--json",
+                "--fail-on",
+                "warning",
+            ],
+            &["review", "ID", "--as", "ada", "--ddl", "--fail-on", "error"],
+        ] {
+            assert_eq!(refused(words), None, "{words:?}");
+        }
     }
 }

@@ -12,11 +12,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fermata_schema::lint::{self, Severity};
+use fermata_schema::migration::{Direction, Migration};
 use fermata_schema::view::{
-    DriftView, OperationSummary, OperationView, RegistryView, ReviewView, printable,
+    DriftView, OperationSummary, OperationView, RegistryView, ReviewView, drift_scripts, printable,
+    review_scripts, script_file,
 };
 use fermata_schema::{
-    Administrator, ErrorCode, ErrorStage, OperationReport, OperationRequest, SafeError, Verdict,
+    Administrator, DatabaseName, ErrorCode, ErrorStage, OperationReport, OperationRequest,
+    SafeError, Verdict,
 };
 use fermata_store::schema::{
     InventoryId, OperationId, OperationKind, OperationState, Outcome, RequestKey,
@@ -538,12 +542,53 @@ pub(crate) async fn close_pull_request(
     Ok(render(&report, format))
 }
 
-/// `fermata schema review ID`: the refresh's review and the diff of every changed database.
+/// What `--ddl` asks of `drift` and `review`: the scripts going `direction`, of every database
+/// or only `database`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScriptRequest<'a> {
+    pub(crate) direction: Direction,
+    pub(crate) allow_destructive: bool,
+    pub(crate) database: Option<&'a str>,
+}
+
+impl ScriptRequest<'_> {
+    /// The scripts of `databases` (each a name and its scripts or why it has none) as one file,
+    /// only `--database`'s when given: refused when the operation does not name it.
+    fn file<'a>(
+        &self,
+        databases: Vec<(&'a DatabaseName, Result<&'a Migration, &'a str>)>,
+        none: impl FnOnce(&str) -> String,
+    ) -> Result<String, Failure> {
+        let chosen: Vec<_> = databases
+            .into_iter()
+            .filter(|(name, _)| self.database.is_none_or(|wanted| name.as_str() == wanted))
+            .collect();
+        if let (Some(wanted), true) = (self.database, chosen.is_empty()) {
+            return Err(Failure::config(none(&printable(wanted))));
+        }
+        Ok(script_file(chosen, self.direction, self.allow_destructive))
+    }
+}
+
+/// What `fermata schema review` shows, and what fails it.
+#[derive(Debug)]
+pub(crate) struct ReviewRequest<'a> {
+    /// Exit 1, after printing, when a database's lint findings hold one at this severity or
+    /// above.
+    pub(crate) fail_on: Option<Severity>,
+    /// The scripts instead of the review (`--ddl`).
+    pub(crate) scripts: Option<ScriptRequest<'a>>,
+}
+
+/// `fermata schema review ID`: the refresh's review and the diff of every changed database,
+/// with their migration scripts' summaries and lint findings; or, with `--ddl`, the scripts.
+/// With `--fail-on`, a finding at that severity or above fails the command after the output.
 pub(crate) async fn review(
     setup: &Setup,
     id: &str,
     actor: &str,
     format: Format,
+    request: &ReviewRequest<'_>,
 ) -> Result<String, Failure> {
     let opened = open(setup).await?;
     let admin = administrator(&*opened.storage, actor, false).await?;
@@ -552,8 +597,38 @@ pub(crate) async fn review(
         .reviews
         .diff(&admin, operation_id(id)?)
         .await?;
-    let view = ReviewView::from(&diff);
-    Ok(shown(&view, format, ReviewView::to_text))
+    let text = match request.scripts {
+        Some(scripts) => scripts.file(
+            diff.databases
+                .iter()
+                .map(|database| (&database.database, review_scripts(database)))
+                .collect(),
+            |name| format!("the review of {id} has no database named `{name}`"),
+        )?,
+        None => shown(&ReviewView::from(&diff), format, ReviewView::to_text),
+    };
+    let Some(threshold) = request.fail_on else {
+        return Ok(text);
+    };
+    let failing = diff
+        .databases
+        .iter()
+        .filter(|database| {
+            database
+                .notes
+                .as_ref()
+                .is_some_and(|notes| lint::fails(&notes.lint, threshold))
+        })
+        .count();
+    if failing == 0 {
+        return Ok(text);
+    }
+    print!("{text}");
+    Err(Failure::runtime(format!(
+        "the lint findings of {failing} database{} hold one at {} or above",
+        if failing == 1 { "" } else { "s" },
+        threshold.id()
+    )))
 }
 
 /// `fermata schema approve ID` and `reject ID`: records the decision as `actor`, with the
@@ -578,18 +653,29 @@ pub(crate) async fn decide(
 }
 
 /// `fermata schema drift ID`: the unified diff of every file in which verification `ID` found a
-/// database's live schema differing from its merged snapshot.
+/// database's live schema differing from its merged snapshot, with its migration scripts'
+/// summaries; or, with `--ddl`, the scripts.
 pub(crate) async fn drift(
     setup: &Setup,
     id: &str,
     actor: &str,
     format: Format,
+    scripts: Option<ScriptRequest<'_>>,
 ) -> Result<String, Failure> {
     let opened = open(setup).await?;
     let admin = administrator(&*opened.storage, actor, false).await?;
     let drift = opened.runtime.drift.diff(&admin, operation_id(id)?).await?;
-    let view = DriftView::from(&drift);
-    Ok(shown(&view, format, DriftView::to_text))
+    match scripts {
+        Some(scripts) => scripts.file(
+            drift
+                .databases
+                .iter()
+                .map(|database| (&database.database, drift_scripts(database)))
+                .collect(),
+            |name| format!("verification {id} found no drift in a database named `{name}`"),
+        ),
+        None => Ok(shown(&DriftView::from(&drift), format, DriftView::to_text)),
+    }
 }
 
 /// `fermata schema publish ID`: publishes again an approved refresh whose publication failed,

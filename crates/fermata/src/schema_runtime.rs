@@ -136,6 +136,7 @@ impl SchemaRuntime {
                 connections: settings.connections,
                 filter: settings.filter.clone(),
                 publication_wait: settings.publication_wait,
+                lint: settings.lint.clone(),
             },
         )
         .with_notifier(notifier.clone());
@@ -147,6 +148,7 @@ impl SchemaRuntime {
                 connections: settings.connections,
                 filter: settings.filter.clone(),
                 artifacts: artifacts.clone(),
+                workspace: settings.workspace.clone(),
             },
         )
         .with_notifier(notifier.clone());

@@ -5,16 +5,21 @@
 //! `<time>` element (see [`crate::view::time()`]).
 //!
 //! Every error shown is a safe error's message ([`ErrorView`]); every form posts with the
-//! session's CSRF token. Each page is drawn in the one skeleton of [`crate::view`], with the
+//! session's CSRF token. A migration script is shown collapsed, its verdict first (verified, NOT
+//! verified with the reason, or unverified with the reason), each destructive statement marked;
+//! database names, SQL and findings are text maud escapes like any other. Each page is drawn in the one skeleton of [`crate::view`], with the
 //! administrator pages' style sheet. The page works without JavaScript; its script
 //! (`admin_page.js`, served as `/assets/admin.js`) only adds the filter box, Select all / none /
 //! stale / drifted, the client-side empty-selection check and the live polling of the current
 //! operation.
 
+use fermata_schema::drift::ddl_path;
+use fermata_schema::lint::{Finding, Severity};
+use fermata_schema::migration::{Direction, Verification};
 use fermata_schema::review::FileDiff;
 use fermata_schema::view::{
-    DatabaseView, DriftView, ErrorView, InventoryView, LeaseView, OperationSummary, OperationView,
-    RegisteredDatabaseView, ReviewView, StepView,
+    DatabaseView, DriftView, ErrorView, InventoryView, LeaseView, MigrationView, NO_DRIFT_SCRIPT,
+    OperationSummary, OperationView, RegisteredDatabaseView, ReviewView, ScriptView, StepView,
 };
 use fermata_schema::{ErrorCode, SafeError};
 use fermata_store::UnixMillis;
@@ -555,12 +560,130 @@ fn review_panel(page: &SchemaPage, review: &ReviewPanel) -> Markup {
                         @if database.removed { " (no longer on the server: removed from the package)" }
                         @else if database.registered { " (registered)" } @else { " (not registered: every file is new)" }
                         ": " (database.files.len()) " file(s) differ"
+                        @if let Some(findings) = &database.lint { ", " (findings.len()) " lint finding(s)" }
                     }
+                    @if !database.removed {
+                        (migration_panel(database.migration.as_ref(), "candidate", None, database.no_script()))
+                    }
+                    @if let Some(findings) = &database.lint { (lint_table(findings)) }
                     (file_diffs(&database.files))
                 }
             }
             (decision_forms(page, &view.operation_id))
         },
+    }
+}
+
+/// A database's two migration scripts, or why it has none (`missing`). `live` names the schema
+/// the scripts go from and to besides the merged snapshot ("live schema", "candidate");
+/// `download`, the operation and database whose script the API answers as a file.
+fn migration_panel(
+    migration: Option<&MigrationView>,
+    live: &str,
+    download: Option<(&str, &str)>,
+    missing: &str,
+) -> Markup {
+    html! {
+        @match migration {
+            None => { p.note { "No migration script: " (missing) "." } }
+            Some(migration) => {
+                @for (direction, script) in migration.scripts() {
+                    (script_details(direction, script, live, download))
+                }
+            }
+        }
+    }
+}
+
+/// One script, collapsed: its verdict first, then what it says, its notes, and its statements
+/// with the destructive ones marked.
+fn script_details(
+    direction: Direction,
+    script: &ScriptView,
+    live: &str,
+    download: Option<(&str, &str)>,
+) -> Markup {
+    let (from, to) = match direction {
+        Direction::Undo => (live, "merged snapshot"),
+        Direction::Adopt => ("merged snapshot", live),
+    };
+    let (verdict, state) = match &script.verification {
+        Verification::Verified => ("Verified", "verified"),
+        Verification::Failed { .. } => ("NOT verified", "failed"),
+        Verification::Unverified { .. } => ("Unverified", "unverified"),
+    };
+    let count = script.statements.len();
+    html! {
+        details.script data-direction=(direction.as_str()) data-verification=(state) {
+            summary {
+                strong class={ "verdict " (state) } { (verdict) }
+                " · " (direction.as_str()) " (" (from) " → " (to) "): "
+                @if count == 0 { "nothing to do" }
+                @else { (count) " statement" @if count != 1 { "s" } }
+                @if script.destructive > 0 { ", " span.destructive { (script.destructive) " destructive" } }
+            }
+            @match &script.verification {
+                Verification::Verified => {
+                    p.notice { "Verified: run in a scratch schema holding the " (from) ", it gave the " (to) " exactly." }
+                }
+                Verification::Failed { reason } => {
+                    p.error role="alert" { strong { "NOT verified" } ": " (reason) ". Do not run it as is." }
+                }
+                Verification::Unverified { reason } => {
+                    p.warning { strong { "Unverified" } ": " (reason) "." }
+                }
+            }
+            @if !script.notes.is_empty() {
+                ul.notes { @for note in &script.notes { li { "Note: " (note) } } }
+            }
+            @if let (Some((operation, database)), true) = (download, count > 0) {
+                p { a href=(ddl_path(operation, database, direction)) { "The script as a file" }
+                    span.note { " (for the mysql or mariadb client; destructive statements are left out unless "
+                        code { "allow_destructive=true" } " is added)" } }
+            }
+            @if count > 0 {
+                ol.statements {
+                    @for statement in &script.statements {
+                        @match &statement.destructive {
+                            Some(reason) => {
+                                li.destructive {
+                                    p { strong { "destructive:" } " " (reason) }
+                                    pre { code { (statement.sql) } }
+                                }
+                            }
+                            None => { li { pre { code { (statement.sql) } } } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A database's lint findings, or that there are none.
+fn lint_table(findings: &[Finding]) -> Markup {
+    html! {
+        @if findings.is_empty() {
+            p.note { "Lint: no findings." }
+        } @else {
+            div.scroll {
+                table.lint {
+                    caption.note { "Lint findings (" (findings.len()) ")" }
+                    thead { tr { th { "Severity" } th { "Rule" } th { "Object" } th { "Message" } } }
+                    tbody {
+                        @for finding in findings {
+                            tr data-severity=(finding.severity.id()) {
+                                td { @if finding.severity == Severity::Error { strong.failed { (finding.severity.id()) } }
+                                     @else { (finding.severity.id()) } }
+                                td { code { (finding.rule.id()) } }
+                                td { (finding.object) }
+                                td { (finding.message) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -705,7 +828,8 @@ pub(crate) fn report_page(operation: &OperationView, now: UnixMillis) -> Page {
     admin_page("Operation report", body)
 }
 
-/// The drift a verification found: each drifted database's files with their unified diffs.
+/// The drift a verification found: each drifted database's migration scripts and its files
+/// with their unified diffs.
 pub(crate) fn drift_page(drift: &DriftView, now: UnixMillis) -> Page {
     let body = html! {
         p { a href="/admin/schema" { "← Schema snapshots" } " · "
@@ -720,6 +844,8 @@ pub(crate) fn drift_page(drift: &DriftView, now: UnixMillis) -> Page {
         @for database in &drift.databases {
             section.drift {
                 h2 { code { (database.database.as_str()) } ": " (database.files.len()) " file(s) differ" }
+                (migration_panel(database.migration.as_ref(), "live schema",
+                    Some((&drift.operation_id, database.database.as_str())), NO_DRIFT_SCRIPT))
                 (file_diffs(&database.files))
             }
         }
@@ -742,8 +868,14 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    use fermata_schema::review::{DatabaseDiff, FileChange};
-    use fermata_schema::view::{CheckView, MergedSnapshotView, ReviewStateView, StepView as Step};
+    use fermata_schema::lint::Rule;
+    use fermata_schema::migration::{Migration, Script, Statement};
+    use fermata_schema::review::FileChange;
+    use fermata_schema::snapshot::model::Flavor;
+    use fermata_schema::view::{
+        CheckView, DriftDatabaseView, MergedSnapshotView, ReviewDatabaseView, ReviewStateView,
+        StepView as Step,
+    };
     use fermata_schema::{DatabaseName, Subject};
 
     use super::*;
@@ -935,10 +1067,31 @@ mod tests {
                 created_at: "2026-01-02T03:10:00.000Z".to_owned(),
                 expires_at: "2026-01-03T03:10:00.000Z".to_owned(),
             },
-            databases: vec![DatabaseDiff {
+            databases: vec![ReviewDatabaseView {
                 database: DatabaseName::new("app").unwrap(),
                 registered: true,
                 removed: false,
+                migration: Some(migration(
+                    "app",
+                    Verification::Unverified {
+                        reason: "no verification workspace is configured ([schema.workspace])"
+                            .to_owned(),
+                    },
+                )),
+                lint: Some(vec![
+                    Finding {
+                        rule: Rule::ZeroDateDefault,
+                        severity: Severity::Error,
+                        object: "column `users`.`born <&>`".to_owned(),
+                        message: "The default is a zero date: give a real date.".to_owned(),
+                    },
+                    Finding {
+                        rule: Rule::NoPrimaryKey,
+                        severity: Severity::Warning,
+                        object: "table `users`".to_owned(),
+                        message: "The table has no primary key: add one.".to_owned(),
+                    },
+                ]),
                 files: vec![FileDiff {
                     path: "tables/users.sql".to_owned(),
                     change: FileChange::Modified,
@@ -946,6 +1099,53 @@ mod tests {
                 }],
             }],
         })
+    }
+
+    /// Both scripts of `database`: the undo one verified (or as `undo` says), one of its
+    /// statements destructive, with a note; the adopt one said `adopt`.
+    fn migration(database: &str, adopt: Verification) -> MigrationView {
+        let statement = |sql: &str, destructive: Option<&str>| Statement {
+            sql: sql.to_owned(),
+            destructive: destructive.map(str::to_owned),
+            definer_clause: None,
+            compound: false,
+        };
+        let script = |direction, statements, verification| {
+            Script {
+            direction,
+            flavor: Flavor::Mariadb,
+            statements,
+            notes: vec!["column `name` is dropped beside `born <&>`, which is added: a rename is never guessed".to_owned()],
+            verification,
+        }
+        };
+        MigrationView::new(
+            database,
+            &Migration {
+                undo: script(
+                    Direction::Undo,
+                    vec![
+                        statement(
+                            "ALTER TABLE `users`\n  DROP COLUMN `name`",
+                            Some("drops column `name` and its values"),
+                        ),
+                        statement(
+                            "ALTER TABLE `users`\n  ADD COLUMN `born <&>` date DEFAULT '0000-00-00'",
+                            None,
+                        ),
+                    ],
+                    Verification::Verified,
+                ),
+                adopt: script(
+                    Direction::Adopt,
+                    vec![statement(
+                        "ALTER TABLE `users`\n  ADD COLUMN `name` text",
+                        None,
+                    )],
+                    adopt,
+                ),
+            },
+        )
     }
 
     fn check(name: &str, page: &Page) {
@@ -1138,8 +1338,14 @@ mod tests {
             operation_id: OPERATION.to_owned(),
             base_commit: Some("abc123".to_owned()),
             kept_until: Some("2026-02-01T03:04:05.000Z".to_owned()),
-            databases: vec![fermata_schema::drift::DatabaseDrift {
+            databases: vec![DriftDatabaseView {
                 database: DatabaseName::new("app <&>").unwrap(),
+                migration: Some(migration(
+                    "app <&>",
+                    Verification::Failed {
+                        reason: "the workspace refused statement 1 of 1 with error 1064".to_owned(),
+                    },
+                )),
                 files: vec![FileDiff {
                     path: "tables/users.sql".to_owned(),
                     change: FileChange::Modified,

@@ -698,6 +698,16 @@ async fn case(
             Call::new(m, p.replace("{id}", "no-such-operation")),
             S::NOT_FOUND,
         ),
+        ("GET", "/api/v1/schema/operations/{id}/drift/ddl") => (
+            Call::new(
+                m,
+                format!(
+                    "{}?database=app&direction=adopt",
+                    p.replace("{id}", "no-such-operation")
+                ),
+            ),
+            S::NOT_FOUND,
+        ),
         (
             "POST",
             "/api/v1/schema/operations/{id}/approve"

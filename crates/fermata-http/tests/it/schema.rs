@@ -2,8 +2,9 @@
 //! router without a socket, on a real SQLite database: who may call them (401 without a login,
 //! 403 without the role, 403 `reauthentication_required` for a decision on a stale session),
 //! `no-store` on every answer, a refresh and a verification started from an inventory with their
-//! selections checked, the review of an operation with and without a review, and the registry
-//! without a package. No worker runs here; the runs stay queued.
+//! selections checked, the review of an operation with and without a review, the drift script
+//! route's refusals (a bad query, a database without a script), and the registry without a
+//! package. No worker runs here; the runs stay queued.
 
 use std::time::Duration;
 
@@ -320,6 +321,67 @@ async fn a_verification_starts_from_a_checked_selection_and_holds_the_lease() {
         )
     );
     assert_eq!(registry.json()["error"]["stage"], "configuration");
+}
+
+#[tokio::test]
+async fn a_drift_script_is_refused_for_a_bad_query_and_a_database_without_one() {
+    let app = App::new().await;
+    let started = app.verification(&app.ada, "verify-1", &["app"]).await;
+    let id = id_of(&started);
+    let script = |query: &str| format!("/api/v1/schema/operations/{id}/drift/ddl{query}");
+    let member = app
+        .call(&app.bob, "GET", &script("?database=app"), None)
+        .await;
+    assert_eq!(
+        error(&member),
+        (StatusCode::FORBIDDEN, "forbidden".to_owned())
+    );
+    for query in [
+        "?database=app&direction=sideways",
+        "",
+        "?database=app&allow_destructive=maybe",
+        "?database=app&extra=1",
+    ] {
+        let bad = app.call(&app.ada, "GET", &script(query), None).await;
+        assert_eq!(
+            error(&bad),
+            (StatusCode::BAD_REQUEST, "invalid".to_owned()),
+            "{query}"
+        );
+    }
+    let nowhere = app
+        .call(
+            &app.ada,
+            "GET",
+            &format!(
+                "/api/v1/schema/operations/{}/drift/ddl?database=app",
+                OperationId::generate()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(
+        error(&nowhere),
+        (StatusCode::NOT_FOUND, "OPERATION_MISSING".to_owned())
+    );
+    // The verification has found no drift yet: no database has a script.
+    let none = app
+        .call(
+            &app.ada,
+            "GET",
+            &script("?database=app%20%3C%26%3E&direction=adopt&allow_destructive=true"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        error(&none),
+        (StatusCode::NOT_FOUND, "NO_MIGRATION_SCRIPT".to_owned())
+    );
+    assert_eq!(none.json()["error"]["stage"], "artifact");
+    assert_eq!(
+        none.json()["error"]["message"],
+        "the drift holds no migration script for database `app <&>`"
+    );
 }
 
 #[tokio::test]

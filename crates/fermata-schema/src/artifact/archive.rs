@@ -1,17 +1,18 @@
-//! The plaintext inside a review artifact: a deterministic tar archive of the canonical manifest
-//! and the candidate files.
+//! The plaintext inside a review artifact: a deterministic tar archive of the canonical manifest,
+//! the candidate files and the review notes.
 //!
 //! The format is plain tar with GNU headers, so any `tar` can list a decrypted artifact. The first
 //! entry is `manifest.json`; each candidate file follows as `files/<relative path>`, in byte order
-//! of the path. Every header is fixed: regular file, mode `0644`, modification time 0, uid and gid
+//! of the path; then each review note (a changed database's migration scripts and lint findings,
+//! which are not published) as `notes/<name>`, in byte order too. Every header is fixed: regular file, mode `0644`, modification time 0, uid and gid
 //! 0, no user or group name. A path longer than the 100 bytes a tar header holds is written with a
 //! GNU long-name record, whose header the `tar` crate also fixes. So identical input gives
 //! identical bytes, and nothing of the machine that wrote it (clock, user, umask) gets in.
 //!
 //! Candidate paths are checked before anything is written: relative, `/`-separated, with no empty,
 //! `.` or `..` component, no backslash and no NUL. Reading applies the same rules and also
-//! requires the fixed layout (manifest first, then files in strictly increasing order, regular
-//! files only), so an archive this module did not write is refused rather than interpreted.
+//! requires the fixed layout (manifest first, then files and then notes, each in strictly
+//! increasing order, regular files only), so an archive this module did not write is refused rather than interpreted.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -26,6 +27,8 @@ const MANIFEST_ENTRY: &str = "manifest.json";
 /// The folder every candidate file is archived under, so no candidate can take the manifest's
 /// name.
 const FILES_PREFIX: &str = "files/";
+/// The folder the review notes are archived under, after the files.
+const NOTES_PREFIX: &str = "notes/";
 const FILE_MODE: u32 = 0o644;
 
 /// One operation's candidate files and canonical manifest, as archived.
@@ -33,14 +36,29 @@ const FILE_MODE: u32 = 0o644;
 pub struct ArtifactContents {
     /// Each candidate file by its relative path (`db-folder/tables/orders.sql`).
     pub files: BTreeMap<String, Vec<u8>>,
+    /// Each review note by its name (`db-folder.json`); none in an artifact written before notes.
+    pub notes: BTreeMap<String, Vec<u8>>,
     /// The canonical manifest (JSON).
     pub manifest: String,
 }
 
-/// The archive of `files` and `manifest`: the same bytes whenever the input is the same. A path
-/// that is not a clean relative path is refused.
+/// The archive of `files` and `manifest`, without notes.
 pub fn archive(files: &BTreeMap<String, Vec<u8>>, manifest: &str) -> Result<Vec<u8>, SafeError> {
-    if !files.keys().all(|path| is_relative_path(path)) {
+    archive_with_notes(files, &BTreeMap::new(), manifest)
+}
+
+/// The archive of `files`, `notes` and `manifest`: the same bytes whenever the input is the same.
+/// A path or note name that is not a clean relative path is refused.
+pub fn archive_with_notes(
+    files: &BTreeMap<String, Vec<u8>>,
+    notes: &BTreeMap<String, Vec<u8>>,
+    manifest: &str,
+) -> Result<Vec<u8>, SafeError> {
+    if !files
+        .keys()
+        .chain(notes.keys())
+        .all(|path| is_relative_path(path))
+    {
         return Err(malformed("a candidate path is not a clean relative path"));
     }
     let mut builder = Builder::new(Vec::new());
@@ -48,6 +66,9 @@ pub fn archive(files: &BTreeMap<String, Vec<u8>>, manifest: &str) -> Result<Vec<
     // A `BTreeMap` iterates in byte order of its keys, which is the archive's order.
     for (path, bytes) in files {
         append(&mut builder, &format!("{FILES_PREFIX}{path}"), bytes)?;
+    }
+    for (name, bytes) in notes {
+        append(&mut builder, &format!("{NOTES_PREFIX}{name}"), bytes)?;
     }
     builder
         .into_inner()
@@ -72,6 +93,7 @@ pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
     let mut archive = Archive::new(bytes);
     let mut manifest = None;
     let mut files = BTreeMap::new();
+    let mut notes = BTreeMap::new();
     let mut previous: Option<String> = None;
     const READ: &str = "read the archive";
     for entry in archive.entries().or_code(UNAVAILABLE, READ)? {
@@ -90,22 +112,32 @@ pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
             }
             None => return Err(malformed("the archive does not begin with the manifest")),
             Some(_) => {
-                let path = name
-                    .strip_prefix(FILES_PREFIX)
-                    .ok_or_else(|| malformed("an archive entry is outside the files folder"))?;
-                let in_order = previous.as_deref().is_none_or(|before| before < path);
+                // Files first, then notes: an entry name orders them, and a note after a file
+                // keeps the order strictly increasing.
+                let (section, path) = match (
+                    name.strip_prefix(FILES_PREFIX),
+                    name.strip_prefix(NOTES_PREFIX),
+                ) {
+                    (Some(path), _) if notes.is_empty() => (&mut files, path),
+                    (_, Some(path)) => (&mut notes, path),
+                    _ => return Err(malformed("an archive entry is outside the files and notes")),
+                };
+                let in_order = previous
+                    .as_deref()
+                    .is_none_or(|before| before < name.as_str());
                 if !is_relative_path(path) || !in_order {
                     return Err(malformed(
                         "an archive path is not clean or not in increasing order",
                     ));
                 }
-                previous = Some(path.to_owned());
-                files.insert(path.to_owned(), content);
+                section.insert(path.to_owned(), content);
+                previous = Some(name);
             }
         }
     }
     Ok(ArtifactContents {
         files,
+        notes,
         manifest: manifest.ok_or_else(|| malformed("the archive has no manifest"))?,
     })
 }
@@ -160,6 +192,7 @@ mod tests {
             unarchive(&bytes).unwrap(),
             ArtifactContents {
                 files,
+                notes: BTreeMap::new(),
                 manifest: "{}".to_owned()
             }
         );
@@ -170,6 +203,7 @@ mod tests {
             vec![(MANIFEST_ENTRY, "{}"), ("other/a", "x")],
             vec![(MANIFEST_ENTRY, "{}"), ("files/b", "x"), ("files/a", "x")],
             vec![(MANIFEST_ENTRY, "{}"), ("files/a", "x"), ("files/a", "y")],
+            vec![(MANIFEST_ENTRY, "{}"), ("notes/a", "x"), ("files/a", "y")],
             vec![],
         ] {
             let mut builder = Builder::new(Vec::new());

@@ -1,21 +1,20 @@
 //! Sealed drift diffs: the unified diffs a verification found between a database's live schema
-//! and its merged snapshot, kept in the object store like a staged candidate (the whole
+//! and its merged snapshot, with the migration scripts between the two, kept in the object store like a staged candidate (the whole
 //! envelope, sealed under the review artifact's purpose with `<operation ID>/drift/<position>`
 //! as the authenticated row, so it opens neither as an artifact nor as another database's
 //! diff), at [`drift_location`]. The application database holds none of their text; how long
 //! they are kept is decided by [`crate::drift`].
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::schema::OperationId;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 use zeroize::Zeroizing;
 
-use super::{ArtifactStore, aad};
+use super::ArtifactStore;
 use crate::safe_context::SafeCode;
 
 /// The object store folder that holds drift diffs, one folder per verification.
@@ -41,19 +40,12 @@ impl ArtifactStore {
         position: u32,
         plaintext: Vec<u8>,
     ) -> Result<(), SafeError> {
-        let keys = Arc::clone(&self.keys);
-        let row = drift_row(operation, position);
-        let envelope = tokio::task::spawn_blocking(move || keys.seal(aad(&row), &plaintext))
-            .await
-            .or_code(ErrorCode::ArtifactUnavailable, "seal a drift diff")?;
-        self.objects
-            .put(
-                &ObjectPath::from(drift_location(operation, position).as_str()),
-                PutPayload::from(envelope),
-            )
-            .await
-            .or_code(ErrorCode::ArtifactUnavailable, "write a drift diff")?;
-        Ok(())
+        self.put_sealed(
+            &drift_location(operation, position),
+            drift_row(operation, position),
+            plaintext,
+        )
+        .await
     }
 
     /// The drift diff at `position`, checked and decrypted (its plaintext wiped when dropped);
@@ -63,26 +55,11 @@ impl ArtifactStore {
         operation: OperationId,
         position: u32,
     ) -> Result<Option<Zeroizing<Vec<u8>>>, SafeError> {
-        let location = ObjectPath::from(drift_location(operation, position).as_str());
-        let envelope = match self.objects.get(&location).await {
-            Ok(found) => found
-                .bytes()
-                .await
-                .or_code(ErrorCode::ArtifactUnavailable, "fetch a drift diff")?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(error) => {
-                return Err(error).or_code(ErrorCode::ArtifactUnavailable, "fetch a drift diff");
-            }
-        };
-        let keys = Arc::clone(&self.keys);
-        let row = drift_row(operation, position);
-        tokio::task::spawn_blocking(move || {
-            keys.open(aad(&row), &envelope)
-                .or_code(ErrorCode::ArtifactUnavailable, "decrypt a drift diff")
-        })
+        self.get_sealed(
+            &drift_location(operation, position),
+            drift_row(operation, position),
+        )
         .await
-        .or_code(ErrorCode::ArtifactUnavailable, "open a drift diff")?
-        .map(Some)
     }
 
     /// The operations that have drift diffs in the store, by the folder names.

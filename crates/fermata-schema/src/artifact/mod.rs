@@ -45,10 +45,11 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
 
 use crate::safe_context::{SafeCode, because};
 
-pub use archive::{ArtifactContents, archive};
+pub use archive::{ArtifactContents, archive, archive_with_notes};
 pub use drift::{DRIFT_FOLDER, drift_location};
 
 /// The object store folder that holds review artifacts.
@@ -73,6 +74,12 @@ pub fn artifact_location(operation: OperationId) -> String {
 /// artifact step: `schema-artifacts/<operation ID>/candidate-<position>.bin`.
 pub fn staged_location(operation: OperationId, position: u32) -> String {
     format!("{ARTIFACT_FOLDER}/{operation}/candidate-{position}.bin")
+}
+
+/// Where the review notes of the candidate at `position` wait for the artifact step:
+/// `schema-artifacts/<operation ID>/notes-<position>.bin`.
+pub fn staged_notes_location(operation: OperationId, position: u32) -> String {
+    format!("{ARTIFACT_FOLDER}/{operation}/notes-{position}.bin")
 }
 
 /// An S3-compatible bucket for review artifacts (`[schema.artifacts]`). `Debug` never shows the
@@ -160,13 +167,14 @@ impl ArtifactStore {
         Ok(ArtifactStore::new(Arc::new(objects), keys))
     }
 
-    /// Seals `files` and `manifest` into `operation`'s artifact, writes it (replacing an earlier
-    /// attempt's), and returns the row to record. `decision_expires_at` is when the review
+    /// Seals `files`, `notes` and `manifest` into `operation`'s artifact, writes it (replacing an
+    /// earlier attempt's), and returns the row to record. `decision_expires_at` is when the review
     /// window closes.
     pub async fn store(
         &self,
         operation: OperationId,
         files: BTreeMap<String, Vec<u8>>,
+        notes: BTreeMap<String, Vec<u8>>,
         manifest: String,
         decision_expires_at: UnixMillis,
     ) -> Result<NewArtifact, SafeError> {
@@ -175,7 +183,7 @@ impl ArtifactStore {
         let keys = Arc::clone(&self.keys);
         let archived_manifest = manifest.clone();
         let sealed = tokio::task::spawn_blocking(move || {
-            let plaintext = archive(&files, &archived_manifest)?;
+            let plaintext = archive_with_notes(&files, &notes, &archived_manifest)?;
             let envelope = keys.seal(aad(&operation.to_string()), &plaintext);
             split_envelope(&envelope).ok_or_else(|| {
                 because(
@@ -264,13 +272,100 @@ impl ArtifactStore {
         .or_code(ErrorCode::ArtifactUnavailable, "open a staged candidate")?
     }
 
-    /// Deletes the staged candidate at `position`; one already gone is fine.
-    pub async fn discard_staged(&self, operation: OperationId, position: u32) {
-        let location = ObjectPath::from(staged_location(operation, position).as_str());
-        match self.objects.delete(&location).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+    /// Seals the review notes of the candidate staged at `position` (its migration scripts and
+    /// lint findings, as JSON) and writes them at [`staged_notes_location`], replacing an earlier
+    /// attempt's.
+    pub async fn stage_notes(
+        &self,
+        operation: OperationId,
+        position: u32,
+        notes: Vec<u8>,
+    ) -> Result<(), SafeError> {
+        self.put_sealed(
+            &staged_notes_location(operation, position),
+            staged_notes_row(operation, position),
+            notes,
+        )
+        .await
+    }
+
+    /// The review notes staged at `position`, checked and decrypted; `None` when there are none
+    /// (a candidate staged before notes were).
+    pub async fn staged_notes(
+        &self,
+        operation: OperationId,
+        position: u32,
+    ) -> Result<Option<Vec<u8>>, SafeError> {
+        let opened = self
+            .get_sealed(
+                &staged_notes_location(operation, position),
+                staged_notes_row(operation, position),
+            )
+            .await?;
+        Ok(opened.map(|plaintext| plaintext.to_vec()))
+    }
+
+    /// Seals `plaintext` whole (envelope and all) under the authenticated row `row` and writes it
+    /// at `location`, replacing what was there: a staged note or a drift diff.
+    pub(crate) async fn put_sealed(
+        &self,
+        location: &str,
+        row: String,
+        plaintext: Vec<u8>,
+    ) -> Result<(), SafeError> {
+        let keys = Arc::clone(&self.keys);
+        let envelope = tokio::task::spawn_blocking(move || keys.seal(aad(&row), &plaintext))
+            .await
+            .or_code(ErrorCode::ArtifactUnavailable, "seal an object")?;
+        self.objects
+            .put(&ObjectPath::from(location), PutPayload::from(envelope))
+            .await
+            .or_code(ErrorCode::ArtifactUnavailable, "write a sealed object")?;
+        Ok(())
+    }
+
+    /// What [`ArtifactStore::put_sealed`] wrote at `location` under `row`, checked and
+    /// decrypted (wiped when dropped); `None` when nothing is there (never written, or deleted).
+    pub(crate) async fn get_sealed(
+        &self,
+        location: &str,
+        row: String,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, SafeError> {
+        let envelope = match self.objects.get(&ObjectPath::from(location)).await {
+            Ok(found) => found
+                .bytes()
+                .await
+                .or_code(ErrorCode::ArtifactUnavailable, "fetch a sealed object")?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(error) => {
-                tracing::warn!(operation = %operation, position, error = %ErrorChain(&error), "a staged candidate could not be deleted");
+                return Err(error).or_code(ErrorCode::ArtifactUnavailable, "fetch a sealed object");
+            }
+        };
+        let keys = Arc::clone(&self.keys);
+        tokio::task::spawn_blocking(move || {
+            keys.open(aad(&row), &envelope)
+                .or_code(ErrorCode::ArtifactUnavailable, "decrypt a sealed object")
+        })
+        .await
+        .or_code(ErrorCode::ArtifactUnavailable, "open a sealed object")?
+        .map(Some)
+    }
+
+    /// Deletes the staged candidate at `position` and its notes; what is already gone is fine.
+    pub async fn discard_staged(&self, operation: OperationId, position: u32) {
+        for location in [
+            staged_location(operation, position),
+            staged_notes_location(operation, position),
+        ] {
+            match self
+                .objects
+                .delete(&ObjectPath::from(location.as_str()))
+                .await
+            {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(operation = %operation, position, error = %ErrorChain(&error), "a staged candidate could not be deleted");
+                }
             }
         }
     }
@@ -383,6 +478,11 @@ pub(crate) fn candidate_files(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>,
 /// candidate cannot pass for the artifact, nor one position for another.
 fn staged_row(operation: OperationId, position: u32) -> String {
     format!("{operation}/candidate/{position}")
+}
+
+/// The authenticated row of a candidate's staged review notes.
+fn staged_notes_row(operation: OperationId, position: u32) -> String {
+    format!("{operation}/notes/{position}")
 }
 
 /// The authenticated data of an operation's artifact (the keyring adds the key version).

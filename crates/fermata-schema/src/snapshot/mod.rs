@@ -47,6 +47,7 @@ pub mod model;
 pub mod normalize;
 pub mod render;
 mod scan;
+mod script_check;
 mod workspace;
 
 use std::collections::BTreeMap;
@@ -71,14 +72,15 @@ pub fn mysql_catalog_queries() -> Vec<&'static str> {
     catalog::mysql_queries()
 }
 pub use catalog::{ColumnRow, IndexRow, add_index_row, column_from_catalog};
+pub use script_check::verify_script;
 pub use workspace::verify_in_workspace;
 
 /// The version written into manifests.
 pub const GENERATOR: &str = concat!("fermata ", env!("CARGO_PKG_VERSION"));
 
 /// The `sql_mode` and time zone every introspection connection runs with.
-const SQL_MODE: &str = "NO_ENGINE_SUBSTITUTION";
-const TIME_ZONE: &str = "+00:00";
+pub(crate) const SQL_MODE: &str = "NO_ENGINE_SUBSTITUTION";
+pub(crate) const TIME_ZONE: &str = "+00:00";
 
 /// `sql_mode = ..., time_zone = ...`, for a `SET SESSION`.
 fn mode_and_zone(sql_mode: &str, time_zone: &str) -> String {
@@ -131,7 +133,8 @@ pub(super) fn creation_settings(
     Ok((settings, set_session(SQL_MODE, TIME_ZONE)))
 }
 
-fn set_session(sql_mode: &str, time_zone: &str) -> String {
+/// `SET SESSION sql_mode = ..., time_zone = ...`.
+pub(crate) fn set_session(sql_mode: &str, time_zone: &str) -> String {
     format!("SET SESSION {}", mode_and_zone(sql_mode, time_zone))
 }
 
@@ -153,6 +156,54 @@ pub struct DatabaseSnapshot {
     /// Relative path → content, in path order.
     pub files: BTreeMap<String, Vec<u8>>,
     pub snapshot_hash: String,
+}
+
+impl DatabaseSnapshot {
+    /// A merged snapshot read back from its files (`schema.json` for the model, `manifest.json`
+    /// for the filter and the hash); `None` when its model cannot be read (a snapshot written by
+    /// another generator's format).
+    pub fn from_files(files: BTreeMap<String, Vec<u8>>) -> Option<DatabaseSnapshot> {
+        #[derive(serde::Deserialize)]
+        struct Recorded {
+            #[serde(default)]
+            filter: Option<Filter>,
+            #[serde(default)]
+            snapshot_hash: String,
+        }
+        let model: DatabaseModel = serde_json::from_slice(files.get("schema.json")?).ok()?;
+        let recorded: Option<Recorded> = files
+            .get("manifest.json")
+            .and_then(|bytes| serde_json::from_slice(bytes).ok());
+        let (filter, snapshot_hash) = match recorded {
+            Some(recorded) => (recorded.filter.unwrap_or_default(), recorded.snapshot_hash),
+            None => (Filter::default(), String::new()),
+        };
+        Some(DatabaseSnapshot {
+            model,
+            filter,
+            files,
+            snapshot_hash,
+        })
+    }
+
+    /// A database of `like`'s name, flavour, defaults and filter without any object: where a
+    /// database that has no merged snapshot starts from.
+    pub fn empty_like(like: &DatabaseSnapshot) -> DatabaseSnapshot {
+        DatabaseSnapshot {
+            model: DatabaseModel {
+                tables: Vec::new(),
+                views: Vec::new(),
+                sequences: Vec::new(),
+                routines: Vec::new(),
+                triggers: Vec::new(),
+                events: Vec::new(),
+                ..like.model.clone()
+            },
+            filter: like.filter.clone(),
+            files: BTreeMap::new(),
+            snapshot_hash: String::new(),
+        }
+    }
 }
 
 #[derive(Serialize)]

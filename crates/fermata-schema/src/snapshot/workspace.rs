@@ -123,34 +123,61 @@ pub async fn verify_in_workspace(
         ErrorCode::InvalidIdentifier,
         "name the candidate's database",
     )?;
-    let mut connection = workspace.connect().await?;
-    prepare(&mut connection).await?;
-    let (workspace_version, now) = version_and_clock(&mut connection).await?;
-    let series = release_series(&workspace_version);
-    if series.is_none() || series != release_series(source_version) {
-        tracing::warn!(
-            database = %database,
-            source_version,
-            workspace_version,
-            "the verification workspace runs another server release than the source; the candidate is not verified"
-        );
-        return Err(SafeError::new(ErrorCode::InvalidSourceConfiguration));
-    }
-    sweep(&mut connection, now).await?;
-    let mut scratch = Scratch::new(workspace, now);
+    let Opened {
+        mut connection,
+        version,
+        mut scratch,
+    } = open(workspace, source_version, &database).await?;
     let verdict = check(
         &mut connection,
         &mut scratch,
         candidate,
         &database,
-        &workspace_version,
+        &version,
     )
     .await;
     scratch.remove(&mut connection).await;
     verdict
 }
 
-fn verification_failed(database: &DatabaseName) -> SafeError {
+/// A workspace connection ready for a check, the workspace's `VERSION()`, and the guard of the
+/// check's scratch schema (not created yet).
+pub(super) struct Opened {
+    pub(super) connection: MySqlConnection,
+    pub(super) version: String,
+    pub(super) scratch: Scratch,
+}
+
+/// Connects to `workspace` with the introspection settings, refuses a workspace of another
+/// flavour or release series than `source_version` (`INVALID_SOURCE_CONFIGURATION`), and sweeps
+/// the leftovers of killed checks.
+pub(super) async fn open(
+    workspace: &SourceSettings,
+    source_version: &str,
+    database: &DatabaseName,
+) -> Result<Opened, SafeError> {
+    let mut connection = workspace.connect().await?;
+    prepare(&mut connection).await?;
+    let (version, now) = version_and_clock(&mut connection).await?;
+    let series = release_series(&version);
+    if series.is_none() || series != release_series(source_version) {
+        tracing::warn!(
+            database = %database,
+            source_version,
+            workspace_version = version,
+            "the verification workspace runs another server release than the source; nothing is verified there"
+        );
+        return Err(SafeError::new(ErrorCode::InvalidSourceConfiguration));
+    }
+    sweep(&mut connection, now).await?;
+    Ok(Opened {
+        connection,
+        version,
+        scratch: Scratch::new(workspace, now),
+    })
+}
+
+pub(super) fn verification_failed(database: &DatabaseName) -> SafeError {
     SafeError::about(
         ErrorCode::VerificationFailed,
         Subject::Database(database.clone()),
@@ -288,8 +315,9 @@ async fn drop_over_new_connection(workspace: &SourceSettings, name: &DatabaseNam
 /// One verification's scratch schema, and the promise to drop it: [`Scratch::remove`] when the
 /// verification ends, or, when the guard is dropped first (the future was cancelled, or is
 /// unwinding from a panic), a task spawned on the current runtime.
-struct Scratch {
-    name: DatabaseName,
+pub(super) struct Scratch {
+    /// The scratch schema's name.
+    pub(super) name: DatabaseName,
     /// The workspace, to reconnect to for the drop; `None` once the schema is dropped.
     pending: Option<SourceSettings>,
 }
@@ -307,7 +335,7 @@ impl Scratch {
 
     /// Creates the scratch schema with `model`'s default character set and collation. When the
     /// server refuses, there is nothing to drop.
-    async fn create(
+    pub(super) async fn create(
         &mut self,
         connection: &mut MySqlConnection,
         model: &DatabaseModel,
@@ -339,7 +367,7 @@ impl Scratch {
     }
 
     /// Drops the scratch schema over `connection`, or over a new connection when that fails.
-    async fn remove(mut self, connection: &mut MySqlConnection) {
+    pub(super) async fn remove(mut self, connection: &mut MySqlConnection) {
         let Some(workspace) = &self.pending else {
             return;
         };
@@ -370,7 +398,7 @@ impl Drop for Scratch {
 }
 
 /// Why the workspace refused a statement.
-enum Refusal {
+pub(super) enum Refusal {
     /// It names an object that a later file may create.
     MissingDependency,
     /// The candidate is at fault: the reason for the log, and the server's error number.
@@ -380,7 +408,7 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn of(error: &sqlx::Error) -> Refusal {
+    pub(super) fn of(error: &sqlx::Error) -> Refusal {
         const ACTION: &str = "apply a statement in the workspace";
         let Some(number) = mysql_error_number(error) else {
             return Refusal::Workspace(query_error(error, ACTION));
@@ -413,35 +441,64 @@ async fn check(
     database: &DatabaseName,
     workspace_version: &str,
 ) -> Result<(), SafeError> {
+    rebuild(connection, scratch, candidate, database).await?;
+    let rebuilt = read_back(
+        connection,
+        &scratch.name,
+        workspace_version,
+        candidate,
+        database,
+    )
+    .await?;
+    compare(candidate, &rebuilt, database)
+}
+
+/// Creates the scratch schema, uses it (with `foreign_key_checks = 0`) and applies `snapshot`'s
+/// DDL files into it.
+pub(super) async fn rebuild(
+    connection: &mut MySqlConnection,
+    scratch: &mut Scratch,
+    snapshot: &DatabaseSnapshot,
+    database: &DatabaseName,
+) -> Result<(), SafeError> {
     scratch
-        .create(connection, &candidate.model, database)
+        .create(connection, &snapshot.model, database)
         .await?;
-    let scratch = &scratch.name;
     let session = format!(
         "USE {}; SET SESSION foreign_key_checks = 0",
-        render::identifier(scratch.as_str())
+        render::identifier(scratch.name.as_str())
     );
     connection
         .execute(session.as_str())
         .await
         .query_context("use the scratch schema")?;
-    apply(connection, candidate, database).await?;
-    let rebuilt = snapshot_filtered(
+    apply(connection, snapshot, database).await
+}
+
+/// The snapshot of the scratch schema `scratch`, with `expected`'s filter. A scratch schema that
+/// cannot be snapshotted fails `database`'s verification.
+pub(super) async fn read_back(
+    connection: &mut MySqlConnection,
+    scratch: &DatabaseName,
+    workspace_version: &str,
+    expected: &DatabaseSnapshot,
+    database: &DatabaseName,
+) -> Result<DatabaseSnapshot, SafeError> {
+    snapshot_filtered(
         std::slice::from_mut(connection),
         scratch,
         workspace_version,
-        &candidate.filter,
+        &expected.filter,
     )
     .await
-        .map_err(|error| {
-            if error.subject() == Some(&Subject::Database(scratch.clone())) {
-                tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the database's DDL, applied in the workspace, cannot be snapshotted");
-                verification_failed(database)
-            } else {
-                error
-            }
-        })?;
-    compare(candidate, &rebuilt, database)
+    .map_err(|error| {
+        if error.subject() == Some(&Subject::Database(scratch.clone())) {
+            tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the database's DDL, applied in the workspace, cannot be snapshotted");
+            verification_failed(database)
+        } else {
+            error
+        }
+    })
 }
 
 /// The DDL files of `candidate` in the order they are applied: by folder, then by path.
@@ -473,7 +530,7 @@ fn ddl_files<'a>(
 }
 
 /// Applies the DDL files of `candidate`, in rounds: see the module documentation.
-async fn apply(
+pub(super) async fn apply(
     connection: &mut MySqlConnection,
     candidate: &DatabaseSnapshot,
     database: &DatabaseName,
@@ -525,7 +582,7 @@ async fn apply(
 /// Runs the one statement of a DDL file. The server runs every statement of a text before its
 /// results are counted, so a file with several is refused after the fact; the workspace
 /// account's grants confine what they can touch.
-async fn statement(connection: &mut MySqlConnection, text: &str) -> Result<(), Refusal> {
+pub(super) async fn statement(connection: &mut MySqlConnection, text: &str) -> Result<(), Refusal> {
     let mut results = connection.fetch_many(text);
     let mut statements = 0;
     while let Some(result) = results
@@ -578,6 +635,35 @@ fn ddl(snapshot: &DatabaseSnapshot) -> BTreeMap<&str, &[u8]> {
         .collect()
 }
 
+/// Where a scratch schema's snapshot differs from the expected one: the parts of the model (up
+/// to what [`comparable`] leaves out) and the DDL files.
+pub(super) struct Mismatch {
+    pub(super) parts: BTreeSet<String>,
+    pub(super) files: BTreeSet<String>,
+}
+
+/// How `rebuilt` differs from `expected`; `None` when it does not.
+pub(super) fn mismatch(
+    expected: &DatabaseSnapshot,
+    rebuilt: &DatabaseSnapshot,
+) -> Option<Mismatch> {
+    let (model, found) = (comparable(&expected.model), comparable(&rebuilt.model));
+    let parts: BTreeSet<String> = model
+        .keys()
+        .chain(found.keys())
+        .filter(|part| model.get(*part) != found.get(*part))
+        .cloned()
+        .collect();
+    let (files, found) = (ddl(expected), ddl(rebuilt));
+    let files: BTreeSet<String> = files
+        .keys()
+        .chain(found.keys())
+        .filter(|path| files.get(*path) != found.get(*path))
+        .map(|path| (*path).to_owned())
+        .collect();
+    (!parts.is_empty() || !files.is_empty()).then_some(Mismatch { parts, files })
+}
+
 /// Requires `rebuilt` (the scratch schema's snapshot) to have `candidate`'s model, up to what
 /// [`comparable`] leaves out, and exactly its DDL files.
 fn compare(
@@ -585,27 +671,13 @@ fn compare(
     rebuilt: &DatabaseSnapshot,
     database: &DatabaseName,
 ) -> Result<(), SafeError> {
-    let (expected, found) = (comparable(&candidate.model), comparable(&rebuilt.model));
-    let parts: BTreeSet<&str> = expected
-        .keys()
-        .chain(found.keys())
-        .filter(|part| expected.get(*part) != found.get(*part))
-        .map(String::as_str)
-        .collect();
-    let (expected, found) = (ddl(candidate), ddl(rebuilt));
-    let files: BTreeSet<&str> = expected
-        .keys()
-        .chain(found.keys())
-        .filter(|path| expected.get(*path) != found.get(*path))
-        .copied()
-        .collect();
-    if parts.is_empty() && files.is_empty() {
+    let Some(Mismatch { parts, files }) = mismatch(candidate, rebuilt) else {
         return Ok(());
-    }
+    };
     tracing::warn!(
         database = %database,
         model = ?parts,
-        first_file = files.first().copied(),
+        first_file = files.first().map(String::as_str),
         files = files.len(),
         "the database's DDL, applied in the workspace, gives another schema than its snapshot"
     );

@@ -76,6 +76,7 @@ fn fixture() -> Fixture {
 fn expected() -> ArtifactContents {
     ArtifactContents {
         files: candidates(),
+        notes: BTreeMap::from([("db.json".to_owned(), b"{}".to_vec())]),
         manifest: MANIFEST.to_owned(),
     }
 }
@@ -83,7 +84,13 @@ fn expected() -> ArtifactContents {
 async fn store(fixture: &Fixture, operation: OperationId) -> NewArtifact {
     fixture
         .artifacts
-        .store(operation, candidates(), MANIFEST.to_owned(), EXPIRY)
+        .store(
+            operation,
+            candidates(),
+            expected().notes,
+            MANIFEST.to_owned(),
+            EXPIRY,
+        )
         .await
         .unwrap()
 }
@@ -146,7 +153,13 @@ async fn the_folder_store_creates_its_folder_and_round_trips() {
     let artifacts = ArtifactStore::local(&root, keys).unwrap();
     let operation = OperationId::generate();
     let artifact = artifacts
-        .store(operation, candidates(), MANIFEST.to_owned(), EXPIRY)
+        .store(
+            operation,
+            candidates(),
+            expected().notes,
+            MANIFEST.to_owned(),
+            EXPIRY,
+        )
         .await
         .unwrap();
     assert!(
@@ -204,7 +217,13 @@ async fn paths_that_are_not_clean_relative_paths_are_refused() {
         );
         let error = fixture
             .artifacts
-            .store(OperationId::generate(), files, MANIFEST.to_owned(), EXPIRY)
+            .store(
+                OperationId::generate(),
+                files,
+                BTreeMap::new(),
+                MANIFEST.to_owned(),
+                EXPIRY,
+            )
             .await
             .unwrap_err();
         assert_eq!(error.code(), ErrorCode::ArtifactUnavailable, "{bad:?}");
@@ -214,6 +233,7 @@ async fn paths_that_are_not_clean_relative_paths_are_refused() {
         .store(
             OperationId::generate(),
             candidates(),
+            BTreeMap::new(),
             "not json".to_owned(),
             EXPIRY,
         )

@@ -66,6 +66,7 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
         .store(
             operation,
             files(),
+            BTreeMap::new(),
             manifest.clone(),
             UnixMillis(1_900_000_000_000),
         )
@@ -135,6 +136,7 @@ async fn an_unreachable_bucket_is_a_retryable_artifact_error() {
         .store(
             OperationId::generate(),
             files(),
+            BTreeMap::new(),
             "{}".to_owned(),
             UnixMillis(1_900_000_000_000),
         )

@@ -19,8 +19,8 @@ use fermata_schema::snapshot::{ColumnRow, IndexRow, add_index_row, column_from_c
 use fermata_schema::snapshot::{normalize, render};
 
 /// A fixture: its header comment and its sections, by name (`show create table` → its lines).
-struct Fixture {
-    name: String,
+pub(crate) struct Fixture {
+    pub(crate) name: String,
     header: Vec<String>,
     sections: BTreeMap<String, (String, Vec<String>)>,
 }
@@ -70,7 +70,7 @@ impl Fixture {
             .unwrap_or_default()
     }
 
-    fn text(&self, section: &str) -> Option<String> {
+    pub(crate) fn text(&self, section: &str) -> Option<String> {
         self.sections
             .get(section)
             .map(|(_, lines)| lines.join("\n"))
@@ -116,7 +116,7 @@ const STRING_TYPES: &[&str] = &[
 ];
 
 /// The table a fixture's catalog rows describe, read as the catalog reader reads a MySQL server.
-fn model(fixture: &Fixture) -> Table {
+pub(crate) fn model(fixture: &Fixture) -> Table {
     let table_line = fixture.argument("table").expect("a [table] line");
     let [name, engine, charset, collation] = table_line.split(' ').collect::<Vec<_>>()[..] else {
         panic!("[table] NAME ENGINE CHARSET COLLATION");
@@ -254,7 +254,7 @@ fn model(fixture: &Fixture) -> Table {
     table
 }
 
-fn fixtures() -> Vec<Fixture> {
+pub(crate) fn fixtures() -> Vec<Fixture> {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/mysql/show_create");
     let mut paths: Vec<_> = std::fs::read_dir(folder)
         .unwrap()

@@ -30,6 +30,7 @@ use fermata_forge::{
     CommitSpec, Forge, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, PullState,
 };
 use fermata_schema::artifact::{ArtifactStore, artifact_location};
+use fermata_schema::migration::Verification;
 use fermata_schema::package::{Package, PackageSettings, Registry};
 use fermata_schema::refresh_run::{CandidateProbe, DEFAULT_CONNECTIONS};
 use fermata_schema::review::FileChange;
@@ -376,6 +377,7 @@ async fn build(
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
             publication_wait: PUBLICATION_WAIT,
+            lint: Default::default(),
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn CandidateProbe>)
@@ -678,6 +680,27 @@ async fn a_refresh_is_reviewed_and_approved_and_ends_with_its_report() {
         "{}",
         new.files[2].diff
     );
+    // Its notes: the migration from nothing, proven in the workspace, and no lint finding.
+    let notes = new
+        .notes
+        .as_ref()
+        .expect("a changed database has review notes");
+    let migration = notes.migration.as_ref().unwrap();
+    assert_eq!(migration.adopt.verification, Verification::Verified);
+    assert_eq!(migration.undo.verification, Verification::Verified);
+    let adopt = migration.adopt.text(&b, false);
+    assert!(adopt.contains("CREATE TABLE `customer`"), "{adopt}");
+    assert!(
+        adopt.contains("ALTER TABLE `order`\n  ADD CONSTRAINT `fk_c` FOREIGN KEY"),
+        "{adopt}"
+    );
+    assert_eq!(migration.adopt.destructive_count(), 0);
+    assert_eq!(
+        migration.undo.destructive_count(),
+        2,
+        "both tables are dropped"
+    );
+    assert_eq!(notes.lint, []);
 
     // A stale session may not decide.
     let stale = harness.stale_admin().await;

@@ -59,6 +59,7 @@ fn process(
                 Arc::new(object_store::memory::InMemory::new()),
                 Arc::new(KeyringHandle::new(Keyring::generate(), None)),
             ),
+            workspace: None,
         },
     );
     let pauses = Arc::new(RecordedPauses::default());

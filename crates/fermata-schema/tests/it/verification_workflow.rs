@@ -145,6 +145,7 @@ async fn build(source: SourceSettings, fault: Fault, notify: Option<NotifySettin
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
             artifacts: artifacts.clone(),
+            workspace: None,
         },
     )
     .with_probe(Arc::clone(&probe) as Arc<dyn SnapshotProbe>)
@@ -666,7 +667,12 @@ async fn webhooks_get_signed_events_when_a_verification_finds_drift_and_when_one
     assert_eq!(body["state"], "succeeded");
     assert_eq!(
         body["databases"],
-        serde_json::json!([{"name": drifted, "outcome": "changed", "freshness": "stale"}])
+        serde_json::json!([{
+            "name": drifted,
+            "outcome": "changed",
+            "freshness": "stale",
+            "ddl": format!("/api/v1/schema/operations/{verified}/drift/ddl?database={drifted}&direction=undo"),
+        }])
     );
     let failed = receiver.wait_for("operation.failed").await;
     assert_eq!(failed.len(), 1);

@@ -3,8 +3,8 @@
 //! the package in the target git repository (`[schema.package]`), the S3-compatible bucket for
 //! review artifacts (`[schema.artifacts]`; a folder in the data folder without it), when `serve`
 //! checks for drift by itself (`[schema.schedule]`), the webhooks events are posted to
-//! (`[schema.notify]`), and how a
-//! refresh runs
+//! (`[schema.notify]`), which lint rules check a snapshot and how severely (`[schema.lint]`), and
+//! how a refresh runs
 //! (`review_window`, `connections`, `publication_wait`) and how long drift diffs are kept
 //! (`drift_retention`). Parsed and validated into [`SchemaSettings`] before anything
 //! starts; errors name the setting, never a password.
@@ -17,6 +17,7 @@ use fermata_forge::github::{GitHub, GitHubSettings, GitHubSettingsError, GitHubT
 use fermata_schema::artifact::S3Settings;
 use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
 use fermata_schema::filter::{Filter, Pattern};
+use fermata_schema::lint::{LintSettings, Rule, Severity};
 use fermata_schema::package::PackageSettings;
 use fermata_schema::refresh_run::{
     DEFAULT_CONNECTIONS, DEFAULT_PUBLICATION_WAIT, DEFAULT_REVIEW_WINDOW,
@@ -61,6 +62,7 @@ pub(super) struct FileSchema {
     artifacts: Option<FileArtifacts>,
     schedule: Option<FileSchedule>,
     notify: Option<FileNotify>,
+    lint: Option<FileLint>,
     review_window: Option<String>,
     /// How long a verification's drift diffs are kept.
     drift_retention: Option<String>,
@@ -110,6 +112,50 @@ struct FileNotify {
     secret_env: Option<String>,
 }
 
+/// The `[schema.lint]` table, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLint {
+    /// The character set the package's character data uses.
+    charset: Option<String>,
+    /// `user@host` patterns a stored program's definer must match.
+    allowed_definers: Option<Vec<String>>,
+    rules: Option<FileLintRules>,
+}
+
+/// The `[schema.lint.rules]` table, as written: a severity (`off`, `warning`, `error`) by rule
+/// ID. Its keys are fields rather than a map's, so an unknown rule ID is refused as any unknown
+/// key is, and the refusal lists the known IDs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileLintRules {
+    no_primary_key: Option<String>,
+    legacy_charset: Option<String>,
+    duplicate_index: Option<String>,
+    foreign_key_without_index: Option<String>,
+    float_for_money: Option<String>,
+    definer_not_allowed: Option<String>,
+    zero_date_default: Option<String>,
+}
+
+impl FileLintRules {
+    /// Each rule with the severity written for it, if any.
+    fn given(&self) -> [(Rule, Option<&str>); 7] {
+        [
+            (Rule::NoPrimaryKey, self.no_primary_key.as_deref()),
+            (Rule::LegacyCharset, self.legacy_charset.as_deref()),
+            (Rule::DuplicateIndex, self.duplicate_index.as_deref()),
+            (
+                Rule::ForeignKeyWithoutIndex,
+                self.foreign_key_without_index.as_deref(),
+            ),
+            (Rule::FloatForMoney, self.float_for_money.as_deref()),
+            (Rule::DefinerNotAllowed, self.definer_not_allowed.as_deref()),
+            (Rule::ZeroDateDefault, self.zero_date_default.as_deref()),
+        ]
+    }
+}
+
 /// The `[schema.artifacts]` table, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +202,8 @@ pub struct SchemaSettings {
     pub schedule: Option<Schedule>,
     /// The webhooks events are posted to, and their secret; `None`: none.
     pub notify: Option<NotifySettings>,
+    /// Which lint rules check a snapshot, how severely, and what against.
+    pub lint: LintSettings,
     /// How long a review stays open before the refresh expires.
     pub review_window: Duration,
     /// How long a verification's drift diffs are kept after it ended.
@@ -178,6 +226,7 @@ impl Default for SchemaSettings {
             artifacts: None,
             schedule: None,
             notify: None,
+            lint: LintSettings::default(),
             review_window: DEFAULT_REVIEW_WINDOW,
             drift_retention: DEFAULT_DRIFT_RETENTION,
             publication_wait: DEFAULT_PUBLICATION_WAIT,
@@ -263,6 +312,12 @@ pub(super) fn schema_settings(
             .as_ref()
             .map(|notify| notify_settings(notify, origin))
             .transpose()?,
+        lint: file
+            .lint
+            .as_ref()
+            .map(|lint| lint_settings(lint, origin))
+            .transpose()?
+            .unwrap_or_default(),
         review_window,
         drift_retention,
         publication_wait,
@@ -393,6 +448,59 @@ fn package_settings(
     Ok((settings, Some(github)))
 }
 
+/// The validated `[schema.lint]`: a character set's name, `user@host` definer patterns, and a
+/// severity for each rule it names.
+fn lint_settings(file: &FileLint, origin: &Origin) -> Result<LintSettings, ConfigError> {
+    let refuse = |key: &str, problem: &str| {
+        ConfigError::new(format!("schema.lint.{key}"), origin.clone(), problem)
+    };
+    let mut settings = LintSettings::default();
+    if let Some(charset) = &file.charset {
+        if charset.is_empty()
+            || !charset
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(refuse(
+                "charset",
+                "expected a character set's name of ASCII letters, digits and `_`, such as utf8mb4",
+            ));
+        }
+        settings.charset.clone_from(charset);
+    }
+    if let Some(patterns) = &file.allowed_definers {
+        if let Some(position) = patterns.iter().position(|pattern| {
+            pattern
+                .rsplit_once('@')
+                .is_none_or(|(user, _)| user.is_empty())
+        }) {
+            return Err(refuse(
+                "allowed_definers",
+                &format!(
+                    "pattern {} must be `user@host`, with a user, such as `app@%`",
+                    position + 1
+                ),
+            ));
+        }
+        settings.allowed_definers.clone_from(patterns);
+    }
+    if let Some(rules) = &file.rules {
+        for (rule, given) in rules.given() {
+            let Some(text) = given else { continue };
+            let severity = Severity::parse(text).ok_or_else(|| {
+                refuse(
+                    &format!("rules.{}", rule.id()),
+                    "expected off, warning or error",
+                )
+            })?;
+            if severity != rule.default_severity() {
+                settings.severities.insert(rule, severity);
+            }
+        }
+    }
+    Ok(settings)
+}
+
 /// The most webhooks `[schema.notify]` may name.
 const MAX_WEBHOOKS: usize = 10;
 /// The shortest signing secret, in bytes.
@@ -485,6 +593,7 @@ fn artifact_settings(file: &FileArtifacts, origin: &Origin) -> Result<S3Settings
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::path::Path;
 
     use super::*;
@@ -763,6 +872,102 @@ mod tests {
             assert_eq!(error.setting, setting, "{table}");
             assert!(!format!("{error} {error:?}").contains("t0ken"), "{error}");
         }
+    }
+
+    #[test]
+    fn lint_settings_are_read_with_defaults_for_what_is_not_given() {
+        assert_eq!(parse("").unwrap().lint, LintSettings::default());
+        assert_eq!(parse("[lint]\n").unwrap().lint, LintSettings::default());
+        let lint = parse(
+            "[lint]\ncharset = \"utf8mb3\"\nallowed_definers = [\"app@%\", \"root@localhost\", \"a@b@%\"]\n\
+             [lint.rules]\nno-primary-key = \"error\"\nfloat-for-money = \"off\"\n\
+             zero-date-default = \"error\"\n",
+        )
+        .unwrap()
+        .lint;
+        assert_eq!(lint.charset, "utf8mb3");
+        assert_eq!(lint.allowed_definers, ["app@%", "root@localhost", "a@b@%"]);
+        // `zero-date-default` is an error already: only what differs is kept.
+        assert_eq!(
+            lint.severities,
+            BTreeMap::from([
+                (Rule::NoPrimaryKey, Severity::Error),
+                (Rule::FloatForMoney, Severity::Off),
+            ])
+        );
+        assert_eq!(lint.severity(Rule::ZeroDateDefault), Severity::Error);
+        assert_eq!(lint.severity(Rule::DuplicateIndex), Severity::Warning);
+    }
+
+    #[test]
+    fn every_rule_id_is_a_key_of_the_rules_table() {
+        let table: String = Rule::ALL
+            .iter()
+            .map(|rule| format!("{} = \"off\"\n", rule.id()))
+            .collect();
+        let lint = parse(&format!("[lint.rules]\n{table}")).unwrap().lint;
+        assert_eq!(
+            lint.severities,
+            Rule::ALL.map(|rule| (rule, Severity::Off)).into()
+        );
+    }
+
+    #[test]
+    fn an_unknown_rule_id_is_refused_listing_the_known_ones() {
+        let error =
+            toml::from_str::<FileSchema>("[lint.rules]\nno-primary-keys = \"off\"\n").unwrap_err();
+        let message = error.message();
+        assert!(
+            message.contains("unknown field `no-primary-keys`"),
+            "{message}"
+        );
+        for rule in Rule::ALL {
+            assert!(message.contains(&format!("`{}`", rule.id())), "{message}");
+        }
+        // Nor is a rule ID a key of `[schema.lint]` itself.
+        assert!(toml::from_str::<FileSchema>("[lint]\nno-primary-key = \"off\"\n").is_err());
+    }
+
+    #[test]
+    fn a_bad_lint_value_is_refused_naming_its_setting() {
+        for (table, setting, problem) in [
+            (
+                "[lint.rules]\nduplicate-index = \"fatal\"\n",
+                "schema.lint.rules.duplicate-index",
+                "expected off, warning or error",
+            ),
+            (
+                "[lint.rules]\nno-primary-key = \"Warning\"\n",
+                "schema.lint.rules.no-primary-key",
+                "expected off, warning or error",
+            ),
+            (
+                "[lint]\nallowed_definers = [\"app@%\", \"root\"]\n",
+                "schema.lint.allowed_definers",
+                "pattern 2 must be `user@host`",
+            ),
+            (
+                "[lint]\nallowed_definers = [\"@localhost\"]\n",
+                "schema.lint.allowed_definers",
+                "pattern 1 must be `user@host`",
+            ),
+            (
+                "[lint]\ncharset = \"\"\n",
+                "schema.lint.charset",
+                "character set's name",
+            ),
+            (
+                "[lint]\ncharset = \"utf8 mb4\"\n",
+                "schema.lint.charset",
+                "character set's name",
+            ),
+        ] {
+            let error = parse(table).unwrap_err();
+            assert_eq!(error.setting, setting, "{table}");
+            assert!(error.problem.contains(problem), "{table}: {error}");
+        }
+        // A severity that is not a string does not parse, and the error says where.
+        assert!(toml::from_str::<FileSchema>("[lint.rules]\nno-primary-key = 2\n").is_err());
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! API (start an inventory, a repeated request, the no-store status route, a non-administrator
 //! refused). A refresh of a whole inventory into a package repository the test creates, followed
 //! to its review, its diff shown, then approved; another rejected. Verifications of a package of
-//! merged snapshots, one database drifted, with `verify` (and `--exit-code`), `drift` (and its
-//! API route) and `registry` in text and JSON, and a dropped database reported `missing`. Then a
+//! merged snapshots, one database drifted, with `verify` (and `--exit-code`), `drift` (its
+//! migration scripts' summaries, `--ddl` with its flags and usage errors, and its API routes, the
+//! script as text among them) and `registry` in text and JSON, and a dropped database reported
+//! `missing`. The review shows each database's scripts and lint findings, and `--fail-on` fails
+//! on a finding. Then a
 //! source whose driver
 //! errors carry the account name and the password: neither, nor the driver's text, reaches a
 //! stored row, an API answer or a log line. `check-source` with a full snapshot account and a
@@ -334,9 +337,10 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
         let quoted = mysql::quoted(database);
         for statement in [
             format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"),
+            // `price` a double: a `float-for-money` lint warning.
             format!(
                 "CREATE TABLE {quoted}.orders (id int NOT NULL, note varchar(20) DEFAULT NULL, \
-                 PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+                 price double DEFAULT NULL, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
             ),
             format!("CREATE VIEW {quoted}.recent AS SELECT id FROM {quoted}.orders"),
         ] {
@@ -439,6 +443,79 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
         );
         let paths: Vec<_> = files.iter().map(|file| file["path"].clone()).collect();
         assert!(paths.contains(&json!("tables/orders.sql")), "{paths:?}");
+        // The review notes: the lint finding, and both scripts, unverified without a workspace.
+        assert_eq!(database["lint"][0]["rule"], "float-for-money", "{database}");
+        assert_eq!(database["lint"][0]["severity"], "warning", "{database}");
+        assert_eq!(database["lint"][0]["object"], "column `orders`.`price`");
+        let adopt = &database["migration"]["adopt"];
+        assert_eq!(adopt["verification"]["state"], "unverified", "{adopt}");
+        assert!(
+            adopt["text"]
+                .as_str()
+                .unwrap()
+                .contains("CREATE TABLE `orders`"),
+            "{adopt}"
+        );
+        // Undo drops what the package does not have yet: destructive, left out of the text.
+        let undo = &database["migration"]["undo"];
+        assert!(undo["destructive"].as_u64().unwrap() >= 1, "{undo}");
+        assert!(
+            !undo["text"].as_str().unwrap().contains("DROP TABLE"),
+            "{undo}"
+        );
+    }
+    assert!(
+        text.contains(
+            "  lint: 1 finding(s)\n    warning  float-for-money  column `orders`.`price`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  adopt: "), "{text}");
+
+    // For CI jobs: `--fail-on` exits 1 after the review when a finding is that severe.
+    let review_words = |extra: &[&str]| {
+        let mut words = vec!["schema", "review", &id, "--as", "ada"];
+        words.extend(extra);
+        target.command_words(&words).output().unwrap()
+    };
+    let failing = review_words(&["--fail-on", "warning"]);
+    let stdout = String::from_utf8_lossy(&failing.stdout);
+    let stderr = String::from_utf8_lossy(&failing.stderr);
+    assert_eq!(failing.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("float-for-money"), "{stdout}");
+    assert!(
+        stderr.contains("the lint findings of 2 databases hold one at warning or above"),
+        "{stderr}"
+    );
+    let passing = review_words(&["--json", "--fail-on", "error"]);
+    assert!(
+        passing.status.success(),
+        "{}",
+        String::from_utf8_lossy(&passing.stderr)
+    );
+    // The adopt scripts as one file, and the usage errors.
+    let scripts = review_words(&["--ddl", "--direction", "adopt", "--database", &databases[1]]);
+    let file = String::from_utf8_lossy(&scripts.stdout);
+    assert!(scripts.status.success(), "{file}");
+    assert!(
+        file.starts_with(&format!(
+            "-- adopt: turns the merged snapshot of `{}` into the live schema (MariaDB).\n-- Unverified: no verification workspace is configured",
+            databases[1]
+        )),
+        "{file}"
+    );
+    assert!(
+        file.contains(&format!("\nUSE `{}`;\n", databases[1])),
+        "{file}"
+    );
+    assert!(!file.contains(&databases[0]), "{file}");
+    for words in [
+        &["--direction", "adopt"][..],
+        &["--ddl", "--json"],
+        &["--fail-on", "off"],
+    ] {
+        let refused = review_words(words);
+        assert_eq!(refused.status.code(), Some(2), "{words:?}");
     }
 
     // Approved from the command line, which runs the refresh to its end.
@@ -452,6 +529,35 @@ async fn refreshes_are_reviewed_then_approved_or_rejected_from_the_command_line(
     assert_eq!(approved["pull_request"]["number"], 1, "{approved}");
     assert_eq!(approved["pull_request"]["head"], head.as_str());
     assert_eq!(approved["pull_request"]["base"], "main");
+    // Its description carries each database's adopt script, collapsed, and the findings.
+    let record = std::fs::read(repository.join(".git/fermata/pulls/1.json")).unwrap();
+    let record: Value = serde_json::from_slice(&record).unwrap();
+    let body = record["body"].as_str().unwrap();
+    for database in &databases {
+        assert!(
+            body.contains(&format!(
+                "<details><summary>Migration of <code>{database}</code> (adopt): "
+            )),
+            "{body}"
+        );
+        assert!(
+            body.contains(&format!(
+                "```sql\n-- adopt: turns the merged snapshot of `{database}` into the live schema (MariaDB).\n-- Unverified: no verification workspace is configured"
+            )),
+            "{body}"
+        );
+    }
+    assert!(
+        body.contains(
+            "unverified: no verification workspace is configured ([schema.workspace])</summary>"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("### Lint\n\n- `")
+            && body.contains("  - `warning` `float-for-money` column `orders`.`price`: "),
+        "{body}"
+    );
     // While it is open, another refresh is refused; a real merge lifts the block.
     let (ok, _, output) = refresh("refresh-while-open");
     assert!(!ok && output.contains("PULL_REQUEST_OPEN"), "{output}");
@@ -772,6 +878,106 @@ async fn verifications_and_the_registry_from_the_command_line() {
         drift["databases"][0]["files"][1]["path"],
         "tables/orders.sql"
     );
+    // Its scripts: undo drops the new column (destructive), adopt adds it; no workspace is
+    // configured, so neither is verified.
+    let undo = &drift["databases"][0]["migration"]["undo"];
+    assert_eq!(
+        undo["verification"],
+        json!({"state": "unverified", "reason": "no verification workspace is configured ([schema.workspace])"})
+    );
+    assert_eq!(undo["destructive"], 1, "{undo}");
+    assert!(
+        undo["statements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|statement| statement["destructive"].is_string()
+                && statement["sql"]
+                    .as_str()
+                    .unwrap()
+                    .contains("DROP COLUMN `placed`")),
+        "{undo}"
+    );
+    assert!(text.contains("  undo: "), "{text}");
+    assert!(
+        text.contains("unverified: no verification workspace is configured ([schema.workspace]); 1 destructive left out"),
+        "{text}"
+    );
+    // The scripts themselves, for the client: the destructive statement only when allowed.
+    let ddl = |words: &[&str]| {
+        let mut all = vec!["schema"];
+        all.extend(words);
+        let output = target.command_words(&all).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{words:?}: {stderr}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let undo = ddl(&["drift", &first, "--as", "ada", "--ddl"]);
+    assert!(
+        undo.starts_with(&format!(
+            "-- undo: turns the live schema of `{drifting}` into the merged snapshot (MariaDB).\n-- Unverified: "
+        )),
+        "{undo}"
+    );
+    assert!(
+        undo.contains("-- Left out: 1 destructive statement"),
+        "{undo}"
+    );
+    assert!(undo.contains(&format!("\nUSE `{drifting}`;\n")), "{undo}");
+    assert!(!undo.contains("DROP COLUMN"), "{undo}");
+    let allowed = ddl(&[
+        "drift",
+        &first,
+        "--as",
+        "ada",
+        "--ddl",
+        "--allow-destructive",
+    ]);
+    assert!(
+        allowed.contains("-- destructive: drops column `placed`"),
+        "{allowed}"
+    );
+    assert!(allowed.contains("DROP COLUMN `placed`;\n"), "{allowed}");
+    let adopt_words = [
+        "drift",
+        &first,
+        "--as",
+        "ada",
+        "--ddl",
+        "--direction",
+        "adopt",
+        "--database",
+        &drifting,
+    ];
+    let adopt = ddl(&adopt_words);
+    assert!(adopt.contains("ADD COLUMN `placed` date"), "{adopt}");
+    // Refused: a database that did not drift, and the script flags without `--ddl`.
+    let (ok, output) = schema_text(
+        &target,
+        &[
+            "drift",
+            &first,
+            "--as",
+            "ada",
+            "--ddl",
+            "--database",
+            &steady,
+        ],
+    );
+    assert!(
+        !ok && output.contains("found no drift in a database named"),
+        "{output}"
+    );
+    for flags in [
+        &["--allow-destructive"][..],
+        &["--direction", "adopt"],
+        &["--database", &drifting],
+    ] {
+        let mut words = vec!["schema", "drift", &first, "--as", "ada"];
+        words.extend(flags);
+        let refused = target.command_words(&words).output().unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{flags:?}");
+    }
     // No DDL of it is stored in the application database.
     let cells = every_cell(&target).await;
     assert!(
@@ -793,6 +999,32 @@ async fn verifications_and_the_registry_from_the_command_line() {
     );
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(answer.json()["databases"], drift["databases"]);
+    // One script as a file: the same text the command prints.
+    let script = |query: &str| {
+        request(
+            address,
+            "GET",
+            &format!("/api/v1/schema/operations/{first}/drift/ddl{query}"),
+            &session,
+            None,
+        )
+    };
+    let answer = script(&format!("?database={drifting}&direction=adopt"));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let headers = answer.headers.to_lowercase();
+    assert!(
+        headers.contains("content-type: text/plain; charset=utf-8")
+            && headers.contains("cache-control: no-store"),
+        "{headers}"
+    );
+    assert_eq!(answer.body, adopt);
+    let answer = script(&format!("?database={drifting}&allow_destructive=true"));
+    assert_eq!(answer.body, allowed);
+    let answer = script(&format!("?database={steady}"));
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    assert_eq!(answer.json()["error"]["code"], "NO_MIGRATION_SCRIPT");
+    let answer = script(&format!("?database={drifting}&direction=sideways"));
+    assert_eq!(answer.status, 400, "{}", answer.body);
     // Stopped cleanly, so the commands below run their operations themselves.
     let mut server = server;
     server.terminate();

@@ -68,6 +68,7 @@ pub fn state_on(shared: Arc<dyn Storage>, fence: WriterFence) -> HttpState {
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
             publication_wait: DEFAULT_PUBLICATION_WAIT,
+            lint: Default::default(),
         },
     );
     let verification = VerificationWorkflow::new(
@@ -78,6 +79,7 @@ pub fn state_on(shared: Arc<dyn Storage>, fence: WriterFence) -> HttpState {
             connections: DEFAULT_CONNECTIONS,
             filter: fermata_schema::Filter::default(),
             artifacts: artifacts.clone(),
+            workspace: None,
         },
     );
     let engine = fermata_workflow::Engine::new(Arc::clone(&shared))

@@ -10,6 +10,7 @@ mod table;
 
 pub use program::{render_event, render_routine, render_trigger, trigger_order};
 pub use table::{canonical_default, option_rank, render_sequence, render_table, render_view};
+pub(crate) use table::{check_line, column_line, foreign_key_line, index_line, partition_clause};
 
 /// `name` as a quoted identifier.
 pub fn identifier(name: &str) -> String {

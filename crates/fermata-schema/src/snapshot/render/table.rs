@@ -16,11 +16,13 @@
 
 use super::{identifier, literal};
 use crate::snapshot::model::{
-    Column, Flavor, ForeignKey, Index, IndexKind, Partition, Partitioning, RowPeriod, Sequence,
-    Table, View,
+    Check, Column, Flavor, ForeignKey, Index, IndexKind, Partition, Partitioning, RowPeriod,
+    Sequence, Table, View,
 };
 
-fn column_line(table: &Table, column: &Column, flavor: Flavor) -> String {
+/// A column's line in a `CREATE TABLE`, with its two leading spaces; `table` decides which
+/// character set and collation go without saying.
+pub(crate) fn column_line(table: &Table, column: &Column, flavor: Flavor) -> String {
     match flavor {
         Flavor::Mariadb => mariadb_column_line(table, column),
         Flavor::Mysql => mysql_column_line(table, column),
@@ -146,7 +148,8 @@ fn mariadb_column_line(table: &Table, column: &Column) -> String {
     line
 }
 
-fn index_line(index: &Index, flavor: Flavor) -> String {
+/// An index's line in a `CREATE TABLE`, with its two leading spaces.
+pub(crate) fn index_line(index: &Index, flavor: Flavor) -> String {
     let parts: Vec<String> = index
         .parts
         .iter()
@@ -196,7 +199,8 @@ fn index_line(index: &Index, flavor: Flavor) -> String {
     line
 }
 
-fn foreign_key_line(key: &ForeignKey) -> String {
+/// A foreign key's line in a `CREATE TABLE`, with its two leading spaces.
+pub(crate) fn foreign_key_line(key: &ForeignKey) -> String {
     let list = |names: &[String]| {
         names
             .iter()
@@ -226,6 +230,20 @@ fn foreign_key_line(key: &ForeignKey) -> String {
     line
 }
 
+/// A table-level check's line in a `CREATE TABLE`, with its two leading spaces.
+pub(crate) fn check_line(check: &Check, flavor: Flavor) -> String {
+    let enforcement = if check.not_enforced && flavor == Flavor::Mysql {
+        " /*!80016 NOT ENFORCED */"
+    } else {
+        ""
+    };
+    format!(
+        "  CONSTRAINT {} CHECK ({}){enforcement}",
+        identifier(&check.name),
+        check.clause
+    )
+}
+
 /// The canonical `CREATE TABLE` of `table`, read from a `flavor` server, without a trailing
 /// newline.
 pub fn render_table(table: &Table, flavor: Flavor) -> String {
@@ -244,18 +262,7 @@ pub fn render_table(table: &Table, flavor: Flavor) -> String {
     }));
     lines.extend(table.indexes.iter().map(|index| index_line(index, flavor)));
     lines.extend(table.foreign_keys.iter().map(foreign_key_line));
-    lines.extend(table.checks.iter().map(|check| {
-        let enforcement = if check.not_enforced && flavor == Flavor::Mysql {
-            " /*!80016 NOT ENFORCED */"
-        } else {
-            ""
-        };
-        format!(
-            "  CONSTRAINT {} CHECK ({}){enforcement}",
-            identifier(&check.name),
-            check.clause
-        )
-    }));
+    lines.extend(table.checks.iter().map(|check| check_line(check, flavor)));
     lines.extend(table.system_period.iter().map(|period| {
         format!(
             "  PERIOD FOR SYSTEM_TIME ({}, {})",
@@ -496,7 +503,11 @@ fn partition_line(
 /// The `PARTITION BY` lines that follow the table options: as MariaDB prints them, or, for
 /// MySQL, inside the version comment MySQL prints them in (`/*!50500` for the `COLUMNS` methods,
 /// `/*!50100` for the others).
-fn partition_clause(partitioning: &Partitioning, engine: &str, flavor: Flavor) -> String {
+pub(crate) fn partition_clause(
+    partitioning: &Partitioning,
+    engine: &str,
+    flavor: Flavor,
+) -> String {
     let (open, close) = match flavor {
         Flavor::Mariadb => ("\n PARTITION BY ".to_owned(), ""),
         Flavor::Mysql if partitioning.method.ends_with(" COLUMNS") => {

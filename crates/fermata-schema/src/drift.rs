@@ -23,7 +23,7 @@ use crate::admin::Administrator;
 use crate::artifact::ArtifactStore;
 use crate::migration::{Direction, Migration, Script};
 use crate::review::FileDiff;
-use crate::safe_context::{SafeCode, SafeContext};
+use crate::safe_context::{SafeContext, because};
 
 /// How long drift diffs are kept when nothing else is configured.
 pub const DEFAULT_DRIFT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
@@ -40,18 +40,42 @@ pub struct DatabaseDrift {
 }
 
 /// What a drifted database's sealed object holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct SealedDrift {
     pub(crate) files: Vec<FileDiff>,
     pub(crate) migration: Option<Migration>,
+}
+
+/// A sealed drift as read back: the scripts kept as JSON until [`read_leniently`] reads them,
+/// so scripts of another format do not make the diffs unreadable.
+#[derive(Deserialize)]
+struct StoredDrift {
+    files: Vec<FileDiff>,
+    #[serde(default)]
+    migration: Option<serde_json::Value>,
 }
 
 /// A sealed drift as written now, or as written before scripts were (the diffs alone).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Sealed {
-    Current(SealedDrift),
+    Current(StoredDrift),
     Diffs(Vec<FileDiff>),
+}
+
+/// `value` read as a `T`, or `None` when it does not read; logged by the error's class and place
+/// only, as its text can quote what it refused (DDL, here).
+pub(crate) fn read_leniently<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    what: &'static str,
+) -> Option<T> {
+    match serde_json::from_value(value) {
+        Ok(read) => Some(read),
+        Err(error) => {
+            tracing::warn!(class = ?error.classify(), line = error.line(), column = error.column(), what, "a sealed part does not read; it is left out");
+            None
+        }
+    }
 }
 
 /// A verification's drift: every database it found changed, in selection order.
@@ -171,10 +195,15 @@ impl DriftDiffs {
                 .open_drift(id, row.position)
                 .await?
                 .ok_or_else(|| SafeError::about(ErrorCode::DiffExpired, about.clone()))?;
-            let sealed: Sealed = serde_json::from_slice(&sealed)
-                .or_code(ErrorCode::ArtifactUnavailable, "read a drift diff")?;
+            // The error's text could quote the diffs: a fixed reason only.
+            let sealed: Sealed = serde_json::from_slice(&sealed).map_err(|_| {
+                because(ErrorCode::ArtifactUnavailable, "a drift diff does not read")
+            })?;
             let (files, migration) = match sealed {
-                Sealed::Current(SealedDrift { files, migration }) => (files, migration),
+                Sealed::Current(StoredDrift { files, migration }) => (
+                    files,
+                    migration.and_then(|value| read_leniently(value, "migration scripts")),
+                ),
                 Sealed::Diffs(files) => (files, None),
             };
             databases.push(DatabaseDrift {

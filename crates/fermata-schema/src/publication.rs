@@ -34,8 +34,8 @@ use fermata_forge::{
     CommitSpec, ForgeError, ForgeErrorKind, PullRequest, PullRequestSpec, Signature, TreeChange,
 };
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
+use fermata_store::Storage;
 use fermata_store::schema::{DatabaseResult, Freshness, NewArtifact, OperationId, Outcome};
-use fermata_store::{ErrorChain, Storage};
 use fermata_workflow::{RunContext, RunError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -297,13 +297,8 @@ impl Publication<'_> {
             let Some(bytes) = contents.notes.get(&format!("{}.json", entry.folder)) else {
                 continue;
             };
-            match serde_json::from_slice::<ReviewNotes>(bytes) {
-                Ok(read) => {
-                    notes.insert(name, read);
-                }
-                Err(error) => {
-                    tracing::warn!(operation = %self.operation, error = %ErrorChain(&error), "review notes do not read; the description leaves them out");
-                }
+            if let Some(read) = ReviewNotes::read(bytes) {
+                notes.insert(name, read);
             }
         }
         Ok(notes)
@@ -485,7 +480,7 @@ fn script_block(
         let mut sql = cut.text(database.as_str(), true);
         let _ = writeln!(
             sql,
-            "-- {} of {count} statements left out here: `fermata schema review {operation} --ddl --direction adopt` shows the whole script.",
+            "-- {} of {count} statements left out here to fit the forge's limit; the review showed the whole script (`fermata schema review {operation} --ddl --direction adopt`, before the decision).",
             count - kept
         );
         fenced(&head, &sql)
@@ -503,7 +498,7 @@ fn script_block(
     }
     if fits == 0 {
         return format!(
-            "- Migration of {} (adopt): {}; too long to show here: `fermata schema review {operation} --ddl --direction adopt` shows it.\n\n",
+            "- Migration of {} (adopt): {}; too long to show here: the review showed it (`fermata schema review {operation} --ddl --direction adopt`, before the decision).\n\n",
             quoted(database),
             printable(&summary)
         );
@@ -554,8 +549,8 @@ fn lint_section(
                 "  - `{}` `{}` {}: {}\n",
                 finding.severity.id(),
                 finding.rule.id(),
-                printable(&finding.object),
-                printable(&finding.message)
+                html(&finding.object),
+                html(&finding.message)
             );
             if text.len() + line.len() > room {
                 break 'databases;
@@ -567,7 +562,7 @@ fn lint_section(
     if listed < total {
         let _ = write!(
             text,
-            "\n{} more finding(s) left out here: `fermata schema review {operation}` lists them all.\n",
+            "\n{} more finding(s) left out here to fit the forge's limit; the review listed them all (`fermata schema review {operation}`, before the decision).\n",
             total - listed
         );
     }
@@ -876,13 +871,13 @@ mod tests {
         let text = description(operation, &results, &[], &all);
         assert!(text.len() <= DESCRIPTION_LIMIT, "{}", text.len());
         let hint = format!(
-            "statements left out here: `fermata schema review {operation} --ddl --direction adopt` shows the whole script."
+            "statements left out here to fit the forge's limit; the review showed the whole script (`fermata schema review {operation} --ddl --direction adopt`, before the decision)."
         );
         assert_eq!(text.matches(&hint).count(), 3, "{text}");
         assert_eq!(text.matches("</details>").count(), 3);
         assert!(
             text.contains(&format!(
-                "more finding(s) left out here: `fermata schema review {operation}` lists them all."
+                "more finding(s) left out here to fit the forge's limit; the review listed them all (`fermata schema review {operation}`, before the decision)."
             )),
             "{text}"
         );

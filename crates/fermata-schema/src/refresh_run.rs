@@ -57,7 +57,7 @@ use fermata_store::schema::{
     NewCleanupGrant, OperationId, OperationKind, OperationState, Outcome, ReviewState,
     SCHEMA_LEASE_TTL, Transition,
 };
-use fermata_store::{SecretHash, Storage, UnixMillis};
+use fermata_store::{ErrorChain, SecretHash, Storage, UnixMillis};
 use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde::Serialize;
 use serde_json::Value;
@@ -575,15 +575,16 @@ impl RefreshWorkflow {
             Outcome::Changed
         };
         if outcome == Outcome::Changed {
-            let files = read_candidate(folder.path()).await?;
-            self.settings.artifacts.stage(id, position, files).await?;
-            let notes = self.review_notes(&live, base_commit, database).await?;
+            let notes = self.review_notes(&live, base_commit, database).await;
             let notes = serde_json::to_vec(&notes)
                 .or_code(ErrorCode::ArtifactUnavailable, "write review notes")?;
+            let files = read_candidate(folder.path()).await?;
+            // The notes first: a candidate staged is one the artifact step finds.
             self.settings
                 .artifacts
                 .stage_notes(id, position, notes)
                 .await?;
+            self.settings.artifacts.stage(id, position, files).await?;
         }
         let report = DatabaseReport {
             outcome,
@@ -614,36 +615,39 @@ impl RefreshWorkflow {
 
     /// A changed database's review notes: both migration scripts between its merged snapshot at
     /// `base_commit` (nothing, for a database the package does not have yet) and the candidate,
-    /// verified in the workspace when one is configured, and the candidate's lint findings.
+    /// verified in the workspace when one is configured, and the candidate's lint findings. The
+    /// notes add to the review and never fail it: when the merged snapshot cannot be read, they
+    /// say there is no script, and the log says why.
     async fn review_notes(
         &self,
         live: &LiveSnapshot,
         base_commit: &str,
         database: &DatabaseName,
-    ) -> Result<ReviewNotes, SafeError> {
-        let package = self
-            .settings
-            .package
-            .as_ref()
-            .ok_or_else(|| SafeError::new(ErrorCode::PackageNotConfigured))?;
-        let merged = match package.merged_files(base_commit, database).await? {
-            Some(files) => DatabaseSnapshot::from_files(files),
-            None => Some(DatabaseSnapshot::empty_like(&live.snapshot)),
+    ) -> ReviewNotes {
+        let merged = match &self.settings.package {
+            Some(package) => package.merged_files(base_commit, database).await,
+            None => Err(SafeError::new(ErrorCode::PackageNotConfigured)),
         };
-        let migration = match merged {
-            Some(merged) => Some(
-                live.migration(&merged, self.settings.workspace.as_ref())
-                    .await,
-            ),
-            None => {
+        let workspace = self.settings.workspace.as_ref();
+        let migration = match merged.map(|files| files.map(DatabaseSnapshot::from_files)) {
+            Ok(Some(Some(merged))) => Some(live.migration(&merged, workspace).await),
+            Ok(None) => {
+                let empty = DatabaseSnapshot::empty_like(&live.snapshot);
+                Some(live.migration(&empty, workspace).await)
+            }
+            Ok(Some(None)) => {
                 tracing::warn!(database = %database, "the merged snapshot's model cannot be read; the review has no migration script");
                 None
             }
+            Err(error) => {
+                tracing::warn!(database = %database, code = %error.code().name(), error = %ErrorChain(&error), "the merged snapshot cannot be read; the review has no migration script");
+                None
+            }
         };
-        Ok(ReviewNotes {
+        ReviewNotes {
             migration,
             lint: lint::lint(&live.snapshot.model, &self.settings.lint),
-        })
+        }
     }
 
     /// Seals every staged candidate into the one review artifact and records its row; a retry
@@ -684,7 +688,7 @@ impl RefreshWorkflow {
                     files.insert(format!("{folder}/{path}"), bytes);
                 }
                 if let Some(bytes) = artifacts.staged_notes(id, *position).await? {
-                    notes.insert(format!("{folder}.json"), bytes);
+                    notes.insert(format!("{folder}.json"), bytes.to_vec());
                 }
                 databases.insert(
                     row.database.as_str().to_owned(),

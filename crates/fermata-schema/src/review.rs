@@ -1,5 +1,6 @@
 //! Reviewing a refresh: the per-database diff of its candidate files against the merged files,
-//! and the one decision (approve or reject) a fresh system administrator makes.
+//! with the review notes the refresh sealed beside them ([`ReviewNotes`]: migration scripts and
+//! lint findings), and the one decision (approve or reject) a fresh system administrator makes.
 //!
 //! The diff is computed on demand: the review artifact is fetched and decrypted in this
 //! process, compared with the package's files at the operation's reviewed base commit, and
@@ -56,6 +57,19 @@ pub struct ReviewNotes {
     /// `None` when the merged snapshot's model could not be read.
     pub migration: Option<Migration>,
     pub lint: Vec<Finding>,
+}
+
+impl ReviewNotes {
+    /// Notes as sealed; `None`, logged without their content, when they do not read (notes of
+    /// another format leave the rest of the review readable).
+    pub(crate) fn read(bytes: &[u8]) -> Option<ReviewNotes> {
+        let value = serde_json::from_slice(bytes)
+            .inspect_err(|error| {
+                tracing::warn!(class = ?error.classify(), "review notes do not read; they are left out");
+            })
+            .ok()?;
+        crate::drift::read_leniently(value, "review notes")
+    }
 }
 
 /// One changed database: the files that differ, in path order.
@@ -278,13 +292,10 @@ impl Reviews {
                 })
                 .collect();
             let merged = package.merged_files(&base_commit, &database).await?;
-            let notes = match contents.notes.get(&format!("{}.json", entry.folder)) {
-                Some(bytes) => Some(
-                    serde_json::from_slice(bytes)
-                        .or_code(ErrorCode::ArtifactUnavailable, "read review notes")?,
-                ),
-                None => None,
-            };
+            let notes = contents
+                .notes
+                .get(&format!("{}.json", entry.folder))
+                .and_then(|bytes| ReviewNotes::read(bytes));
             databases.push(DatabaseDiff {
                 registered: merged.is_some(),
                 removed: false,

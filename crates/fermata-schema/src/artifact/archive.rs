@@ -4,8 +4,8 @@
 //! The format is plain tar with GNU headers, so any `tar` can list a decrypted artifact. The first
 //! entry is `manifest.json`; each candidate file follows as `files/<relative path>`, in byte order
 //! of the path; then each review note (a changed database's migration scripts and lint findings,
-//! which are not published) as `notes/<name>`, in byte order too. Every header is fixed: regular file, mode `0644`, modification time 0, uid and gid
-//! 0, no user or group name. A path longer than the 100 bytes a tar header holds is written with a
+//! which are not published as files) as `notes/<name>`, in byte order too. Every header is
+//! fixed: regular file, mode `0644`, modification time 0, uid and gid 0, no user or group name. A path longer than the 100 bytes a tar header holds is written with a
 //! GNU long-name record, whose header the `tar` crate also fixes. So identical input gives
 //! identical bytes, and nothing of the machine that wrote it (clock, user, umask) gets in.
 //!

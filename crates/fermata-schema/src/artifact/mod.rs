@@ -19,9 +19,13 @@
 //! `<operation ID>/candidate/<position>` as the authenticated row, at
 //! [`staged_location`]. Only the artifact step reads them, and it deletes them once the artifact
 //! row is recorded. Nothing of a candidate is ever written in plaintext outside a step's own
-//! temporary folder.
+//! temporary folder. Its review notes (migration scripts and lint findings, JSON) wait beside it,
+//! sealed whole with `<operation ID>/notes/<position>` as the authenticated row, at
+//! [`staged_notes_location`]; the artifact step archives them as the artifact's notes and deletes
+//! them with the candidate.
 //!
-//! A verification's drift diffs are sealed the same way ([`drift`]'s module).
+//! A verification's drift diffs are sealed the same way ([`drift`]'s module); both go through
+//! [`ArtifactStore::put_sealed`] and [`ArtifactStore::get_sealed`].
 //!
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
@@ -289,20 +293,18 @@ impl ArtifactStore {
         .await
     }
 
-    /// The review notes staged at `position`, checked and decrypted; `None` when there are none
-    /// (a candidate staged before notes were).
+    /// The review notes staged at `position`, checked and decrypted (wiped when dropped); `None`
+    /// when there are none (a candidate staged before notes were).
     pub async fn staged_notes(
         &self,
         operation: OperationId,
         position: u32,
-    ) -> Result<Option<Vec<u8>>, SafeError> {
-        let opened = self
-            .get_sealed(
-                &staged_notes_location(operation, position),
-                staged_notes_row(operation, position),
-            )
-            .await?;
-        Ok(opened.map(|plaintext| plaintext.to_vec()))
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, SafeError> {
+        self.get_sealed(
+            &staged_notes_location(operation, position),
+            staged_notes_row(operation, position),
+        )
+        .await
     }
 
     /// Seals `plaintext` whole (envelope and all) under the authenticated row `row` and writes it
@@ -364,7 +366,7 @@ impl ArtifactStore {
             {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(error) => {
-                    tracing::warn!(operation = %operation, position, error = %ErrorChain(&error), "a staged candidate could not be deleted");
+                    tracing::warn!(operation = %operation, position, error = %ErrorChain(&error), "a staged candidate or its notes could not be deleted");
                 }
             }
         }

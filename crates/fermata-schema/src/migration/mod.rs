@@ -9,21 +9,22 @@
 //! `sql_mode` and time zone and sets the introspection ones (the models' defaults and times are
 //! written under them); the database's default character set; drops of the views, routines,
 //! triggers and events that go or change where the server cannot replace them; sequences; per
-//! table, foreign keys dropped, the destructive `ALTER TABLE` (columns dropped, types narrowed),
-//! new tables, the other `ALTER TABLE` (columns added, modified and moved, indexes, checks,
-//! periods, options, system versioning), partitioning, tables dropped; foreign keys added once
-//! every table exists; routines, views (each after the views it reads), triggers (a changed
-//! table, timing and event group dropped and created again in its action order) and events, each
-//! stored program under the `sql_mode` (and an event under the time zone) it was created with;
-//! and the session restored.
+//! table, foreign keys, checks and the generated columns in the way dropped (see `tables.rs`),
+//! partitioning removed where it must be, the destructive `ALTER TABLE` (columns dropped, types
+//! narrowed), new tables, the other `ALTER TABLE` (columns added, modified and moved, indexes,
+//! checks, periods, options, system versioning), partitioning, tables dropped; foreign keys added
+//! once every table exists; routines, views (each after the views it reads, under the
+//! introspection `sql_mode`), triggers (a changed table, timing and event group dropped and
+//! created again in its action order) and events, each stored program under the `sql_mode` (and
+//! an event under the time zone) it was created with; and the session restored.
 //!
 //! Nothing is guessed: an object or a column that is in one model only is dropped or added, and
 //! when a table or column is dropped beside one that is added, the script notes that a rename is
 //! never guessed. A statement that loses data (a table, sequence or column dropped, a type
-//! narrowed, `NOT NULL` added, system versioning dropped) is marked destructive with the reason;
-//! [`Script::text`] leaves those out unless asked. The workspace verifier
-//! ([`crate::snapshot::verify_script`]) runs the whole script, destructive statements included,
-//! against the "from" schema and requires the "to" one back; its verdict is
+//! narrowed, `NOT NULL` added, system versioning dropped, a sequence replaced or restarted) is
+//! marked destructive with the reason; [`Script::text`] leaves those out unless asked. The
+//! workspace verifier ([`crate::snapshot::verify_script`]) runs the whole script, destructive
+//! statements included, against the "from" schema and requires the "to" one back; its verdict is
 //! [`Script::verification`].
 
 mod programs;

@@ -6,12 +6,14 @@
 //! group changes, the group's triggers are dropped and created again in their action order (a
 //! trigger created without `FOLLOWS` or `PRECEDES` goes last), which both servers accept and
 //! which rebuilds the order exactly. Every stored program runs under the `sql_mode` it was
-//! created with, and an event under its time zone. Every created view and stored program names
-//! its definer, as the model has it, so the script leaves the object as the target says.
+//! created with, and an event under its time zone; views run under the introspection ones, in
+//! whose spelling the model keeps them. Every created view and stored program names its definer,
+//! as the model has it, so the script leaves the object as the target says.
 //!
 //! A sequence's current value is data: a sequence dropped, or replaced because its engine or
 //! comment changes, is destructive; its other settings change with `ALTER SEQUENCE`, which keeps
-//! the value.
+//! the value, unless the range narrows: the server refuses a current value outside it, so the
+//! sequence restarts (`RESTART`), which is destructive too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,7 +22,7 @@ use crate::snapshot::model::{DatabaseModel, Event, Flavor, Routine, Sequence, Tr
 use crate::snapshot::render::{
     identifier, render_event, render_routine, render_sequence, render_trigger, render_view,
 };
-use crate::snapshot::{TIME_ZONE, set_session};
+use crate::snapshot::{SQL_MODE, TIME_ZONE, set_session};
 
 /// The statements of a plan for the objects other than tables, by phase.
 #[derive(Default)]
@@ -95,7 +97,7 @@ fn sequences(from: &[Sequence], to: &[Sequence], plan: &mut ProgramPlan) {
             Some(before)
                 if before.engine == sequence.engine && before.comment == sequence.comment =>
             {
-                plan.sequences.push(Statement::new(format!(
+                let altered = format!(
                     "ALTER SEQUENCE {name} INCREMENT BY {} MINVALUE {} MAXVALUE {} START WITH {} {} {}",
                     sequence.increment,
                     sequence.minimum,
@@ -107,7 +109,17 @@ fn sequences(from: &[Sequence], to: &[Sequence], plan: &mut ProgramPlan) {
                         format!("CACHE {}", sequence.cache)
                     },
                     if sequence.cycle { "CYCLE" } else { "NOCYCLE" },
-                )));
+                );
+                plan.sequences.push(if narrows(before, sequence) {
+                    Statement::destructive(
+                        format!("{altered} RESTART"),
+                        format!(
+                            "narrows the range of sequence {name}, which starts again (its current value may lie outside)"
+                        ),
+                    )
+                } else {
+                    Statement::new(altered)
+                });
             }
             Some(_) => plan.sequences.push(Statement::destructive(
                 render_sequence(sequence).replacen(
@@ -125,6 +137,24 @@ fn sequences(from: &[Sequence], to: &[Sequence], plan: &mut ProgramPlan) {
             format!("DROP SEQUENCE {name}"),
             format!("drops sequence {name} and its current value"),
         ));
+    }
+}
+
+/// Whether `to`'s range leaves out values of `from`'s: the server refuses the `ALTER SEQUENCE`
+/// when the current value falls outside, which only `RESTART` gets past. A bound that does not
+/// read as a number counts as narrowing.
+fn narrows(from: &Sequence, to: &Sequence) -> bool {
+    let bound = |text: &str| text.parse::<i128>().ok();
+    match (
+        bound(&from.minimum),
+        bound(&to.minimum),
+        bound(&from.maximum),
+        bound(&to.maximum),
+    ) {
+        (Some(old_min), Some(new_min), Some(old_max), Some(new_max)) => {
+            new_min > old_min || new_max < old_max
+        }
+        _ => true,
     }
 }
 
@@ -158,6 +188,13 @@ fn views(from: &[View], to: &[View], plan: &mut ProgramPlan) {
         gone.into_iter()
             .map(|view| Statement::new(format!("DROP VIEW IF EXISTS {}", identifier(&view.name)))),
     );
+    // A routine created before them left its own `sql_mode`, under which the views' text (in
+    // the introspection spelling) may read otherwise: a `\\` in a literal under
+    // `NO_BACKSLASH_ESCAPES`.
+    if !changed.is_empty() && !plan.creates.is_empty() {
+        plan.creates
+            .push(Statement::new(set_session(SQL_MODE, TIME_ZONE)));
+    }
     // Each view after the views it reads that are created here too.
     let mut pending: Vec<&View> = changed;
     while !pending.is_empty() {

@@ -2,19 +2,27 @@
 //! `ALTER TABLE`, split so that what loses data stands alone (see [`super`] for the phases).
 //!
 //! A changed table gets, each only when it has something to say, in this order across tables:
-//! `DROP FOREIGN KEY` for the keys that go or change (and for those on, or referring to, a column
-//! whose type changes, which the server refuses to change under a key; they are added again at
-//! the end) with `DROP CONSTRAINT` (`DROP CHECK`) for the checks that go or change, before any
-//! column goes; `REMOVE PARTITIONING` when the
-//! partitioning goes, or changes together with a primary or unique key (which a partitioned
-//! table's keys constrain); the destructive statement (`DROP SYSTEM VERSIONING`, the indexes on
-//! columns it drops, `DROP COLUMN`, narrowing `MODIFY COLUMN`); the main statement (indexes,
-//! checks and periods that go, computed columns dropped, columns added, modified and moved with
-//! `FIRST`/`AFTER`, periods, indexes and checks added, table options, `ADD SYSTEM VERSIONING`);
-//! `PARTITION BY`; and `ADD CONSTRAINT ... FOREIGN KEY` once every table exists. A new table is
-//! created without its foreign keys, which are added in that last phase, so tables may refer to
-//! each other in any order. Column definitions always name their character set and collation, so
-//! they do not depend on the table default changed in the same statement.
+//! a first statement, before any column goes, with `DROP FOREIGN KEY` for the keys that go or
+//! change (and for those on, or referring to, a column whose type changes, which the server
+//! refuses to change under a key; they are added again at the end), `DROP CONSTRAINT`
+//! (`DROP CHECK`) for the checks that go or change, and the generated columns that go or must be
+//! built again (those that read a column that goes, and those that become or stop being virtual,
+//! which the server does not change in place) with the indexes on them, and `DROP DEFAULT` for a
+//! default that reads a column that goes; `REMOVE PARTITIONING` when the partitioning goes, or
+//! changes together with a primary or unique key (which a partitioned table's keys constrain) or
+//! with a column its expression reads, or when system versioning is dropped from a table
+//! partitioned by `SYSTEM_TIME`; the destructive statement (`DROP SYSTEM VERSIONING` with the
+//! named row columns and their period, the indexes on columns it drops, `DROP COLUMN`, narrowing
+//! `MODIFY COLUMN`, a stored column made virtual dropped and added at once); the main statement
+//! (indexes, checks and periods that go, computed columns dropped, columns added, modified and
+//! moved with `FIRST`/`AFTER`, periods, indexes and checks added, table options,
+//! `ADD SYSTEM VERSIONING`), with, when the engine changes, the engine-defined options that go
+//! reset before it and the others after it; `PARTITION BY`; and `ADD CONSTRAINT ... FOREIGN KEY`
+//! once every table exists. A new table is created without its foreign keys, which are added in
+//! that last phase, so tables may refer to each other in any order; a table that goes loses first
+//! its keys to the tables that stay and change, and to the tables that go with it and refer back
+//! to it. Column definitions always name their character set and collation, so they do not
+//! depend on the table default changed in the same statement.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +38,8 @@ use crate::snapshot::render::{
 /// Every table statement of a plan, by phase.
 #[derive(Default)]
 pub(super) struct TablePlan {
-    /// Foreign keys and checks that go or change, before any column does.
+    /// Foreign keys and checks that go or change, generated columns that go or are built again
+    /// and defaults that read a column that goes: before any column goes.
     pub(super) constraint_drops: Vec<Statement>,
     pub(super) unpartitioned: Vec<Statement>,
     pub(super) destructive: Vec<Statement>,
@@ -95,7 +104,29 @@ pub(super) fn plan(
                 .push(alter_statement(&table.name, &drops));
         }
     }
-    for table in drop_order(&gone) {
+    let (order, mut cut) = drop_order(&gone);
+    // A table that goes first loses its foreign keys to the tables that stay and change, whose
+    // columns and indexes the server would not change under them.
+    for table in &gone {
+        for key in &table.foreign_keys {
+            let changes = key.referenced_database.is_none()
+                && old
+                    .get(key.referenced_table.as_str())
+                    .zip(new.get(key.referenced_table.as_str()))
+                    .is_some_and(|(before, after)| before != after);
+            if changes {
+                cut.entry(table.name.as_str()).or_default().push(key);
+            }
+        }
+    }
+    for (table, keys) in cut {
+        let clauses: Vec<String> = keys
+            .iter()
+            .map(|key| format!("DROP FOREIGN KEY {}", identifier(&key.name)))
+            .collect();
+        plan.constraint_drops.push(alter_statement(table, &clauses));
+    }
+    for table in order {
         plan.dropped.push(Statement::destructive(
             format!("DROP TABLE {}", identifier(&table.name)),
             format!("drops table {} and its rows", identifier(&table.name)),
@@ -112,31 +143,43 @@ fn named(kind: &str, names: &[&str]) -> String {
     format!("{kind}{plural} {} {verb}", list.join(", "))
 }
 
+/// Foreign keys, by the name of their table.
+type KeysByTable<'a> = BTreeMap<&'a str, Vec<&'a ForeignKey>>;
+
 /// The tables to drop, each before the tables it refers to, so the server's foreign key checks
-/// pass (a cycle is left in name order).
-fn drop_order<'a>(gone: &[&'a Table]) -> Vec<&'a Table> {
-    let names: BTreeSet<&str> = gone.iter().map(|t| t.name.as_str()).collect();
+/// pass (a table may refer to itself); and, where the tables that go refer to each other in a
+/// cycle, which the server refuses to drop in any order, the foreign keys to drop first, by
+/// table: those that refer to the first table of the cycle by name, which then goes first.
+fn drop_order<'a>(gone: &[&'a Table]) -> (Vec<&'a Table>, KeysByTable<'a>) {
     let mut ordered: Vec<&Table> = Vec::new();
-    let mut placed: BTreeSet<&str> = BTreeSet::new();
+    let mut cut = KeysByTable::new();
     let mut remaining: Vec<&Table> = gone.to_vec();
     while !remaining.is_empty() {
-        // A table no remaining table refers to goes first.
-        let referred: BTreeSet<&str> = remaining
-            .iter()
-            .flat_map(|t| t.foreign_keys.iter())
-            .filter(|key| key.referenced_database.is_none())
-            .map(|key| key.referenced_table.as_str())
-            .filter(|name| names.contains(name))
-            .collect();
-        let next = remaining
-            .iter()
-            .position(|t| !referred.contains(t.name.as_str()) || placed.contains(t.name.as_str()))
-            .unwrap_or(0);
-        let table = remaining.remove(next);
-        placed.insert(table.name.as_str());
-        ordered.push(table);
+        // The keys of the other remaining tables that refer to `name`, and are not cut yet.
+        let referring = |name: &str| -> Vec<(&'a str, &'a ForeignKey)> {
+            remaining
+                .iter()
+                .filter(|t| t.name != name)
+                .flat_map(|t| t.foreign_keys.iter().map(move |key| (t.name.as_str(), key)))
+                .filter(|(table, key)| {
+                    key.referenced_database.is_none()
+                        && key.referenced_table == name
+                        && !cut.get(table).is_some_and(|keys| keys.contains(key))
+                })
+                .collect()
+        };
+        let next = match remaining.iter().position(|t| referring(&t.name).is_empty()) {
+            Some(next) => next,
+            None => {
+                for (table, key) in referring(&remaining[0].name) {
+                    cut.entry(table).or_default().push(key);
+                }
+                0
+            }
+        };
+        ordered.push(remaining.remove(next));
     }
-    ordered
+    (ordered, cut)
 }
 
 /// The columns, by table, whose type, character set or collation changes: a foreign key on one
@@ -320,9 +363,60 @@ fn period(period: &Period) -> String {
     )
 }
 
+/// `index` without the row end column `end` that MariaDB appends to a primary or unique key of a
+/// system-versioned table that names its row columns: adding system versioning appends it, and
+/// dropping it takes it out.
+fn without_row_end(index: &Index, end: &str) -> Index {
+    let mut index = index.clone();
+    if matches!(index.kind, IndexKind::Primary | IndexKind::Unique)
+        && index.parts.last().is_some_and(|part| part.column == end)
+    {
+        index.parts.pop();
+    }
+    index
+}
+
+/// The indexes of `table`, those of a system-versioned table whose versioning `changes` taken
+/// without its row end column ([`without_row_end`]), which the server adds or takes out itself.
+fn comparable_indexes(table: &Table, changes: bool) -> Vec<Index> {
+    match &table.system_period {
+        Some(period) if changes => table
+            .indexes
+            .iter()
+            .map(|index| without_row_end(index, &period.end))
+            .collect(),
+        _ => table.indexes.clone(),
+    }
+}
+
+/// The table's `KEY_BLOCK_SIZE`, when it has one.
+fn key_block_size(table: &Table) -> Option<&str> {
+    table
+        .options
+        .iter()
+        .find(|option| option.name == "KEY_BLOCK_SIZE" && !option.engine_defined)
+        .map(|option| option.value.as_str())
+}
+
+/// Whether `column` is a virtual generated column, which holds nothing of its own.
+fn is_virtual(column: &Column) -> bool {
+    column.generated.as_ref().is_some_and(|g| !g.stored)
+}
+
+/// Whether `expression` (a generated column's, a default's or a partitioning's, as the server
+/// prints it, names quoted) names any of `columns`.
+fn names_any(expression: &str, columns: &BTreeSet<&str>) -> bool {
+    columns
+        .iter()
+        .any(|column| expression.contains(&identifier(column)))
+}
+
 /// The statements that alter `from` into `to`, added to `plan`'s phases.
 /// `constraint_drops` are the foreign keys of `from` to drop first; the checks that go or change
-/// are dropped in the same statement.
+/// are dropped in the same statement, and so are the generated columns that go or are built
+/// again (the server refuses to drop a column a generated column reads, and to make a column
+/// virtual or not in place; those that stay are added again by the main statement) with the
+/// indexes on them, and the defaults that read a column that goes.
 fn alter(
     from: &Table,
     to: &Table,
@@ -339,14 +433,20 @@ fn alter(
         from.columns.iter().map(|c| (c.name.as_str(), c)).collect();
     let new_columns: BTreeMap<&str, &Column> =
         to.columns.iter().map(|c| (c.name.as_str(), c)).collect();
-    let dropping_versioning = from.system_versioned && !to.system_versioned;
-    // Columns that go; with system versioning dropped, its row period columns go with it.
-    let gone: Vec<&Column> = from
+    // A versioned table whose row start and end columns change (named or not) stays versioned
+    // only through dropping system versioning and adding it again: the server refuses a second
+    // pair of row columns.
+    let period_changes =
+        from.system_versioned && to.system_versioned && from.system_period != to.system_period;
+    let dropping_versioning = from.system_versioned && (!to.system_versioned || period_changes);
+    let adding_versioning = to.system_versioned && (!from.system_versioned || period_changes);
+    // Columns that go; with system versioning dropped, its row period columns go with it, in the
+    // statement that drops it.
+    let (period_gone, gone): (Vec<&Column>, Vec<&Column>) = from
         .columns
         .iter()
         .filter(|c| !new_columns.contains_key(c.name.as_str()))
-        .filter(|c| !(dropping_versioning && c.row_period.is_some()))
-        .collect();
+        .partition(|c| dropping_versioning && c.row_period.is_some());
     let added: Vec<&str> = to
         .columns
         .iter()
@@ -366,32 +466,119 @@ fn alter(
         .iter()
         .partition(|c| c.generated.is_some() || c.row_period.is_some());
     let stored_gone_names: BTreeSet<&str> = stored_gone.iter().map(|c| c.name.as_str()).collect();
+    // Generated columns that stay but read a column that goes, or that become or stop being
+    // virtual (which the server does not change in place): dropped first, added again; they
+    // lose nothing.
+    let rebuilt: BTreeSet<&str> = from
+        .columns
+        .iter()
+        .filter_map(|c| Some((c, new_columns.get(c.name.as_str())?)))
+        .filter(|(before, after)| {
+            before.generated.as_ref().is_some_and(|g| {
+                names_any(&g.expression, &stored_gone_names)
+                    || is_virtual(before) != is_virtual(after)
+            })
+        })
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    // A stored column made virtual is dropped and added again by the destructive statement.
+    let replaced = |column: &Column| {
+        is_virtual(column)
+            && old_columns
+                .get(column.name.as_str())
+                .is_some_and(|before| before.generated.is_none() && before.row_period.is_none())
+    };
+    let early_columns: BTreeSet<&str> = computed_gone
+        .iter()
+        .filter(|c| c.generated.is_some())
+        .map(|c| c.name.as_str())
+        .chain(rebuilt.iter().copied())
+        .collect();
     let narrowed: BTreeMap<&str, String> = to
         .columns
         .iter()
+        .filter(|c| !rebuilt.contains(c.name.as_str()))
         .filter_map(|c| {
             let before = old_columns.get(c.name.as_str())?;
             widening::data_loss(before, c).map(|reason| (c.name.as_str(), reason))
         })
         .collect();
+    // A narrowed column that becomes the `AUTO_INCREMENT` one is narrowed without it: the key
+    // it needs may come only with the main statement, which gives it.
+    let gains_auto_increment = |column: &Column| {
+        column.auto_increment
+            && old_columns
+                .get(column.name.as_str())
+                .is_some_and(|before| !before.auto_increment)
+    };
 
-    // Indexes.
+    // Indexes, those of a table whose system versioning comes or goes without the row end
+    // column the server adds or takes out itself.
+    let old_list = comparable_indexes(from, dropping_versioning);
+    let new_list = comparable_indexes(to, adding_versioning);
     let old_indexes: BTreeMap<&str, &Index> =
-        from.indexes.iter().map(|i| (i.name.as_str(), i)).collect();
+        old_list.iter().map(|i| (i.name.as_str(), i)).collect();
     let new_indexes: BTreeMap<&str, &Index> =
-        to.indexes.iter().map(|i| (i.name.as_str(), i)).collect();
-    let unique_keys_change = from
-        .indexes
+        new_list.iter().map(|i| (i.name.as_str(), i)).collect();
+    let touches = |index: &Index, columns: &BTreeSet<&str>| {
+        index
+            .parts
+            .iter()
+            .any(|part| columns.contains(part.column.as_str()))
+    };
+    // Indexes on the generated columns dropped first go with them.
+    let early_indexes: BTreeSet<&str> = old_list
         .iter()
-        .chain(&to.indexes)
-        .filter(|i| matches!(i.kind, IndexKind::Primary | IndexKind::Unique))
-        .any(|i| old_indexes.get(i.name.as_str()) != new_indexes.get(i.name.as_str()));
+        .filter(|index| touches(index, &early_columns))
+        .map(|index| index.name.as_str())
+        .collect();
+    // An index keeps the `KEY_BLOCK_SIZE` it was built with, which the server then prints as
+    // its own: when the table's changes, every index is built again.
+    let rebuild_indexes =
+        key_block_size(from).is_some() && key_block_size(from) != key_block_size(to);
+    let unique_keys_change = rebuild_indexes
+        || old_list
+            .iter()
+            .chain(&new_list)
+            .filter(|i| matches!(i.kind, IndexKind::Primary | IndexKind::Unique))
+            .any(|i| old_indexes.get(i.name.as_str()) != new_indexes.get(i.name.as_str()));
 
-    // Partitioning that goes, or changes together with a unique key, goes first.
-    let repartition = from.partitioning != to.partitioning;
+    // Partitioning that goes, or changes together with a unique key or with a column its
+    // expression reads that goes or changes type, goes first; so does partitioning by
+    // `SYSTEM_TIME` while system versioning is dropped (the server refuses it there).
+    let by_system_time = |table: &Table| {
+        table
+            .partitioning
+            .as_ref()
+            .is_some_and(|partitioning| partitioning.method == "SYSTEM_TIME")
+    };
+    let versioning_partitioned = dropping_versioning && by_system_time(from);
+    let repartition = from.partitioning != to.partitioning || versioning_partitioned;
+    let changed_type: BTreeSet<&str> = to
+        .columns
+        .iter()
+        .filter(|c| {
+            old_columns.get(c.name.as_str()).is_some_and(|before| {
+                (&before.column_type, &before.charset, &before.collation)
+                    != (&c.column_type, &c.charset, &c.collation)
+            })
+        })
+        .map(|c| c.name.as_str())
+        .chain(stored_gone_names.iter().copied())
+        .collect();
+    let reads_changed = from.partitioning.as_ref().is_some_and(|partitioning| {
+        names_any(&partitioning.expression, &changed_type)
+            || partitioning
+                .subpartition_expression
+                .as_deref()
+                .is_some_and(|expression| names_any(expression, &changed_type))
+    });
     let unpartition_first = from.partitioning.is_some()
         && repartition
-        && (to.partitioning.is_none() || unique_keys_change);
+        && (to.partitioning.is_none()
+            || unique_keys_change
+            || reads_changed
+            || versioning_partitioned);
     if unpartition_first {
         plan.unpartitioned
             .push(alter_statement(name, &["REMOVE PARTITIONING".to_owned()]));
@@ -402,6 +589,12 @@ fn alter(
     let mut reasons = Vec::new();
     if dropping_versioning {
         destructive.push("DROP SYSTEM VERSIONING".to_owned());
+        if from.system_period.is_some() {
+            destructive.push("DROP PERIOD FOR SYSTEM_TIME".to_owned());
+        }
+        for column in &period_gone {
+            destructive.push(format!("DROP COLUMN {}", identifier(&column.name)));
+        }
         reasons.push("drops system versioning and the history rows".to_owned());
     }
     // A period whose columns go is dropped before them.
@@ -417,12 +610,11 @@ fn alter(
         destructive.push(format!("DROP PERIOD FOR {}", identifier(&old.name)));
     }
     let mut dropped_indexes: BTreeSet<&str> = BTreeSet::new();
-    for index in &from.indexes {
-        let touches = index
-            .parts
-            .iter()
-            .any(|part| stored_gone_names.contains(part.column.as_str()));
-        if touches && new_indexes.get(index.name.as_str()) != Some(&index) {
+    for index in &old_list {
+        if touches(index, &stored_gone_names)
+            && !early_indexes.contains(index.name.as_str())
+            && new_indexes.get(index.name.as_str()) != Some(&index)
+        {
             destructive.push(drop_index(index));
             dropped_indexes.insert(index.name.as_str());
         }
@@ -434,13 +626,19 @@ fn alter(
             identifier(&column.name)
         ));
     }
-    // A narrowed column that also moves is placed after the nearest column before it that
-    // already exists; the main statement places the added columns around it.
+    // The columns that keep their order, `unmoved`, stay in it through every statement. A
+    // narrowed column that moves is placed, in the order of `to`, after the nearest column
+    // before it that keeps its order or is narrowed too: those are then in the order of `to`,
+    // and the main statement places each moved or added column after the one before it.
     let unmoved = unmoved(&from.columns, &to.columns, &{
-        new_columns
-            .keys()
-            .copied()
-            .filter(|n| old_columns.contains_key(n))
+        to.columns
+            .iter()
+            .filter(|c| {
+                old_columns.contains_key(c.name.as_str())
+                    && !rebuilt.contains(c.name.as_str())
+                    && !replaced(c)
+            })
+            .map(|c| c.name.as_str())
             .collect()
     });
     for (index, column) in to.columns.iter().enumerate() {
@@ -453,14 +651,30 @@ fn alter(
             let before = to.columns[..index]
                 .iter()
                 .rev()
-                .find(|c| old_columns.contains_key(c.name.as_str()))
-                .map(|c| c.name.as_str());
+                .map(|c| c.name.as_str())
+                .find(|c| unmoved.contains(c) || narrowed.contains_key(c));
             position(before)
         };
-        destructive.push(format!(
-            "MODIFY COLUMN {}{place}",
-            definition(column, flavor)
-        ));
+        let narrowed_to = if gains_auto_increment(column) {
+            Column {
+                auto_increment: false,
+                ..column.clone()
+            }
+        } else {
+            column.clone()
+        };
+        if replaced(column) {
+            destructive.push(format!("DROP COLUMN {}", identifier(&column.name)));
+            destructive.push(format!(
+                "ADD COLUMN {}{place}",
+                definition(&narrowed_to, flavor)
+            ));
+        } else {
+            destructive.push(format!(
+                "MODIFY COLUMN {}{place}",
+                definition(&narrowed_to, flavor)
+            ));
+        }
         reasons.push(format!(
             "changes column {}: {reason}",
             identifier(&column.name)
@@ -474,11 +688,13 @@ fn alter(
 
     // The main statement.
     let mut clauses: Vec<String> = Vec::new();
-    for index in &from.indexes {
+    for index in &old_list {
         let target = new_indexes.get(index.name.as_str());
-        let changed = target != Some(&index);
-        let visibility_only = target.is_some_and(|t| only_visibility(index, t));
-        if changed && !visibility_only && !dropped_indexes.contains(index.name.as_str()) {
+        let changed = rebuild_indexes || target != Some(&index);
+        let visibility_only = !rebuild_indexes && target.is_some_and(|t| only_visibility(index, t));
+        let gone_before = dropped_indexes.contains(index.name.as_str())
+            || early_indexes.contains(index.name.as_str());
+        if changed && !visibility_only && !gone_before {
             clauses.push(drop_index(index));
         }
     }
@@ -492,6 +708,37 @@ fn alter(
             });
         }
     }
+    for index in &old_list {
+        if early_indexes.contains(index.name.as_str()) {
+            constraint_drops.push(drop_index(index));
+        }
+    }
+    for column in &from.columns {
+        if early_columns.contains(column.name.as_str()) {
+            constraint_drops.push(format!("DROP COLUMN {}", identifier(&column.name)));
+        }
+    }
+    // A column that stays loses a default that reads a column that goes (which the server
+    // refuses to drop under it); it gets its own back with the rest of its definition.
+    let default_dropped: BTreeSet<&str> = from
+        .columns
+        .iter()
+        .filter(|c| new_columns.contains_key(c.name.as_str()))
+        .filter(|c| {
+            c.default
+                .as_deref()
+                .is_some_and(|default| names_any(default, &stored_gone_names))
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    for column in &from.columns {
+        if default_dropped.contains(column.name.as_str()) {
+            constraint_drops.push(format!(
+                "ALTER COLUMN {} DROP DEFAULT",
+                identifier(&column.name)
+            ));
+        }
+    }
     if !constraint_drops.is_empty() {
         plan.constraint_drops
             .push(alter_statement(name, &constraint_drops));
@@ -503,20 +750,29 @@ fn alter(
         clauses.push("DROP PERIOD FOR SYSTEM_TIME".to_owned());
     }
     for column in &computed_gone {
-        clauses.push(format!("DROP COLUMN {}", identifier(&column.name)));
+        if !early_columns.contains(column.name.as_str()) {
+            clauses.push(format!("DROP COLUMN {}", identifier(&column.name)));
+        }
     }
     for (index, column) in to.columns.iter().enumerate() {
         let previous = index.checked_sub(1).map(|i| to.columns[i].name.as_str());
-        match old_columns.get(column.name.as_str()) {
+        let existing = old_columns
+            .get(column.name.as_str())
+            .filter(|_| !rebuilt.contains(column.name.as_str()));
+        match existing {
             None => clauses.push(format!(
                 "ADD COLUMN {}{}",
                 definition(column, flavor),
                 position(previous)
             )),
-            Some(_) if narrowed.contains_key(column.name.as_str()) => {}
+            Some(_) if narrowed.contains_key(column.name.as_str()) => {
+                if gains_auto_increment(column) {
+                    clauses.push(format!("MODIFY COLUMN {}", definition(column, flavor)));
+                }
+            }
             Some(before) => {
                 let moved = !unmoved.contains(column.name.as_str());
-                if moved || *before != column {
+                if moved || *before != column || default_dropped.contains(column.name.as_str()) {
                     let place = if moved {
                         position(previous)
                     } else {
@@ -544,22 +800,24 @@ fn alter(
             identifier(&new.end)
         ));
     }
-    let mut added_indexes: Vec<&Index> = to
-        .indexes
+    let built_again =
+        |index: &Index| rebuild_indexes || early_indexes.contains(index.name.as_str());
+    let mut added_indexes: Vec<&Index> = new_list
         .iter()
         .filter(|i| {
             let before = old_indexes.get(i.name.as_str());
-            before != Some(i) && !before.is_some_and(|b| only_visibility(b, i))
+            built_again(i) || (before != Some(i) && !before.is_some_and(|b| only_visibility(b, i)))
         })
         .collect();
     added_indexes.sort_by_key(|i| i.kind != IndexKind::Primary);
     for index in added_indexes {
         clauses.push(format!("ADD {}", index_line(index, flavor).trim_start()));
     }
-    for index in &to.indexes {
-        if old_indexes
-            .get(index.name.as_str())
-            .is_some_and(|before| only_visibility(before, index))
+    for index in &new_list {
+        if !built_again(index)
+            && old_indexes
+                .get(index.name.as_str())
+                .is_some_and(|before| only_visibility(before, index))
         {
             clauses.push(visibility(index, flavor));
         }
@@ -569,12 +827,25 @@ fn alter(
             clauses.push(format!("ADD {}", check_line(check, flavor).trim_start()));
         }
     }
-    clauses.extend(option_changes(from, to));
-    if to.system_versioned && !from.system_versioned {
+    // With the engine changed, an option that goes is set back to its default by a statement
+    // of its own: an engine-defined one before, while the old engine knows it, any other after,
+    // as the old engine would fill in its own value.
+    let options = option_changes(from, to);
+    let (before_main, after_main) = if from.engine == to.engine {
+        clauses.extend(options.engine_defined_reset);
+        clauses.extend(options.reset);
+        (Vec::new(), Vec::new())
+    } else {
+        (options.engine_defined_reset, options.reset)
+    };
+    clauses.extend(options.set);
+    if adding_versioning {
         clauses.push("ADD SYSTEM VERSIONING".to_owned());
     }
-    if !clauses.is_empty() {
-        plan.altered.push(alter_statement(name, &clauses));
+    for statement in [before_main, clauses, after_main] {
+        if !statement.is_empty() {
+            plan.altered.push(alter_statement(name, &statement));
+        }
     }
 
     if repartition && let Some(partitioning) = &to.partitioning {
@@ -589,27 +860,47 @@ fn alter(
     }
 }
 
-/// The table options that change, each as an `ALTER TABLE` clause; an option that goes is set
-/// back to its default.
-fn option_changes(from: &Table, to: &Table) -> Vec<String> {
-    let mut clauses = Vec::new();
+/// The numeric table options whose default the server takes as `0` only: it refuses `DEFAULT`
+/// for them.
+const ZERO_DEFAULT: &[&str] = &[
+    "MIN_ROWS",
+    "MAX_ROWS",
+    "AVG_ROW_LENGTH",
+    "CHECKSUM",
+    "DELAY_KEY_WRITE",
+    "KEY_BLOCK_SIZE",
+];
+
+/// The table options that change, as `ALTER TABLE` clauses; an option that goes is set back to
+/// its default (`0` for those of [`ZERO_DEFAULT`]).
+struct OptionChanges {
+    /// The options that come or change, with the engine, character set, row format and comment.
+    set: Vec<String>,
+    /// The engine-defined options that go.
+    engine_defined_reset: Vec<String>,
+    /// The other options that go.
+    reset: Vec<String>,
+}
+
+fn option_changes(from: &Table, to: &Table) -> OptionChanges {
+    let mut set = Vec::new();
     if from.engine != to.engine {
-        clauses.push(format!("ENGINE={}", to.engine));
+        set.push(format!("ENGINE={}", to.engine));
     }
     if (&from.charset, &from.collation) != (&to.charset, &to.collation) {
-        clauses.push(format!(
+        set.push(format!(
             "DEFAULT CHARSET={} COLLATE={}",
             to.charset, to.collation
         ));
     }
     if from.row_format != to.row_format {
-        clauses.push(format!(
+        set.push(format!(
             "ROW_FORMAT={}",
             to.row_format.as_deref().unwrap_or("DEFAULT")
         ));
     }
     if from.comment != to.comment {
-        clauses.push(format!("COMMENT={}", literal(&to.comment)));
+        set.push(format!("COMMENT={}", literal(&to.comment)));
     }
     let option_name = |name: &str, engine_defined: bool| {
         if engine_defined {
@@ -620,25 +911,36 @@ fn option_changes(from: &Table, to: &Table) -> Vec<String> {
     };
     for option in &to.options {
         if !from.options.contains(option) {
-            clauses.push(format!(
+            set.push(format!(
                 "{}={}",
                 option_name(&option.name, option.engine_defined),
                 option.value
             ));
         }
     }
+    let (mut engine_defined_reset, mut reset) = (Vec::new(), Vec::new());
     for option in &from.options {
         if !to.options.iter().any(|o| o.name == option.name) {
-            let default = if option.name == "KEY_BLOCK_SIZE" {
+            let default = if !option.engine_defined && ZERO_DEFAULT.contains(&option.name.as_str())
+            {
                 "0"
             } else {
                 "DEFAULT"
             };
-            clauses.push(format!(
+            let clause = format!(
                 "{}={default}",
                 option_name(&option.name, option.engine_defined)
-            ));
+            );
+            if option.engine_defined {
+                engine_defined_reset.push(clause);
+            } else {
+                reset.push(clause);
+            }
         }
     }
-    clauses
+    OptionChanges {
+        set,
+        engine_defined_reset,
+        reset,
+    }
 }

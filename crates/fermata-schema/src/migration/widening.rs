@@ -1,9 +1,10 @@
 //! Whether changing a column's definition can lose data: the type changes that only widen (a
-//! longer string, a wider integer of compatible sign, a decimal with as many digits on both sides,
-//! an enumeration with values appended, a finer time) keep every value; any other type change,
-//! a conversion to another character set than `utf8mb4`, `NOT NULL` added, or a stored column
-//! made generated, may not. Generated columns hold nothing of their own, so changing one never
-//! loses data.
+//! longer string, a wider integer of compatible sign or bit field, a decimal with as many digits
+//! on both sides, an enumeration or set that keeps every value it had, in any order, a finer time)
+//! keep every value, whatever `ZEROFILL` does, which only pads what is shown; any other type
+//! change, a conversion to another character set than `utf8mb4`, `NOT NULL` added, or a stored
+//! column made generated, may not. Generated columns hold nothing of their own, so changing one
+//! never loses data.
 
 use crate::snapshot::model::Column;
 
@@ -41,7 +42,6 @@ struct Type<'a> {
     name: &'a str,
     arguments: Vec<&'a str>,
     unsigned: bool,
-    zerofill: bool,
 }
 
 fn parse(text: &str) -> Type<'_> {
@@ -60,7 +60,6 @@ fn parse(text: &str) -> Type<'_> {
             split_arguments(rest)
         },
         unsigned: text.contains(" unsigned"),
-        zerofill: text.contains(" zerofill"),
     }
 }
 
@@ -112,10 +111,9 @@ fn long_rank(name: &str) -> Option<(bool, u32)> {
 
 /// Whether every value of type `from` is a value of type `to`.
 fn widens(from: &str, to: &str) -> bool {
+    // `ZEROFILL` only pads what is shown; the values are the same (it makes a column
+    // `UNSIGNED`, which the server spells out).
     let (old, new) = (parse(from), parse(to));
-    if old.zerofill != new.zerofill {
-        return false;
-    }
     if let (Some(a), Some(b)) = (integer_rank(old.name), integer_rank(new.name)) {
         // The display width says nothing of the values.
         return match (old.unsigned, new.unsigned) {
@@ -129,6 +127,7 @@ fn widens(from: &str, to: &str) -> bool {
             number(old.arguments.first()) <= number(new.arguments.first())
         }
         ("binary", "binary") => old.arguments == new.arguments,
+        ("bit", "bit") => number(old.arguments.first()) <= number(new.arguments.first()),
         ("char" | "varchar" | "binary" | "varbinary", _) => {
             // A string moved into a long type: the capacity in characters must suffice even at
             // four bytes each.
@@ -152,7 +151,12 @@ fn widens(from: &str, to: &str) -> bool {
             new_int >= old_int && new_scale >= old_scale && (old.unsigned || !new.unsigned)
         }
         ("float", "double") => old.arguments.is_empty() && (old.unsigned || !new.unsigned),
-        ("enum", "enum") | ("set", "set") => new.arguments.starts_with(&old.arguments),
+        // The server converts each value by its text, so any order holds every value the new
+        // list still names.
+        ("enum", "enum") | ("set", "set") => old
+            .arguments
+            .iter()
+            .all(|value| new.arguments.contains(value)),
         ("date", "datetime") => true,
         ("datetime", "datetime") | ("time", "time") | ("timestamp", "timestamp") => {
             number(old.arguments.first()).unwrap_or(0) <= number(new.arguments.first()).unwrap_or(0)
@@ -182,6 +186,12 @@ mod tests {
             ("decimal(10,2)", "decimal(12,4)"),
             ("float", "double"),
             ("enum('a','b')", "enum('a','b','c,d')"),
+            ("enum('a','c')", "enum('c','b','a')"),
+            ("set('x','y')", "set('y','z','x')"),
+            ("int(6) unsigned zerofill", "int(6) unsigned"),
+            ("int(10) unsigned", "int(10) unsigned zerofill"),
+            ("mediumint(8) unsigned", "int(11)"),
+            ("bit(1)", "bit(8)"),
             ("text", "mediumtext"),
             ("varchar(100)", "text"),
             ("datetime", "datetime(6)"),
@@ -196,8 +206,10 @@ mod tests {
             ("int(10) unsigned", "int(11)"),
             ("decimal(10,2)", "decimal(10,4)"),
             ("double", "float"),
-            ("enum('a','b')", "enum('b','a')"),
             ("enum('a','b')", "enum('a')"),
+            ("set('x','y')", "set('y','z')"),
+            ("int(11)", "int(11) unsigned zerofill"),
+            ("bit(8)", "bit(1)"),
             ("mediumtext", "text"),
             ("varchar(20000)", "text"),
             ("datetime(6)", "datetime"),

@@ -56,6 +56,9 @@
 //! panic), its guard spawns a task on the current runtime that drops it over a new connection.
 //! Only a process killed outright leaves one behind, and each verification begins by sweeping
 //! those older than [`LEFTOVER_AGE_SECONDS`], by name.
+//!
+//! The check of migration scripts (`script_check.rs`) is built from the same pieces: [`open`],
+//! [`rebuild`], [`read_back`], [`mismatch`] and the scratch guard.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -41,6 +41,7 @@ mod error_codes;
 mod inventory;
 mod inventory_workflow;
 mod migration_corpus;
+mod migration_corpus_demanding;
 mod mysql_catalog;
 mod mysql_fixtures;
 mod mysql_migration;

@@ -10,6 +10,9 @@
 //! pipes it; a second verification must find every database unchanged. Destructive statements are
 //! checked both ways: a change whose undo (or adopt) loses data has them, shown only when asked;
 //! one that loses nothing has none.
+//!
+//! [`prove`] runs a corpus; [`crate::migration_corpus_demanding`] runs its own through it, each
+//! of its changes given objects of its own besides its base.
 
 use crate::support;
 use crate::workflow_support;
@@ -23,7 +26,7 @@ use fermata_crypto::Keyring;
 use fermata_forge::local::LocalGit;
 use fermata_schema::artifact::ArtifactStore;
 use fermata_schema::drift::DEFAULT_DRIFT_RETENTION;
-use fermata_schema::migration::{Script, Verification};
+use fermata_schema::migration::{Script, Statement, Verification};
 use fermata_schema::package::{Package, PackageSettings};
 use fermata_schema::refresh_run::DEFAULT_CONNECTIONS;
 use fermata_schema::{
@@ -62,22 +65,37 @@ const BASE: &[&str] = &[
      DO DELETE FROM events_log WHERE id < 0",
 ];
 
-/// One change: what it is, its statements, and whether its undo and its adopt script lose data.
-struct Change {
-    what: &'static str,
-    statements: &'static [&'static str],
-    undo_destructive: bool,
-    adopt_destructive: bool,
+/// One change: what it is, what its database holds besides the base (`given`, in the merged
+/// snapshot), the statements that drift it, and whether its undo and its adopt script lose data.
+pub(crate) struct Change {
+    pub(crate) what: &'static str,
+    pub(crate) given: &'static [&'static str],
+    pub(crate) statements: &'static [&'static str],
+    pub(crate) undo_destructive: bool,
+    pub(crate) adopt_destructive: bool,
 }
 
+/// A change of the base alone.
 const fn change(
     what: &'static str,
     statements: &'static [&'static str],
     undo_destructive: bool,
     adopt_destructive: bool,
 ) -> Change {
+    given(what, &[], statements, undo_destructive, adopt_destructive)
+}
+
+/// A change of a database that holds `given` besides the base.
+pub(crate) const fn given(
+    what: &'static str,
+    given: &'static [&'static str],
+    statements: &'static [&'static str],
+    undo_destructive: bool,
+    adopt_destructive: bool,
+) -> Change {
     Change {
         what,
+        given,
         statements,
         undo_destructive,
         adopt_destructive,
@@ -599,11 +617,25 @@ impl Harness {
     }
 }
 
+/// Whether `text` holds `statement` on lines of its own, ended by `;` or, for a stored program,
+/// by the delimiter it is shown between.
+fn holds(text: &str, statement: &Statement) -> bool {
+    let ends = |rest: &str| {
+        rest.starts_with(";\n")
+            || (statement.compound
+                && rest.split_once('\n').is_some_and(|(delimiter, after)| {
+                    !delimiter.is_empty() && after.starts_with("DELIMITER ;\n")
+                }))
+    };
+    text.match_indices(&format!("\n{}", statement.sql))
+        .any(|(at, found)| ends(&text[at + found.len()..]))
+}
+
 fn destructive_shown_only_when_asked(script: &Script, database: &str) -> Result<(), String> {
     let (hidden, shown) = (script.text(database, false), script.text(database, true));
     for statement in &script.statements {
-        let in_hidden = hidden.contains(&format!("{};", statement.sql));
-        let in_shown = shown.contains(&format!("{};", statement.sql));
+        let in_hidden = holds(&hidden, statement);
+        let in_shown = holds(&shown, statement);
         if !in_shown || (statement.destructive.is_some() == in_hidden) {
             return Err(format!(
                 "statement shown wrongly (destructive: {:?}): {}",
@@ -616,12 +648,36 @@ fn destructive_shown_only_when_asked(script: &Script, database: &str) -> Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_change_gets_undo_and_adopt_scripts_that_the_server_proves() {
+    prove(BASE, CHANGES).await;
+}
+
+/// Runs `statements` in `database` as the administrator, on a connection of their own so that
+/// session settings stay with them; panics naming `what` when one fails.
+async fn run_statements(database: &str, statements: &[&str], what: &str) {
+    let mut connection = support::admin().await;
+    connection
+        .execute(format!("USE {}", quoted(database)).as_str())
+        .await
+        .unwrap();
+    for statement in statements {
+        connection
+            .execute(*statement)
+            .await
+            .unwrap_or_else(|error| panic!("{what}: {error}"));
+    }
+}
+
+/// Builds a database per change from `base` and the change's `given`, snapshots them all into a
+/// package, drifts each with its change, and proves both scripts of each (see the module
+/// documentation).
+pub(crate) async fn prove(base: &[&str], changes: &[Change]) {
     let mut admin = admin().await;
-    let names: Vec<String> = (0..CHANGES.len())
+    let names: Vec<String> = (0..changes.len())
         .map(|n| unique(&format!("mig{n}")))
         .collect();
-    for name in &names {
-        support::create_database(&mut admin, name, BASE).await;
+    for (name, change) in names.iter().zip(changes) {
+        support::create_database(&mut admin, name, base).await;
+        run_statements(name, change.given, change.what).await;
     }
     let (user, password) = full_snapshot_account(&mut admin, &names).await;
     let (ws_user, ws_password) = support::workspace_account(&mut admin).await;
@@ -631,8 +687,12 @@ async fn every_change_gets_undo_and_adopt_scripts_that_the_server_proves() {
         Arc::new(LocalGit::new(repository.path())),
     );
     let mut merged = Vec::new();
-    for name in &names {
-        merged.push(support::take(name, 1).await.unwrap());
+    for (name, change) in names.iter().zip(changes) {
+        merged.push(
+            support::take(name, 1)
+                .await
+                .unwrap_or_else(|error| panic!("{}: {error:?}", change.what)),
+        );
     }
     repository.commit_package("main", &merged);
     let harness = Harness::new(
@@ -642,19 +702,8 @@ async fn every_change_gets_undo_and_adopt_scripts_that_the_server_proves() {
     )
     .await;
 
-    for (name, change) in names.iter().zip(CHANGES) {
-        // Each change on a connection of its own, so session settings stay with it.
-        let mut connection = support::admin().await;
-        connection
-            .execute(format!("USE {}", quoted(name)).as_str())
-            .await
-            .unwrap();
-        for statement in change.statements {
-            connection
-                .execute(*statement)
-                .await
-                .unwrap_or_else(|error| panic!("{}: {error}", change.what));
-        }
+    for (name, change) in names.iter().zip(changes) {
+        run_statements(name, change.statements, change.what).await;
     }
     let all: Vec<&str> = names.iter().map(String::as_str).collect();
     let report = harness.verify(&all).await;
@@ -668,7 +717,7 @@ async fn every_change_gets_undo_and_adopt_scripts_that_the_server_proves() {
     .unwrap();
 
     let mut failures = Vec::new();
-    for (name, change) in names.iter().zip(CHANGES) {
+    for (name, change) in names.iter().zip(changes) {
         let result = report
             .databases
             .iter()
@@ -734,7 +783,7 @@ async fn every_change_gets_undo_and_adopt_scripts_that_the_server_proves() {
     let report = harness.verify(&all).await;
     let still: Vec<&str> = names
         .iter()
-        .zip(CHANGES)
+        .zip(changes)
         .filter(|(name, _)| {
             let row = report
                 .databases

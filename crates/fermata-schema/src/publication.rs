@@ -41,11 +41,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::ArtifactStore;
-use crate::migration::Script;
+use crate::migration::{Script, plural};
 use crate::names;
 use crate::package::{Package, REGISTRY_FILE, RegisteredSnapshot};
 use crate::review::ReviewNotes;
 use crate::safe_context::{SafeCode, SafeContext, because};
+use crate::snapshot::render::identifier;
 use crate::tracked::Progress;
 use crate::view::printable;
 
@@ -262,7 +263,6 @@ impl Publication<'_> {
             .ok_or_else(|| SafeError::new(ErrorCode::ArtifactUnavailable))?;
         let removed = Manifest::parse(&artifact.meta.manifest)?.removed;
         let notes = self.review_notes(&artifact.meta).await?;
-        let plural = |count: usize| if count == 1 { "" } else { "s" };
         let mut title = format!(
             "Schema snapshots: {changed} database{} changed",
             plural(changed)
@@ -428,7 +428,7 @@ pub(crate) fn description(
 
 /// `name` in backquotes, as the description's lists show names.
 fn quoted(name: &DatabaseName) -> String {
-    format!("`{}`", printable(name.as_str()).replace('`', "``"))
+    identifier(&printable(name.as_str()))
 }
 
 /// `text` with the characters HTML gives a meaning escaped, for a `<summary>`.
@@ -450,15 +450,7 @@ fn script_block(
     share: usize,
 ) -> String {
     let count = script.statements.len();
-    let mut summary = if script.is_empty() {
-        "nothing to do".to_owned()
-    } else {
-        format!(
-            "{count} statement{}, {}",
-            if count == 1 { "" } else { "s" },
-            script.verification.describe()
-        )
-    };
+    let mut summary = script.summary();
     let destructive = script.destructive_count();
     if destructive > 0 {
         let _ = write!(summary, "; {destructive} destructive, marked");

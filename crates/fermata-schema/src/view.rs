@@ -25,6 +25,7 @@ use crate::migration::{Direction, Migration, Script, Verification, comment};
 use crate::operations::OperationReport;
 use crate::registry_view::{RegisteredDatabase, RegistryReport};
 use crate::review::{DatabaseDiff, FileDiff, ReviewDiff};
+use crate::snapshot::render::identifier;
 
 /// The safe error: `{stage, code, retryable, message}`.
 #[derive(Debug, Clone, Serialize)]
@@ -281,6 +282,9 @@ pub struct ScriptView {
     pub destructive: usize,
     /// The script as a file for the client ([`Script::text`]), destructive statements left out.
     pub text: String,
+    /// [`Script::summary`].
+    #[serde(skip)]
+    headline: String,
 }
 
 impl ScriptView {
@@ -299,20 +303,13 @@ impl ScriptView {
             notes: script.notes.clone(),
             destructive: script.destructive_count(),
             text: script.text(database, false),
+            headline: script.summary(),
         }
     }
 
     /// The script in one line: `3 statements, verified; 1 destructive left out`.
     pub fn summary(&self) -> String {
-        if self.statements.is_empty() {
-            return "nothing to do: the two schemas are the same".to_owned();
-        }
-        let count = self.statements.len();
-        let mut line = format!(
-            "{count} statement{}, {}",
-            plural(count),
-            self.verification.describe()
-        );
+        let mut line = self.headline.clone();
         if self.destructive > 0 {
             let _ = write!(line, "; {} destructive left out", self.destructive);
         }
@@ -345,10 +342,6 @@ impl MigrationView {
             (Direction::Adopt, &self.adopt),
         ]
     }
-}
-
-fn plural(count: usize) -> &'static str {
-    if count == 1 { "" } else { "s" }
 }
 
 /// Appends a line per script of `migration` (its summary, then its notes) to `text`, or
@@ -400,7 +393,7 @@ pub fn script_file<'a>(
                 let _ = writeln!(
                     file,
                     "-- {}: no {} script: {}.",
-                    comment(&format!("`{}`", database.as_str().replace('`', "``"))),
+                    comment(&identifier(database.as_str())),
                     direction.as_str(),
                     comment(why)
                 );

@@ -1,8 +1,9 @@
 //! The rules over a table's keys: `no-primary-key`, `duplicate-index` (an index another one
 //! duplicates, or a plain key a longer B-tree index serves) and `foreign-key-without-index`.
 
-use super::{Found, Object, quoted};
+use super::{Found, Object};
 use crate::snapshot::model::{DatabaseModel, ForeignKey, Index, IndexKind, Table};
+use crate::snapshot::render::identifier;
 
 /// A table without a primary key. One with a unique key over NOT NULL columns is found too:
 /// InnoDB clusters its rows by that key, but replication tools and online schema change tools
@@ -18,7 +19,7 @@ pub(super) fn no_primary_key(model: &DatabaseModel) -> Vec<Found> {
                     "The table has no primary key; InnoDB clusters its rows by the unique key {} \
                      over NOT NULL columns, but replication tools and online schema change need \
                      a primary key, so make that key the primary key.",
-                    quoted(&unique.name)
+                    identifier(&unique.name)
                 ),
                 None => "The table has no primary key, which replication tools and online schema \
                          change need: add one."
@@ -94,10 +95,10 @@ fn rank(index: &Index) -> (bool, IndexKind, &str) {
 fn described(index: &Index) -> String {
     match index.kind {
         IndexKind::Primary => "the primary key".to_owned(),
-        IndexKind::Unique => format!("the unique key {}", quoted(&index.name)),
-        IndexKind::Key => format!("the key {}", quoted(&index.name)),
-        IndexKind::Fulltext => format!("the full-text index {}", quoted(&index.name)),
-        IndexKind::Spatial => format!("the spatial index {}", quoted(&index.name)),
+        IndexKind::Unique => format!("the unique key {}", identifier(&index.name)),
+        IndexKind::Key => format!("the key {}", identifier(&index.name)),
+        IndexKind::Fulltext => format!("the full-text index {}", identifier(&index.name)),
+        IndexKind::Spatial => format!("the spatial index {}", identifier(&index.name)),
     }
 }
 
@@ -180,7 +181,7 @@ pub(super) fn foreign_key_without_index(model: &DatabaseModel) -> Vec<Found> {
                          one, or every change to the referenced rows scans this table.",
                         key.columns
                             .iter()
-                            .map(|column| quoted(column))
+                            .map(|column| identifier(column))
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),

@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::snapshot::model::{DatabaseModel, RoutineKind};
+use crate::snapshot::render::identifier;
 
 mod columns;
 mod definers;
@@ -201,30 +202,27 @@ impl fmt::Display for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Object::Database => f.write_str("database"),
-            Object::Table(name) => write!(f, "table {}", quoted(name)),
+            Object::Table(name) => write!(f, "table {}", identifier(name)),
             Object::Column { table, column } => {
-                write!(f, "column {}.{}", quoted(table), quoted(column))
+                write!(f, "column {}.{}", identifier(table), identifier(column))
             }
             Object::Index { table, index } => {
-                write!(f, "index {}.{}", quoted(table), quoted(index))
+                write!(f, "index {}.{}", identifier(table), identifier(index))
             }
             Object::ForeignKey { table, key } => {
-                write!(f, "foreign key {}.{}", quoted(table), quoted(key))
+                write!(f, "foreign key {}.{}", identifier(table), identifier(key))
             }
-            Object::View(name) => write!(f, "view {}", quoted(name)),
-            Object::Routine(RoutineKind::Function, name) => write!(f, "function {}", quoted(name)),
+            Object::View(name) => write!(f, "view {}", identifier(name)),
+            Object::Routine(RoutineKind::Function, name) => {
+                write!(f, "function {}", identifier(name))
+            }
             Object::Routine(RoutineKind::Procedure, name) => {
-                write!(f, "procedure {}", quoted(name))
+                write!(f, "procedure {}", identifier(name))
             }
-            Object::Trigger(name) => write!(f, "trigger {}", quoted(name)),
-            Object::Event(name) => write!(f, "event {}", quoted(name)),
+            Object::Trigger(name) => write!(f, "trigger {}", identifier(name)),
+            Object::Event(name) => write!(f, "event {}", identifier(name)),
         }
     }
-}
-
-/// `name` in backquotes, a backquote in it doubled as SQL writes it.
-fn quoted(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
 }
 
 /// What one rule found about one object, before it is given its severity.
@@ -479,7 +477,7 @@ mod tests {
     }
 
     #[test]
-    fn objects_are_named_by_kind_with_their_names_quoted() {
+    fn objects_are_named_by_kind_with_their_names_identifier() {
         for (object, shown) in [
             (Object::Database, "database"),
             (Object::Table("a`b".to_owned()), "table `a``b`"),

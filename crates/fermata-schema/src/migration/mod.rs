@@ -167,7 +167,7 @@ impl Migration {
     }
 
     /// Both scripts between `live` and `merged`, each verified in `workspace` when one is
-    /// configured (an empty script needs no workspace). `source_version` is `VERSION()` of the
+    /// configured (an empty script needs no workspace), the two at once. `source_version` is `VERSION()` of the
     /// server `live` was read from.
     pub async fn verified(
         live: &DatabaseSnapshot,
@@ -177,16 +177,20 @@ impl Migration {
     ) -> Migration {
         let mut undo = plan(&live.model, &merged.model, Direction::Undo);
         let mut adopt = plan(&merged.model, &live.model, Direction::Adopt);
-        for (script, from, to) in [(&mut undo, live, merged), (&mut adopt, merged, live)] {
-            script.verification = match workspace {
-                _ if script.is_empty() => Verification::Verified,
+        let verify = |script, from, to| async move {
+            match workspace {
+                _ if Script::is_empty(script) => Verification::Verified,
                 None => Verification::Unverified {
                     reason: "no verification workspace is configured ([schema.workspace])"
                         .to_owned(),
                 },
                 Some(workspace) => verify_script(workspace, from, script, to, source_version).await,
-            };
-        }
+            }
+        };
+        // Each in a scratch schema of its own, at once.
+        let (undone, adopted) =
+            tokio::join!(verify(&undo, live, merged), verify(&adopt, merged, live));
+        (undo.verification, adopt.verification) = (undone, adopted);
         Migration { undo, adopt }
     }
 }
@@ -258,6 +262,19 @@ impl Script {
     /// Whether the two schemas were the same.
     pub fn is_empty(&self) -> bool {
         self.statements.is_empty()
+    }
+
+    /// The script in a few words: `3 statements, verified`, or that there is nothing to do.
+    pub fn summary(&self) -> String {
+        let count = self.statements.len();
+        if count == 0 {
+            return "nothing to do: the two schemas are the same".to_owned();
+        }
+        format!(
+            "{count} statement{}, {}",
+            plural(count),
+            self.verification.describe()
+        )
     }
 
     /// How many statements lose data.
@@ -362,7 +379,8 @@ pub fn comment(text: &str) -> String {
         .collect()
 }
 
-fn plural(count: usize) -> &'static str {
+/// `s` for a count other than one.
+pub(crate) fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
 }
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
-use fermata_schema::artifact::{ArtifactStore, S3Settings, artifact_location};
+use fermata_schema::artifact::{
+    ArtifactStore, S3Settings, artifact_location, staged_notes_location,
+};
 use fermata_store::UnixMillis;
 use fermata_store::schema::{CleanupResult, ErrorCode, OperationId};
 use object_store::aws::AmazonS3Builder;
@@ -62,11 +64,15 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
     let artifacts = ArtifactStore::s3(&settings, keys).unwrap();
     let operation = OperationId::generate();
     let manifest = r#"{"databases":{"shop":{}}}"#.to_owned();
+    let notes = BTreeMap::from([(
+        "shop.json".to_owned(),
+        br#"{"migration":null,"lint":[]}"#.to_vec(),
+    )]);
     let row = artifacts
         .store(
             operation,
             files(),
-            BTreeMap::new(),
+            notes.clone(),
             manifest.clone(),
             UnixMillis(1_900_000_000_000),
         )
@@ -74,6 +80,7 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
         .unwrap();
     let opened = artifacts.open(&row).await.unwrap();
     assert_eq!(opened.files, files());
+    assert_eq!(opened.notes, notes);
     assert_eq!(opened.manifest, manifest);
 
     // The bucket holds ciphertext only.
@@ -99,10 +106,45 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
         .await
         .unwrap();
     assert_eq!(artifacts.staged(operation, 3).await.unwrap(), candidate);
+    // Its review notes beside it, sealed, go with it.
+    artifacts
+        .stage_notes(operation, 3, b"ALTER TABLE `a` ADD y int".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        artifacts
+            .staged_notes(operation, 3)
+            .await
+            .unwrap()
+            .unwrap()
+            .as_slice(),
+        b"ALTER TABLE `a` ADD y int"
+    );
+    let sealed = bucket
+        .get(&ObjectPath::from(
+            staged_notes_location(operation, 3).as_str(),
+        ))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(
+        !sealed
+            .windows(b"ALTER TABLE".len())
+            .any(|window| window == b"ALTER TABLE")
+    );
     artifacts.discard_staged(operation, 3).await;
     assert_eq!(
         artifacts.staged(operation, 3).await.unwrap_err().code(),
         ErrorCode::ArtifactUnavailable
+    );
+    assert!(
+        artifacts
+            .staged_notes(operation, 3)
+            .await
+            .unwrap()
+            .is_none()
     );
 
     // An object changed in the bucket does not open.

@@ -41,9 +41,9 @@ const HOLD_AT_MOST: Duration = Duration::from_secs(5);
 /// What a room hands its recorder.
 #[derive(Debug)]
 enum Entry {
-    /// The document's text as the room (re)loaded it: the baseline later changes are compared
-    /// with. A commit that landed although its answer was lost is not recorded.
-    Baseline(String),
+    /// The document as the room (re)loaded it: the baseline later changes are compared with. A
+    /// commit that landed although its answer was lost is not recorded.
+    Baseline(Baseline),
     /// The text an acknowledged commit left.
     Change {
         text: String,
@@ -51,6 +51,23 @@ enum Entry {
         author: Option<UserId>,
         at: UnixMillis,
     },
+}
+
+/// A baseline: the hash of the loaded text when recovery already had it checked, or else the
+/// text, hashed by the recording.
+#[derive(Debug)]
+enum Baseline {
+    Hash(String),
+    Text(String),
+}
+
+impl Baseline {
+    fn of(doc: &OpenDocument) -> Baseline {
+        match &doc.stored.text_hash {
+            Some(hash) => Baseline::Hash(hash.clone()),
+            None => Baseline::Text(doc.doc.text()),
+        }
+    }
 }
 
 /// A room's recorder: its burst in progress, and the sending end of its history queue. The
@@ -65,13 +82,13 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// The recorder of one document's room, whose text is now `text`, and the recording, for the
-    /// caller to run as a task beside the room's.
+    /// The recorder of one document's room, which has just loaded `doc`, and the recording, for
+    /// the caller to run as a task beside the room's.
     pub(crate) fn start(
         storage: Arc<dyn Storage>,
         fence: WriterFence,
         channel: ChannelId,
-        text: String,
+        doc: &OpenDocument,
     ) -> (Recorder, BoxFuture<'static, ()>) {
         let (queue, mut entries) = mpsc::channel::<Entry>(QUEUE);
         let document = channel.clone();
@@ -79,7 +96,10 @@ impl Recorder {
             let mut last_hash = None;
             while let Some(entry) = entries.recv().await {
                 match entry {
-                    Entry::Baseline(text) => last_hash = Some(fermata_docs::source_hash(&text)),
+                    Entry::Baseline(Baseline::Hash(hash)) => last_hash = Some(hash),
+                    Entry::Baseline(Baseline::Text(text)) => {
+                        last_hash = Some(fermata_docs::source_hash(&text));
+                    }
                     Entry::Change {
                         text,
                         revision,
@@ -109,7 +129,7 @@ impl Recorder {
             queue,
             bursts: Bursts::default(),
         };
-        recorder.submit(Entry::Baseline(text));
+        recorder.submit(Entry::Baseline(Baseline::of(doc)));
         (recorder, recording)
     }
 
@@ -117,7 +137,7 @@ impl Recorder {
     /// is the baseline from now on.
     pub(crate) fn reset(&mut self, doc: &OpenDocument) {
         self.settle(doc);
-        self.submit(Entry::Baseline(doc.doc.text()));
+        self.submit(Entry::Baseline(Baseline::of(doc)));
     }
 
     /// Called before the document changes by a batch whose updates came from `authors`: ends

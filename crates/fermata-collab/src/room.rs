@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_docs::{DocError, OpenDocument, recover};
+use fermata_docs::{DocError, OpenDocument, recover_to_serve};
 use fermata_metrics::{CommitOutcome, Held, Metrics, StorageCause, UpdateRefusal};
 use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
@@ -256,18 +256,15 @@ impl Room {
         id: &ChannelId,
     ) -> Result<(Room, BoxFuture<'static, ()>), Refusal> {
         let doc = load(&*storage, &metrics, id).await?;
-        let (history, recording) = Recorder::start(
-            Arc::clone(&storage),
-            fence.clone(),
-            id.clone(),
-            doc.doc.text(),
-        );
+        let tail = (doc.stored.tail_updates, doc.stored.tail_bytes);
+        let (history, recording) =
+            Recorder::start(Arc::clone(&storage), fence.clone(), id.clone(), &doc);
         let room = Room {
             ended: false,
             history,
             unindexed: PendingIndex::new(id.clone(), unindexed),
             id: id.clone(),
-            size_estimate: doc.doc.state_size(),
+            size_estimate: doc.stored.size_estimate(),
             presence_owners: HashMap::new(),
             published: doc.doc.state_vector(),
             doc,
@@ -277,8 +274,10 @@ impl Room {
             _open: metrics.room_opened(),
             metrics,
             conns: HashMap::new(),
-            commits_since_checkpoint: 0,
-            bytes_since_checkpoint: 0,
+            // The journal after the checkpoint counts towards the next: a document opened with a
+            // long one (after a crash) is checkpointed as soon as the policy says, or on close.
+            commits_since_checkpoint: tail.0,
+            bytes_since_checkpoint: tail.1,
             last_commit: Duration::ZERO,
         };
         Ok((room, recording))
@@ -533,7 +532,7 @@ impl Room {
                 self.metrics.update_refused(UpdateRefusal::Malformed);
                 self.refuse(conn, close::POLICY, "not a y-websocket message");
             }
-            Ok(ClientMessage::StateVector(vector)) => match self.doc.doc.diff_since(&vector) {
+            Ok(ClientMessage::StateVector(vector)) => match self.doc.doc.sync_answer(&vector) {
                 Ok(diff) => self.send(conn, protocol::sync_step2(diff)),
                 Err(_) => {
                     self.metrics.update_refused(UpdateRefusal::Malformed);
@@ -1120,7 +1119,7 @@ impl Room {
             Ok(doc) => {
                 self.doc = doc;
                 self.history.reset(&self.doc);
-                self.size_estimate = self.doc.doc.state_size();
+                self.size_estimate = self.doc.stored.size_estimate();
                 if let Ok(missing) = self.doc.doc.diff_since(&self.published)
                     && !fermata_docs::is_empty_update(&missing)
                 {
@@ -1271,7 +1270,7 @@ async fn load(
             kind: ErrorKind::Conflict,
         });
     }
-    let recovered = recover(&snapshot).map_err(|error| {
+    let recovered = recover_to_serve(snapshot).map_err(|error| {
         tracing::error!(document = %id, error = %ErrorChain(&error), "a document failed recovery");
         Refusal {
             code: close::INTERNAL,

@@ -402,7 +402,8 @@ impl RoomManager {
         }
     }
 
-    /// Stops every room and refuses new ones: on a lost lease or a stop.
+    /// Stops every room and refuses new ones, and waits for their history recordings to finish:
+    /// on a lost lease or a stop.
     pub async fn shutdown(&self, reason: &str) {
         *self
             .inner
@@ -426,6 +427,18 @@ impl RoomManager {
             }
         });
         futures::future::join_all(stops).await;
+        // Each history recording ends once its room is gone and its queue is recorded: the
+        // burst a room settled as it stopped is written under the fence like any other. The
+        // tasks are taken out of the set, so a stop that runs out of time drops them, which
+        // aborts them, as `abandon` would.
+        let mut tasks = std::mem::take(
+            &mut *self
+                .inner
+                .tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        while tasks.join_next().await.is_some() {}
     }
 
     /// Ends every room task where it is, for a stop whose drain ran out of time: a room stuck

@@ -19,7 +19,9 @@ pub use child_conversation::{
     CHAT_CITATION_FIELDS, CHILD_CONVERSATION_FIELDS, ChildClearing, clear_child_conversation,
 };
 pub use diff::{CONTEXT_LINES, DiffLine, DiffRow, LineChange, LineDiff, line_diff};
-pub use recovery::{OpenDocument, RecoveryError, RecoveryProblem, recover};
+pub use recovery::{
+    OpenDocument, RecoveryError, RecoveryProblem, Stored, recover, recover_to_serve,
+};
 pub use sidecar::{
     Comment, GraphEdge, GraphNode, ImplementationGraph, Question, QuestionStatus, Restored,
     SIDECAR_VERSION, Sidecar, SidecarError, restore,

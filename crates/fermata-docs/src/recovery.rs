@@ -40,6 +40,29 @@ pub struct OpenDocument {
     /// IDs of the comments this recovery detached because their passage is gone, for the room
     /// to tell their authors; the comments themselves stay in the sidecar.
     pub detached: Vec<String>,
+    /// What the document was recovered from: the checkpoint and the journal after it.
+    pub stored: Stored,
+}
+
+/// The stored data a document was recovered from, for the room's estimates and checkpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// The bytes of the checkpoint's Yjs state.
+    pub checkpoint_bytes: usize,
+    /// The journal updates replayed after the checkpoint, and their bytes.
+    pub tail_updates: usize,
+    pub tail_bytes: usize,
+    /// The checkpoint's source hash when no journal followed it: the hash of the recovered text,
+    /// already checked, so nobody needs to compute it again.
+    pub text_hash: Option<String>,
+}
+
+impl Stored {
+    /// The encoded size of the document, estimated from above without encoding it: the
+    /// checkpoint and the updates after it, as stored.
+    pub fn size_estimate(&self) -> usize {
+        self.checkpoint_bytes + self.tail_bytes
+    }
 }
 
 impl OpenDocument {
@@ -142,6 +165,25 @@ pub enum RecoveryProblem {
 
 /// Recovers a document from its snapshot.
 pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryError> {
+    recover_with(snapshot, None)
+}
+
+/// [`recover`] for a document about to be served: the checkpoint's bytes are moved, not copied,
+/// and when no journal follows them the document keeps them as its answer to the first client
+/// that holds nothing ([`SourceDoc::sync_answer`]).
+pub fn recover_to_serve(mut snapshot: RecoverySnapshot) -> Result<OpenDocument, RecoveryError> {
+    let state = snapshot
+        .checkpoint
+        .as_mut()
+        .map(|checkpoint| std::mem::take(&mut checkpoint.state));
+    recover_with(&snapshot, state)
+}
+
+/// [`recover`], with the checkpoint's state given apart from `snapshot` when it was moved out.
+fn recover_with(
+    snapshot: &RecoverySnapshot,
+    moved_state: Option<Vec<u8>>,
+) -> Result<OpenDocument, RecoveryError> {
     let channel = &snapshot.channel;
     let fail = |problem| RecoveryError {
         channel: channel.id.clone(),
@@ -172,9 +214,30 @@ pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryErro
     check_journal(snapshot, through).map_err(fail)?;
 
     // 2. The complete state, checked against its canonical text and hash.
-    let mut doc = match checkpoint {
-        Some(checkpoint) => load_checkpoint(checkpoint).map_err(fail)?,
-        None => SourceDoc::new(),
+    let tail_bytes = snapshot.updates.iter().map(|u| u.bytes.len()).sum();
+    let (mut doc, stored) = match checkpoint {
+        Some(checkpoint) => {
+            let stored = Stored {
+                checkpoint_bytes: moved_state.as_ref().unwrap_or(&checkpoint.state).len(),
+                tail_updates: snapshot.updates.len(),
+                tail_bytes,
+                text_hash: snapshot
+                    .updates
+                    .is_empty()
+                    .then(|| checkpoint.source_hash.clone()),
+            };
+            let keep = snapshot.updates.is_empty();
+            let doc = load_checkpoint(checkpoint, moved_state, keep).map_err(fail)?;
+            (doc, stored)
+        }
+        None => (
+            SourceDoc::new(),
+            Stored {
+                tail_updates: snapshot.updates.len(),
+                tail_bytes,
+                ..Stored::default()
+            },
+        ),
     };
 
     // 3. The journal, in order.
@@ -225,6 +288,7 @@ pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryErro
         sequence: channel.sequence,
         epoch: channel.epoch,
         detached,
+        stored,
     })
 }
 
@@ -325,12 +389,23 @@ fn check_journal(snapshot: &RecoverySnapshot, through: i64) -> Result<(), Recove
     }
 }
 
-/// Loads a checkpoint's state and checks it against the stored text and hash.
-fn load_checkpoint(checkpoint: &Checkpoint) -> Result<SourceDoc, RecoveryProblem> {
+/// Loads a checkpoint, checked against its text and hash. Its Yjs state is `moved` when it was
+/// moved out of the checkpoint; the document then keeps those bytes with `keep` (see
+/// [`SourceDoc::from_owned_state`]).
+fn load_checkpoint(
+    checkpoint: &Checkpoint,
+    moved: Option<Vec<u8>>,
+    keep: bool,
+) -> Result<SourceDoc, RecoveryProblem> {
     if source_hash(&checkpoint.canonical_text) != checkpoint.source_hash {
         return Err(RecoveryProblem::CheckpointHash);
     }
-    let doc = SourceDoc::from_state(&checkpoint.state).map_err(RecoveryProblem::CheckpointState)?;
+    let loaded = match moved {
+        Some(state) if keep => SourceDoc::from_owned_state(state),
+        Some(state) => SourceDoc::from_state(&state),
+        None => SourceDoc::from_state(&checkpoint.state),
+    };
+    let doc = loaded.map_err(RecoveryProblem::CheckpointState)?;
     if doc.text() != checkpoint.canonical_text {
         return Err(RecoveryProblem::CheckpointText);
     }
@@ -490,6 +565,47 @@ mod tests {
                 .iter()
                 .any(|c| c.id == "doomed" && c.detached)
         );
+    }
+
+    #[test]
+    fn what_a_document_was_recovered_from_is_told_and_a_bare_checkpoint_is_served_as_stored() {
+        let empty = yrs::updates::encoder::Encode::encode_v1(&yrs::StateVector::default());
+        // Checkpoint and journal: the journal is counted, and nothing is kept to serve.
+        let snapshot = happy_snapshot();
+        let checkpoint_bytes = snapshot.checkpoint.as_ref().unwrap().state.len();
+        let tail_bytes: usize = snapshot.updates.iter().map(|u| u.bytes.len()).sum();
+        let mut open = recover_to_serve(snapshot.clone()).unwrap();
+        assert_eq!(open.stored, recover(&snapshot).unwrap().stored);
+        assert_eq!(
+            open.stored,
+            Stored {
+                checkpoint_bytes,
+                tail_updates: snapshot.updates.len(),
+                tail_bytes,
+                text_hash: None,
+            }
+        );
+        assert_eq!(open.stored.size_estimate(), checkpoint_bytes + tail_bytes);
+        let answer = open.doc.sync_answer(&empty).unwrap();
+        assert_eq!(
+            SourceDoc::from_state(&answer).unwrap().text(),
+            open.doc.text()
+        );
+
+        // A checkpoint alone: its checked hash is the text's, and its bytes the first answer.
+        let mut bare = snapshot;
+        bare.updates.clear();
+        bare.expected_update_sequences.clear();
+        let checkpoint = bare.checkpoint.clone().unwrap();
+        bare.channel.sequence = checkpoint.through_sequence;
+        bare.channel.revision = checkpoint.revision;
+        let mut open = recover_to_serve(bare).unwrap();
+        assert_eq!(
+            open.stored.text_hash.as_ref(),
+            Some(&checkpoint.source_hash)
+        );
+        assert_eq!((open.stored.tail_updates, open.stored.tail_bytes), (0, 0));
+        assert_eq!(open.doc.sync_answer(&empty).unwrap(), checkpoint.state);
     }
 
     #[test]

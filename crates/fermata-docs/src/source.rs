@@ -102,6 +102,11 @@ pub struct SourceDoc {
     /// The root text, fetched once: yrs takes a write transaction to fetch it, which must never
     /// happen while another transaction is open.
     text: TextRef,
+    /// The complete state this document was loaded from, kept until its first change or until
+    /// [`Self::sync_answer`] hands it out: the answer to a peer that holds nothing, without
+    /// encoding the state a second time. Every write transaction goes through
+    /// [`Self::changing`], which drops it.
+    loaded_state: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for SourceDoc {
@@ -131,7 +136,11 @@ impl SourceDoc {
             ..Options::with_client_id(client)
         });
         let text = doc.get_or_insert_text(SOURCE_TEXT);
-        SourceDoc { doc, text }
+        SourceDoc {
+            doc,
+            text,
+            loaded_state: None,
+        }
     }
 
     /// A document loaded from a complete state encoded as a v1 update (a checkpoint's bytes).
@@ -148,6 +157,21 @@ impl SourceDoc {
                 return Ok(doc);
             }
         }
+    }
+
+    /// [`Self::from_state`], keeping `bytes` as the answer to the first peer that holds nothing
+    /// (see [`Self::sync_answer`]) while the document has not changed.
+    pub fn from_owned_state(bytes: Vec<u8>) -> Result<Self, DocError> {
+        let mut doc = Self::from_state(&bytes)?;
+        doc.loaded_state = Some(bytes);
+        Ok(doc)
+    }
+
+    /// The document and its text for a write transaction: what it was loaded from no longer
+    /// describes it.
+    fn changing(&mut self) -> (&Doc, &TextRef) {
+        self.loaded_state = None;
+        (&self.doc, &self.text)
     }
 
     /// Applies a v1 update.
@@ -254,7 +278,7 @@ impl SourceDoc {
         &mut self,
         updates: impl IntoIterator<Item = Result<Update, DocError>>,
     ) -> Result<(), (usize, DocError)> {
-        let doc = &self.doc;
+        let (doc, _) = self.changing();
         let mut index = 0;
         // A malformed update that decodes can still trip an assertion inside yrs; the document is
         // then refused like any other inapplicable update rather than taking the process down.
@@ -319,26 +343,37 @@ impl SourceDoc {
         self.encode_state().len()
     }
 
+    /// The answer to a peer's sync step 1: [`Self::diff_since`], except that a peer that holds
+    /// nothing is given the state the document was loaded from, as loaded, the first time
+    /// (the bytes decode to exactly this document; see [`Self::from_owned_state`]).
+    pub fn sync_answer(&mut self, state_vector: &[u8]) -> Result<Vec<u8>, DocError> {
+        if self.loaded_state.is_some()
+            && decode_state_vector(state_vector)?.is_empty()
+            && let Some(state) = self.loaded_state.take()
+        {
+            return Ok(state);
+        }
+        self.diff_since(state_vector)
+    }
+
     /// Everything this document holds that a peer at `state_vector` lacks, as one v1 update.
     pub fn diff_since(&self, state_vector: &[u8]) -> Result<Vec<u8>, DocError> {
-        // Dropped on purpose: the state vector is the client's, and a panic payload is no error.
-        let vector = panic::catch_unwind(|| StateVector::decode_v1(state_vector))
-            .map_err(|_| DocError::Undecodable)?
-            .map_err(|_| DocError::Undecodable)?;
+        let vector = decode_state_vector(state_vector)?;
         Ok(self.doc.transact().encode_diff_v1(&vector))
     }
 
     /// Inserts `text` at `index` and returns the update that did it.
     pub fn insert(&mut self, index: u32, text: &str) -> Result<Vec<u8>, DocError> {
-        let mut txn = self.doc.transact_mut();
-        let len = self.text.len(&txn);
+        let (doc, root) = self.changing();
+        let mut txn = doc.transact_mut();
+        let len = root.len(&txn);
         if index > len {
             return Err(DocError::OutOfRange {
                 end: u64::from(index),
                 len,
             });
         }
-        self.text.insert(&mut txn, index, text);
+        root.insert(&mut txn, index, text);
         // Committing first makes these exactly the bytes `observe_update_v1` would deliver.
         txn.commit();
         Ok(txn.encode_update_v1())
@@ -346,14 +381,15 @@ impl SourceDoc {
 
     /// Deletes `len` code units from `index` and returns the update that did it.
     pub fn delete(&mut self, index: u32, len: u32) -> Result<Vec<u8>, DocError> {
-        let mut txn = self.doc.transact_mut();
-        let text_len = self.text.len(&txn);
+        let (doc, root) = self.changing();
+        let mut txn = doc.transact_mut();
+        let text_len = root.len(&txn);
         let end = u64::from(index) + u64::from(len);
         if end > u64::from(text_len) {
             return Err(DocError::OutOfRange { end, len: text_len });
         }
         if len > 0 {
-            self.text.remove_range(&mut txn, index, len);
+            root.remove_range(&mut txn, index, len);
         }
         txn.commit();
         Ok(txn.encode_update_v1())
@@ -362,8 +398,9 @@ impl SourceDoc {
     /// Makes the text read `text` and returns the update that did it. Only the part between the
     /// common prefix and suffix is replaced, so anchors on untouched passages keep their place.
     pub fn replace_all(&mut self, text: &str) -> Vec<u8> {
-        let mut txn = self.doc.transact_mut();
-        let old = self.text.get_string(&txn);
+        let (doc, root) = self.changing();
+        let mut txn = doc.transact_mut();
+        let old = root.get_string(&txn);
         let prefix: usize = old
             .chars()
             .zip(text.chars())
@@ -383,9 +420,9 @@ impl SourceDoc {
         let at = utf16_len(&old[..prefix]);
         let removed_len = utf16_len(removed);
         if removed_len > 0 {
-            self.text.remove_range(&mut txn, at, removed_len);
+            root.remove_range(&mut txn, at, removed_len);
         }
-        self.text.insert(&mut txn, at, added);
+        root.insert(&mut txn, at, added);
         txn.commit();
         txn.encode_update_v1()
     }
@@ -451,6 +488,14 @@ pub fn validate_update(bytes: &[u8]) -> Result<(), DocError> {
     decode_update(bytes).map(|_| ())
 }
 
+/// A peer's v1-encoded state vector.
+fn decode_state_vector(bytes: &[u8]) -> Result<StateVector, DocError> {
+    // Dropped on purpose: the state vector is the client's, and a panic payload is no error.
+    panic::catch_unwind(|| StateVector::decode_v1(bytes))
+        .map_err(|_| DocError::Undecodable)?
+        .map_err(|_| DocError::Undecodable)
+}
+
 /// SHA-256 of a canonical text, lowercase hex: the source hash stored beside a checkpoint.
 pub fn source_hash(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
@@ -496,6 +541,41 @@ mod tests {
         let mut doc = SourceDoc::new();
         doc.insert(0, text).unwrap();
         doc
+    }
+
+    #[test]
+    fn a_peer_that_holds_nothing_is_first_answered_with_the_loaded_state_until_a_change() {
+        let stored = doc_with("# Plan\n").encode_state();
+        let empty = StateVector::default().encode_v1();
+        let mut doc = SourceDoc::from_owned_state(stored.clone()).unwrap();
+        // A peer that holds something (here all of it) gets its diff, and the loaded state stays.
+        let peer = doc.state_vector();
+        assert!(is_empty_update(&doc.sync_answer(&peer).unwrap()));
+        assert_eq!(doc.sync_answer(&empty).unwrap(), stored);
+        // Handed out once: the next peer's answer is encoded, and says the same.
+        let encoded = doc.sync_answer(&empty).unwrap();
+        let replica = SourceDoc::from_state(&encoded).unwrap();
+        assert_eq!(replica.text(), "# Plan\n");
+
+        // Any change drops it, deletions too (they leave the state vector as it was).
+        for change in [
+            (|doc: &mut SourceDoc| drop(doc.delete(0, 2).unwrap())) as fn(&mut SourceDoc),
+            |doc| drop(doc.insert(0, "x").unwrap()),
+            |doc| drop(doc.replace_all("other")),
+            |doc| {
+                doc.apply_update(&doc_with("elsewhere").encode_state())
+                    .unwrap()
+            },
+        ] {
+            let mut doc = SourceDoc::from_owned_state(stored.clone()).unwrap();
+            change(&mut doc);
+            let answer = doc.sync_answer(&empty).unwrap();
+            assert_ne!(answer, stored);
+            assert_eq!(SourceDoc::from_state(&answer).unwrap().text(), doc.text());
+        }
+        // A state vector that does not decode is refused, whatever is kept.
+        let mut doc = SourceDoc::from_owned_state(stored).unwrap();
+        assert!(doc.sync_answer(&[0xff]).is_err());
     }
 
     /// An update a client made on its own copy of `base` with `edit` (given the root text,

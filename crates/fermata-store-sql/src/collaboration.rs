@@ -28,6 +28,7 @@ use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
 use crate::journal_read::{journal_updates, read_journal};
+use crate::recovery_read::read_at_once;
 use crate::row::{column, instant};
 
 /// What one commit's statements did in a fenced transaction.
@@ -86,6 +87,8 @@ pub(crate) struct Statements {
     updates_after: String,
     events_after: String,
     snapshot: String,
+    /// The generation of channel `$1`'s checkpoint, without its text and state.
+    snapshot_generation: String,
     upsert_snapshot: String,
     prune: String,
     clear_journal: String,
@@ -125,6 +128,9 @@ impl Statements {
                         sidecar_version, sidecar, sidecar_unanswered_decisions, created_at \
                  FROM channel_snapshots WHERE channel_id = $1",
             ),
+            snapshot_generation: dialect.render(
+                "SELECT generation FROM channel_snapshots WHERE channel_id = $1",
+            ),
             upsert_snapshot: dialect.render(
                 "INSERT INTO channel_snapshots (channel_id, epoch, generation, through_sequence, revision, \
                      canonical_text, source_hash, state, sidecar_version, sidecar, sidecar_unanswered_decisions, created_at) \
@@ -148,25 +154,26 @@ impl Statements {
     }
 }
 
-fn checkpoint_from(row: &AnyRow, action: &str) -> StoreResult<Checkpoint> {
-    let sidecar = match column::<Option<i64>>(row, 7, action)? {
+/// A checkpoint from the eleven columns of the `snapshot` statement, the first at index `at`.
+pub(crate) fn checkpoint_from(row: &AnyRow, at: usize, action: &str) -> StoreResult<Checkpoint> {
+    let sidecar = match column::<Option<i64>>(row, at + 7, action)? {
         None => None,
         Some(version) => Some(SidecarState {
             version,
-            json: column::<Option<String>>(row, 8, action)?.unwrap_or_default(),
-            unanswered_decisions: column::<Option<i64>>(row, 9, action)?.unwrap_or_default(),
+            json: column::<Option<String>>(row, at + 8, action)?.unwrap_or_default(),
+            unanswered_decisions: column::<Option<i64>>(row, at + 9, action)?.unwrap_or_default(),
         }),
     };
     Ok(Checkpoint {
-        epoch: column(row, 0, action)?,
-        generation: column(row, 1, action)?,
-        through_sequence: column(row, 2, action)?,
-        revision: column(row, 3, action)?,
-        canonical_text: column(row, 4, action)?,
-        source_hash: column(row, 5, action)?,
-        state: column(row, 6, action)?,
+        epoch: column(row, at, action)?,
+        generation: column(row, at + 1, action)?,
+        through_sequence: column(row, at + 2, action)?,
+        revision: column(row, at + 3, action)?,
+        canonical_text: column(row, at + 4, action)?,
+        source_hash: column(row, at + 5, action)?,
+        state: column(row, at + 6, action)?,
         sidecar,
-        created_at: instant(row, 10, action)?,
+        created_at: instant(row, at + 10, action)?,
     })
 }
 
@@ -182,7 +189,7 @@ impl SqlStorage {
             .fetch_optional(conn)
             .await
             .context(action)?;
-        row.map(|row| checkpoint_from(&row, action)).transpose()
+        row.map(|row| checkpoint_from(&row, 0, action)).transpose()
     }
 
     async fn write_state(
@@ -213,11 +220,12 @@ impl SqlStorage {
         action: &str,
     ) -> StoreResult<Checkpoint> {
         let sql = &self.inner.collaboration_sql;
-        let generation = self
-            .checkpoint_on(conn, id, action)
-            .await?
-            .map_or(0, |c| c.generation)
-            + 1;
+        let previous: Option<i64> = sqlx::query_scalar(&sql.snapshot_generation)
+            .bind(&id.0)
+            .fetch_optional(&mut *conn)
+            .await
+            .context(action)?;
+        let generation = previous.unwrap_or(0) + 1;
         let sidecar = checkpoint.sidecar.as_ref();
         sqlx::query(&sql.upsert_snapshot)
             .bind(&id.0)
@@ -683,6 +691,11 @@ impl CollaborationStore for SqlStorage {
         let action = "reading a document for recovery";
         let sql = &self.inner.collaboration_sql;
         let mut conn = self.inner.pool.acquire().await.context(action)?;
+        if let Some(snapshot) =
+            read_at_once(&mut conn, &self.inner.recovery_sql, id, action).await?
+        {
+            return Ok(snapshot);
+        }
         let mut tx = conn
             .begin_with(self.inner.dialect.begin_snapshot())
             .await

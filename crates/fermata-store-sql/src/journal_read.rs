@@ -20,13 +20,13 @@ use crate::dialect::Dialect;
 use crate::error::StoreContext;
 
 /// The sequences one chunk covers.
-const CHUNK: i64 = 4096;
+pub(crate) const CHUNK: i64 = 4096;
 /// The largest row read in a chunk, in bytes: a chunk's value stays under 32 MiB of text.
-const SMALL: i64 = 4096;
+pub(crate) const SMALL: i64 = 4096;
 
 /// How a dialect packs many entries into one value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Packing {
+pub(crate) enum Packing {
     /// Text, on SQLite, which has no way to build binary values: `sequence hex` entries, and
     /// decimal sequences, separated by commas.
     Text,
@@ -49,27 +49,36 @@ pub(crate) struct JournalStatements {
     /// The first journal sequence of channel `$1` after `$2`, if any.
     next: &'static str,
     /// The update sequences after `$2` that the operation records of channel `$1` name, packed.
-    expected: &'static str,
+    expected: String,
+}
+
+/// How `dialect` packs a journal: its [`Packing`], the aggregate that packs the rows of
+/// `channel_updates` (`{small}` stands for the filter that keeps the small ones), and the one that
+/// packs the `update_sequence` of `channel_operations`.
+pub(crate) fn packing(dialect: Dialect) -> (Packing, &'static str, &'static str) {
+    match dialect {
+        Dialect::Sqlite => (
+            Packing::Text,
+            "CAST(string_agg(CAST(sequence AS TEXT) || ' ' || hex(bytes), ',') {small} AS BLOB)",
+            "CAST(string_agg(CAST(update_sequence AS TEXT), ',') AS BLOB)",
+        ),
+        Dialect::Postgres => (
+            Packing::Binary,
+            "string_agg(int8send(sequence) || int4send(length(bytes)) || bytes, ''::bytea) {small}",
+            "string_agg(int8send(update_sequence), ''::bytea)",
+        ),
+    }
+}
+
+/// The filter that keeps the rows small enough for a packed chunk.
+pub(crate) fn small_rows() -> String {
+    format!("FILTER (WHERE length(bytes) <= {SMALL})")
 }
 
 impl JournalStatements {
     pub(crate) fn new(dialect: Dialect) -> Self {
-        // `{small}` in an entries expression stands for the filter that keeps the small rows.
-        let (packing, entries, expected) = match dialect {
-            Dialect::Sqlite => (
-                Packing::Text,
-                "CAST(string_agg(CAST(sequence AS TEXT) || ' ' || hex(bytes), ',') {small} AS BLOB)",
-                "SELECT CAST(string_agg(CAST(update_sequence AS TEXT), ',') AS BLOB) \
-                 FROM channel_operations WHERE channel_id = $1 AND update_sequence > $2",
-            ),
-            Dialect::Postgres => (
-                Packing::Binary,
-                "string_agg(int8send(sequence) || int4send(length(bytes)) || bytes, ''::bytea) {small}",
-                "SELECT string_agg(int8send(update_sequence), ''::bytea) \
-                 FROM channel_operations WHERE channel_id = $1 AND update_sequence > $2",
-            ),
-        };
-        let small = format!("FILTER (WHERE length(bytes) <= {SMALL})");
+        let (packing, entries, expected) = packing(dialect);
+        let small = small_rows();
         let entries = entries.replace("{small}", &small);
         JournalStatements {
             packing,
@@ -82,7 +91,10 @@ impl JournalStatements {
                    WHERE channel_id = $1 AND sequence > $2 AND sequence <= $3 \
                      AND (length(bytes) > $4 OR length(bytes) <= $5) ORDER BY sequence",
             next: "SELECT min(sequence) FROM channel_updates WHERE channel_id = $1 AND sequence > $2",
-            expected,
+            expected: format!(
+                "SELECT {expected} FROM channel_operations \
+                 WHERE channel_id = $1 AND update_sequence > $2"
+            ),
         }
     }
 }
@@ -146,18 +158,27 @@ pub(crate) async fn read_journal(
     }
     // A few sorted runs: the sort merges them.
     updates.sort_by_key(|update| update.sequence);
-    let expected: Option<Vec<u8>> = sqlx::query_scalar(sql.expected)
+    let expected: Option<Vec<u8>> = sqlx::query_scalar(&sql.expected)
         .bind(&id.0)
         .bind(after)
         .fetch_one(&mut *conn)
         .await
         .context(action)?;
-    let mut expected = match expected {
-        Some(packed) => unpack_sequences(sql.packing, &packed, action)?,
+    Ok((updates, expected_sequences(sql.packing, expected, action)?))
+}
+
+/// The packed update sequences of the operation records, sorted.
+pub(crate) fn expected_sequences(
+    packing: Packing,
+    packed: Option<Vec<u8>>,
+    action: &str,
+) -> StoreResult<Vec<i64>> {
+    let mut expected = match packed {
+        Some(packed) => unpack_sequences(packing, &packed, action)?,
         None => Vec::new(),
     };
     expected.sort_unstable();
-    Ok((updates, expected))
+    Ok(expected)
 }
 
 /// The sizes of rows [`rows`] reads: larger than the first or not larger than the second.
@@ -201,7 +222,7 @@ pub(crate) fn journal_updates(rows: Vec<(i64, i64, Vec<u8>)>) -> Vec<JournalUpda
 }
 
 /// Appends the packed rows of one chunk, all of epoch `epoch`, to `updates`.
-fn unpack_chunk(
+pub(crate) fn unpack_chunk(
     packing: Packing,
     mut entries: &[u8],
     epoch: i64,

@@ -26,6 +26,7 @@ mod mcp_session;
 mod media;
 pub mod migrations;
 mod planner;
+mod recovery_read;
 mod repository;
 mod research;
 mod row;
@@ -167,6 +168,7 @@ struct Inner {
     channel_sql: channel::Statements,
     collaboration_sql: collaboration::Statements,
     journal_sql: journal_read::JournalStatements,
+    recovery_sql: recovery_read::RecoveryStatement,
     schema_sql: schema::Statements,
     workflow_sql: workflow::Statements,
     jobs_sql: jobs::Statements,
@@ -242,6 +244,7 @@ impl SqlStorage {
                 channel_sql: channel::Statements::new(dialect),
                 collaboration_sql: collaboration::Statements::new(dialect),
                 journal_sql: journal_read::JournalStatements::new(dialect),
+                recovery_sql: recovery_read::RecoveryStatement::new(dialect),
                 schema_sql: schema::Statements::new(dialect),
                 workflow_sql: workflow::Statements::new(dialect),
                 jobs_sql: jobs::Statements::new(dialect),

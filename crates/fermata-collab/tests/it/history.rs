@@ -276,6 +276,32 @@ async fn browser_edits_are_credited_to_their_member_and_recorded_only_after_ackn
 }
 
 #[tokio::test]
+async fn a_stop_records_the_burst_in_progress_before_it_returns() {
+    let rig = Rig::open(Mode::Gated).await;
+    let mut ann = Client::join(&rig, "ann").await;
+    ann.type_text("typed just before the stop").await;
+    let revision = eventually_some("the edit saved", || async {
+        let (text, revision) = rig.stored().await;
+        (!text.is_empty()).then_some(revision)
+    })
+    .await;
+    // The burst is still open (it settles a second after the last edit), and its write is held
+    // for a while once the stop settles it.
+    rig.hold_history().await;
+    let stopping = rig.rooms.shutdown("the server is stopping");
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        rig.release_history();
+    };
+    tokio::join!(stopping, release);
+    // The stop waited for the recording, so the server may now give up its fence.
+    let versions = rig.versions().await;
+    assert_eq!(versions.len(), 1, "the burst was not recorded by the stop");
+    assert_eq!(versions[0].revision, revision);
+    assert_eq!(versions[0].author, Some(user("ann")));
+}
+
+#[tokio::test]
 async fn a_batch_mixing_members_is_credited_to_the_member_whose_update_came_last() {
     // A wide batch window, so both members' updates go into one commit.
     let settings = CollabSettings {

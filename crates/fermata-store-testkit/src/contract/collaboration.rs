@@ -320,6 +320,8 @@ pub async fn a_commit_assigns_the_next_revision_and_sequence_and_writes_all_it_c
     let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
     assert_eq!(snapshot.sidecar, Some(sidecar(2)));
     assert_eq!(snapshot.expected_update_sequences, [1, 3]);
+    assert_eq!(snapshot.updates, updates);
+    assert_eq!(snapshot.events, events);
     let reloaded = docs.reload(&channel).await;
     assert_eq!((reloaded.revision, reloaded.sequence), (3, 3));
     assert!(reloaded.updated_at >= channel.updated_at);
@@ -331,6 +333,15 @@ pub async fn a_commit_assigns_the_next_revision_and_sequence_and_writes_all_it_c
             .len(),
         1
     );
+    // Once a checkpoint covers them, the journal and the events are not read for recovery.
+    collaboration
+        .save_checkpoint(&docs.fence, &channel.id, &checkpoint(1, 3, 3, "three"))
+        .await
+        .unwrap();
+    let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
+    assert!(snapshot.updates.is_empty() && snapshot.events.is_empty());
+    assert_eq!(snapshot.sidecar, Some(sidecar(2)));
+    assert_eq!(snapshot.checkpoint.map(|c| c.through_sequence), Some(3));
 }
 
 pub async fn a_stale_revision_is_a_conflict_and_changes_nothing(harness: &dyn Harness) {

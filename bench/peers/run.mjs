@@ -14,125 +14,17 @@
 // sets the writers (default 8), FERMATA_BENCH_UPDATES the edits each (default 200),
 // FERMATA_BENCH_PEER_ROUNDS the rounds (default 3).
 
-import { spawn } from 'node:child_process'
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { mkdirSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { closedLoop, edit } from './harness.mjs'
+import {
+  HERE, Process, argument as commandLine, cleanEnvironment, fermataCommand, freePort, keepFolder, median,
+  percentile, record, removeFolder, setting, version
+} from './servers.mjs'
 
-const HERE = path.dirname(fileURLToPath(import.meta.url))
 const WARM_UP = 10
-const PATIENCE_MS = 60000
-
-function setting (name, fallback) {
-  const value = process.env[name]
-  if (value === undefined) return fallback
-  if (!/^[1-9]\d*$/.test(value)) throw new Error(`${name} must be a positive whole number, not ${JSON.stringify(value)}`)
-  return Number(value)
-}
-
-function argument (name) {
-  const at = process.argv.indexOf(name)
-  if (at < 0 || at + 1 >= process.argv.length) {
-    process.stderr.write(`usage: run.mjs --fermata BIN --postgres URL (missing ${name})\n`)
-    process.exit(2)
-  }
-  return process.argv[at + 1]
-}
-
-const freePort = () => new Promise((resolve, reject) => {
-  const server = createServer()
-  server.on('error', reject)
-  server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address()
-    server.close(() => resolve(port))
-  })
-})
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** The environment without fermata's own settings, so the caller's do not leak in. */
-function cleanEnvironment (extra) {
-  const env = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith('FERMATA_') && key !== 'HANDOVER') env[key] = value
-  }
-  return { ...env, ...extra }
-}
-
-/** Every server started and the data folder, so that an interrupted run cleans up too. */
-const started = new Set()
-let dataFolder = null
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    for (const server of started) server.child.kill('SIGTERM')
-    if (dataFolder) rmSync(dataFolder, { recursive: true, force: true })
-    process.exit(1)
-  })
-}
-
-/** A server process whose output is kept, and shown when something fails. */
-class Process {
-  constructor (name, command, args, env) {
-    this.name = name
-    this.child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
-    started.add(this)
-    this.output = []
-    const keep = (chunk) => { this.output.push(chunk) }
-    this.child.stdout.on('data', keep)
-    this.child.stderr.on('data', keep)
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })))
-    this.running = true
-    this.exited.then(() => {
-      this.running = false
-      started.delete(this)
-    })
-  }
-
-  text () {
-    return Buffer.concat(this.output).toString()
-  }
-
-  /** Waits until GET `url` answers 200, failing when the process exits first. */
-  async ready (url) {
-    const deadline = Date.now() + PATIENCE_MS
-    while (Date.now() < deadline) {
-      if (!this.running) throw new Error(`${this.name} exited before it was ready:\n${this.text()}`)
-      try {
-        const answer = await fetch(url)
-        if (answer.status === 200) return
-      } catch {
-        // Not listening yet.
-      }
-      await sleep(50)
-    }
-    throw new Error(`${this.name} was not ready in ${PATIENCE_MS} ms:\n${this.text()}`)
-  }
-
-  async stop () {
-    if (this.running) this.child.kill('SIGTERM')
-    return this.exited
-  }
-}
-
-/** Runs `fermata ARGS` to the end with `input` on its standard input; returns its output. */
-function fermataCommand (bin, args, env, input) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { env, stdio: ['pipe', 'pipe', 'pipe'] })
-    const out = []
-    const err = []
-    child.stdout.on('data', (chunk) => out.push(chunk))
-    child.stderr.on('data', (chunk) => err.push(chunk))
-    child.on('error', reject)
-    child.on('exit', (code) => {
-      if (code === 0) resolve(Buffer.concat(out).toString().trim())
-      else reject(new Error(`fermata ${args.join(' ')} failed (${code}): ${Buffer.concat(err)}`))
-    })
-    child.stdin.end(input)
-  })
-}
+const argument = (name) => commandLine(name, 'run.mjs --fermata BIN --postgres URL')
 
 /**
  * fermata serve on one backend, with two users and an API token each: the writers' and the
@@ -215,17 +107,6 @@ async function peer (name, args, env, framing) {
   }
 }
 
-const version = (pkg) =>
-  JSON.parse(readFileSync(path.join(HERE, 'node_modules', pkg, 'package.json'), 'utf8')).version
-
-/** Nearest rank, as the Rust benchmarks summarize: always an observed sample. */
-function percentile (sorted, percent) {
-  const rank = Math.max(1, Math.ceil(sorted.length * percent / 100))
-  return sorted[rank - 1]
-}
-
-const median = (values) => percentile([...values].sort((a, b) => a - b), 50)
-
 function summarize (run) {
   const { latencies, wall } = run
   const sorted = [...latencies].sort((a, b) => a - b)
@@ -240,13 +121,6 @@ function summarize (run) {
 const line = (name, figures) =>
   `${name.padEnd(18)} ${figures.perSecond.toFixed(0).padStart(6)} edits/s  p50 ${figures.p50.toFixed(2).padStart(7)} ms  p99 ${figures.p99.toFixed(2).padStart(7)} ms  harness CPU ${(figures.harnessCpu * 100).toFixed(0).padStart(3)}%`
 
-function record (group, figure, unit, measured, floor, floorName, goal) {
-  const file = process.env.FERMATA_BENCH_RECORD
-  if (!file) return
-  const row = { group, figure, unit, measured, floor, floor_name: floorName, ratio: measured / floor, goal }
-  appendFileSync(file, JSON.stringify(row) + '\n')
-}
-
 async function main () {
   const bin = argument('--fermata')
   const postgresUrl = argument('--postgres')
@@ -254,7 +128,7 @@ async function main () {
   const edits = setting('FERMATA_BENCH_UPDATES', 200)
   const rounds = setting('FERMATA_BENCH_PEER_ROUNDS', 3)
   const folder = mkdtempSync(path.join(tmpdir(), 'fermata-peers-'))
-  dataFolder = folder
+  keepFolder(folder)
   const servers = []
   const stopAll = () => Promise.all(servers.map((s) => s.server.stop()))
   try {
@@ -320,12 +194,12 @@ async function main () {
     }
   } catch (error) {
     await stopAll()
-    rmSync(folder, { recursive: true, force: true })
+    removeFolder(folder)
     for (const s of servers) process.stderr.write(`--- ${s.name} output ---\n${s.server.text()}\n`)
     throw error
   }
   const exits = await Promise.all(servers.map(async (s) => [s.name, await s.server.stop()]))
-  rmSync(folder, { recursive: true, force: true })
+  removeFolder(folder)
   for (const [name, exit] of exits) {
     if (name.startsWith('fermata') && exit.code !== 0) {
       throw new Error(`${name} did not stop cleanly (${JSON.stringify(exit)})`)

@@ -3,8 +3,10 @@
 Usage: bench_table.py RECORD JSON_OUT [PREVIOUS_JSON]
 
 RECORD holds one JSON object a line, as the benchmarks append them (figure, measured, floor,
-ratio, goal); JSON_OUT receives them as one document a later run can be compared with; when
-PREVIOUS_JSON is given, the table adds that run's ratio beside each figure it also has.
+ratio, goal, and where a figure sums up several rounds, its spread: the lowest and highest ratio
+of those rounds); JSON_OUT receives them as one document a later run can be compared with; when
+PREVIOUS_JSON is given, the table adds that run's ratio beside each figure it also has. The
+spread column appears only when some figure has one.
 """
 
 import json
@@ -34,6 +36,9 @@ def main():
         json.dump({"finished_at": int(time.time()), "figures": rows}, file, indent=1)
         file.write("\n")
     header = ["group", "figure", "measured", "floor", "ratio", "goal", "met"]
+    spreads = any("spread" in row for row in rows)
+    if spreads:
+        header.insert(5, "spread")
     if previous:
         header.append("previous ratio")
     table = [header]
@@ -47,6 +52,9 @@ def main():
             row["goal"] or "",
             meets(row["ratio"], row["goal"]),
         ]
+        if spreads:
+            spread = row.get("spread")
+            line.insert(5, "" if spread is None else f"{spread[0]:.2f}x to {spread[1]:.2f}x")
         if previous:
             before = previous.get((row["group"], row["figure"]))
             line.append("" if before is None else f"{before:.2f}x")

@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::fence::WriterFence;
+use crate::spread::spread;
 
 /// How many entries wait for the recording task before new ones are dropped. Each holds a
 /// complete text, so the queue is short: it only fills while the history store is stalled.
@@ -127,7 +128,7 @@ impl Recorder {
         let recorder = Recorder {
             channel,
             queue,
-            bursts: Bursts::default(),
+            bursts: Bursts::spread(),
         };
         recorder.submit(Entry::Baseline(Baseline::of(doc)));
         (recorder, recording)
@@ -219,13 +220,32 @@ struct Burst {
 }
 
 /// The burst in progress: a member's changes acknowledged less than [`SETTLE`] apart, for at
-/// most [`HOLD_AT_MOST`], recorded as the last of them.
-#[derive(Debug, Default)]
+/// most `hold` (at least [`HOLD_AT_MOST`]), recorded as the last of them.
+#[derive(Debug)]
 struct Bursts {
     current: Option<Burst>,
+    /// The longest a burst is held, drawn for the room (see `spread.rs`).
+    hold: Duration,
+}
+
+impl Default for Bursts {
+    fn default() -> Self {
+        Bursts {
+            current: None,
+            hold: HOLD_AT_MOST,
+        }
+    }
 }
 
 impl Bursts {
+    /// A room's bursts, held for its own share beyond [`HOLD_AT_MOST`].
+    fn spread() -> Self {
+        Bursts {
+            current: None,
+            hold: spread(HOLD_AT_MOST),
+        }
+    }
+
     /// Whether a batch by `authors` at `now` continues the burst in progress (so it need not be
     /// recorded first): all of them are its member, and it has not run out. True with no burst.
     fn continued_by<'a>(
@@ -236,7 +256,8 @@ impl Bursts {
         match &self.current {
             None => true,
             Some(burst) => {
-                now < burst.deadline() && authors.into_iter().all(|author| *author == burst.author)
+                now < burst.deadline(self.hold)
+                    && authors.into_iter().all(|author| *author == burst.author)
             }
         }
     }
@@ -266,7 +287,7 @@ impl Bursts {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.current.as_ref().map(Burst::deadline)
+        self.current.as_ref().map(|burst| burst.deadline(self.hold))
     }
 
     fn end(&mut self) -> Option<Burst> {
@@ -275,9 +296,9 @@ impl Bursts {
 }
 
 impl Burst {
-    /// When it is recorded if no change of its member comes first.
-    fn deadline(&self) -> Instant {
-        (self.last + SETTLE).min(self.began + HOLD_AT_MOST)
+    /// When it is recorded if no change of its member comes first, held at most `hold`.
+    fn deadline(&self, hold: Duration) -> Instant {
+        (self.last + SETTLE).min(self.began + hold)
     }
 }
 

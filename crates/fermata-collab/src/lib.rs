@@ -28,6 +28,7 @@ mod room;
 mod rooms;
 mod search_index;
 mod settings;
+mod spread;
 pub mod startup;
 pub mod storage_outage;
 pub mod sweeps;

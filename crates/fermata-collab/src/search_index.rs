@@ -2,8 +2,8 @@
 //! text: tokenizing a whole document on every keystroke's commit would cost more than the commit
 //! itself. Each such commit marks the document's indexed text as behind, in its own transaction
 //! (so the mark is as durable as the edit), and the room writes the text once its writers pause
-//! ([`PAUSE`]), at the latest [`AT_MOST`] after the first edit it has not indexed, before any
-//! search asks (`RoomManager::index_open_texts`, which asks only the rooms listed in
+//! ([`PAUSE`]), at the latest [`AT_MOST`] and the room's own share beyond it (`spread.rs`)
+//! after the first edit it has not indexed, before any search asks (`RoomManager::index_open_texts`, which asks only the rooms listed in
 //! [`Unindexed`]), and when it closes. A process that stops before that leaves the mark, and the
 //! next start indexes the document from its journal.
 
@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use fermata_store::ChannelId;
 use tokio::time::Instant;
+
+use crate::spread::spread;
 
 /// How long the writers must pause before the text is indexed.
 pub(crate) const PAUSE: Duration = Duration::from_secs(2);
@@ -62,15 +64,24 @@ pub(crate) struct PendingIndex {
     since: Option<(Instant, Instant)>,
     /// After a failed attempt: when to try again.
     retry_at: Option<Instant>,
+    /// The longest an edit waits to be indexed.
+    at_most: Duration,
 }
 
 impl PendingIndex {
+    /// A room's pending index, due at most its own share beyond [`AT_MOST`] after its first
+    /// edit not indexed (see `spread.rs`).
     pub(crate) fn new(id: ChannelId, listed: Unindexed) -> Self {
+        Self::due_within(id, listed, spread(AT_MOST))
+    }
+
+    fn due_within(id: ChannelId, listed: Unindexed, at_most: Duration) -> Self {
         PendingIndex {
             id,
             listed,
             since: None,
             retry_at: None,
+            at_most,
         }
     }
 
@@ -91,7 +102,7 @@ impl PendingIndex {
     /// When the text is next due to be indexed, if anything is pending.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let (first, last) = self.since?;
-        let due = (last + PAUSE).min(first + AT_MOST);
+        let due = (last + PAUSE).min(first + self.at_most);
         Some(self.retry_at.map_or(due, |retry| retry.max(due)))
     }
 
@@ -124,7 +135,7 @@ mod tests {
         let start = Instant::now();
         let listed = Unindexed::default();
         let id = ChannelId("doc".to_owned());
-        let mut pending = PendingIndex::new(id.clone(), listed.clone());
+        let mut pending = PendingIndex::due_within(id.clone(), listed.clone(), AT_MOST);
         assert_eq!(pending.deadline(), None);
         assert!(listed.documents().is_empty());
         pending.committed(start);

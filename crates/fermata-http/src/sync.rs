@@ -65,8 +65,9 @@ pub(crate) async fn sync(
 
 /// What a connection reads the socket into at a time; a larger message is gathered across
 /// reads. The WebSocket layer's default, 128 KiB allocated for every connection, was most of an
-/// idle client's cost (the rooms benchmark's memory per open room: 160 KiB before).
-const READ_BUFFER: usize = 8 * 1024;
+/// idle client's cost (the rooms benchmark's memory per open room: 160 KiB before); 8 KiB was
+/// still 40% of it (the peers benchmark's crowd: 19.2 KB an idle connection at 8 KiB).
+const READ_BUFFER: usize = 4 * 1024;
 
 /// A connection that sends nothing for this long is gone (live y-websocket clients renew their
 /// presence every 15 seconds).

@@ -31,6 +31,18 @@ use crate::journal_read::{journal_updates, read_journal};
 use crate::recovery_read::read_at_once;
 use crate::row::{column, instant};
 
+/// Where a group member's savepoint is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberSavepoint {
+    /// By the member's statement itself, in the same hand-off (SQLite).
+    InStatement,
+    /// By a statement of its own, first.
+    Separate,
+    /// Nowhere: the member's one statement writes all of the commit or nothing, so a refusal
+    /// leaves nothing to undo (PostgreSQL, a commit without title or events).
+    NotNeeded,
+}
+
 /// What one commit's statements did in a fenced transaction.
 #[derive(Debug)]
 pub(crate) enum CommitWrites {
@@ -80,6 +92,9 @@ pub(crate) struct Statements {
     pub(crate) set_slug: String,
     find_operation: String,
     commit: String,
+    /// On SQLite, `commit` after a group member's savepoint, in the same hand-off to the
+    /// connection's thread (see `group_commit.rs`); PostgreSQL takes one statement at a time.
+    member_commit: Option<String>,
     /// The commit that carries its own fence check, for a commit that runs alone.
     fenced_commit: String,
     upsert_state: String,
@@ -105,6 +120,13 @@ impl Statements {
                  WHERE channel_id = $1 AND operation_id = $2",
             ),
             commit: commit_statement::render(dialect),
+            member_commit: (dialect == Dialect::Sqlite).then(|| {
+                format!(
+                    "{}; {}",
+                    crate::group_commit::SAVEPOINT,
+                    commit_statement::render(dialect)
+                )
+            }),
             fenced_commit: commit_statement::render_fenced(dialect),
             upsert_state: format!(
                 "INSERT INTO {} VALUES ($1, $2, $3, $4) {}",
@@ -339,24 +361,42 @@ impl SqlStorage {
         Ok(created)
     }
 
+    /// The statement of a group member's commit, and where its savepoint goes (see
+    /// `group_commit.rs`).
+    pub(crate) fn member_commit(&self, commit: &Commit) -> (&str, MemberSavepoint) {
+        let sql = &self.inner.collaboration_sql;
+        if check_commit_shape(commit).is_err() {
+            return (&sql.commit, MemberSavepoint::Separate);
+        }
+        match (&sql.member_commit, self.inner.dialect) {
+            (Some(combined), _) => (combined, MemberSavepoint::InStatement),
+            // PostgreSQL's statement writes all of the commit or nothing (`commit_statement.rs`);
+            // only the title's slug and the events would follow it.
+            (None, Dialect::Postgres) if commit.title.is_none() && commit.events.is_empty() => {
+                (&sql.commit, MemberSavepoint::NotNeeded)
+            }
+            (None, _) => (&sql.commit, MemberSavepoint::Separate),
+        }
+    }
+
     /// Runs one commit's statements in `tx`, a fenced transaction that may carry other
     /// documents' commits too (see `group_commit.rs`): what they wrote, or the answer when they
     /// must leave nothing behind. The revision check, the advance, the journal row, the sidecar,
-    /// the search row and the operation record are one query (`commit_statement.rs`), and
-    /// nothing is read that
-    /// the writer already knows; a new title's slug and the events follow. Only a commit that
-    /// cannot be written as it came (a stale or archived document, a repeated operation, an
-    /// invalid shape) reads the channel and its earlier operation to say why, exactly as the
-    /// rules order it.
-    pub(crate) async fn commit_in(
+    /// the search row and the operation record are one query, `statement` (the commit's own from
+    /// `commit_statement.rs`, or [`Self::member_commit`]'s), and nothing is read that the writer
+    /// already knows; a new title's slug and the events follow. Only a commit that cannot be
+    /// written as it came (a stale or archived document, a repeated operation, an invalid shape)
+    /// reads the channel and its earlier operation to say why, exactly as the rules order it.
+    pub(crate) async fn commit_with(
         &self,
         tx: &mut FencedTransaction,
         commit: &Commit,
+        statement: &str,
     ) -> StoreResult<CommitWrites> {
         let action = "committing to a document";
         let written = match check_commit_shape(commit) {
             Ok(()) => {
-                let query = bind_commit(sqlx::query(&self.inner.collaboration_sql.commit), commit);
+                let query = bind_commit(sqlx::query(statement), commit);
                 let rows = query
                     .bind(tx.now.0)
                     .fetch_all(tx.conn())

@@ -7,8 +7,14 @@
 //! and then waits to lead; the leader takes every commit waiting under the same fence (at most
 //! [`MAX_GROUP`]), the first in the queue first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
 //! transaction of its own (its fence check rides in its query; see `commit_statement.rs`). In a
-//! larger group each member runs after a savepoint; a member that is refused, fails, or is answered
-//! as a repeat is rolled back to its savepoint alone, so it never fails another member. Each caller
+//! larger group each member runs after a savepoint (on SQLite the savepoint goes to the connection's
+//! thread with the member's commit, one hand-off instead of two); a member that is refused,
+//! fails, or is answered as a repeat is rolled back to its savepoint alone, so it never fails
+//! another member. On PostgreSQL a member whose one statement writes all of its commit or nothing
+//! (no title, no events) needs no savepoint, one round trip less: a refusal or a repeat wrote
+//! nothing (a statement after a refusal checks that the transaction is still usable), and should its
+//! statement fail outright (the database failing, which no refusal does) the group's transaction
+//! fails with it, as when a savepoint cannot be set. Each caller
 //! hears only its own answer, and a written one only after the transaction committed: if the
 //! `COMMIT` fails, every member that wrote hears that failure (and may retry under the same
 //! operation ID, which answers as a repeat if it did commit).
@@ -23,7 +29,7 @@ use fermata_store::{Commit, Committed, Fence, StoreError, StoreResult};
 use tokio::sync::oneshot;
 
 use crate::SqlStorage;
-use crate::collaboration::CommitWrites;
+use crate::collaboration::{CommitWrites, MemberSavepoint};
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
 
@@ -32,8 +38,10 @@ use crate::fence::FencedTransaction;
 pub(crate) const MAX_GROUP: usize = 32;
 
 /// Where a member's statements can be undone without touching the rest of its group.
-const SAVEPOINT: &str = "SAVEPOINT group_member";
+pub(crate) const SAVEPOINT: &str = "SAVEPOINT group_member";
 const ROLLBACK_MEMBER: &str = "ROLLBACK TO SAVEPOINT group_member";
+/// Fails when a member without a savepoint left the transaction aborted.
+const CHECK_TRANSACTION: &str = "SELECT 1";
 
 /// The commits waiting for the next fenced transaction, and who runs it.
 #[derive(Debug, Default)]
@@ -206,27 +214,38 @@ impl SqlStorage {
         }
     }
 
-    /// Runs one member of a larger group after a savepoint, rolling back to it unless the
-    /// member wrote; `Err` when the savepoint or the rollback failed.
+    /// Runs one member of a larger group after a savepoint where it needs one, rolling back to
+    /// it unless the member wrote; `Err` when the savepoint or the rollback failed, or when a
+    /// member without a savepoint left the transaction aborted.
     async fn commit_member(
         &self,
         tx: &mut FencedTransaction,
         commit: &Commit,
     ) -> StoreResult<MemberOutcome> {
         let action = "committing to documents";
-        sqlx::query(SAVEPOINT)
-            .execute(tx.conn())
-            .await
-            .context(action)?;
-        let answer = match self.commit_in(tx, commit).await {
+        let (statement, savepoint) = self.member_commit(commit);
+        if savepoint == MemberSavepoint::Separate {
+            sqlx::query(SAVEPOINT)
+                .execute(tx.conn())
+                .await
+                .context(action)?;
+        }
+        let answer = match self.commit_with(tx, commit, statement).await {
             Ok(CommitWrites::Kept(committed)) => return Ok(MemberOutcome::Wrote(committed)),
             Ok(CommitWrites::Nothing(answer)) => Ok(answer),
             Err(error) => Err(error),
         };
-        sqlx::query(ROLLBACK_MEMBER)
-            .execute(tx.conn())
-            .await
-            .context(action)?;
+        let undo = match savepoint {
+            MemberSavepoint::NotNeeded if answer.is_ok() => {
+                return Ok(MemberOutcome::Answered(answer));
+            }
+            // A refusal is answered from reads and leaves the transaction usable; a statement
+            // the database failed leaves it aborted, which the next statement finds, and the
+            // group fails rather than commit without it.
+            MemberSavepoint::NotNeeded => CHECK_TRANSACTION,
+            MemberSavepoint::InStatement | MemberSavepoint::Separate => ROLLBACK_MEMBER,
+        };
+        sqlx::query(undo).execute(tx.conn()).await.context(action)?;
         Ok(MemberOutcome::Answered(answer))
     }
 }

@@ -378,6 +378,9 @@ async fn prepare_connection(conn: &mut AnyConnection, dialect: Dialect) -> Resul
         conn.execute("PRAGMA journal_mode = WAL").await?;
         conn.execute("PRAGMA synchronous = FULL").await?;
         conn.execute("PRAGMA foreign_keys = ON").await?;
+        // Statement journals (a group commit's savepoints) stay in memory rather than spilling
+        // to a temporary file; they only ever undo part of a transaction, never recover one.
+        conn.execute("PRAGMA temp_store = MEMORY").await?;
         let busy = format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis());
         conn.execute(busy.as_str()).await?;
     }

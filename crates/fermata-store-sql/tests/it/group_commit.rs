@@ -199,3 +199,81 @@ async fn sqlite_commits_that_wait_share_one_transaction() {
 async fn postgres_commits_that_wait_share_one_transaction() {
     commits_wait_and_share_one_transaction(ScratchDatabase::postgres().await).await;
 }
+
+/// On PostgreSQL a plain member runs without a savepoint: when the database fails its statement,
+/// the transaction is aborted, and the whole group fails rather than commit what came before or
+/// after it as if it had been kept.
+#[tokio::test]
+async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothing() {
+    let counted = Counted::new();
+    let store = Arc::new(
+        ScratchDatabase::postgres()
+            .await
+            .open(StoreOptions {
+                fenced_write_hook: Some(counted.hook()),
+                ..StoreOptions::default()
+            })
+            .await,
+    );
+    // The database refuses one journal row outright, as a full disk or a broken constraint would.
+    for statement in [
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN IF NEW.bytes = 'boom'::bytea THEN RAISE EXCEPTION 'refused'; END IF; \
+         RETURN NEW; END $$",
+        "CREATE TRIGGER refuse_boom BEFORE INSERT ON channel_updates FOR EACH ROW \
+         EXECUTE FUNCTION refuse_boom()",
+    ] {
+        sqlx::query(statement)
+            .execute(store.storage.pool())
+            .await
+            .unwrap();
+    }
+    let lease = LeaseName::new("writer").unwrap();
+    let Acquisition::Granted(granted) = store
+        .leases()
+        .acquire(&lease, "here", Duration::from_secs(3600))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease is free")
+    };
+    let fence = granted.fence();
+    let [held, before, failing, after] = [
+        create(&store, &fence, "held").await,
+        create(&store, &fence, "before").await,
+        create(&store, &fence, "failing").await,
+        create(&store, &fence, "after").await,
+    ];
+    counted.pause.arm();
+    let run = |commit: Commit| {
+        let store = Arc::clone(&store);
+        let fence = fence.clone();
+        tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
+    };
+    let first = run(update(&held, 0, "op-held", b"held"));
+    counted.pause.entered().await;
+    let queued = [
+        run(update(&before, 0, "op-before", b"before")),
+        run(update(&failing, 0, "op-failing", b"boom")),
+        run(update(&after, 0, "op-after", b"after")),
+    ];
+    eventually("every commit to wait for the transaction", || async {
+        store.storage.commits_waiting() == queued.len()
+    })
+    .await;
+    counted.pause.release();
+    assert_eq!(first.await.unwrap().unwrap().revision, 1);
+    for handle in queued {
+        assert!(
+            handle.await.unwrap().is_err(),
+            "a member of the failed group was answered as kept"
+        );
+    }
+    for channel in [&before, &failing, &after] {
+        assert!(
+            journal(&store, channel).await.is_empty(),
+            "{}",
+            channel.title
+        );
+    }
+}

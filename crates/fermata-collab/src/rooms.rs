@@ -402,8 +402,7 @@ impl RoomManager {
         }
     }
 
-    /// Stops every room and refuses new ones, and waits for their history recordings to finish:
-    /// on a lost lease or a stop.
+    /// Stops every room and refuses new ones: on a lost lease or a stop.
     pub async fn shutdown(&self, reason: &str) {
         *self
             .inner
@@ -427,10 +426,14 @@ impl RoomManager {
             }
         });
         futures::future::join_all(stops).await;
-        // Each history recording ends once its room is gone and its queue is recorded: the
-        // burst a room settled as it stopped is written under the fence like any other. The
-        // tasks are taken out of the set, so a stop that runs out of time drops them, which
-        // aborts them, as `abandon` would.
+    }
+
+    /// Waits, after [`Self::shutdown`], until every room's history recording has written what
+    /// its room left: each ends once its room is gone and its queue is recorded, so the burst a
+    /// room settled as it stopped is written under the fence like any other. The tasks are taken
+    /// out of the set, so a stop that stops waiting drops them, which aborts them, as
+    /// [`Self::abandon`] would.
+    pub async fn recordings_written(&self) {
         let mut tasks = std::mem::take(
             &mut *self
                 .inner

@@ -59,7 +59,7 @@ use fermata_metrics::{Metrics, Observed, SchemaOperationCount};
 use fermata_store::ErrorChain;
 use tokio::net::TcpListener;
 
-pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits};
+pub use limits::{FILES_KEPT_FREE, HEALTH_RESERVE, ServerLimits, listen};
 pub use policy::{Access, RouteEntry};
 pub use readiness::{Phase, Readiness};
 

@@ -42,7 +42,7 @@ use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
@@ -123,6 +123,25 @@ fn open_file_limit() -> Option<u64> {
 /// Serves `router` on `listener` under `limits` until `shutdown` completes, then stops
 /// accepting, lets every connection finish its request in flight, and returns. Dropping the
 /// future before then ends every connection and the request it has in flight.
+/// How many connections the kernel completes and holds for the accept loop. A listener's usual
+/// 128 overflows when a crowd connects at once (clients reconnecting after a restart or a network
+/// blip): each handshake dropped there waits a second for the client to retry it. The kernel caps
+/// the figure at `net.core.somaxconn`.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// A listening socket on `address`, with room for a crowd's handshakes ([`ACCEPT_BACKLOG`]).
+pub fn listen(address: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restarted server may listen again at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,

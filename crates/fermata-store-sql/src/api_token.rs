@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use fermata_store::{
-    ApiToken, ApiTokenId, ApiTokenStore, NewApiToken, SecretHash, StoreError, StoreResult, UserId,
+    ApiToken, ApiTokenId, ApiTokenStore, NewApiToken, SecretHash, StoreError, StoreResult,
+    UnixMillis, UserId, needs_marking,
 };
 use sqlx::any::AnyRow;
 
@@ -16,6 +17,7 @@ use crate::row::{column, instant, optional_instant};
 pub(crate) struct Statements {
     insert: String,
     use_live: String,
+    live: String,
     by_id: String,
     of_user: String,
     revoke: String,
@@ -33,6 +35,9 @@ impl Statements {
             use_live: dialect.render(&format!(
                 "UPDATE api_tokens SET last_used_at = {{now}} \
                  WHERE secret_hash = $1 AND revoked_at IS NULL RETURNING {COLUMNS}"
+            )),
+            live: dialect.render(&format!(
+                "SELECT {COLUMNS} FROM api_tokens WHERE secret_hash = $1 AND revoked_at IS NULL"
             )),
             by_id: dialect.render(&format!("SELECT {COLUMNS} FROM api_tokens WHERE id = $1")),
             of_user: dialect.render(&format!(
@@ -78,6 +83,21 @@ impl ApiTokenStore for SqlStorage {
 
     async fn use_api_token(&self, hash: &SecretHash) -> StoreResult<Option<ApiToken>> {
         let action = "using an API token";
+        // A read first: a token marked within the minute is answered without a write.
+        let found = sqlx::query(&self.inner.api_token_sql.live)
+            .bind(hash.0.to_vec())
+            .fetch_optional(&self.inner.pool)
+            .await
+            .context(action)?
+            .map(|row| token_from(&row, action))
+            .transpose()?;
+        match found {
+            Some(token) if !needs_marking(token.last_used_at, UnixMillis::now()) => {
+                return Ok(Some(token));
+            }
+            None => return Ok(None),
+            Some(_) => {}
+        }
         let mut tx = self.inner.begin_write(action).await?;
         let row = sqlx::query(&self.inner.api_token_sql.use_live)
             .bind(hash.0.to_vec())

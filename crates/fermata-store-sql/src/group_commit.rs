@@ -5,7 +5,7 @@
 //! The storage contract's rule stays (docs/storage.md): the writes of one lease run one at a
 //! time, each in a transaction that holds the lease row (see `fence.rs`). A commit joins a queue
 //! and then waits to lead; the leader takes every commit waiting under the same fence (at most
-//! [`MAX_GROUP`]), the first in the queue first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
+//! [`MAX_GROUP`], [`MAX_GROUP_SQLITE`] on SQLite), the first in the queue first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
 //! transaction of its own (its fence check rides in its query; see `commit_statement.rs`). In a
 //! larger group each member runs after a savepoint (on SQLite the savepoint goes to the connection's
 //! thread with the member's commit, one hand-off instead of two); a member that is refused,
@@ -36,6 +36,9 @@ use crate::fence::FencedTransaction;
 /// The most commits one transaction carries: enough to share a flush among many rooms, few
 /// enough that a group's savepoints stay within what PostgreSQL caches per transaction (64).
 pub(crate) const MAX_GROUP: usize = 32;
+/// The same on SQLite, whose savepoints cost no more past any count: a larger group shares one
+/// `BEGIN`, fence check, `COMMIT` and flush among more rooms when many type at once.
+pub(crate) const MAX_GROUP_SQLITE: usize = 128;
 
 /// Where a member's statements can be undone without touching the rest of its group.
 pub(crate) const SAVEPOINT: &str = "SAVEPOINT group_member";
@@ -105,7 +108,7 @@ impl CommitQueue {
                 }
                 leading = self.leader.lock() => leading,
             };
-            let group = self.take_group();
+            let group = self.take_group(store.group_limit());
             if !group.is_empty() {
                 store.commit_group(group).await;
             }
@@ -147,8 +150,8 @@ impl CommitQueue {
     }
 
     /// The next group: the first waiting commit and those after it under the same fence, in
-    /// queue order, at most [`MAX_GROUP`].
-    fn take_group(&self) -> Vec<Member> {
+    /// queue order, at most `limit`.
+    fn take_group(&self, limit: usize) -> Vec<Member> {
         let mut waiting = self.waiting();
         let Some(fence) = waiting.members.first().map(|member| member.fence.clone()) else {
             return Vec::new();
@@ -156,7 +159,7 @@ impl CommitQueue {
         let mut group = Vec::new();
         let mut rest = Vec::new();
         for member in waiting.members.drain(..) {
-            if group.len() < MAX_GROUP && member.fence == fence {
+            if group.len() < limit && member.fence == fence {
                 group.push(member);
             } else {
                 rest.push(member);
@@ -168,6 +171,14 @@ impl CommitQueue {
 }
 
 impl SqlStorage {
+    /// The most commits one group carries on this database.
+    fn group_limit(&self) -> usize {
+        match self.inner.dialect {
+            crate::Dialect::Sqlite => MAX_GROUP_SQLITE,
+            crate::Dialect::Postgres => MAX_GROUP,
+        }
+    }
+
     /// Runs `group` (non-empty, one fence) in one fenced transaction and answers each member.
     async fn commit_group(&self, group: Vec<Member>) {
         let action = "committing to documents";

@@ -33,7 +33,9 @@ pub mod user;
 pub mod workflow;
 pub mod writer_fence;
 
-pub use api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
+pub use api_token::{
+    ApiToken, ApiTokenId, ApiTokenStore, LAST_USED_PRECISION, NewApiToken, needs_marking,
+};
 pub use attachments::{
     AttachmentId, AttachmentInfo, AttachmentStore, AttachmentType, MessagePlace, MessageRequestId,
     NewAttachment, OriginalFile, StoredAttachment, UNSENT_ATTACHMENT_LIFETIME,

@@ -19,7 +19,6 @@ use fermata_http::{HttpState, Phase, Readiness};
 use fermata_metrics::Metrics;
 use fermata_store::{ErrorChain, Storage, TenureStart};
 use fermata_store_sql::SqlStorage;
-use tokio::net::TcpListener;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -89,7 +88,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         settings.account_settings(),
     ));
 
-    let listener = TcpListener::bind(settings.listen).await.map_err(|error| {
+    let listener = fermata_http::listen(settings.listen).map_err(|error| {
         Failure::runtime(format!("cannot listen on {}: {error}", settings.listen))
     })?;
     let local = listener
@@ -321,6 +320,14 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
         if tokio::time::timeout_at(deadline, closing).await.is_err() {
             tracing::warn!("rooms still closing after the drain timeout were abandoned");
             room_manager.abandon();
+            return;
+        }
+        // What history the rooms left is written under the fence, in the time that remains.
+        let recording = room_manager.recordings_written();
+        if tokio::time::timeout_at(deadline, recording).await.is_err() {
+            tracing::warn!(
+                "history sessions still being written after the drain timeout were dropped"
+            );
         }
     };
     tokio::join!(

@@ -288,7 +288,10 @@ async fn a_stop_records_the_burst_in_progress_before_it_returns() {
     // The burst is still open (it settles a second after the last edit), and its write is held
     // for a while once the stop settles it.
     rig.hold_history().await;
-    let stopping = rig.rooms.shutdown("the server is stopping");
+    let stopping = async {
+        rig.rooms.shutdown("the server is stopping").await;
+        rig.rooms.recordings_written().await;
+    };
     let release = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         rig.release_history();

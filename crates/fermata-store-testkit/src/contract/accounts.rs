@@ -438,6 +438,9 @@ pub async fn api_tokens_work_until_revoked(harness: &dyn Harness) {
     let used = tokens.use_api_token(&hash(7)).await.unwrap().unwrap();
     assert_eq!(used.user, ada.id);
     assert!(used.last_used_at.is_some());
+    // Used again within the minute: answered as it was marked, not marked again.
+    let again = tokens.use_api_token(&hash(7)).await.unwrap().unwrap();
+    assert_eq!(again.last_used_at, used.last_used_at);
     assert_eq!(tokens.use_api_token(&hash(8)).await.unwrap(), None);
 
     let clash = NewApiToken {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 
 use super::{MemoryStorage, State};
-use fermata_store::api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken};
+use fermata_store::api_token::{ApiToken, ApiTokenId, ApiTokenStore, NewApiToken, needs_marking};
 use fermata_store::error::{StoreError, StoreResult};
 use fermata_store::lease::Fence;
 use fermata_store::machine::{Machine, MachineId, MachineStore, NewMachine};
@@ -328,7 +328,10 @@ impl ApiTokenStore for MemoryStorage {
             .values_mut()
             .find(|(token, stored)| stored == hash && token.revoked_at.is_none());
         Ok(found.map(|(token, _)| {
-            token.last_used_at = Some(UnixMillis::now());
+            let now = UnixMillis::now();
+            if needs_marking(token.last_used_at, now) {
+                token.last_used_at = Some(now);
+            }
             token.clone()
         }))
     }

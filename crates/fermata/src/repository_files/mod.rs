@@ -164,8 +164,10 @@ pub(crate) async fn import(
         let applied =
             import::apply(&documents, &media, &repository, &incoming, |_| bar.inc(1)).await;
         bar.finish_and_clear();
-        // Every room checkpoints and closes while the lease is still held.
+        // Every room checkpoints and closes, and its history is written, while the lease is
+        // still held.
         documents.rooms().shutdown("the import ended").await;
+        documents.rooms().recordings_written().await;
         applied
     };
     let report = writer::under_lease(&store, &fence, settings.lease, metrics, work).await?;

@@ -182,6 +182,36 @@ fn routines(from: &[Routine], to: &[Routine], flavor: Flavor, plan: &mut Program
     }
 }
 
+/// `views` in the order they can be created: each after the others of them it reads, otherwise
+/// as they come; where they read each other in a cycle, the first of those left goes first. Which
+/// views each reads is found once, so thousands of views cost what their pairs' texts do.
+fn reading_order<'a>(views: &[&'a View]) -> Vec<&'a View> {
+    let quoted: Vec<String> = views.iter().map(|view| identifier(&view.name)).collect();
+    // `readers[j]`: the views that read view `j`; `unread[i]`: how many of those view `i` reads
+    // are not created yet.
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); views.len()];
+    let mut unread: Vec<usize> = vec![0; views.len()];
+    for (i, view) in views.iter().enumerate() {
+        for (j, other) in views.iter().enumerate() {
+            if other.name != view.name && view.definition.contains(&quoted[j]) {
+                readers[j].push(i);
+                unread[i] += 1;
+            }
+        }
+    }
+    let mut pending: Vec<usize> = (0..views.len()).collect();
+    let mut ordered = Vec::with_capacity(views.len());
+    while !pending.is_empty() {
+        let next = pending.iter().position(|&i| unread[i] == 0).unwrap_or(0);
+        let view = pending.remove(next);
+        for &reader in &readers[view] {
+            unread[reader] = unread[reader].saturating_sub(1);
+        }
+        ordered.push(views[view]);
+    }
+    ordered
+}
+
 fn views(from: &[View], to: &[View], plan: &mut ProgramPlan) {
     let (changed, gone) = changes(from, to, |v| v.name.clone());
     plan.drops.extend(
@@ -195,19 +225,7 @@ fn views(from: &[View], to: &[View], plan: &mut ProgramPlan) {
         plan.creates
             .push(Statement::new(set_session(SQL_MODE, TIME_ZONE)));
     }
-    // Each view after the views it reads that are created here too.
-    let mut pending: Vec<&View> = changed;
-    while !pending.is_empty() {
-        let waiting = |view: &View, others: &[&View]| {
-            others.iter().any(|other| {
-                other.name != view.name && view.definition.contains(&identifier(&other.name))
-            })
-        };
-        let next = pending
-            .iter()
-            .position(|view| !waiting(view, &pending))
-            .unwrap_or(0);
-        let view = pending.remove(next);
+    for view in reading_order(&changed) {
         let rendered = render_view(view);
         // `CREATE ALGORITHM=x SQL SECURITY y VIEW ...`: the definer goes before `SQL SECURITY`.
         let clause = definer_clause(&view.definer);

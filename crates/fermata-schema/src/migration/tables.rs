@@ -154,18 +154,35 @@ fn drop_order<'a>(gone: &[&'a Table]) -> (Vec<&'a Table>, KeysByTable<'a>) {
     let mut ordered: Vec<&Table> = Vec::new();
     let mut cut = KeysByTable::new();
     let mut remaining: Vec<&Table> = gone.to_vec();
+    // The keys that refer to each table by name, found once: thousands of tables cost what
+    // their keys do, not the square of their count at every step.
+    let mut referred: BTreeMap<&str, Vec<(&'a str, &'a ForeignKey)>> = BTreeMap::new();
+    for table in gone {
+        for key in table
+            .foreign_keys
+            .iter()
+            .filter(|k| k.referenced_database.is_none())
+        {
+            referred
+                .entry(key.referenced_table.as_str())
+                .or_default()
+                .push((table.name.as_str(), key));
+        }
+    }
+    let mut left: BTreeSet<&str> = gone.iter().map(|t| t.name.as_str()).collect();
     while !remaining.is_empty() {
         // The keys of the other remaining tables that refer to `name`, and are not cut yet.
         let referring = |name: &str| -> Vec<(&'a str, &'a ForeignKey)> {
-            remaining
-                .iter()
-                .filter(|t| t.name != name)
-                .flat_map(|t| t.foreign_keys.iter().map(move |key| (t.name.as_str(), key)))
+            referred
+                .get(name)
+                .into_iter()
+                .flatten()
                 .filter(|(table, key)| {
-                    key.referenced_database.is_none()
-                        && key.referenced_table == name
+                    *table != name
+                        && left.contains(table)
                         && !cut.get(table).is_some_and(|keys| keys.contains(key))
                 })
+                .copied()
                 .collect()
         };
         let next = match remaining.iter().position(|t| referring(&t.name).is_empty()) {
@@ -177,7 +194,9 @@ fn drop_order<'a>(gone: &[&'a Table]) -> (Vec<&'a Table>, KeysByTable<'a>) {
                 0
             }
         };
-        ordered.push(remaining.remove(next));
+        let table = remaining.remove(next);
+        left.remove(table.name.as_str());
+        ordered.push(table);
     }
     (ordered, cut)
 }

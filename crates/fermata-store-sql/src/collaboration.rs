@@ -368,14 +368,15 @@ impl SqlStorage {
         if check_commit_shape(commit).is_err() {
             return (&sql.commit, MemberSavepoint::Separate);
         }
-        match (&sql.member_commit, self.inner.dialect) {
-            (Some(combined), _) => (combined, MemberSavepoint::InStatement),
-            // PostgreSQL's statement writes all of the commit or nothing (`commit_statement.rs`);
-            // only the title's slug and the events would follow it.
-            (None, Dialect::Postgres) if commit.title.is_none() && commit.events.is_empty() => {
-                (&sql.commit, MemberSavepoint::NotNeeded)
-            }
-            (None, _) => (&sql.commit, MemberSavepoint::Separate),
+        if let Some(combined) = &sql.member_commit {
+            return (combined, MemberSavepoint::InStatement);
+        }
+        // PostgreSQL's statement writes all of the commit or nothing (`commit_statement.rs`); only
+        // the title's slug and the events would follow it.
+        if commit.title.is_none() && commit.events.is_empty() {
+            (&sql.commit, MemberSavepoint::NotNeeded)
+        } else {
+            (&sql.commit, MemberSavepoint::Separate)
         }
     }
 

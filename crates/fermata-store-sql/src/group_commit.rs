@@ -5,19 +5,19 @@
 //! The storage contract's rule stays (docs/storage.md): the writes of one lease run one at a
 //! time, each in a transaction that holds the lease row (see `fence.rs`). A commit joins a queue
 //! and then waits to lead; the leader takes every commit waiting under the same fence (at most
-//! [`MAX_GROUP`], [`MAX_GROUP_SQLITE`] on SQLite), the first in the queue first, and runs them in one fenced transaction. A group of one runs as a lone commit, in a
-//! transaction of its own (its fence check rides in its query; see `commit_statement.rs`). In a
-//! larger group each member runs after a savepoint (on SQLite the savepoint goes to the connection's
-//! thread with the member's commit, one hand-off instead of two); a member that is refused,
-//! fails, or is answered as a repeat is rolled back to its savepoint alone, so it never fails
-//! another member. On PostgreSQL a member whose one statement writes all of its commit or nothing
-//! (no title, no events) needs no savepoint, one round trip less: a refusal or a repeat wrote
-//! nothing (a statement after a refusal checks that the transaction is still usable), and should its
-//! statement fail outright (the database failing, which no refusal does) the group's transaction
-//! fails with it, as when a savepoint cannot be set. Each caller
-//! hears only its own answer, and a written one only after the transaction committed: if the
-//! `COMMIT` fails, every member that wrote hears that failure (and may retry under the same
-//! operation ID, which answers as a repeat if it did commit).
+//! [`MAX_GROUP`], [`MAX_GROUP_SQLITE`] on SQLite), the first in the queue first, and runs them in
+//! one fenced transaction. A group of one runs as a lone commit, in a transaction of its own (its
+//! fence check rides in its query; see `commit_statement.rs`). In a larger group each member runs
+//! after a savepoint (on SQLite the savepoint goes to the connection's thread with the member's
+//! commit, one hand-off instead of two); a member that is refused, fails, or is answered as a
+//! repeat is rolled back to its savepoint alone, so it never fails another member. On PostgreSQL
+//! a member whose one statement writes all of its commit or nothing (no title, no events) needs
+//! no savepoint, one round trip less: a refusal or a repeat wrote nothing (a statement after a
+//! refusal checks that the transaction is still usable), and should its statement fail outright
+//! (the database failing, which no refusal does) the group's transaction fails with it, as when a
+//! savepoint cannot be set. Each caller hears only its own answer, and a written one only after
+//! the transaction committed: if the `COMMIT` fails, every member that wrote hears that failure
+//! (and may retry under the same operation ID, which answers as a repeat if it did commit).
 //!
 //! A caller that goes away before its commit was taken leaves the queue with it; one that goes away
 //! later has its commit run and its answer dropped, as if the connection had closed after the

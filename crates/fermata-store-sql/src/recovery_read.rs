@@ -28,6 +28,8 @@ use crate::row::column;
 pub(crate) struct RecoveryStatement {
     packing: Packing,
     sql: String,
+    /// How many of the row's columns are the channel's: the rest come after them.
+    channel_columns: usize,
 }
 
 /// The columns after the channel's: the sidecar (3), the checkpoint (11), then the packed tail,
@@ -63,7 +65,11 @@ impl RecoveryStatement {
              LEFT JOIN channel_snapshots cp ON cp.channel_id = c.id \
              WHERE c.id = $1"
         ));
-        RecoveryStatement { packing, sql }
+        RecoveryStatement {
+            packing,
+            sql,
+            channel_columns: CHANNEL_COLUMNS.split(',').count(),
+        }
     }
 }
 
@@ -84,8 +90,7 @@ pub(crate) async fn read_at_once(
     else {
         return Ok(None);
     };
-    let rest = CHANNEL_COLUMNS.split(',').count();
-    let at = |offset: usize| rest + offset;
+    let at = |offset: usize| statement.channel_columns + offset;
     let unpacked: i64 = column(&row, at(TAIL_AT + 1), action)?;
     let events: i64 = column(&row, at(TAIL_AT + 3), action)?;
     let channel = channel_from(&row, action)?;

@@ -47,6 +47,20 @@ impl Counted {
     }
 }
 
+/// The fence of the writer lease, taken on a store where it is free.
+async fn writer_fence(store: &ScratchStorage) -> Fence {
+    let lease = LeaseName::new("writer").unwrap();
+    let Acquisition::Granted(granted) = store
+        .leases()
+        .acquire(&lease, "here", Duration::from_secs(3600))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease is free")
+    };
+    granted.fence()
+}
+
 async fn create(store: &ScratchStorage, fence: &Fence, title: &str) -> Channel {
     create_document(store.collaboration(), fence, title).await
 }
@@ -85,16 +99,7 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
             })
             .await,
     );
-    let lease = LeaseName::new("writer").unwrap();
-    let Acquisition::Granted(granted) = store
-        .leases()
-        .acquire(&lease, "here", Duration::from_secs(3600))
-        .await
-        .unwrap()
-    else {
-        panic!("the lease is free")
-    };
-    let fence = granted.fence();
+    let fence = writer_fence(&store).await;
     let [first, second, third, fourth, repeated] = [
         create(&store, &fence, "first").await,
         create(&store, &fence, "second").await,
@@ -228,16 +233,7 @@ async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothin
             .await
             .unwrap();
     }
-    let lease = LeaseName::new("writer").unwrap();
-    let Acquisition::Granted(granted) = store
-        .leases()
-        .acquire(&lease, "here", Duration::from_secs(3600))
-        .await
-        .unwrap()
-    else {
-        panic!("the lease is free")
-    };
-    let fence = granted.fence();
+    let fence = writer_fence(&store).await;
     let [held, before, failing, after] = [
         create(&store, &fence, "held").await,
         create(&store, &fence, "before").await,

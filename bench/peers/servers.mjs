@@ -142,7 +142,7 @@ export const median = (values) => percentile([...values].sort((a, b) => a - b), 
 
 /**
  * Appends one figure to FERMATA_BENCH_RECORD (when set) in the format scripts/bench tabulates:
- * `measured` against `floor`, with `goal` ("<= 1", ">= 1" or null) on their ratio. `spread`, when
+ * `measured` against `floor`, with `goal` (such as "<= 1" or ">= 1.3", or null) on their ratio. `spread`, when
  * given, is the lowest and highest ratio over the rounds the figure summarizes.
  */
 export function record (group, figure, unit, measured, floor, floorName, goal, spread) {

@@ -65,7 +65,7 @@ impl CommitWrites {
 }
 
 /// What a commit's statement wrote (see `commit_statement.rs`).
-struct Written {
+pub(crate) struct Written {
     revision: i64,
     sequence: i64,
     repository: String,
@@ -97,6 +97,9 @@ pub(crate) struct Statements {
     member_commit: Option<String>,
     /// The commit that carries its own fence check, for a commit that runs alone.
     fenced_commit: String,
+    /// The commits of a group written at once, where the database can (PostgreSQL; see
+    /// `commit_statement::render_group`).
+    group_commit: Option<String>,
     upsert_state: String,
     insert_event: String,
     updates_after: String,
@@ -128,6 +131,7 @@ impl Statements {
                 )
             }),
             fenced_commit: commit_statement::render_fenced(dialect),
+            group_commit: commit_statement::render_group(dialect),
             upsert_state: format!(
                 "INSERT INTO {} VALUES ($1, $2, $3, $4) {}",
                 commit_statement::STATE_COLUMNS,
@@ -380,6 +384,45 @@ impl SqlStorage {
         }
     }
 
+    /// The statement that writes several members of a group at once, where the database has
+    /// one (PostgreSQL; `commit_statement::render_group`).
+    pub(crate) fn group_statement(&self) -> Option<&str> {
+        self.inner.collaboration_sql.group_commit.as_deref()
+    }
+
+    /// Whether `commit` may be written by the group statement with other members of its group:
+    /// a commit whose own statement would write all of it or nothing.
+    pub(crate) fn writes_together(&self, commit: &Commit) -> bool {
+        self.member_commit(commit).1 == MemberSavepoint::NotNeeded
+    }
+
+    /// Writes `commits` in `tx` with `statement`, the group statement: each may be written
+    /// together ([`Self::writes_together`]), and no two are on the same document. Answers what
+    /// each wrote, in their order, `None` for one it did not write (to be answered from reads,
+    /// as a refused lone commit is, by [`Self::finish_commit`]).
+    pub(crate) async fn write_together(
+        &self,
+        tx: &mut FencedTransaction,
+        statement: &str,
+        commits: &[&Commit],
+    ) -> StoreResult<Vec<Option<Written>>> {
+        let action = "committing to documents";
+        let rows = commit_statement::bind_group(sqlx::query(statement), commits)
+            .bind(tx.now.0)
+            .fetch_all(tx.conn())
+            .await
+            .context(action)?;
+        let mut by_channel = std::collections::HashMap::new();
+        for row in &rows {
+            let channel: String = column(row, 0, action)?;
+            by_channel.insert(channel, written(row, 1, action)?);
+        }
+        Ok(commits
+            .iter()
+            .map(|commit| by_channel.remove(&commit.channel.0).flatten())
+            .collect())
+    }
+
     /// Runs one commit's statements in `tx`, a fenced transaction that may carry other
     /// documents' commits too (see `group_commit.rs`): what they wrote, or the answer when they
     /// must leave nothing behind. The revision check, the advance, the journal row, the sidecar,
@@ -464,7 +507,7 @@ impl SqlStorage {
 
     /// What follows a commit's statement: the answer when it wrote nothing or repeated an
     /// operation, otherwise the new title's slug and the events.
-    async fn finish_commit(
+    pub(crate) async fn finish_commit(
         &self,
         tx: &mut FencedTransaction,
         commit: &Commit,

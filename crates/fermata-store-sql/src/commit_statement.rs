@@ -25,6 +25,9 @@
 //!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
 //!   channels_pkey`): the fence's locks are taken before the channel row is, in the order a
 //!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
+//! - PostgreSQL, several commits of a group at once ([`render_group`]): the same writes over the
+//!   rows of `members`, one per commit, read from one JSON bind with `jsonb_to_recordset` (bytes
+//!   as base64; the `Any` driver binds no arrays), after the group's fence check.
 //! - SQLite (whose `WITH` cannot write): six statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
@@ -37,6 +40,8 @@
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use fermata_store::Commit;
 use fermata_store::search::indexed_text;
 use sqlx::Any;
@@ -45,36 +50,50 @@ use sqlx::query::Query;
 
 use crate::dialect::Dialect;
 
-/// Where a rendering finds the commit's values: the first of its binds, and the clock.
+/// Where a rendering finds the commit's values, and the clock.
 struct Binds {
-    /// The placeholder number of the commit's first value; the rest follow in
-    /// [`bind_commit`]'s order.
-    first: usize,
+    values: Values,
     /// The transaction's clock: a bind, or the fence check's.
     now: &'static str,
 }
+
+/// Where a rendering finds the commit's values.
+enum Values {
+    /// Numbered binds, the first at this placeholder number, the rest following in
+    /// [`bind_commit`]'s order.
+    From(usize),
+    /// The columns of the member row `m` of a group written as one statement
+    /// ([`render_group`]), named `given_` and the value's name.
+    Member,
+}
+
+/// The names of a commit's values in a template, in [`bind_commit`]'s order.
+const NAMES: [&str; 10] = [
+    "channel",
+    "expected",
+    "title",
+    "update",
+    "version",
+    "json",
+    "unanswered",
+    "operation",
+    "fingerprint",
+    "text",
+];
 
 impl Binds {
     /// Fills a template whose placeholders `{channel}`, `{expected}`, ... name the commit's
     /// values.
     fn fill(&self, template: &str) -> String {
-        const NAMES: [&str; 10] = [
-            "{channel}",
-            "{expected}",
-            "{title}",
-            "{update}",
-            "{version}",
-            "{json}",
-            "{unanswered}",
-            "{operation}",
-            "{fingerprint}",
-            "{text}",
-        ];
         let filled = NAMES
             .iter()
             .enumerate()
             .fold(template.to_owned(), |text, (offset, name)| {
-                text.replace(name, &format!("${}", self.first + offset))
+                let value = match self.values {
+                    Values::From(first) => format!("${}", first + offset),
+                    Values::Member => format!("m.given_{name}"),
+                };
+                text.replace(&format!("{{{name}}}"), &value)
             });
         filled.replace("{clock}", self.now)
     }
@@ -113,14 +132,14 @@ const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, f
 /// documentation. Its binds: [`bind_commit`]'s, then the transaction's clock.
 pub(crate) fn render(dialect: Dialect) -> String {
     let binds = Binds {
-        first: 1,
+        values: Values::From(1),
         now: "$11",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
             "WITH {} SELECT revision, sequence, repository, (SELECT count(*) FROM recorded) \
              FROM advanced",
-            postgres_writes("")
+            postgres_writes("", ONE)
         )),
         Dialect::Sqlite => binds.fill(&sqlite_writes(&format!(
             "SELECT revision + 1, sequence + 1, repository, changes() FROM channels \
@@ -135,7 +154,7 @@ pub(crate) fn render(dialect: Dialect) -> String {
 /// recorded)`.
 pub(crate) fn render_fenced(dialect: Dialect) -> String {
     let binds = Binds {
-        first: 3,
+        values: Values::From(3),
         now: match dialect {
             Dialect::Postgres => "(SELECT now FROM fence)",
             Dialect::Sqlite => "$13",
@@ -145,7 +164,7 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
         Dialect::Postgres => binds.fill(&format!(
             "WITH {}, {} {}",
             dialect.fenced_head(),
-            postgres_writes(" AND (SELECT live FROM fence) = 1"),
+            postgres_writes(" AND (SELECT live FROM fence) = 1", ONE),
             dialect.fenced_answer(
                 "a.revision, a.sequence, a.repository, (SELECT count(*) FROM recorded)",
                 "LEFT JOIN advanced a ON true",
@@ -180,29 +199,127 @@ fn sqlite_writes(answer: &str) -> String {
     )
 }
 
-/// The data-modifying `WITH` queries of a PostgreSQL commit, the advance guarded by `guard`
-/// too. The advance also checks that the operation ID is new, so a repeated operation writes
-/// nothing and the statement never writes what it must take back: a lone commit can run as a
-/// transaction of its own. Its operation record is a plain `INSERT`, so a conflict the check
-/// missed (it cannot, while the lease's writes run one at a time) fails the statement whole.
-fn postgres_writes(guard: &str) -> String {
+/// Where a PostgreSQL commit's writes find the commit's values beside the channel row they
+/// advanced.
+#[derive(Clone, Copy)]
+struct Source {
+    /// What the advance's `UPDATE` reads besides the channel.
+    advance_from: &'static str,
+    /// The rows the writes after the advance read: `advanced`, joined to the members of a group.
+    rows: &'static str,
+}
+
+/// One commit, whose values are binds.
+const ONE: Source = Source {
+    advance_from: "",
+    rows: "advanced",
+};
+
+/// A group's commits, one row of `members` each (see [`render_group`]).
+const GROUP: Source = Source {
+    advance_from: " FROM members m",
+    rows: "advanced JOIN members m ON m.given_channel = advanced.id",
+};
+
+/// The data-modifying `WITH` queries of a PostgreSQL commit (or of a group's, one row of
+/// `source` each), the advance guarded by `guard` too. The advance also checks that the
+/// operation ID is new, so a repeated operation writes nothing and the statement never writes
+/// what it must take back: a lone commit can run as a transaction of its own. Its operation
+/// record is a plain `INSERT`, so a conflict the check missed (it cannot, while the lease's
+/// writes run one at a time) fails the statement whole.
+fn postgres_writes(guard: &str, source: Source) -> String {
+    let Source { advance_from, rows } = source;
     format!(
-        "advanced AS ({ADVANCE} WHERE {EXPECTED}{guard} AND NOT EXISTS (SELECT 1 \
+        "advanced AS ({ADVANCE}{advance_from} WHERE {EXPECTED}{guard} AND NOT EXISTS (SELECT 1 \
              FROM channel_operations WHERE channel_id = {{channel}} \
              AND operation_id = {{operation}}) \
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
-             SELECT id, sequence, epoch, {{update}} FROM advanced WHERE {{update}} IS NOT NULL), \
+             SELECT id, sequence, epoch, {{update}} FROM {rows} WHERE {{update}} IS NOT NULL), \
          state AS (INSERT INTO {STATE_COLUMNS} \
-             SELECT id, {{version}}, {{json}}, {{unanswered}} FROM advanced \
+             SELECT id, {{version}}, {{json}}, {{unanswered}} FROM {rows} \
              WHERE {{version}} IS NOT NULL {UPSERT_STATE}), \
-         searched AS (UPDATE document_search SET {SEARCH_SET} FROM advanced \
+         searched AS (UPDATE document_search SET {SEARCH_SET} FROM {rows} \
              WHERE channel_id = advanced.id AND {SEARCH_CHANGES}), \
          recorded AS (INSERT INTO {OPERATION_COLUMNS} \
              SELECT id, {{operation}}, {{fingerprint}}, revision, sequence, \
                  CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence END \
-             FROM advanced RETURNING 1)"
+             FROM {rows} RETURNING channel_id)"
     )
+}
+
+/// The statement that writes the commits of a group at once, on PostgreSQL (`None` on SQLite,
+/// whose `WITH` cannot write), to run after a fence check: one round trip for the group, not one
+/// per member. Each member must be a commit of a valid shape, without title or events, and no two
+/// on the same document (one statement sees one snapshot of the channel rows). Its binds: the
+/// members as a JSON array ([`bind_group`]), then the transaction's clock. It answers one row
+/// per member it wrote, `(channel, revision, sequence, repository, recorded)`; a member it did
+/// not write (stale, archived, missing, or a repeated operation) wrote nothing, and is answered
+/// from reads like a lone commit that was refused.
+pub(crate) fn render_group(dialect: Dialect) -> Option<String> {
+    if dialect == Dialect::Sqlite {
+        return None;
+    }
+    let binds = Binds {
+        values: Values::Member,
+        now: "$2",
+    };
+    let (columns, read): (Vec<String>, Vec<String>) = NAMES
+        .iter()
+        .map(|name| {
+            let (json_type, read) = member_column(name);
+            (format!("given_{name} {json_type}"), read)
+        })
+        .unzip();
+    Some(binds.fill(&format!(
+        "WITH members AS MATERIALIZED (SELECT {} FROM jsonb_to_recordset($1::jsonb) AS given({})), \
+         {} SELECT id, revision, sequence, repository, \
+             (SELECT count(*) FROM recorded WHERE recorded.channel_id = advanced.id) \
+         FROM advanced",
+        read.join(", "),
+        columns.join(", "),
+        postgres_writes("", GROUP),
+    )))
+}
+
+/// How a group's member row carries the commit's value `name`: its type in the JSON's record,
+/// and the expression that reads it (bytes travel as base64).
+fn member_column(name: &str) -> (&'static str, String) {
+    match name {
+        "expected" | "version" | "unanswered" => ("bigint", format!("given_{name}")),
+        "update" | "fingerprint" => (
+            "text",
+            format!("decode(given_{name}, 'base64') AS given_{name}"),
+        ),
+        _ => ("text", format!("given_{name}")),
+    }
+}
+
+/// Binds the members of a group to `query` ([`render_group`]): one JSON array whose objects
+/// carry each commit's values under the names the statement reads.
+pub(crate) fn bind_group<'q>(
+    query: Query<'q, Any, AnyArguments<'q>>,
+    commits: &[&Commit],
+) -> Query<'q, Any, AnyArguments<'q>> {
+    let members: Vec<serde_json::Value> = commits
+        .iter()
+        .map(|commit| {
+            let sidecar = commit.sidecar.as_ref();
+            serde_json::json!({
+                "given_channel": commit.channel.0,
+                "given_expected": commit.expected_revision,
+                "given_title": commit.title,
+                "given_update": commit.update.as_deref().map(|bytes| BASE64.encode(bytes)),
+                "given_version": sidecar.map(|s| s.version),
+                "given_json": sidecar.map(|s| &s.json),
+                "given_unanswered": sidecar.map(|s| s.unanswered_decisions),
+                "given_operation": commit.operation.as_str(),
+                "given_fingerprint": BASE64.encode(commit.fingerprint()),
+                "given_text": commit.text.as_deref().map(indexed_text),
+            })
+        })
+        .collect();
+    query.bind(serde_json::Value::Array(members).to_string())
 }
 
 /// Binds `commit`'s values to `query` in the order every rendering numbers them: channel,
@@ -254,6 +371,8 @@ mod tests {
             (render(Dialect::Sqlite), 11),
             (render_fenced(Dialect::Postgres), 12),
             (render_fenced(Dialect::Sqlite), 13),
+            // The members' JSON and the clock.
+            (render_group(Dialect::Postgres).unwrap(), 2),
         ];
         for (sql, binds) in cases {
             assert_eq!(placeholders(&sql), (1..=binds).collect::<Vec<_>>(), "{sql}");

@@ -5,24 +5,32 @@
 //! The storage contract's rule stays (docs/storage.md): the writes of one lease run one at a
 //! time, each in a transaction that holds the lease row (see `fence.rs`). A commit joins a queue
 //! and then waits to lead; the leader takes every commit waiting under the same fence (at most
-//! [`MAX_GROUP`], [`MAX_GROUP_SQLITE`] on SQLite), the first in the queue first, and runs them in
-//! one fenced transaction. A group of one runs as a lone commit, in a transaction of its own (its
-//! fence check rides in its query; see `commit_statement.rs`). In a larger group each member runs
+//! [`MAX_GROUP`]), the first in the queue first, and runs them in one fenced transaction. A group
+//! of one runs as a lone commit, in a transaction of its own (its fence check rides in its
+//! query; see `commit_statement.rs`).
+//!
+//! In a larger group, on PostgreSQL, the members whose one statement would write all of their
+//! commit or nothing (no title, no events) and that are each the first of the group on their
+//! document are written by one statement (`commit_statement::render_group`): one round trip for
+//! all of them, not one each (see [`steps`]); a member it did not write (stale, archived, or a
+//! repeated operation) wrote nothing, and is answered from reads. Every other member runs alone,
 //! after a savepoint (on SQLite the savepoint goes to the connection's thread with the member's
 //! commit, one hand-off instead of two); a member that is refused, fails, or is answered as a
 //! repeat is rolled back to its savepoint alone, so it never fails another member. On PostgreSQL
-//! a member whose one statement writes all of its commit or nothing (no title, no events) needs
-//! no savepoint, one round trip less: a refusal or a repeat wrote nothing (a statement after a
-//! refusal checks that the transaction is still usable), and should its statement fail outright
-//! (the database failing, which no refusal does) the group's transaction fails with it, as when a
-//! savepoint cannot be set. Each caller hears only its own answer, and a written one only after
-//! the transaction committed: if the `COMMIT` fails, every member that wrote hears that failure
-//! (and may retry under the same operation ID, which answers as a repeat if it did commit).
+//! a member that runs alone and whose one statement writes all of its commit or nothing needs
+//! no savepoint, one round trip less. Where no savepoint was set, a refusal wrote nothing (a
+//! statement after a refusal checks that the transaction is still usable), and should a
+//! statement fail outright (the database failing, which no refusal does) the group's
+//! transaction fails with it, as when a savepoint cannot be set. Each caller hears only its own
+//! answer, and a written one only after the transaction committed: if the `COMMIT` fails, every
+//! member that wrote hears that failure (and may retry under the same operation ID, which
+//! answers as a repeat if it did commit).
 //!
 //! A caller that goes away before its commit was taken leaves the queue with it; one that goes away
 //! later has its commit run and its answer dropped, as if the connection had closed after the
 //! commit.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use fermata_store::{Commit, Committed, Fence, StoreError, StoreResult};
@@ -33,12 +41,12 @@ use crate::collaboration::{CommitWrites, MemberSavepoint};
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
 
-/// The most commits one transaction carries: enough to share a flush among many rooms, few
-/// enough that a group's savepoints stay within what PostgreSQL caches per transaction (64).
-pub(crate) const MAX_GROUP: usize = 32;
-/// The same on SQLite, whose savepoints cost no more past any count: a larger group shares one
-/// `BEGIN`, fence check, `COMMIT` and flush among more rooms when many type at once.
-pub(crate) const MAX_GROUP_SQLITE: usize = 128;
+/// The most commits one transaction carries: enough to share one `BEGIN`, fence check, `COMMIT`
+/// and flush (and on PostgreSQL one group statement) among many rooms when many type at once.
+/// The members that need a savepoint of their own (a title or events) are few, so a group rarely
+/// holds more than the 64 subtransactions PostgreSQL caches per transaction, past which it is only
+/// slower.
+pub(crate) const MAX_GROUP: usize = 128;
 
 /// Where a member's statements can be undone without touching the rest of its group.
 pub(crate) const SAVEPOINT: &str = "SAVEPOINT group_member";
@@ -108,7 +116,7 @@ impl CommitQueue {
                 }
                 leading = self.leader.lock() => leading,
             };
-            let group = self.take_group(store.group_limit());
+            let group = self.take_group(MAX_GROUP);
             if !group.is_empty() {
                 store.commit_group(group).await;
             }
@@ -171,14 +179,6 @@ impl CommitQueue {
 }
 
 impl SqlStorage {
-    /// The most commits one group carries on this database.
-    fn group_limit(&self) -> usize {
-        match self.inner.dialect {
-            crate::Dialect::Sqlite => MAX_GROUP_SQLITE,
-            crate::Dialect::Postgres => MAX_GROUP,
-        }
-    }
-
     /// Runs `group` (non-empty, one fence) in one fenced transaction and answers each member.
     async fn commit_group(&self, group: Vec<Member>) {
         let action = "committing to documents";
@@ -194,23 +194,25 @@ impl SqlStorage {
             Ok(tx) => tx,
             Err(error) => return answer_all(group, &error),
         };
+        let commits: Vec<&Commit> = group.iter().map(|member| &member.commit).collect();
+        let (outcomes, broken) = self.run_steps(&mut tx, &commits).await;
+        drop(commits);
+        let mut members: Vec<Option<Member>> = group.into_iter().map(Some).collect();
         let mut written = Vec::new();
-        let mut members = group.into_iter();
-        while let Some(member) = members.next() {
-            match self.commit_member(&mut tx, &member.commit).await {
-                Ok(MemberOutcome::Wrote(committed)) => written.push((member, committed)),
-                Ok(MemberOutcome::Answered(answer)) => {
+        for (at, outcome) in outcomes {
+            let member = members[at].take().expect("each member runs once");
+            match outcome {
+                MemberOutcome::Wrote(committed) => written.push((member, committed)),
+                MemberOutcome::Answered(answer) => {
                     let _ = member.answer.send(answer);
                 }
-                Err(broken) => {
-                    // The transaction can no longer tell one member's writes from another's:
-                    // nothing in it commits, and the members not yet run are not run.
-                    let unanswered = written.into_iter().map(|(member, _)| member);
-                    answer_all(unanswered.chain(members), &broken);
-                    let _ = member.answer.send(Err(broken));
-                    return;
-                }
             }
+        }
+        if let Some(broken) = broken {
+            // The transaction can no longer tell one member's writes from another's: nothing in
+            // it commits, and the members not yet run are not run.
+            let unanswered = written.into_iter().map(|(member, _)| member);
+            return answer_all(unanswered.chain(members.into_iter().flatten()), &broken);
         }
         if written.is_empty() {
             return;
@@ -223,6 +225,72 @@ impl SqlStorage {
             }
             Err(error) => answer_all(written.into_iter().map(|(member, _)| member), &error),
         }
+    }
+
+    /// Runs the members of a group, `commits`, in `tx` (see [`steps`]): what each that ran came
+    /// to, by its place in the group, and the failure that broke the transaction, after which
+    /// the rest did not run.
+    async fn run_steps(
+        &self,
+        tx: &mut FencedTransaction,
+        commits: &[&Commit],
+    ) -> (Vec<(usize, MemberOutcome)>, Option<StoreError>) {
+        let steps = steps(commits, self.group_statement(), |commit| {
+            self.writes_together(commit)
+        });
+        let mut outcomes = Vec::with_capacity(commits.len());
+        for step in steps {
+            let ran = match step {
+                Step::Alone(at) => self
+                    .commit_member(tx, commits[at])
+                    .await
+                    .map(|outcome| vec![(at, outcome)]),
+                Step::Together(statement, members) => {
+                    let these: Vec<&Commit> = members.iter().map(|&at| commits[at]).collect();
+                    self.commit_together(tx, statement, &these)
+                        .await
+                        .map(|ran| members.into_iter().zip(ran).collect())
+                }
+            };
+            match ran {
+                Ok(ran) => outcomes.extend(ran),
+                Err(broken) => return (outcomes, Some(broken)),
+            }
+        }
+        (outcomes, None)
+    }
+
+    /// Writes members of a larger group at once with `statement` (see [`steps`]), then answers
+    /// those it did not write from reads, as a refused lone commit is answered. `Err` when the
+    /// statement failed, which fails the group, or when a refusal left the transaction aborted.
+    async fn commit_together(
+        &self,
+        tx: &mut FencedTransaction,
+        statement: &str,
+        commits: &[&Commit],
+    ) -> StoreResult<Vec<MemberOutcome>> {
+        let action = "committing to documents";
+        let written = self.write_together(tx, statement, commits).await?;
+        let mut outcomes = Vec::with_capacity(commits.len());
+        let mut refused = false;
+        for (commit, written) in commits.iter().zip(written) {
+            outcomes.push(match self.finish_commit(tx, commit, written).await {
+                Ok(CommitWrites::Kept(committed)) => MemberOutcome::Wrote(committed),
+                Ok(CommitWrites::Nothing(answer)) => MemberOutcome::Answered(Ok(answer)),
+                Err(error) => {
+                    refused = true;
+                    MemberOutcome::Answered(Err(error))
+                }
+            });
+        }
+        if refused {
+            // As after a member without a savepoint (see `commit_member`).
+            sqlx::query(CHECK_TRANSACTION)
+                .execute(tx.conn())
+                .await
+                .context(action)?;
+        }
+        Ok(outcomes)
     }
 
     /// Runs one member of a larger group after a savepoint where it needs one, rolling back to
@@ -261,6 +329,54 @@ impl SqlStorage {
     }
 }
 
+/// How members of a group run in its transaction.
+#[derive(Debug, PartialEq, Eq)]
+enum Step<'s> {
+    /// The member at this place in the group, alone (after its savepoint, where it needs one).
+    Alone(usize),
+    /// The members at these places, written at once by this statement.
+    Together(&'s str, Vec<usize>),
+}
+
+/// The steps that run a group's `commits` (in queue order) in its transaction. Where the
+/// database has a `statement` that writes several at once, the commits that `joins` admits and
+/// that are each the first still to run on their document run together, when there are at least
+/// two; otherwise the first commit still to run runs alone. Either way each document's commits
+/// run in queue order.
+fn steps<'s>(
+    commits: &[&Commit],
+    statement: Option<&'s str>,
+    joins: impl Fn(&Commit) -> bool,
+) -> Vec<Step<'s>> {
+    let mut pending: Vec<usize> = (0..commits.len()).collect();
+    let mut steps = Vec::new();
+    while let Some(&first) = pending.first() {
+        let together: Vec<usize> = match statement {
+            Some(_) => {
+                let mut documents = HashSet::new();
+                pending
+                    .iter()
+                    .copied()
+                    // Every document is marked as met, whether its first commit joins or not.
+                    .filter(|&at| documents.insert(&commits[at].channel) && joins(commits[at]))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        match statement {
+            Some(statement) if together.len() > 1 => {
+                pending.retain(|at| !together.contains(at));
+                steps.push(Step::Together(statement, together));
+            }
+            _ => {
+                pending.remove(0);
+                steps.push(Step::Alone(first));
+            }
+        }
+    }
+    steps
+}
+
 /// What one member of a larger group came to.
 enum MemberOutcome {
     /// Its writes stand, to be committed with the group's.
@@ -275,5 +391,85 @@ fn answer_all(members: impl IntoIterator<Item = Member>, error: &StoreError) {
     for member in members {
         let copy = StoreError::new(error.kind(), error.message().to_owned());
         let _ = member.answer.send(Err(copy));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fermata_store::ChannelId;
+    use fermata_store::collaboration::OperationId;
+
+    use super::*;
+
+    /// A commit to document `channel` under operation ID `operation`.
+    fn commit(channel: &str, operation: &str) -> Commit {
+        Commit {
+            channel: ChannelId(channel.to_owned()),
+            operation: OperationId::new(operation).unwrap(),
+            expected_revision: 0,
+            update: Some(b"x".to_vec()),
+            sidecar: None,
+            events: Vec::new(),
+            title: None,
+            text: None,
+        }
+    }
+
+    fn plan<'s>(
+        group: &[(&str, &str)],
+        statement: Option<&'s str>,
+        alone: &[&str],
+    ) -> Vec<Step<'s>> {
+        let commits: Vec<Commit> = group
+            .iter()
+            .map(|(channel, operation)| commit(channel, operation))
+            .collect();
+        let commits: Vec<&Commit> = commits.iter().collect();
+        steps(&commits, statement, |commit| {
+            !alone.contains(&commit.operation.as_str())
+        })
+    }
+
+    #[test]
+    fn without_a_group_statement_every_member_runs_alone_in_queue_order() {
+        let group = [("a", "1"), ("b", "2"), ("a", "3")];
+        assert_eq!(
+            plan(&group, None, &[]),
+            vec![Step::Alone(0), Step::Alone(1), Step::Alone(2)]
+        );
+    }
+
+    #[test]
+    fn the_first_commit_of_each_document_runs_together_and_later_ones_after() {
+        let group = [("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"), ("a", "5")];
+        assert_eq!(
+            plan(&group, Some("S"), &[]),
+            vec![
+                Step::Together("S", vec![0, 1, 3]),
+                // One left on document a at a time: it runs alone, the next after it.
+                Step::Alone(2),
+                Step::Alone(4),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_commit_that_must_run_alone_holds_back_the_later_commits_of_its_document() {
+        // b's first commit (a title, say) runs alone; b's second may not overtake it.
+        let group = [("a", "1"), ("b", "title"), ("b", "3"), ("c", "4")];
+        assert_eq!(
+            plan(&group, Some("S"), &["title"]),
+            vec![
+                Step::Together("S", vec![0, 3]),
+                Step::Alone(1),
+                Step::Alone(2),
+            ]
+        );
+        // With one joiner only, the queue runs in order.
+        let group = [("a", "title"), ("b", "2")];
+        assert_eq!(
+            plan(&group, Some("S"), &["title"]),
+            vec![Step::Alone(0), Step::Alone(1)]
+        );
     }
 }

@@ -196,6 +196,16 @@ async fn measure(backend: &str, database: ScratchDatabase, workload: Workload) {
     store.storage.close().await;
 }
 
+/// The goal for acknowledged updates/s against as many bare-insert writers: level on
+/// PostgreSQL, whose writers each have a connection of their own; half on SQLite, whose inserts
+/// share the one write lock without the fence's and the document's work.
+fn throughput_goal(backend: &str) -> &'static str {
+    match backend {
+        "postgres" => ">= 1",
+        _ => ">= 0.5",
+    }
+}
+
 fn report(backend: &str, workload: Workload, live: &Run, commits: i64, floor: &Run) {
     let (live_summary, floor_summary) = (
         Summary::of(live.latencies.clone()),
@@ -238,7 +248,7 @@ fn report(backend: &str, workload: Workload, live: &Run, commits: i64, floor: &R
             live.per_second(),
             floor.per_second(),
             "concurrent bare-insert writers, inserts/s",
-            ">= 0.5",
+            throughput_goal(backend),
         ),
         (
             &p99,
@@ -884,7 +894,7 @@ async fn cold_open(address: SocketAddr, token: &str, bearer: &str, group: &str) 
         measured: micros(open),
         floor: micros(apply),
         floor_name: "its state applied to a fresh yrs document",
-        goal: None,
+        goal: Some("<= 3"),
     }
     .record();
 }

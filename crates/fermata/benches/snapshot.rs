@@ -19,12 +19,17 @@
 //! `fermata schema refresh --inventory ID DATABASE` is timed from its start to its exit at
 //! `awaiting_review` (the snapshot, its verification over new connections, the candidate staged,
 //! the review artifact sealed), and `fermata schema approve`, which publishes the pull request,
-//! is timed apart.
+//! is timed apart. The refresh's peak resident memory is watched as it runs.
+//!
+//! Last, the scale step: the database is made again with `FERMATA_BENCH_SCALE_TABLES` tables
+//! (default 20,000; 0 leaves the step out) and refreshed once, its wall time and peak memory set
+//! against the median refresh of the first database, with linear growth as the goal.
 
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fermata_schema::DatabaseName;
@@ -36,6 +41,9 @@ use sqlx::{ConnectOptions, Executor, Row};
 use support::{Target, USER_PASSWORD, add_source, add_user, configure, empty_package};
 
 const DATABASE: &str = "fermata_bench_snapshot";
+/// The tables of the scale step (`FERMATA_BENCH_SCALE_TABLES`, 0 to leave it out): ten times
+/// the default database.
+const SCALE_TABLES: usize = 20_000;
 const CONNECTIONS: usize = 8;
 /// The password of the account `scripts/bench` provisions on its MariaDB.
 const MYSQL_PASSWORD: &str = "fermata";
@@ -174,25 +182,22 @@ fn refresh_target(options: &MySqlConnectOptions) -> (Target, String) {
     (target, id)
 }
 
-/// `fermata schema refresh` of the database to its review, then `fermata schema approve`, which
-/// publishes it: the wall time of each.
-fn refresh(target: &Target, inventory: &str) -> (Duration, Duration) {
-    let start = Instant::now();
-    let refreshed = fermata_json(
-        target,
-        &[
-            "schema",
-            "refresh",
-            "--inventory",
-            inventory,
-            DATABASE,
-            "--as",
-            "ada",
-        ],
-        "",
-    );
-    let refresh = start.elapsed();
-    assert_eq!(refreshed["state"], "awaiting_review", "{refreshed}");
+/// The words of `fermata schema refresh` of the database to its review, as ada.
+fn refresh_words(inventory: &str) -> [&str; 7] {
+    [
+        "schema",
+        "refresh",
+        "--inventory",
+        inventory,
+        DATABASE,
+        "--as",
+        "ada",
+    ]
+}
+
+/// `fermata schema approve` of the refresh that answered `refreshed`, which publishes it: its
+/// wall time.
+fn approve(target: &Target, refreshed: &Value) -> Duration {
     let operation = refreshed["id"].as_str().unwrap();
     let start = Instant::now();
     let approved = fermata_json(
@@ -202,7 +207,59 @@ fn refresh(target: &Target, inventory: &str) -> (Duration, Duration) {
     );
     let approve = start.elapsed();
     assert_eq!(approved["state"], "succeeded", "{approved}");
-    (refresh, approve)
+    approve
+}
+
+/// `fermata schema refresh` of the database to its review, watched: its wall time and its peak
+/// resident memory in MiB (the kernel's high-water mark, `VmHWM`, read every 10 ms while it
+/// runs), and what it printed.
+async fn watched_refresh(target: &Target, inventory: &str) -> (Duration, f64, Value) {
+    let mut words = refresh_words(inventory).to_vec();
+    words.push("--json");
+    let start = Instant::now();
+    let mut child = target
+        .command_words(&words)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fermata runs");
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).map(|_| text)
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).map(|_| text)
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0_u64;
+    let status = loop {
+        if let Some(kib) = std::fs::read_to_string(&status_file)
+            .ok()
+            .and_then(|status| high_water_kib(&status))
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let elapsed = start.elapsed();
+    let (out, err) = (out.join().unwrap().unwrap(), err.join().unwrap().unwrap());
+    assert!(status.success(), "fermata {words:?} failed: {out}{err}");
+    let refreshed: Value = serde_json::from_str(&out).expect("fermata prints JSON");
+    assert_eq!(refreshed["state"], "awaiting_review", "{refreshed}");
+    #[allow(clippy::cast_precision_loss)]
+    (elapsed, peak_kib as f64 / 1024.0, refreshed)
+}
+
+/// The `VmHWM` line of a `/proc/PID/status`, in KiB.
+fn high_water_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -229,6 +286,7 @@ async fn main() {
 
     let (mut ours, mut refreshes, mut approvals, mut dumps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut refresh_peaks = Vec::new();
     let (mut our_questions, mut refresh_questions, mut dump_questions) = (0, 0, 0);
     let mut snapshot_hash = String::new();
     for _ in 0..rounds {
@@ -254,7 +312,9 @@ async fn main() {
 
         let (target, inventory) = refresh_target(&options);
         let before = questions(&mut admin).await;
-        let (refresh_time, approve_time) = refresh(&target, &inventory);
+        let (refresh_time, peak, refreshed) = watched_refresh(&target, &inventory).await;
+        let approve_time = approve(&target, &refreshed);
+        refresh_peaks.push(peak);
         refreshes.push(refresh_time);
         approvals.push(refresh_time + approve_time);
         refresh_questions = questions(&mut admin).await - before - 1;
@@ -311,7 +371,7 @@ async fn main() {
         (
             "refresh of 2,000 tables end to end (`fermata schema refresh` to its review), median",
             refreshes,
-            Some("<= 0.5"),
+            Some("<= 0.25"),
         ),
         (
             "refresh, then `fermata schema approve` publishing it, median",
@@ -341,8 +401,86 @@ async fn main() {
         per_object(refresh_questions),
         per_object(dump_questions)
     );
+    refresh_peaks.sort_by(f64::total_cmp);
+    let smaller = Scale {
+        tables,
+        refresh: refreshes,
+        peak_mib: refresh_peaks[refresh_peaks.len() / 2],
+    };
+    let scale_tables = setting("FERMATA_BENCH_SCALE_TABLES", SCALE_TABLES);
+    if scale_tables > 0 {
+        scale(&mut admin, &options, scale_tables, &smaller).await;
+    }
     admin
         .execute(format!("DROP DATABASE {DATABASE}").as_str())
         .await
         .unwrap();
+}
+
+/// What a refresh of a database of `tables` tables took: its wall time and peak memory.
+struct Scale {
+    tables: usize,
+    refresh: Duration,
+    peak_mib: f64,
+}
+
+/// The scale step: a database of `tables` tables made in place of the first, refreshed once,
+/// its wall time and peak memory recorded against `smaller`'s (linear growth is the goal).
+async fn scale(
+    admin: &mut MySqlConnection,
+    options: &MySqlConnectOptions,
+    tables: usize,
+    smaller: &Scale,
+) {
+    let started = Instant::now();
+    create(admin, tables).await;
+    println!(
+        "snapshot: scale: created {tables} tables and their views, routines and triggers in \
+         {:.1?}",
+        started.elapsed()
+    );
+    let (target, inventory) = refresh_target(options);
+    let (refresh, peak_mib, _) = watched_refresh(&target, &inventory).await;
+    #[allow(clippy::cast_precision_loss)]
+    let growth = tables as f64 / smaller.tables as f64;
+    println!(
+        "snapshot: scale: refresh of {tables} tables {:.0} ms, peak memory {peak_mib:.0} MiB; \
+         of {} tables {:.0} ms, {:.0} MiB ({growth:.0}x the tables: {:.2}x the time, {:.2}x the \
+         memory)",
+        refresh.as_secs_f64() * 1000.0,
+        smaller.tables,
+        smaller.refresh.as_secs_f64() * 1000.0,
+        smaller.peak_mib,
+        refresh.as_secs_f64() / smaller.refresh.as_secs_f64(),
+        peak_mib / smaller.peak_mib,
+    );
+    // Linear, with a margin of 5% of the growth.
+    let goal = format!("<= {:.2}", growth * 1.05);
+    for (figure, unit, measured, floor, floor_name) in [
+        (
+            format!("refresh of {tables} tables end to end"),
+            "ms",
+            refresh.as_secs_f64() * 1000.0,
+            smaller.refresh.as_secs_f64() * 1000.0,
+            format!("refresh of {} tables, median", smaller.tables),
+        ),
+        (
+            format!("peak resident memory of a refresh of {tables} tables"),
+            "MiB",
+            peak_mib,
+            smaller.peak_mib,
+            format!("the same of {} tables, median", smaller.tables),
+        ),
+    ] {
+        Figure {
+            group: "snapshot/mariadb".to_owned(),
+            name: &figure,
+            unit,
+            measured,
+            floor,
+            floor_name: &floor_name,
+            goal: Some(&goal),
+        }
+        .record();
+    }
 }

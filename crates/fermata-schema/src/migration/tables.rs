@@ -151,54 +151,128 @@ type KeysByTable<'a> = BTreeMap<&'a str, Vec<&'a ForeignKey>>;
 /// cycle, which the server refuses to drop in any order, the foreign keys to drop first, by
 /// table: those that refer to the first table of the cycle by name, which then goes first.
 fn drop_order<'a>(gone: &[&'a Table]) -> (Vec<&'a Table>, KeysByTable<'a>) {
-    let mut ordered: Vec<&Table> = Vec::new();
+    let mut keys = GoneKeys::between(gone);
+    let mut ordered: Vec<&Table> = Vec::with_capacity(gone.len());
     let mut cut = KeysByTable::new();
-    let mut remaining: Vec<&Table> = gone.to_vec();
-    // The keys that refer to each table by name, found once: thousands of tables cost what
-    // their keys do, not the square of their count at every step.
-    let mut referred: BTreeMap<&str, Vec<(&'a str, &'a ForeignKey)>> = BTreeMap::new();
-    for table in gone {
-        for key in table
-            .foreign_keys
-            .iter()
-            .filter(|k| k.referenced_database.is_none())
-        {
-            referred
-                .entry(key.referenced_table.as_str())
-                .or_default()
-                .push((table.name.as_str(), key));
-        }
-    }
-    let mut left: BTreeSet<&str> = gone.iter().map(|t| t.name.as_str()).collect();
-    while !remaining.is_empty() {
-        // The keys of the other remaining tables that refer to `name`, and are not cut yet.
-        let referring = |name: &str| -> Vec<(&'a str, &'a ForeignKey)> {
-            referred
-                .get(name)
-                .into_iter()
-                .flatten()
-                .filter(|(table, key)| {
-                    *table != name
-                        && left.contains(table)
-                        && !cut.get(table).is_some_and(|keys| keys.contains(key))
-                })
-                .copied()
-                .collect()
-        };
-        let next = match remaining.iter().position(|t| referring(&t.name).is_empty()) {
+    // Each step takes the first table (in `gone`'s order) that no other table still there refers
+    // to by a key not cut; the count of such keys is kept per table, so thousands of tables cost
+    // what their keys do, not the square of their count.
+    let mut left: BTreeSet<usize> = (0..gone.len()).collect();
+    let mut free: BTreeSet<usize> = left
+        .iter()
+        .copied()
+        .filter(|&at| keys.referrers[at] == 0)
+        .collect();
+    while let Some(&first) = left.first() {
+        let next = match free.pop_first() {
             Some(next) => next,
             None => {
-                for (table, key) in referring(&remaining[0].name) {
-                    cut.entry(table).or_default().push(key);
+                // A cycle: the first table goes first, once the keys that refer to it are cut.
+                for key in keys.cut_referring(first, &left) {
+                    cut.entry(gone[key.from].name.as_str())
+                        .or_default()
+                        .push(key.key);
                 }
-                0
+                first
             }
         };
-        let table = remaining.remove(next);
-        left.remove(table.name.as_str());
-        ordered.push(table);
+        left.remove(&next);
+        ordered.push(gone[next]);
+        for to in keys.released_by(next) {
+            if left.contains(&to) && keys.referrers[to] == 0 {
+                free.insert(to);
+            }
+        }
     }
     (ordered, cut)
+}
+
+/// The foreign keys between two different tables that go (by their places in the list), and
+/// how many keys not cut yet refer to each from a table still there.
+struct GoneKeys<'a> {
+    keys: Vec<GoneKey<'a>>,
+    /// By table: its keys, as places in `keys`.
+    refers: Vec<Vec<usize>>,
+    /// By table: the keys that refer to it, as places in `keys`, in `gone`'s order.
+    referred: Vec<Vec<usize>>,
+    referrers: Vec<usize>,
+}
+
+/// A key of table `from` that refers to table `to`.
+struct GoneKey<'a> {
+    from: usize,
+    to: usize,
+    key: &'a ForeignKey,
+    cut: bool,
+}
+
+impl<'a> GoneKeys<'a> {
+    fn between(gone: &[&'a Table]) -> Self {
+        let place: BTreeMap<&str, usize> = gone
+            .iter()
+            .enumerate()
+            .map(|(at, table)| (table.name.as_str(), at))
+            .collect();
+        let mut keys = GoneKeys {
+            keys: Vec::new(),
+            refers: vec![Vec::new(); gone.len()],
+            referred: vec![Vec::new(); gone.len()],
+            referrers: vec![0; gone.len()],
+        };
+        for (from, table) in gone.iter().enumerate() {
+            for key in table
+                .foreign_keys
+                .iter()
+                .filter(|k| k.referenced_database.is_none())
+            {
+                let Some(&to) = place.get(key.referenced_table.as_str()) else {
+                    continue;
+                };
+                if to == from {
+                    continue;
+                }
+                keys.refers[from].push(keys.keys.len());
+                keys.referred[to].push(keys.keys.len());
+                keys.referrers[to] += 1;
+                keys.keys.push(GoneKey {
+                    from,
+                    to,
+                    key,
+                    cut: false,
+                });
+            }
+        }
+        keys
+    }
+
+    /// Cuts the keys not cut yet that refer to table `to` from the tables `left`, and answers
+    /// them.
+    fn cut_referring(&mut self, to: usize, left: &BTreeSet<usize>) -> Vec<&GoneKey<'a>> {
+        let mut cut = Vec::new();
+        for &at in &self.referred[to] {
+            let key = &mut self.keys[at];
+            if !key.cut && left.contains(&key.from) {
+                key.cut = true;
+                self.referrers[to] -= 1;
+                cut.push(at);
+            }
+        }
+        cut.into_iter().map(|at| &self.keys[at]).collect()
+    }
+
+    /// Table `from` goes: its keys not cut no longer hold the tables they refer to. Answers
+    /// those tables.
+    fn released_by(&mut self, from: usize) -> Vec<usize> {
+        let mut released = Vec::new();
+        for &at in &self.refers[from] {
+            let key = &self.keys[at];
+            if !key.cut {
+                self.referrers[key.to] -= 1;
+                released.push(key.to);
+            }
+        }
+        released
+    }
 }
 
 /// The columns, by table, whose type, character set or collation changes: a foreign key on one

@@ -266,6 +266,38 @@ fn tables_that_refer_to_each_other_lose_a_key_before_they_are_dropped() {
 }
 
 #[test]
+fn a_chain_of_dropped_tables_goes_from_its_end_and_a_cycle_after_it_is_cut_once() {
+    let refers = |name: &str, to: &str| {
+        let mut t = table(name, vec![id(), column("up", "int(11)")]);
+        t.foreign_keys
+            .push(foreign_key(&format!("fk_{name}"), "up", to));
+        t
+    };
+    // a <- b <- c <- d, and e <-> f.
+    let from = database(vec![
+        table("a", vec![id()]),
+        refers("b", "a"),
+        refers("c", "b"),
+        refers("d", "c"),
+        refers("e", "f"),
+        refers("f", "e"),
+    ]);
+    let script = plan(&from, &database(vec![]), Direction::Adopt);
+    assert_eq!(
+        sql(&script),
+        [
+            "ALTER TABLE `f`\n  DROP FOREIGN KEY `fk_f`",
+            "DROP TABLE `d`",
+            "DROP TABLE `c`",
+            "DROP TABLE `b`",
+            "DROP TABLE `a`",
+            "DROP TABLE `e`",
+            "DROP TABLE `f`",
+        ]
+    );
+}
+
+#[test]
 fn a_dropped_table_loses_its_keys_to_a_table_that_changes_first() {
     let mut child = table("child", vec![id(), column("parent", "int(11)")]);
     child

@@ -1,14 +1,13 @@
-//! Reading a database's model from `information_schema` in bulk: one query per category of
-//! object (the database's defaults with its tables and views, checks, columns, index parts,
-//! foreign keys, partitions, sequence definitions, routines with their parameters, triggers,
-//! events), each ordered by the binary order of the names, so the number of queries does not
-//! grow with the number of objects: ten at most, the partitions and sequence queries only when
-//! the tables query shows a partitioned table or a sequence. The tables query runs first, on the
-//! first connection; it says which flavor the server is, and the other queries of each category
-//! are then read ahead at once, spread over all the connections (a handful of queries that each
-//! make the server open every table, which it does in parallel). Every value is read as bytes and
-//! decoded as UTF-8; anything that does not fit the model is the permanent
-//! `UNSUPPORTED_SCHEMA_OUTPUT`.
+//! Reading a database's model from `information_schema` in bulk: one query per category of object
+//! (the database's defaults with its tables, views, checks, columns, index parts, foreign keys,
+//! partitions, sequence definitions, routines with their parameters, triggers, events), each
+//! ordered by the binary order of the names, so the number of queries does not grow with the number
+//! of objects: eleven at most, the views, partitions and sequence queries only when the tables
+//! query shows a view, a partitioned table or a sequence. The tables query runs first, on the first
+//! connection; it says which flavor the server is, and the other queries of each category are then
+//! read ahead at once, spread over all the connections (a handful of queries that each make the
+//! server open every table, which it does in parallel). Every value is read as bytes and decoded as
+//! UTF-8; anything that does not fit the model is the permanent `UNSUPPORTED_SCHEMA_OUTPUT`.
 
 mod programs;
 mod sequences;

@@ -120,9 +120,6 @@ fn open_file_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
-/// Serves `router` on `listener` under `limits` until `shutdown` completes, then stops
-/// accepting, lets every connection finish its request in flight, and returns. Dropping the
-/// future before then ends every connection and the request it has in flight.
 /// How many connections the kernel completes and holds for the accept loop. A listener's usual
 /// 128 overflows when a crowd connects at once (clients reconnecting after a restart or a network
 /// blip): each handshake dropped there waits a second for the client to retry it. The kernel caps
@@ -142,6 +139,9 @@ pub fn listen(address: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(ACCEPT_BACKLOG)
 }
 
+/// Serves `router` on `listener` under `limits` until `shutdown` completes, then stops
+/// accepting, lets every connection finish its request in flight, and returns. Dropping the
+/// future before then ends every connection and the request it has in flight.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,

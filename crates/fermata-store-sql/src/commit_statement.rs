@@ -67,34 +67,70 @@ enum Values {
     Member,
 }
 
-/// The names of a commit's values in a template, in [`bind_commit`]'s order.
-const NAMES: [&str; 10] = [
-    "channel",
-    "expected",
-    "title",
-    "update",
-    "version",
-    "json",
-    "unanswered",
-    "operation",
-    "fingerprint",
-    "text",
+/// A commit's values as every rendering names them (`{channel}`, ... in a template), in the
+/// order [`values`] gives them, with the kind of each.
+const NAMES: [(&str, Kind); 10] = [
+    ("channel", Kind::Text),
+    ("expected", Kind::Number),
+    ("title", Kind::Text),
+    ("update", Kind::Bytes),
+    ("version", Kind::Number),
+    ("json", Kind::Text),
+    ("unanswered", Kind::Number),
+    ("operation", Kind::Text),
+    ("fingerprint", Kind::Bytes),
+    ("text", Kind::Text),
 ];
+
+/// What a commit's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Number,
+    Bytes,
+}
+
+/// One of a commit's values, null where the commit has none.
+enum Value {
+    Text(Option<String>),
+    Number(Option<i64>),
+    Bytes(Option<Vec<u8>>),
+}
+
+/// `commit`'s values in [`NAMES`]' order: channel, expected revision, title, update, sidecar
+/// version, sidecar JSON, unanswered decisions, operation ID, fingerprint, text (as the index
+/// takes it, [`indexed_text`]).
+fn values(commit: &Commit) -> [Value; 10] {
+    let sidecar = commit.sidecar.as_ref();
+    [
+        Value::Text(Some(commit.channel.0.clone())),
+        Value::Number(Some(commit.expected_revision)),
+        Value::Text(commit.title.clone()),
+        Value::Bytes(commit.update.clone()),
+        Value::Number(sidecar.map(|s| s.version)),
+        Value::Text(sidecar.map(|s| s.json.clone())),
+        Value::Number(sidecar.map(|s| s.unanswered_decisions)),
+        Value::Text(Some(commit.operation.as_str().to_owned())),
+        Value::Bytes(Some(commit.fingerprint().to_vec())),
+        Value::Text(commit.text.as_deref().map(indexed_text)),
+    ]
+}
 
 impl Binds {
     /// Fills a template whose placeholders `{channel}`, `{expected}`, ... name the commit's
     /// values.
     fn fill(&self, template: &str) -> String {
-        let filled = NAMES
-            .iter()
-            .enumerate()
-            .fold(template.to_owned(), |text, (offset, name)| {
-                let value = match self.values {
-                    Values::From(first) => format!("${}", first + offset),
-                    Values::Member => format!("m.given_{name}"),
-                };
-                text.replace(&format!("{{{name}}}"), &value)
-            });
+        let filled =
+            NAMES
+                .iter()
+                .enumerate()
+                .fold(template.to_owned(), |text, (offset, (name, _))| {
+                    let value = match self.values {
+                        Values::From(first) => format!("${}", first + offset),
+                        Values::Member => format!("m.given_{name}"),
+                    };
+                    text.replace(&format!("{{{name}}}"), &value)
+                });
         filled.replace("{clock}", self.now)
     }
 }
@@ -266,9 +302,14 @@ pub(crate) fn render_group(dialect: Dialect) -> Option<String> {
     };
     let (columns, read): (Vec<String>, Vec<String>) = NAMES
         .iter()
-        .map(|name| {
-            let (json_type, read) = member_column(name);
-            (format!("given_{name} {json_type}"), read)
+        .map(|(name, kind)| match kind {
+            Kind::Text => (format!("given_{name} text"), format!("given_{name}")),
+            Kind::Number => (format!("given_{name} bigint"), format!("given_{name}")),
+            // Bytes travel as base64.
+            Kind::Bytes => (
+                format!("given_{name} text"),
+                format!("decode(given_{name}, 'base64') AS given_{name}"),
+            ),
         })
         .unzip();
     Some(binds.fill(&format!(
@@ -282,21 +323,8 @@ pub(crate) fn render_group(dialect: Dialect) -> Option<String> {
     )))
 }
 
-/// How a group's member row carries the commit's value `name`: its type in the JSON's record,
-/// and the expression that reads it (bytes travel as base64).
-fn member_column(name: &str) -> (&'static str, String) {
-    match name {
-        "expected" | "version" | "unanswered" => ("bigint", format!("given_{name}")),
-        "update" | "fingerprint" => (
-            "text",
-            format!("decode(given_{name}, 'base64') AS given_{name}"),
-        ),
-        _ => ("text", format!("given_{name}")),
-    }
-}
-
 /// Binds the members of a group to `query` ([`render_group`]): one JSON array whose objects
-/// carry each commit's values under the names the statement reads.
+/// carry each commit's [`values`] under the names the statement reads.
 pub(crate) fn bind_group<'q>(
     query: Query<'q, Any, AnyArguments<'q>>,
     commits: &[&Commit],
@@ -304,43 +332,32 @@ pub(crate) fn bind_group<'q>(
     let members: Vec<serde_json::Value> = commits
         .iter()
         .map(|commit| {
-            let sidecar = commit.sidecar.as_ref();
-            serde_json::json!({
-                "given_channel": commit.channel.0,
-                "given_expected": commit.expected_revision,
-                "given_title": commit.title,
-                "given_update": commit.update.as_deref().map(|bytes| BASE64.encode(bytes)),
-                "given_version": sidecar.map(|s| s.version),
-                "given_json": sidecar.map(|s| &s.json),
-                "given_unanswered": sidecar.map(|s| s.unanswered_decisions),
-                "given_operation": commit.operation.as_str(),
-                "given_fingerprint": BASE64.encode(commit.fingerprint()),
-                "given_text": commit.text.as_deref().map(indexed_text),
-            })
+            let member = NAMES.iter().zip(values(commit)).map(|((name, _), value)| {
+                let value = match value {
+                    Value::Text(text) => serde_json::json!(text),
+                    Value::Number(number) => serde_json::json!(number),
+                    Value::Bytes(bytes) => serde_json::json!(bytes.map(|b| BASE64.encode(b))),
+                };
+                (format!("given_{name}"), value)
+            });
+            serde_json::Value::Object(member.collect())
         })
         .collect();
     query.bind(serde_json::Value::Array(members).to_string())
 }
 
-/// Binds `commit`'s values to `query` in the order every rendering numbers them: channel,
-/// expected revision, title, update, sidecar version, sidecar JSON, unanswered decisions,
-/// operation ID, fingerprint, text (as the index takes it, [`indexed_text`]).
+/// Binds `commit`'s [`values`] to `query` in the order every rendering numbers them.
 pub(crate) fn bind_commit<'q>(
     query: Query<'q, Any, AnyArguments<'q>>,
     commit: &Commit,
 ) -> Query<'q, Any, AnyArguments<'q>> {
-    let sidecar = commit.sidecar.as_ref();
-    query
-        .bind(commit.channel.0.clone())
-        .bind(commit.expected_revision)
-        .bind(commit.title.clone())
-        .bind(commit.update.clone())
-        .bind(sidecar.map(|s| s.version))
-        .bind(sidecar.map(|s| s.json.clone()))
-        .bind(sidecar.map(|s| s.unanswered_decisions))
-        .bind(commit.operation.as_str().to_owned())
-        .bind(commit.fingerprint().to_vec())
-        .bind(commit.text.as_deref().map(indexed_text))
+    values(commit)
+        .into_iter()
+        .fold(query, |query, value| match value {
+            Value::Text(text) => query.bind(text),
+            Value::Number(number) => query.bind(number),
+            Value::Bytes(bytes) => query.bind(bytes),
+        })
 }
 
 #[cfg(test)]
@@ -381,6 +398,30 @@ mod tests {
                 "a template name was left unfilled: {sql}"
             );
         }
+    }
+
+    #[test]
+    fn every_value_is_of_the_kind_its_name_says() {
+        let commit = Commit {
+            channel: fermata_store::ChannelId("d".to_owned()),
+            operation: fermata_store::OperationId::new("op").unwrap(),
+            expected_revision: 0,
+            update: None,
+            sidecar: None,
+            events: Vec::new(),
+            title: None,
+            text: None,
+        };
+        let kinds: Vec<Kind> = values(&commit)
+            .iter()
+            .map(|value| match value {
+                Value::Text(_) => Kind::Text,
+                Value::Number(_) => Kind::Number,
+                Value::Bytes(_) => Kind::Bytes,
+            })
+            .collect();
+        let named: Vec<Kind> = NAMES.iter().map(|(_, kind)| *kind).collect();
+        assert_eq!(kinds, named);
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl CommitQueue {
                 }
                 leading = self.leader.lock() => leading,
             };
-            let group = self.take_group(MAX_GROUP);
+            let group = self.take_group();
             if !group.is_empty() {
                 store.commit_group(group).await;
             }
@@ -158,8 +158,8 @@ impl CommitQueue {
     }
 
     /// The next group: the first waiting commit and those after it under the same fence, in
-    /// queue order, at most `limit`.
-    fn take_group(&self, limit: usize) -> Vec<Member> {
+    /// queue order, at most [`MAX_GROUP`].
+    fn take_group(&self) -> Vec<Member> {
         let mut waiting = self.waiting();
         let Some(fence) = waiting.members.first().map(|member| member.fence.clone()) else {
             return Vec::new();
@@ -167,7 +167,7 @@ impl CommitQueue {
         let mut group = Vec::new();
         let mut rest = Vec::new();
         for member in waiting.members.drain(..) {
-            if group.len() < limit && member.fence == fence {
+            if group.len() < MAX_GROUP && member.fence == fence {
                 group.push(member);
             } else {
                 rest.push(member);

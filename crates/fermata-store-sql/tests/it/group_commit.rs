@@ -133,6 +133,15 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
         ("reused", run(update(&repeated, 1, "op-once", b"again"))),
         ("third", run(update(&third, 0, "op-third", b"third"))),
         ("repeat", run(update(&repeated, 0, "op-once", b"once"))),
+        // A rename after `fourth`'s first commit, in the same group: on PostgreSQL it runs after
+        // the members written together, after a savepoint of its own, and sees their writes.
+        (
+            "renamed",
+            run(Commit {
+                title: Some("renamed".to_owned()),
+                ..update(&fourth, 1, "op-renamed", b"renamed")
+            }),
+        ),
     ];
     eventually("every commit to wait for the transaction", || async {
         store.storage.commits_waiting() == queued.len()
@@ -151,13 +160,14 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
                 assert!(answer.repeated, "{answer:?}");
                 assert_eq!(answer.revision, 1);
             }
+            "renamed" => assert_eq!(answer.unwrap().revision, 2),
             _ => assert_eq!(answer.unwrap().revision, 1, "{name}"),
         }
     }
     assert_eq!(
         counted.count() - before,
         1,
-        "the six waiting commits shared one transaction"
+        "the seven waiting commits shared one transaction"
     );
 
     // What the group wrote: each written commit once, nothing of the refused one or the repeat.
@@ -165,7 +175,7 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
         (&first, vec![b"first".to_vec()]),
         (&second, vec![b"second".to_vec()]),
         (&third, vec![b"third".to_vec()]),
-        (&fourth, vec![b"fourth".to_vec()]),
+        (&fourth, vec![b"fourth".to_vec(), b"renamed".to_vec()]),
         (&repeated, vec![b"once".to_vec()]),
     ] {
         assert_eq!(
@@ -185,6 +195,13 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
         reread.revision, 1,
         "the reused ID's advance was rolled back"
     );
+    let renamed = store
+        .collaboration()
+        .channel(&fourth.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((renamed.title.as_str(), renamed.revision), ("renamed", 2));
 
     // A lone commit afterwards runs in a transaction of its own, as before.
     store

@@ -97,9 +97,8 @@ pub(crate) struct Statements {
     member_commit: Option<String>,
     /// The commit that carries its own fence check, for a commit that runs alone.
     fenced_commit: String,
-    /// The commits of a group written at once, where the database can (PostgreSQL; see
-    /// `commit_statement::render_group`).
-    group_commit: Option<String>,
+    /// The commits of a group written at once (`commit_statement::render_group`).
+    group_commit: String,
     upsert_state: String,
     insert_event: String,
     updates_after: String,
@@ -377,23 +376,24 @@ impl SqlStorage {
         }
         // PostgreSQL's statement writes all of the commit or nothing (`commit_statement.rs`); only
         // the title's slug and the events would follow it.
-        if commit.title.is_none() && commit.events.is_empty() {
+        if Self::writes_together(commit) {
             (&sql.commit, MemberSavepoint::NotNeeded)
         } else {
             (&sql.commit, MemberSavepoint::Separate)
         }
     }
 
-    /// The statement that writes several members of a group at once, where the database has
-    /// one (PostgreSQL; `commit_statement::render_group`).
-    pub(crate) fn group_statement(&self) -> Option<&str> {
-        self.inner.collaboration_sql.group_commit.as_deref()
+    /// The statement that writes several members of a group at once
+    /// (`commit_statement::render_group`).
+    pub(crate) fn group_statement(&self) -> &str {
+        &self.inner.collaboration_sql.group_commit
     }
 
     /// Whether `commit` may be written by the group statement with other members of its group:
-    /// a commit whose own statement would write all of it or nothing.
-    pub(crate) fn writes_together(&self, commit: &Commit) -> bool {
-        self.member_commit(commit).1 == MemberSavepoint::NotNeeded
+    /// a commit of a valid shape, which the statement writes all of or nothing of, since nothing
+    /// (a title's slug, events) follows it.
+    pub(crate) fn writes_together(commit: &Commit) -> bool {
+        check_commit_shape(commit).is_ok() && commit.title.is_none() && commit.events.is_empty()
     }
 
     /// Writes `commits` in `tx` with `statement`, the group statement: each may be written

@@ -25,9 +25,6 @@
 //!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
 //!   channels_pkey`): the fence's locks are taken before the channel row is, in the order a
 //!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
-//! - PostgreSQL, several commits of a group at once ([`render_group`]): the same writes over the
-//!   rows of `members`, one per commit, read from one JSON bind with `jsonb_to_recordset` (bytes
-//!   as base64; the `Any` driver binds no arrays), after the group's fence check.
 //! - SQLite (whose `WITH` cannot write): six statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
 //!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
@@ -37,11 +34,20 @@
 //!   that `SELECT`, at a clock bound by the caller: SQLite's clock is the process's, and one
 //!   value keeps the check and the writes' timestamps the same instant across the statements.
 //!
+//! Several commits of a group at once ([`render_group`]), after the group's fence check: the same
+//! writes over the rows of `members`, one per commit, read from one JSON bind (bytes as hex; the
+//! `Any` driver binds no arrays), one round trip or hand-off for the group. Each member's writes
+//! are guarded by its channel's expected revision and by its operation ID being new, so a member
+//! that is stale, archived or repeated writes nothing. On PostgreSQL the members are
+//! `jsonb_to_recordset`'s rows and the writes are the lone commit's `WITH` queries; on SQLite
+//! they are `json_each`'s, read again by each of six statements, the operation record written
+//! before the answer and the advance, which find a member written by its record at the revision
+//! that follows the channel's (no earlier record can be: the channel is past every revision it
+//! recorded).
+//!
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use fermata_store::Commit;
 use fermata_store::search::indexed_text;
 use sqlx::Any;
@@ -284,43 +290,101 @@ fn postgres_writes(guard: &str, source: Source) -> String {
     )
 }
 
-/// The statement that writes the commits of a group at once, on PostgreSQL (`None` on SQLite,
-/// whose `WITH` cannot write), to run after a fence check: one round trip for the group, not one
-/// per member. Each member must be a commit of a valid shape, without title or events, and no two
-/// on the same document (one statement sees one snapshot of the channel rows). Its binds: the
-/// members as a JSON array ([`bind_group`]), then the transaction's clock. It answers one row
-/// per member it wrote, `(channel, revision, sequence, repository, recorded)`; a member it did
-/// not write (stale, archived, missing, or a repeated operation) wrote nothing, and is answered
-/// from reads like a lone commit that was refused.
-pub(crate) fn render_group(dialect: Dialect) -> Option<String> {
-    if dialect == Dialect::Sqlite {
-        return None;
-    }
+/// The statement that writes the commits of a group at once (see the module's documentation),
+/// to run after a fence check: one round trip or hand-off for the group, not one per member.
+/// Each member must be a commit of a valid shape, without title or events, and no two on the
+/// same document (one statement sees one snapshot of the channel rows). Its binds: the members
+/// as a JSON array ([`bind_group`]), then the transaction's clock. It answers one row per member
+/// it wrote, `(channel, revision, sequence, repository, recorded)`; a member it did not write
+/// (stale, archived, missing, or a repeated operation) wrote nothing, and is answered from reads
+/// like a lone commit that was refused.
+pub(crate) fn render_group(dialect: Dialect) -> String {
     let binds = Binds {
         values: Values::Member,
         now: "$2",
     };
-    let (columns, read): (Vec<String>, Vec<String>) = NAMES
-        .iter()
-        .map(|(name, kind)| match kind {
-            Kind::Text => (format!("given_{name} text"), format!("given_{name}")),
-            Kind::Number => (format!("given_{name} bigint"), format!("given_{name}")),
-            // Bytes travel as base64.
-            Kind::Bytes => (
-                format!("given_{name} text"),
-                format!("decode(given_{name}, 'base64') AS given_{name}"),
-            ),
-        })
-        .unzip();
-    Some(binds.fill(&format!(
-        "WITH members AS MATERIALIZED (SELECT {} FROM jsonb_to_recordset($1::jsonb) AS given({})), \
-         {} SELECT id, revision, sequence, repository, \
-             (SELECT count(*) FROM recorded WHERE recorded.channel_id = advanced.id) \
-         FROM advanced",
-        read.join(", "),
-        columns.join(", "),
-        postgres_writes("", GROUP),
-    )))
+    match dialect {
+        Dialect::Postgres => binds.fill(&format!(
+            "WITH members AS MATERIALIZED ({}), {} SELECT id, revision, sequence, repository, \
+                 (SELECT count(*) FROM recorded WHERE recorded.channel_id = advanced.id) \
+             FROM advanced",
+            members(dialect),
+            postgres_writes("", GROUP),
+        )),
+        Dialect::Sqlite => binds.fill(&sqlite_group_writes(&format!(
+            "WITH members AS ({}) ",
+            members(dialect)
+        ))),
+    }
+}
+
+/// The query whose rows are a group's members, read from the JSON array bound as `$1`: one
+/// column per value, `given_` and its name, bytes decoded from hex.
+fn members(dialect: Dialect) -> String {
+    let read = |name: &str, kind: Kind| {
+        let value = match dialect {
+            Dialect::Postgres => format!("given_{name}"),
+            Dialect::Sqlite => format!("value ->> 'given_{name}'"),
+        };
+        match (kind, dialect) {
+            (Kind::Text | Kind::Number, Dialect::Postgres) => value,
+            (Kind::Text | Kind::Number, Dialect::Sqlite) => format!("{value} AS given_{name}"),
+            (Kind::Bytes, Dialect::Postgres) => format!("decode({value}, 'hex') AS given_{name}"),
+            (Kind::Bytes, Dialect::Sqlite) => format!("unhex({value}) AS given_{name}"),
+        }
+    };
+    let columns: Vec<String> = NAMES.iter().map(|&(name, kind)| read(name, kind)).collect();
+    match dialect {
+        Dialect::Postgres => {
+            let types: Vec<String> = NAMES
+                .iter()
+                .map(|(name, kind)| match kind {
+                    Kind::Text | Kind::Bytes => format!("given_{name} text"),
+                    Kind::Number => format!("given_{name} bigint"),
+                })
+                .collect();
+            format!(
+                "SELECT {} FROM jsonb_to_recordset($1::jsonb) AS given({})",
+                columns.join(", "),
+                types.join(", ")
+            )
+        }
+        Dialect::Sqlite => format!("SELECT {} FROM json_each($1)", columns.join(", ")),
+    }
+}
+
+/// Whether a member's operation ID is new on its document.
+const NEW_OPERATION: &str = "NOT EXISTS (SELECT 1 FROM channel_operations \
+                             WHERE channel_id = {channel} AND operation_id = {operation})";
+
+/// Whether the group recorded a member's operation: its record is at the revision that follows
+/// the channel's, which no earlier record of the channel can be.
+const RECORDED_NOW: &str = "EXISTS (SELECT 1 FROM channel_operations \
+                            WHERE channel_id = {channel} AND operation_id = {operation} \
+                            AND channel_operations.revision = channels.revision + 1)";
+
+/// The six statements of a SQLite group, each after `members`, the `WITH` clause that reads
+/// them; the answer is the fifth, one row for each member written.
+fn sqlite_group_writes(members: &str) -> String {
+    let member_channel = format!("FROM members m JOIN channels ON {EXPECTED}");
+    format!(
+        "{members}INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
+             SELECT id, sequence + 1, epoch, {{update}} {member_channel} \
+             WHERE {{update}} IS NOT NULL AND {NEW_OPERATION}; \
+         {members}INSERT INTO {STATE_COLUMNS} \
+             SELECT id, {{version}}, {{json}}, {{unanswered}} {member_channel} \
+             WHERE {{version}} IS NOT NULL AND {NEW_OPERATION} {UPSERT_STATE}; \
+         {members}UPDATE document_search SET {SEARCH_SET} FROM members m \
+             WHERE channel_id = {{channel}} AND {SEARCH_CHANGES} AND {NEW_OPERATION} \
+             AND EXISTS (SELECT 1 FROM channels WHERE {EXPECTED}); \
+         {members}INSERT INTO {OPERATION_COLUMNS} \
+             SELECT id, {{operation}}, {{fingerprint}}, revision + 1, sequence + 1, \
+                 CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
+             {member_channel} WHERE {NEW_OPERATION}; \
+         {members}SELECT id, revision + 1, sequence + 1, repository, 1 {member_channel} \
+             WHERE {RECORDED_NOW}; \
+         {members}{ADVANCE} FROM members m WHERE {EXPECTED} AND {RECORDED_NOW}"
+    )
 }
 
 /// Binds the members of a group to `query` ([`render_group`]): one JSON array whose objects
@@ -336,7 +400,7 @@ pub(crate) fn bind_group<'q>(
                 let value = match value {
                     Value::Text(text) => serde_json::json!(text),
                     Value::Number(number) => serde_json::json!(number),
-                    Value::Bytes(bytes) => serde_json::json!(bytes.map(|b| BASE64.encode(b))),
+                    Value::Bytes(bytes) => serde_json::json!(bytes.map(hex::encode)),
                 };
                 (format!("given_{name}"), value)
             });
@@ -389,7 +453,8 @@ mod tests {
             (render_fenced(Dialect::Postgres), 12),
             (render_fenced(Dialect::Sqlite), 13),
             // The members' JSON and the clock.
-            (render_group(Dialect::Postgres).unwrap(), 2),
+            (render_group(Dialect::Postgres), 2),
+            (render_group(Dialect::Sqlite), 2),
         ];
         for (sql, binds) in cases {
             assert_eq!(placeholders(&sql), (1..=binds).collect::<Vec<_>>(), "{sql}");
@@ -426,8 +491,16 @@ mod tests {
 
     #[test]
     fn sqlite_advances_the_channel_last() {
-        for sql in [render(Dialect::Sqlite), render_fenced(Dialect::Sqlite)] {
+        for sql in [
+            render(Dialect::Sqlite),
+            render_fenced(Dialect::Sqlite),
+            render_group(Dialect::Sqlite),
+        ] {
             let last = sql.rsplit(';').next().unwrap_or_default();
+            // The group's statements each begin with the `WITH` that reads the members.
+            let members = format!("WITH members AS ({}) ", members(Dialect::Sqlite));
+            let last = last.trim_start();
+            let last = last.strip_prefix(members.as_str()).unwrap_or(last);
             assert!(last.trim_start().starts_with("UPDATE channels"), "{sql}");
         }
     }

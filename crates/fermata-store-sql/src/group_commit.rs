@@ -9,22 +9,22 @@
 //! of one runs as a lone commit, in a transaction of its own (its fence check rides in its
 //! query; see `commit_statement.rs`).
 //!
-//! In a larger group, on PostgreSQL, the members whose one statement would write all of their
-//! commit or nothing (no title, no events) and that are each the first of the group on their
-//! document are written by one statement (`commit_statement::render_group`): one round trip for
-//! all of them, not one each (see [`steps`]); a member it did not write (stale, archived, or a
-//! repeated operation) wrote nothing, and is answered from reads. Every other member runs alone,
-//! after a savepoint (on SQLite the savepoint goes to the connection's thread with the member's
-//! commit, one hand-off instead of two); a member that is refused, fails, or is answered as a
-//! repeat is rolled back to its savepoint alone, so it never fails another member. On PostgreSQL
-//! a member that runs alone and whose one statement writes all of its commit or nothing needs
-//! no savepoint, one round trip less. Where no savepoint was set, a refusal wrote nothing (a
-//! statement after a refusal checks that the transaction is still usable), and should a
-//! statement fail outright (the database failing, which no refusal does) the group's
-//! transaction fails with it, as when a savepoint cannot be set. Each caller hears only its own
-//! answer, and a written one only after the transaction committed: if the `COMMIT` fails, every
-//! member that wrote hears that failure (and may retry under the same operation ID, which
-//! answers as a repeat if it did commit).
+//! In a larger group, the members whose writes are all of their commit or nothing (no title, no
+//! events) and that are each the first of the group on their document are written by one
+//! statement (`commit_statement::render_group`): one round trip (PostgreSQL) or one hand-off to
+//! the connection's thread (SQLite) for all of them, not one each (see [`steps`]); a member it
+//! did not write (stale, archived, or a repeated operation) wrote nothing, and is answered from
+//! reads. Every other member runs alone, after a savepoint (on SQLite the savepoint goes to the
+//! connection's thread with the member's commit, one hand-off instead of two); a member that is
+//! refused, fails, or is answered as a repeat is rolled back to its savepoint alone, so it never
+//! fails another member. On PostgreSQL a member that runs alone and whose one statement writes
+//! all of its commit or nothing needs no savepoint, one round trip less. Where no savepoint was
+//! set, a refusal wrote nothing (a statement after a refusal checks that the transaction is
+//! still usable), and should a statement fail outright (the database failing, which no refusal
+//! does) the group's transaction fails with it, as when a savepoint cannot be set. Each caller
+//! hears only its own answer, and a written one only after the transaction committed: if the
+//! `COMMIT` fails, every member that wrote hears that failure (and may retry under the same
+//! operation ID, which answers as a repeat if it did commit).
 //!
 //! A caller that goes away before its commit was taken leaves the queue with it; one that goes away
 //! later has its commit run and its answer dropped, as if the connection had closed after the
@@ -42,7 +42,7 @@ use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
 
 /// The most commits one transaction carries: enough to share one `BEGIN`, fence check, `COMMIT`
-/// and flush (and on PostgreSQL one group statement) among many rooms when many type at once.
+/// and flush (and one group statement) among many rooms when many type at once.
 /// The members that need a savepoint of their own (a title or events) are few, so a group rarely
 /// holds more than the 64 subtransactions PostgreSQL caches per transaction, past which it is only
 /// slower.
@@ -235,9 +235,7 @@ impl SqlStorage {
         tx: &mut FencedTransaction,
         commits: &[&Commit],
     ) -> (Vec<(usize, MemberOutcome)>, Option<StoreError>) {
-        let steps = steps(commits, self.group_statement(), |commit| {
-            self.writes_together(commit)
-        });
+        let steps = steps(commits, self.group_statement(), SqlStorage::writes_together);
         let mut outcomes = Vec::with_capacity(commits.len());
         for step in steps {
             let ran = match step {
@@ -338,40 +336,31 @@ enum Step<'s> {
     Together(&'s str, Vec<usize>),
 }
 
-/// The steps that run a group's `commits` (in queue order) in its transaction. Where the
-/// database has a `statement` that writes several at once, the commits that `joins` admits and
-/// that are each the first still to run on their document run together, when there are at least
-/// two; otherwise the first commit still to run runs alone. Either way each document's commits
-/// run in queue order.
+/// The steps that run a group's `commits` (in queue order) in its transaction, `statement`
+/// writing several at once: the commits that `joins` admits and that are each the first still
+/// to run on their document run together, when there are at least two; otherwise the first
+/// commit still to run runs alone. Either way each document's commits run in queue order.
 fn steps<'s>(
     commits: &[&Commit],
-    statement: Option<&'s str>,
+    statement: &'s str,
     joins: impl Fn(&Commit) -> bool,
 ) -> Vec<Step<'s>> {
     let mut pending: Vec<usize> = (0..commits.len()).collect();
     let mut steps = Vec::new();
     while let Some(&first) = pending.first() {
-        let together: Vec<usize> = match statement {
-            Some(_) => {
-                let mut documents = HashSet::new();
-                pending
-                    .iter()
-                    .copied()
-                    // Every document is marked as met, whether its first commit joins or not.
-                    .filter(|&at| documents.insert(&commits[at].channel) && joins(commits[at]))
-                    .collect()
-            }
-            None => Vec::new(),
-        };
-        match statement {
-            Some(statement) if together.len() > 1 => {
-                pending.retain(|at| !together.contains(at));
-                steps.push(Step::Together(statement, together));
-            }
-            _ => {
-                pending.remove(0);
-                steps.push(Step::Alone(first));
-            }
+        let mut documents = HashSet::new();
+        let together: Vec<usize> = pending
+            .iter()
+            .copied()
+            // Every document is marked as met, whether its first commit joins or not.
+            .filter(|&at| documents.insert(&commits[at].channel) && joins(commits[at]))
+            .collect();
+        if together.len() > 1 {
+            pending.retain(|at| !together.contains(at));
+            steps.push(Step::Together(statement, together));
+        } else {
+            pending.remove(0);
+            steps.push(Step::Alone(first));
         }
     }
     steps
@@ -415,26 +404,22 @@ mod tests {
         }
     }
 
-    fn plan<'s>(
-        group: &[(&str, &str)],
-        statement: Option<&'s str>,
-        alone: &[&str],
-    ) -> Vec<Step<'s>> {
+    fn plan(group: &[(&str, &str)], alone: &[&str]) -> Vec<Step<'static>> {
         let commits: Vec<Commit> = group
             .iter()
             .map(|(channel, operation)| commit(channel, operation))
             .collect();
         let commits: Vec<&Commit> = commits.iter().collect();
-        steps(&commits, statement, |commit| {
+        steps(&commits, "S", |commit| {
             !alone.contains(&commit.operation.as_str())
         })
     }
 
     #[test]
-    fn without_a_group_statement_every_member_runs_alone_in_queue_order() {
+    fn members_that_cannot_join_run_alone_in_queue_order() {
         let group = [("a", "1"), ("b", "2"), ("a", "3")];
         assert_eq!(
-            plan(&group, None, &[]),
+            plan(&group, &["1", "2", "3"]),
             vec![Step::Alone(0), Step::Alone(1), Step::Alone(2)]
         );
     }
@@ -443,7 +428,7 @@ mod tests {
     fn the_first_commit_of_each_document_runs_together_and_later_ones_after() {
         let group = [("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"), ("a", "5")];
         assert_eq!(
-            plan(&group, Some("S"), &[]),
+            plan(&group, &[]),
             vec![
                 Step::Together("S", vec![0, 1, 3]),
                 // One left on document a at a time: it runs alone, the next after it.
@@ -458,7 +443,7 @@ mod tests {
         // b's first commit (a title, say) runs alone; b's second may not overtake it.
         let group = [("a", "1"), ("b", "title"), ("b", "3"), ("c", "4")];
         assert_eq!(
-            plan(&group, Some("S"), &["title"]),
+            plan(&group, &["title"]),
             vec![
                 Step::Together("S", vec![0, 3]),
                 Step::Alone(1),
@@ -468,7 +453,7 @@ mod tests {
         // With one joiner only, the queue runs in order.
         let group = [("a", "title"), ("b", "2")];
         assert_eq!(
-            plan(&group, Some("S"), &["title"]),
+            plan(&group, &["title"]),
             vec![Step::Alone(0), Step::Alone(1)]
         );
     }

@@ -1,7 +1,7 @@
 //! Group commit across documents: commits that wait while another runs share the next fenced
-//! transaction, and each caller hears only its own answer. A refused commit, and one whose
-//! statements ran before its operation ID was found taken, are rolled back alone; the others in
-//! their group commit.
+//! transaction, and each caller hears only its own answer. A refused commit and a repeated
+//! operation ID leave nothing behind; the others in their group commit. A member the database
+//! fails fails its group.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +12,7 @@ use fermata_store::lease::{Acquisition, FencedWriteHook, LeaseName};
 use fermata_store::{
     Channel, Commit, Committed, ErrorKind, Fence, Storage, StoreOptions, StoreResult,
 };
+use fermata_store_sql::Dialect;
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
 use fermata_store_testkit::contract::create_document;
@@ -133,8 +134,8 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
         ("reused", run(update(&repeated, 1, "op-once", b"again"))),
         ("third", run(update(&third, 0, "op-third", b"third"))),
         ("repeat", run(update(&repeated, 0, "op-once", b"once"))),
-        // A rename after `fourth`'s first commit, in the same group: on PostgreSQL it runs after
-        // the members written together, after a savepoint of its own, and sees their writes.
+        // A rename after `fourth`'s first commit, in the same group: it runs after the members
+        // written together, after a savepoint of its own, and sees their writes.
         (
             "renamed",
             run(Commit {
@@ -161,7 +162,10 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
                 assert_eq!(answer.revision, 1);
             }
             "renamed" => assert_eq!(answer.unwrap().revision, 2),
-            _ => assert_eq!(answer.unwrap().revision, 1, "{name}"),
+            _ => {
+                let answer = answer.unwrap();
+                assert_eq!((answer.revision, answer.repeated), (1, false), "{name}");
+            }
         }
     }
     assert_eq!(
@@ -222,15 +226,13 @@ async fn postgres_commits_that_wait_share_one_transaction() {
     commits_wait_and_share_one_transaction(ScratchDatabase::postgres().await).await;
 }
 
-/// On PostgreSQL a plain member runs without a savepoint: when the database fails its statement,
-/// the transaction is aborted, and the whole group fails rather than commit what came before or
+/// A member written with others by the group statement has no savepoint of its own: when the
+/// database fails the statement, the whole group fails rather than commit what came before or
 /// after it as if it had been kept.
-#[tokio::test]
-async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothing() {
+async fn a_member_the_database_fails_fails_its_group_and_commits_nothing(scratch: ScratchDatabase) {
     let counted = Counted::new();
     let store = Arc::new(
-        ScratchDatabase::postgres()
-            .await
+        scratch
             .open(StoreOptions {
                 fenced_write_hook: Some(counted.hook()),
                 ..StoreOptions::default()
@@ -238,13 +240,20 @@ async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothin
             .await,
     );
     // The database refuses one journal row outright, as a full disk or a broken constraint would.
-    for statement in [
-        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN IF NEW.bytes = 'boom'::bytea THEN RAISE EXCEPTION 'refused'; END IF; \
-         RETURN NEW; END $$",
-        "CREATE TRIGGER refuse_boom BEFORE INSERT ON channel_updates FOR EACH ROW \
-         EXECUTE FUNCTION refuse_boom()",
-    ] {
+    let refusal: &[&str] = match store.storage.dialect() {
+        Dialect::Postgres => &[
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN IF NEW.bytes = 'boom'::bytea THEN RAISE EXCEPTION 'refused'; END IF; \
+             RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON channel_updates FOR EACH ROW \
+             EXECUTE FUNCTION refuse_boom()",
+        ],
+        Dialect::Sqlite => &[
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON channel_updates \
+             WHEN NEW.bytes = CAST('boom' AS BLOB) BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        ],
+    };
+    for statement in refusal {
         sqlx::query(statement)
             .execute(store.storage.pool())
             .await
@@ -289,4 +298,18 @@ async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothin
             channel.title
         );
     }
+}
+
+#[tokio::test]
+async fn sqlite_a_member_the_database_fails_fails_its_group_and_commits_nothing() {
+    a_member_the_database_fails_fails_its_group_and_commits_nothing(ScratchDatabase::sqlite())
+        .await;
+}
+
+#[tokio::test]
+async fn postgres_a_member_the_database_fails_fails_its_group_and_commits_nothing() {
+    a_member_the_database_fails_fails_its_group_and_commits_nothing(
+        ScratchDatabase::postgres().await,
+    )
+    .await;
 }

@@ -5,10 +5,11 @@
 //!   the bare single-row insert transaction of the durable core benchmark (interleaved, so drift
 //!   lands on both alike); median, p99 and commits per second; beside it, for reference, the
 //!   same insert as a statement alone, without `BEGIN` and `COMMIT` (as a lone commit runs on
-//!   PostgreSQL);
+//!   PostgreSQL); and the bytes a commit and the insert alone append to the database's log;
 //! - recovery: reading and recovering a document from a checkpoint plus 1,000, 10,000 and 100,000
-//!   journal updates (seeded in bulk), from a short document and from a ~1 MB one, against
-//!   applying the same updates to a fresh yrs document in memory.
+//!   journal updates (seeded in bulk) of a short document, and from the checkpoint of a ~1 MB one
+//!   alone and with 1,000 and 10,000, against applying the same state and updates to a fresh
+//!   yrs document in memory.
 //!
 //! `FERMATA_BENCH_ITERATIONS` sets the commit iterations (default 1000).
 
@@ -20,18 +21,20 @@ use fermata_store::{
     StoreOptions,
 };
 use fermata_store_sql::testing::bench::{
-    BareInserts, Figure, Summary, durable_setting, micros, ratio, seed_journal,
+    BareInserts, Figure, LogVolume, Summary, durable_setting, micros, ratio, seed_journal,
 };
 use fermata_store_sql::testing::{POSTGRES_URL_VAR, ScratchDatabase, ScratchStorage};
 
 const JOURNAL_UPDATES: usize = 10_000;
 const RECOVERY_RUNS: usize = 5;
 /// Journal lengths and checkpoint sizes recovery is measured at: growth with the journal, then
-/// with the document.
-const RECOVERY_CASES: [(usize, usize); 5] = [
+/// with the document, whose checkpoint alone is what a cold document's first open reads and
+/// checks.
+const RECOVERY_CASES: [(usize, usize); 6] = [
     (1_000, 64),
     (JOURNAL_UPDATES, 64),
     (100_000, 64),
+    (0, 1024 * 1024),
     (1_000, 1024 * 1024),
     (JOURNAL_UPDATES, 1024 * 1024),
 ];
@@ -132,13 +135,18 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
     let (mut floor, mut alone, mut measured) = (Vec::new(), Vec::new(), Vec::new());
     let mut bytes = 0;
     let started = Instant::now();
-    for round in 0..iterations {
+    // The next commit of about 1 KB; returns its size and how long it took.
+    let mut commit_next = async || {
         let update = doc.insert(doc.len(), &paragraph).expect("insert");
-        bytes += update.len();
+        let began = Instant::now();
+        revision = commit(store, fence, &id, revision, update.clone(), &sidecar).await;
+        (update.len(), began.elapsed())
+    };
+    for round in 0..iterations {
         let mut timed_commit = async || {
-            let began = Instant::now();
-            revision = commit(store, fence, &id, revision, update.clone(), &sidecar).await;
-            began.elapsed()
+            let (size, took) = commit_next().await;
+            bytes += size;
+            took
         };
         if round % 2 == 0 {
             measured.push(timed_commit().await);
@@ -186,6 +194,7 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
         ratio(measured.p99, floor.p99),
         ratio(measured.median, alone.median)
     );
+    log_volume(backend, store, &mut commit_next, &mut bare).await;
     for (name, measured, floor, floor_name, goal) in [
         (
             "commit (1 KB update + sidecar), median",
@@ -220,6 +229,45 @@ async fn commits(backend: &str, store: &ScratchStorage, fence: &Fence, iteration
         }
         .record();
     }
+}
+
+/// Commits and single inserts whose log volume is measured: few enough that SQLite's log is
+/// not checkpointed on the way.
+const LOG_VOLUME_WRITES: usize = 20;
+
+/// Records the bytes a commit appends to the database's log against the INSERT alone's: what
+/// the flush of each durable write carries.
+async fn log_volume(
+    backend: &str,
+    store: &ScratchStorage,
+    commit_next: &mut impl AsyncFnMut() -> (usize, Duration),
+    bare: &mut BareInserts,
+) {
+    let volume = LogVolume::start(store).await;
+    for _ in 0..LOG_VOLUME_WRITES {
+        commit_next().await;
+    }
+    let committed = volume.bytes(store).await as f64 / LOG_VOLUME_WRITES as f64;
+    let volume = LogVolume::start(store).await;
+    for _ in 0..LOG_VOLUME_WRITES {
+        bare.insert_alone(store).await;
+    }
+    let inserted = volume.bytes(store).await as f64 / LOG_VOLUME_WRITES as f64;
+    println!(
+        "    log written: {committed:.0} bytes a commit, {inserted:.0} bytes an insert alone \
+         ({:.2}x)",
+        committed / inserted
+    );
+    Figure {
+        group: format!("documents/{backend}"),
+        name: "log bytes a commit (1 KB update + sidecar) writes, to an insert alone",
+        unit: "B",
+        measured: committed,
+        floor: inserted,
+        floor_name: "bare insert alone, no BEGIN/COMMIT",
+        goal: None,
+    }
+    .record();
 }
 
 /// Recovery against the same updates applied in memory, at each journal length, from a

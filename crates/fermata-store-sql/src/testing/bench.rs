@@ -1,6 +1,6 @@
 //! What every benchmark shares: nearest-rank summaries, the check that the database is durable,
-//! and the bare single-row insert transaction that is the floor every write is compared with (and
-//! the same insert fenced).
+//! the bare single-row insert transaction that is the floor every write is compared with (and
+//! the same insert fenced), and the bytes a write appends to the database's log.
 
 use std::time::{Duration, Instant};
 
@@ -232,6 +232,71 @@ fn fenced_insert(dialect: Dialect) -> String {
             "{insert} VALUES ($3, $4); {}",
             dialect.fenced_answer("changes()", "", "$5")
         ),
+    }
+}
+
+/// The bytes a database's write-ahead log grew by since [`LogVolume::start`]: the volume each
+/// durable write must append and flush, which a write of more rows (more pages, more index
+/// entries) pays for whatever else it saves.
+#[derive(Debug)]
+pub struct LogVolume {
+    /// PostgreSQL's insert position when it started; SQLite's log starts empty instead.
+    started: Option<i64>,
+}
+
+/// PostgreSQL's log insert position, in bytes.
+const POSTGRES_LOG_POSITION: &str =
+    "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::BIGINT";
+
+impl LogVolume {
+    /// Starts counting. SQLite's log is checkpointed and truncated first, so the frames in it
+    /// later are those written since; between `start` and [`LogVolume::bytes`] fewer pages must
+    /// be written than its automatic checkpoint waits for (1,000).
+    pub async fn start(store: &ScratchStorage) -> Self {
+        let pool = store.storage.pool();
+        let started = match store.storage.dialect() {
+            Dialect::Sqlite => {
+                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .execute(pool)
+                    .await
+                    .expect("truncate SQLite's log");
+                None
+            }
+            Dialect::Postgres => Some(
+                sqlx::query_scalar(POSTGRES_LOG_POSITION)
+                    .fetch_one(pool)
+                    .await
+                    .expect("read PostgreSQL's log position"),
+            ),
+        };
+        LogVolume { started }
+    }
+
+    /// The bytes written to the log since [`LogVolume::start`]: on SQLite its frames (a page and
+    /// a 24-byte header each).
+    pub async fn bytes(&self, store: &ScratchStorage) -> i64 {
+        let pool = store.storage.pool();
+        match self.started {
+            None => {
+                let (_, frames, _): (i64, i64, i64) =
+                    sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+                        .fetch_one(pool)
+                        .await
+                        .expect("count SQLite's log frames");
+                let page: i64 = sqlx::query_scalar("PRAGMA page_size")
+                    .fetch_one(pool)
+                    .await
+                    .expect("read SQLite's page size");
+                frames * (page + 24)
+            }
+            Some(started) => {
+                let now: i64 = sqlx::query_scalar(POSTGRES_LOG_POSITION)
+                    .fetch_one(pool)
+                    .await
+                    .expect("read PostgreSQL's log position");
+                now - started
+            }
+        }
     }
 }
 

@@ -714,20 +714,56 @@ pub async fn checkpoints_replace_the_prior_one_and_prune_only_the_journal(harnes
     assert_eq!(snapshot.expected_update_sequences, [5]);
 }
 
-/// A journal longer than any batch a store reads it in, with large updates among small ones and
-/// sequences that carried no update, is recovered whole, in sequence order.
+/// A small update of binary bytes: a zero, the separators a store might pack updates with, and
+/// bytes that are not UTF-8.
+fn binary_update(n: i64) -> Vec<u8> {
+    let mut bytes = format!("update {n}").into_bytes();
+    bytes.extend([
+        0,
+        b';',
+        b',',
+        b' ',
+        0xff,
+        0xc3,
+        u8::try_from(n % 256).unwrap(),
+    ]);
+    bytes
+}
+
+/// A journal longer than any batch a store reads it in, with large updates among small binary
+/// ones and sequences that carried no update, is recovered whole, in sequence order; so is a
+/// short one.
 pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
     harness: &dyn Harness,
 ) {
     let docs = Docs::open(harness).await;
-    let channel = docs.create("acme/app", "Doc", None).await;
     let collaboration = docs.store.collaboration();
+    let short = docs.create("acme/app", "Short", None).await;
+    let mut written = Vec::new();
+    for n in 0..40 {
+        let committed = docs
+            .append(&short, &format!("op-{n}"), &binary_update(n))
+            .await;
+        written.push((committed.sequence, binary_update(n)));
+    }
+    let snapshot = collaboration.recovery_snapshot(&short.id).await.unwrap();
+    let read: Vec<(i64, Vec<u8>)> = snapshot
+        .updates
+        .into_iter()
+        .map(|update| (update.sequence, update.bytes))
+        .collect();
+    assert!(
+        read == written,
+        "the short journal did not read back as written"
+    );
+
+    let channel = docs.create("acme/app", "Doc", None).await;
     let mut written = Vec::new();
     for n in 0..4_400_i64 {
         let update = match n {
             _ if n % 900 == 450 => None,
             _ if n % 1_500 == 3 => Some(vec![u8::try_from(n % 251).unwrap(); 40 * 1024 + 1]),
-            _ => Some(format!("update {n}").into_bytes()),
+            _ => Some(binary_update(n)),
         };
         let commit = Commit {
             expected_revision: n,

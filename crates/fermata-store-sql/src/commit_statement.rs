@@ -263,6 +263,10 @@ const GROUP: Source = Source {
     rows: "advanced JOIN members m ON m.given_channel = advanced.id",
 };
 
+/// Whether a commit's operation ID is new on its document.
+const NEW_OPERATION: &str = "NOT EXISTS (SELECT 1 FROM channel_operations \
+                             WHERE channel_id = {channel} AND operation_id = {operation})";
+
 /// The data-modifying `WITH` queries of a PostgreSQL commit (or of a group's, one row of
 /// `source` each), the advance guarded by `guard` too. The advance also checks that the
 /// operation ID is new, so a repeated operation writes nothing and the statement never writes
@@ -272,9 +276,7 @@ const GROUP: Source = Source {
 fn postgres_writes(guard: &str, source: Source) -> String {
     let Source { advance_from, rows } = source;
     format!(
-        "advanced AS ({ADVANCE}{advance_from} WHERE {EXPECTED}{guard} AND NOT EXISTS (SELECT 1 \
-             FROM channel_operations WHERE channel_id = {{channel}} \
-             AND operation_id = {{operation}}) \
+        "advanced AS ({ADVANCE}{advance_from} WHERE {EXPECTED}{guard} AND {NEW_OPERATION} \
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence, epoch, {{update}} FROM {rows} WHERE {{update}} IS NOT NULL), \
@@ -352,10 +354,6 @@ fn members(dialect: Dialect) -> String {
         Dialect::Sqlite => format!("SELECT {} FROM json_each($1)", columns.join(", ")),
     }
 }
-
-/// Whether a member's operation ID is new on its document.
-const NEW_OPERATION: &str = "NOT EXISTS (SELECT 1 FROM channel_operations \
-                             WHERE channel_id = {channel} AND operation_id = {operation})";
 
 /// Whether the group recorded a member's operation: its record is at the revision that follows
 /// the channel's, which no earlier record of the channel can be.

@@ -19,7 +19,9 @@
 //! `fermata schema refresh --inventory ID DATABASE` is timed from its start to its exit at
 //! `awaiting_review` (the snapshot, its verification over new connections, the candidate staged,
 //! the review artifact sealed), and `fermata schema approve`, which publishes the pull request,
-//! is timed apart. The refresh's peak resident memory is watched as it runs.
+//! is timed apart. The refresh's peak resident memory is watched as it runs, and it runs with
+//! `-v`, so that the phases of its database step (the snapshot, the candidate written, the
+//! verifier's pass, the notes and staging) are printed from its log.
 //!
 //! Last, the scale step: the database is made again with `FERMATA_BENCH_SCALE_TABLES` tables
 //! (default 20,000; 0 leaves the step out) and refreshed once, its wall time and peak memory set
@@ -210,12 +212,23 @@ fn approve(target: &Target, refreshed: &Value) -> Duration {
     approve
 }
 
+/// A refresh as the benchmark watched it.
+struct Watched {
+    elapsed: Duration,
+    /// The peak resident memory in MiB.
+    peak_mib: f64,
+    /// What the command printed.
+    refreshed: Value,
+    /// Where its database step's time went, from its log ([`phases`]).
+    phases: String,
+}
+
 /// `fermata schema refresh` of the database to its review, watched: its wall time and its peak
-/// resident memory in MiB (the kernel's high-water mark, `VmHWM`, read every 10 ms while it
-/// runs), and what it printed.
-async fn watched_refresh(target: &Target, inventory: &str) -> (Duration, f64, Value) {
+/// resident memory (the kernel's high-water mark, `VmHWM`, read every 10 ms while it runs),
+/// what it printed, and the phases of its database step, which it logs at `-v`.
+async fn watched_refresh(target: &Target, inventory: &str) -> Watched {
     let mut words = refresh_words(inventory).to_vec();
-    words.push("--json");
+    words.extend(["--json", "-v"]);
     let start = Instant::now();
     let mut child = target
         .command_words(&words)
@@ -253,7 +266,37 @@ async fn watched_refresh(target: &Target, inventory: &str) -> (Duration, f64, Va
     let refreshed: Value = serde_json::from_str(&out).expect("fermata prints JSON");
     assert_eq!(refreshed["state"], "awaiting_review", "{refreshed}");
     #[allow(clippy::cast_precision_loss)]
-    (elapsed, peak_kib as f64 / 1024.0, refreshed)
+    Watched {
+        elapsed,
+        peak_mib: peak_kib as f64 / 1024.0,
+        refreshed,
+        phases: phases(&err),
+    }
+}
+
+/// The phases of a refresh's database step, from the fields of its `database snapshotted` log
+/// line: the snapshot, writing the candidate, the verifier's second pass, and the review notes
+/// and staging.
+fn phases(log: &str) -> String {
+    let Some(line) = log
+        .lines()
+        .find(|line| line.contains("database snapshotted"))
+    else {
+        return "its database step logged no phases".to_owned();
+    };
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix(&format!("{name}=")))
+            .unwrap_or("?")
+            .to_owned()
+    };
+    format!(
+        "snapshot {} ms, candidate written {} ms, verified {} ms, notes and staging {} ms",
+        field("snapshot_ms"),
+        field("written_ms"),
+        field("verified_ms"),
+        field("staged_ms")
+    )
 }
 
 /// The `VmHWM` line of a `/proc/PID/status`, in KiB.
@@ -312,7 +355,13 @@ async fn main() {
 
         let (target, inventory) = refresh_target(&options);
         let before = questions(&mut admin).await;
-        let (refresh_time, peak, refreshed) = watched_refresh(&target, &inventory).await;
+        let Watched {
+            elapsed: refresh_time,
+            peak_mib: peak,
+            refreshed,
+            phases,
+        } = watched_refresh(&target, &inventory).await;
+        println!("snapshot: refresh {}: {phases}", refreshes.len() + 1);
         let approve_time = approve(&target, &refreshed);
         refresh_peaks.push(peak);
         refreshes.push(refresh_time);
@@ -440,7 +489,13 @@ async fn scale(
         started.elapsed()
     );
     let (target, inventory) = refresh_target(options);
-    let (refresh, peak_mib, _) = watched_refresh(&target, &inventory).await;
+    let Watched {
+        elapsed: refresh,
+        peak_mib,
+        phases,
+        ..
+    } = watched_refresh(&target, &inventory).await;
+    println!("snapshot: scale: refresh of {tables} tables: {phases}");
     #[allow(clippy::cast_precision_loss)]
     let growth = tables as f64 / smaller.tables as f64;
     println!(

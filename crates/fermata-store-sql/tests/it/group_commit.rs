@@ -197,7 +197,7 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
         .unwrap();
     assert_eq!(
         reread.revision, 1,
-        "the reused ID's advance was rolled back"
+        "the reused ID's commit advanced nothing"
     );
     let renamed = store
         .collaboration()

@@ -694,7 +694,6 @@ pub(super) async fn read(
     })
 }
 
-/// Reads the partitions of every partitioned table, one row per partition or subpartition.
 /// The views the tables query found, `names` in its order, from [`VIEWS`]: each definition
 /// without this database's `qualifier`. A view listed there and not here (dropped in between, or
 /// not readable) refuses the database, as an unreadable definition does.
@@ -735,6 +734,7 @@ async fn read_views(
         .collect()
 }
 
+/// Reads the partitions of every partitioned table, one row per partition or subpartition.
 async fn read_partitions(
     reader: &mut Reader<'_>,
     tables: &mut BTreeMap<String, Table>,

@@ -4,11 +4,11 @@
 
 use std::collections::HashSet;
 
-use fermata_store::collaboration_rules::describe;
+use fermata_store::collaboration_rules::{check_new_channel, describe};
 use fermata_store::{
-    Channel, ChannelFilter, ChannelId, Description, DescriptionDraft, NewChannel, Repository, Slug,
-    StoreError, StoreResult, StoreResultExt, UnixMillis, UserId, channel::check_title,
-    channel::choose_slug,
+    Channel, ChannelFilter, ChannelId, Description, DescriptionDraft, Fence, NewChannel,
+    Repository, Shard, Slug, StoreError, StoreResult, StoreResultExt, UnixMillis, UserId,
+    channel::check_title, channel::choose_slug,
 };
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
@@ -23,7 +23,7 @@ pub(crate) const CHANNEL_COLUMNS: &str = "c.id, c.repository, c.title, c.slug, c
     c.archived_at, c.created_at, c.updated_at, c.revision, c.sequence, c.epoch, \
     c.description_text, c.description_revision, c.description_source_plan_revision, \
     c.description_source_hash, c.description_generator_version, c.description_job_id, \
-    c.description_projected_at";
+    c.description_projected_at, c.shard";
 
 /// The channel statements, rendered for one dialect.
 #[derive(Debug)]
@@ -85,8 +85,8 @@ impl Statements {
             ),
             insert: dialect.render(
                 "INSERT INTO channels (id, repository, title, slug, parent_id, created_at, updated_at, \
-                                       revision, sequence, epoch) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 0, 1)",
+                                       revision, sequence, epoch, shard) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $6, 0, 0, 1, $7)",
             ),
             archive: dialect.render(
                 "UPDATE channels SET archived_at = $2, updated_at = $2 WHERE id = $1 AND archived_at IS NULL",
@@ -139,6 +139,7 @@ pub(crate) fn channel_from(row: &AnyRow, action: &str) -> StoreResult<Channel> {
         revision: column(row, 8, action)?,
         sequence: column(row, 9, action)?,
         epoch: column(row, 10, action)?,
+        shard: Shard(u16::try_from(column::<i64>(row, 18, action)?).or_corrupt(corrupt("shard"))?),
         description,
     })
 }
@@ -249,26 +250,23 @@ impl SqlStorage {
     pub(crate) async fn insert_channel(
         &self,
         conn: &mut AnyConnection,
+        fence: &Fence,
         new: &NewChannel,
         text: &str,
         now: UnixMillis,
         action: &str,
     ) -> StoreResult<Channel> {
         check_title(&new.title)?;
-        if let Some(parent) = &new.parent {
-            let parent = self
-                .channel_on(conn, &self.inner.channel_sql.by_id, parent, action)
-                .await?
-                .ok_or_else(|| StoreError::invalid("the parent document does not exist"))?;
-            if parent.repository != new.repository {
-                return Err(StoreError::invalid(
-                    "a parent document must be in the same repository",
-                ));
-            }
-            if parent.parent.is_some() {
-                return Err(StoreError::invalid("a child document cannot have children"));
-            }
-        }
+        let parent = match &new.parent {
+            Some(parent) => Some(
+                self.channel_on(conn, &self.inner.channel_sql.by_id, parent, action)
+                    .await?
+                    .ok_or_else(|| StoreError::invalid("the parent document does not exist"))?,
+            ),
+            None => None,
+        };
+        let shard = check_new_channel(new, parent.as_ref(), self.inner.shard_count().await?)?;
+        fence.check_covers(shard, action)?;
         let slug = Slug::from_title(&new.title);
         // Insert with the base slug first so the slug row's foreign key holds, then promote.
         sqlx::query(&self.inner.channel_sql.insert)
@@ -278,6 +276,7 @@ impl SqlStorage {
             .bind(slug.as_str())
             .bind(new.parent.as_ref().map(|p| p.0.clone()))
             .bind(now.0)
+            .bind(i64::from(shard.0))
             .execute(&mut *conn)
             .await
             .context(action)?;
@@ -391,9 +390,11 @@ impl SqlStorage {
         let sql = &self.inner.channel_sql;
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
-        self.channel_on(tx.conn(), &sql.lock, id, action)
+        let channel = self
+            .channel_on(tx.conn(), &sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         sqlx::query(if archive { &sql.archive } else { &sql.restore })
             .bind(&id.0)
             .bind(now.0)
@@ -420,6 +421,7 @@ impl SqlStorage {
             .channel_on(tx.conn(), &sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         if channel.archived_at.is_none() {
             return Err(StoreError::conflict(
                 "only an archived document can be deleted",
@@ -459,6 +461,7 @@ impl SqlStorage {
             .channel_on(tx.conn(), &sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         if channel
             .description
             .as_ref()

@@ -335,6 +335,7 @@ impl SqlStorage {
     pub(crate) async fn create_published_on(
         &self,
         conn: &mut AnyConnection,
+        fence: &Fence,
         channel: &PublishedChannel,
         now: UnixMillis,
         action: &str,
@@ -344,6 +345,7 @@ impl SqlStorage {
             .channel_on(conn, &self.inner.channel_sql.lock, &id, action)
             .await?
         {
+            fence.check_covers(existing.shard, action)?;
             return Ok(existing);
         }
         check_initial_checkpoint(&channel.checkpoint)?;
@@ -354,7 +356,14 @@ impl SqlStorage {
             parent: channel.parent.clone(),
         };
         let created = self
-            .insert_channel(conn, &new, &channel.checkpoint.canonical_text, now, action)
+            .insert_channel(
+                conn,
+                fence,
+                &new,
+                &channel.checkpoint.canonical_text,
+                now,
+                action,
+            )
             .await?;
         self.install_checkpoint(conn, &id, &channel.checkpoint, now, action)
             .await?;
@@ -626,7 +635,7 @@ impl CollaborationStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let created = self
-            .insert_channel(tx.conn(), channel, "", now, action)
+            .insert_channel(tx.conn(), fence, channel, "", now, action)
             .await?;
         tx.commit(action).await?;
         Ok(created)
@@ -641,7 +650,7 @@ impl CollaborationStore for SqlStorage {
         let mut tx = self.inner.begin_fenced(fence, action).await?;
         let now = tx.now;
         let created = self
-            .create_published_on(tx.conn(), channel, now, action)
+            .create_published_on(tx.conn(), fence, channel, now, action)
             .await?;
         tx.commit(action).await?;
         Ok(created)
@@ -676,6 +685,9 @@ impl CollaborationStore for SqlStorage {
     }
 
     async fn commit(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
+        self.inner
+            .check_covers(fence, &commit.channel, "committing to a document")
+            .await?;
         self.inner.commits.commit(self, fence, commit).await
     }
 
@@ -708,6 +720,7 @@ impl CollaborationStore for SqlStorage {
             .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         let current = self
             .checkpoint_on(tx.conn(), id, action)
             .await?
@@ -735,6 +748,7 @@ impl CollaborationStore for SqlStorage {
             .channel_on(tx.conn(), &self.inner.channel_sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         let (revision, sequence) =
             check_epoch_replacement(&channel, expected_revision, checkpoint)?;
         sqlx::query(&sql.set_epoch)

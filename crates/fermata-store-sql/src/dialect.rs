@@ -169,30 +169,33 @@ impl Dialect {
     /// `{bytewise}` (after a text column) compares and orders text by its bytes, as Rust does,
     /// whatever the database's collation (SQLite's default already does).
     pub(crate) fn render(self, template: &str) -> String {
-        let (now, for_update, for_no_key_update, for_key_share, skip_locked, bytewise) = match self
-        {
-            Dialect::Sqlite => (
-                "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-                "",
-                "",
-                "",
-                "",
-                "",
-            ),
-            Dialect::Postgres => (
-                "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
-                " FOR UPDATE",
-                " FOR NO KEY UPDATE",
-                " FOR KEY SHARE",
-                " SKIP LOCKED",
-                " COLLATE \"C\"",
-            ),
-        };
+        let (now, for_update, for_no_key_update, for_share, for_key_share, skip_locked, bytewise) =
+            match self {
+                Dialect::Sqlite => (
+                    "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ),
+                Dialect::Postgres => (
+                    "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
+                    " FOR UPDATE",
+                    " FOR NO KEY UPDATE",
+                    " FOR SHARE",
+                    " FOR KEY SHARE",
+                    " SKIP LOCKED",
+                    " COLLATE \"C\"",
+                ),
+            };
         template
             .replace("{now}", now)
             .replace("{bytewise}", bytewise)
             .replace("{for_update}", for_update)
             .replace("{for_no_key_update}", for_no_key_update)
+            .replace("{for_share}", for_share)
             .replace("{for_key_share}", for_key_share)
             .replace("{skip_locked}", skip_locked)
     }

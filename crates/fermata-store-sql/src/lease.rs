@@ -21,6 +21,9 @@ use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::{Inner, SqlStorage};
 
+/// The whole-database lease's name, as the statements spell it.
+const WHOLE: &str = "fermata:writer";
+
 /// How long abandoning a renewal connection may spend ending its server session.
 const TERMINATE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -35,6 +38,8 @@ pub(crate) struct Statements {
     extend_if_live: String,
     release: String,
     peek: String,
+    lock_whole_shared: String,
+    live_cluster_writer: String,
 }
 
 impl Statements {
@@ -77,6 +82,19 @@ impl Statements {
                  SELECT l.token, l.holder, l.acquired_at, l.expires_at, l.released_at, clock.now \
                  FROM clock LEFT JOIN leases l ON l.name = $1",
             ),
+            // A cluster's lease is acquired holding the whole-database lease's row shared, which
+            // its acquisition holds exclusively: the two never grant at once.
+            lock_whole_shared: dialect.render(&format!(
+                "SELECT token FROM leases WHERE name = '{WHOLE}'{{for_share}}"
+            )),
+            live_cluster_writer: dialect.render(
+                "WITH clock AS (SELECT {now} AS now) \
+                 SELECT l.token, l.holder, l.acquired_at, l.expires_at, l.released_at, l.name \
+                 FROM leases l, clock \
+                 WHERE (l.name LIKE 'fermata:writer:%' OR l.name = 'fermata:coordinator') \
+                   AND l.released_at IS NULL AND l.expires_at > clock.now \
+                 ORDER BY l.name LIMIT 1",
+            ),
         }
     }
 }
@@ -89,7 +107,11 @@ fn millis(ttl: Duration) -> StoreResult<i64> {
 }
 
 /// Reads a lease row from the first five columns of `row`; `None` for a never-granted lease.
-fn record_from(name: &LeaseName, row: &AnyRow, action: &str) -> StoreResult<Option<LeaseRecord>> {
+pub(crate) fn record_from(
+    name: &LeaseName,
+    row: &AnyRow,
+    action: &str,
+) -> StoreResult<Option<LeaseRecord>> {
     let token: Option<i64> = row.try_get(0).context(action)?;
     let Some(token) = token.filter(|token| *token > 0) else {
         return Ok(None);
@@ -144,6 +166,38 @@ async fn renew_on(
     }
 }
 
+impl SqlStorage {
+    /// For a cluster's lease, the whole-database lease when it is live, read holding its row
+    /// shared (which that lease's acquisition waits for); `None` for any other lease.
+    async fn excluding_lease(
+        &self,
+        conn: &mut AnyConnection,
+        name: &LeaseName,
+        action: &str,
+    ) -> StoreResult<Option<LeaseRecord>> {
+        if !name.is_cluster_writer() {
+            return Ok(None);
+        }
+        let sql = &self.inner.lease_sql;
+        sqlx::query(&sql.insert_if_absent)
+            .bind(WHOLE)
+            .execute(&mut *conn)
+            .await
+            .context(action)?;
+        sqlx::query(&sql.lock_whole_shared)
+            .fetch_one(&mut *conn)
+            .await
+            .context(action)?;
+        let row = sqlx::query(&sql.peek)
+            .bind(WHOLE)
+            .fetch_one(&mut *conn)
+            .await
+            .context(action)?;
+        let now = UnixMillis(row.try_get(5).context(action)?);
+        Ok(record_from(&LeaseName::WRITER, &row, action)?.filter(|record| record.is_live(now)))
+    }
+}
+
 #[async_trait]
 impl LeaseStore for SqlStorage {
     async fn acquire(
@@ -162,11 +216,27 @@ impl LeaseStore for SqlStorage {
             .execute(&mut *tx)
             .await
             .context(action)?;
+        if let Some(excluding) = self.excluding_lease(&mut tx, name, action).await? {
+            tx.rollback().await.context(action)?;
+            return Ok(Acquisition::Held(excluding));
+        }
         sqlx::query(&sql.lock_for_takeover)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
             .await
             .context(action)?;
+        if *name == LeaseName::WRITER
+            && let Some(row) = sqlx::query(&sql.live_cluster_writer)
+                .fetch_optional(&mut *tx)
+                .await
+                .context(action)?
+        {
+            let held = LeaseName::new(row.try_get::<String, _>(5).context(action)?)?;
+            let record = record_from(&held, &row, action)?
+                .ok_or_else(|| StoreError::corrupt("a live lease has no holder"))?;
+            tx.rollback().await.context(action)?;
+            return Ok(Acquisition::Held(record));
+        }
         let granted = sqlx::query(&sql.grant_if_free)
             .bind(name.as_str())
             .bind(holder)

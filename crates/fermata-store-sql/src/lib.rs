@@ -10,6 +10,7 @@ mod backup;
 mod channel;
 mod chat;
 mod claim;
+mod cluster;
 mod collaboration;
 mod commit_statement;
 mod dialect;
@@ -157,6 +158,9 @@ struct Inner {
     connect_options: AnyConnectOptions,
     options: StoreOptions,
     fence_sql: fence::FenceStatements,
+    /// The shard count and the documents' shards this process has read.
+    cluster: cluster::ClusterCache,
+    cluster_sql: cluster::Statements,
     /// Document commits waiting to share the next fenced transaction.
     commits: group_commit::CommitQueue,
     lease_sql: lease::Statements,
@@ -234,6 +238,8 @@ impl SqlStorage {
                 connect_options,
                 options,
                 fence_sql: fence::FenceStatements::new(dialect),
+                cluster: cluster::ClusterCache::default(),
+                cluster_sql: cluster::Statements::new(dialect),
                 commits: group_commit::CommitQueue::default(),
                 lease_sql: lease::Statements::new(dialect),
                 tenure_sql: tenure::Statements::new(dialect),

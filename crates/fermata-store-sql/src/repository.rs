@@ -527,7 +527,7 @@ impl RepositoryStore for SqlStorage {
             });
         }
         let created = self
-            .create_published_on(tx.conn(), channel, now, action)
+            .create_published_on(tx.conn(), fence, channel, now, action)
             .await?;
         tx.execute(
             sqlx::query(&self.inner.repository_sql.insert_origin)

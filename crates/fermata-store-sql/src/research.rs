@@ -319,6 +319,7 @@ impl ResearchStore for SqlStorage {
         let child = self
             .create_published_on(
                 tx.conn(),
+                fence,
                 &PublishedChannel {
                     repository: parent.repository.clone(),
                     key: child_key(&parent.id, &request.key)?,

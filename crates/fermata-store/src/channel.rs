@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::cluster::Shard;
 use crate::error::{StoreError, StoreResult, StoreResultExt};
 use crate::time::UnixMillis;
 
@@ -224,6 +225,8 @@ pub struct Channel {
     /// The canonical slug; former slugs stay as aliases.
     pub slug: Slug,
     pub parent: Option<ChannelId>,
+    /// The shard whose writer lease writes this document; fixed when it was created.
+    pub shard: Shard,
     pub archived_at: Option<UnixMillis>,
     pub created_at: UnixMillis,
     pub updated_at: UnixMillis,

@@ -2,10 +2,33 @@
 //! operation ID answers, when a commit, checkpoint or epoch replacement is refused, and what a
 //! description publication installs.
 
-use crate::channel::{Channel, Description, DescriptionDraft, check_title};
+use crate::channel::{Channel, Description, DescriptionDraft, NewChannel, check_title};
+use crate::cluster::{Shard, ShardCount};
 use crate::collaboration::{Commit, Committed, NewCheckpoint};
 use crate::error::{StoreError, StoreResult};
 use crate::time::UnixMillis;
+
+/// The checks of a new channel against its parent (`parent`, the channel `new.parent` names, or
+/// `None` when it names none), and the shard it belongs to: its parent's, or the one its ID
+/// derives when it has none. Every adapter then checks the writing fence covers that shard.
+pub fn check_new_channel(
+    new: &NewChannel,
+    parent: Option<&Channel>,
+    count: ShardCount,
+) -> StoreResult<Shard> {
+    let Some(parent) = parent else {
+        return Ok(Shard::of(&new.id, count));
+    };
+    if parent.repository != new.repository {
+        return Err(StoreError::invalid(
+            "a parent document must be in the same repository",
+        ));
+    }
+    if parent.parent.is_some() {
+        return Err(StoreError::invalid("a child document cannot have children"));
+    }
+    Ok(parent.shard)
+}
 
 /// The answer to an operation ID seen before.
 pub fn repeated(

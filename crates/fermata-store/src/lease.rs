@@ -18,7 +18,7 @@ use crate::time::UnixMillis;
 
 /// The name of a lease: 1 to 100 characters of `a-z`, `0-9`, `:`, `.`, `_` and `-`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LeaseName(Cow<'static, str>);
+pub struct LeaseName(pub(crate) Cow<'static, str>);
 
 impl LeaseName {
     /// The lease that allows one process at a time to serve a database.
@@ -98,6 +98,13 @@ pub struct LeaseRecord {
     pub released: bool,
 }
 
+impl LeaseRecord {
+    /// Whether the lease is held at `now`: granted, not released and not expired.
+    pub fn is_live(&self, now: UnixMillis) -> bool {
+        !self.released && self.expires_at > now
+    }
+}
+
 /// The answer of [`LeaseStore::peek`]: the row, if the lease was ever granted, and the
 /// database's clock when it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +140,10 @@ pub enum Acquisition {
 #[async_trait]
 pub trait LeaseStore: Send + Sync {
     /// Grants `name` to `holder` for `ttl` if it is free on the database's clock, with the next
-    /// fencing token. A takeover of an expired lease waits for a fenced write in flight.
+    /// fencing token. A takeover of an expired lease waits for a fenced write in flight. The
+    /// whole-database lease ([`LeaseName::WRITER`]) is not granted while a cluster's lease (a
+    /// shard's writer lease or the coordinator's) is live, nor these while it is: the answer is
+    /// then `Held` with the live lease that excludes it.
     async fn acquire(
         &self,
         name: &LeaseName,

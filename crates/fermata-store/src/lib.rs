@@ -11,6 +11,7 @@ pub mod attachments;
 pub mod channel;
 pub mod chat;
 pub mod claim;
+pub mod cluster;
 pub mod collaboration;
 pub mod collaboration_rules;
 pub mod error;
@@ -46,6 +47,10 @@ pub use channel::{
 };
 pub use chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,
+};
+pub use cluster::{
+    Announcement, ClusterMember, ClusterStore, ClusterView, Coverage, MEMBER_PREFIX, Shard,
+    ShardCount,
 };
 pub use collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
@@ -101,6 +106,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn leases(&self) -> &dyn LeaseStore;
 
     fn tenures(&self) -> &dyn TenureStore;
+
+    /// Shards and the members of a cluster of serving processes.
+    fn cluster(&self) -> &dyn ClusterStore;
 
     fn users(&self) -> &dyn UserStore;
 
@@ -239,6 +247,7 @@ macro_rules! __storage_accessors {
         $crate::__storage_accessors!(@impl $type, |$this| $driver, $route, [
             leases: $crate::LeaseStore,
             tenures: $crate::TenureStore,
+            cluster: $crate::ClusterStore,
             users: $crate::UserStore,
             sessions: $crate::SessionStore,
             api_tokens: $crate::ApiTokenStore,

@@ -3,6 +3,7 @@
 
 mod contract_postgres;
 mod contract_sqlite;
+mod earlier_release;
 mod failed_transactions;
 mod group_commit;
 mod media_checks;
@@ -10,3 +11,4 @@ mod migrations;
 mod repository_upgrade;
 mod schema_immutability;
 mod search_upgrade;
+mod shard_upgrade;

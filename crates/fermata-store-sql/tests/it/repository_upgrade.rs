@@ -4,28 +4,12 @@
 //! admin; other authors in its activity history become editors; nobody else is a member; and the
 //! access generation starts at zero and moves with a logout.
 
-use std::path::Path;
-
 use fermata_store::{Repository, RepositoryRole, Storage, StoreOptions, UserId};
 use fermata_store_sql::testing::ScratchDatabase;
-use fermata_store_sql::{Dialect, SqlStorage};
-use sqlx::migrate::Migrator;
 
-/// This release's migration files for `dialect` before `0011`, in a temporary folder.
-fn migrations_before_repositories(dialect: Dialect) -> tempfile::TempDir {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("migrations")
-        .join(dialect.name());
-    let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(source).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.as_str() < "0011" {
-            std::fs::copy(entry.path(), copy.path().join(&name)).unwrap();
-        }
-    }
-    copy
-}
+use crate::earlier_release::migrations_before;
+use fermata_store_sql::SqlStorage;
+use sqlx::migrate::Migrator;
 
 /// What an earlier release stored: four users (one a system_admin), documents in a repository
 /// its owner's user has (with history by two authors), in one whose owner is no user (with
@@ -55,7 +39,7 @@ async fn an_earlier_database_upgrades_without_locking_anyone_out(scratch: Scratc
     let storage = SqlStorage::connect(&scratch.database, StoreOptions::default())
         .await
         .unwrap();
-    let earlier = migrations_before_repositories(storage.dialect());
+    let earlier = migrations_before(storage.dialect(), "0011");
     storage
         .migrate_with(&Migrator::new(earlier.path()).await.unwrap())
         .await

@@ -4,30 +4,14 @@
 //! checkpoint, or that has journal and no checkpoint, is listed as stale until its text is
 //! refreshed; and on SQLite the FTS5 index agrees with its rows.
 
-use std::path::Path;
-
 use fermata_store::{
     Acquisition, ChannelId, LeaseName, SearchQuery, SearchTerms, Storage, StoreOptions, UserId,
 };
 use fermata_store_sql::testing::ScratchDatabase;
+
+use crate::earlier_release::migrations_before;
 use fermata_store_sql::{Dialect, SqlStorage};
 use sqlx::migrate::Migrator;
-
-/// This release's migration files for `dialect` before `0018`, in a temporary folder.
-fn migrations_before_search(dialect: Dialect) -> tempfile::TempDir {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("migrations")
-        .join(dialect.name());
-    let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(source).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.as_str() < "0018" {
-            std::fs::copy(entry.path(), copy.path().join(&name)).unwrap();
-        }
-    }
-    copy
-}
 
 /// What an earlier release stored: a user who administers `ann/app`, and four documents there:
 /// one checkpointed at its last commit (c-1), one whose journal went on after its checkpoint
@@ -56,7 +40,7 @@ async fn an_earlier_database_is_indexed_from_its_checkpoints(scratch: ScratchDat
     let storage = SqlStorage::connect(&scratch.database, StoreOptions::default())
         .await
         .unwrap();
-    let earlier = migrations_before_search(storage.dialect());
+    let earlier = migrations_before(storage.dialect(), "0018");
     storage
         .migrate_with(&Migrator::new(earlier.path()).await.unwrap())
         .await

@@ -7,6 +7,7 @@
 
 mod accounts;
 mod chat;
+mod cluster;
 mod collaboration;
 mod history;
 mod jobs;
@@ -56,6 +57,7 @@ pub async fn create_document(
 
 pub use accounts::*;
 pub use chat::*;
+pub use cluster::*;
 pub use collaboration::*;
 pub use history::*;
 pub use jobs::*;
@@ -122,6 +124,10 @@ macro_rules! contract_suite {
             fenced_write_after_release_is_refused,
             takeover_waits_for_a_write_in_flight,
             peek_returns_while_a_fenced_write_holds_its_locks,
+            documents_keep_the_shard_their_id_or_parent_gave_them,
+            a_shard_lease_writes_the_documents_of_its_shard_alone,
+            the_whole_database_lease_and_a_clusters_leases_exclude_each_other,
+            members_announce_themselves_and_leave_the_view_with_their_lease,
             tenure_open_supersedes_earlier_open_tenures,
             tenure_open_is_idempotent,
             tenure_close_records_a_clean_stop,

@@ -9,13 +9,14 @@ use fermata_store::channel::{
     Channel, ChannelFilter, ChannelId, DescriptionDraft, NewChannel, Repository, Slug, check_title,
     choose_slug,
 };
+use fermata_store::cluster::ShardCount;
 use fermata_store::collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, JournalUpdate, NewCheckpoint,
     PublishedChannel, RecoverySnapshot, SidecarState,
 };
 use fermata_store::collaboration_rules::{
-    check_checkpoint, check_commit, check_epoch_replacement, check_initial_checkpoint, describe,
-    repeated,
+    check_checkpoint, check_commit, check_epoch_replacement, check_initial_checkpoint,
+    check_new_channel, describe, repeated,
 };
 use fermata_store::error::{StoreError, StoreResult};
 use fermata_store::lease::Fence;
@@ -113,26 +114,23 @@ impl Documents {
         slug
     }
 
-    fn check_parent(&self, repository: &Repository, parent: Option<&ChannelId>) -> StoreResult<()> {
-        let Some(parent) = parent else { return Ok(()) };
-        let parent = self
-            .channels
-            .get(parent)
-            .ok_or_else(|| StoreError::invalid("the parent document does not exist"))?;
-        if &parent.repository != repository {
-            return Err(StoreError::invalid(
-                "a parent document must be in the same repository",
-            ));
-        }
-        if parent.parent.is_some() {
-            return Err(StoreError::invalid("a child document cannot have children"));
-        }
-        Ok(())
-    }
-
-    fn insert_channel(&mut self, new: &NewChannel, now: UnixMillis) -> StoreResult<Channel> {
+    fn insert_channel(
+        &mut self,
+        fence: &Fence,
+        new: &NewChannel,
+        now: UnixMillis,
+    ) -> StoreResult<Channel> {
         check_title(&new.title)?;
-        self.check_parent(&new.repository, new.parent.as_ref())?;
+        let parent = match &new.parent {
+            Some(parent) => Some(
+                self.channels
+                    .get(parent)
+                    .ok_or_else(|| StoreError::invalid("the parent document does not exist"))?,
+            ),
+            None => None,
+        };
+        let shard = check_new_channel(new, parent, ShardCount::DEFAULT)?;
+        fence.check_covers(shard, "creating a document")?;
         if self.channels.contains_key(&new.id) {
             return Err(StoreError::conflict(format!(
                 "document {} already exists",
@@ -146,6 +144,7 @@ impl Documents {
             title: new.title.clone(),
             slug,
             parent: new.parent.clone(),
+            shard,
             archived_at: None,
             created_at: now,
             updated_at: now,
@@ -212,15 +211,18 @@ impl Documents {
     /// creation key already names: `create_published`, and the research store's publication.
     pub(super) fn publish(
         &mut self,
+        fence: &Fence,
         channel: &PublishedChannel,
         now: UnixMillis,
     ) -> StoreResult<Channel> {
         let id = ChannelId::for_creation_key(&channel.repository, &channel.key);
         if let Some(existing) = self.channels.get(&id) {
+            fence.check_covers(existing.shard, "creating a document")?;
             return Ok(existing.clone());
         }
         check_initial_checkpoint(&channel.checkpoint)?;
         let created = self.insert_channel(
+            fence,
             &NewChannel {
                 id: id.clone(),
                 repository: channel.repository.clone(),
@@ -249,7 +251,9 @@ fn docs(state: &mut State) -> &mut Documents {
 impl CollaborationStore for MemoryStorage {
     async fn create_channel(&self, fence: &Fence, channel: &NewChannel) -> StoreResult<Channel> {
         self.inner
-            .fenced(fence, |state, now| docs(state).insert_channel(channel, now))
+            .fenced(fence, |state, now| {
+                docs(state).insert_channel(fence, channel, now)
+            })
             .await
     }
 
@@ -259,7 +263,7 @@ impl CollaborationStore for MemoryStorage {
         channel: &PublishedChannel,
     ) -> StoreResult<Channel> {
         self.inner
-            .fenced(fence, |state, now| docs(state).publish(channel, now))
+            .fenced(fence, |state, now| docs(state).publish(fence, channel, now))
             .await
     }
 
@@ -352,6 +356,7 @@ impl CollaborationStore for MemoryStorage {
                     .get(&commit.channel)
                     .cloned()
                     .ok_or_else(|| unavailable(&commit.channel))?;
+                fence.check_covers(channel.shard, "committing to a document")?;
                 let key = (commit.channel.clone(), commit.operation.as_str().to_owned());
                 let fingerprint = commit.fingerprint();
                 if let Some(done) = docs.operations.get(&key) {
@@ -459,6 +464,7 @@ impl CollaborationStore for MemoryStorage {
                     .get(id)
                     .cloned()
                     .ok_or_else(|| unavailable(id))?;
+                fence.check_covers(channel.shard, "saving a checkpoint")?;
                 let current = docs.checkpoints.get(id).map(|c| c.through_sequence);
                 check_checkpoint(&channel, current, checkpoint)?;
                 Ok(docs.install_checkpoint(id, checkpoint, now))
@@ -481,6 +487,7 @@ impl CollaborationStore for MemoryStorage {
                     .get(id)
                     .cloned()
                     .ok_or_else(|| unavailable(id))?;
+                fence.check_covers(channel.shard, "replacing a document's history")?;
                 let (revision, sequence) =
                     check_epoch_replacement(&channel, expected_revision, checkpoint)?;
                 let stored = docs.channel_mut(id)?;
@@ -546,6 +553,7 @@ impl CollaborationStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let channel = docs(state).channel_mut(id)?;
+                fence.check_covers(channel.shard, "archiving a document")?;
                 let changed = channel.archived_at.is_none();
                 if changed {
                     channel.archived_at = Some(now);
@@ -564,6 +572,7 @@ impl CollaborationStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let channel = docs(state).channel_mut(id)?;
+                fence.check_covers(channel.shard, "restoring a document")?;
                 let changed = channel.archived_at.is_some();
                 if changed {
                     channel.archived_at = None;
@@ -584,6 +593,7 @@ impl CollaborationStore for MemoryStorage {
                 state.research.refuse_published_child(id)?;
                 let docs = docs(state);
                 let channel = docs.channels.get(id).ok_or_else(|| unavailable(id))?;
+                fence.check_covers(channel.shard, "deleting a document")?;
                 if channel.archived_at.is_none() {
                     return Err(StoreError::conflict(
                         "only an archived document can be deleted",
@@ -628,6 +638,7 @@ impl CollaborationStore for MemoryStorage {
         self.inner
             .fenced(fence, |state, now| {
                 let channel = docs(state).channel_mut(id)?;
+                fence.check_covers(channel.shard, "publishing a description")?;
                 if channel
                     .description
                     .as_ref()

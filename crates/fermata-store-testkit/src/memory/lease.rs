@@ -31,6 +31,23 @@ impl LeaseStore for MemoryStorage {
         if let Some(record) = peek.live_holder() {
             return Ok(Acquisition::Held(record.clone()));
         }
+        // The whole-database lease and a cluster's leases exclude each other.
+        let excluding = if name.is_cluster_writer() {
+            state
+                .leases
+                .get(&LeaseName::WRITER)
+                .filter(|record| record.is_live(now))
+        } else if *name == LeaseName::WRITER {
+            state
+                .leases
+                .values()
+                .find(|record| record.name.is_cluster_writer() && record.is_live(now))
+        } else {
+            None
+        };
+        if let Some(record) = excluding {
+            return Ok(Acquisition::Held(record.clone()));
+        }
         let token = FencingToken(peek.record.map_or(0, |record| record.token.0) + 1);
         let record = LeaseRecord {
             name: name.clone(),

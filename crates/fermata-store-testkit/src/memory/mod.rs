@@ -7,6 +7,7 @@
 
 mod accounts;
 mod chat;
+mod cluster;
 mod collaboration;
 mod history;
 mod jobs;
@@ -52,6 +53,7 @@ struct Inner {
 #[derive(Debug, Default)]
 struct State {
     leases: HashMap<LeaseName, LeaseRecord>,
+    announcements: cluster::Announcements,
     tenures: BTreeMap<(LeaseName, i64), Tenure>,
     users: BTreeMap<UserId, User>,
     sessions: HashMap<SessionId, accounts::SessionRow>,

@@ -298,7 +298,7 @@ impl RepositoryStore for MemoryStorage {
                         created: false,
                     });
                 }
-                let created = state.documents.publish(channel, now)?;
+                let created = state.documents.publish(fence, channel, now)?;
                 repos(state).origins.insert(id, origin.clone());
                 Ok(KeyedCreation {
                     channel: created,

@@ -216,6 +216,7 @@ impl ResearchStore for MemoryStorage {
                 let answer = state.jobs.get(&publication.answer_job);
                 check_publication(&request, answer.as_ref(), publication)?;
                 let child = state.documents.publish(
+                    fence,
                     &PublishedChannel {
                         repository: parent.repository.clone(),
                         key: child_key(&parent.id, &request.key)?,

@@ -13,10 +13,11 @@ use fermata_store::repository::creation_fingerprint;
 use fermata_store::search::MAX_SEARCH_PAGE;
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, CreationKey, CreationOrigin, DocumentCursor, DocumentScope,
-    NewChannel, NewCheckpoint, PublishedChannel, Repository, SearchCursor, SearchHit, SearchQuery,
-    SearchTerms, Slug, Storage, StoreError, UnixMillis, UserId, Version,
+    Fence, NewChannel, NewCheckpoint, PublishedChannel, Repository, SearchCursor, SearchHit,
+    SearchQuery, SearchTerms, Slug, Storage, StoreError, UnixMillis, UserId, Version,
 };
 
+use crate::document_fences::Route;
 use crate::fence::WriterFence;
 use crate::repositories::Repositories;
 use crate::room::EditError;
@@ -83,7 +84,6 @@ pub(crate) fn initial_checkpoint(text: &str) -> NewCheckpoint {
 #[derive(Debug, Clone)]
 pub struct Documents {
     storage: Arc<dyn Storage>,
-    fence: WriterFence,
     rooms: RoomManager,
     /// Who may do what in the documents' repositories.
     repositories: Repositories,
@@ -99,15 +99,37 @@ pub fn check_text(text: &str) -> Result<(), fermata_docs::DocError> {
 impl Documents {
     pub fn new(storage: Arc<dyn Storage>, fence: WriterFence, rooms: RoomManager) -> Self {
         Documents {
-            repositories: Repositories::new(Arc::clone(&storage), fence.clone()),
+            repositories: Repositories::new(Arc::clone(&storage), fence),
             storage,
-            fence,
             rooms,
         }
     }
 
     pub fn rooms(&self) -> &RoomManager {
         &self.rooms
+    }
+
+    /// Where document `id` is written: here, or by another member of the cluster.
+    pub async fn route(&self, id: &ChannelId) -> Result<Route, StoreError> {
+        self.rooms.fences().route(id).await
+    }
+
+    /// The fence document `id` is written under, or `Unavailable` while this process does not
+    /// write it.
+    async fn fence_of(&self, id: &ChannelId) -> Result<Fence, StoreError> {
+        self.rooms.fences().for_document(id).await?.current()
+    }
+
+    /// The fence a new document `id` is written under: its parent's, or its own shard's.
+    async fn fence_for_new(
+        &self,
+        id: &ChannelId,
+        parent: Option<&ChannelId>,
+    ) -> Result<Fence, StoreError> {
+        match parent {
+            Some(parent) => self.fence_of(parent).await,
+            None => self.rooms.fences().for_new(id),
+        }
     }
 
     /// The repositories the documents belong to, with their members.
@@ -127,8 +149,11 @@ impl Documents {
         title: String,
         parent: Option<ChannelId>,
     ) -> Result<Channel, StoreError> {
-        self.create_at(ChannelId::random(), repository, title, parent)
-            .await
+        let id = match parent {
+            Some(_) => ChannelId::random(),
+            None => self.rooms.fences().local_id()?,
+        };
+        self.create_at(id, repository, title, parent).await
     }
 
     /// [`Documents::create`] under a chosen ID (an import keeps the exported one where it is
@@ -140,7 +165,7 @@ impl Documents {
         title: String,
         parent: Option<ChannelId>,
     ) -> Result<Channel, StoreError> {
-        let fence = self.fence.current()?;
+        let fence = self.fence_for_new(&id, parent.as_ref()).await?;
         self.storage
             .collaboration()
             .create_channel(
@@ -190,7 +215,8 @@ impl Documents {
                 "the text is larger than this server keeps",
             ));
         }
-        let fence = self.fence.current()?;
+        let id = ChannelId::for_creation_key(&repository, &key);
+        let fence = self.fence_for_new(&id, parent.as_ref()).await?;
         let origin = CreationOrigin {
             caller: caller.clone(),
             fingerprint: creation_fingerprint(&repository, &title, parent.as_ref(), text),
@@ -370,19 +396,19 @@ impl Documents {
     /// Archives first, then closes the room: a room that opens meanwhile refuses the archived
     /// document, and an edit committed meanwhile is refused by storage.
     pub async fn archive(&self, id: &ChannelId) -> Result<Channel, StoreError> {
-        let fence = self.fence.current()?;
+        let fence = self.fence_of(id).await?;
         let archived = self.storage.collaboration().archive(&fence, id).await?;
         self.rooms.close(id, "the document was archived").await;
         Ok(archived)
     }
 
     pub async fn restore(&self, id: &ChannelId) -> Result<Channel, StoreError> {
-        let fence = self.fence.current()?;
+        let fence = self.fence_of(id).await?;
         self.storage.collaboration().restore(&fence, id).await
     }
 
     pub async fn delete(&self, id: &ChannelId) -> Result<(), StoreError> {
-        let fence = self.fence.current()?;
+        let fence = self.fence_of(id).await?;
         self.rooms.close(id, "the document was deleted").await;
         self.storage
             .collaboration()

@@ -13,6 +13,7 @@
 
 mod decode_threads;
 pub mod descriptions;
+mod document_fences;
 mod documents;
 mod fairness;
 mod fence;
@@ -35,6 +36,7 @@ pub mod sweeps;
 pub mod verification;
 
 pub use descriptions::Descriptions;
+pub use document_fences::{DocumentFences, Route};
 pub use documents::{DocumentView, Documents, KeyedOutcome, Page, SearchPage, check_text};
 pub use fence::WriterFence;
 /// The line diffs between history sessions, for the pages that show them: the HTTP layer reaches

@@ -1225,6 +1225,35 @@ fn commit_outcome(result: &Result<Committed, StoreError>) -> CommitOutcome {
     }
 }
 
+/// The refusal a client hears when reading document `id` failed with `error`.
+pub(crate) fn read_refusal(metrics: &Metrics, id: &ChannelId, error: &StoreError) -> Refusal {
+    match error.kind() {
+        ErrorKind::Missing => Refusal {
+            code: close::POLICY,
+            reason: "no such document".to_owned(),
+            kind: ErrorKind::Missing,
+        },
+        ErrorKind::Unavailable => {
+            storage_outage::failed(metrics, StorageCause::Load, error);
+            Refusal {
+                code: close::TRY_AGAIN_LATER,
+                reason: "the database does not answer: nothing can be saved just now; \
+                         reconnect shortly"
+                    .to_owned(),
+                kind: ErrorKind::Unavailable,
+            }
+        }
+        kind => {
+            tracing::error!(document = %id, error = %ErrorChain(error), "could not read a document");
+            Refusal {
+                code: close::INTERNAL,
+                reason: "the document could not be read".to_owned(),
+                kind,
+            }
+        }
+    }
+}
+
 /// Recovers a document for a room, timing the recoveries that succeed.
 async fn load(
     storage: &dyn Storage,
@@ -1237,31 +1266,7 @@ async fn load(
         .collaboration()
         .recovery_snapshot(id)
         .await
-        .map_err(|error| match error.kind() {
-            ErrorKind::Missing => Refusal {
-                code: close::POLICY,
-                reason: "no such document".to_owned(),
-                kind: ErrorKind::Missing,
-            },
-            ErrorKind::Unavailable => {
-                storage_outage::failed(metrics, StorageCause::Load, &error);
-                Refusal {
-                    code: close::TRY_AGAIN_LATER,
-                    reason: "the database does not answer: nothing can be saved just now; \
-                             reconnect shortly"
-                        .to_owned(),
-                    kind: ErrorKind::Unavailable,
-                }
-            }
-            kind => {
-                tracing::error!(document = %id, error = %ErrorChain(&error), "could not read a document");
-                Refusal {
-                    code: close::INTERNAL,
-                    reason: "the document could not be read".to_owned(),
-                    kind,
-                }
-            }
-        })?;
+        .map_err(|error| read_refusal(metrics, id, &error))?;
     storage_outage::answered(metrics, StorageCause::Load, sent);
     if snapshot.channel.archived_at.is_some() {
         return Err(Refusal {

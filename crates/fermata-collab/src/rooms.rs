@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use fermata_metrics::Metrics;
-use fermata_store::{ChannelId, Committed, Storage, StoreError, UserId};
+use fermata_store::{ChannelId, Committed, Shard, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use crate::fence::WriterFence;
+use crate::document_fences::DocumentFences;
 use crate::outbound::{OutboundReceiver, outbound_queue};
-use crate::room::{ConnId, EditError, Inbound, ROOM_CLOSING, Refusal, Room, close};
+use crate::room::{ConnId, EditError, Inbound, ROOM_CLOSING, Refusal, Room, close, read_refusal};
 use crate::search_index::Unindexed;
 use crate::settings::CollabSettings;
 
@@ -33,7 +33,8 @@ pub struct RoomManager {
 #[derive(Debug)]
 struct Inner {
     storage: Arc<dyn Storage>,
-    fence: WriterFence,
+    /// The fence of each document's room: one for all, or its shard's.
+    fences: DocumentFences,
     settings: CollabSettings,
     /// Where rooms record what they do: open rooms and connections, commits, checkpoints,
     /// recoveries and refused updates.
@@ -99,7 +100,7 @@ impl Connection {
 impl RoomManager {
     pub fn new(
         storage: Arc<dyn Storage>,
-        fence: WriterFence,
+        fences: DocumentFences,
         settings: CollabSettings,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -110,7 +111,7 @@ impl RoomManager {
         RoomManager {
             inner: Arc::new(Inner {
                 storage,
-                fence,
+                fences,
                 settings,
                 metrics,
                 rooms: std::sync::Mutex::new(HashMap::new()),
@@ -125,6 +126,11 @@ impl RoomManager {
 
     pub fn settings(&self) -> CollabSettings {
         self.inner.settings
+    }
+
+    /// The fences documents are written under.
+    pub fn fences(&self) -> &DocumentFences {
+        &self.inner.fences
     }
 
     /// How many documents the manager keeps a slot for: those with an open room, and at most
@@ -179,10 +185,17 @@ impl RoomManager {
         if let Some(refusal) = self.closed() {
             return Err(refusal);
         }
-        if self.inner.fence.current().is_err() {
+        let fence = self
+            .inner
+            .fences
+            .for_document(id)
+            .await
+            .map_err(|error| read_refusal(&self.inner.metrics, id, &error))?;
+        if fence.current().is_err() {
             return Err(Refusal {
                 code: close::TRY_AGAIN_LATER,
-                reason: "this server is not serving documents yet; reconnect shortly".to_owned(),
+                reason: "this server is not serving this document now; reconnect shortly"
+                    .to_owned(),
                 kind: fermata_store::ErrorKind::Unavailable,
             });
         }
@@ -193,7 +206,7 @@ impl RoomManager {
         }
         let (room, recording) = Room::open(
             Arc::clone(&self.inner.storage),
-            self.inner.fence.clone(),
+            fence,
             self.inner.settings,
             Arc::clone(&self.inner.metrics),
             self.inner.unindexed.clone(),
@@ -400,6 +413,30 @@ impl RoomManager {
         if let Some(inbox) = self.open_inbox(id).await {
             shut(inbox, close::REVOKED, reason).await;
         }
+    }
+
+    /// Closes the rooms of one shard's documents, which this process is about to hand over, and
+    /// waits for them: each checkpoints under the shard's fence, which is still held, and closes
+    /// its clients with a retry-later reason, so they reconnect to the shard's next holder.
+    pub async fn close_shard(&self, shard: Shard, reason: &str) {
+        let ids: Vec<ChannelId> = self
+            .inner
+            .rooms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        let closing = ids.into_iter().map(|id| async move {
+            let in_shard = matches!(
+                self.inner.fences.shard_of(&id).await,
+                Ok(Some(found)) if found == shard
+            );
+            if in_shard && let Some(inbox) = self.open_inbox(&id).await {
+                shut(inbox, close::TRY_AGAIN_LATER, reason).await;
+            }
+        });
+        futures::future::join_all(closing).await;
     }
 
     /// Stops every room and refuses new ones: on a lost lease or a stop.

@@ -100,7 +100,7 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     readiness.set_retry_after(settings.lease.drain_timeout + settings.lease.retry_delay());
     let rooms = RoomManager::new(
         Arc::clone(&shared),
-        fence.clone(),
+        fermata_collab::DocumentFences::whole(fence.clone()),
         settings.collab,
         Arc::clone(&metrics),
     );

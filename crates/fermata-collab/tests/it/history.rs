@@ -119,7 +119,7 @@ impl Rig {
         let shared: Arc<dyn Storage> = store.clone();
         let rooms = RoomManager::new(
             Arc::clone(&shared),
-            writer.clone(),
+            fermata_collab::DocumentFences::whole(writer.clone()),
             settings,
             Arc::default(),
         );

@@ -60,7 +60,12 @@ async fn rig(settings: CollabSettings, options: StoreOptions) -> Rig {
         .id;
     let shared: Arc<dyn Storage> = store.clone();
     let metrics = Arc::new(Metrics::new("test"));
-    let rooms = RoomManager::new(shared, fence.clone(), settings, Arc::clone(&metrics));
+    let rooms = RoomManager::new(
+        shared,
+        fermata_collab::DocumentFences::whole(fence.clone()),
+        settings,
+        Arc::clone(&metrics),
+    );
     Rig {
         store,
         lease,

@@ -113,7 +113,7 @@ impl Rig {
         let metrics = Arc::new(Metrics::new("test"));
         let rooms = RoomManager::new(
             Arc::clone(&storage),
-            writer_fence.clone(),
+            fermata_collab::DocumentFences::whole(writer_fence.clone()),
             CollabSettings::default(),
             Arc::clone(&metrics),
         );

@@ -30,7 +30,12 @@ fn services(
     settings: &RepositoryFileSettings,
     metrics: Arc<Metrics>,
 ) -> (Documents, Media) {
-    let rooms = RoomManager::new(Arc::clone(&shared), fence.clone(), settings.collab, metrics);
+    let rooms = RoomManager::new(
+        Arc::clone(&shared),
+        fermata_collab::DocumentFences::whole(fence.clone()),
+        settings.collab,
+        metrics,
+    );
     let media = Media::new(Arc::clone(&shared), fence.clone(), settings.media);
     (Documents::new(shared, fence.clone(), rooms), media)
 }

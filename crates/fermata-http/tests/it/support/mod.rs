@@ -47,7 +47,7 @@ pub fn state_on(shared: Arc<dyn Storage>, fence: WriterFence) -> HttpState {
     let metrics = Arc::new(Metrics::new("test"));
     let rooms = RoomManager::new(
         Arc::clone(&shared),
-        fence.clone(),
+        fermata_collab::DocumentFences::whole(fence.clone()),
         CollabSettings::default(),
         Arc::clone(&metrics),
     );

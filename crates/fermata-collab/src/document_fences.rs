@@ -1,0 +1,229 @@
+//! The fences this process writes documents under, and where a document it does not write is
+//! written.
+//!
+//! A process that serves alone writes every document under one fence, the whole-database
+//! lease's. A member of a cluster writes the documents of a shard under that shard's writer lease
+//! while it holds it, and knows which member holds each other shard, from the cluster's view that
+//! its shard keeper reads: a request for such a document is forwarded there. A document's shard
+//! never changes, so the shards looked up here are kept.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use fermata_store::{ChannelId, Fence, Shard, ShardCount, Storage, StoreError, WriterFence};
+
+/// How many documents' shards are kept before they are all forgotten and read again.
+const KEPT_SHARDS: usize = 100_000;
+/// How many random IDs a creation tries for one in a shard this process holds.
+const ID_TRIES: usize = 64;
+
+/// Where a document is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// By this process.
+    Here,
+    /// By the member serving at this base URL.
+    Member(String),
+    /// By no live process at the moment (a hand-over or a takeover is under way).
+    Unplaced,
+}
+
+/// The fences of this process's document writes; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct DocumentFences(Arc<Kind>);
+
+#[derive(Debug)]
+enum Kind {
+    Whole(WriterFence),
+    Sharded(Sharded),
+}
+
+#[derive(Debug)]
+struct Sharded {
+    storage: Arc<dyn Storage>,
+    count: ShardCount,
+    /// One seat per shard, by shard number.
+    seats: Vec<Seat>,
+    known: Mutex<HashMap<ChannelId, Shard>>,
+}
+
+#[derive(Debug, Default)]
+struct Seat {
+    /// Set while this process holds the shard's writer lease.
+    fence: WriterFence,
+    /// The base URL of the member that holds it, when another does.
+    holder: RwLock<Option<String>>,
+}
+
+impl DocumentFences {
+    /// Every document under one fence: a process that serves alone.
+    pub fn whole(fence: WriterFence) -> Self {
+        DocumentFences(Arc::new(Kind::Whole(fence)))
+    }
+
+    /// One fence per shard, all empty until the shard keeper seats them: a member of a cluster.
+    pub fn sharded(storage: Arc<dyn Storage>, count: ShardCount) -> Self {
+        DocumentFences(Arc::new(Kind::Sharded(Sharded {
+            storage,
+            count,
+            seats: count.shards().map(|_| Seat::default()).collect(),
+            known: Mutex::default(),
+        })))
+    }
+
+    /// Whether this process is a member of a cluster.
+    pub fn is_sharded(&self) -> bool {
+        matches!(*self.0, Kind::Sharded(_))
+    }
+
+    /// The fence for the documents of `shard`.
+    pub fn for_shard(&self, shard: Shard) -> WriterFence {
+        match &*self.0 {
+            Kind::Whole(fence) => fence.clone(),
+            Kind::Sharded(sharded) => sharded.seat(shard).fence.clone(),
+        }
+    }
+
+    /// The fence for document `id`: `Missing` for a document that does not exist, when its shard
+    /// must be read.
+    pub async fn for_document(&self, id: &ChannelId) -> Result<WriterFence, StoreError> {
+        match &*self.0 {
+            Kind::Whole(fence) => Ok(fence.clone()),
+            Kind::Sharded(sharded) => {
+                let shard = sharded.shard_of(id).await?;
+                Ok(sharded.seat(shard).fence.clone())
+            }
+        }
+    }
+
+    /// The fence for a new top-level document `id` (a child is written under its parent's
+    /// fence), or `Unavailable` while this process does not write the shard `id` derives.
+    pub fn for_new(&self, id: &ChannelId) -> Result<Fence, StoreError> {
+        match &*self.0 {
+            Kind::Whole(fence) => fence.current(),
+            Kind::Sharded(sharded) => sharded.seat(Shard::of(id, sharded.count)).fence.current(),
+        }
+    }
+
+    /// A new random document ID that this process writes: one in a shard it holds.
+    /// `Unavailable` while it holds none.
+    pub fn local_id(&self) -> Result<ChannelId, StoreError> {
+        match &*self.0 {
+            Kind::Whole(_) => Ok(ChannelId::random()),
+            Kind::Sharded(sharded) => (0..ID_TRIES)
+                .map(|_| ChannelId::random())
+                .find(|id| {
+                    sharded
+                        .seat(Shard::of(id, sharded.count))
+                        .fence
+                        .current()
+                        .is_ok()
+                })
+                .ok_or_else(|| {
+                    StoreError::unavailable("this server writes no documents yet; try again")
+                }),
+        }
+    }
+
+    /// Where document `id` is written. `Missing` for a document that does not exist.
+    pub async fn route(&self, id: &ChannelId) -> Result<Route, StoreError> {
+        match &*self.0 {
+            Kind::Whole(_) => Ok(Route::Here),
+            Kind::Sharded(sharded) => {
+                let shard = sharded.shard_of(id).await?;
+                Ok(self.route_of_shard(shard))
+            }
+        }
+    }
+
+    /// Where the documents of `shard` are written.
+    pub fn route_of_shard(&self, shard: Shard) -> Route {
+        match &*self.0 {
+            Kind::Whole(_) => Route::Here,
+            Kind::Sharded(sharded) => {
+                let seat = sharded.seat(shard);
+                if seat.fence.current().is_ok() {
+                    return Route::Here;
+                }
+                let holder = seat
+                    .holder
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                holder.map_or(Route::Unplaced, Route::Member)
+            }
+        }
+    }
+
+    /// The shard of document `id`; `None` for a process that serves alone, which never needs it.
+    pub async fn shard_of(&self, id: &ChannelId) -> Result<Option<Shard>, StoreError> {
+        match &*self.0 {
+            Kind::Whole(_) => Ok(None),
+            Kind::Sharded(sharded) => sharded.shard_of(id).await.map(Some),
+        }
+    }
+
+    /// Seats this process in `shard` under `fence` (`None` when it gives the shard up), for the
+    /// shard keeper.
+    pub fn seat(&self, shard: Shard, fence: Option<Fence>) {
+        if let Kind::Sharded(sharded) = &*self.0 {
+            sharded.seat(shard).fence.set(fence);
+        }
+    }
+
+    /// Records which member holds `shard` (its base URL), or that none does, for the shard
+    /// keeper.
+    pub fn set_holder(&self, shard: Shard, address: Option<String>) {
+        if let Kind::Sharded(sharded) = &*self.0 {
+            *sharded
+                .seat(shard)
+                .holder
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = address;
+        }
+    }
+
+    /// The shards this process writes now.
+    pub fn held(&self) -> Vec<Shard> {
+        match &*self.0 {
+            Kind::Whole(_) => Vec::new(),
+            Kind::Sharded(sharded) => sharded
+                .count
+                .shards()
+                .filter(|shard| sharded.seat(*shard).fence.current().is_ok())
+                .collect(),
+        }
+    }
+}
+
+impl Sharded {
+    fn seat(&self, shard: Shard) -> &Seat {
+        // A shard from the database or from `Shard::of` is below the count; the modulo keeps a
+        // corrupt one from panicking.
+        &self.seats[usize::from(shard.0) % self.seats.len()]
+    }
+
+    async fn shard_of(&self, id: &ChannelId) -> Result<Shard, StoreError> {
+        if let Some(shard) = self.known().get(id) {
+            return Ok(*shard);
+        }
+        let channel = self
+            .storage
+            .collaboration()
+            .channel(id)
+            .await?
+            .ok_or_else(|| StoreError::missing(format!("document {id} is unavailable")))?;
+        let mut known = self.known();
+        if known.len() >= KEPT_SHARDS {
+            known.clear();
+        }
+        known.insert(id.clone(), channel.shard);
+        Ok(channel.shard)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, Shard>> {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

@@ -171,6 +171,15 @@ impl DocumentFences {
         }
     }
 
+    /// Empties every shard's fence: a member whose own lease is lost writes nothing more.
+    pub fn clear(&self) {
+        if let Kind::Sharded(sharded) = &*self.0 {
+            for seat in &sharded.seats {
+                seat.fence.set(None);
+            }
+        }
+    }
+
     /// Records which member holds `shard` (its base URL), or that none does, for the shard
     /// keeper.
     pub fn set_holder(&self, shard: Shard, address: Option<String>) {

@@ -69,6 +69,12 @@ pub struct Metrics {
     storage_health: StorageHealth,
     storage_available: Gauge,
     storage_failures: Family<CauseLabel, Counter>,
+    /// A member of a cluster: the live members it sees, the shards it holds, and the shards it
+    /// took and handed over.
+    cluster_members: Gauge,
+    cluster_shards_held: Gauge,
+    cluster_shards_taken: Counter,
+    cluster_handover_duration: Histogram,
 }
 
 /// Counts kept by the services and the store, copied into the metrics when they are read.
@@ -182,6 +188,10 @@ impl Metrics {
             storage_health: StorageHealth::default(),
             storage_available: Gauge::default(),
             storage_failures: Family::default(),
+            cluster_members: Gauge::default(),
+            cluster_shards_held: Gauge::default(),
+            cluster_shards_taken: Counter::default(),
+            cluster_handover_duration: seconds_buckets(),
         };
         metrics.start_at_zero();
         metrics.register(version)
@@ -324,6 +334,26 @@ impl Metrics {
             "document_checkpoint_duration_seconds",
             "How long saving a document checkpoint took",
             self.checkpoint_duration.clone(),
+        );
+        r.register(
+            "cluster_members",
+            "The live members of this process's cluster, as it last saw them (0 when it serves alone)",
+            self.cluster_members.clone(),
+        );
+        r.register(
+            "cluster_shards_held",
+            "The shards whose writer lease this process holds (0 when it serves alone)",
+            self.cluster_shards_held.clone(),
+        );
+        r.register(
+            "cluster_shards_taken",
+            "Shard writer leases this process took",
+            self.cluster_shards_taken.clone(),
+        );
+        r.register(
+            "cluster_handover_duration_seconds",
+            "How long handing one shard over took: its rooms closed, its lease released",
+            self.cluster_handover_duration.clone(),
         );
         r.register(
             "document_recovery_duration_seconds",
@@ -532,6 +562,28 @@ impl Metrics {
     /// A document was recovered in `took`.
     pub fn recovery(&self, took: Duration) {
         self.recovery_duration.observe(seconds(took));
+    }
+
+    /// How many live members this process's cluster has, as it last saw them.
+    pub fn cluster_members(&self, members: usize) {
+        self.cluster_members
+            .set(i64::try_from(members).unwrap_or(i64::MAX));
+    }
+
+    /// How many shards this process holds.
+    pub fn cluster_shards_held(&self, shards: usize) {
+        self.cluster_shards_held
+            .set(i64::try_from(shards).unwrap_or(i64::MAX));
+    }
+
+    /// This process took a shard's writer lease.
+    pub fn cluster_shard_taken(&self) {
+        self.cluster_shards_taken.inc();
+    }
+
+    /// This process handed a shard over, in `took`.
+    pub fn cluster_handed_over(&self, took: Duration) {
+        self.cluster_handover_duration.observe(seconds(took));
     }
 
     /// A client's message or a program's update was refused or dropped.

@@ -6,6 +6,7 @@
 mod account_commands;
 mod backup;
 pub mod cli;
+mod cluster;
 pub mod config;
 pub mod failure;
 mod fault;

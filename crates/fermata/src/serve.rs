@@ -14,7 +14,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use fermata_accounts::Accounts;
-use fermata_collab::{Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence};
+use fermata_collab::{
+    DocumentFences, Documents, Media, RoomManager, SWEEP_EVERY, Sweeps, WriterFence,
+};
 use fermata_http::{HttpState, Phase, Readiness};
 use fermata_metrics::Metrics;
 use fermata_store::{ErrorChain, Storage, TenureStart};
@@ -35,6 +37,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Serves until `shutdown` is cancelled or the writer lease is lost: the four phases in order.
 pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Result<(), Failure> {
     let mut server = open(&settings).await?;
+    if let Some(cluster) = &settings.cluster {
+        return crate::cluster::serve_member(server, &settings, cluster, shutdown).await;
+    }
     let Some(granted) = take_lease(&mut server, &settings, &shutdown).await? else {
         return Ok(());
     };
@@ -43,22 +48,26 @@ pub async fn serve(settings: ServeSettings, shutdown: CancellationToken) -> Resu
 }
 
 /// What the serving process holds from opening to the end of its drain.
-struct Server {
-    store: SqlStorage,
+pub(crate) struct Server {
+    pub(crate) store: SqlStorage,
     /// The name this process takes the lease and claims workflow runs under.
-    holder: String,
+    pub(crate) holder: String,
+    /// This start's instance ID, in `holder` and a cluster member's lease name.
+    pub(crate) instance: String,
+    /// The address HTTP is bound to.
+    pub(crate) local: std::net::SocketAddr,
     /// The same database as `store`, as the port every service takes.
-    shared: Arc<dyn Storage>,
-    schema: SchemaRuntime,
-    accounts: Arc<Accounts>,
-    metrics: Arc<Metrics>,
+    pub(crate) shared: Arc<dyn Storage>,
+    pub(crate) schema: SchemaRuntime,
+    pub(crate) accounts: Arc<Accounts>,
+    pub(crate) metrics: Arc<Metrics>,
     /// What `/readyz` reports: waiting for the lease, serving, draining.
-    readiness: Readiness,
+    pub(crate) readiness: Readiness,
     /// The fencing token every collaboration write presents; set only while the lease is held.
-    fence: WriterFence,
-    rooms: RoomManager,
+    pub(crate) fence: WriterFence,
+    pub(crate) rooms: RoomManager,
     /// HTTP, started before the lease is taken so `/healthz` answers while it waits.
-    http: Background<std::io::Result<()>>,
+    pub(crate) http: Background<std::io::Result<()>>,
 }
 
 /// The first phase: checks (and migrates) the schema, opens the services, binds the listener
@@ -98,9 +107,19 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
     // A refused client asks again after about as long as a planned hand-over takes: the holder's
     // drain, then the standby's next look at the lease.
     readiness.set_retry_after(settings.lease.drain_timeout + settings.lease.retry_delay());
+    let fences = match &settings.cluster {
+        None => DocumentFences::whole(fence.clone()),
+        Some(_) => {
+            let count =
+                store.cluster().shard_count().await.map_err(|error| {
+                    Failure::store("cannot read the database's shard count", error)
+                })?;
+            DocumentFences::sharded(Arc::clone(&shared), count)
+        }
+    };
     let rooms = RoomManager::new(
         Arc::clone(&shared),
-        fermata_collab::DocumentFences::whole(fence.clone()),
+        fences,
         settings.collab,
         Arc::clone(&metrics),
     );
@@ -140,9 +159,12 @@ async fn open(settings: &ServeSettings) -> Result<Server, Failure> {
         },
     );
     tracing::info!(listen = %local, storage = store.driver(), "listening");
+    let instance = writer_lease::new_instance();
     Ok(Server {
         store,
-        holder: writer_lease::holder_name(),
+        holder: writer_lease::holder_name(&instance),
+        instance,
+        local,
         shared,
         schema,
         accounts,
@@ -243,26 +265,9 @@ async fn run(
     // the command line executes runs only while no server serves, so step folders left in the
     // data folder now are an earlier process's.
     server.schema.sweep_scratch().await;
-    let worker = Background::spawn(
-        "a workflow run still in flight after the drain timeout was cut off",
-        |stop| {
-            let schema = server.schema.clone();
-            let name = server.holder.clone();
-            let metrics = Arc::clone(&server.metrics);
-            async move { schema.work(name, metrics, stop).await }
-        },
-    );
-
-    // Rows nobody needs any more (unsent Chat files, expired Planner credentials, idle MCP
-    // sessions) are swept now and then periodically while this process holds the lease.
-    let sweeper = Background::spawn(
-        "a sweep still in flight after the drain timeout was cut off",
-        |stop| {
-            let sweeps = Sweeps::new(Arc::clone(&server.shared), server.fence.clone());
-            let every = crate::fault::sweep_every().unwrap_or(SWEEP_EVERY);
-            async move { sweeps.run(every, stop.cancelled_owned()).await }
-        },
-    );
+    let work = server.work();
+    let worker = spawn_worker(&work);
+    let sweeper = spawn_sweeper(&work, server.fence.clone());
 
     let keeper = Keeper {
         renewal: server.store.leases().renewal_channel(),
@@ -297,7 +302,7 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
     let Running {
         worker,
         sweeper,
-        mut keeper,
+        keeper,
         lost,
     } = running;
     server.readiness.set(Phase::Draining);
@@ -339,6 +344,28 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
     // What was in flight finished under the fence or was abandoned; nothing writes after this.
     server.fence.set(None);
 
+    finish(
+        server.store,
+        &server.metrics,
+        "writer lease",
+        keeper,
+        lost,
+        timings,
+    )
+    .await
+}
+
+/// Ends a stop once nothing writes any more: stops the keeper of this process's lease (`name`,
+/// "writer lease" or "member lease"), closes the tenure and releases the lease, each within one
+/// database wait; or, when the lease was `lost`, reports it as the process's failure.
+pub(crate) async fn finish(
+    store: SqlStorage,
+    metrics: &Metrics,
+    name: &'static str,
+    mut keeper: Background<KeeperExit>,
+    lost: Option<Result<KeeperExit, JoinError>>,
+    timings: LeaseTimings,
+) -> Result<(), Failure> {
     // Closing is bounded too: a database that does not answer within one wait will not answer
     // in time to matter, and the lease then expires by itself.
     let closing = Instant::now() + timings.database_wait();
@@ -348,14 +375,13 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
             Ok(exit) => exit,
             Err(_) => {
                 tracing::warn!(
-                    "the writer lease keeper did not stop in time; the lease expires by itself"
+                    "the {name} keeper did not stop in time; the lease expires by itself"
                 );
-                server.metrics.lease_dropped();
+                metrics.lease_dropped();
                 return Ok(());
             }
         },
     };
-    let store = server.store;
     match exit {
         Ok(KeeperExit::Stopped(lease)) => {
             let release = async {
@@ -364,20 +390,20 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
                 }
                 match store.leases().release(&lease).await {
                     Ok(_) => {
-                        tracing::info!(token = %lease.token, "released the writer lease; stopped");
+                        tracing::info!(token = %lease.token, "released the {name}; stopped");
                     }
                     Err(error) => {
-                        tracing::warn!(error = %ErrorChain(&error), "could not release the writer lease; it expires by itself");
+                        tracing::warn!(error = %ErrorChain(&error), "could not release the {name}; it expires by itself");
                     }
                 }
             };
             if tokio::time::timeout_at(closing, release).await.is_err() {
                 tracing::warn!(
-                    "closing the tenure and releasing the writer lease took longer than the \
-                     database wait; the lease expires by itself"
+                    "closing the tenure and releasing the {name} took longer than the database \
+                     wait; the lease expires by itself"
                 );
             }
-            server.metrics.lease_dropped();
+            metrics.lease_dropped();
             // Closing the pool waits for connections still lent out; one an abandoned task held
             // goes with the process instead.
             let _ = tokio::time::timeout_at(closing, store.close()).await;
@@ -388,30 +414,75 @@ async fn drain(server: Server, running: Running, timings: LeaseTimings) -> Resul
                 reason = loss.reason,
                 last_renewed = %humantime::format_rfc3339_millis(loss.last_renewed),
                 last_error = loss.last_error.as_deref().unwrap_or("none"),
-                "lost the writer lease; stopped serving"
+                "lost the {name}; stopped serving"
             );
             Err(Failure::new(
-                format!("lost the writer lease: {loss}"),
+                format!("lost the {name}: {loss}"),
                 Exit::LeaseLost,
             ))
         }
         Err(join) => Err(Failure::runtime(format!(
-            "the writer lease keeper failed: {join}"
+            "the {name} keeper failed: {join}"
         ))),
     }
 }
 
+/// What the singleton work needs of the server: workflow runs and sweeps.
+#[derive(Clone)]
+pub(crate) struct Work {
+    schema: SchemaRuntime,
+    holder: String,
+    metrics: Arc<Metrics>,
+    shared: Arc<dyn Storage>,
+}
+
+impl Server {
+    pub(crate) fn work(&self) -> Work {
+        Work {
+            schema: self.schema.clone(),
+            holder: self.holder.clone(),
+            metrics: Arc::clone(&self.metrics),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// Runs workflow runs (schema operations) in this process until it drains.
+pub(crate) fn spawn_worker(work: &Work) -> Background<()> {
+    let Work {
+        schema,
+        holder,
+        metrics,
+        ..
+    } = work.clone();
+    Background::spawn(
+        "a workflow run still in flight after the drain timeout was cut off",
+        |stop| async move { schema.work(holder, metrics, stop).await },
+    )
+}
+
+/// Sweeps rows nobody needs any more (unsent Chat files, expired Planner credentials, idle MCP
+/// sessions) now and then periodically, under `fence`, until this process drains.
+pub(crate) fn spawn_sweeper(work: &Work, fence: WriterFence) -> Background<()> {
+    let sweeps = Sweeps::new(Arc::clone(&work.shared), fence);
+    let every = crate::fault::sweep_every().unwrap_or(SWEEP_EVERY);
+    Background::spawn(
+        "a sweep still in flight after the drain timeout was cut off",
+        |stop| async move { sweeps.run(every, stop.cancelled_owned()).await },
+    )
+}
+
 /// A task the serving process runs until it drains, and the token that stops it: the one
 /// cancel, wait, warn and cut off sequence of every task.
-struct Background<T> {
+pub(crate) struct Background<T> {
     stop: CancellationToken,
-    handle: JoinHandle<T>,
+    pub(crate) handle: JoinHandle<T>,
     /// The warning when the task is still running after the drain timeout.
     cut_off: &'static str,
 }
 
 impl<T: Send + 'static> Background<T> {
-    fn spawn<F>(cut_off: &'static str, task: impl FnOnce(CancellationToken) -> F) -> Self
+    pub(crate) fn spawn<F>(cut_off: &'static str, task: impl FnOnce(CancellationToken) -> F) -> Self
     where
         F: Future<Output = T> + Send + 'static,
     {
@@ -425,14 +496,14 @@ impl<T: Send + 'static> Background<T> {
     }
 
     /// Stops the task and waits for it to end, however long that takes.
-    async fn stop(&mut self) -> Result<T, JoinError> {
+    pub(crate) async fn stop(&mut self) -> Result<T, JoinError> {
         self.stop.cancel();
         (&mut self.handle).await
     }
 
     /// Stops the task and waits for it to end until `deadline`; one still running then is cut
     /// off with a warning.
-    async fn drain_until(mut self, deadline: Instant) {
+    pub(crate) async fn drain_until(mut self, deadline: Instant) {
         self.stop.cancel();
         if tokio::time::timeout_at(deadline, &mut self.handle)
             .await
@@ -445,7 +516,7 @@ impl<T: Send + 'static> Background<T> {
 }
 
 /// Tells the operator how to create the first administrator when there is none.
-async fn check_for_an_administrator(accounts: &Accounts) {
+pub(crate) async fn check_for_an_administrator(accounts: &Accounts) {
     match accounts.has_system_admin().await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use fermata_store::{LeaseName, Storage};
+use fermata_store::{ClusterView, LeaseName, ShardCount, Storage};
 
 use crate::config::StorageSettings;
 use crate::failure::Failure;
@@ -30,7 +30,43 @@ pub(crate) async fn migrate(settings: &StorageSettings) -> Result<String, Failur
     Ok(out)
 }
 
-/// Reports the schema, the writer lease and the latest tenures.
+/// Reports a cluster's live members, with the shards each holds, the coordinator, and the shards
+/// no live member holds; nothing for a database no cluster ever served.
+fn cluster_section(out: &mut String, view: &ClusterView, count: ShardCount) {
+    if view.members.is_empty() && view.leases.is_empty() {
+        return;
+    }
+    let live: Vec<_> = view
+        .leases
+        .iter()
+        .filter(|record| record.is_live(view.now))
+        .collect();
+    let _ = writeln!(out, "cluster: {} live members", view.members.len());
+    for member in &view.members {
+        let shards = live
+            .iter()
+            .filter(|record| record.name.shard().is_some() && record.holder == member.lease.holder)
+            .count();
+        let coordinator = live.iter().any(|record| {
+            record.name == LeaseName::COORDINATOR && record.holder == member.lease.holder
+        });
+        let _ = writeln!(
+            out,
+            "  {} at {} (fermata {}): {shards} shards{}",
+            member.lease.holder,
+            member.announcement.address,
+            member.announcement.version,
+            if coordinator { ", coordinator" } else { "" }
+        );
+    }
+    let held = live
+        .iter()
+        .filter(|record| record.name.shard().is_some())
+        .count();
+    let _ = writeln!(out, "  shards held: {held} of {}", count.get());
+}
+
+/// Reports the schema, the writer lease, a cluster's members and the latest tenures.
 pub(crate) async fn status(settings: &StorageSettings) -> Result<String, Failure> {
     let store = storage::open(settings).await?;
     let schema = store
@@ -71,6 +107,17 @@ pub(crate) async fn status(settings: &StorageSettings) -> Result<String, Failure
             let _ = writeln!(out, "writer lease: free");
         }
     }
+    let view = store
+        .cluster()
+        .view()
+        .await
+        .map_err(|error| Failure::store("cannot read the cluster", error))?;
+    let count = store
+        .cluster()
+        .shard_count()
+        .await
+        .map_err(|error| Failure::store("cannot read the shard count", error))?;
+    cluster_section(&mut out, &view, count);
     let tenures = store
         .tenures()
         .recent(&LeaseName::WRITER, 5)

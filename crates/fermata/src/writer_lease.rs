@@ -116,12 +116,17 @@ impl LeaseTimings {
     }
 }
 
-/// Who holds the lease: host, process and a per-start instance ID, so a log line or `status`
+/// A new per-start instance ID: twelve lowercase hex digits, which also name a cluster member's
+/// lease.
+pub fn new_instance() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// Who holds the lease: host, process and the per-start `instance`, so a log line or `status`
 /// says which process it was.
-pub fn holder_name() -> String {
+pub fn holder_name(instance: &str) -> String {
     let host = gethostname::gethostname().to_string_lossy().into_owned();
-    let instance = uuid::Uuid::new_v4().simple().to_string();
-    format!("{host} pid {} ({})", std::process::id(), &instance[..8])
+    format!("{host} pid {} ({instance})", std::process::id())
 }
 
 /// Why the writer lease could not be taken.

@@ -12,12 +12,14 @@ use serde::Deserialize;
 
 use crate::writer_lease::LeaseTimings;
 
+mod cluster;
 mod http;
 mod media;
 mod schema;
 mod schema_source;
 mod table;
 
+pub use cluster::ClusterSettings;
 pub use http::HttpSettings;
 pub use schema::{SchemaSettings, Servers};
 use table::{Durations, Table};
@@ -140,6 +142,8 @@ pub struct ServeSettings {
     /// The HTTP server's timeouts, body rate and connection caps, and the trusted proxies
     /// (`[http]`).
     pub http: HttpSettings,
+    /// A member of a cluster's settings (`[cluster]`); `None` for a process that serves alone.
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// What `export` and `import` need: the database, the writer lease's timings (an import holds
@@ -216,6 +220,7 @@ pub struct FileConfig {
     media: Option<media::FileMedia>,
     http: Option<http::FileHttp>,
     accounts: Option<FileAccounts>,
+    cluster: Option<cluster::FileCluster>,
 }
 
 /// The `[accounts]` table: caps per user.
@@ -487,7 +492,14 @@ impl Sources {
             )?
             .unwrap_or(account_defaults.password_concurrency);
         let lease = self.lease_timings()?;
+        let cluster = cluster::cluster_settings(
+            self.file.cluster.as_ref(),
+            &origin,
+            storage.kind,
+            listen_addr,
+        )?;
         Ok(ServeSettings {
+            cluster,
             max_api_tokens,
             max_machines,
             password_concurrency,

@@ -25,7 +25,7 @@ pub(crate) async fn under_lease<T>(
     metrics: Arc<Metrics>,
     work: impl Future<Output = Result<T, Failure>>,
 ) -> Result<T, Failure> {
-    let holder = writer_lease::holder_name();
+    let holder = writer_lease::holder_name(&writer_lease::new_instance());
     let never = CancellationToken::new();
     let taken = writer_lease::take(store.leases(), &holder, &timings, Handover::Refuse, &never)
         .await

@@ -34,7 +34,10 @@ use support::fsync_shim::FsyncShim;
 use support::postgres_cluster::{PgCluster, StopMode};
 use support::proxy::Proxy;
 use support::tmpfs::Tmpfs;
-use support::{Answer, Fermata, PATIENCE, Target, Typist, get, try_request, typed_lines};
+use support::{
+    Answer, Fermata, PATIENCE, Target, Typist, api_token, create, get, tail, try_request,
+    try_text_of, typed_lines,
+};
 
 /// Lease timings for the faults a process rides through, quickly: a renewal every 2 s, so a
 /// fault of a few seconds fails at least one, and a safety deadline (20 s) well beyond every
@@ -1005,47 +1008,7 @@ fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
-/// Adds the user `ada` and an API token for her, through the command line.
-fn api_token(target: &Target) -> String {
-    let (status, out, err) = target.run_with_input(
-        &["user", "add", "ada", "--password-stdin"],
-        "a long enough password\n",
-    );
-    assert!(status.success(), "{out}{err}");
-    let (status, out, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
-    assert!(status.success(), "{err}");
-    out.trim().to_owned()
-}
-
-/// Creates a document titled `title` in `ada/app`; returns its ID.
-fn create(address: SocketAddr, token: &str, title: &str) -> String {
-    let bearer = format!("Bearer {token}");
-    let created =
-        support::create_document(address, &[("Authorization", &bearer)], "ada/app", title);
-    assert_eq!(created.status, 201, "{}", created.body);
-    created.json()["id"].as_str().unwrap().to_owned()
-}
-
-/// The stored text of `document`, or `None` when the server does not answer 200.
-fn try_text_of(address: SocketAddr, token: &str, document: &str) -> Option<String> {
-    let answer = try_request(
-        address,
-        "GET",
-        &format!("/api/v1/documents/{document}"),
-        &[("Authorization", &format!("Bearer {token}"))],
-        None,
-    )
-    .ok()?;
-    (answer.status == 200).then(|| answer.json()["text"].as_str().unwrap().to_owned())
-}
-
 /// The stored text of `document`; fails the test when the server does not answer 200.
 fn text_of(address: SocketAddr, token: &str, document: &str) -> String {
     try_text_of(address, token, document).expect("the document could not be read")
-}
-
-/// The last lines of a log, for a failure message.
-fn tail(output: &str) -> String {
-    let lines: Vec<&str> = output.lines().collect();
-    lines[lines.len().saturating_sub(60)..].join("\n")
 }

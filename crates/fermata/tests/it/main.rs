@@ -32,6 +32,7 @@ macro_rules! on_both {
 
 mod admin_browser;
 mod backups;
+mod cluster;
 mod config;
 mod doc_references;
 mod document_browser;

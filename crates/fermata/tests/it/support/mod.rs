@@ -950,3 +950,42 @@ pub async fn assert_fits_the_viewport(client: &fantoccini::Client, what: &str) {
         "{what} is wider than the viewport: {measured}"
     );
 }
+
+/// Adds the user `ada` and an API token for her, through the command line.
+pub fn api_token(target: &Target) -> String {
+    let (status, out, err) = target.run_with_input(
+        &["user", "add", "ada", "--password-stdin"],
+        "a long enough password\n",
+    );
+    assert!(status.success(), "{out}{err}");
+    let (status, out, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
+    assert!(status.success(), "{err}");
+    out.trim().to_owned()
+}
+
+/// Creates a document titled `title` in `ada/app`; returns its ID.
+pub fn create(address: SocketAddr, token: &str, title: &str) -> String {
+    let bearer = format!("Bearer {token}");
+    let created = create_document(address, &[("Authorization", &bearer)], "ada/app", title);
+    assert_eq!(created.status, 201, "{}", created.body);
+    created.json()["id"].as_str().unwrap().to_owned()
+}
+
+/// The stored text of `document`, or `None` when the server does not answer 200.
+pub fn try_text_of(address: SocketAddr, token: &str, document: &str) -> Option<String> {
+    let answer = try_request(
+        address,
+        "GET",
+        &format!("/api/v1/documents/{document}"),
+        &[("Authorization", &format!("Bearer {token}"))],
+        None,
+    )
+    .ok()?;
+    (answer.status == 200).then(|| answer.json()["text"].as_str().unwrap().to_owned())
+}
+
+/// The last lines of a log, for a failure message.
+pub fn tail(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}

@@ -1,0 +1,489 @@
+//! Several `serve` processes on one PostgreSQL database, with real y-websocket clients typing in
+//! documents spread over every member's shards: a member killed with `kill -9`, frozen with
+//! SIGSTOP, and cut off from the database; a member joining and one stopping with SIGTERM.
+//!
+//! What must hold through each (docs/storage.md, "Several processes"): every line a client saw
+//! of another (the room broadcasts only what it committed) and every line typed is stored in the
+//! end; clients of documents whose shards no fault touched are never disconnected; every shard
+//! has one live holder once the cluster settles, and none is held by a process that was stopped
+//! or cut off. A client of a document whose holder died reconnects through a live member, which
+//! forwards it to the shard's next holder. Takeover and hand-over times are printed, not asserted:
+//! wall-clock time on a shared machine proves nothing.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fermata_store::{ChannelId, LeaseName, Storage};
+use support::postgres_cluster::PgCluster;
+use support::proxy::Proxy;
+use support::{
+    Fermata, PATIENCE, Target, Typist, api_token, create, tail, try_text_of, typed_lines,
+};
+
+/// Short lease timings, so a takeover takes seconds (ttl 6 s); they satisfy the rules of
+/// `LeaseTimings::check`.
+const CLUSTER: &str = "[writer_lease]\n\
+    ttl = \"6s\"\nrenew_every = \"1s\"\nattempt_timeout = \"500ms\"\n\
+    abandon_after = \"800ms\"\nsafety_deadline = \"4s\"\ndrain_timeout = \"1s\"\n\
+    [cluster]\nenabled = true\n";
+
+/// The two typists of each document.
+const PREFIXES: [&str; 2] = ["ada-", "bob-"];
+
+/// How many documents are created through each member (each in a shard that member holds).
+const DOCUMENTS_PER_MEMBER: usize = 2;
+
+struct Member {
+    process: Fermata,
+    address: SocketAddr,
+}
+
+struct Cluster {
+    target: Target,
+    token: String,
+    members: Vec<Member>,
+}
+
+impl Cluster {
+    /// `size` members on `target`, started one after the other; returns once every shard is
+    /// held and every member holds some.
+    async fn start(target: Target, size: usize) -> Cluster {
+        target.replace_config(CLUSTER);
+        let token = api_token(&target);
+        let mut cluster = Cluster {
+            target,
+            token,
+            members: Vec::new(),
+        };
+        for _ in 0..size {
+            cluster.join(&[]).await;
+        }
+        cluster
+    }
+
+    /// Starts one more member (with `env`), and waits until the cluster is settled with it.
+    async fn join(&mut self, env: &[(&str, &std::ffi::OsStr)]) -> usize {
+        let process = self.target.serve_with_env(&[], env);
+        process.wait_ready().await;
+        let address = process.address().await;
+        self.members.push(Member { process, address });
+        let live: Vec<SocketAddr> = self.members.iter().map(|m| m.address).collect();
+        self.settled(&live).await;
+        self.members.len() - 1
+    }
+
+    /// Waits until exactly the members at `live` are in the cluster, each holds some shards, and
+    /// every shard is held; returns how long that took.
+    async fn settled(&self, live: &[SocketAddr]) -> Duration {
+        let started = Instant::now();
+        let store = self.target.store().await;
+        let count = store.cluster().shard_count().await.unwrap();
+        loop {
+            let holders = held_by(&store).await;
+            let held: usize = holders.values().sum();
+            let members = store.cluster().view().await.unwrap().members.len();
+            if members == live.len()
+                && held == usize::from(count.get())
+                && live
+                    .iter()
+                    .all(|address| holders.get(address).is_some_and(|n| *n > 0))
+                && holders.keys().all(|address| live.contains(address))
+            {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the cluster never settled on {live:?}: {holders:?}, {members} members"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The address of the member that writes `document` now.
+    async fn holder_of(&self, document: &str) -> SocketAddr {
+        let store = self.target.store().await;
+        let channel = store
+            .collaboration()
+            .channel(&ChannelId(document.to_owned()))
+            .await
+            .unwrap()
+            .unwrap();
+        let view = store.cluster().view().await.unwrap();
+        let record = view
+            .live_holder(&LeaseName::shard_writer(channel.shard))
+            .expect("every shard is held");
+        let member = view
+            .members
+            .iter()
+            .find(|m| m.lease.holder == record.holder)
+            .expect("the holder is a live member");
+        address_of(&member.announcement.address)
+    }
+
+    /// Creates [`DOCUMENTS_PER_MEMBER`] documents through each member.
+    fn documents(&self) -> Vec<String> {
+        let mut documents = Vec::new();
+        for (m, member) in self.members.iter().enumerate() {
+            for d in 0..DOCUMENTS_PER_MEMBER {
+                documents.push(create(
+                    member.address,
+                    &self.token,
+                    &format!("Cluster {m}-{d}"),
+                ));
+            }
+        }
+        documents
+    }
+
+    fn logs(&self) -> String {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("== member {i}\n{}", tail(&m.process.output())))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// How many shards each member holds live, by its announced address.
+async fn held_by(store: &fermata_store_sql::SqlStorage) -> BTreeMap<SocketAddr, usize> {
+    let view = store.cluster().view().await.unwrap();
+    let mut holders = BTreeMap::new();
+    for record in &view.leases {
+        if record.name.shard().is_none() || !record.is_live(view.now) {
+            continue;
+        }
+        let member = view
+            .members
+            .iter()
+            .find(|m| m.lease.holder == record.holder);
+        // A shard still held by a member that is no longer live counts under port 0.
+        let address = member.map_or_else(
+            || "0.0.0.0:0".parse().unwrap(),
+            |m| address_of(&m.announcement.address),
+        );
+        *holders.entry(address).or_insert(0) += 1;
+    }
+    holders
+}
+
+fn address_of(base: &str) -> SocketAddr {
+    base.trim_start_matches("http://").parse().unwrap()
+}
+
+/// A document, its typists, and the member they connect to.
+struct Typed {
+    document: String,
+    via: SocketAddr,
+    typists: Vec<(&'static str, Typist)>,
+}
+
+/// Starts two typists on each document, connected through `via(document)`, typing for
+/// `typing`; returns once each has synced and its third line is stored.
+async fn type_in(
+    cluster: &Cluster,
+    documents: &[String],
+    typing: Duration,
+    via: impl Fn(&str) -> SocketAddr,
+) -> Vec<Typed> {
+    let mut typed = Vec::new();
+    for document in documents {
+        let address = via(document);
+        let typists = PREFIXES
+            .iter()
+            .map(|prefix| {
+                let typist = Typist::spawn_typing_through(
+                    address,
+                    document,
+                    &cluster.token,
+                    prefix,
+                    typing,
+                    typing + PATIENCE,
+                );
+                (*prefix, typist)
+            })
+            .collect();
+        typed.push(Typed {
+            document: document.clone(),
+            via: address,
+            typists,
+        });
+    }
+    for document in &typed {
+        for (prefix, typist) in &document.typists {
+            typist.event("synced", &mut Vec::new());
+            let line = format!("{prefix}3\n");
+            wait_for_text(cluster, document, &format!("{line:?} stored"), |text| {
+                text.contains(&line)
+            })
+            .await;
+        }
+    }
+    typed
+}
+
+async fn wait_for_text(
+    cluster: &Cluster,
+    typed: &Typed,
+    what: &str,
+    holds: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    let mut last = None;
+    loop {
+        if let Some(text) = try_text_of(typed.via, &cluster.token, &typed.document) {
+            if holds(&text) {
+                return text;
+            }
+            last = Some(text);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting for {what} in {}; the text was {last:?}\n{}",
+            typed.document,
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for every typist to finish, then checks every line typed and every line seen is
+/// stored; returns how many times each document's typists were disconnected.
+async fn finish(cluster: &Cluster, typed: &[Typed], fault: &str) -> Vec<usize> {
+    let mut disconnects = Vec::new();
+    for document in typed {
+        let mut closes = 0;
+        let mut counts = Vec::new();
+        let mut seen = Vec::new();
+        for (prefix, typist) in &document.typists {
+            let mut events = Vec::new();
+            let done = typist.event("done", &mut events);
+            assert_eq!(
+                done["synced"],
+                true,
+                "{fault}: a typist of {} never synced again: {done}\n{}",
+                document.document,
+                cluster.logs()
+            );
+            closes += events.iter().filter(|e| e["event"] == "closed").count();
+            counts.push((*prefix, done["typed"].as_u64().unwrap()));
+            for line in done["seen"].as_array().unwrap() {
+                seen.push(line.as_str().unwrap().to_owned());
+            }
+        }
+        let stored = wait_for_text(cluster, document, "every typed line", |text| {
+            counts
+                .iter()
+                .all(|(prefix, count)| typed_lines(text, prefix).len() as u64 >= *count)
+        })
+        .await;
+        for (prefix, count) in &counts {
+            let mut kept = typed_lines(&stored, prefix);
+            kept.sort_unstable();
+            kept.dedup();
+            assert_eq!(
+                kept,
+                (1..=*count).collect::<Vec<_>>(),
+                "{fault}: {prefix}'s lines in {} are not each stored once",
+                document.document
+            );
+        }
+        for line in &seen {
+            assert!(
+                stored.lines().any(|stored| stored == line),
+                "{fault}: the acknowledged line {line:?} of {} was lost",
+                document.document
+            );
+        }
+        eprintln!(
+            "{fault}: {} typed {counts:?}, {} lines seen by the other, {closes} disconnects",
+            document.document,
+            seen.len()
+        );
+        disconnects.push(closes);
+    }
+    disconnects
+}
+
+/// Waits until no shard is held by a member at `gone` (nor by any member that is not live) and
+/// every shard is held again; returns how long that took from `since`.
+async fn taken_over(cluster: &Cluster, gone: SocketAddr, since: Instant) -> Duration {
+    let live: Vec<SocketAddr> = cluster
+        .members
+        .iter()
+        .map(|m| m.address)
+        .filter(|address| *address != gone)
+        .collect();
+    cluster.settled(&live).await;
+    since.elapsed()
+}
+
+/// `kill -9` of one member of three: its shards are taken over after their leases expire, its
+/// documents' clients (connected through a live member) reconnect and lose nothing, and the other
+/// documents' clients (connected to their holders) see no disconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_member_loses_no_acknowledged_update_and_disturbs_no_other_shard() {
+    let mut cluster = Cluster::start(Target::postgres().await, 3).await;
+    let documents = cluster.documents();
+    let victim = cluster.members[1].address;
+    let entry = cluster.members[0].address;
+    let mut holders = BTreeMap::new();
+    for document in &documents {
+        holders.insert(document.clone(), cluster.holder_of(document).await);
+    }
+    let typed = type_in(&cluster, &documents, Duration::from_secs(14), |document| {
+        let holder = holders[document];
+        if holder == victim { entry } else { holder }
+    })
+    .await;
+    let killed = Instant::now();
+    cluster.members[1].process.kill();
+    let takeover = taken_over(&cluster, victim, killed).await;
+    eprintln!("kill -9: every shard of the killed member held again {takeover:?} after the kill");
+    let disconnects = finish(&cluster, &typed, "kill -9").await;
+    for (document, closes) in typed.iter().zip(&disconnects) {
+        if holders[&document.document] != victim {
+            assert_eq!(
+                *closes,
+                0,
+                "a client of {}, whose shard no fault touched, was disconnected\n{}",
+                document.document,
+                cluster.logs()
+            );
+        }
+    }
+    assert!(
+        typed.iter().any(|t| holders[&t.document] == victim),
+        "no document was in the killed member's shards"
+    );
+}
+
+/// SIGSTOP of one member while its documents are written: its leases expire while it is frozen,
+/// the others take its shards over, and once it runs again it writes nothing under the tokens it
+/// lost (its clients, through a live member, lose nothing), and stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_member_is_taken_over_and_writes_nothing_after() {
+    let mut cluster = Cluster::start(Target::postgres().await, 3).await;
+    let documents = cluster.documents();
+    let frozen = cluster.members[2].address;
+    let entry = cluster.members[0].address;
+    let mut holders = BTreeMap::new();
+    for document in &documents {
+        holders.insert(document.clone(), cluster.holder_of(document).await);
+    }
+    let typed = type_in(&cluster, &documents, Duration::from_secs(16), |document| {
+        let holder = holders[document];
+        if holder == frozen { entry } else { holder }
+    })
+    .await;
+    let stopped = Instant::now();
+    cluster.members[2].process.signal("STOP");
+    let takeover = taken_over(&cluster, frozen, stopped).await;
+    eprintln!("SIGSTOP: every shard of the frozen member held again {takeover:?} after it froze");
+    cluster.members[2].process.signal("CONT");
+    // Thawed, it finds its member lease gone and stops (exit code 4).
+    let status = cluster.members[2].process.wait_exit().await;
+    assert_eq!(status.code(), Some(4), "{}", cluster.logs());
+    let disconnects = finish(&cluster, &typed, "SIGSTOP").await;
+    for (document, closes) in typed.iter().zip(&disconnects) {
+        if holders[&document.document] != frozen {
+            assert_eq!(
+                *closes,
+                0,
+                "{} was disturbed\n{}",
+                document.document,
+                cluster.logs()
+            );
+        }
+    }
+}
+
+/// A member cut off from the database (a network partition between it and PostgreSQL): it gives
+/// its shards up by their safety deadline and stops; the others take them over once the leases
+/// expire, and nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cut_off_from_the_database_gives_its_shards_up() {
+    let database = PgCluster::start();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", database.port()).parse().unwrap();
+    let proxy = Proxy::start(upstream);
+    let mut cluster = Cluster::start(Target::postgres_at(database.url()), 2).await;
+    // The third member reaches the database through the proxy.
+    let url = format!("postgres://postgres@{}/postgres", proxy.address());
+    let url = std::ffi::OsString::from(url);
+    let third = cluster
+        .join(&[("FERMATA_DATABASE_URL", url.as_os_str())])
+        .await;
+    let documents = cluster.documents();
+    let cut = cluster.members[third].address;
+    let entry = cluster.members[0].address;
+    let mut holders = BTreeMap::new();
+    for document in &documents {
+        holders.insert(document.clone(), cluster.holder_of(document).await);
+    }
+    let typed = type_in(&cluster, &documents, Duration::from_secs(16), |document| {
+        let holder = holders[document];
+        if holder == cut { entry } else { holder }
+    })
+    .await;
+    let partitioned = Instant::now();
+    proxy.blackhole();
+    let takeover = taken_over(&cluster, cut, partitioned).await;
+    eprintln!("partition: every shard of the cut member held again {takeover:?} after the cut");
+    let status = cluster.members[third].process.wait_exit().await;
+    assert_eq!(status.code(), Some(4), "{}", cluster.logs());
+    proxy.heal();
+    let disconnects = finish(&cluster, &typed, "partition").await;
+    for (document, closes) in typed.iter().zip(&disconnects) {
+        if holders[&document.document] != cut {
+            assert_eq!(
+                *closes,
+                0,
+                "{} was disturbed\n{}",
+                document.document,
+                cluster.logs()
+            );
+        }
+    }
+}
+
+/// A fourth member joins while clients type, then one of the first three stops with SIGTERM:
+/// each hands shards over (rooms closed under the held fence, clients sent to reconnect), the
+/// clients, all connected through the first member, lose nothing, and every hand-over's time is
+/// in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_join_and_leave_while_clients_type_without_loss() {
+    let mut cluster = Cluster::start(Target::postgres().await, 3).await;
+    let documents = cluster.documents();
+    let entry = cluster.members[0].address;
+    let typed = type_in(&cluster, &documents, Duration::from_secs(16), |_| entry).await;
+    let joined = Instant::now();
+    cluster.join(&[]).await;
+    eprintln!(
+        "join: the cluster settled with a fourth member {:?} after it started",
+        joined.elapsed()
+    );
+    let leaving = cluster.members[1].address;
+    let stopping = Instant::now();
+    cluster.members[1].process.terminate();
+    let status = cluster.members[1].process.wait_exit().await;
+    assert!(status.success(), "{}", cluster.logs());
+    let settled = taken_over(&cluster, leaving, stopping).await;
+    eprintln!("SIGTERM: every shard of the stopped member held again {settled:?} after the signal");
+    for (i, member) in cluster.members.iter().enumerate() {
+        let handed: Vec<String> = member
+            .process
+            .output()
+            .lines()
+            .filter(|line| line.contains("handed a shard over"))
+            .filter_map(|line| line.split("took=").nth(1).map(str::to_owned))
+            .collect();
+        eprintln!(
+            "member {i} handed {} shards over, taking {handed:?}",
+            handed.len()
+        );
+    }
+    finish(&cluster, &typed, "join and SIGTERM").await;
+}

@@ -8,14 +8,13 @@
 //! never changes, so the shards looked up here are kept.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use fermata_store::{ChannelId, Fence, Shard, ShardCount, Storage, StoreError, WriterFence};
 
 /// How many documents' shards are kept before they are all forgotten and read again.
 const KEPT_SHARDS: usize = 100_000;
-/// How many random IDs a creation tries for one in a shard this process holds.
-const ID_TRIES: usize = 64;
 
 /// Where a document is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +50,9 @@ struct Sharded {
 struct Seat {
     /// Set while this process holds the shard's writer lease.
     fence: WriterFence,
+    /// Set while this process hands the shard over: its open rooms still write under the fence,
+    /// but no new room opens and requests are answered as unplaced.
+    closing: AtomicBool,
     /// The base URL of the member that holds it, when another does.
     holder: RwLock<Option<String>>,
 }
@@ -85,13 +87,16 @@ impl DocumentFences {
     }
 
     /// The fence for document `id`: `Missing` for a document that does not exist, when its shard
-    /// must be read.
+    /// must be read. An empty one while this process hands the document's shard over.
     pub async fn for_document(&self, id: &ChannelId) -> Result<WriterFence, StoreError> {
         match &*self.0 {
             Kind::Whole(fence) => Ok(fence.clone()),
             Kind::Sharded(sharded) => {
-                let shard = sharded.shard_of(id).await?;
-                Ok(sharded.seat(shard).fence.clone())
+                let seat = sharded.seat(sharded.shard_of(id).await?);
+                if seat.closing.load(Ordering::Acquire) {
+                    return Ok(WriterFence::default());
+                }
+                Ok(seat.fence.clone())
             }
         }
     }
@@ -105,23 +110,26 @@ impl DocumentFences {
         }
     }
 
-    /// A new random document ID that this process writes: one in a shard it holds.
-    /// `Unavailable` while it holds none.
+    /// A new random document ID that this process writes: one in a shard it holds, chosen at
+    /// random among them. `Unavailable` while it holds none.
     pub fn local_id(&self) -> Result<ChannelId, StoreError> {
         match &*self.0 {
             Kind::Whole(_) => Ok(ChannelId::random()),
-            Kind::Sharded(sharded) => (0..ID_TRIES)
-                .map(|_| ChannelId::random())
-                .find(|id| {
-                    sharded
-                        .seat(Shard::of(id, sharded.count))
-                        .fence
-                        .current()
-                        .is_ok()
-                })
-                .ok_or_else(|| {
+            Kind::Sharded(sharded) => {
+                let open: Vec<Shard> = self
+                    .held()
+                    .into_iter()
+                    .filter(|shard| !sharded.seat(*shard).closing.load(Ordering::Acquire))
+                    .collect();
+                let random = ChannelId::random();
+                let pick = random.0.bytes().fold(0_usize, |sum, byte| {
+                    sum.wrapping_mul(31).wrapping_add(usize::from(byte))
+                });
+                let shard = open.get(pick % open.len().max(1)).ok_or_else(|| {
                     StoreError::unavailable("this server writes no documents yet; try again")
-                }),
+                })?;
+                Ok(ChannelId::in_shard(*shard, sharded.count))
+            }
         }
     }
 
@@ -142,6 +150,9 @@ impl DocumentFences {
             Kind::Whole(_) => Route::Here,
             Kind::Sharded(sharded) => {
                 let seat = sharded.seat(shard);
+                if seat.closing.load(Ordering::Acquire) {
+                    return Route::Unplaced;
+                }
                 if seat.fence.current().is_ok() {
                     return Route::Here;
                 }
@@ -164,10 +175,20 @@ impl DocumentFences {
     }
 
     /// Seats this process in `shard` under `fence` (`None` when it gives the shard up), for the
-    /// shard keeper.
+    /// shard keeper; either ends a hand-over begun with [`closing`](Self::closing).
     pub fn seat(&self, shard: Shard, fence: Option<Fence>) {
         if let Kind::Sharded(sharded) = &*self.0 {
-            sharded.seat(shard).fence.set(fence);
+            let seat = sharded.seat(shard);
+            seat.fence.set(fence);
+            seat.closing.store(false, Ordering::Release);
+        }
+    }
+
+    /// Begins handing `shard` over: no new room of its documents opens here, and requests for
+    /// them are answered as unplaced, while the open rooms close under the still-held fence.
+    pub fn closing(&self, shard: Shard) {
+        if let Kind::Sharded(sharded) = &*self.0 {
+            sharded.seat(shard).closing.store(true, Ordering::Release);
         }
     }
 
@@ -234,5 +255,92 @@ impl Sharded {
         self.known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fermata_store::{Acquisition, FencingToken, LeaseName, NewChannel, Repository};
+    use fermata_store_testkit::memory::MemoryStorage;
+
+    use super::*;
+
+    fn shard_fence(shard: Shard) -> Fence {
+        Fence {
+            lease: LeaseName::shard_writer(shard),
+            token: FencingToken(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_member_writes_its_seated_shards_and_routes_the_others() {
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new(Default::default()));
+        let lease = match storage
+            .leases()
+            .acquire(&LeaseName::WRITER, "test", Duration::from_secs(60))
+            .await
+            .unwrap()
+        {
+            Acquisition::Granted(lease) => lease,
+            Acquisition::Held(_) => unreachable!("a new store's lease is free"),
+        };
+        let id = ChannelId::random();
+        let channel = storage
+            .collaboration()
+            .create_channel(
+                &lease.fence(),
+                &NewChannel {
+                    id: id.clone(),
+                    repository: Repository::new("acme/app").unwrap(),
+                    title: "Routed".to_owned(),
+                    parent: None,
+                },
+            )
+            .await
+            .unwrap();
+        let fences = DocumentFences::sharded(Arc::clone(&storage), ShardCount::DEFAULT);
+        assert!(
+            fences.local_id().is_err(),
+            "a member seated nowhere writes nothing"
+        );
+        assert_eq!(fences.route(&id).await.unwrap(), Route::Unplaced);
+
+        fences.set_holder(channel.shard, Some("http://10.0.0.7:7878".to_owned()));
+        assert_eq!(
+            fences.route(&id).await.unwrap(),
+            Route::Member("http://10.0.0.7:7878".to_owned())
+        );
+
+        fences.seat(channel.shard, Some(shard_fence(channel.shard)));
+        assert_eq!(fences.route(&id).await.unwrap(), Route::Here);
+        assert!(fences.for_document(&id).await.unwrap().current().is_ok());
+        assert_eq!(fences.held(), [channel.shard]);
+        let local = fences.local_id().unwrap();
+        assert_eq!(Shard::of(&local, ShardCount::DEFAULT), channel.shard);
+
+        // Handing over: no new room, requests unplaced, until the seat is given up.
+        fences.closing(channel.shard);
+        assert_eq!(fences.route(&id).await.unwrap(), Route::Unplaced);
+        assert!(fences.for_document(&id).await.unwrap().current().is_err());
+        fences.seat(channel.shard, None);
+        assert!(fences.held().is_empty());
+        assert!(
+            fences.route(&ChannelId::random()).await.is_err(),
+            "no such document"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_serving_alone_writes_everything_here_without_reading() {
+        let fence = WriterFence::default();
+        let fences = DocumentFences::whole(fence.clone());
+        let id = ChannelId::random();
+        assert_eq!(fences.route(&id).await.unwrap(), Route::Here);
+        assert_eq!(fences.shard_of(&id).await.unwrap(), None);
+        assert!(fences.for_new(&id).is_err(), "not serving yet");
+        fence.set(Some(shard_fence(Shard(0))));
+        assert!(fences.for_new(&id).is_ok());
     }
 }

@@ -84,6 +84,21 @@ impl Shard {
     }
 }
 
+impl ChannelId {
+    /// A new random ID (a version 4 UUID) whose shard among `count` is `shard`: its last four
+    /// hex digits are a random multiple of `count` plus `shard`.
+    pub fn in_shard(shard: Shard, count: ShardCount) -> ChannelId {
+        let mut bytes = *uuid::Uuid::new_v4().as_bytes();
+        let count = u32::from(count.get());
+        let multiples = 0x1_0000 / count;
+        let random = u32::from(u16::from_be_bytes([bytes[14], bytes[15]]));
+        let value = (random % multiples) * count + u32::from(shard.0) % count;
+        let value = u16::try_from(value).unwrap_or(u16::from(shard.0));
+        bytes[14..].copy_from_slice(&value.to_be_bytes());
+        ChannelId(uuid::Uuid::from_bytes(bytes).to_string())
+    }
+}
+
 impl fmt::Display for Shard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
@@ -253,6 +268,18 @@ mod tests {
         assert_eq!(Shard::of(&odd, ShardCount::DEFAULT), Shard(0));
         assert!(ShardCount::new(0).is_err());
         assert!(ShardCount::new(4097).is_err());
+    }
+
+    #[test]
+    fn an_id_made_for_a_shard_is_in_it() {
+        for count in [1, 3, 256, 4096] {
+            let count = ShardCount::new(count).unwrap();
+            for shard in [0, count.get() / 2, count.get() - 1] {
+                let id = ChannelId::in_shard(Shard(shard), count);
+                assert_eq!(Shard::of(&id, count), Shard(shard), "{id}");
+                assert!(ChannelId::parse(&id.0).is_ok());
+            }
+        }
     }
 
     #[test]

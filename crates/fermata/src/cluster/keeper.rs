@@ -199,6 +199,7 @@ impl ShardKeeper {
             return;
         };
         let started = Instant::now();
+        self.fences.closing(shard);
         self.rooms.close_shard(shard, HANDED_OVER).await;
         self.fences.seat(shard, None);
         if let Err(error) = self.storage.leases().release(&held.lease).await {

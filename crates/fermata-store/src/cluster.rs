@@ -93,7 +93,7 @@ impl ChannelId {
         let multiples = 0x1_0000 / count;
         let random = u32::from(u16::from_be_bytes([bytes[14], bytes[15]]));
         let value = (random % multiples) * count + u32::from(shard.0) % count;
-        let value = u16::try_from(value).unwrap_or(u16::from(shard.0));
+        let value = u16::try_from(value).unwrap_or(shard.0);
         bytes[14..].copy_from_slice(&value.to_be_bytes());
         ChannelId(uuid::Uuid::from_bytes(bytes).to_string())
     }

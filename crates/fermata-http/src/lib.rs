@@ -16,7 +16,8 @@
 //!
 //! What a client may take of the server (connections, time) is bounded in `limits.rs`; what
 //! every request is checked for and every answer carries (hosts, caching, page policies, safe
-//! errors) in [`edge`].
+//! errors) in [`edge`]. In a member of a cluster, a live connection or a documents API request
+//! for a document another member writes is forwarded to that member (`forward.rs`).
 
 mod admin_page;
 mod api;
@@ -31,6 +32,7 @@ mod document_page;
 mod documents_api;
 pub mod edge;
 mod error;
+mod forward;
 mod home_page;
 mod images_api;
 mod limits;
@@ -147,6 +149,10 @@ pub fn router(state: HttpState) -> Router {
         table: table.into(),
     };
     router
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::documents_api,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             policy,
             policy::authorize,

@@ -18,6 +18,9 @@
 //! than `max_message_bytes`, and one whose header declares more is refused with close code 1009
 //! from its header, before any of its payload is read; a message takes at most [`SEND_PATIENCE`]
 //! to reach a client that reads slowly. A client's close frame is echoed, as the protocol asks.
+//!
+//! In a member of a cluster, a connection to a document that another member writes is relayed to
+//! that member, which checks the caller again and serves it as above (see `forward.rs`).
 
 use std::time::Duration;
 
@@ -33,14 +36,23 @@ use tokio_tungstenite::tungstenite;
 
 use crate::HttpState;
 use crate::error::ApiError;
+use crate::forward::{self, Onward};
 use crate::policy::{Caller, Registration, SyncGrant, role_on_document};
 
 pub(crate) async fn sync(
     State(state): State<HttpState>,
     grant: SyncGrant,
     registration: Option<axum::Extension<Registration>>,
+    onward: Onward,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    match forward::elsewhere(&state, &grant.channel.id, onward.request_headers()).await {
+        Ok(None) => {}
+        Ok(Some(elsewhere)) => {
+            return forward::sync(state, upgrade, onward, grant.channel.id, elsewhere).await;
+        }
+        Err(error) => return error.into_response(),
+    }
     let watching = match registration.and_then(|axum::Extension(r)| r.take()) {
         Some(watching) => watching,
         None => match state
@@ -67,7 +79,7 @@ pub(crate) async fn sync(
 /// reads. The WebSocket layer's default, 128 KiB allocated for every connection, was most of an
 /// idle client's cost (the rooms benchmark's memory per open room: 160 KiB before); 8 KiB was
 /// still 40% of it (the peers benchmark's crowd: 19.2 KB an idle connection at 8 KiB).
-const READ_BUFFER: usize = 4 * 1024;
+pub(crate) const READ_BUFFER: usize = 4 * 1024;
 
 /// A connection that sends nothing for this long is gone (live y-websocket clients renew their
 /// presence every 15 seconds).
@@ -76,20 +88,20 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(60);
 /// How long one message may take to be taken by the client's socket. A client that reads nothing
 /// for this long is gone: its connection is dropped, with the messages queued for it, rather than
 /// held open (with its slot) for as long as the client keeps its receive window shut.
-const SEND_PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const SEND_PATIENCE: Duration = Duration::from_secs(30);
 
 /// How long the echo of a client's close frame may take to go out.
-const CLOSE_ECHO: Duration = Duration::from_secs(2);
+pub(crate) const CLOSE_ECHO: Duration = Duration::from_secs(2);
 
 /// Sends `message` within [`SEND_PATIENCE`]: whether it went out.
-async fn send(socket: &mut WebSocket, message: Message) -> bool {
+pub(crate) async fn send(socket: &mut WebSocket, message: Message) -> bool {
     matches!(
         tokio::time::timeout(SEND_PATIENCE, socket.send(message)).await,
         Ok(Ok(()))
     )
 }
 
-async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
+pub(crate) async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
     let frame = CloseFrame {
         code,
         reason: reason.into(),
@@ -98,7 +110,7 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: String) {
 }
 
 /// Whether a read failed on a frame or message over the size limit.
-fn too_large(error: axum::Error) -> bool {
+pub(crate) fn too_large(error: axum::Error) -> bool {
     error
         .into_inner()
         .downcast_ref::<tungstenite::Error>()

@@ -152,6 +152,62 @@ impl UpdateRefusal {
     }
 }
 
+/// What a forwarded request is: a live connection (`/sync`) or a request of the documents API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ForwardKind {
+    /// A live connection to a document, relayed frame by frame.
+    Sync,
+    /// A request of the documents API, relayed whole.
+    Http,
+}
+
+impl ForwardKind {
+    pub(crate) const ALL: [ForwardKind; 2] = [ForwardKind::Sync, ForwardKind::Http];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ForwardKind::Sync => "sync",
+            ForwardKind::Http => "http",
+        }
+    }
+}
+
+/// How a request for a document another member writes (or none does) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ForwardOutcome {
+    /// The member that writes it answered, and its answer was relayed.
+    Forwarded,
+    /// That member refused the live connection's upgrade.
+    Refused,
+    /// That member could not be reached, or did not answer in time.
+    Unreachable,
+    /// No member writes the document at the moment (a hand-over is under way).
+    Unplaced,
+    /// The request had been forwarded already, by a member whose view of the cluster disagrees
+    /// with this one's: it is not sent on again.
+    AlreadyForwarded,
+}
+
+impl ForwardOutcome {
+    pub(crate) const ALL: [ForwardOutcome; 5] = [
+        ForwardOutcome::Forwarded,
+        ForwardOutcome::Refused,
+        ForwardOutcome::Unreachable,
+        ForwardOutcome::Unplaced,
+        ForwardOutcome::AlreadyForwarded,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ForwardOutcome::Forwarded => "forwarded",
+            ForwardOutcome::Refused => "refused",
+            ForwardOutcome::Unreachable => "unreachable",
+            ForwardOutcome::Unplaced => "unplaced",
+            ForwardOutcome::AlreadyForwarded => "already_forwarded",
+        }
+    }
+}
+
 /// How one attempt of a workflow step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttemptOutcome {
@@ -208,6 +264,18 @@ pub(crate) struct RequestLabels {
     pub(crate) method: &'static str,
     pub(crate) route: String,
     pub(crate) status: u16,
+}
+
+/// A forwarded request: its kind and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct ForwardLabels {
+    pub(crate) kind: &'static str,
+    pub(crate) outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct KindLabel {
+    pub(crate) kind: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]

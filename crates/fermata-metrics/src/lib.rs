@@ -28,10 +28,13 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use labels::{
-    AttemptLabels, CauseLabel, LimitLabel, OperationLabels, OutcomeLabel, PerLabel, ReasonLabel,
-    RequestLabels,
+    AttemptLabels, CauseLabel, ForwardLabels, KindLabel, LimitLabel, OperationLabels, OutcomeLabel,
+    PerLabel, ReasonLabel, RequestLabels,
 };
-pub use labels::{AttemptOutcome, CommitOutcome, Limit, RenewalOutcome, UpdateRefusal};
+pub use labels::{
+    AttemptOutcome, CommitOutcome, ForwardKind, ForwardOutcome, Limit, RenewalOutcome,
+    UpdateRefusal,
+};
 use storage_health::StorageHealth;
 pub use storage_health::{Recovered, StorageCause};
 
@@ -52,6 +55,10 @@ pub struct Metrics {
     http_connections: Gauge,
     http_connection_limits: Family<PerLabel, Gauge>,
     http_requests: Family<RequestLabels, Counter>,
+    /// Requests and live connections for documents this process does not write, and how long
+    /// reaching the member that writes them took.
+    forwarded: Family<ForwardLabels, Counter>,
+    forward_reach_duration: Family<KindLabel, Histogram, fn() -> Histogram>,
     /// Rooms open in this process and the clients joined to them, with the room caps.
     rooms_open: Gauge,
     room_connections: Gauge,
@@ -172,6 +179,8 @@ impl Metrics {
             http_connections: Gauge::default(),
             http_connection_limits: Family::default(),
             http_requests: Family::default(),
+            forwarded: Family::default(),
+            forward_reach_duration: Family::new_with_constructor(seconds_buckets),
             rooms_open: Gauge::default(),
             room_connections: Gauge::default(),
             room_connection_limits: Family::default(),
@@ -223,6 +232,17 @@ impl Metrics {
             drop(self.updates_refused.get_or_create(&ReasonLabel {
                 reason: reason.as_str(),
             }));
+        }
+        for kind in ForwardKind::ALL {
+            drop(self.forward_reach_duration.get_or_create(&KindLabel {
+                kind: kind.as_str(),
+            }));
+            for outcome in ForwardOutcome::ALL {
+                drop(self.forwarded.get_or_create(&ForwardLabels {
+                    kind: kind.as_str(),
+                    outcome: outcome.as_str(),
+                }));
+            }
         }
         for cause in StorageCause::ALL {
             drop(self.storage_failures.get_or_create(&CauseLabel {
@@ -289,6 +309,16 @@ impl Metrics {
             "http_requests",
             "HTTP requests answered, by method, route template and status",
             self.http_requests.clone(),
+        );
+        r.register(
+            "forwarded_requests",
+            "Requests and live connections for documents another member writes (or none does), by kind and outcome",
+            self.forwarded.clone(),
+        );
+        r.register(
+            "forward_reach_duration_seconds",
+            "How long reaching the member that writes a document took: a live connection's upgrade, or a request's answer head",
+            self.forward_reach_duration.clone(),
         );
         r.register(
             "rooms_open",
@@ -509,6 +539,26 @@ impl Metrics {
             .inc();
     }
 
+    /// A request or live connection of `kind` for a document this process does not write ended
+    /// with `outcome`.
+    pub fn forwarded(&self, kind: ForwardKind, outcome: ForwardOutcome) {
+        self.forwarded
+            .get_or_create(&ForwardLabels {
+                kind: kind.as_str(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// The member that writes a document answered a forwarded request of `kind` after `took`.
+    pub fn forward_reached(&self, kind: ForwardKind, took: Duration) {
+        self.forward_reach_duration
+            .get_or_create(&KindLabel {
+                kind: kind.as_str(),
+            })
+            .observe(seconds(took));
+    }
+
     /// The caps on a room's connections, in the room and per member.
     pub fn room_limits(&self, per_room: usize, per_member: usize) {
         set_caps(
@@ -641,6 +691,35 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("fermata_rooms_open 0\n"), "{text}");
         assert!(text.contains("fermata_room_connections 0\n"), "{text}");
+    }
+
+    #[test]
+    fn forwarding_is_in_the_first_scrape_and_counts_by_kind_and_outcome() {
+        let metrics = Metrics::new("test");
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "fermata_forwarded_requests_total{kind=\"http\",outcome=\"unplaced\"} 0\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE fermata_forward_reach_duration_seconds histogram\n"),
+            "{text}"
+        );
+        metrics.forwarded(ForwardKind::Sync, ForwardOutcome::Forwarded);
+        metrics.forward_reached(ForwardKind::Sync, Duration::from_millis(3));
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "fermata_forwarded_requests_total{kind=\"sync\",outcome=\"forwarded\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("fermata_forward_reach_duration_seconds_count{kind=\"sync\"} 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

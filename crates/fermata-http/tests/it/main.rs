@@ -8,6 +8,7 @@ mod admin_page;
 mod auth;
 mod document_pages;
 mod documents;
+mod forwarding;
 mod headers;
 mod images;
 mod limits;

@@ -13,7 +13,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::response::Response;
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
-use fermata_collab::{CollabSettings, Documents, Media, MediaSettings, RoomManager, WriterFence};
+use fermata_collab::{
+    CollabSettings, DocumentFences, Documents, Media, MediaSettings, RoomManager, WriterFence,
+};
 use fermata_crypto::Keyring;
 use fermata_crypto::SecretToken;
 use fermata_http::{HttpState, Phase, Readiness, router};
@@ -39,15 +41,28 @@ pub fn state(storage: &ScratchStorage, fence: WriterFence) -> HttpState {
 
 /// [`state`] on any storage (a real one wrapped to fail chosen calls, say).
 pub fn state_on(shared: Arc<dyn Storage>, fence: WriterFence) -> HttpState {
-    let accounts = Accounts::new(
-        Arc::clone(&shared),
+    member_state(
+        shared,
+        fence.clone(),
+        DocumentFences::whole(fence),
         Arc::new(KeyringHandle::new(Keyring::generate(), None)),
-        AccountSettings::default(),
-    );
+    )
+}
+
+/// The state of one process among several on one database: its documents written under
+/// `fences` (a cluster member's, or one fence for a process that serves alone), its other writes
+/// under `fence`, and its accounts under the `keyring` the processes share.
+pub fn member_state(
+    shared: Arc<dyn Storage>,
+    fence: WriterFence,
+    fences: DocumentFences,
+    keyring: Arc<KeyringHandle>,
+) -> HttpState {
+    let accounts = Accounts::new(Arc::clone(&shared), keyring, AccountSettings::default());
     let metrics = Arc::new(Metrics::new("test"));
     let rooms = RoomManager::new(
         Arc::clone(&shared),
-        fermata_collab::DocumentFences::whole(fence.clone()),
+        fences,
         CollabSettings::default(),
         Arc::clone(&metrics),
     );

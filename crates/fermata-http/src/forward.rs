@@ -34,7 +34,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fermata_collab::{Route, close};
@@ -475,8 +475,9 @@ fn to_client(message: UpstreamMessage) -> Option<Message> {
 }
 
 /// The layer inside the authorization layer: an API request granted one document (the routes
-/// that name it by ID, and by slug) is sent to the member that writes it when that is not this
-/// process, and answered 503 when none does.
+/// that name it by ID, and by slug), and a page's form that changes one (any method but `GET`
+/// and `HEAD`; a page is read from the database by any member), is sent to the member that
+/// writes it when that is not this process, and answered 503 when none does.
 pub(crate) async fn documents_api(
     State(state): State<HttpState>,
     request: Request,
@@ -486,10 +487,11 @@ pub(crate) async fn documents_api(
         .extensions()
         .get::<MatchedPath>()
         .is_some_and(|path| path.as_str().starts_with("/api/"));
+    let writes = !matches!(*request.method(), Method::GET | Method::HEAD);
     let Some(id) = request
         .extensions()
         .get::<DocumentGrant>()
-        .filter(|_| api)
+        .filter(|_| api || writes)
         .map(|grant| grant.id().clone())
     else {
         return next.run(request).await;

@@ -206,7 +206,8 @@ impl ShardKeeper {
             tracing::warn!(shard = shard.0, error = %ErrorChain(&error), "could not release a shard; it expires by itself");
         }
         self.metrics.cluster_handed_over(started.elapsed());
-        tracing::info!(shard = shard.0, took = ?started.elapsed(), "handed a shard over");
+        let took_ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(shard = shard.0, took_ms, "handed a shard over");
     }
 
     /// Gives up at once every lease whose safety deadline passed without a renewal.

@@ -473,16 +473,31 @@ async fn members_join_and_leave_while_clients_type_without_loss() {
     let settled = taken_over(&cluster, leaving, stopping).await;
     eprintln!("SIGTERM: every shard of the stopped member held again {settled:?} after the signal");
     for (i, member) in cluster.members.iter().enumerate() {
-        let handed: Vec<String> = member
+        let mut took: Vec<f64> = member
             .process
             .output()
             .lines()
             .filter(|line| line.contains("handed a shard over"))
-            .filter_map(|line| line.split("took=").nth(1).map(str::to_owned))
+            .filter_map(|line| {
+                line.split("took_ms=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
             .collect();
+        took.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            took.get(((took.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+        };
         eprintln!(
-            "member {i} handed {} shards over, taking {handed:?}",
-            handed.len()
+            "member {i} handed {} shards over: p50 {:?} ms, p99 {:?} ms, slowest {:?} ms",
+            took.len(),
+            at(0.5),
+            at(0.99),
+            took.last()
         );
     }
     finish(&cluster, &typed, "join and SIGTERM").await;

@@ -600,3 +600,45 @@ async fn a_holder_that_cannot_be_reached_gets_try_again_later_and_names_no_addre
     assert_eq!(cluster.forwarded("sync", "unreachable"), 1.0);
     assert_eq!(cluster.forwarded("http", "unreachable"), 1.0);
 }
+
+/// A page's form that changes a document (here, renaming it) posted to A is answered by B, which
+/// checks the session and its CSRF token itself; the page it redirects to is read at A.
+#[tokio::test]
+async fn a_page_form_through_a_member_is_answered_by_the_writer() {
+    let cluster = Cluster::start().await;
+    let post = |caller: &Caller, title: &str| {
+        let csrf = caller.csrf.clone().unwrap_or_default();
+        let body =
+            serde_urlencoded::to_string([("title", title), ("csrf", csrf.as_str())]).unwrap();
+        let mut request = axum::http::Request::builder()
+            .method("POST")
+            .uri(format!("/documents/{}/rename", cluster.document))
+            .header("content-type", "application/x-www-form-urlencoded");
+        if let Some(cookie) = &caller.cookie {
+            request = request.header("cookie", format!("fermata_session={cookie}"));
+        }
+        support::send(
+            &cluster.a.state,
+            request.body(axum::body::Body::from(body)).unwrap(),
+        )
+    };
+    let renamed = post(&cluster.ada, "Renamed by form").await;
+    assert_eq!(renamed.status, StatusCode::SEE_OTHER, "{}", renamed.body);
+    let uri = format!("/api/v1/documents/{}", cluster.document);
+    let read = get(&cluster.b, &cluster.ada, &uri, &[]).await;
+    assert_eq!(read.json()["title"], "Renamed by form");
+    // The viewer's form is refused by B, through A.
+    let refused = post(&cluster.vic, "Not allowed").await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    // A page is read where it is asked for: nothing to forward.
+    let before = cluster.forwarded("http", "forwarded");
+    let page = get(
+        &cluster.a,
+        &cluster.ada,
+        "/d/ada/notes/renamed-by-form",
+        &[],
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(cluster.forwarded("http", "forwarded"), before);
+}

@@ -9,6 +9,7 @@ ensure_server_packages() {
   command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server mariadb-client)
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}" >&2
     local sudo=""

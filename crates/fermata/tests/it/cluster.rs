@@ -1,6 +1,7 @@
 //! Several `serve` processes on one PostgreSQL database, with real y-websocket clients typing in
 //! documents spread over every member's shards: a member killed with `kill -9`, frozen with
-//! SIGSTOP, and cut off from the database; a member joining and one stopping with SIGTERM.
+//! SIGSTOP, and cut off from the database; a member joining and one stopping with SIGTERM; and
+//! the nginx front of deploy/nginx in front of two members.
 //!
 //! What must hold through each (docs/storage.md, "Several processes"): every line a client saw
 //! of another (the room broadcasts only what it committed) and every line typed is stored in the
@@ -17,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fermata_store::{ChannelId, LeaseName, Storage};
-use support::postgres_cluster::PgCluster;
+use support::postgres_cluster::{PgCluster, free_port, running_as_root};
 use support::proxy::Proxy;
 use support::{
     Fermata, PATIENCE, Target, Typist, api_token, create, tail, try_text_of, typed_lines,
@@ -501,4 +502,111 @@ async fn members_join_and_leave_while_clients_type_without_loss() {
         );
     }
     finish(&cluster, &typed, "join and SIGTERM").await;
+}
+
+/// nginx running deploy/nginx/fermata-cluster.conf, its members and port put in.
+struct NginxFront {
+    address: SocketAddr,
+    child: std::process::Child,
+    _folder: tempfile::TempDir,
+}
+
+impl NginxFront {
+    async fn start(members: &[SocketAddr]) -> NginxFront {
+        let nginx = std::path::Path::new("/usr/sbin/nginx");
+        assert!(
+            nginx.exists(),
+            "nginx is not installed (scripts/test installs nginx-light where it is missing)"
+        );
+        let folder = tempfile::tempdir().unwrap();
+        let dir = folder.path().display().to_string();
+        let example = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../deploy/nginx/fermata-cluster.conf"),
+        )
+        .unwrap();
+        let port = free_port();
+        let servers: String = members
+            .iter()
+            .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
+            .collect();
+        let mut front = String::new();
+        let mut placed = false;
+        for line in example.lines() {
+            if line.trim_start().starts_with("server 10.0.0.") {
+                if !placed {
+                    front.push_str(&servers);
+                    placed = true;
+                }
+            } else if line.trim() == "listen 80;" {
+                front.push_str(&format!("    listen 127.0.0.1:{port};\n"));
+            } else {
+                front.push_str(line);
+                front.push('\n');
+            }
+        }
+        assert!(placed, "the example lists no member");
+        std::fs::write(folder.path().join("front.conf"), front).unwrap();
+        let user = if running_as_root() { "user root;" } else { "" };
+        let conf = format!(
+            "{user}\ndaemon off;\nworker_processes 1;\npid {dir}/nginx.pid;\n\
+             error_log {dir}/error.log;\nevents {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n\
+             proxy_temp_path {dir}/proxy;\n  fastcgi_temp_path {dir}/fastcgi;\n\
+             uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n\
+             include {dir}/front.conf;\n}}\n"
+        );
+        std::fs::write(folder.path().join("nginx.conf"), conf).unwrap();
+        let child = std::process::Command::new(nginx)
+            .args(["-p", &dir, "-c", &format!("{dir}/nginx.conf")])
+            .stderr(std::fs::File::create(folder.path().join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let started = Instant::now();
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "nginx never listened: {}{}",
+                std::fs::read_to_string(folder.path().join("stderr.log")).unwrap_or_default(),
+                std::fs::read_to_string(folder.path().join("error.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        NginxFront {
+            address,
+            child,
+            _folder: folder,
+        }
+    }
+}
+
+impl Drop for NginxFront {
+    /// A fast shutdown (SIGTERM) stops the workers with the master; a master killed outright
+    /// would leave them running.
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The nginx front in deploy/nginx, in front of two members: live connections (WebSocket
+/// upgrades) and document requests through it reach the members, and every line is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nginx_front_in_deploy_carries_live_connections_and_requests() {
+    let cluster = Cluster::start(Target::postgres().await, 2).await;
+    let members: Vec<SocketAddr> = cluster.members.iter().map(|m| m.address).collect();
+    let front = NginxFront::start(&members).await;
+    let documents = cluster.documents();
+    let typed = type_in(&cluster, &documents, Duration::from_secs(4), |_| {
+        front.address
+    })
+    .await;
+    let disconnects = finish(&cluster, &typed, "through nginx").await;
+    assert!(
+        disconnects.iter().all(|closes| *closes == 0),
+        "{disconnects:?}"
+    );
 }

@@ -328,6 +328,18 @@ async fn taken_over(cluster: &Cluster, gone: SocketAddr, since: Instant) -> Dura
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_member_loses_no_acknowledged_update_and_disturbs_no_other_shard() {
     let mut cluster = Cluster::start(Target::postgres().await, 3).await;
+    // `status` lists the members, each with its address and shards, and the shards held.
+    let (status, out) = cluster.target.run("status");
+    assert!(status.success(), "{out}");
+    assert!(out.contains("cluster: 3 live members"), "{out}");
+    assert!(out.contains("shards held: 256 of 256"), "{out}");
+    for member in &cluster.members {
+        assert!(
+            out.contains(&format!("at http://{}", member.address)),
+            "{out}"
+        );
+    }
+    assert_eq!(out.matches(", coordinator").count(), 1, "{out}");
     let documents = cluster.documents();
     let victim = cluster.members[1].address;
     let entry = cluster.members[0].address;

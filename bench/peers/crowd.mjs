@@ -29,7 +29,6 @@
 // rounds: with more than one, each server runs once per round (interleaved), the figures are the
 // medians, and each recorded figure carries the lowest and highest ratio of its rounds.
 
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -39,8 +38,8 @@ import * as encoding from 'lib0/encoding'
 import * as decoding from 'lib0/decoding'
 import WebSocket from 'ws'
 import {
-  HERE, Process, argument as commandLine, cleanEnvironment, fermataCommand, freePort, keepFolder, median,
-  percentile, record, removeFolder, setting, sleep, version
+  HERE, Process, argument as commandLine, cleanEnvironment, cpuMillis, fermataCommand, freePort, keepFolder,
+  median, percentile, record, removeFolder, setting, sleep, version
 } from './servers.mjs'
 
 const argument = (name) => commandLine(name, 'crowd.mjs --fermata BIN --postgres URL')
@@ -81,8 +80,6 @@ const GOAL_BYTES_PER_CONNECTION = 16 * 1024
 /** A refused or dropped connection fails the run past this share of the crowd. */
 const TOLERATED_FAILURES = 0.01
 
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
-
 const MESSAGE_SYNC = 0
 const SYNC_STEP_1 = 0
 const SYNC_STEP_2 = 1
@@ -107,15 +104,6 @@ const mib = (bytes) => `${(bytes / 1048576).toFixed(1)} MiB`
 function residentBytes (pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(status.match(/^VmRSS:\s+(\d+) kB$/m)[1]) * 1024
-}
-
-/** The server process's CPU time in milliseconds, all its threads, user and system. */
-function cpuMillis (pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  // The fields after the command name (which may hold spaces) in parentheses; utime and stime
-  // are the 14th and 15th fields of the line.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 1000 / CLOCK_TICKS
 }
 
 /** A process's soft limit on open files, from /proc/PID/limits. */

@@ -1,9 +1,9 @@
-// What the two steps of the peers benchmark share (run.mjs, the closed loop; crowd.mjs, 10,000
-// connections): their command lines and settings, the server processes they start and clean up,
-// fermata's CLI, the percentiles they summarize with, and the rows they record for
-// scripts/bench's table.
+// What the steps of the peers benchmark share (run.mjs, the closed loop; crowd.mjs, 10,000
+// connections; cluster.mjs, scaling out): their command lines and settings, the server processes
+// they start and clean up, fermata's CLI, a process's CPU time, the percentiles they summarize
+// with, and the rows they record for scripts/bench's table.
 
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { appendFileSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import path from 'node:path'
@@ -50,15 +50,35 @@ export function cleanEnvironment (extra) {
   return { ...env, ...extra }
 }
 
-/** Every server started and every data folder, so that an interrupted run cleans up too. */
+/**
+ * Every server started, every data folder and every other cleanup registered with onInterrupt(),
+ * so that an interrupted run cleans up too.
+ */
 const started = new Set()
 const folders = new Set()
+const cleanups = new Set()
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
     for (const server of started) server.child.kill('SIGTERM')
     for (const folder of folders) rmSync(folder, { recursive: true, force: true })
+    for (const cleanup of cleanups) {
+      try {
+        cleanup()
+      } catch {
+        // The others run all the same.
+      }
+    }
     process.exit(1)
   })
+}
+
+/**
+ * Runs `cleanup` (synchronous) should the run be interrupted, after the servers were sent
+ * SIGTERM; the returned function unregisters it.
+ */
+export function onInterrupt (cleanup) {
+  cleanups.add(cleanup)
+  return () => cleanups.delete(cleanup)
 }
 
 /** Marks `folder` for removal should the run be interrupted; removeFolder() removes it now. */
@@ -127,6 +147,24 @@ export function fermataCommand (bin, args, env, input) {
     })
     child.stdin.end(input)
   })
+}
+
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim())
+
+/** Clock ticks (`getconf CLK_TCK`) in milliseconds, for the times of /proc. */
+export const ticksToMillis = (ticks) => ticks * 1000 / CLOCK_TICKS
+
+/** The fields of /proc/PID/stat after the command name (which may hold spaces), from the state on. */
+export function procStat (pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+/** A process's CPU time in milliseconds, all its threads, user and system. */
+export function cpuMillis (pid) {
+  // utime and stime are the 14th and 15th fields of the line, the 12th and 13th after the name.
+  const fields = procStat(pid)
+  return ticksToMillis(Number(fields[11]) + Number(fields[12]))
 }
 
 export const version = (pkg) =>

@@ -322,6 +322,53 @@ async fn taken_over(cluster: &Cluster, gone: SocketAddr, since: Instant) -> Dura
     since.elapsed()
 }
 
+/// The documents' typists for a fault of the member at `faulted`: a document that member writes
+/// is typed into through `entry` (a live member, which forwards to its next writer), any other
+/// at its writer directly; returns each document's writer before the fault, with the typists.
+async fn type_around(
+    cluster: &Cluster,
+    faulted: SocketAddr,
+    entry: SocketAddr,
+    typing: Duration,
+) -> (BTreeMap<String, SocketAddr>, Vec<Typed>) {
+    let documents = cluster.documents();
+    let mut holders = BTreeMap::new();
+    for document in &documents {
+        holders.insert(document.clone(), cluster.holder_of(document).await);
+    }
+    let typed = type_in(cluster, &documents, typing, |document| {
+        let holder = holders[document];
+        if holder == faulted { entry } else { holder }
+    })
+    .await;
+    assert!(
+        holders.values().any(|holder| *holder == faulted),
+        "no document was in the shards of the member at fault"
+    );
+    (holders, typed)
+}
+
+/// Checks that no client of a document whose writer was not `faulted` was disconnected.
+fn assert_undisturbed(
+    cluster: &Cluster,
+    holders: &BTreeMap<String, SocketAddr>,
+    faulted: SocketAddr,
+    typed: &[Typed],
+    disconnects: &[usize],
+) {
+    for (document, closes) in typed.iter().zip(disconnects) {
+        if holders[&document.document] != faulted {
+            assert_eq!(
+                *closes,
+                0,
+                "a client of {}, whose shard no fault touched, was disconnected\n{}",
+                document.document,
+                cluster.logs()
+            );
+        }
+    }
+}
+
 /// `kill -9` of one member of three: its shards are taken over after their leases expire, its
 /// documents' clients (connected through a live member) reconnect and lose nothing, and the other
 /// documents' clients (connected to their holders) see no disconnect.
@@ -340,38 +387,15 @@ async fn a_killed_member_loses_no_acknowledged_update_and_disturbs_no_other_shar
         );
     }
     assert_eq!(out.matches(", coordinator").count(), 1, "{out}");
-    let documents = cluster.documents();
     let victim = cluster.members[1].address;
     let entry = cluster.members[0].address;
-    let mut holders = BTreeMap::new();
-    for document in &documents {
-        holders.insert(document.clone(), cluster.holder_of(document).await);
-    }
-    let typed = type_in(&cluster, &documents, Duration::from_secs(14), |document| {
-        let holder = holders[document];
-        if holder == victim { entry } else { holder }
-    })
-    .await;
+    let (holders, typed) = type_around(&cluster, victim, entry, Duration::from_secs(14)).await;
     let killed = Instant::now();
     cluster.members[1].process.kill();
     let takeover = taken_over(&cluster, victim, killed).await;
     eprintln!("kill -9: every shard of the killed member held again {takeover:?} after the kill");
     let disconnects = finish(&cluster, &typed, "kill -9").await;
-    for (document, closes) in typed.iter().zip(&disconnects) {
-        if holders[&document.document] != victim {
-            assert_eq!(
-                *closes,
-                0,
-                "a client of {}, whose shard no fault touched, was disconnected\n{}",
-                document.document,
-                cluster.logs()
-            );
-        }
-    }
-    assert!(
-        typed.iter().any(|t| holders[&t.document] == victim),
-        "no document was in the killed member's shards"
-    );
+    assert_undisturbed(&cluster, &holders, victim, &typed, &disconnects);
 }
 
 /// SIGSTOP of one member while its documents are written: its leases expire while it is frozen,
@@ -380,18 +404,9 @@ async fn a_killed_member_loses_no_acknowledged_update_and_disturbs_no_other_shar
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_member_is_taken_over_and_writes_nothing_after() {
     let mut cluster = Cluster::start(Target::postgres().await, 3).await;
-    let documents = cluster.documents();
     let frozen = cluster.members[2].address;
     let entry = cluster.members[0].address;
-    let mut holders = BTreeMap::new();
-    for document in &documents {
-        holders.insert(document.clone(), cluster.holder_of(document).await);
-    }
-    let typed = type_in(&cluster, &documents, Duration::from_secs(16), |document| {
-        let holder = holders[document];
-        if holder == frozen { entry } else { holder }
-    })
-    .await;
+    let (holders, typed) = type_around(&cluster, frozen, entry, Duration::from_secs(16)).await;
     let stopped = Instant::now();
     cluster.members[2].process.signal("STOP");
     let takeover = taken_over(&cluster, frozen, stopped).await;
@@ -401,17 +416,7 @@ async fn a_frozen_member_is_taken_over_and_writes_nothing_after() {
     let status = cluster.members[2].process.wait_exit().await;
     assert_eq!(status.code(), Some(4), "{}", cluster.logs());
     let disconnects = finish(&cluster, &typed, "SIGSTOP").await;
-    for (document, closes) in typed.iter().zip(&disconnects) {
-        if holders[&document.document] != frozen {
-            assert_eq!(
-                *closes,
-                0,
-                "{} was disturbed\n{}",
-                document.document,
-                cluster.logs()
-            );
-        }
-    }
+    assert_undisturbed(&cluster, &holders, frozen, &typed, &disconnects);
 }
 
 /// A member cut off from the database (a network partition between it and PostgreSQL): it gives
@@ -429,18 +434,9 @@ async fn a_member_cut_off_from_the_database_gives_its_shards_up() {
     let third = cluster
         .join(&[("FERMATA_DATABASE_URL", url.as_os_str())])
         .await;
-    let documents = cluster.documents();
     let cut = cluster.members[third].address;
     let entry = cluster.members[0].address;
-    let mut holders = BTreeMap::new();
-    for document in &documents {
-        holders.insert(document.clone(), cluster.holder_of(document).await);
-    }
-    let typed = type_in(&cluster, &documents, Duration::from_secs(16), |document| {
-        let holder = holders[document];
-        if holder == cut { entry } else { holder }
-    })
-    .await;
+    let (holders, typed) = type_around(&cluster, cut, entry, Duration::from_secs(16)).await;
     let partitioned = Instant::now();
     proxy.blackhole();
     let takeover = taken_over(&cluster, cut, partitioned).await;
@@ -449,17 +445,7 @@ async fn a_member_cut_off_from_the_database_gives_its_shards_up() {
     assert_eq!(status.code(), Some(4), "{}", cluster.logs());
     proxy.heal();
     let disconnects = finish(&cluster, &typed, "partition").await;
-    for (document, closes) in typed.iter().zip(&disconnects) {
-        if holders[&document.document] != cut {
-            assert_eq!(
-                *closes,
-                0,
-                "{} was disturbed\n{}",
-                document.document,
-                cluster.logs()
-            );
-        }
-    }
+    assert_undisturbed(&cluster, &holders, cut, &typed, &disconnects);
 }
 
 /// A fourth member joins while clients type, then one of the first three stops with SIGTERM:

@@ -5,16 +5,14 @@
 //! lease's. A member of a cluster writes the documents of a shard under that shard's writer lease
 //! while it holds it, and knows which member holds each other shard, from the cluster's view that
 //! its shard keeper reads: a request for such a document is forwarded there. A document's shard
-//! never changes, so the shards looked up here are kept.
+//! is read from its channel each time it is needed (a room's opening, a request's route): a
+//! deleted document's ID can be used again for one in another shard, so a remembered shard could
+//! be wrong.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use fermata_store::{ChannelId, Fence, Shard, ShardCount, Storage, StoreError, WriterFence};
-
-/// How many documents' shards are kept before they are all forgotten and read again.
-const KEPT_SHARDS: usize = 100_000;
 
 /// Where a document is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +41,6 @@ struct Sharded {
     count: ShardCount,
     /// One seat per shard, by shard number.
     seats: Vec<Seat>,
-    known: Mutex<HashMap<ChannelId, Shard>>,
 }
 
 #[derive(Debug, Default)]
@@ -69,7 +66,6 @@ impl DocumentFences {
             storage,
             count,
             seats: count.shards().map(|_| Seat::default()).collect(),
-            known: Mutex::default(),
         })))
     }
 
@@ -86,17 +82,22 @@ impl DocumentFences {
         }
     }
 
-    /// The fence for document `id`: `Missing` for a document that does not exist, when its shard
-    /// must be read. An empty one while this process hands the document's shard over.
-    pub async fn for_document(&self, id: &ChannelId) -> Result<WriterFence, StoreError> {
+    /// The fence for document `id`, with its shard (`None` in a process that serves alone, which
+    /// reads nothing): `Missing` for a document that does not exist. An empty fence while this
+    /// process hands the document's shard over.
+    pub async fn for_document(
+        &self,
+        id: &ChannelId,
+    ) -> Result<(WriterFence, Option<Shard>), StoreError> {
         match &*self.0 {
-            Kind::Whole(fence) => Ok(fence.clone()),
+            Kind::Whole(fence) => Ok((fence.clone(), None)),
             Kind::Sharded(sharded) => {
-                let seat = sharded.seat(sharded.shard_of(id).await?);
+                let shard = sharded.shard_of(id).await?;
+                let seat = sharded.seat(shard);
                 if seat.closing.load(Ordering::Acquire) {
-                    return Ok(WriterFence::default());
+                    return Ok((WriterFence::default(), Some(shard)));
                 }
-                Ok(seat.fence.clone())
+                Ok((seat.fence.clone(), Some(shard)))
             }
         }
     }
@@ -166,14 +167,6 @@ impl DocumentFences {
         }
     }
 
-    /// The shard of document `id`; `None` for a process that serves alone, which never needs it.
-    pub async fn shard_of(&self, id: &ChannelId) -> Result<Option<Shard>, StoreError> {
-        match &*self.0 {
-            Kind::Whole(_) => Ok(None),
-            Kind::Sharded(sharded) => sharded.shard_of(id).await.map(Some),
-        }
-    }
-
     /// Seats this process in `shard` under `fence` (`None` when it gives the shard up), for the
     /// shard keeper; either ends a hand-over begun with [`closing`](Self::closing).
     pub fn seat(&self, shard: Shard, fence: Option<Fence>) {
@@ -234,27 +227,13 @@ impl Sharded {
     }
 
     async fn shard_of(&self, id: &ChannelId) -> Result<Shard, StoreError> {
-        if let Some(shard) = self.known().get(id) {
-            return Ok(*shard);
-        }
         let channel = self
             .storage
             .collaboration()
             .channel(id)
             .await?
             .ok_or_else(|| StoreError::missing(format!("document {id} is unavailable")))?;
-        let mut known = self.known();
-        if known.len() >= KEPT_SHARDS {
-            known.clear();
-        }
-        known.insert(id.clone(), channel.shard);
         Ok(channel.shard)
-    }
-
-    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, Shard>> {
-        self.known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -315,7 +294,7 @@ mod tests {
 
         fences.seat(channel.shard, Some(shard_fence(channel.shard)));
         assert_eq!(fences.route(&id).await.unwrap(), Route::Here);
-        assert!(fences.for_document(&id).await.unwrap().current().is_ok());
+        assert!(fences.for_document(&id).await.unwrap().0.current().is_ok());
         assert_eq!(fences.held(), [channel.shard]);
         let local = fences.local_id().unwrap();
         assert_eq!(Shard::of(&local, ShardCount::DEFAULT), channel.shard);
@@ -323,7 +302,7 @@ mod tests {
         // Handing over: no new room, requests unplaced, until the seat is given up.
         fences.closing(channel.shard);
         assert_eq!(fences.route(&id).await.unwrap(), Route::Unplaced);
-        assert!(fences.for_document(&id).await.unwrap().current().is_err());
+        assert!(fences.for_document(&id).await.unwrap().0.current().is_err());
         fences.seat(channel.shard, None);
         assert!(fences.held().is_empty());
         assert!(
@@ -338,7 +317,6 @@ mod tests {
         let fences = DocumentFences::whole(fence.clone());
         let id = ChannelId::random();
         assert_eq!(fences.route(&id).await.unwrap(), Route::Here);
-        assert_eq!(fences.shard_of(&id).await.unwrap(), None);
         assert!(fences.for_new(&id).is_err(), "not serving yet");
         fence.set(Some(shard_fence(Shard(0))));
         assert!(fences.for_new(&id).is_ok());

@@ -117,7 +117,7 @@ impl Documents {
     /// The fence document `id` is written under, or `Unavailable` while this process does not
     /// write it.
     async fn fence_of(&self, id: &ChannelId) -> Result<Fence, StoreError> {
-        self.rooms.fences().for_document(id).await?.current()
+        self.rooms.fences().for_document(id).await?.0.current()
     }
 
     /// The fence a new document `id` is written under: its parent's, or its own shard's.

@@ -56,6 +56,9 @@ struct Inner {
     next_conn: AtomicU64,
     /// The documents whose rooms hold live edits not yet indexed for search.
     unindexed: Unindexed,
+    /// The shard of each document whose room opened here, in a member of a cluster: what a
+    /// hand-over closes. An entry of a room that closed since goes with its shard's hand-over.
+    shards: std::sync::Mutex<HashMap<ChannelId, Shard>>,
 }
 
 /// A client's place in a room.
@@ -120,6 +123,7 @@ impl RoomManager {
                 tasks: std::sync::Mutex::new(JoinSet::new()),
                 next_conn: AtomicU64::new(1),
                 unindexed: Unindexed::default(),
+                shards: std::sync::Mutex::default(),
             }),
         }
     }
@@ -185,7 +189,7 @@ impl RoomManager {
         if let Some(refusal) = self.closed() {
             return Err(refusal);
         }
-        let fence = self
+        let (fence, shard) = self
             .inner
             .fences
             .for_document(id)
@@ -224,6 +228,13 @@ impl RoomManager {
         tasks.spawn(room.run(receiver));
         tasks.spawn(recording);
         drop(tasks);
+        if let Some(shard) = shard {
+            self.inner
+                .shards
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(id.clone(), shard);
+        }
         *open = Some(inbox.clone());
         Ok(inbox)
     }
@@ -419,20 +430,22 @@ impl RoomManager {
     /// waits for them: each checkpoints under the shard's fence, which is still held, and closes
     /// its clients with a retry-later reason, so they reconnect to the shard's next holder.
     pub async fn close_shard(&self, shard: Shard, reason: &str) {
-        let ids: Vec<ChannelId> = self
-            .inner
-            .rooms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect();
+        let ids: Vec<ChannelId> = {
+            let mut shards = self
+                .inner
+                .shards
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let ids = shards
+                .iter()
+                .filter(|(_, of)| **of == shard)
+                .map(|(id, _)| id.clone())
+                .collect();
+            shards.retain(|_, of| *of != shard);
+            ids
+        };
         let closing = ids.into_iter().map(|id| async move {
-            let in_shard = matches!(
-                self.inner.fences.shard_of(&id).await,
-                Ok(Some(found)) if found == shard
-            );
-            if in_shard && let Some(inbox) = self.open_inbox(&id).await {
+            if let Some(inbox) = self.open_inbox(&id).await {
                 shut(inbox, close::TRY_AGAIN_LATER, reason).await;
             }
         });

@@ -2,13 +2,10 @@
 //! cluster's view read on the database's clock, and the check that a fence covers a document's
 //! shard before a write of that document.
 //!
-//! A document's shard never changes once its channel exists, so the shards this process has
-//! looked up are kept (up to [`KEPT_SHARDS`]) and a commit under a shard's lease costs no read
-//! after the first. A write under any other lease (the whole-database lease covers every shard)
-//! looks nothing up.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! A write under a shard's lease reads the document's shard first, every time: a document is
+//! never moved, but a deleted one's ID can be used again (a creation key, a child's key) for a
+//! document in another shard, so a shard remembered from before could be wrong. A write under any
+//! other lease (the whole-database lease covers every shard) reads nothing.
 
 use async_trait::async_trait;
 use fermata_store::{
@@ -24,17 +21,16 @@ use crate::error::StoreContext;
 use crate::lease::record_from;
 use crate::{Inner, SqlStorage};
 
-/// How many documents' shards one process keeps before it forgets them all and starts again.
-const KEPT_SHARDS: usize = 100_000;
-
 /// The cluster statements, rendered for one dialect.
 #[derive(Debug)]
 pub(crate) struct Statements {
     shard_count: String,
     shard_of: String,
     announce: String,
+    withdraw: String,
     view: String,
     forget_departed: String,
+    forget_departed_leases: String,
 }
 
 impl Statements {
@@ -48,6 +44,7 @@ impl Statements {
                  ON CONFLICT (lease_name) DO UPDATE SET address = excluded.address, \
                      version = excluded.version, announced_at = excluded.announced_at",
             ),
+            withdraw: "DELETE FROM cluster_members WHERE lease_name = $1".to_owned(),
             // One statement, so the leases and the clock are one snapshot; the clock's row comes
             // back even when no lease matches.
             view: dialect.render(&format!(
@@ -66,15 +63,17 @@ impl Statements {
                      WHERE l.name = cluster_members.lease_name \
                        AND l.expires_at < $1)",
             ),
+            forget_departed_leases: format!(
+                "DELETE FROM leases WHERE name LIKE '{MEMBER_PREFIX}%' AND expires_at < $1"
+            ),
         }
     }
 }
 
-/// What the store keeps of the cluster: the shard count, read once, and documents' shards.
+/// What the store keeps of the cluster: the shard count, read once (it never changes).
 #[derive(Debug, Default)]
 pub(crate) struct ClusterCache {
     count: OnceCell<ShardCount>,
-    shards: Mutex<HashMap<ChannelId, Shard>>,
 }
 
 impl Inner {
@@ -107,35 +106,16 @@ impl Inner {
             // The answer does not depend on the shard; no need to read it.
             return fence.check_covers(Shard(0), action);
         };
-        let kept = self.kept_shards().get(id).copied();
-        let shard = match kept {
-            Some(shard) => shard,
-            None => {
-                let shard: Option<i64> = sqlx::query_scalar(&self.cluster_sql.shard_of)
-                    .bind(&id.0)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .context(action)?;
-                let shard = Shard(
-                    u16::try_from(shard.ok_or_else(|| unavailable(id))?)
-                        .or_corrupt("a stored document has an invalid shard")?,
-                );
-                let mut kept = self.kept_shards();
-                if kept.len() >= KEPT_SHARDS {
-                    kept.clear();
-                }
-                kept.insert(id.clone(), shard);
-                shard
-            }
-        };
+        let shard: Option<i64> = sqlx::query_scalar(&self.cluster_sql.shard_of)
+            .bind(&id.0)
+            .fetch_optional(&self.pool)
+            .await
+            .context(action)?;
+        let shard = Shard(
+            u16::try_from(shard.ok_or_else(|| unavailable(id))?)
+                .or_corrupt("a stored document has an invalid shard")?,
+        );
         fence.check_covers(shard, action)
-    }
-
-    fn kept_shards(&self) -> std::sync::MutexGuard<'_, HashMap<ChannelId, Shard>> {
-        self.cluster
-            .shards
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -160,6 +140,17 @@ impl ClusterStore for SqlStorage {
                 .bind(&announcement.address)
                 .bind(&announcement.version)
                 .bind(now.0),
+            action,
+        )
+        .await?;
+        tx.commit(action).await
+    }
+
+    async fn withdraw(&self, fence: &Fence) -> StoreResult<()> {
+        let action = "withdrawing a member";
+        let mut tx = self.inner.begin_fenced(fence, action).await?;
+        tx.execute(
+            sqlx::query(&self.inner.cluster_sql.withdraw).bind(fence.lease.as_str()),
             action,
         )
         .await?;
@@ -213,6 +204,11 @@ impl ClusterStore for SqlStorage {
             .await
             .context(action)?
             .rows_affected();
+        sqlx::query(&self.inner.cluster_sql.forget_departed_leases)
+            .bind(before.0)
+            .execute(&mut *tx)
+            .await
+            .context(action)?;
         tx.commit().await.context(action)?;
         Ok(forgotten)
     }

@@ -39,6 +39,7 @@ pub(crate) struct Statements {
     release: String,
     peek: String,
     lock_whole_shared: String,
+    lock_cluster_shared: String,
     live_cluster_writer: String,
 }
 
@@ -87,6 +88,14 @@ impl Statements {
             lock_whole_shared: dialect.render(&format!(
                 "SELECT token FROM leases WHERE name = '{WHOLE}'{{for_share}}"
             )),
+            // Taken by the whole-database lease's acquisition before it reads the cluster's
+            // leases: a renewal of one of them holds its row until it commits, so the read
+            // after this lock sees the renewal, never an expiry it overtook.
+            lock_cluster_shared: dialect.render(
+                "SELECT name FROM leases \
+                 WHERE name LIKE 'fermata:writer:%' OR name = 'fermata:coordinator' \
+                 ORDER BY name{for_share}",
+            ),
             live_cluster_writer: dialect.render(
                 "WITH clock AS (SELECT {now} AS now) \
                  SELECT l.token, l.holder, l.acquired_at, l.expires_at, l.released_at, l.name \
@@ -225,6 +234,12 @@ impl LeaseStore for SqlStorage {
             .fetch_one(&mut *tx)
             .await
             .context(action)?;
+        if *name == LeaseName::WRITER {
+            sqlx::query(&sql.lock_cluster_shared)
+                .fetch_all(&mut *tx)
+                .await
+                .context(action)?;
+        }
         if *name == LeaseName::WRITER
             && let Some(row) = sqlx::query(&sql.live_cluster_writer)
                 .fetch_optional(&mut *tx)

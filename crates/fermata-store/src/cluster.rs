@@ -243,11 +243,17 @@ pub trait ClusterStore: Send + Sync {
     /// earlier announcement. `Fenced` when the member lease is not live.
     async fn announce(&self, fence: &Fence, announcement: &Announcement) -> StoreResult<()>;
 
+    /// Withdraws the announcement of the member holding `fence` (its member lease), which is
+    /// stopping: the others leave it out of placement from their next look, while it hands its
+    /// shards over. `Fenced` when the member lease is not live.
+    async fn withdraw(&self, fence: &Fence) -> StoreResult<()>;
+
     /// The live members and the cluster's leases, read in one snapshot on the database's clock.
     async fn view(&self) -> StoreResult<ClusterView>;
 
-    /// Forgets the announcements of members whose lease expires (or would have, for a released
-    /// one) before `before`; returns how many.
+    /// Forgets the members whose lease expires (or would have, for a released one) before
+    /// `before`: their announcements and their leases' rows (a member's lease is never taken
+    /// again: each start names a new one). Returns how many members.
     async fn forget_departed(&self, before: UnixMillis) -> StoreResult<u64>;
 }
 

@@ -25,7 +25,7 @@ use fermata_schema::{
 use fermata_store::schema::{
     InventoryId, OperationId, OperationKind, OperationState, Outcome, RequestKey,
 };
-use fermata_store::{LeaseName, RunId, Storage};
+use fermata_store::{RunId, Storage};
 use fermata_workflow::WorkerSettings;
 use tokio_util::sync::CancellationToken;
 
@@ -354,14 +354,9 @@ async fn follow(
     done: &dyn Fn(&OperationReport) -> bool,
     watcher: &mut dyn Watcher,
 ) -> Result<OperationReport, Failure> {
-    let served = opened
-        .storage
-        .leases()
-        .peek(&LeaseName::WRITER)
+    let served = crate::storage::is_served(&*opened.storage)
         .await
-        .map_err(|e| Failure::store("cannot read the writer lease", e))?
-        .live_holder()
-        .is_some();
+        .map_err(|e| Failure::store("cannot read the writer lease", e))?;
     if served {
         eprintln!("the serving process runs it");
     } else {

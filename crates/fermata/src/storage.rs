@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fermata_store::{StoreError, StoreOptions, WriterFence};
+use fermata_store::{LeaseName, Storage, StoreError, StoreOptions, WriterFence};
 use fermata_store_sql::{Database, MigrationStatus, SqlStorage};
 
 use crate::config::{StorageKind, StorageSettings, ensure_data_dir};
@@ -121,4 +121,20 @@ pub(crate) async fn open_fenced(
 
 fn schema_failure(error: StoreError) -> Failure {
     Failure::store("the database schema cannot be used", error)
+}
+
+/// Whether a server serves the database now: a process alone, holding the writer lease, or a
+/// cluster, with a live member or a live shard or coordinator lease.
+pub(crate) async fn is_served(store: &dyn Storage) -> Result<bool, StoreError> {
+    if store
+        .leases()
+        .peek(&LeaseName::WRITER)
+        .await?
+        .live_holder()
+        .is_some()
+    {
+        return Ok(true);
+    }
+    let view = store.cluster().view().await?;
+    Ok(!view.members.is_empty() || view.leases.iter().any(|record| record.is_live(view.now)))
 }

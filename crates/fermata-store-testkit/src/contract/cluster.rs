@@ -262,6 +262,17 @@ pub async fn members_announce_themselves_and_leave_the_view_with_their_lease(
     );
     assert!(view.live_holder(&LeaseName::COORDINATOR).is_none());
 
+    // A member that withdraws leaves the view at once, its lease still live.
+    cluster.withdraw(&staying.fence()).await.unwrap();
+    let view = cluster.view().await.unwrap();
+    assert!(
+        view.members.iter().all(|m| m.instance() != "staying"),
+        "{view:?}"
+    );
+    cluster
+        .announce(&staying.fence(), &announce("http://127.0.0.1:2"))
+        .await
+        .unwrap();
     eventually("the leaving member to drop out of the view", || async {
         let view = cluster.view().await.unwrap();
         view.members.len() == 1 && view.members[0].instance() == "staying"
@@ -280,4 +291,17 @@ pub async fn members_announce_themselves_and_leave_the_view_with_their_lease(
         .unwrap();
     assert_eq!(forgotten, 1);
     assert_eq!(cluster.view().await.unwrap().members.len(), 1);
+    // The departed member's lease row went with it; the live one's stays.
+    let gone = store
+        .leases()
+        .peek(&LeaseName::member("leaving").unwrap())
+        .await
+        .unwrap();
+    assert!(gone.record.is_none(), "{gone:?}");
+    let kept = store
+        .leases()
+        .peek(&LeaseName::member("staying").unwrap())
+        .await
+        .unwrap();
+    assert!(kept.live_holder().is_some());
 }

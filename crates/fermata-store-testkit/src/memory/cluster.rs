@@ -38,6 +38,15 @@ impl ClusterStore for MemoryStorage {
             .await
     }
 
+    async fn withdraw(&self, fence: &Fence) -> StoreResult<()> {
+        self.inner
+            .fenced(fence, |state, _now| {
+                state.announcements.remove(&fence.lease);
+                Ok(())
+            })
+            .await
+    }
+
     async fn view(&self) -> StoreResult<ClusterView> {
         let state = self.inner.state();
         let now = UnixMillis::now();
@@ -84,6 +93,9 @@ impl ClusterStore for MemoryStorage {
         for name in &departed {
             state.announcements.remove(name);
         }
+        state.leases.retain(|name, record| {
+            !(name.as_str().starts_with(MEMBER_PREFIX) && record.expires_at < before)
+        });
         Ok(departed.len() as u64)
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fermata_accounts::{AccountSettings, Accounts, KeyringHandle};
-use fermata_store::{LeaseName, Storage};
+use fermata_store::Storage;
 use fermata_store_sql::SqlStorage;
 
 use super::manifest::{Manifest, Part};
@@ -232,15 +232,17 @@ fn refuse_unless_forced(
 }
 
 async fn refuse_if_served(store: &SqlStorage) -> Result<(), Failure> {
-    // A database without the lease table was never served.
-    let Ok(peek) = store.leases().peek(&LeaseName::WRITER).await else {
+    // A database without the lease table (or, from an earlier release, the cluster's tables)
+    // was never served by this release.
+    let Ok(served) = crate::storage::is_served(store).await else {
         return Ok(());
     };
-    if peek.is_free() {
+    if !served {
         return Ok(());
     }
     Err(Failure::config(
-        "a server holds the writer lease of the target database: stop it before restoring",
+        "a server serves the target database (it holds the writer lease, or a cluster's): stop \
+         it before restoring",
     ))
 }
 

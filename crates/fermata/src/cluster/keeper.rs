@@ -27,6 +27,11 @@ use tokio_util::sync::CancellationToken;
 use super::placement;
 use crate::writer_lease::LeaseTimings;
 
+/// How many looks pass between two sweeps of departed members by the coordinator.
+const FORGET_EVERY_TICKS: u64 = 600;
+/// How long after its lease expired a departed member is forgotten.
+const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// What a room's clients are told when its shard moves to another member.
 const HANDED_OVER: &str = "the document moved to another server; reconnect";
 
@@ -53,6 +58,8 @@ pub(super) struct ShardKeeper {
     coordinator: watch::Sender<Option<Fence>>,
     shards: BTreeMap<Shard, Held>,
     coordinating: Option<Held>,
+    /// Looks taken so far.
+    ticks: u64,
 }
 
 impl ShardKeeper {
@@ -84,6 +91,7 @@ impl ShardKeeper {
             coordinator,
             shards: BTreeMap::new(),
             coordinating: coordinating.map(|(lease, sent)| Held { lease, sent }),
+            ticks: 0,
         }
     }
 
@@ -112,8 +120,13 @@ impl ShardKeeper {
         self.resign_coordinator().await;
     }
 
-    /// One poll: give up what is past its deadline, renew what is due, then place.
+    /// One poll: give up what is past its deadline, renew what is due, then place; now and then
+    /// the coordinator forgets members long gone.
     async fn tick(&mut self) {
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.coordinating.is_some() && self.ticks.is_multiple_of(FORGET_EVERY_TICKS) {
+            self.forget_departed().await;
+        }
         self.give_up_overdue();
         self.renew_due().await;
         match self.storage.cluster().view().await {
@@ -146,6 +159,9 @@ impl ShardKeeper {
         let coordinated = view
             .live_holder(&LeaseName::COORDINATOR)
             .is_some_and(|record| addresses.contains_key(record.holder.as_str()));
+        // Taking is bounded in time, so a slow database cannot hold up the next renewals: what
+        // is left is taken at the next look.
+        let take_until = Instant::now() + self.timings.renew_every / 2;
         let mut leaving = Vec::new();
         for shard in self.count.shards() {
             let name = LeaseName::shard_writer(shard);
@@ -157,7 +173,7 @@ impl ShardKeeper {
             self.fences.set_holder(shard, address);
             let ours = placement::owner(&instances, shard) == Some(self.instance.as_str());
             let held = self.shards.contains_key(&shard);
-            if ours && !held && live.is_none() && coordinated {
+            if ours && !held && live.is_none() && coordinated && Instant::now() < take_until {
                 self.take(shard, &name).await;
             } else if !ours && held {
                 leaving.push(shard);
@@ -321,6 +337,28 @@ impl ShardKeeper {
             Ok(Acquisition::Held(_)) => {}
             Err(error) => {
                 tracing::warn!(error = %ErrorChain(&error), "could not take the coordinator's lease; trying again at the next poll");
+            }
+        }
+    }
+
+    /// Forgets the members whose lease expired more than [`FORGET_AFTER`] ago: their rows
+    /// would otherwise be read at every look of every member.
+    async fn forget_departed(&self) {
+        let cluster = self.storage.cluster();
+        let forgotten = match cluster.view().await {
+            Ok(view) => {
+                let before = fermata_store::UnixMillis(
+                    view.now.0 - i64::try_from(FORGET_AFTER.as_millis()).unwrap_or(i64::MAX),
+                );
+                cluster.forget_departed(before).await
+            }
+            Err(error) => Err(error),
+        };
+        match forgotten {
+            Ok(0) => {}
+            Ok(count) => tracing::info!(count, "forgot members that departed over an hour ago"),
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "could not forget departed members")
             }
         }
     }

@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use fermata_collab::WriterFence;
 use fermata_http::Phase;
-use fermata_store::{Acquisition, Announcement, Fence, Lease, LeaseName, Storage, TenureStart};
+use fermata_store::{
+    Acquisition, Announcement, ErrorChain, Fence, Lease, LeaseName, Storage, TenureStart,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +54,7 @@ pub(crate) async fn serve_member(
         }
     };
     let member = joined.member.clone();
+    let joined_member = member.fence();
     server.fence.set(Some(member.fence()));
     server.readiness.set(Phase::Serving);
     check_for_an_administrator(&server.accounts).await;
@@ -106,6 +109,13 @@ pub(crate) async fn serve_member(
     };
 
     server.readiness.set(Phase::Draining);
+    if lost.is_none() {
+        // Out of the others' placement first, so each of the shards handed over below is
+        // taken by its next owner at that member's next look.
+        if let Err(error) = server.store.cluster().withdraw(&joined_member).await {
+            tracing::warn!(error = %ErrorChain(&error), "could not withdraw from the cluster; the others place this member's shards once its lease is released");
+        }
+    }
     let timings = settings.lease;
     let deadline = Instant::now() + timings.drain_timeout;
     if lost.is_some() {

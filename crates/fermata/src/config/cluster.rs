@@ -48,7 +48,7 @@ pub(super) fn cluster_settings(
     let advertise = match &file.advertise {
         Some(address) => {
             let parsed = url::Url::parse(address).ok().filter(|url| {
-                matches!(url.scheme(), "http" | "https")
+                url.scheme() == "http"
                     && url.host().is_some()
                     && url.username().is_empty()
                     && url.password().is_none()
@@ -58,7 +58,8 @@ pub(super) fn cluster_settings(
             if parsed.is_none() {
                 return Err(problem(
                     "advertise",
-                    "expected a base URL such as http://10.0.0.5:7878, with no path or credentials",
+                    "expected an http base URL such as http://10.0.0.5:7878, with no path or \
+                     credentials (members reach each other over plain HTTP)",
                 ));
             }
             Some(address.trim_end_matches('/').to_owned())

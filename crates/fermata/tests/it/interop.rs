@@ -32,17 +32,6 @@ pub(crate) struct Session {
     pub(crate) document: String,
 }
 
-fn token(target: &Target) -> String {
-    let (status, out, err) = target.run_with_input(
-        &["user", "add", "ada", "--password-stdin"],
-        "a long enough password\n",
-    );
-    assert!(status.success(), "{out}{err}");
-    let (status, out, err) = target.run_with_input(&["token", "create", "--user", "ada"], "");
-    assert!(status.success(), "{err}");
-    out.trim().to_owned()
-}
-
 /// Serves `target` and creates a document titled `title` in `ada/app` with `token`.
 pub(crate) async fn start(target: &Target, token: &str, title: &str) -> Session {
     let server = target.serve(&[]);
@@ -128,7 +117,7 @@ async fn stored_contains(address: SocketAddr, token: &str, document: &str, needl
 }
 
 async fn concurrent_clients_converge_and_late_clients_get_everything(target: Target) {
-    let token = token(&target);
+    let token = support::api_token(&target);
     let session = start(&target, &token, "Plan").await;
     let a = node_spawn(
         "client.mjs",
@@ -189,7 +178,7 @@ async fn concurrent_clients_converge_and_late_clients_get_everything(target: Tar
 }
 
 async fn acknowledged_updates_survive_a_restart_and_a_kill(target: Target) {
-    let token = token(&target);
+    let token = support::api_token(&target);
     let mut session = start(&target, &token, "Durable").await;
     // An observer only sees what the server committed: updates are broadcast after the commit.
     for (round, line) in ["before restart", "before kill"].iter().enumerate() {
@@ -248,7 +237,7 @@ async fn acknowledged_updates_survive_a_restart_and_a_kill(target: Target) {
 }
 
 async fn abusive_clients_are_refused_and_the_room_keeps_serving(target: Target) {
-    let token = token(&target);
+    let token = support::api_token(&target);
     let session = start(&target, &token, "Abuse").await;
     let (ok, first) = node(
         "client.mjs",
@@ -314,7 +303,7 @@ async fn abusive_clients_are_refused_and_the_room_keeps_serving(target: Target) 
 }
 
 async fn a_server_that_lost_its_lease_acknowledges_nothing(target: Target) {
-    let token = token(&target);
+    let token = support::api_token(&target);
     let mut old = start(&target, &token, "Handover").await;
     let (ok, out) = node(
         "client.mjs",
@@ -408,7 +397,7 @@ async fn freeze_between_writes(pid: &str, store: &fermata_store_sql::SqlStorage)
 }
 
 async fn a_clients_edits_reach_history_credited_to_its_user(target: Target) {
-    let token = token(&target);
+    let token = support::api_token(&target);
     let session = start(&target, &token, "History").await;
     let (ok, out) = node(
         "client.mjs",
@@ -452,7 +441,7 @@ async fn a_clients_edits_reach_history_credited_to_its_user(target: Target) {
 }
 
 async fn a_viewer_types_and_none_of_it_is_kept_or_shared(target: Target) {
-    let ada = token(&target);
+    let ada = support::api_token(&target);
     let mut session = start(&target, &ada, "Shared").await;
     let bob = user_with_token(&target, "bob");
     set_member(session.address, &ada, "bob", Some("viewer"));
@@ -539,7 +528,7 @@ enum Revocation {
 }
 
 async fn revocations_close_open_connections_within_a_second(target: Target) {
-    let ada = token(&target);
+    let ada = support::api_token(&target);
     let session = start(&target, &ada, "Revocations").await;
     let address = session.address;
     let bob = user_with_token(&target, "bob");
@@ -681,7 +670,7 @@ fn request_bytes(
 }
 
 async fn program_writes_never_clobber_live_typing(target: Target) {
-    let ada = token(&target);
+    let ada = support::api_token(&target);
     let session = start(&target, &ada, "Program").await;
     let address = session.address;
     let typist = Typist::spawn(address, &session.document, &ada, "live-", 3000);
@@ -784,7 +773,7 @@ fn client_token(address: SocketAddr, ada: &str, document: &str, access: &str, tt
 }
 
 async fn client_tokens_serve_an_app_with_its_own_sign_in(target: Target) {
-    let ada = token(&target);
+    let ada = support::api_token(&target);
     let session = start(&target, &ada, "App").await;
     let address = session.address;
     let document = &session.document;

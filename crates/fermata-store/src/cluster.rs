@@ -231,6 +231,31 @@ impl ClusterView {
             .iter()
             .find(|record| record.name == *name && record.is_live(self.now))
     }
+
+    /// The member that placement ([`crate::placement`]) gives `shard` among the live members;
+    /// `None` when there is none.
+    pub fn placed_member(&self, shard: Shard) -> Option<&ClusterMember> {
+        let instances: Vec<&str> = self.members.iter().map(ClusterMember::instance).collect();
+        let owner = crate::placement::owner(&instances, shard)?;
+        self.members
+            .iter()
+            .find(|member| member.instance() == owner)
+    }
+
+    /// How many of the `count` shards are held live by the member placement gives them: once
+    /// that is all of them, every hand-over a join or a departure set off is done.
+    pub fn shards_in_place(&self, count: ShardCount) -> usize {
+        count
+            .shards()
+            .filter(|shard| {
+                let holder = self.live_holder(&LeaseName::shard_writer(*shard));
+                let placed = self.placed_member(*shard);
+                holder
+                    .zip(placed)
+                    .is_some_and(|(record, member)| record.holder == member.lease.holder)
+            })
+            .count()
+    }
 }
 
 /// The cluster store: the shard count, and the members' announcements.

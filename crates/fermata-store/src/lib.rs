@@ -22,6 +22,7 @@ pub mod lease;
 pub mod machine;
 pub mod machine_choice;
 pub mod mcp_session;
+pub mod placement;
 pub mod planner;
 pub mod repository;
 pub mod research;

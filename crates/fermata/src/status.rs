@@ -30,8 +30,9 @@ pub(crate) async fn migrate(settings: &StorageSettings) -> Result<String, Failur
     Ok(out)
 }
 
-/// Reports a cluster's live members, with the shards each holds, the coordinator, and the shards
-/// no live member holds; nothing for a database no cluster ever served.
+/// Reports a cluster's live members, with the shards each holds, the coordinator, how many shards
+/// are held and how many by the member placement gives them; nothing for a database no cluster
+/// ever served.
 fn cluster_section(out: &mut String, view: &ClusterView, count: ShardCount) {
     if view.members.is_empty() && view.leases.is_empty() {
         return;
@@ -64,6 +65,13 @@ fn cluster_section(out: &mut String, view: &ClusterView, count: ShardCount) {
         .filter(|record| record.name.shard().is_some())
         .count();
     let _ = writeln!(out, "  shards held: {held} of {}", count.get());
+    // Below the count while shards wait to be handed over to the member placement gives them.
+    let _ = writeln!(
+        out,
+        "  shards in place: {} of {} (held by the member placement gives them)",
+        view.shards_in_place(count),
+        count.get()
+    );
 }
 
 /// Reports the schema, the writer lease, a cluster's members and the latest tenures.

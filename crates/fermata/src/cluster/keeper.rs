@@ -18,19 +18,23 @@ use fermata_collab::{DocumentFences, RoomManager};
 use fermata_metrics::Metrics;
 use fermata_store::{
     Acquisition, ClusterView, ErrorChain, ErrorKind, Fence, Lease, LeaseName, Shard, ShardCount,
-    Storage,
+    Storage, placement,
 };
+use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::placement;
 use crate::writer_lease::LeaseTimings;
 
 /// How many looks pass between two sweeps of departed members by the coordinator.
 const FORGET_EVERY_TICKS: u64 = 600;
 /// How long after its lease expired a departed member is forgotten.
 const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// How many shard leases a member acquires at once: enough that a dead member's shards are
+/// taken over in one look, few enough to leave the shared pool to commits and renewals.
+const TAKE_AT_ONCE: usize = 4;
 
 /// What a room's clients are told when its shard moves to another member.
 const HANDED_OVER: &str = "the document moved to another server; reconnect";
@@ -159,9 +163,7 @@ impl ShardKeeper {
         let coordinated = view
             .live_holder(&LeaseName::COORDINATOR)
             .is_some_and(|record| addresses.contains_key(record.holder.as_str()));
-        // Taking is bounded in time, so a slow database cannot hold up the next renewals: what
-        // is left is taken at the next look.
-        let take_until = Instant::now() + self.timings.renew_every / 2;
+        let mut taking = Vec::new();
         let mut leaving = Vec::new();
         for shard in self.count.shards() {
             let name = LeaseName::shard_writer(shard);
@@ -173,12 +175,13 @@ impl ShardKeeper {
             self.fences.set_holder(shard, address);
             let ours = placement::owner(&instances, shard) == Some(self.instance.as_str());
             let held = self.shards.contains_key(&shard);
-            if ours && !held && live.is_none() && coordinated && Instant::now() < take_until {
-                self.take(shard, &name).await;
+            if ours && !held && live.is_none() && coordinated {
+                taking.push(shard);
             } else if !ours && held {
                 leaving.push(shard);
             }
         }
+        self.take(taking).await;
         let handovers = leaving.iter().map(|shard| self.hand_over(*shard));
         futures::future::join_all(handovers).await;
         for shard in &leaving {
@@ -186,24 +189,39 @@ impl ShardKeeper {
         }
     }
 
-    async fn take(&mut self, shard: Shard, name: &LeaseName) {
-        let sent = Instant::now();
-        match self
-            .storage
-            .leases()
-            .acquire(name, &self.holder, self.timings.ttl)
-            .await
-        {
-            Ok(Acquisition::Granted(lease)) => {
-                self.fences.seat(shard, Some(lease.fence()));
-                self.fences.set_holder(shard, None);
-                tracing::info!(shard = shard.0, token = %lease.token, "took a shard");
-                self.metrics.cluster_shard_taken();
-                self.shards.insert(shard, Held { lease, sent });
-            }
-            Ok(Acquisition::Held(_)) => {}
-            Err(error) => {
-                tracing::warn!(shard = shard.0, error = %ErrorChain(&error), "could not take a shard; trying again at the next poll")
+    /// Takes `shards`, [`TAKE_AT_ONCE`] at a time. Taking is bounded in time, so a slow
+    /// database cannot hold up the next renewals: none is begun after half a renewal period,
+    /// and what is left is taken at the next look.
+    async fn take(&mut self, shards: Vec<Shard>) {
+        let until = Instant::now() + self.timings.renew_every / 2;
+        let (storage, holder, ttl) = (&self.storage, self.holder.as_str(), self.timings.ttl);
+        let outcomes: Vec<_> = futures::stream::iter(shards)
+            .take_while(|_| std::future::ready(Instant::now() < until))
+            .map(|shard| async move {
+                let sent = Instant::now();
+                let name = LeaseName::shard_writer(shard);
+                (
+                    shard,
+                    sent,
+                    storage.leases().acquire(&name, holder, ttl).await,
+                )
+            })
+            .buffer_unordered(TAKE_AT_ONCE)
+            .collect()
+            .await;
+        for (shard, sent, outcome) in outcomes {
+            match outcome {
+                Ok(Acquisition::Granted(lease)) => {
+                    self.fences.seat(shard, Some(lease.fence()));
+                    self.fences.set_holder(shard, None);
+                    tracing::info!(shard = shard.0, token = %lease.token, "took a shard");
+                    self.metrics.cluster_shard_taken();
+                    self.shards.insert(shard, Held { lease, sent });
+                }
+                Ok(Acquisition::Held(_)) => {}
+                Err(error) => {
+                    tracing::warn!(shard = shard.0, error = %ErrorChain(&error), "could not take a shard; trying again at the next poll")
+                }
             }
         }
     }

@@ -16,7 +16,6 @@
 //! serves alone does when it loses the writer lease.
 
 mod keeper;
-mod placement;
 
 use std::sync::Arc;
 

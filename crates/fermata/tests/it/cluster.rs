@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fermata_store::{ChannelId, LeaseName, Storage};
+use fermata_store::{ChannelId, ClusterView, LeaseName, Storage};
 use support::postgres_cluster::{PgCluster, free_port, running_as_root};
 use support::proxy::Proxy;
 use support::{
@@ -77,17 +77,19 @@ impl Cluster {
     }
 
     /// Waits until exactly the members at `live` are in the cluster, each holds some shards, and
-    /// every shard is held; returns how long that took.
+    /// every shard is held by the member placement gives it (so no hand-over is still to come);
+    /// returns how long that took.
     async fn settled(&self, live: &[SocketAddr]) -> Duration {
         let started = Instant::now();
         let store = self.target.store().await;
         let count = store.cluster().shard_count().await.unwrap();
         loop {
-            let holders = held_by(&store).await;
-            let held: usize = holders.values().sum();
-            let members = store.cluster().view().await.unwrap().members.len();
+            let view = store.cluster().view().await.unwrap();
+            let holders = held_by(&view);
+            let members = view.members.len();
+            let in_place = view.shards_in_place(count);
             if members == live.len()
-                && held == usize::from(count.get())
+                && in_place == usize::from(count.get())
                 && live
                     .iter()
                     .all(|address| holders.get(address).is_some_and(|n| *n > 0))
@@ -97,7 +99,8 @@ impl Cluster {
             }
             assert!(
                 started.elapsed() < PATIENCE,
-                "the cluster never settled on {live:?}: {holders:?}, {members} members"
+                "the cluster never settled on {live:?}: {holders:?}, {members} members, \
+                 {in_place} shards in place"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -149,9 +152,8 @@ impl Cluster {
     }
 }
 
-/// How many shards each member holds live, by its announced address.
-async fn held_by(store: &fermata_store_sql::SqlStorage) -> BTreeMap<SocketAddr, usize> {
-    let view = store.cluster().view().await.unwrap();
+/// How many shards each member holds live in `view`, by its announced address.
+fn held_by(view: &ClusterView) -> BTreeMap<SocketAddr, usize> {
     let mut holders = BTreeMap::new();
     for record in &view.leases {
         if record.name.shard().is_none() || !record.is_live(view.now) {
@@ -380,6 +382,7 @@ async fn a_killed_member_loses_no_acknowledged_update_and_disturbs_no_other_shar
     assert!(status.success(), "{out}");
     assert!(out.contains("cluster: 3 live members"), "{out}");
     assert!(out.contains("shards held: 256 of 256"), "{out}");
+    assert!(out.contains("shards in place: 256 of 256"), "{out}");
     for member in &cluster.members {
         assert!(
             out.contains(&format!("at http://{}", member.address)),

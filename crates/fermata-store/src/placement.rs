@@ -6,8 +6,9 @@
 //! about a share of the shards from each of the others, and no shard moves between two members
 //! that stay; when one leaves, only its shards move.
 
-use fermata_store::Shard;
 use sha2::{Digest, Sha256};
+
+use crate::cluster::Shard;
 
 /// The weight of `instance` for `shard`.
 fn weight(instance: &str, shard: Shard) -> u64 {
@@ -23,7 +24,7 @@ fn weight(instance: &str, shard: Shard) -> u64 {
 
 /// The member among `instances` that owns `shard`; `None` when there is no member. Ties (which
 /// need equal hashes) go to the smaller instance.
-pub(crate) fn owner<'a>(instances: &[&'a str], shard: Shard) -> Option<&'a str> {
+pub fn owner<'a>(instances: &[&'a str], shard: Shard) -> Option<&'a str> {
     instances.iter().copied().max_by(|a, b| {
         weight(a, shard)
             .cmp(&weight(b, shard))
@@ -34,7 +35,7 @@ pub(crate) fn owner<'a>(instances: &[&'a str], shard: Shard) -> Option<&'a str> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fermata_store::ShardCount;
+    use crate::cluster::ShardCount;
 
     /// The shards of `count` that `instance` owns among `instances` (which should include it).
     fn owned_by(instance: &str, instances: &[&str], count: ShardCount) -> Vec<Shard> {

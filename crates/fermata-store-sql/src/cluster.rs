@@ -1,21 +1,19 @@
-//! The SQL cluster store (migration `0019`): the shard count, the members' announcements, the
-//! cluster's view read on the database's clock, and the check that a fence covers a document's
-//! shard before a write of that document.
+//! The SQL cluster store (migration `0019`): the shard count, the members' announcements, and
+//! the cluster's view read on the database's clock.
 //!
-//! A write under a shard's lease reads the document's shard first, every time: a document is
-//! never moved, but a deleted one's ID can be used again (a creation key, a child's key) for a
-//! document in another shard, so a shard remembered from before could be wrong. A write under any
-//! other lease (the whole-database lease covers every shard) reads nothing.
+//! Which documents a fence covers is checked where each write reads or locks the document's
+//! channel row, never from a shard remembered from before: a document is never moved, but a
+//! deleted one's ID can be used again (a creation key, a child's key) for a document in another
+//! shard. A commit checks it in its own statement (`commit_statement.rs`).
 
 use async_trait::async_trait;
 use fermata_store::{
-    Announcement, ChannelId, ClusterMember, ClusterStore, ClusterView, Coverage, Fence, LeaseName,
-    MEMBER_PREFIX, Shard, ShardCount, StoreError, StoreResult, StoreResultExt, UnixMillis,
+    Announcement, ClusterMember, ClusterStore, ClusterView, Fence, LeaseName, MEMBER_PREFIX,
+    ShardCount, StoreError, StoreResult, StoreResultExt, UnixMillis,
 };
 use sqlx::Row;
 use tokio::sync::OnceCell;
 
-use crate::channel::unavailable;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::lease::record_from;
@@ -25,7 +23,6 @@ use crate::{Inner, SqlStorage};
 #[derive(Debug)]
 pub(crate) struct Statements {
     shard_count: String,
-    shard_of: String,
     announce: String,
     withdraw: String,
     view: String,
@@ -37,7 +34,6 @@ impl Statements {
     pub(crate) fn new(dialect: Dialect) -> Self {
         Statements {
             shard_count: "SELECT shards FROM cluster WHERE id = 1".to_owned(),
-            shard_of: "SELECT shard FROM channels WHERE id = $1".to_owned(),
             announce: dialect.render(
                 "INSERT INTO cluster_members (lease_name, address, version, announced_at) \
                  VALUES ($1, $2, $3, $4) \
@@ -92,30 +88,6 @@ impl Inner {
             })
             .await?;
         Ok(*count)
-    }
-
-    /// `Fenced` unless `fence` covers the shard of document `id`; `Missing` when there is no such
-    /// document under a shard's lease (under any other lease nothing is read).
-    pub(crate) async fn check_covers(
-        &self,
-        fence: &Fence,
-        id: &ChannelId,
-        action: &str,
-    ) -> StoreResult<()> {
-        let Coverage::One(_) = fence.coverage() else {
-            // The answer does not depend on the shard; no need to read it.
-            return fence.check_covers(Shard(0), action);
-        };
-        let shard: Option<i64> = sqlx::query_scalar(&self.cluster_sql.shard_of)
-            .bind(&id.0)
-            .fetch_optional(&self.pool)
-            .await
-            .context(action)?;
-        let shard = Shard(
-            u16::try_from(shard.ok_or_else(|| unavailable(id))?)
-                .or_corrupt("a stored document has an invalid shard")?,
-        );
-        fence.check_covers(shard, action)
     }
 }
 

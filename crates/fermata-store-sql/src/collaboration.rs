@@ -13,17 +13,17 @@ use fermata_store::collaboration_rules::{
     check_initial_checkpoint, repeated,
 };
 use fermata_store::{
-    Channel, ChannelFilter, ChannelId, Checkpoint, CollaborationStore, Commit, Committed,
+    Channel, ChannelFilter, ChannelId, Checkpoint, CollaborationStore, Commit, Committed, Coverage,
     DescriptionDraft, Event, Fence, JournalUpdate, NewChannel, NewCheckpoint, PublishedChannel,
-    RecoverySnapshot, Repository, SidecarState, Slug, StoreError, StoreResult, StoreResultExt,
-    UnixMillis, UserId,
+    RecoverySnapshot, Repository, Shard, SidecarState, Slug, StoreError, StoreResult,
+    StoreResultExt, UnixMillis, UserId,
 };
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Connection};
 
 use crate::SqlStorage;
 use crate::channel::unavailable;
-use crate::commit_statement::{self, bind_commit};
+use crate::commit_statement::{self, bind_commit, covered_shard};
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
@@ -418,6 +418,7 @@ impl SqlStorage {
         let action = "committing to documents";
         let rows = commit_statement::bind_group(sqlx::query(statement), commits)
             .bind(tx.now.0)
+            .bind(covered_shard(&tx.fence))
             .fetch_all(tx.conn())
             .await
             .context(action)?;
@@ -449,7 +450,8 @@ impl SqlStorage {
         let action = "committing to a document";
         let written = match check_commit_shape(commit) {
             Ok(()) => {
-                let query = bind_commit(sqlx::query(statement), commit);
+                let query = sqlx::query(statement).bind(covered_shard(&tx.fence));
+                let query = bind_commit(query, commit);
                 let rows = query
                     .bind(tx.now.0)
                     .fetch_all(tx.conn())
@@ -480,7 +482,8 @@ impl SqlStorage {
         if check_commit_shape(commit).is_ok() {
             let query = sqlx::query(&self.inner.collaboration_sql.fenced_commit)
                 .bind(fence.lease.as_str())
-                .bind(fence.token.0);
+                .bind(fence.token.0)
+                .bind(covered_shard(fence));
             let query = bind_commit(query, commit);
             let nothing_follows = commit.title.is_none() && commit.events.is_empty();
             if !(nothing_follows && self.inner.runs_fenced_statements_alone()) {
@@ -532,8 +535,9 @@ impl SqlStorage {
             recorded,
         }) = written
         else {
+            let fence = tx.fence.clone();
             return self
-                .refuse_commit(tx.conn(), commit, action)
+                .refuse_commit(tx.conn(), &fence, commit, action)
                 .await
                 .map(CommitWrites::Nothing);
         };
@@ -579,10 +583,12 @@ impl SqlStorage {
     }
 
     /// The answer to a commit whose `UPDATE` matched nothing, made on the locked channel in the
-    /// order of the rules: a missing document, then a repeated operation, then the checks.
+    /// order of the rules: a missing document, then a shard `fence` does not cover, then a
+    /// repeated operation, then the checks.
     async fn refuse_commit(
         &self,
         conn: &mut AnyConnection,
+        fence: &Fence,
         commit: &Commit,
         action: &str,
     ) -> StoreResult<Committed> {
@@ -591,6 +597,7 @@ impl SqlStorage {
             .channel_on(conn, &self.inner.channel_sql.lock, id, action)
             .await?
             .ok_or_else(|| unavailable(id))?;
+        fence.check_covers(channel.shard, action)?;
         if let Some(repeat) = self.earlier_operation(conn, commit, action).await? {
             return Ok(repeat);
         }
@@ -685,9 +692,11 @@ impl CollaborationStore for SqlStorage {
     }
 
     async fn commit(&self, fence: &Fence, commit: &Commit) -> StoreResult<Committed> {
-        self.inner
-            .check_covers(fence, &commit.channel, "committing to a document")
-            .await?;
+        // A shard's fence is checked against the document's shard by the commit's own statement
+        // (`commit_statement.rs`); a fence that covers no document is refused without a read.
+        if fence.coverage() == Coverage::NoDocument {
+            fence.check_covers(Shard(0), "committing to a document")?;
+        }
         self.inner.commits.commit(self, fence, commit).await
     }
 

@@ -48,19 +48,22 @@
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
 
-use fermata_store::Commit;
 use fermata_store::search::indexed_text;
+use fermata_store::{Commit, Coverage, Fence};
 use sqlx::Any;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
 use crate::dialect::Dialect;
 
-/// Where a rendering finds the commit's values, and the clock.
+/// Where a rendering finds the commit's values, the clock, and the shard the fence covers.
 struct Binds {
     values: Values,
     /// The transaction's clock: a bind, or the fence check's.
     now: &'static str,
+    /// The bind of the one shard the fence covers, null when it covers every shard
+    /// ([`covered_shard`]).
+    covered: &'static str,
 }
 
 /// Where a rendering finds the commit's values.
@@ -137,12 +140,17 @@ impl Binds {
                     };
                     text.replace(&format!("{{{name}}}"), &value)
                 });
-        filled.replace("{clock}", self.now)
+        filled
+            .replace("{clock}", self.now)
+            .replace("{covered}", self.covered)
     }
 }
 
-/// The channel row a commit may write to: its ID, at the revision the commit expected, live.
-const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at IS NULL";
+/// The channel row a commit may write to: its ID, at the revision the commit expected, live, in
+/// a shard the fence covers. The shard is checked here rather than read before, a round trip
+/// per commit; a commit this refuses is answered `Fenced` from reads.
+const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at IS NULL \
+                        AND ({covered} IS NULL OR channels.shard = {covered})";
 
 /// The channel row's advance. A commit whose update comes without its text marks the document's
 /// indexed text as behind (a live room's batches: the room indexes the text when its writers
@@ -171,11 +179,12 @@ const SEARCH_CHANGES: &str = "({title} IS NOT NULL OR {text} IS NOT NULL)";
 const OPERATION_COLUMNS: &str = "channel_operations (channel_id, operation_id, fingerprint, revision, sequence, update_sequence)";
 
 /// The commit statement for `dialect`, to run after a fence check; see the module's
-/// documentation. Its binds: [`bind_commit`]'s, then the transaction's clock.
+/// documentation. Its binds: the covered shard, [`bind_commit`]'s, then the transaction's clock.
 pub(crate) fn render(dialect: Dialect) -> String {
     let binds = Binds {
-        values: Values::From(1),
-        now: "$11",
+        values: Values::From(2),
+        now: "$12",
+        covered: "$1",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
@@ -191,16 +200,17 @@ pub(crate) fn render(dialect: Dialect) -> String {
 }
 
 /// The statement of a commit that runs alone: its fence check (lease `$1`, token `$2`) and its
-/// writes, one round trip after `BEGIN`. Its binds: the lease, the token, [`bind_commit`]'s, and
-/// on SQLite the transaction's clock. Its one row: `(now, live, revision, sequence, repository,
-/// recorded)`.
+/// writes, one round trip after `BEGIN`. Its binds: the lease, the token, the covered shard,
+/// [`bind_commit`]'s, and on SQLite the transaction's clock. Its one row: `(now, live, revision,
+/// sequence, repository, recorded)`.
 pub(crate) fn render_fenced(dialect: Dialect) -> String {
     let binds = Binds {
-        values: Values::From(3),
+        values: Values::From(4),
         now: match dialect {
             Dialect::Postgres => "(SELECT now FROM fence)",
-            Dialect::Sqlite => "$13",
+            Dialect::Sqlite => "$14",
         },
+        covered: "$3",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
@@ -296,7 +306,7 @@ fn postgres_writes(guard: &str, source: Source) -> String {
 /// to run after a fence check: one round trip or hand-off for the group, not one per member.
 /// Each member must be a commit of a valid shape, without title or events, and no two on the
 /// same document (one statement sees one snapshot of the channel rows). Its binds: the members
-/// as a JSON array ([`bind_group`]), then the transaction's clock. It answers one row per member
+/// as a JSON array ([`bind_group`]), the transaction's clock, then the covered shard. It answers one row per member
 /// it wrote, `(channel, revision, sequence, repository, recorded)`; a member it did not write
 /// (stale, archived, missing, or a repeated operation) wrote nothing, and is answered from reads
 /// like a lone commit that was refused.
@@ -304,6 +314,7 @@ pub(crate) fn render_group(dialect: Dialect) -> String {
     let binds = Binds {
         values: Values::Member,
         now: "$2",
+        covered: "$3",
     };
     match dialect {
         Dialect::Postgres => binds.fill(&format!(
@@ -385,6 +396,16 @@ fn sqlite_group_writes(members: &str) -> String {
     )
 }
 
+/// The value of a rendering's covered shard for `fence`: null when it covers every shard; for
+/// a fence that covers none (the coordinator's, a member's) a shard no document is in.
+pub(crate) fn covered_shard(fence: &Fence) -> Option<i64> {
+    match fence.coverage() {
+        Coverage::Every => None,
+        Coverage::One(shard) => Some(i64::from(shard.0)),
+        Coverage::NoDocument => Some(-1),
+    }
+}
+
 /// Binds the members of a group to `query` ([`render_group`]): one JSON array whose objects
 /// carry each commit's [`values`] under the names the statement reads.
 pub(crate) fn bind_group<'q>(
@@ -443,16 +464,17 @@ mod tests {
 
     #[test]
     fn every_rendering_uses_each_bind_its_caller_gives() {
-        // The callers bind bind_commit's ten values, plus the clock (render), or after the lease
-        // and token (render_fenced; SQLite's then takes the clock last).
+        // The callers bind the covered shard, bind_commit's ten values and the clock (render),
+        // or the lease, the token, the covered shard and the ten values (render_fenced;
+        // SQLite's then takes the clock last).
         let cases = [
-            (render(Dialect::Postgres), 11),
-            (render(Dialect::Sqlite), 11),
-            (render_fenced(Dialect::Postgres), 12),
-            (render_fenced(Dialect::Sqlite), 13),
-            // The members' JSON and the clock.
-            (render_group(Dialect::Postgres), 2),
-            (render_group(Dialect::Sqlite), 2),
+            (render(Dialect::Postgres), 12),
+            (render(Dialect::Sqlite), 12),
+            (render_fenced(Dialect::Postgres), 13),
+            (render_fenced(Dialect::Sqlite), 14),
+            // The members' JSON, the clock and the covered shard.
+            (render_group(Dialect::Postgres), 3),
+            (render_group(Dialect::Sqlite), 3),
         ];
         for (sql, binds) in cases {
             assert_eq!(placeholders(&sql), (1..=binds).collect::<Vec<_>>(), "{sql}");

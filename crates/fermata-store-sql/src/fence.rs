@@ -43,6 +43,8 @@ pub(crate) struct FencedTransaction {
     transaction: WriteTransaction,
     /// The database's clock when the fence was checked, for the write's own timestamps.
     pub(crate) now: UnixMillis,
+    /// The fence checked, for the writes that check which documents it covers.
+    pub(crate) fence: Fence,
 }
 
 impl FencedTransaction {
@@ -175,6 +177,7 @@ impl Inner {
         Ok(FencedTransaction {
             transaction,
             now: UnixMillis(now),
+            fence: fence.clone(),
         })
     }
 }

@@ -115,6 +115,11 @@ pub async fn a_shard_lease_writes_the_documents_of_its_shard_alone(harness: &dyn
     let theirs = try_create(&*store, &whole.fence(), id_in(ours.shard, false), None)
         .await
         .unwrap();
+    let mut together = Vec::new();
+    for inside in [true, false, true] {
+        let id = id_in(ours.shard, inside);
+        together.push(try_create(&*store, &whole.fence(), id, None).await.unwrap());
+    }
     assert!(store.leases().release(&whole).await.unwrap());
 
     let lease = LeaseName::shard_writer(ours.shard);
@@ -162,9 +167,30 @@ pub async fn a_shard_lease_writes_the_documents_of_its_shard_alone(harness: &dyn
             .await
             .map(drop),
     );
-    // Nothing of the other shard's document moved.
-    let read = collaboration.channel(&theirs.id).await.unwrap().unwrap();
-    assert_eq!((read.revision, read.archived_at), (0, None));
+    // Commits that arrive together may be written as one group: there too, the other shard's
+    // is refused and the others are written.
+    let commits: Vec<Commit> = together
+        .iter()
+        .map(|channel| commit(channel, "together"))
+        .collect();
+    let results = futures::future::join_all(
+        commits
+            .iter()
+            .map(|commit| collaboration.commit(&fence, commit)),
+    )
+    .await;
+    for (channel, result) in together.iter().zip(results) {
+        if channel.shard == ours.shard {
+            assert_eq!(result.unwrap().revision, 1);
+        } else {
+            fenced(result.map(drop));
+        }
+    }
+    // Nothing of the other shard's documents moved.
+    for id in [&theirs.id, &together[1].id] {
+        let read = collaboration.channel(id).await.unwrap().unwrap();
+        assert_eq!((read.revision, read.archived_at), (0, None));
+    }
 
     // Its own shard's documents: a new one its ID places there, and a child of one there.
     let created = try_create(&*store, &fence, id_in(ours.shard, true), None)

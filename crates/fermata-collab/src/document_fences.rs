@@ -145,6 +145,14 @@ impl DocumentFences {
         }
     }
 
+    /// Where a new top-level document `id` would be written: in the shard its ID derives.
+    pub fn route_of_new(&self, id: &ChannelId) -> Route {
+        match &*self.0 {
+            Kind::Whole(_) => Route::Here,
+            Kind::Sharded(sharded) => self.route_of_shard(Shard::of(id, sharded.count)),
+        }
+    }
+
     /// Where the documents of `shard` are written.
     pub fn route_of_shard(&self, shard: Shard) -> Route {
         match &*self.0 {

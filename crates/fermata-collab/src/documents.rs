@@ -114,6 +114,25 @@ impl Documents {
         self.rooms.fences().route(id).await
     }
 
+    /// Where a document created in `repository` with `key` and `parent` is written: in its
+    /// parent's shard, else in the shard of the ID its creation key determines. One with neither
+    /// gets an ID this process writes, so it is created here.
+    pub async fn route_of_new(
+        &self,
+        repository: &Repository,
+        key: Option<&CreationKey>,
+        parent: Option<&ChannelId>,
+    ) -> Result<Route, StoreError> {
+        let fences = self.rooms.fences();
+        match (parent, key) {
+            (Some(parent), _) => fences.route(parent).await,
+            (None, Some(key)) => {
+                Ok(fences.route_of_new(&ChannelId::for_creation_key(repository, key)))
+            }
+            (None, None) => Ok(Route::Here),
+        }
+    }
+
     /// The fence document `id` is written under, or `Unavailable` while this process does not
     /// write it.
     async fn fence_of(&self, id: &ChannelId) -> Result<Fence, StoreError> {

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -24,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HttpState;
 use crate::error::ApiError;
+use crate::forward;
 use crate::policy::{Access, CreationGrant, DocumentGrant, ListGrant, Routes, never_cached};
 
 pub(crate) fn routes() -> Routes {
@@ -179,6 +182,12 @@ fn parse_body_id(id: &str) -> Result<ChannelId, ApiError> {
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     request: Request,
 ) -> Result<T, ApiError> {
+    let (_, bytes) = json_bytes(request).await?;
+    parse_json(&bytes)
+}
+
+/// The parts of a request whose body is JSON, and the body's bytes (16 MiB at most).
+async fn json_bytes(request: Request) -> Result<(Parts, Bytes), ApiError> {
     let json = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -191,17 +200,20 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
             "send application/json",
         ));
     }
+    let (parts, body) = request.into_parts();
     // Dropped on purpose: reading stops only at the limit, which the answer names.
-    let bytes = axum::body::to_bytes(request.into_body(), 16 << 20)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                "the body is too large",
-            )
-        })?;
-    serde_json::from_slice(&bytes).map_err(|error| {
+    let bytes = axum::body::to_bytes(body, 16 << 20).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the body is too large",
+        )
+    })?;
+    Ok((parts, bytes))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|error| {
         ApiError::bad_request(format!(
             "the body is not the expected JSON (line {}, column {})",
             error.line(),
@@ -226,7 +238,8 @@ async fn create(
     request: Request,
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(request.headers())?;
-    let body: CreateBody = json_body(request).await?;
+    let (parts, bytes) = json_bytes(request).await?;
+    let body: CreateBody = parse_json(&bytes)?;
     let repository = Repository::new(body.repository)?;
     let parent = body.parent.as_deref().map(parse_body_id).transpose()?;
     let CreationGrant::Granted {
@@ -241,6 +254,15 @@ async fn create(
         return Err(ApiError::forbidden("no access policy grants this"));
     }
     let documents = &state.documents;
+    // In a cluster, a document with a parent or a key is created by the member that writes its
+    // shard, which checks the caller's access again.
+    let route = documents
+        .route_of_new(&repository, key.as_ref(), parent.as_ref())
+        .await?;
+    if let Some(elsewhere) = forward::elsewhere_by(route, &parts.headers) {
+        let request = Request::from_parts(parts, Body::from(bytes));
+        return Ok(forward::send_elsewhere(&state, elsewhere, request).await);
+    }
     if creates {
         documents
             .repositories()

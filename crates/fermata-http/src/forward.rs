@@ -124,14 +124,20 @@ pub(crate) async fn elsewhere(
     id: &ChannelId,
     headers: &HeaderMap,
 ) -> Result<Option<Elsewhere>, ApiError> {
-    Ok(match state.documents.route(id).await? {
+    Ok(elsewhere_by(state.documents.route(id).await?, headers))
+}
+
+/// Where the request carrying `headers` goes when its document is written at `route`: `None`
+/// when it is served here.
+pub(crate) fn elsewhere_by(route: Route, headers: &HeaderMap) -> Option<Elsewhere> {
+    match route {
         Route::Here => None,
         Route::Member(_) if headers.contains_key(FORWARDED) => {
             Some(Elsewhere::Nowhere(ForwardOutcome::AlreadyForwarded))
         }
         Route::Member(base) => Some(Elsewhere::Member(base)),
         Route::Unplaced => Some(Elsewhere::Nowhere(ForwardOutcome::Unplaced)),
-    })
+    }
 }
 
 /// What a request is sent on with: its path and query as the client sent them (the `token`
@@ -477,7 +483,9 @@ fn to_client(message: UpstreamMessage) -> Option<Message> {
 /// The layer inside the authorization layer: an API request granted one document (the routes
 /// that name it by ID, and by slug), and a page's form that changes one (any method but `GET`
 /// and `HEAD`; a page is read from the database by any member), is sent to the member that
-/// writes it when that is not this process, and answered 503 when none does.
+/// writes it when that is not this process, and answered 503 when none does. (A creation names
+/// its document's shard only in its body: the documents API's handler forwards it, with
+/// [`send_elsewhere`].)
 pub(crate) async fn documents_api(
     State(state): State<HttpState>,
     request: Request,
@@ -498,17 +506,29 @@ pub(crate) async fn documents_api(
     };
     match elsewhere(&state, &id, request.headers()).await {
         Ok(None) => next.run(request).await,
-        Ok(Some(Elsewhere::Member(base))) => relay_request(&state, &base, request).await,
-        Ok(Some(Elsewhere::Nowhere(outcome))) => {
+        Ok(Some(elsewhere)) => send_elsewhere(&state, elsewhere, request).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Sends `request` to the member `elsewhere` names and relays its answer; 503 when no member
+/// writes its document at the moment, or the member cannot be reached.
+pub(crate) async fn send_elsewhere(
+    state: &HttpState,
+    elsewhere: Elsewhere,
+    request: Request,
+) -> Response {
+    match elsewhere {
+        Elsewhere::Member(base) => relay_request(state, &base, request).await,
+        Elsewhere::Nowhere(outcome) => {
             state.metrics.forwarded(ForwardKind::Http, outcome);
             try_again(
-                &state,
+                state,
                 "handing_over",
                 "the document is being handed over; try again shortly",
             )
             .into_response()
         }
-        Err(error) => error.into_response(),
     }
 }
 

@@ -19,7 +19,7 @@ use fermata_http::{HttpState, ServerLimits};
 use fermata_store::{Acquisition, ChannelId, LeaseName, ShardCount, Storage, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use futures::{SinkExt as _, StreamExt as _};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -520,6 +520,73 @@ async fn the_documents_api_through_a_member_answers_with_the_writers_answers() {
     .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     assert_eq!(cluster.forwarded("http", "forwarded"), 3.0);
+}
+
+/// `POST /api/v1/documents` with `body` as `caller` at `server`, with an `Idempotency-Key` when
+/// `key` is given.
+async fn create(server: &Server, caller: &Caller, body: Value, key: Option<&str>) -> Answer {
+    let mut request = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/documents")
+        .header("content-type", "application/json");
+    if let Some(cookie) = &caller.cookie {
+        request = request.header("cookie", format!("fermata_session={cookie}"));
+    }
+    if let Some(csrf) = &caller.csrf {
+        request = request.header("x-csrf-token", csrf);
+    }
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    support::send(
+        &server.state,
+        request
+            .body(axum::body::Body::from(body.to_string()))
+            .unwrap(),
+    )
+    .await
+}
+
+/// A creation with an idempotency key or a parent names, in its body, the shard its document
+/// goes in: sent to a member that does not write that shard, it is made by the one that does,
+/// repeated there, and refused there to a caller without the right.
+#[tokio::test]
+async fn creations_with_a_key_or_a_parent_through_a_member_are_made_by_the_writer() {
+    let cluster = Cluster::start().await;
+    let keyed = json!({"repository": "ada/notes", "title": "Keyed", "text": "first words\n"});
+    let created = create(&cluster.a, &cluster.ada, keyed.clone(), Some("k-1")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let repeated = create(&cluster.a, &cluster.ada, keyed.clone(), Some("k-1")).await;
+    assert_eq!(repeated.status, StatusCode::OK, "{}", repeated.body);
+    assert_eq!(repeated.json()["id"], id.as_str());
+    let stored = cluster
+        .b
+        .state
+        .documents
+        .read(&ChannelId::parse(&id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(stored.text, "first words\n");
+
+    let child = json!({"repository": "ada/notes", "title": "Child", "parent": cluster.document});
+    let made = create(&cluster.a, &cluster.ada, child.clone(), None).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    assert_eq!(made.json()["parent"], cluster.document.as_str());
+    // The writer checks the caller's right itself: a viewer creates nothing.
+    let refused = create(&cluster.a, &cluster.vic, child, None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert_eq!(cluster.forwarded("http", "forwarded"), 3.0);
+    // Without a holder for the shard, the answer is to try again.
+    cluster.hold_every_shard(None);
+    let unplaced = create(&cluster.a, &cluster.ada, keyed, Some("k-2")).await;
+    assert_eq!(
+        unplaced.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        unplaced.body
+    );
+    assert!(unplaced.headers.contains_key("retry-after"));
 }
 
 #[tokio::test]

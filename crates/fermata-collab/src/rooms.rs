@@ -56,9 +56,10 @@ struct Inner {
     next_conn: AtomicU64,
     /// The documents whose rooms hold live edits not yet indexed for search.
     unindexed: Unindexed,
-    /// The shard of each document whose room opened here, in a member of a cluster: what a
-    /// hand-over closes. An entry of a room that closed since goes with its shard's hand-over.
-    shards: std::sync::Mutex<HashMap<ChannelId, Shard>>,
+    /// The shard of each document whose room opened here, in a member of a cluster, with the
+    /// signal its history recording ends with: what a hand-over closes and waits for. An entry
+    /// of a room that closed since goes with its shard's hand-over.
+    shards: std::sync::Mutex<HashMap<ChannelId, (Shard, oneshot::Receiver<()>)>>,
 }
 
 /// A client's place in a room.
@@ -226,14 +227,19 @@ impl RoomManager {
         // Rooms that closed by themselves (idle) are forgotten here, so the set stays small.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(room.run(receiver));
-        tasks.spawn(recording);
+        // The signal is sent when the recording ends, or dropped when it is aborted.
+        let (recorded, recording_ended) = oneshot::channel();
+        tasks.spawn(async move {
+            recording.await;
+            let _ = recorded.send(());
+        });
         drop(tasks);
         if let Some(shard) = shard {
             self.inner
                 .shards
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(id.clone(), shard);
+                .insert(id.clone(), (shard, recording_ended));
         }
         *open = Some(inbox.clone());
         Ok(inbox)
@@ -428,26 +434,32 @@ impl RoomManager {
 
     /// Closes the rooms of one shard's documents, which this process is about to hand over, and
     /// waits for them: each checkpoints under the shard's fence, which is still held, and closes
-    /// its clients with a retry-later reason, so they reconnect to the shard's next holder.
+    /// its clients with a retry-later reason, so they reconnect to the shard's next holder; then
+    /// its history recording writes the burst the room settled as it stopped, under that fence
+    /// too. Each room is waited for at most twice [`SHUTDOWN_WAIT`].
     pub async fn close_shard(&self, shard: Shard, reason: &str) {
-        let ids: Vec<ChannelId> = {
+        let rooms: Vec<(ChannelId, oneshot::Receiver<()>)> = {
             let mut shards = self
                 .inner
                 .shards
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let ids = shards
+            let ids: Vec<ChannelId> = shards
                 .iter()
-                .filter(|(_, of)| **of == shard)
+                .filter(|(_, (of, _))| *of == shard)
                 .map(|(id, _)| id.clone())
                 .collect();
-            shards.retain(|_, of| *of != shard);
-            ids
+            ids.into_iter()
+                .filter_map(|id| shards.remove(&id).map(|(_, ended)| (id, ended)))
+                .collect()
         };
-        let closing = ids.into_iter().map(|id| async move {
+        let closing = rooms.into_iter().map(|(id, recording_ended)| async move {
             if let Some(inbox) = self.open_inbox(&id).await {
                 shut(inbox, close::TRY_AGAIN_LATER, reason).await;
             }
+            // Sent or dropped, the recording is over; a room stuck behind the database keeps
+            // its recording waiting, and the hand-over goes on without it.
+            let _ = tokio::time::timeout(SHUTDOWN_WAIT, recording_ended).await;
         });
         futures::future::join_all(closing).await;
     }

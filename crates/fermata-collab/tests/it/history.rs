@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fermata_collab::protocol::{self, ClientMessage};
-use fermata_collab::{CollabSettings, Connection, Documents, Outbound, RoomManager, WriterFence};
+use fermata_collab::{
+    CollabSettings, Connection, DocumentFences, Documents, Outbound, RoomManager, WriterFence,
+};
 use fermata_docs::{Sidecar, SourceDoc};
 use fermata_store::{
     Acquisition, Change, ChannelId, Commit, Fence, HistoryStore, LeaseName, OperationId, Recorded,
-    Storage, StoreError, StoreOptions, StoreResult, UserId, Version,
+    Shard, ShardCount, Storage, StoreError, StoreOptions, StoreResult, UserId, Version,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::create_document;
@@ -79,6 +81,8 @@ fermata_store::impl_storage!(
 struct Rig {
     store: Arc<Wrapped>,
     fence: Fence,
+    /// The document's shard, when the rooms write it as a cluster's member does.
+    shard: Option<Shard>,
     rooms: RoomManager,
     documents: Documents,
     document: ChannelId,
@@ -90,6 +94,15 @@ impl Rig {
     }
 
     async fn with_settings(mode: Mode, settings: CollabSettings) -> Rig {
+        Rig::build(mode, settings, false).await
+    }
+
+    /// The rig of a cluster's member: the rooms write the document under its shard's lease.
+    async fn sharded(mode: Mode) -> Rig {
+        Rig::build(mode, CollabSettings::default(), true).await
+    }
+
+    async fn build(mode: Mode, settings: CollabSettings, sharded: bool) -> Rig {
         let real = Arc::new(
             ScratchDatabase::sqlite()
                 .open(StoreOptions::default())
@@ -105,9 +118,24 @@ impl Rig {
             Acquisition::Held(record) => panic!("held by {record:?}"),
         };
         let fence = lease.fence();
-        let document = create_document(real.collaboration(), &fence, "History")
-            .await
-            .id;
+        let created = create_document(real.collaboration(), &fence, "History").await;
+        let (document, shard) = (created.id, sharded.then_some(created.shard));
+        let fence = match shard {
+            Some(shard) => {
+                real.leases().release(&lease).await.unwrap();
+                let name = LeaseName::shard_writer(shard);
+                match real
+                    .leases()
+                    .acquire(&name, "member", Duration::from_secs(3600))
+                    .await
+                    .unwrap()
+                {
+                    Acquisition::Granted(lease) => lease.fence(),
+                    Acquisition::Held(record) => panic!("held by {record:?}"),
+                }
+            }
+            None => fence,
+        };
         let store = Arc::new(Wrapped(Controlled {
             real,
             mode,
@@ -117,16 +145,20 @@ impl Rig {
         let writer = WriterFence::default();
         writer.set(Some(fence.clone()));
         let shared: Arc<dyn Storage> = store.clone();
-        let rooms = RoomManager::new(
-            Arc::clone(&shared),
-            fermata_collab::DocumentFences::whole(writer.clone()),
-            settings,
-            Arc::default(),
-        );
+        let fences = match shard {
+            Some(shard) => {
+                let fences = DocumentFences::sharded(Arc::clone(&shared), ShardCount::DEFAULT);
+                fences.seat(shard, Some(fence.clone()));
+                fences
+            }
+            None => DocumentFences::whole(writer.clone()),
+        };
+        let rooms = RoomManager::new(Arc::clone(&shared), fences, settings, Arc::default());
         let documents = Documents::new(shared, writer, rooms.clone());
         Rig {
             store,
             fence,
+            shard,
             rooms,
             documents,
             document,
@@ -300,6 +332,39 @@ async fn a_stop_records_the_burst_in_progress_before_it_returns() {
     // The stop waited for the recording, so the server may now give up its fence.
     let versions = rig.versions().await;
     assert_eq!(versions.len(), 1, "the burst was not recorded by the stop");
+    assert_eq!(versions[0].revision, revision);
+    assert_eq!(versions[0].author, Some(user("ann")));
+}
+
+#[tokio::test]
+async fn a_hand_over_records_the_burst_in_progress_before_the_shard_is_given_up() {
+    let rig = Rig::sharded(Mode::Gated).await;
+    let shard = rig.shard.unwrap();
+    let mut ann = Client::join(&rig, "ann").await;
+    ann.type_text("typed just before the hand-over").await;
+    let revision = eventually_some("the edit saved", || async {
+        let (text, revision) = rig.stored().await;
+        (!text.is_empty()).then_some(revision)
+    })
+    .await;
+    // The burst is still open, and its write is held for a while once the hand-over closes the
+    // room.
+    rig.hold_history().await;
+    let handing_over = rig
+        .rooms
+        .close_shard(shard, "the document moved to another server; reconnect");
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        rig.release_history();
+    };
+    tokio::join!(handing_over, release);
+    // The hand-over waited for the recording, so the member may now give the shard up.
+    let versions = rig.versions().await;
+    assert_eq!(
+        versions.len(),
+        1,
+        "the burst was not recorded by the hand-over"
+    );
     assert_eq!(versions[0].revision, revision);
     assert_eq!(versions[0].author, Some(user("ann")));
 }

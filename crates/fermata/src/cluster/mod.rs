@@ -7,8 +7,9 @@
 //! If no shard lease is live anywhere when it joins and it can take the coordinator's lease, the
 //! cluster is starting cold: it runs the startup reset under that lease before it announces
 //! itself, and no member takes a shard before a member that announced itself coordinates. Then
-//! the shard keeper ([`keeper`]) takes the shards rendezvous hashing ([`placement`]) gives it,
-//! and the coordinator runs the singleton work: workflow runs, the schedule and the sweeps.
+//! the shard keeper ([`keeper`]) takes the shards rendezvous hashing
+//! (`fermata_store::placement`) gives it, and the coordinator runs the singleton work: workflow
+//! runs, the schedule and the sweeps.
 //!
 //! On a stop it hands every shard over (their rooms close under the still-held fences and their
 //! clients reconnect, to be forwarded to the next holder), gives up the coordinator's lease,
@@ -22,7 +23,8 @@ use std::sync::Arc;
 use fermata_collab::WriterFence;
 use fermata_http::Phase;
 use fermata_store::{
-    Acquisition, Announcement, ErrorChain, Fence, Lease, LeaseName, Storage, TenureStart,
+    Acquisition, Announcement, ClusterView, ErrorChain, Fence, Lease, LeaseName, Storage,
+    TenureStart,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -175,6 +177,7 @@ async fn join(
     let leases = server.store.leases();
     let name = LeaseName::member(&server.instance)
         .map_err(|error| Failure::store("cannot name this member's lease", error))?;
+    until_no_cold_start_is_under_way(server, settings).await?;
     let sent = Instant::now();
     let member = match leases
         .acquire(&name, &server.holder, settings.lease.ttl)
@@ -227,6 +230,50 @@ async fn join(
     })
 }
 
+/// Waits while another member starts the cluster cold: no shard lease is live and the
+/// coordinator's lease is held by a member that has not announced itself. That member announces
+/// itself once its startup reset is done, or, when it died first, its lease expires and the next
+/// to join starts the cluster instead, reset included; a member that joined meanwhile would take
+/// the coordinator's lease over without the reset.
+async fn until_no_cold_start_is_under_way(
+    server: &Server,
+    settings: &ServeSettings,
+) -> Result<(), Failure> {
+    let mut told = false;
+    loop {
+        let view = server
+            .store
+            .cluster()
+            .view()
+            .await
+            .map_err(|error| Failure::store("cannot read the cluster", error))?;
+        let starting = !any_shard_live(&view)
+            && view
+                .live_holder(&LeaseName::COORDINATOR)
+                .is_some_and(|record| {
+                    !view
+                        .members
+                        .iter()
+                        .any(|member| member.lease.holder == record.holder)
+                });
+        if !starting {
+            return Ok(());
+        }
+        if !told {
+            tracing::info!("another member is starting the cluster; waiting for it");
+            told = true;
+        }
+        tokio::time::sleep(settings.lease.retry_delay()).await;
+    }
+}
+
+/// Whether any shard's writer lease is live in `view`: the cluster is running.
+fn any_shard_live(view: &ClusterView) -> bool {
+    view.leases
+        .iter()
+        .any(|record| record.name.shard().is_some() && record.is_live(view.now))
+}
+
 /// When no shard lease is live and the coordinator's lease is free, the cluster starts cold:
 /// this member takes the coordinator's lease and runs the startup reset under it, before any
 /// room opens anywhere. Otherwise the cluster is already running, and nothing is reset.
@@ -240,11 +287,7 @@ async fn cold_start(
         .view()
         .await
         .map_err(|error| Failure::store("cannot read the cluster", error))?;
-    let running = view.live_holder(&LeaseName::COORDINATOR).is_some()
-        || view
-            .leases
-            .iter()
-            .any(|record| record.name.shard().is_some() && record.is_live(view.now));
+    let running = view.live_holder(&LeaseName::COORDINATOR).is_some() || any_shard_live(&view);
     if running {
         return Ok(None);
     }

@@ -451,6 +451,37 @@ async fn a_member_cut_off_from_the_database_gives_its_shards_up() {
     assert_undisturbed(&cluster, &holders, cut, &typed, &disconnects);
 }
 
+/// A member that started the cluster cold and died in its startup reset, before it announced
+/// itself, leaves the coordinator's lease to expire: a member that joins meanwhile waits for
+/// that, then starts the cluster itself, reset included, rather than joining a cluster that was
+/// never reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_start_whose_member_died_before_announcing_itself_is_made_again() {
+    let target = Target::postgres().await;
+    target.replace_config(CLUSTER);
+    let (status, out) = target.run("migrate");
+    assert!(status.success(), "{out}");
+    let store = target.store().await;
+    let died = store
+        .leases()
+        .acquire(&LeaseName::COORDINATOR, "died", Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(matches!(died, fermata_store::Acquisition::Granted(_)));
+    let member = target.serve_with_env(&[], &[]);
+    member.wait_ready().await;
+    let out = member.output();
+    assert!(
+        out.contains("another member is starting the cluster; waiting for it"),
+        "{out}"
+    );
+    let joined = out
+        .lines()
+        .find(|line| line.contains("joined the cluster; serving"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(joined.contains("coordinator=true"), "{joined}");
+}
+
 /// A fourth member joins while clients type, then one of the first three stops with SIGTERM:
 /// each hands shards over (rooms closed under the held fence, clients sent to reconnect), the
 /// clients, all connected through the first member, lose nothing, and every hand-over's time is

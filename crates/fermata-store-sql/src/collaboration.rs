@@ -18,8 +18,8 @@ use fermata_store::{
     RecoverySnapshot, Repository, Shard, SidecarState, Slug, StoreError, StoreResult,
     StoreResultExt, UnixMillis, UserId,
 };
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Connection};
 
 use crate::SqlStorage;
 use crate::channel::unavailable;
@@ -30,6 +30,7 @@ use crate::fence::FencedTransaction;
 use crate::journal_read::{journal_updates, read_journal};
 use crate::recovery_read::read_at_once;
 use crate::row::{column, instant};
+use crate::write_transaction::begin_on_task;
 
 /// Where a group member's savepoint is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -803,8 +804,7 @@ impl CollaborationStore for SqlStorage {
         {
             return Ok(snapshot);
         }
-        let mut tx = conn
-            .begin_with(self.inner.dialect.begin_snapshot())
+        let mut tx = begin_on_task(conn, self.inner.dialect.begin_snapshot())
             .await
             .context(action)?;
         let channel = self

@@ -281,13 +281,17 @@ impl LeaseStore for SqlStorage {
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> StoreResult<Lease> {
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
+        // On a task of its own: a caller that stops waiting (a renewal's attempt timeout) cannot
+        // cut its transaction short on a pooled connection (see `write_transaction.rs`).
+        let inner = Arc::clone(&self.inner);
+        let lease = lease.clone();
+        let renewal = tokio::spawn(async move {
+            let mut conn = inner.pool.acquire().await.context("renewing a lease")?;
+            renew_on(&mut conn, &inner, &lease, ttl).await
+        });
+        renewal
             .await
-            .context("renewing a lease")?;
-        renew_on(&mut conn, &self.inner, lease, ttl).await
+            .map_err(|_| StoreError::unavailable("renewing a lease: the renewal's task failed"))?
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<bool> {

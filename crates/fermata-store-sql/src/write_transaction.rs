@@ -11,11 +11,21 @@
 //! `BEGIN IMMEDIATE` waits the moment it takes in the busy handler.
 //!
 //! On PostgreSQL writes begin on the shared pool and need no turn: row locks order them.
+//!
+//! Every transaction begins on a task of its own ([`begin_on_task`]): sqlx 0.8 leaves a
+//! PostgreSQL session inside the transaction, with nothing queued to end it, when a `BEGIN` in
+//! flight is cancelled (its guard rolls back only once the `BEGIN` was answered), and the pool
+//! then lends that session, its locks held, to the next borrower. A caller may be cancelled (a
+//! timeout, a client that went away); the task is not, and a transaction it began for a caller
+//! that is gone is dropped, which rolls it back.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::borrow::Cow;
+
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -52,8 +62,9 @@ impl WriteTransaction {
             ),
             None => None,
         };
+        let connection = pool.acquire().await?;
         Ok(WriteTransaction {
-            transaction: pool.begin_with(begin).await?,
+            transaction: begin_on_task(connection, begin).await?,
             _turn: turn,
         })
     }
@@ -79,4 +90,18 @@ impl DerefMut for WriteTransaction {
     fn deref_mut(&mut self) -> &mut AnyConnection {
         &mut self.transaction
     }
+}
+
+/// Begins a transaction with `statement` on `connection`, on a task of its own so that the
+/// caller's cancellation cannot cut the `BEGIN` short (see the module documentation).
+pub(crate) async fn begin_on_task(
+    connection: PoolConnection<Any>,
+    statement: &'static str,
+) -> Result<Transaction<'static, Any>, sqlx::Error> {
+    tokio::spawn(Transaction::begin(
+        connection,
+        Some(Cow::Borrowed(statement)),
+    ))
+    .await
+    .map_err(|_| sqlx::Error::WorkerCrashed)?
 }

@@ -469,7 +469,7 @@ async fn a_cold_start_whose_member_died_before_announcing_itself_is_made_again()
         .unwrap();
     assert!(matches!(died, fermata_store::Acquisition::Granted(_)));
     let member = target.serve_with_env(&[], &[]);
-    member.wait_ready().await;
+    member.wait_for_output("joined the cluster; serving").await;
     let out = member.output();
     assert!(
         out.contains("another member is starting the cluster; waiting for it"),

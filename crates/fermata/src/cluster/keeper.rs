@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
+use crate::serve::Server;
 use crate::writer_lease::LeaseTimings;
 
 /// How many looks pass between two sweeps of departed members by the coordinator.
@@ -67,16 +68,13 @@ pub(super) struct ShardKeeper {
 }
 
 impl ShardKeeper {
-    #[allow(clippy::too_many_arguments)]
+    /// The keeper of `server`'s shards, of the `count` in its database, renewed with `timings`;
+    /// it sends the coordinator's fence on `coordinator` while it holds it, from `coordinating`
+    /// when the member took it as it joined.
     pub(super) fn new(
-        storage: Arc<dyn Storage>,
-        fences: DocumentFences,
-        rooms: RoomManager,
-        instance: String,
-        holder: String,
+        server: &Server,
         count: ShardCount,
         timings: LeaseTimings,
-        metrics: Arc<Metrics>,
         coordinator: watch::Sender<Option<Fence>>,
         coordinating: Option<(Lease, Instant)>,
     ) -> Self {
@@ -84,14 +82,14 @@ impl ShardKeeper {
             coordinator.send_replace(Some(lease.fence()));
         }
         ShardKeeper {
-            storage,
-            fences,
-            rooms,
-            instance,
-            holder,
+            storage: Arc::clone(&server.shared),
+            fences: server.rooms.fences().clone(),
+            rooms: server.rooms.clone(),
+            instance: server.instance.clone(),
+            holder: server.holder.clone(),
             count,
             timings,
-            metrics,
+            metrics: Arc::clone(&server.metrics),
             coordinator,
             shards: BTreeMap::new(),
             coordinating: coordinating.map(|(lease, sent)| Held { lease, sent }),

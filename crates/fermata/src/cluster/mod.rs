@@ -74,14 +74,9 @@ pub(crate) async fn serve_member(
         .await
         .map_err(|error| Failure::store("cannot read the database's shard count", error))?;
     let keeper = ShardKeeper::new(
-        Arc::clone(&server.shared),
-        server.rooms.fences().clone(),
-        server.rooms.clone(),
-        server.instance.clone(),
-        server.holder.clone(),
+        &server,
         count,
         settings.lease,
-        Arc::clone(&server.metrics),
         coordinator,
         joined.coordinating,
     );

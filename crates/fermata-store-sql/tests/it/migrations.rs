@@ -1,26 +1,11 @@
 //! Migrations on SQLite and PostgreSQL: a fresh database migrates, a second run applies nothing,
 //! and an applied migration whose file changed is refused as corruption before anything runs.
 
-use std::path::Path;
-
 use fermata_store::{ErrorKind, StoreOptions};
+use fermata_store_sql::SqlStorage;
 use fermata_store_sql::migrations::embedded;
 use fermata_store_sql::testing::ScratchDatabase;
-use fermata_store_sql::{Dialect, SqlStorage};
 use sqlx::migrate::Migrator;
-
-/// Copies this release's migration files for `dialect` into a temporary folder.
-fn copy_of_migrations(dialect: Dialect) -> tempfile::TempDir {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("migrations")
-        .join(dialect.name());
-    let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(source).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
-    }
-    copy
-}
 
 async fn fresh_database_migrates_once(scratch: ScratchDatabase) {
     let storage = SqlStorage::connect(&scratch.database, StoreOptions::default())
@@ -49,7 +34,7 @@ async fn edited_applied_migration_is_corruption(scratch: ScratchDatabase) {
     let storage = SqlStorage::connect(&scratch.database, StoreOptions::default())
         .await
         .unwrap();
-    let files = copy_of_migrations(storage.dialect());
+    let files = crate::earlier_release::all_migrations(storage.dialect());
     let original = Migrator::new(files.path()).await.unwrap();
     storage.migrate_with(&original).await.unwrap();
 

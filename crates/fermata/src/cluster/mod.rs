@@ -236,12 +236,7 @@ async fn until_no_cold_start_is_under_way(
 ) -> Result<(), Failure> {
     let mut told = false;
     loop {
-        let view = server
-            .store
-            .cluster()
-            .view()
-            .await
-            .map_err(|error| Failure::store("cannot read the cluster", error))?;
+        let view = view_of(server).await?;
         let starting = !any_shard_live(&view)
             && view
                 .live_holder(&LeaseName::COORDINATOR)
@@ -262,6 +257,16 @@ async fn until_no_cold_start_is_under_way(
     }
 }
 
+/// The cluster's view, as `server`'s database gives it.
+async fn view_of(server: &Server) -> Result<ClusterView, Failure> {
+    server
+        .store
+        .cluster()
+        .view()
+        .await
+        .map_err(|error| Failure::store("cannot read the cluster", error))
+}
+
 /// Whether any shard's writer lease is live in `view`: the cluster is running.
 fn any_shard_live(view: &ClusterView) -> bool {
     view.leases
@@ -276,12 +281,7 @@ async fn cold_start(
     server: &Server,
     settings: &ServeSettings,
 ) -> Result<Option<(Lease, Instant)>, Failure> {
-    let view = server
-        .store
-        .cluster()
-        .view()
-        .await
-        .map_err(|error| Failure::store("cannot read the cluster", error))?;
+    let view = view_of(server).await?;
     let running = view.live_holder(&LeaseName::COORDINATOR).is_some() || any_shard_live(&view);
     if running {
         return Ok(None);

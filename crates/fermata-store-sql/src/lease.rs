@@ -36,6 +36,8 @@ pub(crate) struct Statements {
     read: String,
     lock_for_renewal: String,
     extend_if_live: String,
+    lock_each_for_renewal: String,
+    extend_each_if_live: String,
     release: String,
     peek: String,
     lock_whole_shared: String,
@@ -45,6 +47,14 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn new(dialect: Dialect) -> Self {
+        // The leases renewed at once, `(name, token)`, read from the JSON array bound as `$1`.
+        let listed = match dialect {
+            Dialect::Postgres => "jsonb_to_recordset($1::jsonb) AS m(name text, token bigint)",
+            Dialect::Sqlite => {
+                "(SELECT value ->> 'name' AS name, value ->> 'token' AS token \
+                  FROM json_each($1)) AS m"
+            }
+        };
         Statements {
             // A never-granted lease is a released row with token 0, so the first grant gets 1.
             insert_if_absent: dialect.render(
@@ -72,6 +82,18 @@ impl Statements {
                  WHERE name = $1 AND token = $2 AND released_at IS NULL AND expires_at > clock.now \
                  RETURNING expires_at",
             ),
+            lock_each_for_renewal: dialect.render(&format!(
+                "SELECT l.name FROM leases l WHERE l.name IN (SELECT m.name FROM {listed}) \
+                 ORDER BY l.name{{for_no_key_update}}"
+            )),
+            extend_each_if_live: dialect.render(&format!(
+                "WITH clock AS (SELECT {{now}} AS now) \
+                 UPDATE leases SET expires_at = clock.now + $2 \
+                 FROM clock, {listed} \
+                 WHERE leases.name = m.name AND leases.token = m.token \
+                   AND leases.released_at IS NULL AND leases.expires_at > clock.now \
+                 RETURNING leases.name, leases.expires_at"
+            )),
             release: dialect.render(
                 "WITH clock AS (SELECT {now} AS now) \
                  UPDATE leases SET released_at = clock.now \
@@ -173,6 +195,52 @@ async fn renew_on(
             lease.name, lease.token
         ))),
     }
+}
+
+/// Renews each of `leases` in one transaction: every row locked as [`renew_on`] locks one (in
+/// the order of their names, so two renewals of overlapping sets cannot deadlock), then every
+/// live one extended by one statement.
+async fn renew_each_on(
+    inner: &Inner,
+    leases: &[Lease],
+    ttl: Duration,
+) -> StoreResult<Vec<Option<Lease>>> {
+    let action = "renewing leases";
+    let ttl = millis(ttl)?;
+    let sql = &inner.lease_sql;
+    let listed: Vec<serde_json::Value> = leases
+        .iter()
+        .map(|lease| serde_json::json!({"name": lease.name.as_str(), "token": lease.token.0}))
+        .collect();
+    let listed = serde_json::Value::Array(listed).to_string();
+    let mut tx = inner.begin_ungated(action).await?;
+    sqlx::query(&sql.lock_each_for_renewal)
+        .bind(&listed)
+        .fetch_all(&mut *tx)
+        .await
+        .context(action)?;
+    let rows = sqlx::query(&sql.extend_each_if_live)
+        .bind(&listed)
+        .bind(ttl)
+        .fetch_all(&mut *tx)
+        .await
+        .context(action)?;
+    tx.commit().await.context(action)?;
+    let mut extended = std::collections::HashMap::new();
+    for row in &rows {
+        let name: String = row.try_get(0).context(action)?;
+        let expires_at: i64 = row.try_get(1).context(action)?;
+        extended.insert(name, expires_at);
+    }
+    Ok(leases
+        .iter()
+        .map(|lease| {
+            extended.get(lease.name.as_str()).map(|expires_at| Lease {
+                expires_at: UnixMillis(*expires_at),
+                ..lease.clone()
+            })
+        })
+        .collect())
 }
 
 impl SqlStorage {
@@ -292,6 +360,18 @@ impl LeaseStore for SqlStorage {
         renewal
             .await
             .map_err(|_| StoreError::unavailable("renewing a lease: the renewal's task failed"))?
+    }
+
+    async fn renew_each(&self, leases: &[Lease], ttl: Duration) -> StoreResult<Vec<Option<Lease>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        // On a task of its own, as `renew` is.
+        let inner = Arc::clone(&self.inner);
+        let leases = leases.to_vec();
+        tokio::spawn(async move { renew_each_on(&inner, &leases, ttl).await })
+            .await
+            .map_err(|_| StoreError::unavailable("renewing leases: the renewal's task failed"))?
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<bool> {

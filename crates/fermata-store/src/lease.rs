@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{ErrorKind, StoreError, StoreResult};
 use crate::time::UnixMillis;
 
 /// The name of a lease: 1 to 100 characters of `a-z`, `0-9`, `:`, `.`, `_` and `-`.
@@ -154,6 +154,21 @@ pub trait LeaseStore: Send + Sync {
     /// Extends a lease we still hold to `ttl` from now. Fails with `Fenced` when the lease expired
     /// or another grant happened, and then extends nothing. Never waits for a fenced write.
     async fn renew(&self, lease: &Lease, ttl: Duration) -> StoreResult<Lease>;
+
+    /// Renews each of `leases` as [`renew`](Self::renew) does, all at once: in their order, the
+    /// renewed lease, or `None` for one that expired or was granted again (which is extended by
+    /// nothing). A store may renew them in one transaction; this one renews them one by one.
+    async fn renew_each(&self, leases: &[Lease], ttl: Duration) -> StoreResult<Vec<Option<Lease>>> {
+        let mut renewed = Vec::with_capacity(leases.len());
+        for lease in leases {
+            renewed.push(match self.renew(lease, ttl).await {
+                Ok(lease) => Some(lease),
+                Err(error) if error.kind() == ErrorKind::Fenced => None,
+                Err(error) => return Err(error),
+            });
+        }
+        Ok(renewed)
+    }
 
     /// Releases a lease we hold. Returns false, changing nothing, when it was no longer ours.
     async fn release(&self, lease: &Lease) -> StoreResult<bool>;

@@ -224,6 +224,68 @@ pub async fn renewal_after_a_takeover_cannot_extend_the_lost_lease(harness: &dyn
     );
 }
 
+/// Several leases renewed at once: the live ones are extended; one released, one that expired
+/// and one granted again are answered `None` and keep their rows as they were.
+pub async fn leases_renewed_at_once_extend_only_the_live_ones(harness: &dyn Harness) {
+    let store = plain(harness).await;
+    let leases = store.leases();
+    let named = |n: &str| LeaseName::new(format!("test:each:{n}")).unwrap();
+    let take = |n: &'static str, ttl: Duration| {
+        let store = Arc::clone(&store);
+        async move {
+            match store
+                .leases()
+                .acquire(&named(n), "alpha", ttl)
+                .await
+                .unwrap()
+            {
+                Acquisition::Granted(lease) => lease,
+                Acquisition::Held(record) => panic!("{n} is held by {}", record.holder),
+            }
+        }
+    };
+    let live = take("live", LONG).await;
+    let released = take("released", LONG).await;
+    assert!(leases.release(&released).await.unwrap());
+    let expired = take("expired", SHORT).await;
+    let lost = take("lost", SHORT).await;
+    let also_live = take("also-live", LONG).await;
+    eventually("the short leases expired", || async {
+        leases.peek(&named("lost")).await.unwrap().is_free()
+            && leases.peek(&named("expired")).await.unwrap().is_free()
+    })
+    .await;
+    let regranted = match leases.acquire(&named("lost"), "beta", LONG).await.unwrap() {
+        Acquisition::Granted(lease) => lease,
+        Acquisition::Held(record) => panic!("held by {}", record.holder),
+    };
+    let asked = [
+        live.clone(),
+        released.clone(),
+        expired.clone(),
+        lost.clone(),
+        also_live.clone(),
+    ];
+    let renewed = leases.renew_each(&asked, 2 * LONG).await.unwrap();
+    assert_eq!(renewed.len(), asked.len());
+    for (index, lease) in [(0, &live), (4, &also_live)] {
+        let renewed = renewed[index].as_ref().expect("a live lease is renewed");
+        assert_eq!((&renewed.name, renewed.token), (&lease.name, lease.token));
+        assert!(renewed.expires_at > lease.expires_at, "{renewed:?}");
+        let record = leases.peek(&lease.name).await.unwrap().record.unwrap();
+        assert_eq!(record.expires_at, renewed.expires_at);
+    }
+    assert!(renewed[1..4].iter().all(Option::is_none), "{renewed:?}");
+    assert!(leases.peek(&named("released")).await.unwrap().is_free());
+    assert!(leases.peek(&named("expired")).await.unwrap().is_free());
+    let record = leases.peek(&named("lost")).await.unwrap().record.unwrap();
+    assert_eq!(
+        (record.holder.as_str(), record.token, record.expires_at),
+        ("beta", regranted.token, regranted.expires_at)
+    );
+    assert!(leases.renew_each(&[], LONG).await.unwrap().is_empty());
+}
+
 pub async fn renewal_of_an_expired_lease_is_fenced(harness: &dyn Harness) {
     let store = plain(harness).await;
     let alpha = grant(&*store, "alpha", SHORT).await;

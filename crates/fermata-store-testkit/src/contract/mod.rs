@@ -117,6 +117,7 @@ macro_rules! contract_suite {
             tokens_strictly_increase_across_grants,
             renewal_after_a_takeover_cannot_extend_the_lost_lease,
             renewal_of_an_expired_lease_is_fenced,
+            leases_renewed_at_once_extend_only_the_live_ones,
             renewal_waiting_behind_a_takeover_cannot_extend_an_expired_lease,
             renewal_channel_renews_and_recovers_after_abandon,
             fenced_write_with_a_stale_token_is_refused,

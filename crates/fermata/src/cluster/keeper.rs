@@ -7,9 +7,10 @@
 //! shard's rooms, which checkpoint under the still-held fence and send their clients to
 //! reconnect, then release), and a member that died loses its shards when their leases expire.
 //! Shards are taken only while a member that announced itself holds the coordinator's lease.
-//! Each held lease is renewed every `renew_every` with the writer lease's timings; one not renewed
-//! by its safety deadline, or found taken over, is given up at once: its fence is emptied first,
-//! so nothing more is written under it.
+//! Each held lease is renewed every `renew_every` with the writer lease's timings, those due at
+//! one look all in one transaction (`LeaseStore::renew_each`); one not renewed by its safety
+//! deadline, or found taken over, is given up at once: its fence is emptied first, so nothing
+//! more is written under it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -274,23 +275,42 @@ impl ShardKeeper {
         tokio::spawn(async move { rooms.close_shard(shard, HANDED_OVER).await });
     }
 
-    /// Renews every lease whose renewal is due, all at once.
+    /// Renews every shard's lease whose renewal is due, all in one renewal, then the
+    /// coordinator's when it is due.
     async fn renew_due(&mut self) {
         let every = self.timings.renew_every;
-        let due: Vec<(Shard, Lease)> = self
+        let (due, leases): (Vec<Shard>, Vec<Lease>) = self
             .shards
             .iter()
             .filter(|(_, held)| held.sent.elapsed() >= every)
             .map(|(shard, held)| (*shard, held.lease.clone()))
-            .collect();
-        let renewals = due.iter().map(|(_, lease)| self.renew(lease));
-        for ((shard, _), outcome) in due.iter().zip(futures::future::join_all(renewals).await) {
-            match outcome {
-                Renewal::Renewed(held) => {
-                    self.shards.insert(*shard, held);
+            .unzip();
+        if !due.is_empty() {
+            let sent = Instant::now();
+            let attempt = timeout(
+                self.timings.attempt_timeout,
+                self.storage.leases().renew_each(&leases, self.timings.ttl),
+            );
+            match attempt.await {
+                Ok(Ok(renewed)) => {
+                    for (shard, lease) in due.into_iter().zip(renewed) {
+                        match lease {
+                            Some(lease) => {
+                                self.shards.insert(shard, Held { lease, sent });
+                            }
+                            None => self.lose(shard, "it expired or was taken over"),
+                        }
+                    }
                 }
-                Renewal::Lost => self.lose(*shard, "it expired or was taken over"),
-                Renewal::Retry => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(shards = due.len(), error = %ErrorChain(&error), "could not renew the shards' leases; retrying");
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        shards = due.len(),
+                        "renewing the shards' leases took too long; retrying"
+                    );
+                }
             }
         }
         if let Some(lease) = self

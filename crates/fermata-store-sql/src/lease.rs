@@ -366,12 +366,9 @@ impl LeaseStore for SqlStorage {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        // On a task of its own, as `renew` is.
-        let inner = Arc::clone(&self.inner);
-        let leases = leases.to_vec();
-        tokio::spawn(async move { renew_each_on(&inner, &leases, ttl).await })
-            .await
-            .map_err(|_| StoreError::unavailable("renewing leases: the renewal's task failed"))?
+        // Its transaction begins as every write's does, out of reach of a caller that stops
+        // waiting (see `write_transaction.rs`).
+        renew_each_on(&self.inner, leases, ttl).await
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<bool> {

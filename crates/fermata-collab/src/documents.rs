@@ -350,19 +350,20 @@ impl Documents {
     }
 
     /// The document as one Yjs update (v1), or the difference from `vector` (a v1 state vector)
-    /// when given, with the revision it reflects.
+    /// when given, with the revision it reflects: from its open room when the room is at least at
+    /// the stored revision (one row read, no recovery), otherwise recovered from storage.
     pub async fn state(
         &self,
         id: &ChannelId,
         vector: Option<Vec<u8>>,
     ) -> Result<(Vec<u8>, i64), EditError> {
-        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
         if let Some(open) = self.rooms.state_open(id, vector.clone()).await {
             let (bytes, revision) = open.map_err(EditError::Refused)?;
-            if revision >= snapshot.channel.revision {
+            if revision >= self.channel(id).await?.revision {
                 return Ok((bytes, revision));
             }
         }
+        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
         let open = recover(&snapshot).map_err(StoreError::from)?;
         let bytes = match vector {
             Some(vector) => open.doc.diff_since(&vector).map_err(EditError::Refused)?,

@@ -6,9 +6,10 @@
 //! `collaboration.rs`). It covers the usual case, a checkpoint and a short tail of small updates
 //! of the channel's epoch: the tail comes packed as one value, as a chunk of the long way's does
 //! (see `journal_read.rs`). Anything else it only counts: events after the checkpoint, rows too
-//! large to pack or of another epoch or past the channel's sequence, or a tail longer than one
-//! chunk. Then [`read_at_once`] answers `None` and the caller takes the long way, which reads and
-//! reports all of it.
+//! large to pack or of another epoch or past the channel's sequence. Then [`read_at_once`]
+//! answers `None` and the caller takes the long way, which reads and reports all of it. A tail
+//! longer than one chunk goes the long way too, and for it the statement reads only the channel
+//! and the checkpoint's counters.
 
 use fermata_store::{ChannelId, RecoverySnapshot, SidecarState, StoreResult};
 use sqlx::AnyConnection;
@@ -37,6 +38,8 @@ pub(crate) struct RecoveryStatement {
 const SIDECAR_AT: usize = 0;
 const CHECKPOINT_AT: usize = 3;
 const TAIL_AT: usize = 14;
+/// Where the checkpoint's covered sequence is among its columns.
+const THROUGH: usize = 2;
 
 impl RecoveryStatement {
     pub(crate) fn new(dialect: Dialect) -> Self {
@@ -44,22 +47,42 @@ impl RecoveryStatement {
         let entries = entries.replace("{small}", &small_rows());
         // What the checkpoint covers; a channel without one starts at sequence 0.
         let after = "COALESCE(cp.through_sequence, 0)";
+        // A tail longer than one chunk is read the long way, which reads everything again in a
+        // transaction of its own: the statement then reads only the counters that say so, not
+        // the checkpoint's contents, the sidecar or the journal (a 1 MB checkpoint or 100,000
+        // operation records read for nothing).
+        let short = |expression: &str| {
+            format!("CASE WHEN c.sequence - {after} <= {CHUNK} THEN {expression} END")
+        };
+        let (sidecar, text, state, checkpoint_sidecar) = (
+            short("s.sidecar"),
+            short("cp.canonical_text"),
+            short("cp.state"),
+            short("cp.sidecar"),
+        );
+        let tail = short(&format!(
+            "(SELECT {entries} FROM channel_updates \
+               WHERE channel_id = c.id AND sequence > {after})"
+        ));
+        let unpacked = short(&format!(
+            "(SELECT count(*) FROM channel_updates \
+               WHERE channel_id = c.id AND sequence > {after} \
+                 AND (epoch <> c.epoch OR length(bytes) > {SMALL} OR sequence > c.sequence))"
+        ));
+        let expected = short(&format!(
+            "(SELECT {expected} FROM channel_operations \
+               WHERE channel_id = c.id AND update_sequence > {after})"
+        ));
+        let events = short(&format!(
+            "(SELECT count(*) FROM channel_events WHERE channel_id = c.id AND sequence > {after})"
+        ));
         let sql = dialect.render(&format!(
             "SELECT {CHANNEL_COLUMNS}, \
-                    s.version, s.sidecar, s.unanswered_decisions, \
-                    cp.epoch, cp.generation, cp.through_sequence, cp.revision, cp.canonical_text, \
-                    cp.source_hash, cp.state, cp.sidecar_version, cp.sidecar, \
+                    s.version, {sidecar}, s.unanswered_decisions, \
+                    cp.epoch, cp.generation, cp.through_sequence, cp.revision, {text}, \
+                    cp.source_hash, {state}, cp.sidecar_version, {checkpoint_sidecar}, \
                     cp.sidecar_unanswered_decisions, cp.created_at, \
-                    (SELECT {entries} FROM channel_updates \
-                      WHERE channel_id = c.id AND sequence > {after} \
-                        AND c.sequence - {after} <= {CHUNK}), \
-                    (SELECT count(*) FROM channel_updates \
-                      WHERE channel_id = c.id AND sequence > {after} \
-                        AND (epoch <> c.epoch OR length(bytes) > {SMALL} OR sequence > c.sequence)), \
-                    (SELECT {expected} FROM channel_operations \
-                      WHERE channel_id = c.id AND update_sequence > {after}), \
-                    (SELECT count(*) FROM channel_events \
-                      WHERE channel_id = c.id AND sequence > {after}) \
+                    {tail}, {unpacked}, {expected}, {events} \
              FROM channels c \
              LEFT JOIN channel_state s ON s.channel_id = c.id \
              LEFT JOIN channel_snapshots cp ON cp.channel_id = c.id \
@@ -91,17 +114,21 @@ pub(crate) async fn read_at_once(
         return Ok(None);
     };
     let at = |offset: usize| statement.channel_columns + offset;
+    let channel = channel_from(&row, action)?;
+    // The statement read nothing more of a tail longer than one chunk.
+    let after: Option<i64> = column(&row, at(CHECKPOINT_AT + THROUGH), action)?;
+    if channel.sequence.saturating_sub(after.unwrap_or(0)) > CHUNK {
+        return Ok(None);
+    }
     let unpacked: i64 = column(&row, at(TAIL_AT + 1), action)?;
     let events: i64 = column(&row, at(TAIL_AT + 3), action)?;
-    let channel = channel_from(&row, action)?;
+    if unpacked > 0 || events > 0 {
+        return Ok(None);
+    }
     let checkpoint = match column::<Option<i64>>(&row, at(CHECKPOINT_AT), action)? {
         Some(_) => Some(checkpoint_from(&row, at(CHECKPOINT_AT), action)?),
         None => None,
     };
-    let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
-    if unpacked > 0 || events > 0 || channel.sequence.saturating_sub(after) > CHUNK {
-        return Ok(None);
-    }
     let mut updates = Vec::new();
     if let Some(entries) = column::<Option<Vec<u8>>>(&row, at(TAIL_AT), action)? {
         unpack_chunk(

@@ -732,7 +732,7 @@ fn binary_update(n: i64) -> Vec<u8> {
 
 /// A journal longer than any batch a store reads it in, with large updates among small binary
 /// ones and sequences that carried no update, is recovered whole, in sequence order; so is a
-/// short one.
+/// short one, and so are a long and a short tail after a checkpoint.
 pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
     harness: &dyn Harness,
 ) {
@@ -787,6 +787,50 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
     assert!(snapshot.updates.iter().all(|update| update.epoch == 1));
     let sequences: Vec<i64> = written.iter().map(|(sequence, _)| *sequence).collect();
     assert_eq!(snapshot.expected_update_sequences, sequences);
+    let channel_sidecar = snapshot.sidecar.map(|sidecar| sidecar.json);
+    assert_eq!(channel_sidecar, Some(sidecar(4_050).json));
+
+    // After a checkpoint, a tail longer than any batch, then a short one: each read whole, with
+    // the checkpoint's contents and the channel's sidecar.
+    for through in [100, 4_000] {
+        let saved = checkpoint(1, through, through, &format!("through {through}"));
+        collaboration
+            .save_checkpoint(&docs.fence, &channel.id, &saved)
+            .await
+            .unwrap();
+        let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
+        let stored = snapshot.checkpoint.expect("the checkpoint");
+        assert_eq!(stored.through_sequence, through);
+        assert_eq!(stored.canonical_text, saved.canonical_text);
+        assert_eq!(stored.state, saved.state);
+        assert_eq!(stored.source_hash, saved.source_hash);
+        assert_eq!(
+            stored.sidecar.map(|sidecar| sidecar.json),
+            saved.sidecar.map(|sidecar| sidecar.json)
+        );
+        assert_eq!(
+            snapshot.sidecar.map(|sidecar| sidecar.json),
+            channel_sidecar
+        );
+        let tail: Vec<&(i64, Vec<u8>)> = written
+            .iter()
+            .filter(|(sequence, _)| *sequence > through)
+            .collect();
+        let read: Vec<(i64, &[u8])> = snapshot
+            .updates
+            .iter()
+            .map(|update| (update.sequence, update.bytes.as_slice()))
+            .collect();
+        assert!(
+            read.iter()
+                .zip(&tail)
+                .all(|(read, written)| read.0 == written.0 && read.1 == written.1.as_slice())
+                && read.len() == tail.len(),
+            "the journal after the checkpoint through {through} did not read back as written"
+        );
+        let sequences: Vec<i64> = tail.iter().map(|(sequence, _)| *sequence).collect();
+        assert_eq!(snapshot.expected_update_sequences, sequences);
+    }
 }
 
 pub async fn an_epoch_replacement_installs_a_new_history_atomically(harness: &dyn Harness) {

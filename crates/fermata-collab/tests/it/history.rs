@@ -307,66 +307,52 @@ async fn browser_edits_are_credited_to_their_member_and_recorded_only_after_ackn
     assert_eq!(versions[1].author, Some(user("ann")));
 }
 
-#[tokio::test]
-async fn a_stop_records_the_burst_in_progress_before_it_returns() {
-    let rig = Rig::open(Mode::Gated).await;
-    let mut ann = Client::join(&rig, "ann").await;
-    ann.type_text("typed just before the stop").await;
+/// Ann types; while her burst is still open (it settles a second after the last edit), `ending`
+/// runs with the history's write held for a while once it settles the burst. The burst must be
+/// recorded by the time `ending` returns: the server may then give up the fence it wrote under.
+async fn assert_the_burst_is_recorded_by(rig: &Rig, what: &str, ending: impl Future<Output = ()>) {
+    let mut ann = Client::join(rig, "ann").await;
+    ann.type_text(&format!("typed just before the {what}"))
+        .await;
     let revision = eventually_some("the edit saved", || async {
         let (text, revision) = rig.stored().await;
         (!text.is_empty()).then_some(revision)
     })
     .await;
-    // The burst is still open (it settles a second after the last edit), and its write is held
-    // for a while once the stop settles it.
     rig.hold_history().await;
-    let stopping = async {
-        rig.rooms.shutdown("the server is stopping").await;
-        rig.rooms.recordings_written().await;
-    };
     let release = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         rig.release_history();
     };
-    tokio::join!(stopping, release);
-    // The stop waited for the recording, so the server may now give up its fence.
+    tokio::join!(ending, release);
     let versions = rig.versions().await;
-    assert_eq!(versions.len(), 1, "the burst was not recorded by the stop");
+    assert_eq!(
+        versions.len(),
+        1,
+        "the burst was not recorded by the {what}"
+    );
     assert_eq!(versions[0].revision, revision);
     assert_eq!(versions[0].author, Some(user("ann")));
 }
 
 #[tokio::test]
+async fn a_stop_records_the_burst_in_progress_before_it_returns() {
+    let rig = Rig::open(Mode::Gated).await;
+    let stopping = async {
+        rig.rooms.shutdown("the server is stopping").await;
+        rig.rooms.recordings_written().await;
+    };
+    assert_the_burst_is_recorded_by(&rig, "stop", stopping).await;
+}
+
+#[tokio::test]
 async fn a_hand_over_records_the_burst_in_progress_before_the_shard_is_given_up() {
     let rig = Rig::sharded(Mode::Gated).await;
-    let shard = rig.shard.unwrap();
-    let mut ann = Client::join(&rig, "ann").await;
-    ann.type_text("typed just before the hand-over").await;
-    let revision = eventually_some("the edit saved", || async {
-        let (text, revision) = rig.stored().await;
-        (!text.is_empty()).then_some(revision)
-    })
-    .await;
-    // The burst is still open, and its write is held for a while once the hand-over closes the
-    // room.
-    rig.hold_history().await;
-    let handing_over = rig
-        .rooms
-        .close_shard(shard, "the document moved to another server; reconnect");
-    let release = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        rig.release_history();
-    };
-    tokio::join!(handing_over, release);
-    // The hand-over waited for the recording, so the member may now give the shard up.
-    let versions = rig.versions().await;
-    assert_eq!(
-        versions.len(),
-        1,
-        "the burst was not recorded by the hand-over"
+    let handing_over = rig.rooms.close_shard(
+        rig.shard.unwrap(),
+        "the document moved to another server; reconnect",
     );
-    assert_eq!(versions[0].revision, revision);
-    assert_eq!(versions[0].author, Some(user("ann")));
+    assert_the_burst_is_recorded_by(&rig, "hand-over", handing_over).await;
 }
 
 #[tokio::test]

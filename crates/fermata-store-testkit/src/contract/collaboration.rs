@@ -812,20 +812,18 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
             snapshot.sidecar.map(|sidecar| sidecar.json),
             channel_sidecar
         );
-        let tail: Vec<&(i64, Vec<u8>)> = written
+        let tail: Vec<(i64, Vec<u8>)> = written
             .iter()
             .filter(|(sequence, _)| *sequence > through)
+            .cloned()
             .collect();
-        let read: Vec<(i64, &[u8])> = snapshot
+        let read: Vec<(i64, Vec<u8>)> = snapshot
             .updates
-            .iter()
-            .map(|update| (update.sequence, update.bytes.as_slice()))
+            .into_iter()
+            .map(|update| (update.sequence, update.bytes))
             .collect();
         assert!(
-            read.iter()
-                .zip(&tail)
-                .all(|(read, written)| read.0 == written.0 && read.1 == written.1.as_slice())
-                && read.len() == tail.len(),
+            read == tail,
             "the journal after the checkpoint through {through} did not read back as written"
         );
         let sequences: Vec<i64> = tail.iter().map(|(sequence, _)| *sequence).collect();

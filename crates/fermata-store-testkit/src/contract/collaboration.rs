@@ -10,7 +10,7 @@ use fermata_store::channel::{
     ChannelFilter, ChannelId, CreationKey, DescriptionDraft, NewChannel, Repository, Slug,
 };
 use fermata_store::collaboration::{
-    Commit, EventDraft, NewCheckpoint, OperationId, PublishedChannel, SidecarState,
+    Commit, EventDraft, JournalUpdate, NewCheckpoint, OperationId, PublishedChannel, SidecarState,
 };
 use fermata_store::error::ErrorKind;
 use fermata_store::lease::Fence;
@@ -730,6 +730,14 @@ fn binary_update(n: i64) -> Vec<u8> {
     bytes
 }
 
+/// A snapshot's journal as (sequence, bytes) pairs, to compare with what was written.
+fn sequenced(updates: &[JournalUpdate]) -> Vec<(i64, Vec<u8>)> {
+    updates
+        .iter()
+        .map(|update| (update.sequence, update.bytes.clone()))
+        .collect()
+}
+
 /// A journal longer than any batch a store reads it in, with large updates among small binary
 /// ones and sequences that carried no update, is recovered whole, in sequence order; so is a
 /// short one, and so are a long and a short tail after a checkpoint.
@@ -747,11 +755,7 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
         written.push((committed.sequence, binary_update(n)));
     }
     let snapshot = collaboration.recovery_snapshot(&short.id).await.unwrap();
-    let read: Vec<(i64, Vec<u8>)> = snapshot
-        .updates
-        .into_iter()
-        .map(|update| (update.sequence, update.bytes))
-        .collect();
+    let read = sequenced(&snapshot.updates);
     assert!(
         read == written,
         "the short journal did not read back as written"
@@ -777,11 +781,7 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
         }
     }
     let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
-    let read: Vec<(i64, Vec<u8>)> = snapshot
-        .updates
-        .iter()
-        .map(|update| (update.sequence, update.bytes.clone()))
-        .collect();
+    let read = sequenced(&snapshot.updates);
     assert_eq!(read.len(), written.len());
     assert!(read == written, "the journal did not read back as written");
     assert!(snapshot.updates.iter().all(|update| update.epoch == 1));
@@ -817,11 +817,7 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
             .filter(|(sequence, _)| *sequence > through)
             .cloned()
             .collect();
-        let read: Vec<(i64, Vec<u8>)> = snapshot
-            .updates
-            .into_iter()
-            .map(|update| (update.sequence, update.bytes))
-            .collect();
+        let read = sequenced(&snapshot.updates);
         assert!(
             read == tail,
             "the journal after the checkpoint through {through} did not read back as written"

@@ -45,6 +45,7 @@
 mod catalog;
 pub mod model;
 pub mod normalize;
+mod objects;
 pub mod render;
 mod scan;
 mod script_check;
@@ -52,9 +53,7 @@ mod workspace;
 
 use std::collections::BTreeMap;
 
-use fermata_schema_core::{
-    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
-};
+use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::Executor;
@@ -62,9 +61,8 @@ use sqlx::mysql::MySqlConnection;
 
 use crate::filter::Filter;
 use crate::names;
-use crate::safe_context::{SafeCode, caused};
-use crate::source::{DriverContext, DriverFailure, mysql_error_number, query_code};
-use catalog::refuse;
+use crate::safe_context::SafeCode;
+use crate::source::DriverContext;
 use model::DatabaseModel;
 
 /// Every catalog query a MySQL source runs (the test of MySQL's view definitions reads them).
@@ -266,8 +264,7 @@ pub async fn snapshot_filtered(
     model
         .triggers
         .retain(|trigger| !filter.ignores_table(&trigger.table));
-    let texts = show_create_all(connections, database, &show_create_requests(&model)).await?;
-    let mut files = checked_files(&mut model, database, texts)?;
+    let mut files = objects::checked_files(connections, database, &mut model).await?;
     let schema_json = serde_json::to_string_pretty(&model).or_safe(unsupported)?;
     files.insert(
         "schema.json".to_owned(),
@@ -317,166 +314,6 @@ pub async fn snapshot_filtered(
     })
 }
 
-/// The `SHOW CREATE` statement kind and name of every object, in the order [`checked_files`]
-/// takes their texts.
-fn show_create_requests(model: &DatabaseModel) -> Vec<(&'static str, String)> {
-    let named = |kind: &'static str, name: &String| (kind, name.clone());
-    model
-        .tables
-        .iter()
-        .map(|table| named("TABLE", &table.name))
-        .chain(model.views.iter().map(|view| named("VIEW", &view.name)))
-        .chain(
-            model
-                .sequences
-                .iter()
-                .map(|sequence| named("SEQUENCE", &sequence.name)),
-        )
-        .chain(
-            model
-                .routines
-                .iter()
-                .map(|routine| named(routine.kind.keyword(), &routine.name)),
-        )
-        .chain(
-            model
-                .triggers
-                .iter()
-                .map(|trigger| named("TRIGGER", &trigger.name)),
-        )
-        .chain(model.events.iter().map(|event| named("EVENT", &event.name)))
-        .collect()
-}
-
-/// The canonical file of every object, each checked against the server's text (given in the
-/// order of [`show_create_requests`]). What only the text says is read from it first: routines'
-/// parameter lists, views' algorithms, tables' periods, `WITHOUT OVERLAPS`, `DEFAULT` list
-/// partitions and system-time partitioning clauses. An object that does not check is refused by
-/// name.
-fn checked_files(
-    model: &mut DatabaseModel,
-    database: &DatabaseName,
-    texts: Vec<String>,
-) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
-    let unsupported = || {
-        SafeError::about(
-            ErrorCode::UnsupportedSchemaOutput,
-            Subject::Database(database.clone()),
-        )
-    };
-    // The model must render to exactly the server's canonical text.
-    let check = |kind: ObjectKind, name: &str, server: Option<String>, canonical: &str| {
-        if server.as_deref() == Some(canonical) {
-            Ok(())
-        } else {
-            tracing::warn!(database = %database, kind = kind.name(), "an object's model does not match the server's definition; the database is not snapshotted");
-            Err(refuse(database, kind, name, Reason::DefinitionMismatch))
-        }
-    };
-    let file = |canonical: &str| format!("{canonical}\n").into_bytes();
-    let mut texts = texts.into_iter();
-    let mut next = || texts.next().ok_or_else(unsupported);
-    let mut files = BTreeMap::new();
-    let flavor = model.flavor;
-    for table in &mut model.tables {
-        let text = next()?;
-        normalize::table_facts(&text, table, flavor)
-            .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
-        let canonical = render::render_table(table, flavor);
-        check(
-            ObjectKind::Table,
-            &table.name,
-            normalize::table(&text, table, flavor),
-            &canonical,
-        )?;
-        files.insert(
-            names::object_path("tables", None, &table.name)?,
-            file(&canonical),
-        );
-    }
-    for view in &mut model.views {
-        let text = next()?;
-        view.algorithm = normalize::view_algorithm(&text).ok_or_else(|| {
-            refuse(
-                database,
-                ObjectKind::View,
-                &view.name,
-                Reason::UnreadableDefinition,
-            )
-        })?;
-        let canonical = render::render_view(view);
-        check(
-            ObjectKind::View,
-            &view.name,
-            normalize::view(&text, database.as_str()),
-            &canonical,
-        )?;
-        files.insert(
-            names::object_path("views", None, &view.name)?,
-            file(&canonical),
-        );
-    }
-    for sequence in &model.sequences {
-        let canonical = render::render_sequence(sequence);
-        check(
-            ObjectKind::Sequence,
-            &sequence.name,
-            normalize::sequence(&next()?),
-            &canonical,
-        )?;
-        files.insert(
-            names::object_path("sequences", None, &sequence.name)?,
-            file(&canonical),
-        );
-    }
-    for routine in &mut model.routines {
-        let kind = routine_object_kind(routine.kind);
-        let text = normalize::routine(&next()?, routine, database.as_str(), flavor)
-            .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
-            .ok_or_else(|| refuse(database, kind, &routine.name, Reason::DefinitionMismatch))?;
-        routine.parameter_list = text.parameter_list;
-        let canonical = render::render_routine(routine);
-        check(kind, &routine.name, Some(text.canonical), &canonical)?;
-        files.insert(routine_path(routine)?, file(&canonical));
-    }
-    let order = render::trigger_order(&model.triggers);
-    for trigger in &model.triggers {
-        let canonical = render::render_trigger(trigger, None);
-        check(
-            ObjectKind::Trigger,
-            &trigger.name,
-            normalize::trigger(&next()?, database.as_str()),
-            &canonical,
-        )?;
-        let applied = render::render_trigger(trigger, order.get(&trigger.name).map(String::as_str));
-        files.insert(
-            names::object_path("triggers", None, &trigger.name)?,
-            file(&applied),
-        );
-    }
-    for event in &model.events {
-        let canonical = render::render_event(event);
-        check(
-            ObjectKind::Event,
-            &event.name,
-            normalize::event(&next()?),
-            &canonical,
-        )?;
-        files.insert(
-            names::object_path("events", None, &event.name)?,
-            file(&canonical),
-        );
-    }
-    Ok(files)
-}
-
-fn routine_object_kind(kind: model::RoutineKind) -> ObjectKind {
-    match kind {
-        model::RoutineKind::Function => ObjectKind::Function,
-        model::RoutineKind::Procedure => ObjectKind::Procedure,
-    }
-}
-
 /// The first check of the shared connection verifier: snapshots `candidate`'s database again
 /// over `connections` (prepared, at least one, and none the candidate was taken on) and requires
 /// the same snapshot hash. A difference means the schema changed meanwhile: the retryable
@@ -497,110 +334,4 @@ pub async fn verify_live(
             Subject::Database(database.clone()),
         ))
     }
-}
-
-/// `SHOW CREATE <kind>` of every object, in the objects' order, spread over the connections.
-async fn show_create_all(
-    connections: &mut [MySqlConnection],
-    database: &DatabaseName,
-    objects: &[(&'static str, String)],
-) -> Result<Vec<String>, SafeError> {
-    let share = objects.len().div_ceil(connections.len().max(1)).max(1);
-    let chunks = objects.chunks(share);
-    let work = connections
-        .iter_mut()
-        .zip(chunks)
-        .map(|(connection, chunk)| async move {
-            let mut texts = Vec::with_capacity(chunk.len());
-            for (kind, name) in chunk {
-                texts.push(show_create(connection, database, kind, name).await?);
-            }
-            Ok::<_, SafeError>(texts)
-        });
-    let mut all = Vec::with_capacity(objects.len());
-    for texts in futures::future::join_all(work).await {
-        all.extend(texts?);
-    }
-    Ok(all)
-}
-
-async fn show_create(
-    connection: &mut MySqlConnection,
-    database: &DatabaseName,
-    kind: &str,
-    name: &str,
-) -> Result<String, SafeError> {
-    let object_kind = match kind {
-        "VIEW" => ObjectKind::View,
-        "SEQUENCE" => ObjectKind::Sequence,
-        "FUNCTION" => ObjectKind::Function,
-        "PROCEDURE" => ObjectKind::Procedure,
-        "TRIGGER" => ObjectKind::Trigger,
-        "EVENT" => ObjectKind::Event,
-        _ => ObjectKind::Table,
-    };
-    let sql = format!(
-        "SHOW CREATE {kind} {}.{}",
-        render::identifier(database.as_str()),
-        render::identifier(name)
-    );
-    // The text protocol: one round trip, and no prepared statement for the server to
-    // invalidate when the object changes.
-    let row = connection
-        .fetch_one(sql.as_str())
-        .await
-        .map_err(|error| show_create_error(&error, database, object_kind, name))?;
-    // The statement's column: after the name, and for stored programs after the `sql_mode`
-    // (and an event's time zone) they were created with.
-    let column = match kind {
-        "PROCEDURE" | "FUNCTION" | "TRIGGER" => 2,
-        "EVENT" => 3,
-        _ => 1,
-    };
-    let unreadable = || refuse(database, object_kind, name, Reason::UnreadableDefinition);
-    // NULL when the account may not read a routine's definition.
-    let bytes: Option<Vec<u8>> =
-        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unreadable)?;
-    let bytes = bytes.ok_or_else(|| denied(database, object_kind, name))?;
-    String::from_utf8(bytes).or_safe(unreadable)
-}
-
-/// `PERMISSION_DENIED` naming the object `kind` `name` the account may not read.
-fn denied(database: &DatabaseName, kind: ObjectKind, name: &str) -> SafeError {
-    let mut object = ObjectSubject::kind(database, kind);
-    object.name = fermata_schema_core::ObjectName::new(name).ok();
-    SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
-}
-
-/// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it is a schema
-/// change (retried); a privilege the account lacks for this kind of object names the object;
-/// anything else is the server error's own code. The driver's failure is kept as the cause.
-fn show_create_error(
-    error: &sqlx::Error,
-    database: &DatabaseName,
-    kind: ObjectKind,
-    name: &str,
-) -> SafeError {
-    let safe_error = match mysql_error_number(error) {
-        // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_TRG_DOES_NOT_EXIST,
-        // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES
-        Some(1146 | 1305 | 1360 | 1539 | 4091) => SafeError::about(
-            ErrorCode::SchemaChanged,
-            Subject::Database(database.clone()),
-        ),
-        // ER_BAD_DB_ERROR
-        Some(1049) => SafeError::about(
-            ErrorCode::DatabaseNoLongerVisible,
-            Subject::Database(database.clone()),
-        ),
-        _ => match query_code(error) {
-            ErrorCode::PermissionDenied => denied(database, kind, name),
-            code => SafeError::about(code, Subject::Database(database.clone())),
-        },
-    };
-    caused(
-        safe_error,
-        "show an object's definition",
-        DriverFailure::of(error),
-    )
 }

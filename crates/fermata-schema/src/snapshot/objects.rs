@@ -1,0 +1,325 @@
+//! Each object's `SHOW CREATE`, spread over the snapshot's connections, and its canonical file:
+//! the model's rendering of the object, checked against the server's text as soon as that text
+//! arrives, while the server answers the connection's next `SHOW CREATE`. What only the text says
+//! is read from it first: routines' parameter lists, views' algorithms, tables' periods,
+//! `WITHOUT OVERLAPS`, `DEFAULT` list partitions and system-time partitioning clauses. An object
+//! that does not check is refused by name.
+
+use std::collections::BTreeMap;
+
+use fermata_schema_core::{
+    DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
+};
+use sqlx::Executor;
+use sqlx::mysql::MySqlConnection;
+
+use super::catalog::refuse;
+use super::model::{
+    DatabaseModel, Event, Flavor, Routine, RoutineKind, Sequence, Table, Trigger, View,
+};
+use super::{normalize, render, routine_path};
+use crate::names;
+use crate::safe_context::{SafeCode, caused};
+use crate::source::{DriverContext, DriverFailure, mysql_error_number, query_code};
+
+/// One object of the model, with what of it its check fills in.
+enum Object<'m> {
+    Table(&'m mut Table),
+    View(&'m mut View),
+    Sequence(&'m Sequence),
+    Routine(&'m mut Routine),
+    /// With the `FOLLOWS` or `PRECEDES` clause its file says, if any.
+    Trigger(&'m Trigger, Option<&'m str>),
+    Event(&'m Event),
+}
+
+impl Object<'_> {
+    /// The kind's keyword in `SHOW CREATE`.
+    fn keyword(&self) -> &'static str {
+        match self {
+            Object::Table(_) => "TABLE",
+            Object::View(_) => "VIEW",
+            Object::Sequence(_) => "SEQUENCE",
+            Object::Routine(routine) => routine.kind.keyword(),
+            Object::Trigger(..) => "TRIGGER",
+            Object::Event(_) => "EVENT",
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Object::Table(table) => &table.name,
+            Object::View(view) => &view.name,
+            Object::Sequence(sequence) => &sequence.name,
+            Object::Routine(routine) => &routine.name,
+            Object::Trigger(trigger, _) => &trigger.name,
+            Object::Event(event) => &event.name,
+        }
+    }
+
+    /// The object's file (its path and content), once the model renders to exactly the server's
+    /// `text` in canonical form.
+    fn file(
+        &mut self,
+        text: &str,
+        database: &DatabaseName,
+        flavor: Flavor,
+    ) -> Result<(String, Vec<u8>), SafeError> {
+        let file = |canonical: &str| format!("{canonical}\n").into_bytes();
+        match self {
+            Object::Table(table) => {
+                normalize::table_facts(text, table, flavor)
+                    .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
+                let canonical = render::render_table(table, flavor);
+                let server = normalize::table(text, table, flavor);
+                same(
+                    database,
+                    ObjectKind::Table,
+                    &table.name,
+                    server.as_deref(),
+                    &canonical,
+                )?;
+                Ok((
+                    names::object_path("tables", None, &table.name)?,
+                    file(&canonical),
+                ))
+            }
+            Object::View(view) => {
+                view.algorithm = normalize::view_algorithm(text).ok_or_else(|| {
+                    refuse(
+                        database,
+                        ObjectKind::View,
+                        &view.name,
+                        Reason::UnreadableDefinition,
+                    )
+                })?;
+                let canonical = render::render_view(view);
+                let server = normalize::view(text, database.as_str());
+                same(
+                    database,
+                    ObjectKind::View,
+                    &view.name,
+                    server.as_deref(),
+                    &canonical,
+                )?;
+                Ok((
+                    names::object_path("views", None, &view.name)?,
+                    file(&canonical),
+                ))
+            }
+            Object::Sequence(sequence) => {
+                let canonical = render::render_sequence(sequence);
+                let server = normalize::sequence(text);
+                same(
+                    database,
+                    ObjectKind::Sequence,
+                    &sequence.name,
+                    server.as_deref(),
+                    &canonical,
+                )?;
+                Ok((
+                    names::object_path("sequences", None, &sequence.name)?,
+                    file(&canonical),
+                ))
+            }
+            Object::Routine(routine) => {
+                let kind = routine_kind(routine.kind);
+                let text = normalize::routine(text, routine, database.as_str(), flavor)
+                    .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
+                    .ok_or_else(|| {
+                        refuse(database, kind, &routine.name, Reason::DefinitionMismatch)
+                    })?;
+                routine.parameter_list = text.parameter_list;
+                let canonical = render::render_routine(routine);
+                same(
+                    database,
+                    kind,
+                    &routine.name,
+                    Some(&text.canonical),
+                    &canonical,
+                )?;
+                Ok((routine_path(routine)?, file(&canonical)))
+            }
+            Object::Trigger(trigger, order) => {
+                let canonical = render::render_trigger(trigger, None);
+                let server = normalize::trigger(text, database.as_str());
+                same(
+                    database,
+                    ObjectKind::Trigger,
+                    &trigger.name,
+                    server.as_deref(),
+                    &canonical,
+                )?;
+                let applied = render::render_trigger(trigger, *order);
+                Ok((
+                    names::object_path("triggers", None, &trigger.name)?,
+                    file(&applied),
+                ))
+            }
+            Object::Event(event) => {
+                let canonical = render::render_event(event);
+                let server = normalize::event(text);
+                same(
+                    database,
+                    ObjectKind::Event,
+                    &event.name,
+                    server.as_deref(),
+                    &canonical,
+                )?;
+                Ok((
+                    names::object_path("events", None, &event.name)?,
+                    file(&canonical),
+                ))
+            }
+        }
+    }
+}
+
+fn routine_kind(kind: RoutineKind) -> ObjectKind {
+    match kind {
+        RoutineKind::Function => ObjectKind::Function,
+        RoutineKind::Procedure => ObjectKind::Procedure,
+    }
+}
+
+/// Nothing when the model's `canonical` text is exactly the `server`'s; otherwise the object is
+/// refused.
+fn same(
+    database: &DatabaseName,
+    kind: ObjectKind,
+    name: &str,
+    server: Option<&str>,
+    canonical: &str,
+) -> Result<(), SafeError> {
+    if server == Some(canonical) {
+        Ok(())
+    } else {
+        tracing::warn!(database = %database, kind = kind.name(), "an object's model does not match the server's definition; the database is not snapshotted");
+        Err(refuse(database, kind, name, Reason::DefinitionMismatch))
+    }
+}
+
+/// The canonical file of every object of `model`, by path, each read with `SHOW CREATE` over one
+/// of `connections` (the objects shared out in order) and checked as it comes. A failed
+/// `SHOW CREATE` is the error, the first in the objects' order; otherwise the first object, in
+/// order, that does not check.
+pub(super) async fn checked_files(
+    connections: &mut [MySqlConnection],
+    database: &DatabaseName,
+    model: &mut DatabaseModel,
+) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+    let flavor = model.flavor;
+    let order = render::trigger_order(&model.triggers);
+    let mut objects: Vec<Object> =
+        model
+            .tables
+            .iter_mut()
+            .map(Object::Table)
+            .chain(model.views.iter_mut().map(Object::View))
+            .chain(model.sequences.iter().map(Object::Sequence))
+            .chain(model.routines.iter_mut().map(Object::Routine))
+            .chain(model.triggers.iter().map(|trigger| {
+                Object::Trigger(trigger, order.get(&trigger.name).map(String::as_str))
+            }))
+            .chain(model.events.iter().map(Object::Event))
+            .collect();
+    let count = objects.len();
+    let share = count.div_ceil(connections.len().max(1)).max(1);
+    let work = connections.iter_mut().zip(objects.chunks_mut(share)).map(
+        |(connection, chunk)| async move {
+            let mut files = Vec::with_capacity(chunk.len());
+            for object in chunk {
+                let text =
+                    show_create(connection, database, object.keyword(), object.name()).await?;
+                files.push(object.file(&text, database, flavor));
+            }
+            Ok::<_, SafeError>(files)
+        },
+    );
+    let mut all = Vec::with_capacity(count);
+    for files in futures::future::join_all(work).await {
+        all.extend(files?);
+    }
+    all.into_iter().collect()
+}
+
+async fn show_create(
+    connection: &mut MySqlConnection,
+    database: &DatabaseName,
+    kind: &str,
+    name: &str,
+) -> Result<String, SafeError> {
+    let object_kind = match kind {
+        "VIEW" => ObjectKind::View,
+        "SEQUENCE" => ObjectKind::Sequence,
+        "FUNCTION" => ObjectKind::Function,
+        "PROCEDURE" => ObjectKind::Procedure,
+        "TRIGGER" => ObjectKind::Trigger,
+        "EVENT" => ObjectKind::Event,
+        _ => ObjectKind::Table,
+    };
+    let sql = format!(
+        "SHOW CREATE {kind} {}.{}",
+        render::identifier(database.as_str()),
+        render::identifier(name)
+    );
+    // The text protocol: one round trip, and no prepared statement for the server to
+    // invalidate when the object changes.
+    let row = connection
+        .fetch_one(sql.as_str())
+        .await
+        .map_err(|error| show_create_error(&error, database, object_kind, name))?;
+    // The statement's column: after the name, and for stored programs after the `sql_mode`
+    // (and an event's time zone) they were created with.
+    let column = match kind {
+        "PROCEDURE" | "FUNCTION" | "TRIGGER" => 2,
+        "EVENT" => 3,
+        _ => 1,
+    };
+    let unreadable = || refuse(database, object_kind, name, Reason::UnreadableDefinition);
+    // NULL when the account may not read a routine's definition.
+    let bytes: Option<Vec<u8>> =
+        sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unreadable)?;
+    let bytes = bytes.ok_or_else(|| denied(database, object_kind, name))?;
+    String::from_utf8(bytes).or_safe(unreadable)
+}
+
+/// `PERMISSION_DENIED` naming the object `kind` `name` the account may not read.
+fn denied(database: &DatabaseName, kind: ObjectKind, name: &str) -> SafeError {
+    let mut object = ObjectSubject::kind(database, kind);
+    object.name = fermata_schema_core::ObjectName::new(name).ok();
+    SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
+}
+
+/// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it is a schema
+/// change (retried); a privilege the account lacks for this kind of object names the object;
+/// anything else is the server error's own code. The driver's failure is kept as the cause.
+fn show_create_error(
+    error: &sqlx::Error,
+    database: &DatabaseName,
+    kind: ObjectKind,
+    name: &str,
+) -> SafeError {
+    let safe_error = match mysql_error_number(error) {
+        // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_TRG_DOES_NOT_EXIST,
+        // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES
+        Some(1146 | 1305 | 1360 | 1539 | 4091) => SafeError::about(
+            ErrorCode::SchemaChanged,
+            Subject::Database(database.clone()),
+        ),
+        // ER_BAD_DB_ERROR
+        Some(1049) => SafeError::about(
+            ErrorCode::DatabaseNoLongerVisible,
+            Subject::Database(database.clone()),
+        ),
+        _ => match query_code(error) {
+            ErrorCode::PermissionDenied => denied(database, kind, name),
+            code => SafeError::about(code, Subject::Database(database.clone())),
+        },
+    };
+    caused(
+        safe_error,
+        "show an object's definition",
+        DriverFailure::of(error),
+    )
+}

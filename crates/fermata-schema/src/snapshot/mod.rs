@@ -138,10 +138,7 @@ pub(crate) fn set_session(sql_mode: &str, time_zone: &str) -> String {
 
 /// A routine's file: `routines/function.<name>.sql` or `routines/procedure.<name>.sql`.
 fn routine_path(routine: &model::Routine) -> Result<String, SafeError> {
-    let prefix = match routine.kind {
-        model::RoutineKind::Function => "function",
-        model::RoutineKind::Procedure => "procedure",
-    };
+    let prefix = routine.kind.object_kind().name();
     names::object_path("routines", Some(prefix), &routine.name)
 }
 

@@ -222,6 +222,14 @@ impl RoutineKind {
             RoutineKind::Procedure => "PROCEDURE",
         }
     }
+
+    /// The kind of object a routine of this kind is, in errors and subjects.
+    pub fn object_kind(self) -> fermata_schema_core::ObjectKind {
+        match self {
+            RoutineKind::Function => fermata_schema_core::ObjectKind::Function,
+            RoutineKind::Procedure => fermata_schema_core::ObjectKind::Procedure,
+        }
+    }
 }
 
 /// A stored procedure or function. Its file leaves the definer out, as a view's does.

@@ -14,9 +14,7 @@ use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 
 use super::catalog::refuse;
-use super::model::{
-    DatabaseModel, Event, Flavor, Routine, RoutineKind, Sequence, Table, Trigger, View,
-};
+use super::model::{DatabaseModel, Event, Flavor, Routine, Sequence, Table, Trigger, View};
 use super::{normalize, render, routine_path};
 use crate::names;
 use crate::safe_context::{SafeCode, caused};
@@ -34,15 +32,14 @@ enum Object<'m> {
 }
 
 impl Object<'_> {
-    /// The kind's keyword in `SHOW CREATE`.
-    fn keyword(&self) -> &'static str {
+    fn kind(&self) -> ObjectKind {
         match self {
-            Object::Table(_) => "TABLE",
-            Object::View(_) => "VIEW",
-            Object::Sequence(_) => "SEQUENCE",
-            Object::Routine(routine) => routine.kind.keyword(),
-            Object::Trigger(..) => "TRIGGER",
-            Object::Event(_) => "EVENT",
+            Object::Table(_) => ObjectKind::Table,
+            Object::View(_) => ObjectKind::View,
+            Object::Sequence(_) => ObjectKind::Sequence,
+            Object::Routine(routine) => routine.kind.object_kind(),
+            Object::Trigger(..) => ObjectKind::Trigger,
+            Object::Event(_) => ObjectKind::Event,
         }
     }
 
@@ -65,137 +62,59 @@ impl Object<'_> {
         database: &DatabaseName,
         flavor: Flavor,
     ) -> Result<(String, Vec<u8>), SafeError> {
-        let file = |canonical: &str| format!("{canonical}\n").into_bytes();
-        match self {
+        let kind = self.kind();
+        let refused = |name: &str, reason| refuse(database, kind, name, reason);
+        // The server's text in canonical form, and the model's.
+        let (server, canonical) = match self {
             Object::Table(table) => {
                 normalize::table_facts(text, table, flavor)
-                    .map_err(|reason| refuse(database, ObjectKind::Table, &table.name, reason))?;
-                let canonical = render::render_table(table, flavor);
-                let server = normalize::table(text, table, flavor);
-                same(
-                    database,
-                    ObjectKind::Table,
-                    &table.name,
-                    server.as_deref(),
-                    &canonical,
-                )?;
-                Ok((
-                    names::object_path("tables", None, &table.name)?,
-                    file(&canonical),
-                ))
+                    .map_err(|reason| refused(&table.name, reason))?;
+                (
+                    normalize::table(text, table, flavor),
+                    render::render_table(table, flavor),
+                )
             }
             Object::View(view) => {
-                view.algorithm = normalize::view_algorithm(text).ok_or_else(|| {
-                    refuse(
-                        database,
-                        ObjectKind::View,
-                        &view.name,
-                        Reason::UnreadableDefinition,
-                    )
-                })?;
-                let canonical = render::render_view(view);
-                let server = normalize::view(text, database.as_str());
-                same(
-                    database,
-                    ObjectKind::View,
-                    &view.name,
-                    server.as_deref(),
-                    &canonical,
-                )?;
-                Ok((
-                    names::object_path("views", None, &view.name)?,
-                    file(&canonical),
-                ))
+                view.algorithm = normalize::view_algorithm(text)
+                    .ok_or_else(|| refused(&view.name, Reason::UnreadableDefinition))?;
+                (
+                    normalize::view(text, database.as_str()),
+                    render::render_view(view),
+                )
             }
             Object::Sequence(sequence) => {
-                let canonical = render::render_sequence(sequence);
-                let server = normalize::sequence(text);
-                same(
-                    database,
-                    ObjectKind::Sequence,
-                    &sequence.name,
-                    server.as_deref(),
-                    &canonical,
-                )?;
-                Ok((
-                    names::object_path("sequences", None, &sequence.name)?,
-                    file(&canonical),
-                ))
+                (normalize::sequence(text), render::render_sequence(sequence))
             }
             Object::Routine(routine) => {
-                let kind = routine_kind(routine.kind);
                 let text = normalize::routine(text, routine, database.as_str(), flavor)
                     .filter(|text| normalize::parameters_match(routine, &text.parameter_list))
-                    .ok_or_else(|| {
-                        refuse(database, kind, &routine.name, Reason::DefinitionMismatch)
-                    })?;
+                    .ok_or_else(|| refused(&routine.name, Reason::DefinitionMismatch))?;
                 routine.parameter_list = text.parameter_list;
-                let canonical = render::render_routine(routine);
-                same(
-                    database,
-                    kind,
-                    &routine.name,
-                    Some(&text.canonical),
-                    &canonical,
-                )?;
-                Ok((routine_path(routine)?, file(&canonical)))
+                (Some(text.canonical), render::render_routine(routine))
             }
-            Object::Trigger(trigger, order) => {
-                let canonical = render::render_trigger(trigger, None);
-                let server = normalize::trigger(text, database.as_str());
-                same(
-                    database,
-                    ObjectKind::Trigger,
-                    &trigger.name,
-                    server.as_deref(),
-                    &canonical,
-                )?;
-                let applied = render::render_trigger(trigger, *order);
-                Ok((
-                    names::object_path("triggers", None, &trigger.name)?,
-                    file(&applied),
-                ))
-            }
-            Object::Event(event) => {
-                let canonical = render::render_event(event);
-                let server = normalize::event(text);
-                same(
-                    database,
-                    ObjectKind::Event,
-                    &event.name,
-                    server.as_deref(),
-                    &canonical,
-                )?;
-                Ok((
-                    names::object_path("events", None, &event.name)?,
-                    file(&canonical),
-                ))
-            }
+            Object::Trigger(trigger, _) => (
+                normalize::trigger(text, database.as_str()),
+                render::render_trigger(trigger, None),
+            ),
+            Object::Event(event) => (normalize::event(text), render::render_event(event)),
+        };
+        if server.as_deref() != Some(canonical.as_str()) {
+            tracing::warn!(database = %database, kind = kind.name(), "an object's model does not match the server's definition; the database is not snapshotted");
+            return Err(refused(self.name(), Reason::DefinitionMismatch));
         }
-    }
-}
-
-fn routine_kind(kind: RoutineKind) -> ObjectKind {
-    match kind {
-        RoutineKind::Function => ObjectKind::Function,
-        RoutineKind::Procedure => ObjectKind::Procedure,
-    }
-}
-
-/// Nothing when the model's `canonical` text is exactly the `server`'s; otherwise the object is
-/// refused.
-fn same(
-    database: &DatabaseName,
-    kind: ObjectKind,
-    name: &str,
-    server: Option<&str>,
-    canonical: &str,
-) -> Result<(), SafeError> {
-    if server == Some(canonical) {
-        Ok(())
-    } else {
-        tracing::warn!(database = %database, kind = kind.name(), "an object's model does not match the server's definition; the database is not snapshotted");
-        Err(refuse(database, kind, name, Reason::DefinitionMismatch))
+        let (path, content) = match self {
+            Object::Routine(routine) => (routine_path(routine)?, canonical),
+            // A trigger's file also says where it goes among its table's triggers.
+            Object::Trigger(trigger, order) => (
+                names::object_path(kind.plural(), None, &trigger.name)?,
+                render::render_trigger(trigger, *order),
+            ),
+            object => (
+                names::object_path(kind.plural(), None, object.name())?,
+                canonical,
+            ),
+        };
+        Ok((path, format!("{content}\n").into_bytes()))
     }
 }
 
@@ -229,8 +148,7 @@ pub(super) async fn checked_files(
         |(connection, chunk)| async move {
             let mut files = Vec::with_capacity(chunk.len());
             for object in chunk {
-                let text =
-                    show_create(connection, database, object.keyword(), object.name()).await?;
+                let text = show_create(connection, database, object.kind(), object.name()).await?;
                 files.push(object.file(&text, database, flavor));
             }
             Ok::<_, SafeError>(files)
@@ -246,20 +164,20 @@ pub(super) async fn checked_files(
 async fn show_create(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
-    kind: &str,
+    kind: ObjectKind,
     name: &str,
 ) -> Result<String, SafeError> {
-    let object_kind = match kind {
-        "VIEW" => ObjectKind::View,
-        "SEQUENCE" => ObjectKind::Sequence,
-        "FUNCTION" => ObjectKind::Function,
-        "PROCEDURE" => ObjectKind::Procedure,
-        "TRIGGER" => ObjectKind::Trigger,
-        "EVENT" => ObjectKind::Event,
-        _ => ObjectKind::Table,
+    let keyword = match kind {
+        ObjectKind::Table => "TABLE",
+        ObjectKind::View => "VIEW",
+        ObjectKind::Sequence => "SEQUENCE",
+        ObjectKind::Function => "FUNCTION",
+        ObjectKind::Procedure => "PROCEDURE",
+        ObjectKind::Trigger => "TRIGGER",
+        ObjectKind::Event => "EVENT",
     };
     let sql = format!(
-        "SHOW CREATE {kind} {}.{}",
+        "SHOW CREATE {keyword} {}.{}",
         render::identifier(database.as_str()),
         render::identifier(name)
     );
@@ -268,19 +186,19 @@ async fn show_create(
     let row = connection
         .fetch_one(sql.as_str())
         .await
-        .map_err(|error| show_create_error(&error, database, object_kind, name))?;
+        .map_err(|error| show_create_error(&error, database, kind, name))?;
     // The statement's column: after the name, and for stored programs after the `sql_mode`
     // (and an event's time zone) they were created with.
     let column = match kind {
-        "PROCEDURE" | "FUNCTION" | "TRIGGER" => 2,
-        "EVENT" => 3,
+        ObjectKind::Procedure | ObjectKind::Function | ObjectKind::Trigger => 2,
+        ObjectKind::Event => 3,
         _ => 1,
     };
-    let unreadable = || refuse(database, object_kind, name, Reason::UnreadableDefinition);
+    let unreadable = || refuse(database, kind, name, Reason::UnreadableDefinition);
     // NULL when the account may not read a routine's definition.
     let bytes: Option<Vec<u8>> =
         sqlx::Row::try_get_unchecked(&row, column).or_unreadable(unreadable)?;
-    let bytes = bytes.ok_or_else(|| denied(database, object_kind, name))?;
+    let bytes = bytes.ok_or_else(|| denied(database, kind, name))?;
     String::from_utf8(bytes).or_safe(unreadable)
 }
 

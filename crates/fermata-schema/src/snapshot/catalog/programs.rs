@@ -13,13 +13,6 @@ use crate::snapshot::normalize::mysql;
 /// Every query of stored programs, the same on both flavors (read ahead with the tables' queries).
 pub(super) const QUERIES: &[&str] = &[ROUTINES, TRIGGERS, EVENTS];
 
-fn routine_kind(kind: RoutineKind) -> ObjectKind {
-    match kind {
-        RoutineKind::Function => ObjectKind::Function,
-        RoutineKind::Procedure => ObjectKind::Procedure,
-    }
-}
-
 const ROUTINES: &str = "SELECT r.ROUTINE_NAME, r.ROUTINE_TYPE, r.DTD_IDENTIFIER, \
      r.CHARACTER_SET_NAME, r.COLLATION_NAME, r.ROUTINE_BODY, r.ROUTINE_DEFINITION, \
      r.IS_DETERMINISTIC, r.SQL_DATA_ACCESS, r.SECURITY_TYPE, r.SQL_MODE, r.ROUTINE_COMMENT, \
@@ -58,7 +51,7 @@ pub(super) async fn routines(
             "PROCEDURE" => RoutineKind::Procedure,
             _ => return Err(unsupported(database)),
         };
-        let v = v.about(routine_kind(kind), &name);
+        let v = v.about(kind.object_kind(), &name);
         let known = routines
             .last()
             .is_some_and(|last| last.name == name && last.kind == kind);
@@ -66,7 +59,7 @@ pub(super) async fn routines(
             if v.text(5)? != "SQL" {
                 return Err(refuse(
                     database,
-                    routine_kind(kind),
+                    kind.object_kind(),
                     &name,
                     Reason::ExternalLanguage,
                 ));
@@ -74,7 +67,7 @@ pub(super) async fn routines(
             // NULL when the account may neither run nor read the routine's body: MySQL needs
             // SHOW_ROUTINE (or the definer's own account), MariaDB SELECT on `mysql.proc`.
             let body = v.optional(6)?.ok_or_else(|| {
-                let mut object = ObjectSubject::kind(database, routine_kind(kind));
+                let mut object = ObjectSubject::kind(database, kind.object_kind());
                 object.name = fermata_schema_core::ObjectName::new(name.clone()).ok();
                 SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
             })?;

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use fermata_store::Storage;
@@ -13,6 +14,7 @@ use fermata_store::schema::{DatabaseReport, OperationId, OperationState, Outcome
 use fermata_workflow::{Attempt, RunContext, RunError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::inventory::discover;
 use crate::migration::Migration;
@@ -330,6 +332,20 @@ impl LiveSnapshot {
         verified
     }
 
+    /// [`LiveSnapshot::verify_again`] on a task of its own, so that the step can prepare what
+    /// follows a verified candidate while the server answers the verifier; the pass stops if its
+    /// [`Verification`] is dropped before it finished.
+    pub(crate) fn verify_again_meanwhile(
+        self: &Arc<Self>,
+        source: &SourceSettings,
+        database: &DatabaseName,
+    ) -> Verification {
+        let (live, source, database) = (Arc::clone(self), source.clone(), database.clone());
+        Verification(AbortOnDropHandle::new(tokio::spawn(async move {
+            live.verify_again(&source, &database).await
+        })))
+    }
+
     /// The shared connection verifier's second check ([`snapshot::verify_in_workspace`]): the
     /// snapshot's files applied into a scratch schema on `workspace` snapshot back to its model.
     pub(crate) async fn verify_in_workspace(
@@ -359,6 +375,20 @@ impl LiveSnapshot {
                 serde_json::from_value::<BTreeMap<String, u64>>(manifest["counts"].clone()).ok()
             })
             .unwrap_or_default()
+    }
+}
+
+/// The verifier's pass running beside the step ([`LiveSnapshot::verify_again_meanwhile`]).
+pub(crate) struct Verification(AbortOnDropHandle<Result<(), SafeError>>);
+
+impl Verification {
+    /// The pass's answer, once it finished; a panic in it goes on in the step.
+    pub(crate) async fn finished(self) -> Result<(), SafeError> {
+        match self.0.await {
+            Ok(verified) => verified,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(error) => Err(error).or_code(ErrorCode::VerificationFailed, "verify the candidate"),
+        }
     }
 }
 

@@ -16,7 +16,9 @@
 //!    snapshot back to the same model), compared with its merged snapshot, and, when it changed,
 //!    staged sealed in the object store with its review notes (both migration scripts between the
 //!    merged snapshot and the candidate, verified in the workspace when one is configured, and the
-//!    candidate's lint findings; see [`crate::review::ReviewNotes`]). Transient errors are retried by the
+//!    candidate's lint findings; see [`crate::review::ReviewNotes`]), both prepared (the notes
+//!    written, the candidate read back and sealed) while the verifier's pass runs on a task of
+//!    its own, and written only once it passed. Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
 //!    failed, the operation fails with the first one's error.
@@ -62,7 +64,7 @@ use fermata_workflow::{Attempt, RunContext, RunError, Workflow};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::artifact::{ArtifactStore, candidate_archive, candidate_files};
+use crate::artifact::{ArtifactStore, SealedCandidate, candidate_archive, candidate_files};
 use crate::database_run::{
     LiveSnapshot, Selected, StepOutcome, database_steps, end_operation, finish_succeeded,
     first_steps, recorded_outcome, require_state,
@@ -554,18 +556,13 @@ impl RefreshWorkflow {
         )
         .await?;
         let snapshotted = started.elapsed();
+        let live = Arc::new(live);
         let candidate = &live.snapshot;
         write_candidate(folder.path(), candidate).await?;
         let written = started.elapsed();
         self.probe
             .candidate_written(database, folder.path(), attempt)
             .await?;
-        live.verify_again(source, database).await?;
-        let verified = started.elapsed();
-        if let Some(workspace) = &self.settings.workspace {
-            live.verify_in_workspace(workspace).await?;
-        }
-
         let merged = registry
             .get(database)
             .map(|entry| entry.snapshot_hash.clone());
@@ -574,17 +571,32 @@ impl RefreshWorkflow {
         } else {
             Outcome::Changed
         };
-        if outcome == Outcome::Changed {
-            let notes = self.review_notes(&live, base_commit, database).await;
-            let notes = serde_json::to_vec(&notes)
-                .or_code(ErrorCode::ArtifactUnavailable, "write review notes")?;
-            let files = read_candidate(folder.path()).await?;
+        // While the server answers the verifier, a changed candidate's review is prepared: its
+        // notes, and the candidate read back and sealed. Nothing is staged before it is verified.
+        let verification = live.verify_again_meanwhile(source, database);
+        let review = if outcome == Outcome::Changed {
+            let at = (id, position);
+            Some(
+                self.prepare_review(&live, at, base_commit, database, folder.path())
+                    .await,
+            )
+        } else {
+            None
+        };
+        let prepared = started.elapsed();
+        verification.finished().await?;
+        let verified = started.elapsed();
+        if let Some(workspace) = &self.settings.workspace {
+            live.verify_in_workspace(workspace).await?;
+        }
+        if let Some(review) = review {
+            let (notes, sealed) = review?;
             // The notes first: a candidate staged is one the artifact step finds.
             self.settings
                 .artifacts
                 .stage_notes(id, position, notes)
                 .await?;
-            self.settings.artifacts.stage(id, position, files).await?;
+            self.settings.artifacts.stage(sealed).await?;
         }
         let report = DatabaseReport {
             outcome,
@@ -607,10 +619,34 @@ impl RefreshWorkflow {
             snapshot_ms = snapshotted.as_millis(),
             written_ms = (written - snapshotted).as_millis(),
             verified_ms = (verified - written).as_millis(),
+            review_ms = (prepared - written).as_millis(),
             staged_ms = (started.elapsed() - verified).as_millis(),
             "database snapshotted"
         );
         Ok(StepOutcome { outcome })
+    }
+
+    /// A changed database's review, ready to stage once its candidate is verified: its notes
+    /// ([`RefreshWorkflow::review_notes`]) as JSON, and the candidate read back from `folder`
+    /// and sealed.
+    async fn prepare_review(
+        &self,
+        live: &LiveSnapshot,
+        (id, position): (OperationId, u32),
+        base_commit: &str,
+        database: &DatabaseName,
+        folder: &Path,
+    ) -> Result<(Vec<u8>, SealedCandidate), SafeError> {
+        let notes = self.review_notes(live, base_commit, database).await;
+        let notes = serde_json::to_vec(&notes)
+            .or_code(ErrorCode::ArtifactUnavailable, "write review notes")?;
+        let files = read_candidate(folder).await?;
+        let sealed = self
+            .settings
+            .artifacts
+            .seal_candidate(id, position, files)
+            .await?;
+        Ok((notes, sealed))
     }
 
     /// A changed database's review notes: both migration scripts between its merged snapshot at

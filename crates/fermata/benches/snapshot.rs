@@ -275,8 +275,9 @@ async fn watched_refresh(target: &Target, inventory: &str) -> Watched {
 }
 
 /// The phases of a refresh's database step, from the fields of its `database snapshotted` log
-/// line: the snapshot, writing the candidate, the verifier's second pass, and the review notes
-/// and staging.
+/// line: the snapshot, writing the candidate, the verifier's second pass, the review notes and the
+/// candidate's sealing (which run beside the verifier's pass), and what follows the pass (the
+/// staging, and the database's result recorded).
 fn phases(log: &str) -> String {
     let Some(line) = log
         .lines()
@@ -291,10 +292,12 @@ fn phases(log: &str) -> String {
             .to_owned()
     };
     format!(
-        "snapshot {} ms, candidate written {} ms, verified {} ms, notes and staging {} ms",
+        "snapshot {} ms, candidate written {} ms, verified {} ms (the review prepared beside it in \
+         {} ms), staging {} ms",
         field("snapshot_ms"),
         field("written_ms"),
         field("verified_ms"),
+        field("review_ms"),
         field("staged_ms")
     )
 }

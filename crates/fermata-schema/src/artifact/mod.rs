@@ -56,6 +56,21 @@ use crate::safe_context::{SafeCode, because};
 pub use archive::{ArtifactContents, archive, archive_with_notes};
 pub use drift::{DRIFT_FOLDER, drift_location};
 
+/// A database's candidate sealed for staging: where it goes, and its envelope.
+pub struct SealedCandidate {
+    location: String,
+    envelope: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedCandidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedCandidate")
+            .field("location", &self.location)
+            .field("envelope_bytes", &self.envelope.len())
+            .finish()
+    }
+}
+
 /// The object store folder that holds review artifacts.
 pub const ARTIFACT_FOLDER: &str = "schema-artifacts";
 
@@ -222,14 +237,15 @@ impl ArtifactStore {
         })
     }
 
-    /// Seals one database's verified candidate (its files, with its `manifest.json` as the
-    /// archive's manifest) and writes it at [`staged_location`], replacing an earlier attempt's.
-    pub async fn stage(
+    /// Seals one database's candidate (its files, with its `manifest.json` as the archive's
+    /// manifest) for [`ArtifactStore::stage`], which writes it once the candidate is verified.
+    /// Nothing is written here, so sealing can run while the candidate is still being verified.
+    pub async fn seal_candidate(
         &self,
         operation: OperationId,
         position: u32,
         files: BTreeMap<String, Vec<u8>>,
-    ) -> Result<(), SafeError> {
+    ) -> Result<SealedCandidate, SafeError> {
         let keys = Arc::clone(&self.keys);
         let row = staged_row(operation, position);
         let envelope = tokio::task::spawn_blocking(move || {
@@ -238,10 +254,19 @@ impl ArtifactStore {
         })
         .await
         .or_code(ErrorCode::ArtifactUnavailable, "seal a candidate")??;
+        Ok(SealedCandidate {
+            location: staged_location(operation, position),
+            envelope,
+        })
+    }
+
+    /// Writes a verified candidate, sealed by [`ArtifactStore::seal_candidate`], at
+    /// [`staged_location`], replacing an earlier attempt's.
+    pub async fn stage(&self, sealed: SealedCandidate) -> Result<(), SafeError> {
         self.objects
             .put(
-                &ObjectPath::from(staged_location(operation, position).as_str()),
-                PutPayload::from(envelope),
+                &ObjectPath::from(sealed.location.as_str()),
+                PutPayload::from(sealed.envelope),
             )
             .await
             .or_code(ErrorCode::ArtifactUnavailable, "stage a candidate")?;

@@ -101,10 +101,11 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
             b"CREATE TABLE `a` (x int)\n".to_vec(),
         ),
     ]);
-    artifacts
-        .stage(operation, 3, candidate.clone())
+    let sealed = artifacts
+        .seal_candidate(operation, 3, candidate.clone())
         .await
         .unwrap();
+    artifacts.stage(sealed).await.unwrap();
     assert_eq!(artifacts.staged(operation, 3).await.unwrap(), candidate);
     // Its review notes beside it, sealed, go with it.
     artifacts

@@ -72,6 +72,9 @@ enum Fault {
     WorkspaceRefused,
     /// Fail every attempt of this database's step with this error.
     FailDatabase(String, ErrorCode),
+    /// Add a column to this database's `customer` table in every attempt of its step, once its
+    /// candidate is written: the verifier never agrees with it.
+    AlterDatabase(String),
 }
 
 #[derive(Debug)]
@@ -102,6 +105,17 @@ impl CandidateProbe for Probe {
                 false => Ok(()),
             };
         }
+        if let Fault::AlterDatabase(altered) = &self.fault {
+            if database.as_str() == altered {
+                let ddl = format!(
+                    "ALTER TABLE {}.customer ADD COLUMN added_{} int",
+                    quoted(altered),
+                    attempt.number()
+                );
+                admin().await.execute(ddl.as_str()).await.unwrap();
+            }
+            return Ok(());
+        }
         if attempt.number() > 1 || self.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
@@ -119,7 +133,7 @@ impl CandidateProbe for Probe {
             }
             Fault::PanicFirst => panic!("an injected panic in a database step"),
             Fault::HangFirst => std::future::pending().await,
-            Fault::WorkspaceRefused | Fault::FailDatabase(..) => Ok(()),
+            Fault::WorkspaceRefused | Fault::FailDatabase(..) | Fault::AlterDatabase(_) => Ok(()),
         }
     }
 }
@@ -2069,6 +2083,40 @@ async fn published_and_staged_artifacts_are_gone_from_a_bucket() {
     assert_eq!(artifact.state, ArtifactState::Deleted);
     assert_eq!(artifact.cleanup_result, Some(CleanupResult::Deleted));
     assert!(ours(harness.objects().await).is_empty());
+    drop_databases(&mut admin, &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_candidate_the_verifier_refuses_is_never_staged() {
+    let (mut admin, [a, b], source) = two_databases().await;
+    // The second database changes after every candidate of it is written, while its review
+    // is prepared beside the verifier's pass.
+    let harness = harness(
+        source,
+        Fault::AlterDatabase(b.clone()),
+        Duration::from_secs(3600),
+    )
+    .await;
+    let inventory = harness.inventory().await;
+    let id = harness.refresh(inventory, &[&a, &b]).await;
+    let report = harness.awaiting_review(id).await;
+    let failed = report.databases[1].report.as_ref().unwrap();
+    assert_eq!(
+        failed.error.as_ref().map(SafeError::code),
+        Some(ErrorCode::SchemaChanged)
+    );
+    // The artifact step deleted the one staged candidate it sealed; none of the refused ones
+    // was ever written.
+    let ours: Vec<String> = harness
+        .objects()
+        .await
+        .into_iter()
+        .filter(|location| location.contains(&id.to_string()))
+        .collect();
+    assert_eq!(ours, [artifact_location(id)]);
+    let manifest = harness.reviews.diff(&harness.admin, id).await.unwrap();
+    assert_eq!(manifest.databases.len(), 1, "{manifest:?}");
+    harness.assert_no_step_folder_left();
     drop_databases(&mut admin, &[&a, &b]).await;
 }
 

@@ -16,9 +16,9 @@
 //!    snapshot back to the same model), compared with its merged snapshot, and, when it changed,
 //!    staged sealed in the object store with its review notes (both migration scripts between the
 //!    merged snapshot and the candidate, verified in the workspace when one is configured, and the
-//!    candidate's lint findings; see [`crate::review::ReviewNotes`]), both prepared (the notes
-//!    written, the candidate read back and sealed) while the verifier's pass runs on a task of
-//!    its own, and written only once it passed. Transient errors are retried by the
+//!    candidate's lint findings; see [`crate::review::ReviewNotes`]). The candidate is read back
+//!    and sealed, and without a workspace its notes written, while the verifier's pass runs on a
+//!    task of its own; both are staged only once it passed. Transient errors are retried by the
 //!    runner's schedule; permanent ones are not. A database that fails gets its failed result
 //!    (`stale` when registered, else `unregistered`) and the next one runs; when every one
 //!    failed, the operation fails with the first one's error.
@@ -571,26 +571,34 @@ impl RefreshWorkflow {
         } else {
             Outcome::Changed
         };
-        // While the server answers the verifier, a changed candidate's review is prepared: its
-        // notes, and the candidate read back and sealed. Nothing is staged before it is verified.
+        // While the server answers the verifier, what needs no server is prepared for a changed
+        // candidate: the candidate read back and sealed, and its review notes unless their
+        // scripts are to be verified in a workspace, whose account may be the one the verifier
+        // counts its connections against. Nothing is staged before the candidate is verified.
         let verification = live.verify_again_meanwhile(source, database);
-        let review = if outcome == Outcome::Changed {
+        let workspace = self.settings.workspace.as_ref();
+        let prepared = if outcome == Outcome::Changed {
             let at = (id, position);
+            let notes = workspace.is_none();
             Some(
-                self.prepare_review(&live, at, base_commit, database, folder.path())
+                self.prepare_review(&live, at, base_commit, database, folder.path(), notes)
                     .await,
             )
         } else {
             None
         };
-        let prepared = started.elapsed();
+        let prepared_at = started.elapsed();
         verification.finished().await?;
         let verified = started.elapsed();
-        if let Some(workspace) = &self.settings.workspace {
+        if let Some(workspace) = workspace {
             live.verify_in_workspace(workspace).await?;
         }
-        if let Some(review) = review {
-            let (notes, sealed) = review?;
+        if let Some(prepared) = prepared {
+            let (notes, sealed) = prepared?;
+            let notes = match notes {
+                Some(notes) => notes,
+                None => self.review_notes_json(&live, base_commit, database).await?,
+            };
             // The notes first: a candidate staged is one the artifact step finds.
             self.settings
                 .artifacts
@@ -619,16 +627,16 @@ impl RefreshWorkflow {
             snapshot_ms = snapshotted.as_millis(),
             written_ms = (written - snapshotted).as_millis(),
             verified_ms = (verified - written).as_millis(),
-            review_ms = (prepared - written).as_millis(),
+            review_ms = (prepared_at - written).as_millis(),
             staged_ms = (started.elapsed() - verified).as_millis(),
             "database snapshotted"
         );
         Ok(StepOutcome { outcome })
     }
 
-    /// A changed database's review, ready to stage once its candidate is verified: its notes
-    /// ([`RefreshWorkflow::review_notes`]) as JSON, and the candidate read back from `folder`
-    /// and sealed.
+    /// A changed database's candidate read back from `folder` and sealed, ready to stage once it
+    /// is verified, and its review notes as JSON ([`RefreshWorkflow::review_notes_json`]) when
+    /// `with_notes`.
     async fn prepare_review(
         &self,
         live: &LiveSnapshot,
@@ -636,10 +644,13 @@ impl RefreshWorkflow {
         base_commit: &str,
         database: &DatabaseName,
         folder: &Path,
-    ) -> Result<(Vec<u8>, SealedCandidate), SafeError> {
-        let notes = self.review_notes(live, base_commit, database).await;
-        let notes = serde_json::to_vec(&notes)
-            .or_code(ErrorCode::ArtifactUnavailable, "write review notes")?;
+        with_notes: bool,
+    ) -> Result<(Option<Vec<u8>>, SealedCandidate), SafeError> {
+        let notes = if with_notes {
+            Some(self.review_notes_json(live, base_commit, database).await?)
+        } else {
+            None
+        };
         let files = read_candidate(folder).await?;
         let sealed = self
             .settings
@@ -647,6 +658,17 @@ impl RefreshWorkflow {
             .seal_candidate(id, position, files)
             .await?;
         Ok((notes, sealed))
+    }
+
+    /// [`RefreshWorkflow::review_notes`], as the JSON that is staged.
+    async fn review_notes_json(
+        &self,
+        live: &LiveSnapshot,
+        base_commit: &str,
+        database: &DatabaseName,
+    ) -> Result<Vec<u8>, SafeError> {
+        let notes = self.review_notes(live, base_commit, database).await;
+        serde_json::to_vec(&notes).or_code(ErrorCode::ArtifactUnavailable, "write review notes")
     }
 
     /// A changed database's review notes: both migration scripts between its merged snapshot at

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use fermata_store::Fence;
+use fermata_store::cluster::{Shard, ShardCount};
 use sqlx::Any;
 use sqlx::Row;
 use sqlx::any::AnyArguments;
@@ -446,8 +447,8 @@ pub async fn seed_documents(
         };
         let channels = format!(
             "INSERT INTO channels (id, repository, title, slug, created_at, updated_at, \
-             revision, sequence, epoch) VALUES {}",
-            rows(9)
+             revision, sequence, epoch, shard) VALUES {}",
+            rows(10)
         );
         let search = format!(
             "INSERT INTO document_search (channel_id, title, body) VALUES {}",
@@ -465,7 +466,8 @@ pub async fn seed_documents(
                 .bind(n)
                 .bind(1_i64)
                 .bind(1_i64)
-                .bind(1_i64);
+                .bind(1_i64)
+                .bind(i64::from(Shard::of(id, ShardCount::DEFAULT).0));
             search = search.bind(&id.0).bind(title).bind(text);
         }
         channels

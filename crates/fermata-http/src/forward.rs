@@ -38,7 +38,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fermata_collab::{Route, close};
-use fermata_metrics::{ForwardKind, ForwardOutcome, UpdateRefusal};
+use fermata_metrics::{ForwardKind, ForwardOutcome};
 use fermata_store::{ChannelId, ErrorChain};
 use futures::{SinkExt as _, StreamExt as _};
 use hyper_util::client::legacy::Client;
@@ -55,7 +55,9 @@ use tokio_tungstenite::tungstenite::{self, Message as UpstreamMessage};
 use crate::HttpState;
 use crate::error::ApiError;
 use crate::policy::{DocumentGrant, QueryToken};
-use crate::sync::{CLOSE_ECHO, READ_BUFFER, SEND_PATIENCE, close_with, send, too_large};
+use crate::sync::{
+    CLOSE_ECHO, READ_BUFFER, SEND_PATIENCE, close_with, refuse_too_large, send, too_large,
+};
 
 /// The header a forwarded request carries; a request that carries it is not forwarded again.
 pub(crate) const FORWARDED: &str = "x-fermata-forwarded";
@@ -413,11 +415,10 @@ async fn relay(mut client: WebSocket, mut upstream: WebSocketStream<TcpStream>, 
                     }
                 }
                 Some(Err(error)) => {
-                    if too_large(error) {
-                        state.metrics.update_refused(UpdateRefusal::MessageTooLarge);
-                        close_with(&mut client, close::TOO_BIG, "the message is larger than this server accepts".to_owned()).await;
-                    }
                     let _ = tokio::time::timeout(CLOSE_ECHO, upstream.close(None)).await;
+                    if too_large(error) {
+                        refuse_too_large(&mut client, &state.metrics).await;
+                    }
                     return;
                 }
                 None => {

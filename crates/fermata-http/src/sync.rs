@@ -16,7 +16,8 @@
 //!
 //! What a connection may hold is bounded (see `docs/limits.md`): no frame or message may be larger
 //! than `max_message_bytes`, and one whose header declares more is refused with close code 1009
-//! from its header, before any of its payload is read; a message takes at most [`SEND_PATIENCE`]
+//! from its header, before any of its payload is read (the connection is kept half a second more,
+//! so that a client still sending it reads that code); a message takes at most [`SEND_PATIENCE`]
 //! to reach a client that reads slowly. A client's close frame is echoed, as the protocol asks.
 //!
 //! In a member of a cluster, a connection to a document that another member writes is relayed to
@@ -29,7 +30,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::{Principal, Via, Watching};
 use fermata_collab::{Outbound, close};
-use fermata_metrics::UpdateRefusal;
+use fermata_metrics::{Metrics, UpdateRefusal};
 use fermata_store::{ErrorChain, RepositoryRole, UnixMillis, UserId};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite;
@@ -107,6 +108,25 @@ pub(crate) async fn close_with(socket: &mut WebSocket, code: u16, reason: String
         reason: reason.into(),
     };
     send(socket, Message::Close(Some(frame))).await;
+}
+
+/// How long a connection refused for a message over the limit is kept after its close frame went
+/// out. The client is most likely still sending that message, which is never read: closing a
+/// socket with unread data sends a reset, and a reset that reaches the client before it read the
+/// close frame discards it, so the client would see a broken connection instead of 1009.
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// Refuses a message over the size limit (counted, close code 1009), then keeps the connection
+/// for [`REFUSAL_LINGER`] before the caller drops it.
+pub(crate) async fn refuse_too_large(socket: &mut WebSocket, metrics: &Metrics) {
+    metrics.update_refused(UpdateRefusal::MessageTooLarge);
+    close_with(
+        socket,
+        close::TOO_BIG,
+        "the message is larger than this server accepts".to_owned(),
+    )
+    .await;
+    tokio::time::sleep(REFUSAL_LINGER).await;
 }
 
 /// Whether a read failed on a frame or message over the size limit.
@@ -223,8 +243,9 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
                     // The codec refused a frame from its header, or the stream broke. Nothing
                     // more is read either way; a refusal is said with its close code.
                     if too_large(error) {
-                        state.metrics.update_refused(UpdateRefusal::MessageTooLarge);
-                        close_with(&mut socket, close::TOO_BIG, "the message is larger than this server accepts".to_owned()).await;
+                        connection.leave().await;
+                        refuse_too_large(&mut socket, &state.metrics).await;
+                        return;
                     }
                     break;
                 }

@@ -571,8 +571,8 @@ impl RefreshWorkflow {
         } else {
             Outcome::Changed
         };
-        // While the server answers the verifier, what needs no server is prepared for a changed
-        // candidate: the candidate read back and sealed, and its review notes unless their
+        // While the source answers the verifier, what needs no MySQL connection is prepared for a
+        // changed candidate: the candidate read back and sealed, and its review notes unless their
         // scripts are to be verified in a workspace, whose account may be the one the verifier
         // counts its connections against. Nothing is staged before the candidate is verified.
         let verification = live.verify_again_meanwhile(source, database);

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use fermata_store::Fence;
-use fermata_store::cluster::{Shard, ShardCount};
+use fermata_store::cluster::{ClusterStore as _, Shard};
 use sqlx::Any;
 use sqlx::Row;
 use sqlx::any::AnyArguments;
@@ -432,6 +432,12 @@ pub async fn seed_documents(
     documents: &[(fermata_store::ChannelId, String, String)],
 ) {
     const ROWS: usize = 200;
+    // Each document on the shard a created one would have.
+    let shards = store
+        .storage
+        .shard_count()
+        .await
+        .expect("read the shard count");
     let mut tx = store.storage.pool().begin().await.expect("begin the seed");
     for (chunk_number, chunk) in documents.chunks(ROWS).enumerate() {
         let rows = |columns: usize| {
@@ -467,7 +473,7 @@ pub async fn seed_documents(
                 .bind(1_i64)
                 .bind(1_i64)
                 .bind(1_i64)
-                .bind(i64::from(Shard::of(id, ShardCount::DEFAULT).0));
+                .bind(i64::from(Shard::of(id, shards).0));
             search = search.bind(&id.0).bind(title).bind(text);
         }
         channels

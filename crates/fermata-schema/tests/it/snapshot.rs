@@ -383,7 +383,9 @@ async fn a_privilege_missing_on_one_kind_names_the_object() {
         &database,
         &[
             "CREATE TABLE t (a int)",
+            "CREATE TABLE u (b int)",
             "CREATE VIEW `v` AS SELECT a FROM t",
+            "CREATE VIEW `w` AS SELECT b FROM u",
         ],
     )
     .await;
@@ -412,10 +414,55 @@ async fn a_privilege_missing_on_one_kind_names_the_object() {
     .unwrap_err();
     assert_eq!(error.code(), ErrorCode::PermissionDenied);
     assert!(!error.retryable());
+    // The first view refused is named, though its definition was asked for in one request with
+    // the tables' and the next view's, and the connection is ready for its next request.
     assert_eq!(
         error.message(),
         format!("the snapshot account lacks a privilege it needs on `{database}`: view `v`")
     );
+    let answer: (i32,) = sqlx::query_as("SELECT 1")
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(answer, (1,));
+    drop_database(&mut admin, &database).await;
+}
+
+/// More objects than one request carries are each read and checked, in order, over one
+/// connection, a name with a semicolon and a backtick among them; a second snapshot over the
+/// same connection reads them again alike.
+#[tokio::test]
+async fn objects_beyond_one_request_are_each_read_and_checked() {
+    let mut admin = admin().await;
+    let database = unique("batches");
+    let statements: Vec<String> = (0..150)
+        .map(|i| format!("CREATE TABLE t{i:03} (a{i} int NOT NULL, PRIMARY KEY (a{i}))"))
+        .chain(["CREATE TABLE `t070;``x` (semi int)".to_owned()])
+        .chain((0..20).map(|i| format!("CREATE VIEW v{i:02} AS SELECT a{i} FROM t{i:03}")))
+        .collect();
+    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+    create_database(&mut admin, &database, &statements).await;
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let mut connections = connections(1).await;
+    let first = snapshot(&mut connections, &name, "test").await.unwrap();
+    assert_eq!(first.model.tables.len(), 151);
+    assert_eq!(first.model.views.len(), 20);
+    for i in [0, 63, 64, 127, 128, 149] {
+        let table = text(&first.files, &format!("tables/t{i:03}.sql"));
+        assert!(
+            table.contains(&format!("`a{i}` int(11) NOT NULL")),
+            "{table}"
+        );
+    }
+    let odd = first
+        .files
+        .values()
+        .map(|file| String::from_utf8_lossy(file).into_owned())
+        .find(|file| file.starts_with("CREATE TABLE `t070;``x`"))
+        .expect("the table named with a semicolon has its file");
+    assert!(odd.contains("`semi` int(11)"), "{odd}");
+    let again = snapshot(&mut connections, &name, "test").await.unwrap();
+    assert_eq!(again.snapshot_hash, first.snapshot_hash);
     drop_database(&mut admin, &database).await;
 }
 

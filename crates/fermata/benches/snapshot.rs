@@ -10,8 +10,9 @@
 //! for every 10 tables and a stored procedure for every 20 tables.
 //!
 //! Each of the three runs `FERMATA_BENCH_ROUNDS` times (default 3), interleaved, and the median
-//! wall time is reported with the ratio. Round trips are the server's global `Questions` counter
-//! before and after each run, divided by the number of objects; the snapshot also opens its
+//! wall time is reported with the ratio, and the spread of the rounds' own ratios. Statements are
+//! the server's global `Questions` counter before and after each run (it counts each statement of
+//! a request that carries several), divided by the number of objects; the snapshot also opens its
 //! connections (8, prepared once) inside the timed region, as a refresh does.
 //!
 //! The refresh: every round makes a fresh data folder (an embedded SQLite database) with an
@@ -24,8 +25,9 @@
 //! verifier's pass, the notes and staging) are printed from its log.
 //!
 //! Last, the scale step: the database is made again with `FERMATA_BENCH_SCALE_TABLES` tables
-//! (default 20,000; 0 leaves the step out) and refreshed once, its wall time and peak memory set
-//! against the median refresh of the first database, with linear growth as the goal.
+//! (default 20,000; 0 leaves the step out) and refreshed as many rounds, each from a fresh data
+//! folder, the median wall time and peak memory set against the median refresh of the first
+//! database (with the spread of the rounds), with linear growth as the goal.
 
 #[path = "../tests/it/support/mod.rs"]
 mod support;
@@ -313,6 +315,14 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The lowest and the highest of `ratios`.
+fn spread(ratios: &[f64]) -> (f64, f64) {
+    ratios.iter().fold(
+        (f64::INFINITY, f64::NEG_INFINITY),
+        |(lowest, highest), ratio| (lowest.min(*ratio), highest.max(*ratio)),
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let url = std::env::var("FERMATA_TEST_MYSQL_URL")
@@ -333,6 +343,8 @@ async fn main() {
     let (mut ours, mut refreshes, mut approvals, mut dumps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut refresh_peaks = Vec::new();
+    // Each round's own ratios to its dump: the snapshot, the refresh, the refresh and approval.
+    let mut round_ratios: [Vec<f64>; 3] = Default::default();
     let (mut our_questions, mut refresh_questions, mut dump_questions) = (0, 0, 0);
     let mut snapshot_hash = String::new();
     for _ in 0..rounds {
@@ -390,8 +402,12 @@ async fn main() {
             .arg(DATABASE)
             .output()
             .expect("mariadb-dump runs");
-        dumps.push(start.elapsed());
+        let dump = start.elapsed();
+        dumps.push(dump);
         assert!(output.status.success(), "mariadb-dump failed");
+        for (ratios, times) in round_ratios.iter_mut().zip([&ours, &refreshes, &approvals]) {
+            ratios.push(times[times.len() - 1].as_secs_f64() / dump.as_secs_f64());
+        }
         dump_questions = questions(&mut admin).await - before - 1;
     }
     let (ours, refreshes, approvals, dumps) = (
@@ -431,7 +447,8 @@ async fn main() {
             None,
         ),
     ];
-    for (figure, measured, goal) in figures {
+    for ((figure, measured, goal), ratios) in figures.into_iter().zip(&round_ratios) {
+        let (lowest, highest) = spread(ratios);
         Figure {
             group: "snapshot/mariadb".to_owned(),
             name: figure,
@@ -441,12 +458,12 @@ async fn main() {
             floor_name: DUMP,
             goal,
         }
-        .record();
+        .record_with_spread(lowest, highest);
     }
     #[allow(clippy::cast_precision_loss)]
     let per_object = |questions: u64| questions as f64 / objects as f64;
     println!(
-        "snapshot: round trips: snapshot {our_questions} ({:.2} per object), refresh \
+        "snapshot: statements: snapshot {our_questions} ({:.2} per object), refresh \
          {refresh_questions} ({:.2} per object), mariadb-dump {dump_questions} ({:.2} per object); \
          snapshot hash {snapshot_hash}",
         per_object(our_questions),
@@ -461,7 +478,7 @@ async fn main() {
     };
     let scale_tables = setting("FERMATA_BENCH_SCALE_TABLES", SCALE_TABLES);
     if scale_tables > 0 {
-        scale(&mut admin, &options, scale_tables, &smaller).await;
+        scale(&mut admin, &options, scale_tables, rounds, &smaller).await;
     }
     admin
         .execute(format!("DROP DATABASE {DATABASE}").as_str())
@@ -476,12 +493,14 @@ struct Scale {
     peak_mib: f64,
 }
 
-/// The scale step: a database of `tables` tables made in place of the first, refreshed once,
-/// its wall time and peak memory recorded against `smaller`'s (linear growth is the goal).
+/// The scale step: a database of `tables` tables made in place of the first, refreshed `rounds`
+/// times (each from a fresh data folder), its median wall time and peak memory recorded against
+/// `smaller`'s with the spread of the rounds (linear growth is the goal).
 async fn scale(
     admin: &mut MySqlConnection,
     options: &MySqlConnectOptions,
     tables: usize,
+    rounds: usize,
     smaller: &Scale,
 ) {
     let started = Instant::now();
@@ -491,36 +510,50 @@ async fn scale(
          {:.1?}",
         started.elapsed()
     );
-    let (target, inventory) = refresh_target(options);
-    let Watched {
-        elapsed: refresh,
-        peak_mib,
-        phases,
-        ..
-    } = watched_refresh(&target, &inventory).await;
-    println!("snapshot: scale: refresh of {tables} tables: {phases}");
+    let (mut times, mut peaks) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let (target, inventory) = refresh_target(options);
+        let Watched {
+            elapsed,
+            peak_mib,
+            phases,
+            ..
+        } = watched_refresh(&target, &inventory).await;
+        println!(
+            "snapshot: scale: refresh {round} of {tables} tables: {:.0} ms, peak memory \
+             {peak_mib:.0} MiB; {phases}",
+            elapsed.as_secs_f64() * 1000.0
+        );
+        times.push(elapsed.as_secs_f64() * 1000.0);
+        peaks.push(peak_mib);
+    }
+    let middle = |samples: &mut Vec<f64>| {
+        samples.sort_by(f64::total_cmp);
+        samples[samples.len() / 2]
+    };
+    let (refresh, peak_mib) = (middle(&mut times), middle(&mut peaks));
+    let smaller_ms = smaller.refresh.as_secs_f64() * 1000.0;
     #[allow(clippy::cast_precision_loss)]
     let growth = tables as f64 / smaller.tables as f64;
     println!(
-        "snapshot: scale: refresh of {tables} tables {:.0} ms, peak memory {peak_mib:.0} MiB; \
-         of {} tables {:.0} ms, {:.0} MiB ({growth:.0}x the tables: {:.2}x the time, {:.2}x the \
-         memory)",
-        refresh.as_secs_f64() * 1000.0,
+        "snapshot: scale: refresh of {tables} tables, median of {rounds}: {refresh:.0} ms, peak \
+         memory {peak_mib:.0} MiB; of {} tables {smaller_ms:.0} ms, {:.0} MiB ({growth:.0}x the \
+         tables: {:.2}x the time, {:.2}x the memory)",
         smaller.tables,
-        smaller.refresh.as_secs_f64() * 1000.0,
         smaller.peak_mib,
-        refresh.as_secs_f64() / smaller.refresh.as_secs_f64(),
+        refresh / smaller_ms,
         peak_mib / smaller.peak_mib,
     );
     // Linear, with a margin of 5% of the growth.
     let goal = format!("<= {:.2}", growth * 1.05);
-    for (figure, unit, measured, floor, floor_name) in [
+    for (figure, unit, measured, floor, floor_name, samples) in [
         (
             format!("refresh of {tables} tables end to end"),
             "ms",
-            refresh.as_secs_f64() * 1000.0,
-            smaller.refresh.as_secs_f64() * 1000.0,
+            refresh,
+            smaller_ms,
             format!("refresh of {} tables, median", smaller.tables),
+            &times,
         ),
         (
             format!("peak resident memory of a refresh of {tables} tables"),
@@ -528,8 +561,11 @@ async fn scale(
             peak_mib,
             smaller.peak_mib,
             format!("the same of {} tables, median", smaller.tables),
+            &peaks,
         ),
     ] {
+        let ratios: Vec<f64> = samples.iter().map(|sample| sample / floor).collect();
+        let (lowest, highest) = spread(&ratios);
         Figure {
             group: "snapshot/mariadb".to_owned(),
             name: &figure,
@@ -539,6 +575,6 @@ async fn scale(
             floor_name: &floor_name,
             goal: Some(&goal),
         }
-        .record();
+        .record_with_spread(lowest, highest);
     }
 }

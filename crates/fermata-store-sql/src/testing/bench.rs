@@ -329,10 +329,20 @@ impl Figure<'_> {
     /// Appends the figure to the file `FERMATA_BENCH_RECORD` names; a run without it (a bench
     /// started by hand) only prints.
     pub fn record(&self) {
+        self.append(None);
+    }
+
+    /// [`Figure::record`] for a figure that sums up several rounds, with the lowest and the
+    /// highest ratio of those rounds (its spread).
+    pub fn record_with_spread(&self, lowest: f64, highest: f64) {
+        self.append(Some([lowest, highest]));
+    }
+
+    fn append(&self, spread: Option<[f64; 2]>) {
         let Some(path) = std::env::var_os(RECORD_VAR) else {
             return;
         };
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "group": self.group,
             "figure": self.name,
             "unit": self.unit,
@@ -342,6 +352,9 @@ impl Figure<'_> {
             "ratio": self.measured / self.floor,
             "goal": self.goal,
         });
+        if let Some(spread) = spread {
+            line["spread"] = serde_json::json!(spread);
+        }
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .create(true)

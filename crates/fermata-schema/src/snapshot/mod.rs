@@ -184,15 +184,19 @@ impl DatabaseSnapshot {
     /// A database of `like`'s name, flavour, defaults and filter without any object: where a
     /// database that has no merged snapshot starts from.
     pub fn empty_like(like: &DatabaseSnapshot) -> DatabaseSnapshot {
+        // Field by field: cloning `like`'s model would copy every object only to drop it.
         DatabaseSnapshot {
             model: DatabaseModel {
+                name: like.model.name.clone(),
+                flavor: like.model.flavor,
+                default_charset: like.model.default_charset.clone(),
+                default_collation: like.model.default_collation.clone(),
                 tables: Vec::new(),
                 views: Vec::new(),
                 sequences: Vec::new(),
                 routines: Vec::new(),
                 triggers: Vec::new(),
                 events: Vec::new(),
-                ..like.model.clone()
             },
             filter: like.filter.clone(),
             files: BTreeMap::new(),

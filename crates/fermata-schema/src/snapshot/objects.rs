@@ -1,7 +1,8 @@
 //! Each object's `SHOW CREATE`, spread over the snapshot's connections and sent many statements
 //! to a request, and its canonical file: the model's rendering of the object, checked against the
 //! server's text as soon as that text arrives, while the server answers the request's next
-//! `SHOW CREATE`. What only the text says
+//! `SHOW CREATE` (or one at a time, where the server or a proxy before it runs one statement to a
+//! request). What only the text says
 //! is read from it first: routines' parameter lists, views' algorithms, tables' periods,
 //! `WITHOUT OVERLAPS`, `DEFAULT` list partitions and system-time partitioning clauses. An object
 //! that does not check is refused by name.
@@ -156,8 +157,15 @@ pub(super) async fn checked_files(
     let work = connections.iter_mut().zip(objects.chunks_mut(share)).map(
         |(connection, chunk)| async move {
             let mut files = Vec::with_capacity(chunk.len());
-            for batch in chunk.chunks_mut(STATEMENTS_PER_ROUND_TRIP) {
-                check_batch(connection, database, flavor, batch, &mut files).await?;
+            let (mut at, mut per_request) = (0, STATEMENTS_PER_ROUND_TRIP);
+            while at < chunk.len() {
+                let end = chunk.len().min(at + per_request);
+                let batch = &mut chunk[at..end];
+                if check_batch(connection, database, flavor, batch, &mut files).await? {
+                    at = end;
+                } else {
+                    per_request = 1;
+                }
             }
             Ok::<_, SafeError>(files)
         },
@@ -171,14 +179,16 @@ pub(super) async fn checked_files(
 
 /// Sends the `SHOW CREATE` of every object of `batch` in one request and adds each object's file,
 /// or the reason it does not check, to `files` as its answer arrives. A failed `SHOW CREATE` is
-/// the error, and the server runs none of the batch's statements after it.
+/// the error, and the server runs none of the batch's statements after it. Answers `false`, having
+/// added nothing, when the server (or a proxy before it) took a request of several statements for
+/// one it cannot parse: the caller then sends them one to a request.
 async fn check_batch(
     connection: &mut MySqlConnection,
     database: &DatabaseName,
     flavor: Flavor,
     batch: &mut [Object<'_>],
     files: &mut Vec<Result<(String, Vec<u8>), SafeError>>,
-) -> Result<(), SafeError> {
+) -> Result<bool, SafeError> {
     let sql = batch
         .iter()
         .map(|object| show_create(database, object.kind(), object.name()))
@@ -202,6 +212,13 @@ async fn check_batch(
             show_create_error(error, database, kind, name)
         };
         match answers.try_next().await {
+            // ER_PARSE_ERROR before any answer: the statements, each valid alone, were read as
+            // one.
+            Err(error)
+                if answered == 0 && batch.len() > 1 && mysql_error_number(&error) == Some(1064) =>
+            {
+                return Ok(false);
+            }
             Err(error) => return Err(failed(&error, answered)),
             Ok(Some(Either::Right(row))) if answered < batch.len() => {
                 first_row.get_or_insert(row);
@@ -216,7 +233,7 @@ async fn check_batch(
                 files.push(object.file(&text, database, flavor));
                 answered += 1;
             }
-            Ok(None) if answered == batch.len() => return Ok(()),
+            Ok(None) if answered == batch.len() => return Ok(true),
             // An answer the batch did not ask for, or one missing.
             Ok(_) => return Err(failed(&sqlx::Error::RowNotFound, answered)),
         }

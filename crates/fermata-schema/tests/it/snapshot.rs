@@ -466,6 +466,87 @@ async fn objects_beyond_one_request_are_each_read_and_checked() {
     drop_database(&mut admin, &database).await;
 }
 
+/// A proxy on a loopback port before the test server that clears `CLIENT_MULTI_STATEMENTS` from
+/// each client's handshake answer, so the server runs one statement to a request, as some servers
+/// and proxies do: its port.
+async fn one_statement_proxy() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = support::admin_options();
+    let upstream = (upstream.get_host().to_owned(), upstream.get_port());
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let mut server = tokio::net::TcpStream::connect((upstream.0.as_str(), upstream.1))
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let greeting = packet(&mut server).await;
+                client.write_all(&greeting).await.unwrap();
+                // The answer's payload opens with the client's capabilities, little-endian:
+                // `CLIENT_MULTI_STATEMENTS` is bit 16, the lowest bit of their third byte.
+                let mut answer = packet(&mut client).await;
+                answer[4 + 2] &= !0x01;
+                server.write_all(&answer).await.unwrap();
+                tokio::io::copy_bidirectional(&mut client, &mut server)
+                    .await
+                    .ok();
+            });
+        }
+    });
+    port
+}
+
+/// One protocol packet read from `stream`: its four-byte header (a three-byte length and a
+/// sequence number) and its payload.
+async fn packet(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut packet = vec![0; 4];
+    stream.read_exact(&mut packet).await.unwrap();
+    let length = u32::from_le_bytes([packet[0], packet[1], packet[2], 0]);
+    packet.resize(4 + usize::try_from(length).unwrap(), 0);
+    stream.read_exact(&mut packet[4..]).await.unwrap();
+    packet
+}
+
+/// A server that runs one statement to a request refuses the first request of several
+/// `SHOW CREATE`s as a syntax error; the snapshot then asks for each definition alone, and gets
+/// the same snapshot as over a server that runs them all.
+#[tokio::test]
+async fn a_server_that_runs_one_statement_a_request_is_asked_one_at_a_time() {
+    let mut admin = admin().await;
+    let database = unique("one_by_one");
+    let statements: Vec<String> = (0..70)
+        .map(|i| format!("CREATE TABLE t{i:02} (a{i} int NOT NULL, PRIMARY KEY (a{i}))"))
+        .chain(["CREATE VIEW v AS SELECT a1 FROM t01".to_owned()])
+        .collect();
+    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+    create_database(&mut admin, &database, &statements).await;
+    let options = support::admin_options()
+        .port(one_statement_proxy().await)
+        .ssl_mode(sqlx::mysql::MySqlSslMode::Disabled);
+    let mut connection = sqlx::ConnectOptions::connect(&options).await.unwrap();
+    let refused = connection.execute("SELECT 1; SELECT 2").await.unwrap_err();
+    let refused = refused.as_database_error().unwrap();
+    assert_eq!(
+        refused
+            .downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .number(),
+        1064
+    );
+    fermata_schema::snapshot::prepare(&mut connection)
+        .await
+        .unwrap();
+    let name = DatabaseName::new(database.clone()).unwrap();
+    let one_by_one = snapshot(std::slice::from_mut(&mut connection), &name, "test")
+        .await
+        .unwrap();
+    assert_eq!(one_by_one.model.tables.len(), 70);
+    let direct = take(&database, 1).await.unwrap();
+    assert_eq!(one_by_one.snapshot_hash, direct.snapshot_hash);
+    drop_database(&mut admin, &database).await;
+}
+
 /// A table named like an online schema change tool's shadow table is left out by default, with
 /// its trigger; the manifest records the filter (and the hash covers it), and a filter that
 /// ignores nothing takes the table in.

@@ -310,17 +310,9 @@ fn high_water_kib(status: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
+fn median<T: Copy + PartialOrd>(mut samples: Vec<T>) -> T {
+    samples.sort_by(|a, b| a.partial_cmp(b).expect("samples are numbers"));
     samples[samples.len() / 2]
-}
-
-/// The lowest and the highest of `ratios`.
-fn spread(ratios: &[f64]) -> (f64, f64) {
-    ratios.iter().fold(
-        (f64::INFINITY, f64::NEG_INFINITY),
-        |(lowest, highest), ratio| (lowest.min(*ratio), highest.max(*ratio)),
-    )
 }
 
 #[tokio::main]
@@ -448,7 +440,6 @@ async fn main() {
         ),
     ];
     for ((figure, measured, goal), ratios) in figures.into_iter().zip(&round_ratios) {
-        let (lowest, highest) = spread(ratios);
         Figure {
             group: "snapshot/mariadb".to_owned(),
             name: figure,
@@ -458,7 +449,7 @@ async fn main() {
             floor_name: DUMP,
             goal,
         }
-        .record_with_spread(lowest, highest);
+        .record_over_rounds(ratios);
     }
     #[allow(clippy::cast_precision_loss)]
     let per_object = |questions: u64| questions as f64 / objects as f64;
@@ -527,11 +518,7 @@ async fn scale(
         times.push(elapsed.as_secs_f64() * 1000.0);
         peaks.push(peak_mib);
     }
-    let middle = |samples: &mut Vec<f64>| {
-        samples.sort_by(f64::total_cmp);
-        samples[samples.len() / 2]
-    };
-    let (refresh, peak_mib) = (middle(&mut times), middle(&mut peaks));
+    let (refresh, peak_mib) = (median(times.clone()), median(peaks.clone()));
     let smaller_ms = smaller.refresh.as_secs_f64() * 1000.0;
     #[allow(clippy::cast_precision_loss)]
     let growth = tables as f64 / smaller.tables as f64;
@@ -565,7 +552,6 @@ async fn scale(
         ),
     ] {
         let ratios: Vec<f64> = samples.iter().map(|sample| sample / floor).collect();
-        let (lowest, highest) = spread(&ratios);
         Figure {
             group: "snapshot/mariadb".to_owned(),
             name: &figure,
@@ -575,6 +561,6 @@ async fn scale(
             floor_name: &floor_name,
             goal: Some(&goal),
         }
-        .record_with_spread(lowest, highest);
+        .record_over_rounds(&ratios);
     }
 }

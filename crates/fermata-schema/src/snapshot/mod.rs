@@ -11,9 +11,10 @@
 //! catalog is read with one query per category of object, thirteen at most (the first on one
 //! connection, the others then at once, spread over the connections given); `SHOW CREATE` runs
 //! once per object, spread over the connections too and sent 64 statements to a request, so a
-//! database costs at most its number of objects plus thirteen statements. Nothing is locked. An object whose model does not render to
-//! exactly the server's text, or that holds something the model cannot represent, fails the
-//! database with the permanent `UNSUPPORTED_SCHEMA_OUTPUT` instead of producing a lossy snapshot.
+//! database costs at most its number of objects plus thirteen statements. Nothing is locked. An
+//! object whose model does not render to exactly the server's text, or that holds something the
+//! model cannot represent, fails the database with the permanent `UNSUPPORTED_SCHEMA_OUTPUT`
+//! instead of producing a lossy snapshot.
 //!
 //! The files of one database, each object's name encoded by [`crate::names::object_path`]:
 //!

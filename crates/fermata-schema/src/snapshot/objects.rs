@@ -1,11 +1,10 @@
 //! Each object's `SHOW CREATE`, spread over the snapshot's connections and sent many statements
-//! to a request, and its canonical file: the model's rendering of the object, checked against the
+//! to a request (one at a time where the server, or a proxy before it, runs one statement to a
+//! request), and its canonical file: the model's rendering of the object, checked against the
 //! server's text as soon as that text arrives, while the server answers the request's next
-//! `SHOW CREATE` (or one at a time, where the server or a proxy before it runs one statement to a
-//! request). What only the text says
-//! is read from it first: routines' parameter lists, views' algorithms, tables' periods,
-//! `WITHOUT OVERLAPS`, `DEFAULT` list partitions and system-time partitioning clauses. An object
-//! that does not check is refused by name.
+//! `SHOW CREATE`. What only the text says is read from it first: routines' parameter lists, views'
+//! algorithms, tables' periods, `WITHOUT OVERLAPS`, `DEFAULT` list partitions and system-time
+//! partitioning clauses. An object that does not check is refused by name.
 
 use std::collections::BTreeMap;
 
@@ -122,15 +121,16 @@ impl Object<'_> {
     }
 }
 
-/// How many `SHOW CREATE` statements one round trip carries. The server runs them one after
-/// another and streams each answer as it is ready, so the objects are checked while it works
-/// ahead, and it reads one request, not one per object: for 20,000 tables over one connection
-/// this took the server a little over half the time statements sent one by one did.
-const STATEMENTS_PER_ROUND_TRIP: usize = 64;
+/// How many `SHOW CREATE` statements one request carries. The server runs them one after another
+/// and streams each answer as it is ready, so the objects are checked while it works ahead, and
+/// it reads one request, not one per object: the `mariadb` client's 20,000 `SHOW CREATE TABLE`
+/// over one connection, 50 to a request, took the server a little over half the processor time
+/// they took sent one by one.
+const STATEMENTS_PER_REQUEST: usize = 64;
 
 /// The canonical file of every object of `model`, by path, each read with `SHOW CREATE` over one
 /// of `connections` (the objects shared out in order, each connection's share sent in batches of
-/// [`STATEMENTS_PER_ROUND_TRIP`]) and checked as it comes. A failed `SHOW CREATE` is the error,
+/// [`STATEMENTS_PER_REQUEST`]) and checked as it comes. A failed `SHOW CREATE` is the error,
 /// the first in the objects' order; otherwise the first object, in order, that does not check.
 pub(super) async fn checked_files(
     connections: &mut [MySqlConnection],
@@ -157,7 +157,7 @@ pub(super) async fn checked_files(
     let work = connections.iter_mut().zip(objects.chunks_mut(share)).map(
         |(connection, chunk)| async move {
             let mut files = Vec::with_capacity(chunk.len());
-            let (mut at, mut per_request) = (0, STATEMENTS_PER_ROUND_TRIP);
+            let (mut at, mut per_request) = (0, STATEMENTS_PER_REQUEST);
             while at < chunk.len() {
                 let end = chunk.len().min(at + per_request);
                 let batch = &mut chunk[at..end];
@@ -194,50 +194,54 @@ async fn check_batch(
         .map(|object| show_create(database, object.kind(), object.name()))
         .collect::<Vec<_>>()
         .join(";\n");
+    let Some(last) = batch.len().checked_sub(1) else {
+        return Ok(true);
+    };
     // The text protocol: no prepared statement for the server to invalidate when an object
-    // changes, and several statements in one request. The answers are read to their end, which
-    // leaves the connection ready for its next request.
+    // changes, and several statements in one request.
     let mut answers = connection.fetch_many(sql.as_str());
     let mut first_row = None;
     let mut answered = 0;
-    loop {
+    let refused = loop {
+        // The statement answered, or for an answer the batch did not ask for, its last.
         let failed = |error: &sqlx::Error, answered: usize| {
-            // The statement answered, or for an answer the batch did not ask for, its last.
-            let (kind, name) = batch
-                .get(answered)
-                .or(batch.last())
-                .map_or((ObjectKind::Table, ""), |object| {
-                    (object.kind(), object.name())
-                });
-            show_create_error(error, database, kind, name)
+            let object = &batch[answered.min(last)];
+            show_create_error(error, database, object.kind(), object.name())
         };
         match answers.try_next().await {
             // ER_PARSE_ERROR before any answer: the statements, each valid alone, were read as
             // one.
-            Err(error)
-                if answered == 0 && batch.len() > 1 && mysql_error_number(&error) == Some(1064) =>
-            {
+            Err(error) if answered == 0 && last > 0 && mysql_error_number(&error) == Some(1064) => {
                 return Ok(false);
             }
+            // The server runs nothing of the request after a failed statement: its answers end.
             Err(error) => return Err(failed(&error, answered)),
-            Ok(Some(Either::Right(row))) if answered < batch.len() => {
+            Ok(Some(Either::Right(row))) if answered <= last => {
                 first_row.get_or_insert(row);
             }
             // The end of one statement's answer.
-            Ok(Some(Either::Left(_))) if answered < batch.len() => {
+            Ok(Some(Either::Left(_))) if answered <= last => {
                 let Some(row) = first_row.take() else {
-                    return Err(failed(&sqlx::Error::RowNotFound, answered));
+                    break failed(&sqlx::Error::RowNotFound, answered);
                 };
                 let object = &mut batch[answered];
-                let text = definition(&row, database, object.kind(), object.name())?;
-                files.push(object.file(&text, database, flavor));
+                match definition(&row, database, object.kind(), object.name()) {
+                    Ok(text) => files.push(object.file(&text, database, flavor)),
+                    Err(error) => break error,
+                }
                 answered += 1;
             }
-            Ok(None) if answered == batch.len() => return Ok(true),
-            // An answer the batch did not ask for, or one missing.
-            Ok(_) => return Err(failed(&sqlx::Error::RowNotFound, answered)),
+            Ok(None) if answered > last => return Ok(true),
+            Ok(None) => return Err(failed(&sqlx::Error::RowNotFound, answered)),
+            // An answer the batch did not ask for.
+            Ok(Some(_)) => break failed(&sqlx::Error::RowNotFound, answered),
         }
-    }
+    };
+    // The refusal is answered once the request's answers are read to their end: the driver only
+    // knows a request has ended when it reads past its last answer, and until then the
+    // connection's next request would wait for answers that never come.
+    while let Ok(Some(_)) = answers.try_next().await {}
+    Err(refused)
 }
 
 /// The statement that shows the definition of the object `kind` `name`.

@@ -332,10 +332,15 @@ impl Figure<'_> {
         self.append(None);
     }
 
-    /// [`Figure::record`] for a figure that sums up several rounds, with the lowest and the
-    /// highest ratio of those rounds (its spread).
-    pub fn record_with_spread(&self, lowest: f64, highest: f64) {
-        self.append(Some([lowest, highest]));
+    /// [`Figure::record`] for a figure that sums up rounds whose own ratios were `ratios`: with
+    /// more than one, the lowest and the highest (its spread) are recorded too.
+    pub fn record_over_rounds(&self, ratios: &[f64]) {
+        let spread = ratios
+            .iter()
+            .fold([f64::INFINITY, f64::NEG_INFINITY], |[low, high], r| {
+                [low.min(*r), high.max(*r)]
+            });
+        self.append((ratios.len() > 1).then_some(spread));
     }
 
     fn append(&self, spread: Option<[f64; 2]>) {

@@ -1,4 +1,4 @@
-//! Stored programs: routines with their parameters (one query, joined), triggers and events.
+//! Stored programs: routines with their parameters (one query, a union), triggers and events.
 //! A routine whose body the account may not read (`ROUTINE_DEFINITION` is NULL without the
 //! privilege to see it) fails the database as `PERMISSION_DENIED` instead of being snapshotted
 //! empty.
@@ -13,16 +13,23 @@ use crate::snapshot::normalize::mysql;
 /// Every query of stored programs, the same on both flavors (read ahead with the tables' queries).
 pub(super) const QUERIES: &[&str] = &[ROUTINES, TRIGGERS, EVENTS];
 
-const ROUTINES: &str = "SELECT r.ROUTINE_NAME, r.ROUTINE_TYPE, r.DTD_IDENTIFIER, \
+/// Routines, each followed by its parameters in order: a routine's row (position 0, no parameter)
+/// and its parameters' rows (its name and kind, then the parameter's mode, name and type), as one
+/// `UNION ALL` ordered as a derived table rather than a join: MariaDB joins two
+/// `information_schema` tables by comparing every row of one with every row of the other. In a
+/// snapshot of 20,000 tables and 1,000 routines the join took 650 to 750 ms (19 ms at 100
+/// routines); the union takes 30 ms.
+const ROUTINES: &str = "SELECT * FROM (SELECT r.ROUTINE_NAME AS routine_name, \
+     r.ROUTINE_TYPE AS routine_type, r.DTD_IDENTIFIER, \
      r.CHARACTER_SET_NAME, r.COLLATION_NAME, r.ROUTINE_BODY, r.ROUTINE_DEFINITION, \
      r.IS_DETERMINISTIC, r.SQL_DATA_ACCESS, r.SECURITY_TYPE, r.SQL_MODE, r.ROUTINE_COMMENT, \
-     r.DEFINER, p.PARAMETER_MODE, p.PARAMETER_NAME, p.DTD_IDENTIFIER \
-     FROM information_schema.ROUTINES r \
-     LEFT JOIN information_schema.PARAMETERS p ON p.SPECIFIC_SCHEMA = ? \
-      AND p.SPECIFIC_NAME = r.SPECIFIC_NAME AND p.ROUTINE_TYPE = r.ROUTINE_TYPE \
-      AND p.ORDINAL_POSITION > 0 \
-     WHERE r.ROUTINE_SCHEMA = ? \
-     ORDER BY r.ROUTINE_TYPE, BINARY r.ROUTINE_NAME, p.ORDINAL_POSITION";
+     r.DEFINER, NULL AS parameter_mode, NULL AS parameter_name, NULL AS parameter_type, \
+     0 AS parameter_position FROM information_schema.ROUTINES r WHERE r.ROUTINE_SCHEMA = ? \
+     UNION ALL SELECT p.SPECIFIC_NAME, p.ROUTINE_TYPE, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+     NULL, NULL, NULL, NULL, p.PARAMETER_MODE, p.PARAMETER_NAME, p.DTD_IDENTIFIER, \
+     p.ORDINAL_POSITION FROM information_schema.PARAMETERS p \
+     WHERE p.SPECIFIC_SCHEMA = ? AND p.ORDINAL_POSITION > 0) routine \
+     ORDER BY routine.routine_type, BINARY routine.routine_name, routine.parameter_position";
 const TRIGGERS: &str = "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_TIMING, \
      EVENT_MANIPULATION, CAST(ACTION_ORDER AS CHAR), ACTION_STATEMENT, DEFINER, SQL_MODE, \
      ACTION_ORIENTATION FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? \
@@ -52,70 +59,72 @@ pub(super) async fn routines(
             _ => return Err(unsupported(database)),
         };
         let v = v.about(kind.object_kind(), &name);
-        let known = routines
-            .last()
-            .is_some_and(|last| last.name == name && last.kind == kind);
-        if !known {
-            if v.text(5)? != "SQL" {
-                return Err(refuse(
-                    database,
-                    kind.object_kind(),
-                    &name,
-                    Reason::ExternalLanguage,
-                ));
+        // A parameter's row follows its routine's; one of a routine the account does not see
+        // (no row of its own) is left out.
+        if let Some(parameter) = v.optional(14)? {
+            if let Some(routine) = routines
+                .last_mut()
+                .filter(|last| last.name == name && last.kind == kind)
+            {
+                routine.parameters.push(Parameter {
+                    mode: v.optional(13)?,
+                    name: parameter,
+                    data_type: spelled(&v.text(15)?),
+                });
             }
-            // NULL when the account may neither run nor read the routine's body: MySQL needs
-            // SHOW_ROUTINE (or the definer's own account), MariaDB SELECT on `mysql.proc`.
-            let body = v.optional(6)?.ok_or_else(|| {
-                let mut object = ObjectSubject::kind(database, kind.object_kind());
-                object.name = fermata_schema_core::ObjectName::new(name.clone()).ok();
-                SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
-            })?;
-            let returns = match (kind, v.optional(2)?) {
-                (RoutineKind::Function, Some(dtd)) => {
-                    let mut returns = spelled(&dtd);
-                    if let (Some(charset), Some(collation)) = (v.optional(3)?, v.optional(4)?) {
-                        returns.push_str(&format!(
-                            " CHARSET {} COLLATE {}",
-                            charset_name(flavor, &charset),
-                            charset_name(flavor, &collation)
-                        ));
-                    }
-                    Some(returns)
-                }
-                (RoutineKind::Function, None) => {
-                    return Err(refuse(
-                        database,
-                        ObjectKind::Function,
-                        &name,
-                        Reason::UnreadableDefinition,
+            continue;
+        }
+        if v.text(5)? != "SQL" {
+            return Err(refuse(
+                database,
+                kind.object_kind(),
+                &name,
+                Reason::ExternalLanguage,
+            ));
+        }
+        // NULL when the account may neither run nor read the routine's body: MySQL needs
+        // SHOW_ROUTINE (or the definer's own account), MariaDB SELECT on `mysql.proc`.
+        let body = v.optional(6)?.ok_or_else(|| {
+            let mut object = ObjectSubject::kind(database, kind.object_kind());
+            object.name = fermata_schema_core::ObjectName::new(name.clone()).ok();
+            SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
+        })?;
+        let returns = match (kind, v.optional(2)?) {
+            (RoutineKind::Function, Some(dtd)) => {
+                let mut returns = spelled(&dtd);
+                if let (Some(charset), Some(collation)) = (v.optional(3)?, v.optional(4)?) {
+                    returns.push_str(&format!(
+                        " CHARSET {} COLLATE {}",
+                        charset_name(flavor, &charset),
+                        charset_name(flavor, &collation)
                     ));
                 }
-                (RoutineKind::Procedure, _) => None,
-            };
-            routines.push(Routine {
-                name: name.clone(),
-                kind,
-                parameters: Vec::new(),
-                parameter_list: String::new(),
-                returns,
-                deterministic: v.text(7)? == "YES",
-                data_access: v.text(8)?,
-                security: v.text(9)?,
-                comment: v.optional(11)?.unwrap_or_default(),
-                body,
-                definer: v.text(12)?,
-                sql_mode: v.text(10)?,
-            });
-        }
-        if let Some(parameter) = v.optional(14)? {
-            let routine = routines.last_mut().ok_or_else(|| unsupported(database))?;
-            routine.parameters.push(Parameter {
-                mode: v.optional(13)?,
-                name: parameter,
-                data_type: spelled(&v.text(15)?),
-            });
-        }
+                Some(returns)
+            }
+            (RoutineKind::Function, None) => {
+                return Err(refuse(
+                    database,
+                    ObjectKind::Function,
+                    &name,
+                    Reason::UnreadableDefinition,
+                ));
+            }
+            (RoutineKind::Procedure, _) => None,
+        };
+        routines.push(Routine {
+            name: name.clone(),
+            kind,
+            parameters: Vec::new(),
+            parameter_list: String::new(),
+            returns,
+            deterministic: v.text(7)? == "YES",
+            data_access: v.text(8)?,
+            security: v.text(9)?,
+            comment: v.optional(11)?.unwrap_or_default(),
+            body,
+            definer: v.text(12)?,
+            sql_mode: v.text(10)?,
+        });
     }
     routines.sort_by(|a, b| (a.kind, a.name.as_bytes()).cmp(&(b.kind, b.name.as_bytes())));
     Ok(routines)

@@ -398,7 +398,8 @@ async fn main() {
         dumps.push(dump);
         assert!(output.status.success(), "mariadb-dump failed");
         for (ratios, times) in round_ratios.iter_mut().zip([&ours, &refreshes, &approvals]) {
-            ratios.push(times[times.len() - 1].as_secs_f64() / dump.as_secs_f64());
+            let this_round = times.last().expect("this round's time");
+            ratios.push(this_round.as_secs_f64() / dump.as_secs_f64());
         }
         dump_questions = questions(&mut admin).await - before - 1;
     }

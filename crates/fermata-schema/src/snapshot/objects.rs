@@ -189,14 +189,14 @@ async fn check_batch(
     batch: &mut [Object<'_>],
     files: &mut Vec<Result<(String, Vec<u8>), SafeError>>,
 ) -> Result<bool, SafeError> {
+    let Some(last) = batch.len().checked_sub(1) else {
+        return Ok(true);
+    };
     let sql = batch
         .iter()
         .map(|object| show_create(database, object.kind(), object.name()))
         .collect::<Vec<_>>()
         .join(";\n");
-    let Some(last) = batch.len().checked_sub(1) else {
-        return Ok(true);
-    };
     // The text protocol: no prepared statement for the server to invalidate when an object
     // changes, and several statements in one request.
     let mut answers = connection.fetch_many(sql.as_str());

@@ -428,6 +428,17 @@ async fn a_privilege_missing_on_one_kind_names_the_object() {
     drop_database(&mut admin, &database).await;
 }
 
+/// `CREATE TABLE t000 (a0 ...)` and on, `count` tables each with its own key column.
+fn numbered_tables(count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| format!("CREATE TABLE t{i:03} (a{i} int NOT NULL, PRIMARY KEY (a{i}))"))
+        .collect()
+}
+
+fn as_strs(statements: &[String]) -> Vec<&str> {
+    statements.iter().map(String::as_str).collect()
+}
+
 /// More objects than one request carries are each read and checked, in order, over one
 /// connection, a name with a semicolon and a backtick among them; a second snapshot over the
 /// same connection reads them again alike.
@@ -435,13 +446,10 @@ async fn a_privilege_missing_on_one_kind_names_the_object() {
 async fn objects_beyond_one_request_are_each_read_and_checked() {
     let mut admin = admin().await;
     let database = unique("batches");
-    let statements: Vec<String> = (0..150)
-        .map(|i| format!("CREATE TABLE t{i:03} (a{i} int NOT NULL, PRIMARY KEY (a{i}))"))
-        .chain(["CREATE TABLE `t070;``x` (semi int)".to_owned()])
-        .chain((0..20).map(|i| format!("CREATE VIEW v{i:02} AS SELECT a{i} FROM t{i:03}")))
-        .collect();
-    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
-    create_database(&mut admin, &database, &statements).await;
+    let mut statements = numbered_tables(150);
+    statements.push("CREATE TABLE `t070;``x` (semi int)".to_owned());
+    statements.extend((0..20).map(|i| format!("CREATE VIEW v{i:02} AS SELECT a{i} FROM t{i:03}")));
+    create_database(&mut admin, &database, &as_strs(&statements)).await;
     let name = DatabaseName::new(database.clone()).unwrap();
     let mut connections = connections(1).await;
     let first = snapshot(&mut connections, &name, "test").await.unwrap();
@@ -516,12 +524,9 @@ async fn packet(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
 async fn a_server_that_runs_one_statement_a_request_is_asked_one_at_a_time() {
     let mut admin = admin().await;
     let database = unique("one_by_one");
-    let statements: Vec<String> = (0..70)
-        .map(|i| format!("CREATE TABLE t{i:02} (a{i} int NOT NULL, PRIMARY KEY (a{i}))"))
-        .chain(["CREATE VIEW v AS SELECT a1 FROM t01".to_owned()])
-        .collect();
-    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
-    create_database(&mut admin, &database, &statements).await;
+    let mut statements = numbered_tables(70);
+    statements.push("CREATE VIEW v AS SELECT a1 FROM t001".to_owned());
+    create_database(&mut admin, &database, &as_strs(&statements)).await;
     let options = support::admin_options()
         .port(one_statement_proxy().await)
         .ssl_mode(sqlx::mysql::MySqlSslMode::Disabled);

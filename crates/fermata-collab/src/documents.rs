@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use fermata_docs::{Sidecar, SourceDoc, recover};
+use fermata_docs::{OpenDocument, Recovering, Sidecar, SourceDoc};
 use fermata_store::repository::creation_fingerprint;
 use fermata_store::search::MAX_SEARCH_PAGE;
 use fermata_store::{
@@ -263,6 +263,20 @@ impl Documents {
         })
     }
 
+    /// A document recovered from storage as it is read (a long journal replayed while the rest
+    /// is read), with its channel as read.
+    async fn recovered(&self, id: &ChannelId) -> Result<(Channel, OpenDocument), StoreError> {
+        let mut recovering = Recovering::new(id);
+        self.storage
+            .collaboration()
+            .read_for_recovery(id, &mut recovering)
+            .await?;
+        let channel = recovering.channel().cloned();
+        let open = recovering.finish()?;
+        let channel = channel.ok_or_else(|| StoreError::unavailable("a document was not read"))?;
+        Ok((channel, open))
+    }
+
     /// A document by ID, with its canonical text: from its open room when the room is at least
     /// at the stored revision (one row read, no recovery), otherwise recovered from storage.
     pub async fn read(&self, id: &ChannelId) -> Result<DocumentView, StoreError> {
@@ -276,12 +290,11 @@ impl Documents {
                 });
             }
         }
-        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
-        let open = recover(&snapshot)?;
+        let (channel, open) = self.recovered(id).await?;
         Ok(DocumentView {
             text: open.doc.text(),
             source_hash: open.doc.source_hash(),
-            channel: snapshot.channel,
+            channel,
         })
     }
 
@@ -363,13 +376,12 @@ impl Documents {
                 return Ok((bytes, revision));
             }
         }
-        let snapshot = self.storage.collaboration().recovery_snapshot(id).await?;
-        let open = recover(&snapshot).map_err(StoreError::from)?;
+        let (_, open) = self.recovered(id).await?;
         let bytes = match vector {
             Some(vector) => open.doc.diff_since(&vector).map_err(EditError::Refused)?,
             None => open.doc.encode_state(),
         };
-        Ok((bytes, snapshot.channel.revision))
+        Ok((bytes, open.revision))
     }
 
     /// A document's activity history, newest session first, at most `limit`.

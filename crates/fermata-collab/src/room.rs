@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fermata_docs::{DocError, OpenDocument, recover_to_serve};
+use fermata_docs::{DocError, OpenDocument, Recovering};
 use fermata_metrics::{CommitOutcome, Held, Metrics, StorageCause, UpdateRefusal};
 use fermata_store::{
     ChannelId, Commit, Committed, ErrorChain, ErrorKind, OperationId, Storage, StoreError,
@@ -1262,20 +1262,24 @@ async fn load(
 ) -> Result<OpenDocument, Refusal> {
     let started = Instant::now();
     let sent = std::time::Instant::now();
-    let snapshot = storage
+    let mut recovering = Recovering::new(id);
+    storage
         .collaboration()
-        .recovery_snapshot(id)
+        .read_for_recovery(id, &mut recovering)
         .await
         .map_err(|error| read_refusal(metrics, id, &error))?;
     storage_outage::answered(metrics, StorageCause::Load, sent);
-    if snapshot.channel.archived_at.is_some() {
+    if recovering
+        .channel()
+        .is_some_and(|channel| channel.archived_at.is_some())
+    {
         return Err(Refusal {
             code: close::POLICY,
             reason: "the document is archived; restore it to edit".to_owned(),
             kind: ErrorKind::Conflict,
         });
     }
-    let recovered = recover_to_serve(snapshot).map_err(|error| {
+    let recovered = recovering.finish().map_err(|error| {
         tracing::error!(document = %id, error = %ErrorChain(&error), "a document failed recovery");
         Refusal {
             code: close::INTERNAL,

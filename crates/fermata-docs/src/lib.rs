@@ -11,6 +11,7 @@
 
 mod child_conversation;
 mod diff;
+mod recovering;
 mod recovery;
 mod sidecar;
 mod source;
@@ -19,9 +20,8 @@ pub use child_conversation::{
     CHAT_CITATION_FIELDS, CHILD_CONVERSATION_FIELDS, ChildClearing, clear_child_conversation,
 };
 pub use diff::{CONTEXT_LINES, DiffLine, DiffRow, LineChange, LineDiff, line_diff};
-pub use recovery::{
-    OpenDocument, RecoveryError, RecoveryProblem, Stored, recover, recover_to_serve,
-};
+pub use recovering::{OVERLAP_FROM, Recovering};
+pub use recovery::{OpenDocument, RecoveryError, RecoveryProblem, Stored, recover};
 pub use sidecar::{
     Comment, GraphEdge, GraphNode, ImplementationGraph, Question, QuestionStatus, Restored,
     SIDECAR_VERSION, Sidecar, SidecarError, restore,

@@ -20,7 +20,10 @@
 use std::error::Error as StdError;
 use std::fmt;
 
-use fermata_store::{ChannelId, Checkpoint, NewCheckpoint, RecoverySnapshot, StoreError};
+use fermata_store::{
+    Channel, ChannelId, Checkpoint, JournalUpdate, NewCheckpoint, RecoverySnapshot, SidecarState,
+    StoreError,
+};
 
 use crate::sidecar::{self, Sidecar, SidecarError};
 use crate::source::{DocError, SourceDoc, source_hash};
@@ -89,6 +92,10 @@ pub struct RecoveryError {
 }
 
 impl RecoveryError {
+    pub(crate) fn new(channel: ChannelId, problem: RecoveryProblem) -> Self {
+        RecoveryError { channel, problem }
+    }
+
     pub fn channel(&self) -> &ChannelId {
         &self.channel
     }
@@ -161,143 +168,210 @@ pub enum RecoveryProblem {
     UnexpectedUpdate(i64),
     #[error("update {sequence} is refused: {error}")]
     Update { sequence: i64, error: DocError },
+    #[error("the store stopped before the whole snapshot was read")]
+    Unfinished,
 }
 
 /// Recovers a document from its snapshot.
 pub fn recover(snapshot: &RecoverySnapshot) -> Result<OpenDocument, RecoveryError> {
-    recover_with(snapshot, None)
-}
-
-/// [`recover`] for a document about to be served: the checkpoint's bytes are moved, not copied,
-/// and when no journal follows them the document keeps them as its answer to the first client
-/// that holds nothing ([`SourceDoc::sync_answer`]).
-pub fn recover_to_serve(mut snapshot: RecoverySnapshot) -> Result<OpenDocument, RecoveryError> {
-    let state = snapshot
-        .checkpoint
-        .as_mut()
-        .map(|checkpoint| std::mem::take(&mut checkpoint.state));
-    recover_with(&snapshot, state)
-}
-
-/// [`recover`], with the checkpoint's state given apart from `snapshot` when it was moved out.
-fn recover_with(
-    snapshot: &RecoverySnapshot,
-    moved_state: Option<Vec<u8>>,
-) -> Result<OpenDocument, RecoveryError> {
-    let channel = &snapshot.channel;
-    let fail = |problem| RecoveryError {
-        channel: channel.id.clone(),
-        problem,
+    let head = Head {
+        channel: &snapshot.channel,
+        sidecar: snapshot.sidecar.as_ref(),
+        checkpoint: snapshot.checkpoint.as_ref(),
+        expected: &snapshot.expected_update_sequences,
     };
-    if channel.revision < 0 || channel.sequence < 0 {
-        return Err(fail(RecoveryProblem::NegativeCounters {
+    let mut recovery = Recovery::begin(head, None)?;
+    recovery.replay(&snapshot.updates)?;
+    recovery.finish()
+}
+
+/// What a recovery begins from: the store's [`fermata_store::RecoveryHead`], borrowed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Head<'a> {
+    pub channel: &'a Channel,
+    pub sidecar: Option<&'a SidecarState>,
+    pub checkpoint: Option<&'a Checkpoint>,
+    pub expected: &'a [i64],
+}
+
+/// A recovery under way, in the storage design's steps: [`Self::begin`] checks the sidecar and
+/// the checkpoint and loads it, [`Self::replay`] checks and applies each run of the journal in
+/// turn, and [`Self::finish`] checks that the journal held exactly the updates the operation
+/// records name, then places the sidecar on the text. A recovery that fails at any step is
+/// over: its document is discarded.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    channel: Channel,
+    sidecar: Option<sidecar::Checked>,
+    doc: SourceDoc,
+    stored: Stored,
+    /// The sequence the checkpoint covers, and the last sequence replayed after it.
+    through: i64,
+    previous: i64,
+    /// The sequences after the checkpoint whose commits carried an update, sorted, and how many
+    /// of them the journal has held so far.
+    expected: Vec<i64>,
+    found: usize,
+    /// The checkpoint's source hash, the recovered text's while nothing follows it.
+    checkpoint_hash: Option<String>,
+}
+
+impl Recovery {
+    /// Steps 1 and 2: the sidecar and the checkpoint's metadata, then the checkpoint's complete
+    /// state, checked against its canonical text and hash. The state is `moved_state` when it
+    /// was moved out of the checkpoint; the document then keeps those bytes until its first
+    /// change ([`SourceDoc::from_owned_state`]).
+    pub(crate) fn begin(
+        head: Head<'_>,
+        moved_state: Option<Vec<u8>>,
+    ) -> Result<Self, RecoveryError> {
+        let channel = head.channel;
+        let fail = |problem| RecoveryError {
+            channel: channel.id.clone(),
+            problem,
+        };
+        if channel.revision < 0 || channel.sequence < 0 {
+            return Err(fail(RecoveryProblem::NegativeCounters {
+                revision: channel.revision,
+                sequence: channel.sequence,
+            }));
+        }
+        // The channel's own sidecar is the newest; the checkpoint's copy stands in only when
+        // the channel has none.
+        let stored_sidecar = head.sidecar.or_else(|| {
+            head.checkpoint
+                .and_then(|checkpoint| checkpoint.sidecar.as_ref())
+        });
+        let sidecar = stored_sidecar
+            .map(|stored| sidecar::check(stored.version, &stored.json))
+            .transpose()
+            .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
+        let (doc, through, stored, checkpoint_hash) = match head.checkpoint {
+            Some(checkpoint) => {
+                let through = check_checkpoint_metadata(checkpoint, channel).map_err(fail)?;
+                let stored = Stored {
+                    checkpoint_bytes: moved_state.as_ref().unwrap_or(&checkpoint.state).len(),
+                    ..Stored::default()
+                };
+                let doc = load_checkpoint(checkpoint, moved_state).map_err(fail)?;
+                (doc, through, stored, Some(checkpoint.source_hash.clone()))
+            }
+            None => (SourceDoc::new(), 0, Stored::default(), None),
+        };
+        Ok(Recovery {
+            channel: channel.clone(),
+            sidecar,
+            doc,
+            stored,
+            through,
+            previous: through,
+            expected: expected_after(head.expected, through),
+            found: 0,
+            checkpoint_hash,
+        })
+    }
+
+    /// Step 3, for one run of the journal: every update of the channel's epoch, after the
+    /// checkpoint and after the runs before, in strictly increasing sequence, exactly the
+    /// sequences the operation records say carried an update, checked before any of the run is
+    /// decoded; then each applied with nothing left waiting for a missing predecessor.
+    pub(crate) fn replay(&mut self, run: &[JournalUpdate]) -> Result<(), RecoveryError> {
+        let fail = |problem| RecoveryError {
+            channel: self.channel.id.clone(),
+            problem,
+        };
+        let mut previous = self.previous;
+        for update in run {
+            check_update(update, &self.channel, self.through, previous).map_err(fail)?;
+            previous = update.sequence;
+        }
+        let mut found = self.found;
+        for update in run {
+            match self.expected.get(found) {
+                Some(&wanted) if wanted == update.sequence => found += 1,
+                Some(&wanted) if wanted < update.sequence => {
+                    return Err(fail(RecoveryProblem::MissingUpdate(wanted)));
+                }
+                _ => return Err(fail(RecoveryProblem::UnexpectedUpdate(update.sequence))),
+            }
+        }
+        let journal: Vec<&[u8]> = run.iter().map(|update| update.bytes.as_slice()).collect();
+        self.doc.apply_journal(&journal).map_err(|(index, error)| {
+            fail(RecoveryProblem::Update {
+                sequence: run[index].sequence,
+                error,
+            })
+        })?;
+        (self.previous, self.found) = (previous, found);
+        self.stored.tail_updates += run.len();
+        self.stored.tail_bytes += run.iter().map(|update| update.bytes.len()).sum::<usize>();
+        Ok(())
+    }
+
+    /// Steps 4 and 5: no update the operation records name is missing from the end of the
+    /// journal, and the sidecar is placed on the current text, with broken anchors detached.
+    /// Every update was applied in full, so nothing is waiting that could change the text later.
+    pub(crate) fn finish(self) -> Result<OpenDocument, RecoveryError> {
+        let Recovery {
+            channel,
+            sidecar,
+            doc,
+            mut stored,
+            expected,
+            found,
+            checkpoint_hash,
+            ..
+        } = self;
+        let fail = |problem| RecoveryError {
+            channel: channel.id.clone(),
+            problem,
+        };
+        if let Some(&wanted) = expected.get(found) {
+            return Err(fail(RecoveryProblem::MissingUpdate(wanted)));
+        }
+        if stored.tail_updates == 0 {
+            stored.text_hash = checkpoint_hash;
+        }
+        let (mut sidecar, mut detached) = match sidecar {
+            Some(checked) => {
+                let converted = sidecar::convert(checked, &doc)
+                    .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
+                (converted.sidecar, converted.detached)
+            }
+            None => (Sidecar::default(), Vec::new()),
+        };
+        for comment in &mut sidecar.comments {
+            let Some(anchor) = &comment.anchor else {
+                continue;
+            };
+            if !comment.detached && doc.resolve(anchor).is_none() {
+                comment.detached = true;
+                tracing::warn!(
+                    document = %channel.id,
+                    comment = %comment.id,
+                    "a comment's passage is gone; the comment is detached"
+                );
+                detached.push(comment.id.clone());
+            }
+        }
+        Ok(OpenDocument {
+            channel_id: channel.id,
+            doc,
+            sidecar,
             revision: channel.revision,
             sequence: channel.sequence,
-        }));
-    }
-    let checkpoint = snapshot.checkpoint.as_ref();
-
-    // 1. The sidecar and the checkpoint's metadata. The channel's own sidecar is the newest; the
-    // checkpoint's copy stands in only when the channel has none.
-    let stored_sidecar = snapshot
-        .sidecar
-        .as_ref()
-        .or_else(|| checkpoint.and_then(|checkpoint| checkpoint.sidecar.as_ref()));
-    let checked_sidecar = stored_sidecar
-        .map(|stored| sidecar::check(stored.version, &stored.json))
-        .transpose()
-        .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
-    let through = match checkpoint {
-        Some(checkpoint) => check_checkpoint_metadata(checkpoint, snapshot).map_err(fail)?,
-        None => 0,
-    };
-    check_journal(snapshot, through).map_err(fail)?;
-
-    // 2. The complete state, checked against its canonical text and hash.
-    let tail_bytes = snapshot.updates.iter().map(|u| u.bytes.len()).sum();
-    let (mut doc, stored) = match checkpoint {
-        Some(checkpoint) => {
-            let stored = Stored {
-                checkpoint_bytes: moved_state.as_ref().unwrap_or(&checkpoint.state).len(),
-                tail_updates: snapshot.updates.len(),
-                tail_bytes,
-                text_hash: snapshot
-                    .updates
-                    .is_empty()
-                    .then(|| checkpoint.source_hash.clone()),
-            };
-            let keep = snapshot.updates.is_empty();
-            let doc = load_checkpoint(checkpoint, moved_state, keep).map_err(fail)?;
-            (doc, stored)
-        }
-        None => (
-            SourceDoc::new(),
-            Stored {
-                tail_updates: snapshot.updates.len(),
-                tail_bytes,
-                ..Stored::default()
-            },
-        ),
-    };
-
-    // 3. The journal, in order.
-    let journal: Vec<&[u8]> = snapshot
-        .updates
-        .iter()
-        .map(|update| update.bytes.as_slice())
-        .collect();
-    doc.apply_journal(&journal).map_err(|(index, error)| {
-        fail(RecoveryProblem::Update {
-            sequence: snapshot.updates[index].sequence,
-            error,
+            epoch: channel.epoch,
+            detached,
+            stored,
         })
-    })?;
-
-    // 4. The current text is what `doc` projects; every update applied in full, so there is
-    // nothing waiting that could change it later.
-
-    // 5. The sidecar on the current text, with broken anchors detached.
-    let (mut sidecar, mut detached) = match checked_sidecar {
-        Some(checked) => {
-            let converted = sidecar::convert(checked, &doc)
-                .map_err(|error| fail(RecoveryProblem::Sidecar(error)))?;
-            (converted.sidecar, converted.detached)
-        }
-        None => (Sidecar::default(), Vec::new()),
-    };
-    for comment in &mut sidecar.comments {
-        let Some(anchor) = &comment.anchor else {
-            continue;
-        };
-        if !comment.detached && doc.resolve(anchor).is_none() {
-            comment.detached = true;
-            tracing::warn!(
-                document = %channel.id,
-                comment = %comment.id,
-                "a comment's passage is gone; the comment is detached"
-            );
-            detached.push(comment.id.clone());
-        }
     }
-
-    Ok(OpenDocument {
-        channel_id: channel.id.clone(),
-        doc,
-        sidecar,
-        revision: channel.revision,
-        sequence: channel.sequence,
-        epoch: channel.epoch,
-        detached,
-        stored,
-    })
 }
 
 /// Checks a checkpoint's counters against the channel's; returns the sequence it covers.
 fn check_checkpoint_metadata(
     checkpoint: &Checkpoint,
-    snapshot: &RecoverySnapshot,
+    channel: &Channel,
 ) -> Result<i64, RecoveryProblem> {
-    let channel = &snapshot.channel;
     if checkpoint.epoch != channel.epoch {
         return Err(RecoveryProblem::CheckpointEpoch {
             checkpoint: checkpoint.epoch,
@@ -324,85 +398,68 @@ fn check_checkpoint_metadata(
     Ok(checkpoint.through_sequence)
 }
 
-/// Checks the journal's metadata before any update is decoded: the epoch, the order, and that
-/// its sequences are exactly those whose commits carried an update. Sequences the operation
-/// records list at or before the checkpoint are covered by it and not looked for.
-fn check_journal(snapshot: &RecoverySnapshot, through: i64) -> Result<(), RecoveryProblem> {
-    let channel = &snapshot.channel;
-    let mut previous = through;
-    for update in &snapshot.updates {
-        if update.epoch != channel.epoch {
-            return Err(RecoveryProblem::UpdateEpoch {
-                sequence: update.sequence,
-                update: update.epoch,
-                channel: channel.epoch,
-            });
-        }
-        if update.sequence <= through {
-            return Err(RecoveryProblem::UpdateCovered {
-                sequence: update.sequence,
-                through,
-            });
-        }
-        if update.sequence <= previous {
-            return Err(RecoveryProblem::UpdateOrder {
-                sequence: update.sequence,
-                previous,
-            });
-        }
-        if update.sequence > channel.sequence {
-            return Err(RecoveryProblem::UpdatePastSequence {
-                sequence: update.sequence,
-                channel: channel.sequence,
-            });
-        }
-        previous = update.sequence;
+/// Checks one journal update's metadata before it is decoded: the channel's epoch, after the
+/// checkpoint (`through`) and after the update before it (`previous`), and not past the
+/// channel's sequence.
+fn check_update(
+    update: &JournalUpdate,
+    channel: &Channel,
+    through: i64,
+    previous: i64,
+) -> Result<(), RecoveryProblem> {
+    if update.epoch != channel.epoch {
+        return Err(RecoveryProblem::UpdateEpoch {
+            sequence: update.sequence,
+            update: update.epoch,
+            channel: channel.epoch,
+        });
     }
-    let mut expected: Vec<i64> = snapshot
-        .expected_update_sequences
+    if update.sequence <= through {
+        return Err(RecoveryProblem::UpdateCovered {
+            sequence: update.sequence,
+            through,
+        });
+    }
+    if update.sequence <= previous {
+        return Err(RecoveryProblem::UpdateOrder {
+            sequence: update.sequence,
+            previous,
+        });
+    }
+    if update.sequence > channel.sequence {
+        return Err(RecoveryProblem::UpdatePastSequence {
+            sequence: update.sequence,
+            channel: channel.sequence,
+        });
+    }
+    Ok(())
+}
+
+/// The sequences whose commits carried an update after the checkpoint (`through`), sorted and
+/// once each: those at or before it are covered by it and not looked for.
+fn expected_after(expected: &[i64], through: i64) -> Vec<i64> {
+    let mut after: Vec<i64> = expected
         .iter()
         .copied()
         .filter(|sequence| *sequence > through)
         .collect();
-    expected.sort_unstable();
-    expected.dedup();
-    // Both lists are now strictly increasing, so one merge walk finds the first difference.
-    let mut journal = snapshot
-        .updates
-        .iter()
-        .map(|update| update.sequence)
-        .peekable();
-    let mut expected = expected.into_iter().peekable();
-    loop {
-        match (journal.peek().copied(), expected.peek().copied()) {
-            (None, None) => return Ok(()),
-            (Some(stored), Some(wanted)) if stored == wanted => {
-                journal.next();
-                expected.next();
-            }
-            (Some(stored), Some(wanted)) if stored > wanted => {
-                return Err(RecoveryProblem::MissingUpdate(wanted));
-            }
-            (None, Some(wanted)) => return Err(RecoveryProblem::MissingUpdate(wanted)),
-            (Some(stored), _) => return Err(RecoveryProblem::UnexpectedUpdate(stored)),
-        }
-    }
+    after.sort_unstable();
+    after.dedup();
+    after
 }
 
 /// Loads a checkpoint, checked against its text and hash. Its Yjs state is `moved` when it was
-/// moved out of the checkpoint; the document then keeps those bytes with `keep` (see
+/// moved out of the checkpoint; the document then keeps those bytes until its first change (see
 /// [`SourceDoc::from_owned_state`]).
 fn load_checkpoint(
     checkpoint: &Checkpoint,
     moved: Option<Vec<u8>>,
-    keep: bool,
 ) -> Result<SourceDoc, RecoveryProblem> {
     if source_hash(&checkpoint.canonical_text) != checkpoint.source_hash {
         return Err(RecoveryProblem::CheckpointHash);
     }
     let loaded = match moved {
-        Some(state) if keep => SourceDoc::from_owned_state(state),
-        Some(state) => SourceDoc::from_state(&state),
+        Some(state) => SourceDoc::from_owned_state(state),
         None => SourceDoc::from_state(&checkpoint.state),
     };
     let doc = loaded.map_err(RecoveryProblem::CheckpointState)?;
@@ -419,6 +476,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::recovering::{Recovering, hand_over};
     use crate::sidecar::Comment;
 
     const ID: &str = "0b7c6f2e-5d1a-4c3b-9e8f-1a2b3c4d5e6f";
@@ -500,6 +558,8 @@ mod tests {
         }
     }
 
+    /// Why `snapshot` is refused: the same whether it is recovered whole, handed over at once
+    /// and recovered in place, or handed over in runs of two updates to a recovery on a thread.
     fn corrupt(snapshot: &RecoverySnapshot) -> String {
         let error = recover(snapshot).unwrap_err();
         assert_eq!(error.channel().0, ID);
@@ -508,10 +568,30 @@ mod tests {
             message.starts_with(&format!("document {ID}: ")),
             "{message}"
         );
+        for (mut recovering, run) in [
+            (Recovering::new(&snapshot.channel.id), usize::MAX),
+            (Recovering::on_a_thread(&snapshot.channel.id), 2),
+        ] {
+            hand_over(snapshot.clone(), run, &mut recovering);
+            assert_eq!(recovering.finish().unwrap_err().to_string(), message);
+        }
         let store_error = StoreError::from(error);
         assert_eq!(store_error.kind(), ErrorKind::Corrupt);
         assert!(store_error.to_string().contains(ID));
         message[format!("document {ID}: ").len()..].to_owned()
+    }
+
+    /// `snapshot` recovered as a room opens it, handed over in runs of `run` updates, in place
+    /// or on a thread.
+    fn served(snapshot: RecoverySnapshot, run: usize, on_a_thread: bool) -> OpenDocument {
+        let id = snapshot.channel.id.clone();
+        let mut recovering = if on_a_thread {
+            Recovering::on_a_thread(&id)
+        } else {
+            Recovering::new(&id)
+        };
+        hand_over(snapshot, run, &mut recovering);
+        recovering.finish().unwrap()
     }
 
     #[test]
@@ -574,8 +654,15 @@ mod tests {
         let snapshot = happy_snapshot();
         let checkpoint_bytes = snapshot.checkpoint.as_ref().unwrap().state.len();
         let tail_bytes: usize = snapshot.updates.iter().map(|u| u.bytes.len()).sum();
-        let mut open = recover_to_serve(snapshot.clone()).unwrap();
-        assert_eq!(open.stored, recover(&snapshot).unwrap().stored);
+        let whole = recover(&snapshot).unwrap();
+        for (run, on_a_thread) in [(usize::MAX, false), (1, true), (2, false)] {
+            let open = served(snapshot.clone(), run, on_a_thread);
+            assert_eq!(open.stored, whole.stored);
+            assert_eq!(open.doc.text(), whole.doc.text());
+            assert_eq!(open.sidecar, whole.sidecar);
+            assert_eq!(open.detached, whole.detached);
+        }
+        let mut open = served(snapshot.clone(), usize::MAX, false);
         assert_eq!(
             open.stored,
             Stored {
@@ -599,7 +686,7 @@ mod tests {
         let checkpoint = bare.checkpoint.clone().unwrap();
         bare.channel.sequence = checkpoint.through_sequence;
         bare.channel.revision = checkpoint.revision;
-        let mut open = recover_to_serve(bare).unwrap();
+        let mut open = served(bare, usize::MAX, true);
         assert_eq!(
             open.stored.text_hash.as_ref(),
             Some(&checkpoint.source_hash)

@@ -15,7 +15,7 @@ use fermata_store::collaboration_rules::{
 use fermata_store::{
     Channel, ChannelFilter, ChannelId, Checkpoint, CollaborationStore, Commit, Committed, Coverage,
     DescriptionDraft, Event, Fence, JournalUpdate, NewChannel, NewCheckpoint, PublishedChannel,
-    RecoverySnapshot, Repository, Shard, SidecarState, Slug, StoreError, StoreResult,
+    RecoveryHead, RecoveryReceiver, Repository, Shard, SidecarState, Slug, StoreError, StoreResult,
     StoreResultExt, UnixMillis, UserId,
 };
 use sqlx::AnyConnection;
@@ -27,7 +27,7 @@ use crate::commit_statement::{self, bind_commit, covered_shard};
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::fence::FencedTransaction;
-use crate::journal_read::{journal_updates, read_journal};
+use crate::journal_read::{expected_sequences, journal_updates, read_journal};
 use crate::recovery_read::read_at_once;
 use crate::row::{column, instant};
 use crate::write_transaction::begin_on_task;
@@ -795,14 +795,26 @@ impl CollaborationStore for SqlStorage {
         })
     }
 
-    async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot> {
+    async fn read_for_recovery(
+        &self,
+        id: &ChannelId,
+        receiver: &mut dyn RecoveryReceiver,
+    ) -> StoreResult<()> {
         let action = "reading a document for recovery";
         let sql = &self.inner.collaboration_sql;
         let mut conn = self.inner.pool.acquire().await.context(action)?;
         if let Some(snapshot) =
             read_at_once(&mut conn, &self.inner.recovery_sql, id, action).await?
         {
-            return Ok(snapshot);
+            receiver.head(RecoveryHead {
+                channel: snapshot.channel,
+                sidecar: snapshot.sidecar,
+                checkpoint: snapshot.checkpoint,
+                expected_update_sequences: snapshot.expected_update_sequences,
+            });
+            receiver.journal(snapshot.updates);
+            receiver.rest(snapshot.events);
+            return Ok(());
         }
         let mut tx = begin_on_task(conn, self.inner.dialect.begin_snapshot())
             .await
@@ -818,18 +830,10 @@ impl CollaborationStore for SqlStorage {
             .context(action)?;
         let checkpoint = self.checkpoint_on(&mut tx, id, action).await?;
         let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
-        let (updates, expected) = read_journal(
-            &mut tx,
-            &self.inner.journal_sql,
-            id,
-            after,
-            channel.sequence,
-            action,
-        )
-        .await?;
-        let events = self.events_on(&mut tx, id, after, action).await?;
-        tx.commit().await.context(action)?;
-        Ok(RecoverySnapshot {
+        let last = channel.sequence;
+        let journal_sql = &self.inner.journal_sql;
+        let expected = expected_sequences(&mut tx, journal_sql, id, after, action).await?;
+        receiver.head(RecoveryHead {
             channel,
             sidecar: sidecar.map(|(version, json, unanswered_decisions)| SidecarState {
                 version,
@@ -837,10 +841,13 @@ impl CollaborationStore for SqlStorage {
                 unanswered_decisions,
             }),
             checkpoint,
-            updates,
-            events,
             expected_update_sequences: expected,
-        })
+        });
+        read_journal(&mut tx, journal_sql, id, (after, last), receiver, action).await?;
+        let events = self.events_on(&mut tx, id, after, action).await?;
+        tx.commit().await.context(action)?;
+        receiver.rest(events);
+        Ok(())
     }
 
     async fn archive(&self, fence: &Fence, id: &ChannelId) -> StoreResult<Channel> {

@@ -12,8 +12,12 @@
 //! the channel's sequence and the rows of a chunk whose epochs differ (stored data recovery
 //! refuses, naming the row). The operation records' update sequences come back packed in one
 //! value. Anything that does not unpack is reported as corrupt.
+//!
+//! Each chunk goes to the recovery's receiver as soon as it is read, one run of the journal, so a
+//! recovery on a thread of its own replays it while the next is read; the first chunks are
+//! shorter, so that the replay starts early.
 
-use fermata_store::{ChannelId, JournalUpdate, StoreError, StoreResult};
+use fermata_store::{ChannelId, JournalUpdate, RecoveryReceiver, StoreError, StoreResult};
 use sqlx::AnyConnection;
 
 use crate::dialect::Dialect;
@@ -21,6 +25,9 @@ use crate::error::StoreContext;
 
 /// The sequences one chunk covers.
 pub(crate) const CHUNK: i64 = 4096;
+/// The sequences the first chunk of a long journal covers; each next one covers twice as many,
+/// up to [`CHUNK`].
+const FIRST_CHUNK: i64 = 512;
 /// The largest row read in a chunk, in bytes: a chunk's value stays under 32 MiB of text.
 pub(crate) const SMALL: i64 = 4096;
 
@@ -107,21 +114,23 @@ impl JournalStatements {
 /// One chunk as the database returns it.
 type Chunk = (Option<i64>, Option<i64>, Option<Vec<u8>>, i64);
 
-/// The journal of `id` after sequence `after`, whose last sequence is `last`, and the update
-/// sequences its operation records name after `after`, both in sequence order.
+/// Hands the journal of `id` after sequence `after`, whose last sequence is `last`, to
+/// `receiver` one chunk's run at a time, in sequence order (rows past `last` come last, as a run
+/// of their own).
 pub(crate) async fn read_journal(
     conn: &mut AnyConnection,
     sql: &JournalStatements,
     id: &ChannelId,
-    after: i64,
-    last: i64,
+    (after, last): (i64, i64),
+    receiver: &mut dyn RecoveryReceiver,
     action: &str,
-) -> StoreResult<(Vec<JournalUpdate>, Vec<i64>)> {
-    // Rows past the channel's sequence, which no chunk covers (recovery refuses them).
-    let mut updates = rows(conn, sql, id, (last.max(after), i64::MAX), ALL, action).await?;
+) -> StoreResult<()> {
     let mut start = after;
+    // The first runs are short, so that recovery starts replaying while the rest is read.
+    let mut size = FIRST_CHUNK;
     while start < last {
-        let end = start.saturating_add(CHUNK).min(last);
+        let end = start.saturating_add(size).min(last);
+        size = (size * 2).min(CHUNK);
         let (least_epoch, greatest_epoch, entries, large): Chunk = sqlx::query_as(&sql.chunk)
             .bind(&id.0)
             .bind(start)
@@ -129,15 +138,16 @@ pub(crate) async fn read_journal(
             .fetch_one(&mut *conn)
             .await
             .context(action)?;
+        let mut run = Vec::new();
         match (least_epoch, greatest_epoch, entries) {
             (Some(epoch), Some(greatest), Some(entries)) if epoch == greatest => {
-                unpack_chunk(sql.packing, &entries, epoch, &mut updates, action)?;
+                unpack_chunk(sql.packing, &entries, epoch, &mut run, action)?;
                 if large > 0 {
-                    updates.extend(rows(conn, sql, id, (start, end), LARGE, action).await?);
+                    run.extend(rows(conn, sql, id, (start, end), LARGE, action).await?);
                 }
             }
             (None, None, None) if large > 0 => {
-                updates.extend(rows(conn, sql, id, (start, end), LARGE, action).await?);
+                run = rows(conn, sql, id, (start, end), LARGE, action).await?;
             }
             (None, None, None) => {
                 // An empty range: the next one starts at the next row, so a long stretch of
@@ -157,23 +167,40 @@ pub(crate) async fn read_journal(
                     _ => break,
                 }
             }
-            _ => updates.extend(rows(conn, sql, id, (start, end), ALL, action).await?),
+            _ => run = rows(conn, sql, id, (start, end), ALL, action).await?,
         }
+        // The small rows, then any large ones: two sorted runs the sort merges.
+        run.sort_by_key(|update| update.sequence);
+        receiver.journal(run);
         start = end;
     }
-    // A few sorted runs: the sort merges them.
-    updates.sort_by_key(|update| update.sequence);
-    let expected: Option<Vec<u8>> = sqlx::query_scalar(&sql.expected)
+    // Rows past the channel's sequence, which no chunk covers (recovery refuses them).
+    let past = rows(conn, sql, id, (last.max(after), i64::MAX), ALL, action).await?;
+    if !past.is_empty() {
+        receiver.journal(past);
+    }
+    Ok(())
+}
+
+/// The update sequences the operation records of `id` name after `after`, sorted.
+pub(crate) async fn expected_sequences(
+    conn: &mut AnyConnection,
+    sql: &JournalStatements,
+    id: &ChannelId,
+    after: i64,
+    action: &str,
+) -> StoreResult<Vec<i64>> {
+    let packed: Option<Vec<u8>> = sqlx::query_scalar(&sql.expected)
         .bind(&id.0)
         .bind(after)
         .fetch_one(&mut *conn)
         .await
         .context(action)?;
-    Ok((updates, expected_sequences(sql.packing, expected, action)?))
+    unpack_expected(sql.packing, packed, action)
 }
 
 /// The packed update sequences of the operation records, sorted.
-pub(crate) fn expected_sequences(
+pub(crate) fn unpack_expected(
     packing: Packing,
     packed: Option<Vec<u8>>,
     action: &str,

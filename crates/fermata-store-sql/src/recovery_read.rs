@@ -20,7 +20,7 @@ use crate::collaboration::checkpoint_from;
 use crate::dialect::Dialect;
 use crate::error::StoreContext;
 use crate::journal_read::{
-    CHUNK, Packing, SMALL, expected_sequences, packing, small_rows, unpack_chunk,
+    CHUNK, Packing, SMALL, packing, small_rows, unpack_chunk, unpack_expected,
 };
 use crate::row::column;
 
@@ -140,7 +140,7 @@ pub(crate) async fn read_at_once(
         )?;
         updates.sort_by_key(|update| update.sequence);
     }
-    let expected = expected_sequences(
+    let expected = unpack_expected(
         statement.packing,
         column(&row, at(TAIL_AT + 2), action)?,
         action,

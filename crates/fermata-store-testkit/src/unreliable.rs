@@ -25,7 +25,7 @@ use fermata_store::{
     Checkpoint, CollaborationStore, Commit, Committed, CreationOrigin, DescriptionDraft,
     DocumentCursor, DocumentScope, ErrorKind, Event, Fence, JournalUpdate, KeyedCreation, Lease,
     LeaseName, LeasePeek, LeaseRenewal, LeaseStore, Member, NewApiToken, NewChannel, NewCheckpoint,
-    NewOverride, NewSession, NewUser, Override, PublishedChannel, RecoverySnapshot, Repository,
+    NewOverride, NewSession, NewUser, Override, PublishedChannel, RecoveryReceiver, Repository,
     RepositoryRecord, RepositoryRole, RepositoryStore, Role, SecretHash, Session, SessionId,
     SessionLookup, SessionStore, SessionSweep, Slug, Storage, StoreError, StoreResult, User,
     UserId, UserName, UserStore,
@@ -311,7 +311,11 @@ wrap_stores! {
             expected_revision: i64,
             checkpoint: &NewCheckpoint,
         ) -> Committed;
-        async fn recovery_snapshot(&self, id: &ChannelId) -> RecoverySnapshot;
+        async fn read_for_recovery(
+            &self,
+            id: &ChannelId,
+            receiver: &mut dyn RecoveryReceiver,
+        ) -> ();
         async fn archive(&self, fence: &Fence, id: &ChannelId) -> Channel;
         async fn restore(&self, fence: &Fence, id: &ChannelId) -> Channel;
         async fn delete_archived(&self, fence: &Fence, id: &ChannelId) -> ();

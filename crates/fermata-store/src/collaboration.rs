@@ -181,6 +181,67 @@ pub struct RecoverySnapshot {
     pub expected_update_sequences: Vec<i64>,
 }
 
+/// What recovery reads before a document's journal: the channel, its sidecar, its checkpoint and
+/// the sequences the journal must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryHead {
+    pub channel: Channel,
+    /// The channel's current sidecar; the checkpoint's copy stands in only when it is absent.
+    pub sidecar: Option<SidecarState>,
+    pub checkpoint: Option<Checkpoint>,
+    /// As in [`RecoverySnapshot`].
+    pub expected_update_sequences: Vec<i64>,
+}
+
+/// Receives a [`RecoverySnapshot`] while the store reads it, so that recovery can replay the
+/// start of a long journal while the rest is still being read. The store calls
+/// [`Self::head`] once, then [`Self::journal`] for each run of the journal in turn, then
+/// [`Self::rest`] once. A read that fails stops calling it wherever it was: what it received
+/// is then to be discarded.
+pub trait RecoveryReceiver: Send {
+    /// The channel, its sidecar, its checkpoint and the expected update sequences, before
+    /// anything else.
+    fn head(&mut self, head: RecoveryHead);
+    /// The next run of journal updates after the checkpoint, in sequence order, each sequence
+    /// after every sequence of the runs before it.
+    fn journal(&mut self, run: Vec<JournalUpdate>);
+    /// The events after the checkpoint, last.
+    fn rest(&mut self, events: Vec<Event>);
+}
+
+/// The receiver that collects a whole [`RecoverySnapshot`].
+#[derive(Debug, Default)]
+struct Collected(Option<RecoverySnapshot>);
+
+impl RecoveryReceiver for Collected {
+    fn head(&mut self, head: RecoveryHead) {
+        self.0 = Some(RecoverySnapshot {
+            channel: head.channel,
+            sidecar: head.sidecar,
+            checkpoint: head.checkpoint,
+            updates: Vec::new(),
+            events: Vec::new(),
+            expected_update_sequences: head.expected_update_sequences,
+        });
+    }
+
+    fn journal(&mut self, mut run: Vec<JournalUpdate>) {
+        if let Some(snapshot) = &mut self.0 {
+            if snapshot.updates.is_empty() {
+                snapshot.updates = run;
+            } else {
+                snapshot.updates.append(&mut run);
+            }
+        }
+    }
+
+    fn rest(&mut self, events: Vec<Event>) {
+        if let Some(snapshot) = &mut self.0 {
+            snapshot.events = events;
+        }
+    }
+}
+
 /// A channel a program creates with its complete first state, published atomically.
 #[derive(Debug, Clone)]
 pub struct PublishedChannel {
@@ -264,8 +325,22 @@ pub trait CollaborationStore: Send + Sync {
         checkpoint: &NewCheckpoint,
     ) -> StoreResult<Committed>;
 
-    /// Everything recovery needs, from one consistent snapshot.
-    async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot>;
+    /// Everything recovery needs, from one consistent snapshot, handed to `receiver` as it is
+    /// read (see [`RecoveryReceiver`]).
+    async fn read_for_recovery(
+        &self,
+        id: &ChannelId,
+        receiver: &mut dyn RecoveryReceiver,
+    ) -> StoreResult<()>;
+
+    /// Everything recovery needs, from one consistent snapshot, collected whole.
+    async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot> {
+        let mut collected = Collected::default();
+        self.read_for_recovery(id, &mut collected).await?;
+        collected
+            .0
+            .ok_or_else(|| StoreError::unavailable(format!("document {id} was not read")))
+    }
 
     /// Archives a channel (metadata only; no counter moves). Idempotent.
     async fn archive(&self, fence: &Fence, id: &ChannelId) -> StoreResult<Channel>;

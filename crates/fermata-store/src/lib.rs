@@ -55,7 +55,8 @@ pub use cluster::{
 };
 pub use collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, EventDraft, JournalUpdate,
-    NewCheckpoint, OperationId, PublishedChannel, RecoverySnapshot, SidecarState,
+    NewCheckpoint, OperationId, PublishedChannel, RecoveryHead, RecoveryReceiver, RecoverySnapshot,
+    SidecarState,
 };
 pub use error::{ErrorChain, ErrorKind, FailureStreak, StoreError, StoreResult, StoreResultExt};
 pub use history::{Change, HistoryStore, Recorded, Version, VersionSummary};

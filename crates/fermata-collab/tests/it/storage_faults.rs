@@ -31,7 +31,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A document commit, the call a room saves every edit with.
 const COMMIT: &str = "collaboration.commit";
 /// The read a room opens its document with.
-const LOAD: &str = "collaboration.recovery_snapshot";
+const LOAD: &str = "collaboration.read_for_recovery";
 
 /// Each case once on the memory adapter and once on a SQLite file.
 macro_rules! on_memory_and_sqlite {

@@ -10,7 +10,8 @@ use fermata_store::channel::{
     ChannelFilter, ChannelId, CreationKey, DescriptionDraft, NewChannel, Repository, Slug,
 };
 use fermata_store::collaboration::{
-    Commit, EventDraft, JournalUpdate, NewCheckpoint, OperationId, PublishedChannel, SidecarState,
+    Commit, Event, EventDraft, JournalUpdate, NewCheckpoint, OperationId, PublishedChannel,
+    RecoveryHead, RecoveryReceiver, SidecarState,
 };
 use fermata_store::error::ErrorKind;
 use fermata_store::lease::Fence;
@@ -730,6 +731,29 @@ fn binary_update(n: i64) -> Vec<u8> {
     bytes
 }
 
+/// A receiver that records the order of the calls a store makes and the journal's runs, one
+/// after another.
+#[derive(Debug, Default)]
+struct Recorder {
+    calls: Vec<String>,
+    journal: Vec<JournalUpdate>,
+}
+
+impl RecoveryReceiver for Recorder {
+    fn head(&mut self, _head: RecoveryHead) {
+        self.calls.push("head".to_owned());
+    }
+
+    fn journal(&mut self, run: Vec<JournalUpdate>) {
+        self.calls.push("journal".to_owned());
+        self.journal.extend(run);
+    }
+
+    fn rest(&mut self, _events: Vec<Event>) {
+        self.calls.push("rest".to_owned());
+    }
+}
+
 /// A snapshot's journal as (sequence, bytes) pairs, to compare with what was written.
 fn sequenced(updates: &[JournalUpdate]) -> Vec<(i64, Vec<u8>)> {
     updates
@@ -789,6 +813,26 @@ pub async fn a_long_journal_with_large_updates_reads_back_whole_and_in_order(
     assert_eq!(snapshot.expected_update_sequences, sequences);
     let channel_sidecar = snapshot.sidecar.map(|sidecar| sidecar.json);
     assert_eq!(channel_sidecar, Some(sidecar(4_050).json));
+
+    // Handed over as it is read: the head first, then runs in sequence order, then the rest.
+    let mut recorder = Recorder::default();
+    collaboration
+        .read_for_recovery(&channel.id, &mut recorder)
+        .await
+        .unwrap();
+    assert_eq!(recorder.calls.first().map(String::as_str), Some("head"));
+    assert_eq!(recorder.calls.last().map(String::as_str), Some("rest"));
+    assert!(
+        recorder.calls[1..recorder.calls.len() - 1]
+            .iter()
+            .all(|call| call == "journal"),
+        "{:?}",
+        recorder.calls
+    );
+    assert!(
+        sequenced(&recorder.journal) == written,
+        "the runs did not hand the journal over as written"
+    );
 
     // After a checkpoint, a tail longer than any batch, then a short one: each read whole, with
     // the checkpoint's contents and the channel's sidecar.

@@ -12,7 +12,7 @@ use fermata_store::channel::{
 use fermata_store::cluster::ShardCount;
 use fermata_store::collaboration::{
     Checkpoint, CollaborationStore, Commit, Committed, Event, JournalUpdate, NewCheckpoint,
-    PublishedChannel, RecoverySnapshot, SidecarState,
+    PublishedChannel, RecoveryHead, RecoveryReceiver, SidecarState,
 };
 use fermata_store::collaboration_rules::{
     check_checkpoint, check_commit, check_epoch_replacement, check_initial_checkpoint,
@@ -516,7 +516,11 @@ impl CollaborationStore for MemoryStorage {
             .await
     }
 
-    async fn recovery_snapshot(&self, id: &ChannelId) -> StoreResult<RecoverySnapshot> {
+    async fn read_for_recovery(
+        &self,
+        id: &ChannelId,
+        receiver: &mut dyn RecoveryReceiver,
+    ) -> StoreResult<()> {
         let state = self.inner.state();
         let docs = &state.documents;
         let channel = docs
@@ -526,12 +530,6 @@ impl CollaborationStore for MemoryStorage {
             .ok_or_else(|| unavailable(id))?;
         let checkpoint = docs.checkpoints.get(id).cloned();
         let after = checkpoint.as_ref().map_or(0, |c| c.through_sequence);
-        let updates = docs
-            .updates
-            .range((id.clone(), after + 1)..)
-            .take_while(|((channel, _), _)| channel == id)
-            .map(|(_, update)| update.clone())
-            .collect();
         let mut expected: Vec<i64> = docs
             .operations
             .iter()
@@ -539,14 +537,21 @@ impl CollaborationStore for MemoryStorage {
             .map(|(_, op)| op.sequence)
             .collect();
         expected.sort_unstable();
-        Ok(RecoverySnapshot {
+        receiver.head(RecoveryHead {
             sidecar: docs.sidecars.get(id).cloned(),
-            events: events_after(docs, id, after),
             channel,
             checkpoint,
-            updates,
             expected_update_sequences: expected,
-        })
+        });
+        receiver.journal(
+            docs.updates
+                .range((id.clone(), after + 1)..)
+                .take_while(|((channel, _), _)| channel == id)
+                .map(|(_, update)| update.clone())
+                .collect(),
+        );
+        receiver.rest(events_after(docs, id, after));
+        Ok(())
     }
 
     async fn archive(&self, fence: &Fence, id: &ChannelId) -> StoreResult<Channel> {

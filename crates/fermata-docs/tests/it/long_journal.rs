@@ -3,15 +3,12 @@
 //! same document as recovering the whole snapshot; a row missing from the middle of the journal,
 //! or of another epoch, is refused by both with the same error, naming the document.
 
-use std::time::Duration;
-
 use fermata_docs::{OVERLAP_FROM, Recovering, RecoveryError, Sidecar, SourceDoc, recover};
-use fermata_store::{
-    Acquisition, ChannelId, Commit, LeaseName, NewChannel, OperationId, Repository, Storage,
-    StoreOptions,
-};
+use fermata_store::{ChannelId, Commit, OperationId, Storage, StoreOptions};
 use fermata_store_sql::testing::bench::seed_journal;
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+
+use crate::{new_document, tamper};
 
 /// Updates after the checkpoint: more than one read of the store's, and more than a recovery
 /// takes in place.
@@ -19,35 +16,11 @@ const UPDATES: usize = 9_000;
 
 /// A document with a checkpoint and [`UPDATES`] small edits after it; returns its text.
 async fn long_document(store: &ScratchStorage) -> (ChannelId, String) {
-    let fence = match store
-        .leases()
-        .acquire(
-            &LeaseName::WRITER,
-            "long journal",
-            Duration::from_secs(3600),
-        )
-        .await
-        .unwrap()
-    {
-        Acquisition::Granted(lease) => lease.fence(),
-        Acquisition::Held(record) => panic!("held by {record:?}"),
-    };
+    let (fence, id) = new_document(store, "Long").await;
     let collaboration = store.collaboration();
-    let channel = collaboration
-        .create_channel(
-            &fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: "Long".to_owned(),
-                parent: None,
-            },
-        )
-        .await
-        .unwrap();
     let mut doc = SourceDoc::new();
     let commit = Commit {
-        channel: channel.id.clone(),
+        channel: id.clone(),
         operation: OperationId::new("first").unwrap(),
         expected_revision: 0,
         update: Some(doc.insert(0, "# Plan\n").unwrap()),
@@ -57,16 +30,16 @@ async fn long_document(store: &ScratchStorage) -> (ChannelId, String) {
         text: None,
     };
     collaboration.commit(&fence, &commit).await.unwrap();
-    let open = recover(&collaboration.recovery_snapshot(&channel.id).await.unwrap()).unwrap();
+    let open = recover(&collaboration.recovery_snapshot(&id).await.unwrap()).unwrap();
     collaboration
-        .save_checkpoint(&fence, &channel.id, &open.checkpoint())
+        .save_checkpoint(&fence, &id, &open.checkpoint())
         .await
         .unwrap();
     let updates: Vec<Vec<u8>> = (0..UPDATES)
         .map(|n| doc.insert(doc.len(), &format!("step {n}. ")).unwrap())
         .collect();
-    seed_journal(store, &channel.id, &updates).await;
-    (channel.id, doc.text())
+    seed_journal(store, &id, &updates).await;
+    (id, doc.text())
 }
 
 /// The document recovered as a room opens it.
@@ -78,15 +51,6 @@ async fn opened(store: &ScratchStorage, id: &ChannelId) -> Result<String, Recove
         .await
         .unwrap();
     recovering.finish().map(|open| open.doc.text())
-}
-
-async fn tamper(store: &ScratchStorage, sql: &str, id: &ChannelId) {
-    let done = sqlx::query(sql)
-        .bind(id.0.clone())
-        .execute(store.storage.pool())
-        .await
-        .unwrap();
-    assert_eq!(done.rows_affected(), 1, "{sql}");
 }
 
 async fn long_journal_cases(open: impl AsyncFn() -> ScratchStorage) {
@@ -114,7 +78,7 @@ async fn long_journal_cases(open: impl AsyncFn() -> ScratchStorage) {
     ] {
         let store = open().await;
         let (id, _) = long_document(&store).await;
-        tamper(&store, sql, &id).await;
+        assert_eq!(tamper(&store, sql, &id).await, 1, "{what}");
         let snapshot = store.collaboration().recovery_snapshot(&id).await.unwrap();
         let refused = recover(&snapshot).expect_err(what).to_string();
         assert!(refused.contains(&id.0), "{what}: {refused}");

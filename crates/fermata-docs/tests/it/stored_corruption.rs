@@ -4,39 +4,16 @@
 //! never answers with a wrong or empty document. A channel sequence far past the journal is still
 //! read.
 
-use std::time::Duration;
-
 use fermata_docs::{Sidecar, SourceDoc, recover};
-use fermata_store::{
-    Acquisition, ChannelId, Commit, ErrorKind, LeaseName, NewChannel, OperationId, Repository,
-    Storage, StoreError, StoreOptions,
-};
+use fermata_store::{ChannelId, Commit, ErrorKind, OperationId, Storage, StoreError, StoreOptions};
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
+
+use crate::{new_document, tamper};
 
 /// A document with a checkpoint and three journal updates after it.
 async fn document(store: &ScratchStorage) -> ChannelId {
-    let fence = match store
-        .leases()
-        .acquire(&LeaseName::WRITER, "corruption", Duration::from_secs(3600))
-        .await
-        .unwrap()
-    {
-        Acquisition::Granted(lease) => lease.fence(),
-        Acquisition::Held(record) => panic!("held by {record:?}"),
-    };
+    let (fence, id) = new_document(store, "Doc").await;
     let collaboration = store.collaboration();
-    let channel = collaboration
-        .create_channel(
-            &fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: "Doc".to_owned(),
-                parent: None,
-            },
-        )
-        .await
-        .unwrap();
     let mut doc = SourceDoc::new();
     for (n, text) in ["# Plan\n", "First step. ", "Second step. ", "Third step."]
         .iter()
@@ -44,7 +21,7 @@ async fn document(store: &ScratchStorage) -> ChannelId {
     {
         let update = doc.insert(doc.len(), text).unwrap();
         let commit = Commit {
-            channel: channel.id.clone(),
+            channel: id.clone(),
             operation: OperationId::new(format!("op-{n}")).unwrap(),
             expected_revision: i64::try_from(n).unwrap(),
             update: Some(update),
@@ -55,32 +32,20 @@ async fn document(store: &ScratchStorage) -> ChannelId {
         };
         collaboration.commit(&fence, &commit).await.unwrap();
         if n == 0 {
-            let snapshot = collaboration.recovery_snapshot(&channel.id).await.unwrap();
+            let snapshot = collaboration.recovery_snapshot(&id).await.unwrap();
             let open = recover(&snapshot).unwrap();
             collaboration
-                .save_checkpoint(&fence, &channel.id, &open.checkpoint())
+                .save_checkpoint(&fence, &id, &open.checkpoint())
                 .await
                 .unwrap();
         }
     }
-    let open = recover(&collaboration.recovery_snapshot(&channel.id).await.unwrap()).unwrap();
+    let open = recover(&collaboration.recovery_snapshot(&id).await.unwrap()).unwrap();
     assert_eq!(
         open.doc.text(),
         "# Plan\nFirst step. Second step. Third step."
     );
-    channel.id
-}
-
-async fn tamper(store: &ScratchStorage, sql: &str, id: &ChannelId) {
-    let done = sqlx::query(sql)
-        .bind(id.0.clone())
-        .execute(store.storage.pool())
-        .await
-        .unwrap();
-    assert!(
-        done.rows_affected() >= 1,
-        "the tampering changed nothing: {sql}"
-    );
+    id
 }
 
 async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
@@ -120,7 +85,10 @@ async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
     for (what, sql) in cases {
         let store = open().await;
         let id = document(&store).await;
-        tamper(&store, &sql, &id).await;
+        assert!(
+            tamper(&store, &sql, &id).await >= 1,
+            "the tampering changed nothing: {what}"
+        );
         let snapshot = store.collaboration().recovery_snapshot(&id).await.unwrap();
         let error = StoreError::from(recover(&snapshot).expect_err(what));
         assert_eq!(error.kind(), ErrorKind::Corrupt, "{what}");
@@ -135,12 +103,13 @@ async fn corrupt_cases(open: impl AsyncFn() -> ScratchStorage, truncate: &str) {
 /// read: the journal read skips the empty stretch at once instead of walking it range by range.
 async fn a_far_sequence_is_read(store: ScratchStorage) {
     let id = document(&store).await;
-    tamper(
+    let changed = tamper(
         &store,
         "UPDATE channels SET sequence = 9000000000000000000 WHERE id = $1",
         &id,
     )
     .await;
+    assert_eq!(changed, 1);
     let snapshot = store.collaboration().recovery_snapshot(&id).await.unwrap();
     let sequences: Vec<i64> = snapshot.updates.iter().map(|u| u.sequence).collect();
     assert_eq!(sequences, [2, 3, 4]);

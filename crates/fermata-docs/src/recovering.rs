@@ -124,7 +124,7 @@ fn begin(mut head: RecoveryHead) -> Result<Box<Recovery>, RecoveryError> {
 }
 
 /// A recovery's thread: begins from the head it is sent first, replays each run, and finishes
-/// with the expected sequences. Steps that stop before the rest mean the read failed: the answer
+/// when the rest has been read. Steps that stop before the rest mean the read failed: the answer
 /// is then never asked for.
 fn recover_on_thread(
     id: &ChannelId,

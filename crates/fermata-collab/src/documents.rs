@@ -271,10 +271,7 @@ impl Documents {
             .collaboration()
             .read_for_recovery(id, &mut recovering)
             .await?;
-        let channel = recovering.channel().cloned();
-        let open = recovering.finish()?;
-        let channel = channel.ok_or_else(|| StoreError::unavailable("a document was not read"))?;
-        Ok((channel, open))
+        Ok(recovering.finish()?)
     }
 
     /// A document by ID, with its canonical text: from its open room when the room is at least

@@ -1279,7 +1279,7 @@ async fn load(
             kind: ErrorKind::Conflict,
         });
     }
-    let recovered = recovering.finish().map_err(|error| {
+    let (_, recovered) = recovering.finish().map_err(|error| {
         tracing::error!(document = %id, error = %ErrorChain(&error), "a document failed recovery");
         Refusal {
             code: close::INTERNAL,

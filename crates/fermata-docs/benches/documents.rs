@@ -382,7 +382,7 @@ async fn recovery_case(
             .read_for_recovery(&id, &mut recovering)
             .await
             .expect("read");
-        let open = recovering.finish().expect("recover");
+        let (_, open) = recovering.finish().expect("recover");
         stored.push(began.elapsed());
         assert_eq!(
             open.doc.text(),

@@ -83,25 +83,28 @@ impl Recovering {
         self.channel.as_ref()
     }
 
-    /// The recovered document, once the store's read succeeded. The checkpoint's state is moved
-    /// into it, not copied, and when no journal follows the document keeps those bytes as its
-    /// answer to the first client that holds nothing ([`crate::SourceDoc::sync_answer`]).
-    pub fn finish(self) -> Result<OpenDocument, RecoveryError> {
-        let unfinished = RecoveryError::new(self.id.clone(), RecoveryProblem::Unfinished);
-        match self.state {
-            State::Waiting => Err(unfinished),
+    /// The channel as read and the recovered document, once the store's read succeeded. The
+    /// checkpoint's state is moved into the document, not copied, and when no journal follows the
+    /// document keeps those bytes as its answer to the first client that holds nothing
+    /// ([`crate::SourceDoc::sync_answer`]).
+    pub fn finish(self) -> Result<(Channel, OpenDocument), RecoveryError> {
+        let unfinished = || RecoveryError::new(self.id.clone(), RecoveryProblem::Unfinished);
+        let channel = self.channel.ok_or_else(unfinished)?;
+        let open = match self.state {
+            State::Waiting => Err(unfinished()),
             State::InPlace {
                 recovery,
                 read: true,
             } => recovery?.finish(),
-            State::InPlace { read: false, .. } => Err(unfinished),
+            State::InPlace { read: false, .. } => Err(unfinished()),
             State::Threaded { steps, thread } => {
                 drop(steps);
                 thread
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             }
-        }
+        }?;
+        Ok((channel, open))
     }
 }
 

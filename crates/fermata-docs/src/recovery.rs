@@ -591,7 +591,7 @@ mod tests {
             Recovering::new(&id)
         };
         hand_over(snapshot, run, &mut recovering);
-        recovering.finish().unwrap()
+        recovering.finish().unwrap().1
     }
 
     #[test]

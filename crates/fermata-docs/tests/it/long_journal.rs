@@ -50,7 +50,7 @@ async fn opened(store: &ScratchStorage, id: &ChannelId) -> Result<String, Recove
         .read_for_recovery(id, &mut recovering)
         .await
         .unwrap();
-    recovering.finish().map(|open| open.doc.text())
+    recovering.finish().map(|(_, open)| open.doc.text())
 }
 
 async fn long_journal_cases(open: impl AsyncFn() -> ScratchStorage) {

@@ -8,8 +8,9 @@ mod stored_corruption;
 
 use std::time::Duration;
 
-use fermata_store::{Acquisition, ChannelId, Fence, LeaseName, NewChannel, Repository, Storage};
+use fermata_store::{Acquisition, ChannelId, Fence, LeaseName, Storage};
 use fermata_store_sql::testing::ScratchStorage;
+use fermata_store_testkit::contract::create_document;
 
 /// The writer lease's fence over `store`, and a new document titled `title` in `acme/app`.
 async fn new_document(store: &ScratchStorage, title: &str) -> (Fence, ChannelId) {
@@ -22,19 +23,7 @@ async fn new_document(store: &ScratchStorage, title: &str) -> (Fence, ChannelId)
         Acquisition::Granted(lease) => lease.fence(),
         Acquisition::Held(record) => panic!("held by {record:?}"),
     };
-    let channel = store
-        .collaboration()
-        .create_channel(
-            &fence,
-            &NewChannel {
-                id: ChannelId::random(),
-                repository: Repository::new("acme/app").unwrap(),
-                title: title.to_owned(),
-                parent: None,
-            },
-        )
-        .await
-        .unwrap();
+    let channel = create_document(store.collaboration(), &fence, title).await;
     (fence, channel.id)
 }
 

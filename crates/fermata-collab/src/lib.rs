@@ -50,6 +50,6 @@ pub use outbound::OutboundReceiver;
 pub use repositories::{NamedMember, Repositories, Standing, may_create};
 pub use research::Research;
 pub use room::{EditError, Outbound, Refusal, close};
-pub use rooms::{Connection, RoomManager};
+pub use rooms::{Connection, RoomInbox, RoomManager};
 pub use settings::CollabSettings;
 pub use sweeps::{SWEEP_EVERY, Sweeps};

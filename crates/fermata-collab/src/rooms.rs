@@ -65,30 +65,53 @@ struct Inner {
 /// A client's place in a room.
 #[derive(Debug)]
 pub struct Connection {
-    id: ConnId,
-    room: mpsc::Sender<Inbound>,
+    /// The way in: what the client sends the room.
+    pub inbox: RoomInbox,
     /// What the room sends this client, in order.
     pub outbound: OutboundReceiver,
+}
+
+/// A connection's way in to its room, apart from its outbound queue so that a connection can
+/// wait for room in the inbox while it goes on sending the client what the room answered.
+#[derive(Debug)]
+pub struct RoomInbox {
+    id: ConnId,
+    room: mpsc::Sender<Inbound>,
+}
+
+impl RoomInbox {
+    /// Hands the client message in `waiting` to the room once its inbox has room for it, and
+    /// takes it from `waiting`; false when the room has closed. Until then `waiting` keeps the
+    /// message, and dropping the wait loses nothing, so a connection can wait for this and for
+    /// its outbound queue at once: a client whose messages come faster than the room takes them
+    /// is slowed down (its frames are not read meanwhile) but still sent what the room answered.
+    pub async fn deliver(&self, waiting: &mut Option<Vec<u8>>) -> bool {
+        let Ok(permit) = self.room.reserve().await else {
+            return false;
+        };
+        if let Some(bytes) = waiting.take() {
+            permit.send(Inbound::Message {
+                conn: self.id,
+                bytes,
+            });
+        }
+        true
+    }
 }
 
 impl Connection {
     /// Hands a client message to the room. False when the room has closed.
     pub async fn receive(&self, bytes: Vec<u8>) -> bool {
-        self.room
-            .send(Inbound::Message {
-                conn: self.id,
-                bytes,
-            })
-            .await
-            .is_ok()
+        self.inbox.deliver(&mut Some(bytes)).await
     }
 
     /// Makes the connection read-only (its updates dropped from now on) or writable again, when
     /// its access changed while it was open.
     pub async fn set_read_only(&self, read_only: bool) -> bool {
-        self.room
+        self.inbox
+            .room
             .send(Inbound::Access {
-                conn: self.id,
+                conn: self.inbox.id,
                 read_only,
             })
             .await
@@ -97,7 +120,13 @@ impl Connection {
 
     /// Leaves the room (its presence is cleared for the others).
     pub async fn leave(self) {
-        let _ = self.room.send(Inbound::Leave { conn: self.id }).await;
+        let _ = self
+            .inbox
+            .room
+            .send(Inbound::Leave {
+                conn: self.inbox.id,
+            })
+            .await;
     }
 }
 
@@ -275,8 +304,10 @@ impl RoomManager {
             match answer.await {
                 Ok(Ok(())) => {
                     return Ok(Connection {
-                        id: conn,
-                        room: inbox,
+                        inbox: RoomInbox {
+                            id: conn,
+                            room: inbox,
+                        },
                         outbound,
                     });
                 }

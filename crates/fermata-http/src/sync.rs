@@ -218,15 +218,15 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
         }
     };
     tokio::pin!(expired);
+    // A message read from the client that waits for room in the room's inbox. No frame is read
+    // meanwhile (the client is slowed down by its socket), while the room's answers still go
+    // out: a client that sends faster than the room takes its messages keeps up with what it
+    // is sent, and is not dropped as too far behind.
+    let mut waiting: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
-            incoming = tokio::time::timeout(IDLE_CONNECTION, socket.recv()) => match incoming.unwrap_or_else(|_idle| None) {
-                Some(Ok(Message::Binary(bytes))) => {
-                    if !connection.receive(bytes.to_vec()).await {
-                        close_with(&mut socket, close::TRY_AGAIN_LATER, "the document's room closed; reconnect".to_owned()).await;
-                        break;
-                    }
-                }
+            incoming = tokio::time::timeout(IDLE_CONNECTION, socket.recv()), if waiting.is_none() => match incoming.unwrap_or_else(|_idle| None) {
+                Some(Ok(Message::Binary(bytes))) => waiting = Some(bytes.to_vec()),
                 Some(Ok(Message::Text(_))) => {
                     state.metrics.update_refused(UpdateRefusal::Malformed);
                     close_with(&mut socket, close::POLICY, "y-websocket messages are binary".to_owned()).await;
@@ -250,6 +250,12 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
                     break;
                 }
                 None => break,
+            },
+            delivered = connection.inbox.deliver(&mut waiting), if waiting.is_some() => {
+                if !delivered {
+                    close_with(&mut socket, close::TRY_AGAIN_LATER, "the document's room closed; reconnect".to_owned()).await;
+                    break;
+                }
             },
             outgoing = connection.outbound.recv() => match outgoing {
                 Some(Outbound::Message(bytes)) => {

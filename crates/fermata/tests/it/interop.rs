@@ -1,8 +1,9 @@
 //! Interoperability with the real npm clients (`yjs` + `y-websocket` under Node.js) through
 //! `fermata serve`, on SQLite and PostgreSQL: concurrent editing converges, a late client gets the
-//! whole document, acknowledged updates survive a restart and `kill -9`, abusive clients are
-//! refused while the room keeps serving, a server that lost its lease acknowledges nothing, and
-//! a client's edits reach activity history credited to the user it connected as.
+//! whole document, acknowledged updates survive a restart and `kill -9` (a journal too long for
+//! one read of the store included), abusive clients are refused while the room keeps serving, a
+//! server that lost its lease acknowledges nothing, and a client's edits reach activity history
+//! credited to the user it connected as.
 //!
 //! Access on live connections: a viewer's typing reaches no other client, no row and no client
 //! after a restart, and removing the viewer closes its connection; an open connection is closed
@@ -234,6 +235,65 @@ async fn acknowledged_updates_survive_a_restart_and_a_kill(target: Target) {
             "round {round}: a fresh client did not receive every acknowledged update: {fresh}"
         );
     }
+}
+
+/// A journal longer than one read of the store (`fermata_docs::OVERLAP_FROM` updates after the
+/// checkpoint), left by a `kill -9`, is recovered while it is read, and a fresh client gets all
+/// of it.
+async fn a_long_journal_left_by_a_kill_reaches_a_fresh_client(target: Target) {
+    const COMMITS: i64 = fermata_docs::OVERLAP_FROM + 200;
+    // No checkpoint cuts the journal short while it is written.
+    support::configure(
+        &target,
+        "\n[documents]\ncheckpoint_every_commits = 100000\n",
+    );
+    let token = support::api_token(&target);
+    let mut session = start(&target, &token, "Long journal").await;
+    let url = format!(
+        "ws://{}/sync/{}?token={token}",
+        session.address, session.document
+    );
+    let (ok, out) = node(
+        "commits.mjs",
+        &[
+            "--url".to_owned(),
+            url,
+            "--count".to_owned(),
+            COMMITS.to_string(),
+        ],
+    );
+    assert!(ok && out["committed"] == COMMITS, "{out}");
+    session.server.kill();
+    let journal = target.count_rows("channel_updates").await;
+    assert!(
+        journal > fermata_docs::OVERLAP_FROM,
+        "the journal holds {journal} updates"
+    );
+    let server = target.serve(&["--handover", "wait"]);
+    server.wait_ready().await;
+    session.address = server.address().await;
+    session.server = server;
+    let expected: String = (1..=COMMITS).map(|n| format!("commit-{n}\n")).collect();
+    let (ok, fresh) = node(
+        "client.mjs",
+        &client_args(
+            session.address,
+            &session.document,
+            &token,
+            &[
+                "--expect",
+                &format!("commit-{COMMITS}\n"),
+                "--timeout",
+                "30000",
+            ],
+        ),
+    );
+    assert!(ok, "a fresh client did not receive the journal: {fresh}");
+    assert_eq!(fresh["text"].as_str(), Some(expected.as_str()));
+    assert_eq!(
+        text_of(session.address, &token, &session.document),
+        expected
+    );
 }
 
 async fn abusive_clients_are_refused_and_the_room_keeps_serving(target: Target) {
@@ -834,6 +894,7 @@ async fn client_tokens_serve_an_app_with_its_own_sign_in(target: Target) {
 on_both!(
     concurrent_clients_converge_and_late_clients_get_everything,
     acknowledged_updates_survive_a_restart_and_a_kill,
+    a_long_journal_left_by_a_kill_reaches_a_fresh_client,
     abusive_clients_are_refused_and_the_room_keeps_serving,
     a_server_that_lost_its_lease_acknowledges_nothing,
     a_clients_edits_reach_history_credited_to_its_user,

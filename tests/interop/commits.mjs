@@ -11,7 +11,8 @@
 // handled everything sent before it, and closes a client whose update it could not save. Once
 // every step 1 is answered, each of the N updates was committed. It prints one JSON line:
 //   {"ok":true,"committed":N}                         exit 0
-//   {"ok":false,"reason":"...","answered":K}          exit 1 (closed, or no answer in time)
+//   {"ok":false,"reason":"...","answered":K}          exit 1 (closed, told its updates are not
+//                                                     kept, or no answer in time)
 
 import * as Y from 'yjs'
 import * as encoding from 'lib0/encoding'
@@ -19,8 +20,10 @@ import * as decoding from 'lib0/decoding'
 import * as syncProtocol from 'y-protocols/sync'
 import WebSocket from 'ws'
 
-// y-websocket's message type for sync messages (y-websocket/src/y-websocket.js).
+// y-websocket's message types (y-websocket/src/y-websocket.js): sync, and the auth message a
+// server sends a client whose updates it drops ("permission denied").
 const messageSync = 0
+const messageAuth = 2
 
 const USAGE = 'usage: commits.mjs --url URL --count N [--prefix TEXT] [--timeout MS]'
 
@@ -37,6 +40,7 @@ function parseArgs (argv) {
   }
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i]
+    if (i + 1 >= argv.length) fail(`${name} needs a value`)
     const value = argv[++i]
     switch (name) {
       case '--url': opts.url = value; break
@@ -98,7 +102,12 @@ socket.on('open', () => socket.send(stepOne()))
 
 socket.on('message', (data) => {
   const decoder = decoding.createDecoder(new Uint8Array(data))
-  if (decoding.readVarUint(decoder) !== messageSync) return // presence, or the auth message
+  const messageType = decoding.readVarUint(decoder)
+  if (messageType === messageAuth) {
+    finish({ ok: false, reason: 'the server keeps none of this client\'s updates (permission denied)', answered }, 1)
+    return
+  }
+  if (messageType !== messageSync) return // presence
   const encoder = encoding.createEncoder()
   encoding.writeVarUint(encoder, messageSync)
   const kind = syncProtocol.readSyncMessage(decoder, encoder, doc, 'server')
@@ -107,7 +116,8 @@ socket.on('message', (data) => {
   if (kind !== syncProtocol.messageYjsSyncStep2) return
   answered += 1
   if (!typing) type()
-  else if (answered === opts.count + 1) finish({ ok: true, committed: opts.count }, 0)
+  // The first answer is the initial sync's; each after it acknowledges one update.
+  if (answered === opts.count + 1) finish({ ok: true, committed: answered - 1 }, 0)
 })
 
 socket.on('close', (code, reason) => {

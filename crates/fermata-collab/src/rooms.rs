@@ -11,6 +11,7 @@ use fermata_metrics::Metrics;
 use fermata_store::{ChannelId, Committed, Shard, Storage, StoreError, UserId};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
+use tokio_util::sync::PollSender;
 
 use crate::document_fences::DocumentFences;
 use crate::outbound::{OutboundReceiver, outbound_queue};
@@ -76,57 +77,64 @@ pub struct Connection {
 #[derive(Debug)]
 pub struct RoomInbox {
     id: ConnId,
-    room: mpsc::Sender<Inbound>,
+    /// The room's inbox, where a wait for room keeps its place in the queue when it is dropped
+    /// and taken up again.
+    room: PollSender<Inbound>,
 }
 
 impl RoomInbox {
     /// Hands the client message in `waiting` to the room once its inbox has room for it, and
     /// takes it from `waiting`; false when the room has closed. Until then `waiting` keeps the
-    /// message, and dropping the wait loses nothing, so a connection can wait for this and for
-    /// its outbound queue at once: a client whose messages come faster than the room takes them
-    /// is slowed down (its frames are not read meanwhile) but still sent what the room answered.
-    pub async fn deliver(&self, waiting: &mut Option<Vec<u8>>) -> bool {
-        let Ok(permit) = self.room.reserve().await else {
+    /// message, and a wait that is dropped loses nothing, nor its place in the inbox's queue, so
+    /// a connection can wait for this and for its outbound queue at once: a client whose
+    /// messages come faster than the room takes them is slowed down (its frames are not read
+    /// meanwhile) but still sent what the room answered.
+    pub async fn deliver(&mut self, waiting: &mut Option<Vec<u8>>) -> bool {
+        if std::future::poll_fn(|cx| self.room.poll_reserve(cx))
+            .await
+            .is_err()
+        {
             return false;
-        };
-        if let Some(bytes) = waiting.take() {
-            permit.send(Inbound::Message {
-                conn: self.id,
-                bytes,
-            });
         }
-        true
+        match waiting.take() {
+            Some(bytes) => self
+                .room
+                .send_item(Inbound::Message {
+                    conn: self.id,
+                    bytes,
+                })
+                .is_ok(),
+            None => true,
+        }
+    }
+
+    /// Sends the room `message`, waiting for room in its inbox; false when it has closed.
+    async fn send(&self, message: Inbound) -> bool {
+        match self.room.get_ref() {
+            Some(room) => room.send(message).await.is_ok(),
+            None => false,
+        }
     }
 }
 
 impl Connection {
     /// Hands a client message to the room. False when the room has closed.
     pub async fn receive(&self, bytes: Vec<u8>) -> bool {
-        self.inbox.deliver(&mut Some(bytes)).await
+        let conn = self.inbox.id;
+        self.inbox.send(Inbound::Message { conn, bytes }).await
     }
 
     /// Makes the connection read-only (its updates dropped from now on) or writable again, when
     /// its access changed while it was open.
     pub async fn set_read_only(&self, read_only: bool) -> bool {
-        self.inbox
-            .room
-            .send(Inbound::Access {
-                conn: self.inbox.id,
-                read_only,
-            })
-            .await
-            .is_ok()
+        let conn = self.inbox.id;
+        self.inbox.send(Inbound::Access { conn, read_only }).await
     }
 
     /// Leaves the room (its presence is cleared for the others).
     pub async fn leave(self) {
-        let _ = self
-            .inbox
-            .room
-            .send(Inbound::Leave {
-                conn: self.inbox.id,
-            })
-            .await;
+        let conn = self.inbox.id;
+        self.inbox.send(Inbound::Leave { conn }).await;
     }
 }
 
@@ -306,7 +314,7 @@ impl RoomManager {
                     return Ok(Connection {
                         inbox: RoomInbox {
                             id: conn,
-                            room: inbox,
+                            room: PollSender::new(inbox),
                         },
                         outbound,
                     });

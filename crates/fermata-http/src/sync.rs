@@ -29,7 +29,7 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use fermata_accounts::{Principal, Via, Watching};
-use fermata_collab::{Outbound, close};
+use fermata_collab::{Outbound, OutboundReceiver, close};
 use fermata_metrics::{Metrics, UpdateRefusal};
 use fermata_store::{ErrorChain, RepositoryRole, UnixMillis, UserId};
 use tokio::time::Instant;
@@ -108,6 +108,30 @@ pub(crate) async fn close_with(socket: &mut WebSocket, code: u16, reason: String
         reason: reason.into(),
     };
     send(socket, Message::Close(Some(frame))).await;
+}
+
+/// Ends a connection whose room closed: what the room still queued for it goes out first, then
+/// the room's own close if it sent one (a stop, an archived document), or else a retry-later.
+async fn close_after_room(socket: &mut WebSocket, outbound: &mut OutboundReceiver) {
+    while let Some(next) = outbound.recv().await {
+        match next {
+            Outbound::Message(bytes) => {
+                if !send(socket, Message::Binary(bytes.into())).await {
+                    return;
+                }
+            }
+            Outbound::Close { code, reason } => {
+                close_with(socket, code, reason).await;
+                return;
+            }
+        }
+    }
+    close_with(
+        socket,
+        close::TRY_AGAIN_LATER,
+        "the document's room closed; reconnect".to_owned(),
+    )
+    .await;
 }
 
 /// How long a connection refused for a message over the limit is kept after its close frame went
@@ -221,7 +245,9 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
     // A message read from the client that waits for room in the room's inbox. No frame is read
     // meanwhile (the client is slowed down by its socket), while the room's answers still go
     // out: a client that sends faster than the room takes its messages keeps up with what it
-    // is sent, and is not dropped as too far behind.
+    // is sent, and is not dropped as too far behind. A message still waiting when the
+    // connection ends (its access revoked or expired, the room closing it) is dropped, as one
+    // sent after it would be.
     let mut waiting: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
@@ -253,7 +279,7 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
             },
             delivered = connection.inbox.deliver(&mut waiting), if waiting.is_some() => {
                 if !delivered {
-                    close_with(&mut socket, close::TRY_AGAIN_LATER, "the document's room closed; reconnect".to_owned()).await;
+                    close_after_room(&mut socket, &mut connection.outbound).await;
                     break;
                 }
             },
@@ -272,11 +298,21 @@ async fn serve(mut socket: WebSocket, state: HttpState, grant: SyncGrant, mut wa
             Some(done) = watching.rechecks.recv() => {
                 match recheck(&state, &grant).await {
                     Ok(Recheck::Allowed { writable: now }) => {
+                        let mut room_open = true;
                         if now != writable {
                             writable = now;
+                            // What the client sent before the change reaches the room first,
+                            // under the access it was sent with.
+                            if waiting.is_some() {
+                                room_open = connection.inbox.deliver(&mut waiting).await;
+                            }
                             connection.set_read_only(!now).await;
                         }
                         let _ = done.send(());
+                        if !room_open {
+                            close_after_room(&mut socket, &mut connection.outbound).await;
+                            break;
+                        }
                     }
                     Ok(Recheck::Revoked) => {
                         close_with(&mut socket, close::REVOKED, "access to this document ended".to_owned()).await;

@@ -260,6 +260,8 @@ async fn a_long_journal_left_by_a_kill_reaches_a_fresh_client(target: Target) {
             url,
             "--count".to_owned(),
             COMMITS.to_string(),
+            "--timeout".to_owned(),
+            "180000".to_owned(),
         ],
     );
     assert!(ok && out["committed"] == COMMITS, "{out}");

@@ -260,10 +260,22 @@ async fn gather(
         None => None,
     };
     let admin = Administrator::from_principal(principal)?;
-    let awaiting = recent.iter().find(|operation| {
-        operation.kind == OperationKind::Refresh
-            && operation.state == OperationState::AwaitingReview
-    });
+    // The current operation's report was read after the list: where both name the operation
+    // that awaited review, the report says whether it still does (a decision may have landed
+    // in between, and a page showing the ended operation stops polling).
+    let still_awaiting = |operation: &&Operation| {
+        current.as_ref().is_none_or(|view| {
+            view.summary.id != operation.id.to_string()
+                || view.summary.state == OperationState::AwaitingReview.as_str()
+        })
+    };
+    let awaiting = recent
+        .iter()
+        .find(|operation| {
+            operation.kind == OperationKind::Refresh
+                && operation.state == OperationState::AwaitingReview
+        })
+        .filter(still_awaiting);
     let review = match awaiting {
         Some(operation) => Some(match state.reviews.diff(&admin, operation.id).await {
             Ok(diff) => ReviewPanel::Diff(ReviewView::from(&diff)),

@@ -25,9 +25,10 @@
 //!   channel's index scan (`EXPLAIN` shows `One-Time Filter` above `Index Scan using
 //!   channels_pkey`): the fence's locks are taken before the channel row is, in the order a
 //!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
-//! - SQLite (whose `WITH` cannot write): six statements in one query string, sharing the
+//! - SQLite (whose `WITH` cannot write): seven statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
-//!   the commit, and the `UPDATE` that advances it comes last. `BEGIN IMMEDIATE` holds the
+//!   the commit, and the `UPDATE`s that move its `updated_at` (when due, [`UPDATED_AT`]) and
+//!   advance it come last. `BEGIN IMMEDIATE` holds the
 //!   database's write lock, so the row cannot change between them. The answer is a `SELECT`
 //!   after the operation record, whose `changes()` is that insert's count (a `SELECT` leaves the
 //!   count as the last write set it). The fenced form answers the fence from the lease row in
@@ -40,8 +41,8 @@
 //! are guarded by its channel's expected revision and by its operation ID being new, so a member
 //! that is stale, archived or repeated writes nothing. On PostgreSQL the members are
 //! `jsonb_to_recordset`'s rows and the writes are the lone commit's `WITH` queries; on SQLite
-//! they are `json_each`'s, read again by each of six statements, the operation record written
-//! before the answer and the advance, which find a member written by its record at the revision
+//! they are `json_each`'s, read again by each of seven statements, the operation record written
+//! before the answer, the move of `updated_at` and the advance, which find a member written by its record at the revision
 //! that follows the channel's (no earlier record can be: the channel is past every revision it
 //! recorded).
 //!
@@ -49,7 +50,7 @@
 //! last statements unrun.
 
 use fermata_store::search::indexed_text;
-use fermata_store::{Commit, Coverage, Fence};
+use fermata_store::{Commit, Coverage, Fence, UPDATED_AT_RESOLUTION_MS};
 use sqlx::Any;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
@@ -154,12 +155,28 @@ const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at
 
 /// The channel row's advance. A commit whose update comes without its text marks the document's
 /// indexed text as behind (a live room's batches: the room indexes the text when its writers
-/// pause); a commit with its text makes it current.
+/// pause); a commit with its text makes it current. It leaves `updated_at` to [`UPDATED_AT`].
 const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, \
-                       updated_at = {clock}, title = COALESCE({title}, title), \
+                       title = COALESCE({title}, title), \
                        search_stale_since = CASE WHEN {text} IS NOT NULL THEN NULL \
                            WHEN {update} IS NOT NULL THEN COALESCE(search_stale_since, {clock}) \
                            ELSE search_stale_since END";
+
+/// Whether a commit moves the channel's `updated_at` to its clock: only where the time recorded
+/// is [`UPDATED_AT_RESOLUTION_MS`] or more older ([`updated_at_after_commit`]). A write that left
+/// the column as it was would still rewrite the document's entry in the recency index
+/// (`channels_page`) on SQLite, which rewrites the index of every column an `UPDATE` sets, and
+/// would keep PostgreSQL from updating the row in place (a heap-only tuple, which writes no
+/// index entry); so SQLite moves it in a statement of its own, which writes nothing when it is
+/// not due, and PostgreSQL's advance sets it only to a new value.
+///
+/// [`updated_at_after_commit`]: fermata_store::updated_at_after_commit
+const UPDATED_AT: &str = "updated_at <= {clock} - {resolution}";
+
+/// [`UPDATED_AT`] with its resolution filled in.
+fn updated_at_due() -> String {
+    UPDATED_AT.replace("{resolution}", &UPDATED_AT_RESOLUTION_MS.to_string())
+}
 
 /// The sidecar's table and the columns every write of it names.
 pub(crate) const STATE_COLUMNS: &str =
@@ -231,8 +248,9 @@ pub(crate) fn render_fenced(dialect: Dialect) -> String {
     }
 }
 
-/// The six statements of a SQLite commit, `answer` the fifth.
+/// The seven statements of a SQLite commit, `answer` the fifth.
 fn sqlite_writes(answer: &str) -> String {
+    let due = updated_at_due();
     format!(
         "INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence + 1, epoch, {{update}} FROM channels \
@@ -247,6 +265,7 @@ fn sqlite_writes(answer: &str) -> String {
                  CASE WHEN {{update}} IS NULL THEN NULL ELSE sequence + 1 END \
              FROM channels WHERE {EXPECTED} ON CONFLICT (channel_id, operation_id) DO NOTHING; \
          {answer}; \
+         UPDATE channels SET updated_at = {{clock}} WHERE {EXPECTED} AND {due}; \
          {ADVANCE} WHERE {EXPECTED}"
     )
 }
@@ -285,8 +304,10 @@ const NEW_OPERATION: &str = "NOT EXISTS (SELECT 1 FROM channel_operations \
 /// writes run one at a time) fails the statement whole.
 fn postgres_writes(guard: &str, source: Source) -> String {
     let Source { advance_from, rows } = source;
+    let due = updated_at_due();
     format!(
-        "advanced AS ({ADVANCE}{advance_from} WHERE {EXPECTED}{guard} AND {NEW_OPERATION} \
+        "advanced AS ({ADVANCE}, \
+             updated_at = CASE WHEN {due} THEN {{clock}} ELSE updated_at END{advance_from} WHERE {EXPECTED}{guard} AND {NEW_OPERATION} \
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence, epoch, {{update}} FROM {rows} WHERE {{update}} IS NOT NULL), \
@@ -372,10 +393,11 @@ const RECORDED_NOW: &str = "EXISTS (SELECT 1 FROM channel_operations \
                             WHERE channel_id = {channel} AND operation_id = {operation} \
                             AND channel_operations.revision = channels.revision + 1)";
 
-/// The six statements of a SQLite group, each after `members`, the `WITH` clause that reads
+/// The seven statements of a SQLite group, each after `members`, the `WITH` clause that reads
 /// them; the answer is the fifth, one row for each member written.
 fn sqlite_group_writes(members: &str) -> String {
     let member_channel = format!("FROM members m JOIN channels ON {EXPECTED}");
+    let due = updated_at_due();
     format!(
         "{members}INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence + 1, epoch, {{update}} {member_channel} \
@@ -392,6 +414,8 @@ fn sqlite_group_writes(members: &str) -> String {
              {member_channel} WHERE {NEW_OPERATION}; \
          {members}SELECT id, revision + 1, sequence + 1, repository, 1 {member_channel} \
              WHERE {RECORDED_NOW}; \
+         {members}UPDATE channels SET updated_at = {{clock}} FROM members m \
+             WHERE {EXPECTED} AND {RECORDED_NOW} AND {due}; \
          {members}{ADVANCE} FROM members m WHERE {EXPECTED} AND {RECORDED_NOW}"
     )
 }

@@ -216,6 +216,21 @@ pub struct DescriptionDraft {
     pub job_id: String,
 }
 
+/// How far a document's `updated_at` may trail its last commit, in milliseconds. The recency
+/// order of documents is an index on `updated_at`, so a commit that moved it would rewrite the
+/// document's place in that index every time; a document being edited moves once a second.
+pub const UPDATED_AT_RESOLUTION_MS: i64 = 1_000;
+
+/// A document's `updated_at` after a commit at `now`, where it was `recorded`: `now` once
+/// `recorded` is [`UPDATED_AT_RESOLUTION_MS`] or more older, `recorded` until then.
+pub fn updated_at_after_commit(recorded: UnixMillis, now: UnixMillis) -> UnixMillis {
+    if recorded.0 <= now.0.saturating_sub(UPDATED_AT_RESOLUTION_MS) {
+        now
+    } else {
+        recorded
+    }
+}
+
 /// A channel's metadata and collaboration counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Channel {
@@ -229,6 +244,9 @@ pub struct Channel {
     pub shard: Shard,
     pub archived_at: Option<UnixMillis>,
     pub created_at: UnixMillis,
+    /// When the document last changed, to within [`UPDATED_AT_RESOLUTION_MS`]: a commit moves
+    /// it only where the time recorded is that much older ([`updated_at_after_commit`]); an
+    /// archive, a restore or a new epoch always moves it.
     pub updated_at: UnixMillis,
     /// The storage revision: raised by every accepted durable commit.
     pub revision: i64,
@@ -259,6 +277,29 @@ pub struct ChannelFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commit_moves_updated_at_once_it_is_a_second_old() {
+        let recorded = UnixMillis(10_000);
+        for (now, expected) in [
+            (10_000, 10_000),
+            (10_999, 10_000),
+            (11_000, 11_000),
+            (12_345, 12_345),
+            // A clock behind the recorded time never moves it back.
+            (9_000, 10_000),
+        ] {
+            assert_eq!(
+                updated_at_after_commit(recorded, UnixMillis(now)),
+                UnixMillis(expected),
+                "{now}"
+            );
+        }
+        assert_eq!(
+            updated_at_after_commit(UnixMillis(i64::MIN), UnixMillis(i64::MIN + 5)),
+            UnixMillis(i64::MIN),
+        );
+    }
 
     #[test]
     fn titles_make_slugs() {

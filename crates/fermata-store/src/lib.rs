@@ -44,7 +44,7 @@ pub use attachments::{
 };
 pub use channel::{
     Channel, ChannelFilter, ChannelId, CreationKey, Description, DescriptionDraft, NewChannel,
-    Repository, Slug,
+    Repository, Slug, UPDATED_AT_RESOLUTION_MS, updated_at_after_commit,
 };
 pub use chat::{
     ChatKey, ChatStore, ChatThread, RunStage, SessionState, SessionStateDraft, ThreadDraft,

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use fermata_store::StoreOptions;
+use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, Connection, Executor};
 use tempfile::TempDir;
 
@@ -101,6 +102,22 @@ impl ScratchDatabase {
             .migrate()
             .await
             .expect("migrate the scratch database");
+        ScratchStorage {
+            storage,
+            _database: Arc::new(self),
+        }
+    }
+
+    /// Connects and applies `earlier`'s migrations rather than this release's: the database an
+    /// earlier release left, for an upgrade test to migrate the rest of the way.
+    pub async fn open_as_earlier_release(self, earlier: &Migrator) -> ScratchStorage {
+        let storage = SqlStorage::connect(&self.database, StoreOptions::default())
+            .await
+            .expect("connect to the scratch database");
+        storage
+            .migrate_with(earlier)
+            .await
+            .expect("migrate the scratch database as an earlier release");
         ScratchStorage {
             storage,
             _database: Arc::new(self),

@@ -19,20 +19,20 @@ use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually;
 
 /// Counts fenced transactions and pauses the armed one.
-struct Counted {
-    pause: PausedWrites,
+pub(crate) struct Counted {
+    pub(crate) pause: PausedWrites,
     transactions: Arc<AtomicUsize>,
 }
 
 impl Counted {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Counted {
             pause: PausedWrites::default(),
             transactions: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    fn hook(&self) -> FencedWriteHook {
+    pub(crate) fn hook(&self) -> FencedWriteHook {
         let pause = self.pause.hook();
         let transactions = Arc::clone(&self.transactions);
         FencedWriteHook::new(move |fence| {
@@ -43,13 +43,13 @@ impl Counted {
         })
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.transactions.load(Ordering::SeqCst)
     }
 }
 
 /// The fence of the writer lease, taken on a store where it is free.
-async fn writer_fence(store: &ScratchStorage) -> Fence {
+pub(crate) async fn writer_fence(store: &ScratchStorage) -> Fence {
     let lease = LeaseName::new("writer").unwrap();
     let Acquisition::Granted(granted) = store
         .leases()
@@ -62,11 +62,11 @@ async fn writer_fence(store: &ScratchStorage) -> Fence {
     granted.fence()
 }
 
-async fn create(store: &ScratchStorage, fence: &Fence, title: &str) -> Channel {
+pub(crate) async fn create(store: &ScratchStorage, fence: &Fence, title: &str) -> Channel {
     create_document(store.collaboration(), fence, title).await
 }
 
-fn update(channel: &Channel, revision: i64, operation: &str, bytes: &[u8]) -> Commit {
+pub(crate) fn update(channel: &Channel, revision: i64, operation: &str, bytes: &[u8]) -> Commit {
     Commit {
         channel: channel.id.clone(),
         operation: OperationId::new(operation).unwrap(),

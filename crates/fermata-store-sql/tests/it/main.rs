@@ -6,6 +6,7 @@ mod contract_sqlite;
 mod earlier_release;
 mod failed_transactions;
 mod group_commit;
+mod lighter_commits;
 mod media_checks;
 mod migrations;
 mod repository_upgrade;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{MemoryStorage, State};
 use fermata_store::channel::{
     Channel, ChannelFilter, ChannelId, DescriptionDraft, NewChannel, Repository, Slug, check_title,
-    choose_slug,
+    choose_slug, updated_at_after_commit,
 };
 use fermata_store::cluster::ShardCount;
 use fermata_store::collaboration::{
@@ -372,7 +372,7 @@ impl CollaborationStore for MemoryStorage {
                 let stored = docs.channel_mut(&commit.channel)?;
                 stored.revision = revision;
                 stored.sequence = sequence;
-                stored.updated_at = now;
+                stored.updated_at = updated_at_after_commit(stored.updated_at, now);
                 if let (Some(title), Some(slug)) = (&commit.title, slug) {
                     stored.title = title.clone();
                     stored.slug = slug;

@@ -17,6 +17,7 @@ use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::contract::PausedWrites;
 use fermata_store_testkit::contract::create_document;
 use fermata_store_testkit::eventually;
+use tokio::task::JoinHandle;
 
 /// Counts fenced transactions and pauses the armed one.
 pub(crate) struct Counted {
@@ -25,14 +26,14 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Counted {
             pause: PausedWrites::default(),
             transactions: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    pub(crate) fn hook(&self) -> FencedWriteHook {
+    fn hook(&self) -> FencedWriteHook {
         let pause = self.pause.hook();
         let transactions = Arc::clone(&self.transactions);
         FencedWriteHook::new(move |fence| {
@@ -46,6 +47,28 @@ impl Counted {
     pub(crate) fn count(&self) -> usize {
         self.transactions.load(Ordering::SeqCst)
     }
+}
+
+/// A store whose fenced transactions `counted` counts and can pause.
+pub(crate) async fn counted_store(scratch: ScratchDatabase) -> (Counted, Arc<ScratchStorage>) {
+    let counted = Counted::new();
+    let store = scratch
+        .open(StoreOptions {
+            fenced_write_hook: Some(counted.hook()),
+            ..StoreOptions::default()
+        })
+        .await;
+    (counted, Arc::new(store))
+}
+
+/// Runs `commit` on a task of its own, as a room's commit runs beside others.
+pub(crate) fn spawn_commit(
+    store: &Arc<ScratchStorage>,
+    fence: &Fence,
+    commit: Commit,
+) -> JoinHandle<StoreResult<Committed>> {
+    let (store, fence) = (Arc::clone(store), fence.clone());
+    tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
 }
 
 /// The fence of the writer lease, taken on a store where it is free.
@@ -91,15 +114,7 @@ async fn journal(store: &ScratchStorage, channel: &Channel) -> Vec<Vec<u8>> {
 }
 
 async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
-    let counted = Counted::new();
-    let store = Arc::new(
-        scratch
-            .open(StoreOptions {
-                fenced_write_hook: Some(counted.hook()),
-                ..StoreOptions::default()
-            })
-            .await,
-    );
+    let (counted, store) = counted_store(scratch).await;
     let fence = writer_fence(&store).await;
     let [first, second, third, fourth, repeated] = [
         create(&store, &fence, "first").await,
@@ -119,15 +134,11 @@ async fn commits_wait_and_share_one_transaction(scratch: ScratchDatabase) {
 
     // The first commit holds the transaction; the rest queue behind it.
     counted.pause.arm();
-    let run = |commit: Commit| {
-        let store = Arc::clone(&store);
-        let fence = fence.clone();
-        tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
-    };
+    let run = |commit: Commit| spawn_commit(&store, &fence, commit);
     let held = run(update(&first, 0, "op-first", b"first"));
     counted.pause.entered().await;
     let before = counted.count();
-    let queued: Vec<(&str, tokio::task::JoinHandle<StoreResult<Committed>>)> = vec![
+    let queued: Vec<(&str, JoinHandle<StoreResult<Committed>>)> = vec![
         ("second", run(update(&second, 0, "op-second", b"second"))),
         ("stale", run(update(&third, 7, "op-stale", b"stale"))),
         ("fourth", run(update(&fourth, 0, "op-fourth", b"fourth"))),
@@ -230,15 +241,7 @@ async fn postgres_commits_that_wait_share_one_transaction() {
 /// database fails the statement, the whole group fails rather than commit what came before or
 /// after it as if it had been kept.
 async fn a_member_the_database_fails_fails_its_group_and_commits_nothing(scratch: ScratchDatabase) {
-    let counted = Counted::new();
-    let store = Arc::new(
-        scratch
-            .open(StoreOptions {
-                fenced_write_hook: Some(counted.hook()),
-                ..StoreOptions::default()
-            })
-            .await,
-    );
+    let (counted, store) = counted_store(scratch).await;
     // The database refuses one journal row outright, as a full disk or a broken constraint would.
     let refusal: &[&str] = match store.storage.dialect() {
         Dialect::Postgres => &[
@@ -267,11 +270,7 @@ async fn a_member_the_database_fails_fails_its_group_and_commits_nothing(scratch
         create(&store, &fence, "after").await,
     ];
     counted.pause.arm();
-    let run = |commit: Commit| {
-        let store = Arc::clone(&store);
-        let fence = fence.clone();
-        tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
-    };
+    let run = |commit: Commit| spawn_commit(&store, &fence, commit);
     let first = run(update(&held, 0, "op-held", b"held"));
     counted.pause.entered().await;
     let queued = [

@@ -4,19 +4,16 @@
 //! the table's rebuild on SQLite, so a repeated operation is still answered as a repeat and
 //! recovery still finds every update it expects.
 
-use std::sync::Arc;
-
 use fermata_store::collaboration::SidecarState;
 use fermata_store::{
-    Channel, Commit, Committed, Storage, StoreOptions, StoreResult, UPDATED_AT_RESOLUTION_MS,
-    UnixMillis,
+    Channel, Commit, Committed, Storage, StoreResult, UPDATED_AT_RESOLUTION_MS, UnixMillis,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::eventually;
 use sqlx::migrate::Migrator;
 
 use crate::earlier_release::migrations_before;
-use crate::group_commit::{Counted, create, update, writer_fence};
+use crate::group_commit::{counted_store, create, spawn_commit, update, writer_fence};
 
 /// An `updated_at` far ahead of any clock here: no commit is due to move it.
 const AHEAD: i64 = 4_000_000_000_000;
@@ -44,15 +41,7 @@ async fn updated_at(store: &ScratchStorage, channel: &Channel) -> UnixMillis {
 }
 
 async fn a_commit_moves_updated_at_only_when_due(scratch: ScratchDatabase) {
-    let counted = Counted::new();
-    let store = Arc::new(
-        scratch
-            .open(StoreOptions {
-                fenced_write_hook: Some(counted.hook()),
-                ..StoreOptions::default()
-            })
-            .await,
-    );
+    let (counted, store) = counted_store(scratch).await;
     let fence = writer_fence(&store).await;
     let [due, ahead, held] = [
         create(&store, &fence, "due").await,
@@ -80,11 +69,7 @@ async fn a_commit_moves_updated_at_only_when_due(scratch: ScratchDatabase) {
     // The same in a group: two commits wait behind a third and are written together.
     set_updated_at(&store, &due, LONG_AGO).await;
     counted.pause.arm();
-    let run = |commit: Commit| {
-        let store = Arc::clone(&store);
-        let fence = fence.clone();
-        tokio::spawn(async move { store.collaboration().commit(&fence, &commit).await })
-    };
+    let run = |commit: Commit| spawn_commit(&store, &fence, commit);
     let first = run(update(&held, 0, "op-held", b"held"));
     counted.pause.entered().await;
     let before = counted.count();

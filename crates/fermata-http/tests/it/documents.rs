@@ -14,6 +14,7 @@ use fermata_crypto::SecretToken;
 use fermata_http::HttpState;
 use fermata_store::{
     Acquisition, ChannelId, CreationKey, Fence, LeaseName, Repository, Role, Storage, StoreOptions,
+    UPDATED_AT_RESOLUTION_MS,
 };
 use fermata_store_sql::testing::{ScratchDatabase, ScratchStorage};
 use fermata_store_testkit::eventually_some;
@@ -1047,7 +1048,12 @@ async fn lists_page_through_every_document_newest_first() {
         "a limit below 1 is 1"
     );
 
-    // Updating a document moves it to the front.
+    // Updating a document moves it to the front, once the time it records is a second old
+    // (`UPDATED_AT_RESOLUTION_MS`: a commit within the second leaves it where it was).
+    tokio::time::sleep(Duration::from_millis(
+        u64::try_from(UPDATED_AT_RESOLUTION_MS).unwrap(),
+    ))
+    .await;
     let oldest = &created[0];
     let rewrite = app
         .call(

@@ -295,10 +295,6 @@ mod tests {
                 "{now}"
             );
         }
-        assert_eq!(
-            updated_at_after_commit(UnixMillis(i64::MIN), UnixMillis(i64::MIN + 5)),
-            UnixMillis(i64::MIN),
-        );
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!    database must still be visible; its snapshot is taken over a bounded set of connections,
 //!    written as one archive into a temporary folder of its own (removed whatever happens,
 //!    panics included),
-//!    verified by the shared connection verifier (the live database snapshotted again over as
-//!    many new connections, opened once the snapshot's are closed, must give the same hash; with
+//!    verified by the shared connection verifier (every object's `SHOW CREATE` read again over
+//!    as many new connections, opened once the snapshot's are closed, and checked against the
+//!    candidate's model, with the rest of the catalog but the tables', must give the same hash; with
 //!    a workspace configured, the candidate must also apply into a scratch schema there and
 //!    snapshot back to the same model), compared with its merged snapshot, and, when it changed,
 //!    staged sealed in the object store with its review notes (both migration scripts between the

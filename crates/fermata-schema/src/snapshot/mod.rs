@@ -38,8 +38,9 @@
 //! the file hashes, so it changes with any object and never with the server's version or the
 //! generator's. Counters are not schema: no `AUTO_INCREMENT=` and no sequence's current value.
 //!
-//! A candidate is verified twice: [`verify_live`] snapshots the source again, over connections
-//! of its own, and requires the same hash; [`verify_in_workspace`] (`workspace.rs`) applies the
+//! A candidate is verified twice: [`verify_live`] reads the source again, over connections of
+//! its own (each object's `SHOW CREATE`, checked against the candidate's model, and the catalog
+//! but for the tables' and views' queries), and requires the same hash; [`verify_in_workspace`] (`workspace.rs`) applies the
 //! candidate's files into a scratch schema on a verification workspace server and requires the
 //! candidate back from it.
 
@@ -253,19 +254,36 @@ pub async fn snapshot_filtered(
         ignore_databases: Vec::new(),
         ignore_tables: filter.ignore_tables.clone(),
     };
-    let unsupported = || {
-        SafeError::about(
-            ErrorCode::UnsupportedSchemaOutput,
-            Subject::Database(database.clone()),
-        )
-    };
     let (mut model, _version) = catalog::read(connections, database).await?;
+    leave_out(&mut model, &filter);
+    checked(connections, database, model, filter, server_version).await
+}
+
+/// Takes out of `model` the tables `filter` ignores, with their triggers.
+fn leave_out(model: &mut DatabaseModel, filter: &Filter) {
     model
         .tables
         .retain(|table| !filter.ignores_table(&table.name));
     model
         .triggers
         .retain(|trigger| !filter.ignores_table(&trigger.table));
+}
+
+/// The snapshot of `model`, read from `database` (as `filter` leaves it), once each object's
+/// `SHOW CREATE` over `connections` checked against it: its files, manifest and hash.
+async fn checked(
+    connections: &mut [MySqlConnection],
+    database: &DatabaseName,
+    mut model: DatabaseModel,
+    filter: Filter,
+    server_version: &str,
+) -> Result<DatabaseSnapshot, SafeError> {
+    let unsupported = || {
+        SafeError::about(
+            ErrorCode::UnsupportedSchemaOutput,
+            Subject::Database(database.clone()),
+        )
+    };
     let mut files = objects::checked_files(connections, database, &mut model).await?;
     let schema_json = serde_json::to_string_pretty(&model).or_safe(unsupported)?;
     files.insert(
@@ -316,24 +334,44 @@ pub async fn snapshot_filtered(
     })
 }
 
-/// The first check of the shared connection verifier: snapshots `candidate`'s database again
-/// over `connections` (prepared, at least one, and none the candidate was taken on) and requires
-/// the same snapshot hash. A difference means the schema changed meanwhile: the retryable
-/// `SCHEMA_CHANGED`, after which a new candidate is taken.
+/// The first check of the shared connection verifier: reads `candidate`'s database again over
+/// `connections` (prepared, at least one, and none the candidate was taken on) and requires the
+/// same snapshot hash. The catalog's queries of the tables and views are not run again: every
+/// object's `SHOW CREATE` is checked against the candidate's model instead, beside the names of
+/// the tables and views and everything else the catalog reads (see `catalog::read_again`). A
+/// difference, or a text that no longer checks, means the schema changed meanwhile: the
+/// retryable `SCHEMA_CHANGED`, after which a new candidate is taken.
 pub async fn verify_live(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
     candidate: &DatabaseSnapshot,
     server_version: &str,
 ) -> Result<(), SafeError> {
-    let live = snapshot_filtered(connections, database, server_version, &candidate.filter).await?;
-    if live.snapshot_hash == candidate.snapshot_hash {
-        Ok(())
-    } else {
-        tracing::info!(database = %database, "the schema changed while it was snapshotted");
-        Err(SafeError::about(
-            ErrorCode::SchemaChanged,
-            Subject::Database(database.clone()),
-        ))
+    let filter = candidate.filter.clone();
+    let live = async {
+        let read = catalog::read_again(connections, database, &candidate.model, &filter).await?;
+        let Some(mut model) = read else {
+            return Ok(None);
+        };
+        leave_out(&mut model, &filter);
+        checked(connections, database, model, filter, server_version)
+            .await
+            .map(Some)
+    };
+    match live.await {
+        Ok(Some(live)) if live.snapshot_hash == candidate.snapshot_hash => Ok(()),
+        // The candidate checked against this server; a live object that does not is a change.
+        Ok(_) => Err(changed(database)),
+        Err(error) if error.code() == ErrorCode::UnsupportedSchemaOutput => Err(changed(database)),
+        Err(error) => Err(error),
     }
+}
+
+/// `SCHEMA_CHANGED` for `database`, logged.
+fn changed(database: &DatabaseName) -> SafeError {
+    tracing::info!(database = %database, "the schema changed while it was snapshotted");
+    SafeError::about(
+        ErrorCode::SchemaChanged,
+        Subject::Database(database.clone()),
+    )
 }

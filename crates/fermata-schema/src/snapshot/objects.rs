@@ -291,8 +291,8 @@ fn denied(database: &DatabaseName, kind: ObjectKind, name: &str) -> SafeError {
     SafeError::about(ErrorCode::PermissionDenied, Subject::Object(object))
 }
 
-/// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it is a schema
-/// change (retried); a privilege the account lacks for this kind of object names the object;
+/// What a failed `SHOW CREATE` means: an object dropped since the catalog listed it, or made
+/// again as another kind of object, is a schema change (retried); a privilege the account lacks for this kind of object names the object;
 /// anything else is the server error's own code. The driver's failure is kept as the cause.
 fn show_create_error(
     error: &sqlx::Error,
@@ -302,8 +302,9 @@ fn show_create_error(
 ) -> SafeError {
     let safe_error = match mysql_error_number(error) {
         // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_TRG_DOES_NOT_EXIST,
-        // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES
-        Some(1146 | 1305 | 1360 | 1539 | 4091) => SafeError::about(
+        // ER_EVENT_DOES_NOT_EXIST, MariaDB's ER_UNKNOWN_SEQUENCES; ER_WRONG_OBJECT (a view that
+        // is now a table) and MariaDB's ER_NOT_SEQUENCE (a sequence that is now a table)
+        Some(1146 | 1305 | 1360 | 1539 | 4091 | 1347 | 4089) => SafeError::about(
             ErrorCode::SchemaChanged,
             Subject::Database(database.clone()),
         ),

@@ -9,7 +9,9 @@
 //! others are then read ahead at once, spread over all the connections (a handful of queries that
 //! each make the server open every table, which it does in parallel). Every value is read as
 //! bytes and decoded as UTF-8; anything that does not fit the model is the permanent
-//! `UNSUPPORTED_SCHEMA_OUTPUT`.
+//! `UNSUPPORTED_SCHEMA_OUTPUT`. The verifier reads again only what the objects' `SHOW CREATE`
+//! cannot tell it ([`read_again`]): seven queries at most, and one more for each name the filter
+//! would leave out as a table.
 
 mod programs;
 mod sequences;
@@ -26,6 +28,8 @@ pub(super) fn mysql_queries() -> Vec<&'static str> {
         .collect()
 }
 
+use std::collections::BTreeSet;
+
 use fermata_schema_core::{
     DatabaseName, ErrorCode, ObjectKind, ObjectSubject, Reason, SafeError, Subject,
 };
@@ -33,6 +37,7 @@ use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
 use super::model::{DatabaseModel, Flavor};
+use crate::filter::Filter;
 use crate::safe_context::SafeCode;
 use crate::source::DriverContext;
 
@@ -138,22 +143,101 @@ pub(super) async fn read(
         ahead: Vec::new(),
     };
     let relations = tables::read(&mut reader, others, programs::QUERIES).await?;
-    let flavor = relations.flavor;
+    let server = relations.server;
     let mut sequences = relations.sequences;
     sequences::read(reader.connection, database, &mut sequences).await?;
     let model = DatabaseModel {
         name: database.as_str().to_owned(),
-        flavor,
-        default_charset: relations.default_charset,
-        default_collation: relations.default_collation,
+        flavor: server.flavor,
+        default_charset: server.default_charset,
+        default_collation: server.default_collation,
         tables: relations.tables,
         views: relations.views,
         sequences,
-        routines: programs::routines(&mut reader, flavor).await?,
+        routines: programs::routines(&mut reader, server.flavor).await?,
         triggers: programs::triggers(&mut reader).await?,
         events: programs::events(&mut reader).await?,
     };
-    Ok((model, relations.version))
+    Ok((model, server.version))
+}
+
+/// What the shared connection verifier reads again of `database`, for a `candidate` snapshotted
+/// with `filter`, before it checks each object's `SHOW CREATE` against it: the server's version
+/// and the database's defaults, the names of the tables, views and sequences, the sequences'
+/// settings, MariaDB's spatial reference systems when the candidate has a spatial column, and
+/// every stored program, read as [`read`] reads them. The candidate's tables and views stand for
+/// the live ones; `None` when the names are not the candidate's.
+///
+/// Their `SHOW CREATE` is all that needs reading again: the candidate holds no table or view
+/// whose model does not render to exactly the server's text (in canonical form), so a live text
+/// that still checks against the model is the text the candidate was taken from, and anything
+/// the catalog says of a table or view and its text does not (a spatial reference system on
+/// MariaDB) is read here. Of the catalog's queries, those of the tables and views make MariaDB
+/// open every table; past its table cache they grow faster than the tables.
+pub(super) async fn read_again(
+    connections: &mut [MySqlConnection],
+    database: &DatabaseName,
+    candidate: &DatabaseModel,
+    filter: &Filter,
+) -> Result<Option<DatabaseModel>, SafeError> {
+    let (first, others) = connections
+        .split_first_mut()
+        .ok_or_else(|| unsupported(database))?;
+    let mut reader = Reader {
+        connection: first,
+        database,
+        ahead: Vec::new(),
+    };
+    let server = tables::server(&mut reader).await?;
+    let mut ahead = vec![tables::NAMES];
+    ahead.extend_from_slice(programs::QUERIES);
+    reader.read_ahead(others, &ahead).await?;
+    let live = tables::names(&mut reader, filter).await?;
+    let listed = candidate
+        .tables
+        .iter()
+        .map(|table| &table.name)
+        .chain(candidate.views.iter().map(|view| &view.name))
+        .chain(candidate.sequences.iter().map(|sequence| &sequence.name));
+    if !live.iter().eq(listed.collect::<BTreeSet<_>>()) {
+        return Ok(None);
+    }
+    let mut tables = candidate.tables.clone();
+    if server.flavor == Flavor::Mariadb && tables.iter().any(tables::is_spatial) {
+        for column in tables.iter_mut().flat_map(|table| &mut table.columns) {
+            column.srid = None;
+        }
+        for (table_name, column_name, srid) in tables::srids(&mut reader).await? {
+            // The tables are in name order; a column the candidate does not have is left to its
+            // table's text.
+            let column = tables
+                .binary_search_by(|table| table.name.as_str().cmp(&table_name))
+                .ok()
+                .and_then(|at| {
+                    tables[at]
+                        .columns
+                        .iter_mut()
+                        .find(|column| column.name == column_name)
+                });
+            if let Some(column) = column {
+                column.srid = Some(srid);
+            }
+        }
+    }
+    let mut sequences = candidate.sequences.clone();
+    sequences::read(reader.connection, database, &mut sequences).await?;
+    Ok(Some(DatabaseModel {
+        name: database.as_str().to_owned(),
+        flavor: server.flavor,
+        default_charset: server.default_charset,
+        default_collation: server.default_collation,
+        tables,
+        views: candidate.views.clone(),
+        sequences,
+        routines: programs::routines(&mut reader, server.flavor).await?,
+        triggers: programs::triggers(&mut reader).await?,
+        events: programs::events(&mut reader).await?,
+    }))
 }
 
 /// The catalog queries of one snapshot: each runs once, on the first connection when it is

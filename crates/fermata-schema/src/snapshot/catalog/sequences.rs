@@ -1,8 +1,8 @@
 //! The definitions of MariaDB sequences. They are not in `information_schema` (before MariaDB
 //! 11.5), but a sequence reads as a one-row table of its settings, so one `UNION ALL` query reads
 //! every sequence of the database at once, however many there are. `next_not_cached_value`, the
-//! current value, is data and is not read. A sequence dropped since the tables query listed it
-//! is a schema change (retried), not a catalog this server cannot read.
+//! current value, is data and is not read. A sequence dropped since the tables query listed it,
+//! or replaced by a table, is a schema change (retried), not a catalog this server cannot read.
 
 use fermata_schema_core::{DatabaseName, ErrorCode, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
@@ -40,8 +40,9 @@ pub(super) async fn read(
         .fetch_all(&mut *connection)
         .await
         .map_err(|error| match mysql_error_number(&error) {
-            // ER_NO_SUCH_TABLE, ER_UNKNOWN_SEQUENCES: dropped since the tables query listed it.
-            Some(1146 | 4091) => caused(
+            // ER_NO_SUCH_TABLE, ER_UNKNOWN_SEQUENCES: dropped since the tables query listed it;
+            // ER_BAD_FIELD_ERROR: a table without a sequence's columns made in its place.
+            Some(1146 | 4091 | 1054) => caused(
                 SafeError::about(
                     ErrorCode::SchemaChanged,
                     Subject::Database(database.clone()),

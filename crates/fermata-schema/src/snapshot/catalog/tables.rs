@@ -12,12 +12,14 @@ use fermata_schema_core::{ErrorCode, ObjectKind, Reason, SafeError, Subject};
 use sqlx::mysql::MySqlConnection;
 
 use super::{Reader, by_flavor, refuse, values};
+use crate::filter::Filter;
 use crate::safe_context::SafeCode;
 use crate::snapshot::model::{
     Check, Column, Flavor, ForeignKey, Generated, Index, IndexKind, IndexPart, Partition,
     Partitioning, RowPeriod, Sequence, Subpartition, Table, TableOption, View,
 };
 use crate::snapshot::normalize::{self, mysql};
+use crate::source::DriverContext;
 
 /// The server's version and the database's defaults (the row tagged `schema`; none when the
 /// database is gone), with every collation's character set (the rows tagged `collation`): a
@@ -36,6 +38,13 @@ const SCHEMA: &str = "SELECT 'schema', VERSION(), DEFAULT_CHARACTER_SET_NAME, \
 const TABLES: &str = "SELECT TABLE_NAME, TABLE_TYPE, ENGINE, TABLE_COLLATION, CREATE_OPTIONS, \
      TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? \
      ORDER BY BINARY TABLE_NAME";
+/// The names of the tables, views and sequences alone: MariaDB lists them without opening a
+/// table (for 20,000 tables 60 ms, where their types took 0.5 s and [`TABLES`] 0.9 s).
+pub(super) const NAMES: &str =
+    "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?";
+/// The type of one table, view or sequence: MariaDB opens that one alone.
+const TYPE_OF: &str = "SELECT TABLE_TYPE FROM information_schema.TABLES \
+     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
 /// The views: name, definition, check option, definer, security. A view's algorithm is not here
 /// (MySQL's `VIEWS` has no `ALGORITHM`): it is read from `SHOW CREATE VIEW` on both flavors.
 const VIEWS: &str = "SELECT TABLE_NAME, VIEW_DEFINITION, CHECK_OPTION, DEFINER, SECURITY_TYPE \
@@ -103,6 +112,8 @@ const PARTITIONS: &str = "SELECT TABLE_NAME, PARTITION_NAME, SUBPARTITION_NAME, 
 pub(super) const MYSQL_QUERIES: &[&str] = &[
     SCHEMA,
     TABLES,
+    NAMES,
+    TYPE_OF,
     VIEWS,
     COLUMNS_MYSQL,
     INDEXES_MYSQL,
@@ -139,10 +150,7 @@ const SPATIAL_TYPES: &[&str] = &[
 
 /// What the tables query finds.
 pub(super) struct Relations {
-    pub(super) version: String,
-    pub(super) flavor: Flavor,
-    pub(super) default_charset: String,
-    pub(super) default_collation: String,
+    pub(super) server: Server,
     pub(super) tables: Vec<Table>,
     pub(super) views: Vec<View>,
     /// Named, with their engine and comment; the definitions are read later.
@@ -390,17 +398,31 @@ pub fn add_index_row(indexes: &mut Vec<Index>, row: IndexRow) -> Result<(), Reas
     Ok(())
 }
 
-/// Reads `database`'s tables, views and sequence names. Once [`SCHEMA`] has said which flavor
-/// the server is, every other query is read ahead at once over the first connection and
-/// `others`, with `also` (the stored programs' queries); the partitions, when a table is
-/// partitioned, follow on the first connection.
-pub(super) async fn read(
-    reader: &mut Reader<'_>,
-    others: &mut [MySqlConnection],
-    also: &[&'static str],
-) -> Result<Relations, SafeError> {
+/// The server's version and flavor, the database's defaults, and every collation's character set.
+pub(super) struct Server {
+    pub(super) version: String,
+    pub(super) flavor: Flavor,
+    pub(super) default_charset: String,
+    pub(super) default_collation: String,
+    /// The character set of each collation, by collation, as the server names them.
+    charsets: BTreeMap<String, String>,
+}
+
+impl Server {
+    /// A character set or collation named as the model names it (MariaDB's `utf8mb3` as
+    /// `utf8`).
+    fn charset_name(&self, name: String) -> String {
+        match self.flavor {
+            Flavor::Mariadb => mysql::utf8mb3(&name),
+            Flavor::Mysql => name,
+        }
+    }
+}
+
+/// Runs [`SCHEMA`] on the reader's connection; a database that is gone is
+/// `DATABASE_NO_LONGER_VISIBLE`.
+pub(super) async fn server(reader: &mut Reader<'_>) -> Result<Server, SafeError> {
     let database = reader.database;
-    let unsupported = || super::unsupported(database);
     let schema = reader.rows(SCHEMA).await?;
     let mut first = None;
     let mut charsets: BTreeMap<String, String> = BTreeMap::new();
@@ -415,21 +437,41 @@ pub(super) async fn read(
             }
         }
     }
-    let first = first.ok_or_else(|| {
-        SafeError::about(
-            ErrorCode::DatabaseNoLongerVisible,
-            Subject::Database(database.clone()),
-        )
-    })?;
-    let version = values(first, database).text(1)?;
-    let flavor = Flavor::of_version(&version);
-    let charset_name = |name: String| match flavor {
-        Flavor::Mariadb => mysql::utf8mb3(&name),
-        Flavor::Mysql => name,
+    let first = values(
+        first.ok_or_else(|| {
+            SafeError::about(
+                ErrorCode::DatabaseNoLongerVisible,
+                Subject::Database(database.clone()),
+            )
+        })?,
+        database,
+    );
+    let version = first.text(1)?;
+    let mut server = Server {
+        flavor: Flavor::of_version(&version),
+        version,
+        default_charset: String::new(),
+        default_collation: String::new(),
+        charsets,
     };
-    let default_charset = charset_name(values(first, database).text(2)?);
-    let default_collation = charset_name(values(first, database).text(3)?);
+    server.default_charset = server.charset_name(first.text(2)?);
+    server.default_collation = server.charset_name(first.text(3)?);
+    Ok(server)
+}
 
+/// Reads `database`'s tables, views and sequence names. Once [`SCHEMA`] has said which flavor
+/// the server is, every other query is read ahead at once over the first connection and
+/// `others`, with `also` (the stored programs' queries); the partitions, when a table is
+/// partitioned, follow on the first connection.
+pub(super) async fn read(
+    reader: &mut Reader<'_>,
+    others: &mut [MySqlConnection],
+    also: &[&'static str],
+) -> Result<Relations, SafeError> {
+    let database = reader.database;
+    let unsupported = || super::unsupported(database);
+    let server = server(reader).await?;
+    let flavor = server.flavor;
     let checks = by_flavor(flavor, CHECKS_MARIADB, CHECKS_MYSQL);
     let columns = by_flavor(flavor, COLUMNS_MARIADB, COLUMNS_MYSQL);
     let indexes = by_flavor(flavor, INDEXES_MARIADB, INDEXES_MYSQL);
@@ -524,13 +566,14 @@ pub(super) async fn read(
             name.clone(),
             Table {
                 engine: v.text(2)?,
-                charset: charset_name(
-                    charsets
+                charset: server.charset_name(
+                    server
+                        .charsets
                         .get(&collation)
                         .cloned()
                         .ok_or_else(|| v.unreadable())?,
                 ),
-                collation: charset_name(collation),
+                collation: server.charset_name(collation),
                 row_format,
                 options,
                 comment: v.optional(5)?.unwrap_or_default(),
@@ -608,11 +651,7 @@ pub(super) async fn read(
         ));
     }
     if spatial && flavor == Flavor::Mariadb {
-        for row in reader.rows(SRIDS_MARIADB).await? {
-            let v = values(&row, database);
-            let (table_name, column_name) = (v.text(0)?, v.text(1)?);
-            let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
-            let srid = v.text(2)?.parse::<u32>().or_safe(refused)?;
+        for (table_name, column_name, srid) in srids(reader).await? {
             let Some(table) = tables.get_mut(&table_name) else {
                 continue;
             };
@@ -620,7 +659,9 @@ pub(super) async fn read(
                 .columns
                 .iter_mut()
                 .find(|column| column.name == column_name)
-                .ok_or_else(refused)?;
+                .ok_or_else(|| {
+                    refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType)
+                })?;
             column.srid = Some(srid);
         }
     }
@@ -696,14 +737,70 @@ pub(super) async fn read(
         });
     }
     Ok(Relations {
-        version,
-        flavor,
-        default_charset,
-        default_collation,
+        server,
         tables,
         views,
         sequences,
     })
+}
+
+/// Whether `table` has a spatial column, whose spatial reference system MariaDB's
+/// `SHOW CREATE TABLE` does not print.
+pub(super) fn is_spatial(table: &Table) -> bool {
+    table
+        .columns
+        .iter()
+        .any(|column| SPATIAL_TYPES.contains(&column.column_type.as_str()))
+}
+
+/// MariaDB's spatial reference systems other than 0, from [`SRIDS_MARIADB`]: table, column,
+/// SRID.
+pub(super) async fn srids(
+    reader: &mut Reader<'_>,
+) -> Result<Vec<(String, String, u32)>, SafeError> {
+    let database = reader.database;
+    let mut srids = Vec::new();
+    for row in reader.rows(SRIDS_MARIADB).await? {
+        let v = values(&row, database);
+        let (table_name, column_name) = (v.text(0)?, v.text(1)?);
+        let refused = || refuse(database, ObjectKind::Table, &table_name, Reason::ColumnType);
+        let srid = v.text(2)?.parse::<u32>().or_safe(refused)?;
+        srids.push((table_name, column_name, srid));
+    }
+    Ok(srids)
+}
+
+/// The names of the tables, views and sequences that `filter` keeps, from [`NAMES`] (read ahead
+/// by the caller), without the type of each: MariaDB lists the names without opening a table,
+/// where their types make it read every table's definition. A name the filter would leave out as
+/// a table is kept when it is a view or a sequence, so its type alone is read, with [`TYPE_OF`];
+/// a name gone meanwhile is left out.
+pub(super) async fn names(
+    reader: &mut Reader<'_>,
+    filter: &Filter,
+) -> Result<BTreeSet<String>, SafeError> {
+    let database = reader.database;
+    let mut names = BTreeSet::new();
+    for row in reader.rows(NAMES).await? {
+        let name = values(&row, database).text(0)?;
+        if !filter.ignores_table(&name) {
+            names.insert(name);
+            continue;
+        }
+        let typed = sqlx::query(TYPE_OF)
+            .bind(database.as_str())
+            .bind(&name)
+            .fetch_optional(&mut *reader.connection)
+            .await
+            .query_context_about("read the catalog", database)?;
+        if let Some(row) = typed {
+            let table_type = values(&row, database).text(0)?;
+            if !matches!(table_type.as_str(), "BASE TABLE" | "SYSTEM VERSIONED") {
+                names.insert(name);
+            }
+        }
+    }
+    Ok(names)
 }
 
 /// The views the tables query found, `names` in its order, from [`VIEWS`]: each definition

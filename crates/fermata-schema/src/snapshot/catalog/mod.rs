@@ -36,7 +36,7 @@ use fermata_schema_core::{
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
-use super::model::{DatabaseModel, Flavor};
+use super::model::{DatabaseModel, Flavor, Sequence, Table, View};
 use crate::filter::Filter;
 use crate::safe_context::SafeCode;
 use crate::source::DriverContext;
@@ -134,31 +134,43 @@ pub(super) async fn read(
     connections: &mut [MySqlConnection],
     database: &DatabaseName,
 ) -> Result<(DatabaseModel, String), SafeError> {
-    let (first, others) = connections
-        .split_first_mut()
-        .ok_or_else(|| unsupported(database))?;
-    let mut reader = Reader {
-        connection: first,
-        database,
-        ahead: Vec::new(),
-    };
+    let (mut reader, others) = Reader::split(connections, database)?;
     let relations = tables::read(&mut reader, others, programs::QUERIES).await?;
-    let server = relations.server;
-    let mut sequences = relations.sequences;
+    let version = relations.server.version.clone();
+    let model = with_programs(
+        &mut reader,
+        relations.server,
+        relations.tables,
+        relations.views,
+        relations.sequences,
+    )
+    .await?;
+    Ok((model, version))
+}
+
+/// The model of the reader's database: `server`'s flavor and defaults, `tables`, `views` and
+/// `sequences` (the sequences' settings read here), and the stored programs.
+async fn with_programs(
+    reader: &mut Reader<'_>,
+    server: tables::Server,
+    tables: Vec<Table>,
+    views: Vec<View>,
+    mut sequences: Vec<Sequence>,
+) -> Result<DatabaseModel, SafeError> {
+    let database = reader.database;
     sequences::read(reader.connection, database, &mut sequences).await?;
-    let model = DatabaseModel {
+    Ok(DatabaseModel {
         name: database.as_str().to_owned(),
         flavor: server.flavor,
         default_charset: server.default_charset,
         default_collation: server.default_collation,
-        tables: relations.tables,
-        views: relations.views,
+        tables,
+        views,
         sequences,
-        routines: programs::routines(&mut reader, server.flavor).await?,
-        triggers: programs::triggers(&mut reader).await?,
-        events: programs::events(&mut reader).await?,
-    };
-    Ok((model, server.version))
+        routines: programs::routines(reader, server.flavor).await?,
+        triggers: programs::triggers(reader).await?,
+        events: programs::events(reader).await?,
+    })
 }
 
 /// What the shared connection verifier reads again of `database`, for a `candidate` snapshotted
@@ -180,14 +192,7 @@ pub(super) async fn read_again(
     candidate: &DatabaseModel,
     filter: &Filter,
 ) -> Result<Option<DatabaseModel>, SafeError> {
-    let (first, others) = connections
-        .split_first_mut()
-        .ok_or_else(|| unsupported(database))?;
-    let mut reader = Reader {
-        connection: first,
-        database,
-        ahead: Vec::new(),
-    };
+    let (mut reader, others) = Reader::split(connections, database)?;
     let server = tables::server(&mut reader).await?;
     let mut ahead = vec![tables::NAMES];
     ahead.extend_from_slice(programs::QUERIES);
@@ -224,20 +229,10 @@ pub(super) async fn read_again(
             }
         }
     }
-    let mut sequences = candidate.sequences.clone();
-    sequences::read(reader.connection, database, &mut sequences).await?;
-    Ok(Some(DatabaseModel {
-        name: database.as_str().to_owned(),
-        flavor: server.flavor,
-        default_charset: server.default_charset,
-        default_collation: server.default_collation,
-        tables,
-        views: candidate.views.clone(),
-        sequences,
-        routines: programs::routines(&mut reader, server.flavor).await?,
-        triggers: programs::triggers(&mut reader).await?,
-        events: programs::events(&mut reader).await?,
-    }))
+    let (views, sequences) = (candidate.views.clone(), candidate.sequences.clone());
+    with_programs(&mut reader, server, tables, views, sequences)
+        .await
+        .map(Some)
 }
 
 /// The catalog queries of one snapshot: each runs once, on the first connection when it is
@@ -249,7 +244,23 @@ struct Reader<'a> {
     ahead: Vec<(&'static str, Vec<MySqlRow>)>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader of `database` over the first of `connections` (at least one), and the others.
+    fn split(
+        connections: &'a mut [MySqlConnection],
+        database: &'a DatabaseName,
+    ) -> Result<(Reader<'a>, &'a mut [MySqlConnection]), SafeError> {
+        let (first, others) = connections
+            .split_first_mut()
+            .ok_or_else(|| unsupported(database))?;
+        let reader = Reader {
+            connection: first,
+            database,
+            ahead: Vec::new(),
+        };
+        Ok((reader, others))
+    }
+
     /// The rows of `sql`, with the database bound to each of its placeholders.
     async fn rows(&mut self, sql: &'static str) -> Result<Vec<MySqlRow>, SafeError> {
         if let Some(at) = self.ahead.iter().position(|(read, _)| *read == sql) {

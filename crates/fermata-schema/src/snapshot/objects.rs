@@ -96,7 +96,7 @@ impl Object<'_> {
                 (Some(text.canonical), render::render_routine(routine))
             }
             Object::Trigger(trigger, _) => (
-                normalize::trigger(text, database.as_str()),
+                normalize::trigger(text, database.as_str(), &trigger.sql_mode),
                 render::render_trigger(trigger, None),
             ),
             Object::Event(event) => (normalize::event(text), render::render_event(event)),

@@ -5,12 +5,19 @@
 /// The end (exclusive) of the quoted text that starts at `start` with `` ` ``, `'` or `"`: the
 /// quote doubled stands for itself, and in strings a backslash escapes the next character.
 pub(crate) fn quoted_end(text: &str, start: usize) -> Option<usize> {
+    let escapes = text.as_bytes().get(start) != Some(&b'`');
+    quoted_end_with(text, start, escapes)
+}
+
+/// [`quoted_end`], where a backslash escapes the next character only when `escapes` (never in an
+/// identifier, whatever its quote).
+fn quoted_end_with(text: &str, start: usize, escapes: bool) -> Option<usize> {
     let bytes = text.as_bytes();
     let quote = *bytes.get(start)?;
     let mut at = start + 1;
     while at < bytes.len() {
         match bytes[at] {
-            b'\\' if quote != b'`' => at += 2,
+            b'\\' if escapes => at += 2,
             byte if byte == quote => {
                 if bytes.get(at + 1) == Some(&quote) {
                     at += 2;
@@ -105,7 +112,7 @@ pub(crate) fn split_top_level(text: &str) -> Option<Vec<&str>> {
 pub(crate) enum Token {
     /// A bare word: a keyword, a number or an unquoted identifier, as written.
     Word(String),
-    /// A `` `quoted` `` identifier, unquoted.
+    /// A `` `quoted` `` identifier (or `"quoted"`, under `ANSI_QUOTES`), unquoted.
     Quoted(String),
     /// A string literal, as written (quotes included).
     Literal(String),
@@ -133,11 +140,27 @@ impl Token {
 pub(crate) struct Tokens<'a> {
     text: &'a str,
     at: usize,
+    /// Whether `"` quotes an identifier, as it does in a head printed under `ANSI_QUOTES`.
+    ansi_quotes: bool,
 }
 
 impl<'a> Tokens<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Tokens { text, at: 0 }
+        Tokens {
+            text,
+            at: 0,
+            ansi_quotes: false,
+        }
+    }
+
+    /// The tokens of a head the server prints under `sql_mode`: a stored program's, which it
+    /// prints under the mode the program was created with, so that with `ANSI_QUOTES` (alone or
+    /// in `ANSI`) its names and definer are quoted with `"`.
+    pub(crate) fn under(text: &'a str, sql_mode: &str) -> Self {
+        Tokens {
+            ansi_quotes: sql_mode.split(',').any(|mode| mode == "ANSI_QUOTES"),
+            ..Tokens::new(text)
+        }
     }
 
     /// What follows the last token read, white space included.
@@ -173,10 +196,12 @@ impl<'a> Tokens<'a> {
         let first = rest.chars().next()?;
         let (token, length) = match first {
             '`' | '\'' | '"' => {
-                let end = quoted_end(rest, 0)?;
+                let identifier = first == '`' || (first == '"' && self.ansi_quotes);
+                let end = quoted_end_with(rest, 0, !identifier)?;
                 let inner = &rest[1..end - 1];
-                let token = if first == '`' {
-                    Token::Quoted(inner.replace("``", "`"))
+                let token = if identifier {
+                    let doubled = format!("{first}{first}");
+                    Token::Quoted(inner.replace(&doubled, &first.to_string()))
                 } else {
                     Token::Literal(rest[..end].to_owned())
                 };
@@ -279,5 +304,21 @@ mod tests {
         tokens.expect(&["TRIGGER"]).unwrap();
         assert_eq!(tokens.object_name("db").as_deref(), Some("t`r"));
         assert_eq!(tokens.rest(), " rest");
+    }
+
+    #[test]
+    fn under_ansi_quotes_a_double_quote_names_an_identifier() {
+        let head = r#"CREATE DEFINER="a"@"%" PROCEDURE "p ""q\" rest"#;
+        let mut tokens = Tokens::under(head, "REAL_AS_FLOAT,ANSI_QUOTES,ANSI");
+        tokens.expect(&["CREATE"]).unwrap();
+        tokens.skip_definer().unwrap();
+        tokens.expect(&["PROCEDURE"]).unwrap();
+        assert_eq!(tokens.object_name("db").as_deref(), Some(r#"p "q\"#));
+        assert_eq!(tokens.rest(), " rest");
+        let mut plain = Tokens::under(r#""p" rest"#, "STRICT_TRANS_TABLES");
+        assert_eq!(
+            plain.next_token(),
+            Some(Token::Literal(r#""p""#.to_owned()))
+        );
     }
 }

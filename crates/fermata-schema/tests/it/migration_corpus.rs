@@ -680,6 +680,8 @@ pub(crate) async fn prove(base: &[&str], changes: &[Change]) {
         run_statements(name, change.given, change.what).await;
     }
     let (user, password) = full_snapshot_account(&mut admin, &names).await;
+    // Its scripts are verified in a workspace.
+    let _scratch_schemas = support::SCRATCH_SCHEMAS.read().await;
     let (ws_user, ws_password) = support::workspace_account(&mut admin).await;
     let repository = crate::git_support::TestRepository::new(true);
     let package = Package::on(

@@ -362,7 +362,8 @@ fn definers_are_taken_out_wherever_they_are() {
     assert_eq!(
         normalize::trigger(
             "CREATE DEFINER=`root`@`localhost` TRIGGER `ins_sum` BEFORE INSERT ON `account` FOR EACH ROW SET @sum = @sum + NEW.amount",
-            "d"
+            "d",
+            ""
         )
         .unwrap(),
         render::render_trigger(&trigger, None)

@@ -261,6 +261,8 @@ struct Harness {
     objects: Arc<dyn ObjectStore>,
     scratch: tempfile::TempDir,
     _artifact_folder: tempfile::TempDir,
+    /// Its refreshes verify in a workspace.
+    _scratch_schemas: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 /// Where a harness's refreshes publish.
@@ -422,6 +424,7 @@ async fn build(
         objects,
         scratch,
         _artifact_folder: artifact_folder,
+        _scratch_schemas: support::SCRATCH_SCHEMAS.read().await,
     }
 }
 

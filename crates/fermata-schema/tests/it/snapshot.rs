@@ -343,11 +343,13 @@ async fn a_change_between_snapshot_and_verification_is_caught_and_a_retry_passes
             .unwrap_err();
         assert_eq!(error.code(), ErrorCode::SchemaChanged, "{change:?}");
         assert!(error.retryable());
-        let retried = take(&database, 2).await.unwrap();
+        let retried = take(&database, 2)
+            .await
+            .unwrap_or_else(|error| panic!("{change:?}: {error:?}"));
         assert_ne!(retried.snapshot_hash, candidate.snapshot_hash, "{change:?}");
         verify_live(&mut verifiers, &name, &retried, "test")
             .await
-            .unwrap();
+            .unwrap_or_else(|error| panic!("{change:?}: {error:?}"));
         candidate = retried;
     }
     drop_database(&mut admin, &database).await;
@@ -473,6 +475,50 @@ async fn the_captured_kinds_snapshot_and_match_the_server() {
     insta::assert_snapshot!("captures_files", sql_files(&snapshot));
     insta::assert_snapshot!("captures_schema_json", text(&snapshot.files, "schema.json"));
     drop_database(&mut admin, database).await;
+}
+
+/// Stored programs created under `ANSI_QUOTES` snapshot: their heads are read with `"` quotes,
+/// their files name them with backticks and keep the bodies as written (applied under the
+/// `sql_mode` that `schema.json` keeps; `workspace.rs` rebuilds them), and they verify.
+#[tokio::test]
+async fn stored_programs_created_under_ansi_quotes_snapshot_and_verify() {
+    let mut admin = admin().await;
+    let database = unique("ansi");
+    create_database(&mut admin, &database, support::ANSI_PROGRAMS).await;
+    let snapshot = take(&database, 2).await.unwrap();
+    let file = |prefix: &str| {
+        let (path, _) = snapshot
+            .files
+            .iter()
+            .find(|(path, _)| path.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} file"));
+        text(&snapshot.files, path)
+    };
+    let procedure = file("routines/procedure.");
+    assert!(
+        procedure.starts_with("CREATE PROCEDURE `p \"q\"`(IN \"a b\" int, OUT c int)")
+            && procedure.contains("SELECT \"a b\" INTO c"),
+        "{procedure}"
+    );
+    assert!(file("routines/function.").contains("RETURN x || 'y'"));
+    let trigger = file("triggers/");
+    assert!(
+        trigger.starts_with("CREATE TRIGGER `t r` BEFORE INSERT ON `t` FOR EACH ROW ")
+            && trigger.contains("SET NEW.\"b c\" = 'z'"),
+        "{trigger}"
+    );
+    assert!(
+        snapshot
+            .model
+            .routines
+            .iter()
+            .all(|routine| routine.sql_mode.contains("ANSI_QUOTES"))
+    );
+    let name = DatabaseName::new(database.clone()).unwrap();
+    verify_live(&mut connections(2).await, &name, &snapshot, "test")
+        .await
+        .unwrap();
+    drop_database(&mut admin, &database).await;
 }
 
 /// What is still not captured is refused by name: the database, the object's kind and name, and

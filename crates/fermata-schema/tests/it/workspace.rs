@@ -22,9 +22,6 @@ use support::{
     workspace_account,
 };
 
-/// The tests look at every scratch schema of the server, so they run one at a time.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// How long a condition is polled for before the test fails.
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -101,7 +98,8 @@ fn table<'a>(model: &'a mut DatabaseModel, name: &str) -> &'a mut Table {
 /// scratch schema gives back the same model and the same files, table by table.
 #[tokio::test]
 async fn every_captured_kind_rebuilds_in_the_workspace() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let (database, candidate) = candidate(&mut setup.admin, support::CAPTURES).await;
     assert_eq!(candidate.model.tables.len(), support::CAPTURES.len());
@@ -113,8 +111,23 @@ async fn every_captured_kind_rebuilds_in_the_workspace() {
 }
 
 #[tokio::test]
+async fn stored_programs_created_under_ansi_quotes_rebuild_in_the_workspace() {
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
+    let mut setup = setup().await;
+    let (database, candidate) = candidate(&mut setup.admin, support::ANSI_PROGRAMS).await;
+    assert_eq!(candidate.model.routines.len(), 2);
+    verify_in_workspace(&setup.workspace, &candidate, &setup.version)
+        .await
+        .unwrap();
+    no_scratch_schema_is_left(&mut setup.admin).await;
+    drop_database(&mut setup.admin, &database).await;
+}
+
+#[tokio::test]
 async fn the_corpus_rebuilds_in_the_workspace_and_its_scratch_schema_is_dropped() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let (database, candidate) = candidate(&mut setup.admin, CORPUS).await;
     // The views' definer is the administrator here and the workspace account there.
@@ -134,7 +147,8 @@ async fn the_corpus_rebuilds_in_the_workspace_and_its_scratch_schema_is_dropped(
 
 #[tokio::test]
 async fn a_foreign_key_to_another_database_needs_references_but_not_that_database() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let other = unique("ref");
     create_database(
@@ -198,7 +212,8 @@ type Tamper = fn(&mut DatabaseSnapshot);
 /// The corpus's candidate, changed by each case in turn, fails verification with the permanent
 /// `VERIFICATION_FAILED` naming its database, and leaves no scratch schema.
 async fn each_fails_verification(cases: &[(&str, Tamper)]) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let (database, candidate) = candidate(&mut setup.admin, CORPUS).await;
     for (case, tamper) in cases {
@@ -303,7 +318,8 @@ async fn a_candidate_whose_ddl_does_not_apply_fails_verification() {
 
 #[tokio::test]
 async fn leftovers_of_killed_runs_are_swept_and_young_scratch_schemas_kept() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let now: u64 = String::from_utf8(
         setup
@@ -351,7 +367,8 @@ async fn leftovers_of_killed_runs_are_swept_and_young_scratch_schemas_kept() {
 
 #[tokio::test]
 async fn a_cancelled_verification_still_drops_its_scratch_schema() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let (database, mut candidate) = candidate(&mut setup.admin, &["CREATE TABLE t (a int)"]).await;
     // Enough work that the verification is still applying files when it is cancelled.
@@ -387,7 +404,8 @@ async fn a_cancelled_verification_still_drops_its_scratch_schema() {
 
 #[tokio::test]
 async fn workspace_problems_keep_their_own_errors() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    // The test looks at every scratch schema of the server.
+    let _one = support::SCRATCH_SCHEMAS.write().await;
     let mut setup = setup().await;
     let (database, candidate) = candidate(&mut setup.admin, &["CREATE TABLE t (a int)"]).await;
 

@@ -61,8 +61,8 @@ pub fn event(text: &str) -> Option<String> {
 /// it was written (any case, spacing, quoting and qualifier), so it is read token by token and
 /// written out again; the body after `FOR EACH ROW` (and after a `FOLLOWS` or `PRECEDES` clause,
 /// which the file renders from the model) stays exactly as the server keeps it.
-pub fn trigger(text: &str, database: &str) -> Option<String> {
-    let mut tokens = Tokens::new(text);
+pub fn trigger(text: &str, database: &str, sql_mode: &str) -> Option<String> {
+    let mut tokens = Tokens::under(text, sql_mode);
     tokens.expect(&["CREATE"])?;
     tokens.skip_definer()?;
     tokens.expect(&["TRIGGER"])?;
@@ -76,7 +76,7 @@ pub fn trigger(text: &str, database: &str) -> Option<String> {
     let table = tokens.object_name(database)?;
     tokens.expect(&["FOR", "EACH", "ROW"])?;
     let mut body = tokens.rest();
-    let mut order = Tokens::new(body);
+    let mut order = Tokens::under(body, sql_mode);
     if order
         .next_token()
         .is_some_and(|token| token.is("FOLLOWS") || token.is("PRECEDES"))
@@ -111,7 +111,7 @@ pub fn routine(
     database: &str,
     flavor: Flavor,
 ) -> Option<RoutineText> {
-    let mut tokens = Tokens::new(text);
+    let mut tokens = Tokens::under(text, &routine.sql_mode);
     tokens.expect(&["CREATE"])?;
     tokens.skip_definer()?;
     tokens.expect(&[routine.kind.keyword()])?;
@@ -164,7 +164,7 @@ pub fn parameters_match(routine: &Routine, parameter_list: &str) -> bool {
             .iter()
             .zip(&routine.parameters)
             .all(|(item, parameter)| {
-                let mut tokens = Tokens::new(item);
+                let mut tokens = Tokens::under(item, &routine.sql_mode);
                 let Some(first) = tokens.next_token() else {
                     return false;
                 };
@@ -653,7 +653,8 @@ mod tests {
         assert_eq!(
             trigger(
                 "CREATE DEFINER=`a`@`%` trigger db.tr3 after   update on `db`.t for each row follows x set @x=1",
-                "db"
+                "db",
+                ""
             )
             .unwrap(),
             "CREATE TRIGGER `tr3` AFTER UPDATE ON `t` FOR EACH ROW set @x=1"
@@ -662,9 +663,20 @@ mod tests {
         assert_eq!(
             trigger(
                 "CREATE DEFINER=`a`@`%` TRIGGER other.tr BEFORE INSERT ON t FOR EACH ROW SET @x = 1",
-                "db"
+                "db",
+                ""
             ),
             None
+        );
+        // Under `ANSI_QUOTES` the server quotes the head's names with `"`; the body is kept.
+        assert_eq!(
+            trigger(
+                r#"CREATE DEFINER="a"@"%" TRIGGER "t r" BEFORE INSERT ON "t" FOR EACH ROW SET NEW.a = "b""#,
+                "db",
+                "ANSI_QUOTES"
+            )
+            .unwrap(),
+            r#"CREATE TRIGGER `t r` BEFORE INSERT ON `t` FOR EACH ROW SET NEW.a = "b""#
         );
     }
 }

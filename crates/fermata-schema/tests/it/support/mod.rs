@@ -125,6 +125,11 @@ pub async fn snapshot_account_named(admin: &mut MySqlConnection, prefix: &str) -
     create_account(admin, format!("{prefix}{}", unique("")), &[]).await
 }
 
+/// The scratch schemas of the server's verification workspaces: a test that looks at every one
+/// of them (`workspace.rs`) holds this for writing, and a test whose refreshes verify in a
+/// workspace, making and dropping scratch schemas of their own meanwhile, holds it for reading.
+pub static SCRATCH_SCHEMAS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// Creates a verification workspace account: everything on scratch schemas (`fermata_ws_...`),
 /// nothing elsewhere, as the workspace documentation asks.
 pub async fn workspace_account(admin: &mut MySqlConnection) -> (String, String) {
@@ -250,6 +255,19 @@ pub const CORPUS: &[&str] = &[
     "CREATE EVENT once ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM `mixed`",
     "CREATE EVENT `every 90` ON SCHEDULE EVERY '1:30' HOUR_MINUTE STARTS '2030-01-01 10:00:00' \
         DISABLE ON SLAVE DO BEGIN SELECT 1; END",
+];
+
+/// Stored programs created under `ANSI` (which holds `ANSI_QUOTES` and `PIPES_AS_CONCAT`): the
+/// server prints a routine's or trigger's head with `"` quotes, and keeps every body as written,
+/// where `"x"` names a column or parameter.
+pub const ANSI_PROGRAMS: &[&str] = &[
+    "CREATE TABLE `t` (a int, `b c` varchar(10))",
+    "SET SESSION sql_mode = 'ANSI'",
+    "CREATE PROCEDURE \"p \"\"q\"\"\"(IN \"a b\" int, OUT c int) SELECT \"a b\" INTO c",
+    "CREATE FUNCTION \"f\"(x int) RETURNS varchar(10) RETURN x || 'y'",
+    "CREATE TRIGGER \"t r\" BEFORE INSERT ON \"t\" FOR EACH ROW SET NEW.\"b c\" = 'z'",
+    "CREATE EVENT \"e\" ON SCHEDULE AT '2035-01-01 00:00:00' DO DELETE FROM \"t\"",
+    "SET SESSION sql_mode = DEFAULT",
 ];
 
 /// The object kinds captured beyond [`CORPUS`], each as the MariaDB manual writes it: spatial

@@ -8,10 +8,10 @@
 //! everything the server sends, and the time zone `+00:00`, so that nothing read depends on the
 //! session that reads it (a `TIMESTAMP` column's literal default is printed in the session's
 //! time zone; an event's times are printed in the event's own, which the model keeps). The
-//! catalog is read with one query per category of object, thirteen at most (the first on one
+//! catalog is read with one query per category of object, fourteen at most (the first on one
 //! connection, the others then at once, spread over the connections given); `SHOW CREATE` runs
 //! once per object, spread over the connections too and sent 64 statements to a request, so a
-//! database costs at most its number of objects plus thirteen statements. Nothing is locked. An
+//! database costs at most its number of objects plus fourteen statements. Nothing is locked. An
 //! object whose model does not render to exactly the server's text, or that holds something the
 //! model cannot represent, fails the database with the permanent `UNSUPPORTED_SCHEMA_OUTPUT`
 //! instead of producing a lossy snapshot.

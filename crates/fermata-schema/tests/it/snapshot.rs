@@ -212,7 +212,7 @@ async fn questions(connection: &mut MySqlConnection) -> u64 {
 }
 
 #[tokio::test]
-async fn a_snapshot_costs_at_most_its_objects_plus_thirteen_queries() {
+async fn a_snapshot_costs_at_most_its_objects_plus_fourteen_queries() {
     let mut admin = admin().await;
     let database = unique("budget");
     create_database(&mut admin, &database, CORPUS).await;
@@ -239,7 +239,7 @@ async fn a_snapshot_costs_at_most_its_objects_plus_thirteen_queries() {
     }
     let objects = u64::try_from(objects(&taken)).unwrap();
     assert!(used >= objects, "{used} queries for {objects} objects");
-    assert!(used <= objects + 13, "{used} queries for {objects} objects");
+    assert!(used <= objects + 14, "{used} queries for {objects} objects");
     drop_database(&mut admin, &database).await;
 }
 

@@ -1,14 +1,14 @@
 //! Reading a database's model from `information_schema` in bulk: one query per category of object
 //! (the server's version with the database's defaults and the collations, its tables, views,
-//! checks, columns, index parts, foreign keys, spatial reference systems, partitions, sequence
-//! definitions, routines with their parameters, triggers, events), each ordered by the binary
-//! order of the names, so the number of queries does not grow with the number of objects:
-//! thirteen at most, the spatial, partitions and sequence queries only when the tables query
-//! shows a spatial column (on MariaDB), a partitioned table or a sequence. The first query, a
-//! small one, runs alone on the first connection; it says which flavor the server is, and the
-//! others are then read ahead at once, spread over all the connections (a handful of queries that
-//! each make the server open every table, which it does in parallel). Every value is read as
-//! bytes and decoded as UTF-8; anything that does not fit the model is the permanent
+//! checks, columns, index parts, foreign keys' rules and their columns, spatial reference systems,
+//! partitions, sequence definitions, routines with their parameters, triggers, events), each
+//! ordered by the binary order of the names, so the number of queries does not grow with the
+//! number of objects: fourteen at most, the spatial, partitions and sequence queries only when
+//! the tables query shows a spatial column (on MariaDB), a partitioned table or a sequence. The
+//! first query, a small one, runs alone on the first connection; it says which flavor the server
+//! is, and the others are then read ahead at once, spread over all the connections (a handful of
+//! queries that each make the server open every table, which it does in parallel). Every value is
+//! read as bytes and decoded as UTF-8; anything that does not fit the model is the permanent
 //! `UNSUPPORTED_SCHEMA_OUTPUT`. The verifier reads again only what the objects' `SHOW CREATE`
 //! cannot tell it ([`read_again`]): seven queries at most, and one more for each name the filter
 //! would leave out as a table.

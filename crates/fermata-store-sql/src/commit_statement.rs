@@ -27,9 +27,9 @@
 //!   separate check takes them, so two writers of one lease cannot lock in opposite orders.
 //! - SQLite (whose `WITH` cannot write): seven statements in one query string, sharing the
 //!   numbered binds. Each write is guarded by the same check of the channel row as it was before
-//!   the commit, and the `UPDATE`s that move its `updated_at` (when due, [`UPDATED_AT`]) and
-//!   advance it come last. `BEGIN IMMEDIATE` holds the
-//!   database's write lock, so the row cannot change between them. The answer is a `SELECT`
+//!   the commit, and the `UPDATE`s that move its `updated_at` (when due, [`updated_at_due`])
+//!   and advance it come last. `BEGIN IMMEDIATE` holds the database's write lock, so the row
+//!   cannot change between them. The answer is a `SELECT`
 //!   after the operation record, whose `changes()` is that insert's count (a `SELECT` leaves the
 //!   count as the last write set it). The fenced form answers the fence from the lease row in
 //!   that `SELECT`, at a clock bound by the caller: SQLite's clock is the process's, and one
@@ -42,9 +42,9 @@
 //! that is stale, archived or repeated writes nothing. On PostgreSQL the members are
 //! `jsonb_to_recordset`'s rows and the writes are the lone commit's `WITH` queries; on SQLite
 //! they are `json_each`'s, read again by each of seven statements, the operation record written
-//! before the answer, the move of `updated_at` and the advance, which find a member written by its record at the revision
-//! that follows the channel's (no earlier record can be: the channel is past every revision it
-//! recorded).
+//! before the answer, the move of `updated_at` and the advance, which find a member written by
+//! its record at the revision that follows the channel's (no earlier record can be: the channel
+//! is past every revision it recorded).
 //!
 //! Read the answer with `fetch_all`: a driver that stops at the first row would leave SQLite's
 //! last statements unrun.
@@ -155,7 +155,8 @@ const EXPECTED: &str = "id = {channel} AND revision = {expected} AND archived_at
 
 /// The channel row's advance. A commit whose update comes without its text marks the document's
 /// indexed text as behind (a live room's batches: the room indexes the text when its writers
-/// pause); a commit with its text makes it current. It leaves `updated_at` to [`UPDATED_AT`].
+/// pause); a commit with its text makes it current. It leaves `updated_at` to
+/// [`updated_at_due`].
 const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = sequence + 1, \
                        title = COALESCE({title}, title), \
                        search_stale_since = CASE WHEN {text} IS NOT NULL THEN NULL \
@@ -171,11 +172,8 @@ const ADVANCE: &str = "UPDATE channels SET revision = revision + 1, sequence = s
 /// not due, and PostgreSQL's advance sets it only to a new value.
 ///
 /// [`updated_at_after_commit`]: fermata_store::updated_at_after_commit
-const UPDATED_AT: &str = "updated_at <= {clock} - {resolution}";
-
-/// [`UPDATED_AT`] with its resolution filled in.
 fn updated_at_due() -> String {
-    UPDATED_AT.replace("{resolution}", &UPDATED_AT_RESOLUTION_MS.to_string())
+    format!("updated_at <= {{clock}} - {UPDATED_AT_RESOLUTION_MS}")
 }
 
 /// The sidecar's table and the columns every write of it names.
@@ -307,7 +305,8 @@ fn postgres_writes(guard: &str, source: Source) -> String {
     let due = updated_at_due();
     format!(
         "advanced AS ({ADVANCE}, \
-             updated_at = CASE WHEN {due} THEN {{clock}} ELSE updated_at END{advance_from} WHERE {EXPECTED}{guard} AND {NEW_OPERATION} \
+             updated_at = CASE WHEN {due} THEN {{clock}} ELSE updated_at END{advance_from} \
+             WHERE {EXPECTED}{guard} AND {NEW_OPERATION} \
              RETURNING id, revision, sequence, epoch, repository), \
          journal AS (INSERT INTO channel_updates (channel_id, sequence, epoch, bytes) \
              SELECT id, sequence, epoch, {{update}} FROM {rows} WHERE {{update}} IS NOT NULL), \

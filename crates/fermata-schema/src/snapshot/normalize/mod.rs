@@ -383,37 +383,29 @@ fn printed_field_list(line: &str, catalog: &str) -> Option<String> {
 
 /// A key line's `WITHOUT OVERLAPS` and `USING`.
 fn key_facts(line: &str, index: &mut Index, period: Option<&Period>) -> Result<(), Reason> {
-    // Already taken out of the parts when the model is a snapshot's, checked again.
-    let applied = |period: &Period| index.without_overlaps.as_ref() == Some(&period.name);
     if line.contains(" WITHOUT OVERLAPS)") {
         let period = period.ok_or(Reason::PeriodClause)?;
-        if applied(period) {
-            using(line, index);
-            return Ok(());
+        // Taken out of the parts already when the model is a snapshot's, checked again.
+        if index.without_overlaps.as_ref() != Some(&period.name) {
+            // The catalog lists the period's end and start after the key's own parts.
+            let parts = index.parts.len();
+            let tail: Vec<&str> = index.parts[parts.saturating_sub(2)..]
+                .iter()
+                .map(|part| part.column.as_str())
+                .collect();
+            if parts < 3 || tail != [period.end.as_str(), period.start.as_str()] {
+                return Err(Reason::PeriodClause);
+            }
+            index.parts.truncate(parts - 2);
+            index.without_overlaps = Some(period.name.clone());
         }
-        // The catalog lists the period's end and start after the key's own parts.
-        let parts = index.parts.len();
-        let tail: Vec<&str> = index.parts[parts.saturating_sub(2)..]
-            .iter()
-            .map(|part| part.column.as_str())
-            .collect();
-        if parts < 3 || tail != [period.end.as_str(), period.start.as_str()] {
-            return Err(Reason::PeriodClause);
-        }
-        index.parts.truncate(parts - 2);
-        index.without_overlaps = Some(period.name.clone());
     }
-    using(line, index);
-    Ok(())
-}
-
-/// A key line's `USING`, when the server prints it.
-fn using(line: &str, index: &mut Index) {
     for using in ["HASH", "BTREE", "RTREE"] {
         if line.contains(&format!(") USING {using}")) {
             index.using = Some(using.to_owned());
         }
     }
+    Ok(())
 }
 
 /// The first quoted identifier in `text` after `after`, unquoted.

@@ -5,7 +5,7 @@
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex, RwLock};
 
-use fermata_crypto::{Aad, CryptoError, Keyring};
+use fermata_crypto::{Aad, CryptoError, Detached, Keyring};
 use fermata_store::ErrorChain;
 use zeroize::Zeroizing;
 
@@ -75,6 +75,12 @@ impl KeyringHandle {
     pub fn seal(&self, aad: Aad<'_>, plaintext: &[u8]) -> Vec<u8> {
         self.refresh(false);
         self.keyring().seal(aad, plaintext)
+    }
+
+    /// [`Keyring::seal_in_place`] under the current key.
+    pub fn seal_in_place(&self, aad: Aad<'_>, buffer: &mut [u8]) -> Detached {
+        self.refresh(false);
+        self.keyring().seal_in_place(aad, buffer)
     }
 
     pub fn open(&self, aad: Aad<'_>, envelope: &[u8]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {

@@ -10,7 +10,9 @@ mod passphrase;
 mod password;
 mod token;
 
-pub use keyring::{Aad, CryptoError, KEY_FILE_HEADER, Keyring, Purpose};
+pub use keyring::{
+    Aad, CryptoError, Detached, KEY_FILE_HEADER, Keyring, NONCE_LEN, Purpose, TAG_LEN,
+};
 pub use passphrase::{
     MIN_PASSPHRASE_CHARS, SealError, is_sealed, open_with_passphrase, seal_with_passphrase,
 };

@@ -559,7 +559,7 @@ impl RefreshWorkflow {
         let snapshotted = started.elapsed();
         let live = Arc::new(live);
         let candidate = &live.snapshot;
-        write_candidate(folder.path(), candidate).await?;
+        write_candidate(folder.path(), Arc::clone(&live)).await?;
         let written = started.elapsed();
         self.probe
             .candidate_written(database, folder.path(), attempt)
@@ -652,11 +652,11 @@ impl RefreshWorkflow {
         } else {
             None
         };
-        let files = read_candidate(folder).await?;
+        let archive = read_candidate(folder).await?;
         let sealed = self
             .settings
             .artifacts
-            .seal_candidate(id, position, files)
+            .seal_candidate(id, position, archive)
             .await?;
         Ok((notes, sealed))
     }
@@ -727,6 +727,7 @@ impl RefreshWorkflow {
             .context("load the artifact record")?
             .is_none()
         {
+            let started = std::time::Instant::now();
             let results = schema
                 .database_results(id)
                 .await
@@ -759,6 +760,12 @@ impl RefreshWorkflow {
                     },
                 );
             }
+            tracing::info!(
+                operation = %id,
+                databases = changed.len(),
+                read_ms = started.elapsed().as_millis(),
+                "staged candidates read for the review artifact"
+            );
             let manifest = serde_json::to_string_pretty(&ArtifactManifest {
                 base_commit,
                 databases,
@@ -977,10 +984,9 @@ const SCRATCH_UNAVAILABLE: ErrorCode = ErrorCode::StorageUnavailable;
 const CANDIDATE_FILE: &str = "candidate.tar";
 
 /// Writes the candidate into `folder`, as [`CANDIDATE_FILE`].
-async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<(), SafeError> {
+async fn write_candidate(folder: &Path, live: Arc<LiveSnapshot>) -> Result<(), SafeError> {
     let target = folder.join(CANDIDATE_FILE);
-    let files = candidate.files.clone();
-    let bytes = tokio::task::spawn_blocking(move || candidate_archive(&files))
+    let bytes = tokio::task::spawn_blocking(move || candidate_archive(&live.snapshot.files))
         .await
         .or_code(SCRATCH_UNAVAILABLE, "archive the candidate's files")??;
     tokio::fs::write(target, bytes)
@@ -988,12 +994,13 @@ async fn write_candidate(folder: &Path, candidate: &DatabaseSnapshot) -> Result<
         .or_code(SCRATCH_UNAVAILABLE, "write the candidate's files")
 }
 
-/// Reads the candidate's files back from `folder`: what is staged is what the step verified.
-async fn read_candidate(folder: &Path) -> Result<BTreeMap<String, Vec<u8>>, SafeError> {
+/// Reads the candidate's archive back from `folder`, checked to be one: what is staged is what
+/// the step verified.
+async fn read_candidate(folder: &Path) -> Result<Vec<u8>, SafeError> {
     let bytes = tokio::fs::read(folder.join(CANDIDATE_FILE))
         .await
         .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?;
-    tokio::task::spawn_blocking(move || candidate_files(&bytes))
+    tokio::task::spawn_blocking(move || candidate_files(&bytes).map(|_| bytes))
         .await
         .or_code(SCRATCH_UNAVAILABLE, "read the candidate's files")?
 }

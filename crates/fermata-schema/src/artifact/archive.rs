@@ -61,7 +61,7 @@ pub fn archive_with_notes(
     {
         return Err(malformed("a candidate path is not a clean relative path"));
     }
-    let mut builder = Builder::new(Vec::new());
+    let mut builder = Builder::new(Vec::with_capacity(archived_len(files, notes, manifest)));
     append(&mut builder, MANIFEST_ENTRY, manifest.as_bytes())?;
     // A `BTreeMap` iterates in byte order of its keys, which is the archive's order.
     for (path, bytes) in files {
@@ -73,6 +73,39 @@ pub fn archive_with_notes(
     builder
         .into_inner()
         .or_code(UNAVAILABLE, "finish the archive")
+}
+
+/// The tar format's block: every header, and every entry's content padded to a whole number.
+const BLOCK: usize = 512;
+/// The longest name a header holds; a longer one takes a GNU long-name record first.
+const HEADER_NAME_LEN: usize = 100;
+
+/// The length of the archive of `files`, `notes` and `manifest`, or a block or two more: the
+/// buffer it is written into is allocated once rather than grown (and copied) as it fills.
+fn archived_len(
+    files: &BTreeMap<String, Vec<u8>>,
+    notes: &BTreeMap<String, Vec<u8>>,
+    manifest: &str,
+) -> usize {
+    let blocks = |len: usize| len.div_ceil(BLOCK) * BLOCK;
+    let entry = |name: usize, content: usize| {
+        let long_name = if name >= HEADER_NAME_LEN {
+            BLOCK + blocks(name + 1)
+        } else {
+            0
+        };
+        long_name + BLOCK + blocks(content)
+    };
+    let files: usize = files
+        .iter()
+        .map(|(path, bytes)| entry(FILES_PREFIX.len() + path.len(), bytes.len()))
+        .sum();
+    let notes: usize = notes
+        .iter()
+        .map(|(name, bytes)| entry(NOTES_PREFIX.len() + name.len(), bytes.len()))
+        .sum();
+    // The archive ends with two empty blocks.
+    entry(MANIFEST_ENTRY.len(), manifest.len()) + files + notes + 2 * BLOCK
 }
 
 fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
@@ -181,6 +214,29 @@ mod tests {
             "a/.",
         ] {
             assert!(!is_relative_path(bad), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn the_buffer_is_sized_for_the_whole_archive() {
+        let long = "d/".to_owned() + &"x".repeat(300);
+        for files in [
+            BTreeMap::new(),
+            BTreeMap::from([("d/a.sql".to_owned(), b"x".to_vec())]),
+            BTreeMap::from([
+                (long.clone(), vec![b'y'; 512]),
+                ("d/b.sql".to_owned(), vec![b'z'; 513]),
+                ("e".repeat(94), Vec::new()),
+            ]),
+        ] {
+            let notes = BTreeMap::from([(long.clone(), b"{}".to_vec())]);
+            let bytes = archive_with_notes(&files, &notes, "{}").unwrap();
+            let sized = archived_len(&files, &notes, "{}");
+            assert!(bytes.len() <= sized, "the archive outgrew its buffer");
+            assert!(
+                sized - bytes.len() <= 2 * BLOCK,
+                "the buffer was far too large"
+            );
         }
     }
 

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fermata_accounts::KeyringHandle;
-use fermata_crypto::{Aad, Keyring, Purpose};
+use fermata_crypto::{Aad, NONCE_LEN, Purpose, TAG_LEN};
 use fermata_schema_core::{ErrorCode, SafeError};
 use fermata_store::schema::{CleanupResult, NewArtifact, OperationId};
 use fermata_store::{ErrorChain, UnixMillis};
@@ -79,8 +79,6 @@ pub const ARTIFACT_FOLDER: &str = "schema-artifacts";
 /// in its row and the ciphertext in the object store, and joins them again to open it.
 const ENVELOPE_FORMAT: u8 = 1;
 const VERSION_LEN: usize = 4;
-const NONCE_LEN: usize = 12;
-const TAG_LEN: usize = 16;
 const HEADER_LEN: usize = 1 + VERSION_LEN + NONCE_LEN;
 
 /// Where an operation's artifact is kept: `schema-artifacts/<operation ID>.bin`. It depends on the
@@ -199,37 +197,43 @@ impl ArtifactStore {
     ) -> Result<NewArtifact, SafeError> {
         serde_json::from_str::<serde_json::Value>(&manifest)
             .or_code(ErrorCode::ArtifactUnavailable, "read the manifest as JSON")?;
+        let started = std::time::Instant::now();
         let keys = Arc::clone(&self.keys);
         let archived_manifest = manifest.clone();
-        let sealed = tokio::task::spawn_blocking(move || {
-            let plaintext = archive_with_notes(&files, &notes, &archived_manifest)?;
-            let envelope = keys.seal(aad(&operation.to_string()), &plaintext);
-            split_envelope(&envelope).ok_or_else(|| {
-                because(
-                    ErrorCode::ArtifactUnavailable,
-                    "the keyring's envelope has an unexpected layout",
-                )
-            })
+        let (ciphertext, sealed) = tokio::task::spawn_blocking(move || {
+            let mut buffer = archive_with_notes(&files, &notes, &archived_manifest)?;
+            drop((files, notes));
+            let sealed = keys.seal_in_place(aad(&operation.to_string()), &mut buffer);
+            Ok::<_, SafeError>((buffer, sealed))
         })
         .await
         .or_code(ErrorCode::ArtifactUnavailable, "seal the review artifact")??;
 
+        let sealed_at = started.elapsed();
         let location = artifact_location(operation);
-        let ciphertext_hash = sha256_hex(&sealed.ciphertext);
+        let ciphertext_hash = sha256_hex(&ciphertext);
+        let bytes = ciphertext.len();
         self.objects
             .put(
                 &ObjectPath::from(location.as_str()),
-                PutPayload::from(sealed.ciphertext),
+                PutPayload::from(ciphertext),
             )
             .await
             .or_code(ErrorCode::ArtifactUnavailable, "write the review artifact")?;
-        tracing::info!(operation = %operation, key_version = sealed.key_version, "review artifact stored");
+        tracing::info!(
+            operation = %operation,
+            key_version = sealed.key_version,
+            bytes,
+            sealed_ms = sealed_at.as_millis(),
+            written_ms = (started.elapsed() - sealed_at).as_millis(),
+            "review artifact stored"
+        );
         Ok(NewArtifact {
             operation,
             blob_locator: location.clone(),
             key_version: sealed.key_version,
-            iv: sealed.iv,
-            auth_tag: sealed.auth_tag,
+            iv: sealed.nonce.to_vec(),
+            auth_tag: sealed.tag.to_vec(),
             ciphertext_hash,
             manifest,
             decision_expires_at,
@@ -237,23 +241,20 @@ impl ArtifactStore {
         })
     }
 
-    /// Seals one database's candidate (its files, with its `manifest.json` as the archive's
-    /// manifest) for [`ArtifactStore::stage`], which writes it once the candidate is verified.
-    /// Nothing is written here, so sealing can run while the candidate is still being verified.
+    /// Seals one database's candidate (its files as one archive, [`candidate_archive`]) for
+    /// [`ArtifactStore::stage`], which writes it once the candidate is verified. Nothing is
+    /// written here, so sealing can run while the candidate is still being verified.
     pub async fn seal_candidate(
         &self,
         operation: OperationId,
         position: u32,
-        files: BTreeMap<String, Vec<u8>>,
+        archive: Vec<u8>,
     ) -> Result<SealedCandidate, SafeError> {
         let keys = Arc::clone(&self.keys);
         let row = staged_row(operation, position);
-        let envelope = tokio::task::spawn_blocking(move || {
-            let plaintext = candidate_archive(&files)?;
-            Ok::<_, SafeError>(keys.seal(aad(&row), &plaintext))
-        })
-        .await
-        .or_code(ErrorCode::ArtifactUnavailable, "seal a candidate")??;
+        let envelope = tokio::task::spawn_blocking(move || keys.seal(aad(&row), &archive))
+            .await
+            .or_code(ErrorCode::ArtifactUnavailable, "seal a candidate")?;
         Ok(SealedCandidate {
             location: staged_location(operation, position),
             envelope,
@@ -518,28 +519,6 @@ fn aad(operation: &str) -> Aad<'_> {
         purpose: Purpose::SchemaReviewArtifact,
         row: operation,
     }
-}
-
-/// An envelope taken apart into what the row keeps and what the object store keeps.
-struct Sealed {
-    key_version: u32,
-    iv: Vec<u8>,
-    ciphertext: Vec<u8>,
-    auth_tag: Vec<u8>,
-}
-
-fn split_envelope(envelope: &[u8]) -> Option<Sealed> {
-    let key_version = Keyring::envelope_version(envelope).ok()?;
-    if envelope[0] != ENVELOPE_FORMAT || envelope.len() < HEADER_LEN + TAG_LEN {
-        return None;
-    }
-    let (body, auth_tag) = envelope.split_at(envelope.len() - TAG_LEN);
-    Some(Sealed {
-        key_version,
-        iv: body[1 + VERSION_LEN..HEADER_LEN].to_vec(),
-        ciphertext: body[HEADER_LEN..].to_vec(),
-        auth_tag: auth_tag.to_vec(),
-    })
 }
 
 fn join_envelope(key_version: u32, iv: &[u8], ciphertext: &[u8], auth_tag: &[u8]) -> Vec<u8> {

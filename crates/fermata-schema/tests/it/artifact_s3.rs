@@ -9,7 +9,7 @@ use std::sync::Arc;
 use fermata_accounts::KeyringHandle;
 use fermata_crypto::Keyring;
 use fermata_schema::artifact::{
-    ArtifactStore, S3Settings, artifact_location, staged_notes_location,
+    ArtifactStore, S3Settings, archive, artifact_location, staged_notes_location,
 };
 use fermata_store::UnixMillis;
 use fermata_store::schema::{CleanupResult, ErrorCode, OperationId};
@@ -93,7 +93,8 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
             .any(|window| window == b"CREATE TABLE")
     );
 
-    // A staged candidate round-trips and is deleted.
+    // A staged candidate (its files as one archive, its manifest the archive's) round-trips and
+    // is deleted.
     let candidate = BTreeMap::from([
         ("manifest.json".to_owned(), b"{}".to_vec()),
         (
@@ -102,7 +103,7 @@ async fn artifacts_round_trip_and_tampering_is_refused_in_a_bucket() {
         ),
     ]);
     let sealed = artifacts
-        .seal_candidate(operation, 3, candidate.clone())
+        .seal_candidate(operation, 3, archive(&candidate, "{}").unwrap())
         .await
         .unwrap();
     artifacts.stage(sealed).await.unwrap();

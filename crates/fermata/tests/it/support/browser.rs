@@ -261,12 +261,17 @@ impl Session {
         .await;
     }
 
-    /// Opens the page at `path` on the server.
+    /// Opens the page at `path` on the server. A navigation that fails says whether the server
+    /// still accepts connections from here, which tells a server gone from a browser's fault.
     pub async fn goto(&self, path: &str) {
-        self.client
-            .goto(&format!("{}{path}", self.base))
-            .await
-            .unwrap();
+        let url = format!("{}{path}", self.base);
+        if let Err(error) = self.client.goto(&url).await {
+            let address = self.base.trim_start_matches("http://");
+            let accepts = tokio::net::TcpStream::connect(address).await.is_ok();
+            panic!(
+                "opening {url} failed (the server accepts connections from here: {accepts}): {error}"
+            );
+        }
     }
 
     /// The first element matching `css`, waited for (present and displayed).

@@ -121,6 +121,7 @@ safe_code!(
     object_store::Error,
     tokio::task::JoinError,
     fermata_crypto::CryptoError,
+    lz4_flex::frame::Error,
     fermata_schema_core::InvalidDatabaseName,
     fermata_store::StoreError,
 );

@@ -1,7 +1,11 @@
 //! The plaintext inside a review artifact: a deterministic tar archive of the canonical manifest,
 //! the candidate files and the review notes.
 //!
-//! The format is plain tar with GNU headers, so any `tar` can list a decrypted artifact. The first
+//! The format is tar with GNU headers, compressed as one LZ4 frame (`lz4 -d` and any `tar` list
+//! a decrypted artifact): the candidate's SQL, its pretty-printed `schema.json` and the tar's
+//! padding shrink to about a tenth, and so do the bytes sealed, hashed, written and read back. An
+//! archive written before archives were compressed (plain tar, which begins with the manifest's
+//! name rather than the frame's magic number) is read as well. The first
 //! entry is `manifest.json`; each candidate file follows as `files/<relative path>`, in byte order
 //! of the path; then each review note (a changed database's migration scripts and lint findings,
 //! which are not published as files) as `notes/<name>`, in byte order too. Every header is
@@ -15,9 +19,10 @@
 //! increasing order, regular files only), so an archive this module did not write is refused rather than interpreted.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Write};
 
 use fermata_schema_core::{ErrorCode, SafeError};
+use lz4_flex::frame::{FrameDecoder, FrameEncoder};
 use tar::{Archive, Builder, EntryType, Header};
 
 use crate::safe_context::{SafeCode, because};
@@ -61,7 +66,7 @@ pub fn archive_with_notes(
     {
         return Err(malformed("a candidate path is not a clean relative path"));
     }
-    let mut builder = Builder::new(Vec::with_capacity(archived_len(files, notes, manifest)));
+    let mut builder = Builder::new(FrameEncoder::new(Vec::new()));
     append(&mut builder, MANIFEST_ENTRY, manifest.as_bytes())?;
     // A `BTreeMap` iterates in byte order of its keys, which is the archive's order.
     for (path, bytes) in files {
@@ -72,43 +77,16 @@ pub fn archive_with_notes(
     }
     builder
         .into_inner()
-        .or_code(UNAVAILABLE, "finish the archive")
+        .or_code(UNAVAILABLE, "finish the archive")?
+        .finish()
+        .or_code(UNAVAILABLE, "compress the archive")
 }
 
-/// The tar format's block: every header, and every entry's content padded to a whole number.
-const BLOCK: usize = 512;
-/// The longest name a header holds; a longer one takes a GNU long-name record first.
-const HEADER_NAME_LEN: usize = 100;
+/// The first bytes of an LZ4 frame, which every archive written since archives were compressed
+/// begins with.
+const LZ4_FRAME_MAGIC: [u8; 4] = [0x04, 0x22, 0x4D, 0x18];
 
-/// The length of the archive of `files`, `notes` and `manifest`, or a block or two more: the
-/// buffer it is written into is allocated once rather than grown (and copied) as it fills.
-fn archived_len(
-    files: &BTreeMap<String, Vec<u8>>,
-    notes: &BTreeMap<String, Vec<u8>>,
-    manifest: &str,
-) -> usize {
-    let blocks = |len: usize| len.div_ceil(BLOCK) * BLOCK;
-    let entry = |name: usize, content: usize| {
-        let long_name = if name >= HEADER_NAME_LEN {
-            BLOCK + blocks(name + 1)
-        } else {
-            0
-        };
-        long_name + BLOCK + blocks(content)
-    };
-    let files: usize = files
-        .iter()
-        .map(|(path, bytes)| entry(FILES_PREFIX.len() + path.len(), bytes.len()))
-        .sum();
-    let notes: usize = notes
-        .iter()
-        .map(|(name, bytes)| entry(NOTES_PREFIX.len() + name.len(), bytes.len()))
-        .sum();
-    // The archive ends with two empty blocks.
-    entry(MANIFEST_ENTRY.len(), manifest.len()) + files + notes + 2 * BLOCK
-}
-
-fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
+fn append<W: Write>(builder: &mut Builder<W>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
     let mut header = Header::new_gnu();
     header.set_entry_type(EntryType::Regular);
     header.set_size(bytes.len() as u64);
@@ -121,9 +99,17 @@ fn append(builder: &mut Builder<Vec<u8>>, name: &str, bytes: &[u8]) -> Result<()
         .or_code(UNAVAILABLE, "add a file to the archive")
 }
 
-/// Reads an archive [`archive`] wrote.
+/// Reads an archive [`archive`] wrote, compressed or (written before archives were) not.
 pub(crate) fn unarchive(bytes: &[u8]) -> Result<ArtifactContents, SafeError> {
-    let mut archive = Archive::new(bytes);
+    if bytes.starts_with(&LZ4_FRAME_MAGIC) {
+        read_entries(Archive::new(FrameDecoder::new(bytes)))
+    } else {
+        read_entries(Archive::new(bytes))
+    }
+}
+
+/// The manifest, files and notes of `archive`, in the fixed layout or refused.
+fn read_entries<R: Read>(mut archive: Archive<R>) -> Result<ArtifactContents, SafeError> {
     let mut manifest = None;
     let mut files = BTreeMap::new();
     let mut notes = BTreeMap::new();
@@ -218,26 +204,46 @@ mod tests {
     }
 
     #[test]
-    fn the_buffer_is_sized_for_the_whole_archive() {
-        let long = "d/".to_owned() + &"x".repeat(300);
-        for files in [
-            BTreeMap::new(),
-            BTreeMap::from([("d/a.sql".to_owned(), b"x".to_vec())]),
-            BTreeMap::from([
-                (long.clone(), vec![b'y'; 512]),
-                ("d/b.sql".to_owned(), vec![b'z'; 513]),
-                ("e".repeat(94), Vec::new()),
-            ]),
-        ] {
-            let notes = BTreeMap::from([(long.clone(), b"{}".to_vec())]);
-            let bytes = archive_with_notes(&files, &notes, "{}").unwrap();
-            let sized = archived_len(&files, &notes, "{}");
-            assert!(bytes.len() <= sized, "the archive outgrew its buffer");
-            assert!(
-                sized - bytes.len() <= 2 * BLOCK,
-                "the buffer was far too large"
-            );
+    fn archives_are_compressed_and_those_written_before_are_read() {
+        let files = BTreeMap::from([
+            (
+                "d/a.sql".to_owned(),
+                b"CREATE TABLE `a` (x int)\n".repeat(100),
+            ),
+            (
+                "d/schema.json".to_owned(),
+                b"{\n  \"name\": \"a\"\n}\n".repeat(100),
+            ),
+        ]);
+        let notes = BTreeMap::from([("d.json".to_owned(), b"{}".to_vec())]);
+        let compressed = archive_with_notes(&files, &notes, "{}").unwrap();
+        assert!(compressed.starts_with(&LZ4_FRAME_MAGIC));
+        assert_eq!(
+            compressed,
+            archive_with_notes(&files, &notes, "{}").unwrap()
+        );
+
+        let mut builder = Builder::new(Vec::new());
+        append(&mut builder, MANIFEST_ENTRY, b"{}").unwrap();
+        for (path, bytes) in &files {
+            append(&mut builder, &format!("{FILES_PREFIX}{path}"), bytes).unwrap();
         }
+        append(&mut builder, "notes/d.json", b"{}").unwrap();
+        let plain = builder.into_inner().unwrap();
+        assert!(
+            compressed.len() * 10 < plain.len(),
+            "the archive was not compressed"
+        );
+
+        let expected = ArtifactContents {
+            files,
+            notes,
+            manifest: "{}".to_owned(),
+        };
+        assert_eq!(unarchive(&compressed).unwrap(), expected);
+        assert_eq!(unarchive(&plain).unwrap(), expected);
+        // A frame cut short is refused, not read in part.
+        assert!(unarchive(&compressed[..compressed.len() - 8]).is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the canonical manifest, sealed with the keyring and kept in an object store until the review
 //! decision.
 //!
-//! Writing: the files and manifest become a deterministic tar archive ([`archive`]; the format is
+//! Writing: the files and manifest become a deterministic, compressed tar archive ([`archive`]; the format is
 //! described in its module), which the keyring seals under its current key with AES-256-GCM and a
 //! fresh random 96-bit nonce. The authenticated data binds the key version, the purpose
 //! ([`Purpose::SchemaReviewArtifact`]) and the operation ID, so an artifact moved to another
@@ -60,6 +60,13 @@ pub use drift::{DRIFT_FOLDER, drift_location};
 pub struct SealedCandidate {
     location: String,
     envelope: Vec<u8>,
+}
+
+impl SealedCandidate {
+    /// The envelope's length in bytes.
+    pub fn envelope_bytes(&self) -> usize {
+        self.envelope.len()
+    }
 }
 
 impl std::fmt::Debug for SealedCandidate {

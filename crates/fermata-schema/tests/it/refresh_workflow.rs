@@ -95,7 +95,7 @@ impl CandidateProbe for Probe {
         attempt: Attempt,
     ) -> Result<(), SafeError> {
         assert!(
-            folder.join("candidate.tar").is_file(),
+            folder.join("candidate.tar.lz4").is_file(),
             "the candidate is in the step's folder"
         );
         self.folders.lock().unwrap().push(folder.to_owned());

@@ -1,5 +1,6 @@
 //! The plaintext inside a review artifact: a deterministic tar archive of the canonical manifest,
-//! the candidate files and the review notes.
+//! the candidate files and the review notes, compressed; and the compression of the other sealed
+//! objects (staged notes, drift diffs), each one LZ4 frame ([`compressed`], [`expanded`]).
 //!
 //! The format is tar with GNU headers, compressed as one LZ4 frame (`lz4 -d` and any `tar` list
 //! a decrypted artifact): the candidate's SQL, its pretty-printed `schema.json` and the tar's
@@ -24,6 +25,7 @@ use std::io::{Read, Write};
 use fermata_schema_core::{ErrorCode, SafeError};
 use lz4_flex::frame::{FrameDecoder, FrameEncoder};
 use tar::{Archive, Builder, EntryType, Header};
+use zeroize::Zeroizing;
 
 use crate::safe_context::{SafeCode, because};
 
@@ -82,9 +84,38 @@ pub fn archive_with_notes(
         .or_code(UNAVAILABLE, "compress the archive")
 }
 
-/// The first bytes of an LZ4 frame, which every archive written since archives were compressed
-/// begins with.
+/// The first bytes of an LZ4 frame, which every archive (and every sealed note or drift diff)
+/// written since they are compressed begins with. What was written before begins with the
+/// manifest's name (an archive) or `{` (JSON), never with these.
 const LZ4_FRAME_MAGIC: [u8; 4] = [0x04, 0x22, 0x4D, 0x18];
+
+/// `bytes` as one LZ4 frame: what a sealed note or drift diff seals.
+pub(crate) fn compressed(bytes: &[u8]) -> Result<Zeroizing<Vec<u8>>, SafeError> {
+    // Room for the frame of bytes that do not compress (its header, each 64 KiB block's length
+    // and the end mark), so the buffer is never grown and copied.
+    let bound = bytes.len() + 4 * (bytes.len() / 65_536 + 1) + 32;
+    let mut encoder = FrameEncoder::new(Vec::with_capacity(bound));
+    encoder
+        .write_all(bytes)
+        .or_code(UNAVAILABLE, "compress a sealed object")?;
+    encoder
+        .finish()
+        .map(Zeroizing::new)
+        .or_code(UNAVAILABLE, "compress a sealed object")
+}
+
+/// What [`compressed`] took, from its frame; bytes written before sealed objects were
+/// compressed are returned as they are.
+pub(crate) fn expanded(bytes: Zeroizing<Vec<u8>>) -> Result<Zeroizing<Vec<u8>>, SafeError> {
+    if !bytes.starts_with(&LZ4_FRAME_MAGIC) {
+        return Ok(bytes);
+    }
+    let mut plaintext = Zeroizing::new(Vec::new());
+    FrameDecoder::new(bytes.as_slice())
+        .read_to_end(&mut plaintext)
+        .or_code(UNAVAILABLE, "expand a sealed object")?;
+    Ok(plaintext)
+}
 
 fn append<W: Write>(builder: &mut Builder<W>, name: &str, bytes: &[u8]) -> Result<(), SafeError> {
     let mut header = Header::new_gnu();
@@ -244,6 +275,19 @@ mod tests {
         assert_eq!(unarchive(&plain).unwrap(), expected);
         // A frame cut short is refused, not read in part.
         assert!(unarchive(&compressed[..compressed.len() - 8]).is_err());
+    }
+
+    #[test]
+    fn sealed_objects_are_compressed_and_those_written_before_are_read() {
+        let json = b"{\"files\": [\"a\", \"a\", \"a\", \"a\", \"a\", \"a\"]}".repeat(50);
+        let frame = compressed(&json).unwrap();
+        assert!(frame.starts_with(&LZ4_FRAME_MAGIC) && frame.len() * 10 < json.len());
+        assert_eq!(*expanded(frame).unwrap(), json);
+        assert_eq!(*expanded(Zeroizing::new(json.clone())).unwrap(), json);
+        let mut cut = compressed(&json).unwrap();
+        let shorter = cut.len() - 8;
+        cut.truncate(shorter);
+        assert!(expanded(cut).is_err());
     }
 
     #[test]

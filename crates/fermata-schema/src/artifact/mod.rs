@@ -25,7 +25,8 @@
 //! them with the candidate.
 //!
 //! A verification's drift diffs are sealed the same way ([`drift`]'s module); both go through
-//! [`ArtifactStore::put_sealed`] and [`ArtifactStore::get_sealed`].
+//! [`ArtifactStore::put_sealed`] and [`ArtifactStore::get_sealed`], which compress what they seal
+//! as one LZ4 frame and read what was sealed before without it.
 //!
 //! Reading checks everything before returning anything: the location is the operation's, the
 //! stored bytes hash to the recorded hash, the envelope opens with the recorded key version (older
@@ -340,8 +341,9 @@ impl ArtifactStore {
         .await
     }
 
-    /// Seals `plaintext` whole (envelope and all) under the authenticated row `row` and writes it
-    /// at `location`, replacing what was there: a staged note or a drift diff.
+    /// Seals `plaintext`, compressed as one LZ4 frame, whole (envelope and all) under the
+    /// authenticated row `row` and writes it at `location`, replacing what was there: a staged
+    /// note or a drift diff.
     pub(crate) async fn put_sealed(
         &self,
         location: &str,
@@ -349,9 +351,11 @@ impl ArtifactStore {
         plaintext: Vec<u8>,
     ) -> Result<(), SafeError> {
         let keys = Arc::clone(&self.keys);
-        let envelope = tokio::task::spawn_blocking(move || keys.seal(aad(&row), &plaintext))
-            .await
-            .or_code(ErrorCode::ArtifactUnavailable, "seal an object")?;
+        let envelope = tokio::task::spawn_blocking(move || {
+            Ok::<_, SafeError>(keys.seal(aad(&row), &archive::compressed(&plaintext)?))
+        })
+        .await
+        .or_code(ErrorCode::ArtifactUnavailable, "seal an object")??;
         self.objects
             .put(&ObjectPath::from(location), PutPayload::from(envelope))
             .await
@@ -378,8 +382,10 @@ impl ArtifactStore {
         };
         let keys = Arc::clone(&self.keys);
         tokio::task::spawn_blocking(move || {
-            keys.open(aad(&row), &envelope)
-                .or_code(ErrorCode::ArtifactUnavailable, "decrypt a sealed object")
+            let frame = keys
+                .open(aad(&row), &envelope)
+                .or_code(ErrorCode::ArtifactUnavailable, "decrypt a sealed object")?;
+            archive::expanded(frame)
         })
         .await
         .or_code(ErrorCode::ArtifactUnavailable, "open a sealed object")?

@@ -91,10 +91,7 @@ const LZ4_FRAME_MAGIC: [u8; 4] = [0x04, 0x22, 0x4D, 0x18];
 
 /// `bytes` as one LZ4 frame: what a sealed note or drift diff seals.
 pub(crate) fn compressed(bytes: &[u8]) -> Result<Zeroizing<Vec<u8>>, SafeError> {
-    // Room for the frame of bytes that do not compress (its header, each 64 KiB block's length
-    // and the end mark), so the buffer is never grown and copied.
-    let bound = bytes.len() + 4 * (bytes.len() / 65_536 + 1) + 32;
-    let mut encoder = FrameEncoder::new(Vec::with_capacity(bound));
+    let mut encoder = FrameEncoder::new(Vec::new());
     encoder
         .write_all(bytes)
         .or_code(UNAVAILABLE, "compress a sealed object")?;
